@@ -1,0 +1,36 @@
+# Every target sets up .venv on first use: torch's CPU build first (it lies on this machine's disk;
+# any other pin downloads a multi-GB CUDA build), then the project with all extras.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install torch==2.13.0
+	$(BIN)/python -m pip install -e ".[all]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/dream-gym demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check dream_gym agents tests benchmarks
+	$(BIN)/mypy dream_gym
+
+# The whole suite, slow tests included (CI runs this).
+test: lint
+	$(BIN)/python -m pytest -n 2 -q
+
+# Fast tests only, for the edit-run loop.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/replay_speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,37 @@
+"""dream_gym: recorded AI-discovery search trees as deterministic Gymnasium environments.
+
+``import dream_gym`` registers ``DreamGym/Replay-v0`` and one ``DreamGym/<world>-v0`` per
+shipped world (Gymnasium 1.x has no plugin entry point).
+"""
+
+from dream_gym.env import ReplayEnv, register_envs
+from dream_gym.policy import EpisodeResult, FunctionPolicy, Policy, RunContext, as_policy, run_episode
+from dream_gym.registry import list_worlds, resolve_world
+from dream_gym.replay import IllegalBatchError
+from dream_gym.session import ReplaySession
+from dream_gym.view import NodeView, PrefixView
+from dream_gym.world import World, WorldFormatError, WorldWriter, load_world
+
+__version__ = "0.1.0"
+
+register_envs()
+
+__all__ = [
+    "EpisodeResult",
+    "FunctionPolicy",
+    "IllegalBatchError",
+    "NodeView",
+    "Policy",
+    "PrefixView",
+    "ReplayEnv",
+    "ReplaySession",
+    "RunContext",
+    "World",
+    "WorldFormatError",
+    "WorldWriter",
+    "as_policy",
+    "list_worlds",
+    "load_world",
+    "resolve_world",
+    "run_episode",
+]

@@ -1,0 +1,3 @@
+from dream_gym.cli import main
+
+raise SystemExit(main())

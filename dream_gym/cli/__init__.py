@@ -1,0 +1,46 @@
+"""The ``dream-gym`` command line: argument parsing only.
+
+Each sub-command lives in its own module of this package, which defines
+``register(subparsers)``; the handler it installs calls one library function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Modules of this package that each add one or more sub-commands.
+COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dream-gym",
+        description="Recorded discovery trees as deterministic Gymnasium environments.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{name}":
+                continue  # that command is not part of this build
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, LookupError) as exc:
+        # Library errors name the problem already; show them without a traceback.
+        print(f"dream-gym {args.command}: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,34 @@
+"""Built-in exploration policies, by name.
+
+They live in the library (not in ``agents/``) because the evaluation harness, the online
+module and the CLI all accept them by name; ``agents/`` holds what acts from outside the
+library (RL training scripts, example policy files, LLM prompts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dream_gym.policies.fixed import FixedPolicy
+from dream_gym.policies.greedy import GreedyPolicy
+from dream_gym.policies.random_legal import RandomPolicy
+from dream_gym.policy import Policy
+
+POLICIES: dict[str, Callable[..., Policy]] = {
+    "random": RandomPolicy,
+    "greedy": GreedyPolicy,
+    "fixed": FixedPolicy,
+}
+
+
+def make_policy(name: str, **params: Any) -> Policy:
+    """A fresh built-in policy; LookupError lists the known names."""
+    try:
+        factory = POLICIES[name]
+    except KeyError:
+        raise LookupError(f"unknown built-in policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
+    return factory(**params)
+
+
+__all__ = ["POLICIES", "FixedPolicy", "GreedyPolicy", "RandomPolicy", "make_policy"]

@@ -1,0 +1,61 @@
+"""Greedy best-first: continue from the best-scoring open nodes, stop when progress stalls."""
+
+from __future__ import annotations
+
+from dream_gym.policies.base import BasePolicy, interpolate, open_nodes, score_key
+from dream_gym.policy import RunContext
+from dream_gym.replay import ROOT
+from dream_gym.view import PrefixView
+
+
+class GreedyPolicy(BasePolicy):
+    """Best-first search over the revealed tree.
+
+    Each round fills up to W slots with the open nodes of highest score (valid ones first).
+    It opens a new branch from the root while fewer than ``min_branches`` are open or when no
+    open node has a valid score. It stops after ``patience`` rounds without a new best score.
+
+    Args:
+        min_branches: branches to open before exploiting; default 1 + round(beta * (W - 1)).
+        patience: rounds without improvement before stopping; default 1 + round(5 * beta).
+    Source: best-first search as used by AlphaEvolve-style systems' "exploit" mode.
+    """
+
+    name = "greedy"
+
+    def __init__(self, min_branches: int | None = None, patience: int | None = None):
+        super().__init__()
+        self.min_branches = min_branches
+        self.patience = patience
+        self._best: float | None = None
+        self._stale = 0
+
+    def reset(self, context: RunContext) -> None:
+        super().reset(context)
+        self._best, self._stale = None, 0
+
+    def _track_progress(self, view: PrefixView) -> None:
+        best = view.best_score()
+        if best is not None and (self._best is None or best > self._best):
+            self._best, self._stale = best, 0
+        elif view.rounds:
+            self._stale += 1
+
+    def act(self, view: PrefixView) -> list[int]:
+        self._track_progress(view)
+        patience = self.patience if self.patience is not None else 1 + round(5 * self.beta)
+        if self._stale >= patience:
+            return []
+        min_branches = self.min_branches
+        if min_branches is None:
+            min_branches = 1 + round(interpolate(0, view.workers - 1, self.beta))
+        candidates = sorted(open_nodes(view), key=score_key, reverse=True)
+        valid = [n.id for n in candidates if n.score is not None]
+        batch: list[int] = []
+        want_root = view.n_branches < min_branches or not valid
+        if want_root and view.root_slots:
+            batch += [ROOT] * min(view.root_slots, max(1, min_branches - view.n_branches))
+        batch += valid[: view.workers - len(batch)]
+        if not batch and view.root_slots:
+            batch = [ROOT]
+        return batch[: view.workers]

@@ -1,0 +1,208 @@
+"""The policy interface (SPEC §6) and ``run_episode``.
+
+A policy is anything with::
+
+    reset(context: RunContext) -> None     # once per episode: W, beta, task info, seed
+    act(view: PrefixView) -> list[int]      # the next batch; [] stops
+
+Heuristics, RL-trained networks and LLM-written files all implement it, and the same object
+runs in replay and online. A plain function ``f(view) -> batch`` becomes a policy with
+:class:`FunctionPolicy` (or :func:`as_policy`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from dream_gym.session import ReplaySession
+from dream_gym.view import PrefixView
+from dream_gym.world import World
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a policy is told when an episode starts (the same online and in replay)."""
+
+    workers: int
+    beta: float
+    beta1: float
+    beta2: float
+    max_rounds: int | None
+    task_name: str
+    task_description: str
+    direction: str
+    frontier_rule: str
+    seed: int = 0
+
+    @classmethod
+    def from_view(cls, view: PrefixView, seed: int = 0) -> RunContext:
+        return cls(
+            workers=view.workers,
+            beta=view.beta,
+            beta1=view.beta1,
+            beta2=view.beta2,
+            max_rounds=view.max_rounds,
+            task_name=view.task_name,
+            task_description=view.task_description,
+            direction=view.direction,
+            frontier_rule=view.frontier_rule,
+            seed=seed,
+        )
+
+
+@runtime_checkable
+class Policy(Protocol):
+    def reset(self, context: RunContext) -> None: ...
+
+    def act(self, view: PrefixView) -> Sequence[int]: ...
+
+
+class FunctionPolicy:
+    """Adapts ``fn(view) -> batch`` (optionally ``fn(view, context)``) to the interface."""
+
+    def __init__(self, fn: Callable[..., Sequence[int]], name: str | None = None):
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "function")
+        self.context: RunContext | None = None
+        code = getattr(fn, "__code__", None)
+        self._wants_context = code is not None and code.co_argcount >= 2
+
+    def reset(self, context: RunContext) -> None:
+        self.context = context
+
+    def act(self, view: PrefixView) -> Sequence[int]:
+        if self._wants_context:
+            return self.fn(view, self.context)
+        return self.fn(view)
+
+
+def as_policy(obj: Any) -> Policy:
+    """A policy object as is; a callable wrapped in :class:`FunctionPolicy`."""
+    if hasattr(obj, "act") and hasattr(obj, "reset"):
+        return obj  # type: ignore[no-any-return]
+    if callable(obj):
+        return FunctionPolicy(obj)
+    raise TypeError(f"{obj!r} is not a policy: it needs reset(context) and act(view), or be a function")
+
+
+def policy_name(policy: Any) -> str:
+    return str(getattr(policy, "name", None) or type(policy).__name__)
+
+
+def batch_from(result: Any) -> list[int]:
+    """Normalise what ``act`` returned into a list; anything but a sequence of ids is an error."""
+    if result is None:
+        raise TypeError("policy returned None; return a list of node ids ([] to stop)")
+    if hasattr(result, "tolist") and not isinstance(result, (list, tuple)):
+        result = result.tolist()
+    if not isinstance(result, (list, tuple, range)):
+        raise TypeError(f"policy returned {type(result).__name__}; expected a list of node ids ([] to stop)")
+    return list(result)
+
+
+@dataclass
+class EpisodeResult:
+    """One episode's record (what ``dream-gym eval`` writes as a JSON line)."""
+
+    world: str
+    policy: str
+    beta: float
+    replay_score: float  # V
+    best_q: float
+    best_score: float | None
+    attempts: int  # N
+    rounds: int  # k
+    work: float  # attempts / (recorded nodes - 1), for the v2 objective
+    attainment: float  # clip(best_q, 0, 1)
+    batches: list[list[int]] = field(default_factory=list)
+    terminated: bool = False
+    truncated: bool = False
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def result_from_session(session: ReplaySession, policy: str, error: str | None = None) -> EpisodeResult:
+    world = session.world
+    recorded_attempts = max(1, world.size - 1)
+    best_q = session.best_q
+    return EpisodeResult(
+        world=world.id,
+        policy=policy,
+        beta=session.beta,
+        replay_score=session.value,
+        best_q=best_q,
+        best_score=session.best_score,
+        attempts=session.attempts,
+        rounds=session.rounds,
+        work=session.attempts / recorded_attempts,
+        attainment=min(max(best_q, 0.0), 1.0) if math.isfinite(best_q) else 0.0,
+        batches=[list(b) for b in session.batches],
+        terminated=session.terminated,
+        truncated=session.truncated,
+        error=error,
+    )
+
+
+def _session_of(target: Any, options: Mapping[str, Any]) -> tuple[ReplaySession, bool]:
+    """The session to drive and whether it came from a gymnasium env (stepped through it)."""
+    if isinstance(target, ReplaySession):
+        return target, False
+    if isinstance(target, World):
+        return ReplaySession(target, **options), False
+    unwrapped = getattr(target, "unwrapped", None)
+    session = getattr(unwrapped, "session", None)
+    if isinstance(session, ReplaySession):
+        return session, True
+    raise TypeError(f"run_episode needs a ReplayEnv, a ReplaySession or a World, got {type(target).__name__}")
+
+
+def run_episode(
+    policy: Any,
+    env: Any,
+    *,
+    seed: int = 0,
+    on_error: str = "raise",
+    **session_options: Any,
+) -> EpisodeResult:
+    """Run one episode of ``policy`` and return its record.
+
+    Args:
+        policy: a policy object or a function of the view.
+        env: a ``gym.make``'d ReplayEnv (stepped through its wrappers), or a ReplaySession or
+            World (the fast path used by evaluation: no observation encoding).
+        seed: passed to the policy in its RunContext (and to ``env.reset``).
+        on_error: "raise" re-raises a policy's exception or illegal batch; "record" ends the
+            episode there and puts the message in ``EpisodeResult.error``.
+        session_options: ReplaySession arguments when ``env`` is a World (workers, beta, ...).
+    """
+    if on_error not in ("raise", "record"):
+        raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}")
+    policy = as_policy(policy)
+    session, through_env = _session_of(env, session_options)
+    if through_env:
+        _, info = env.reset(seed=seed)
+        view = info["view"]
+    else:
+        session.reset()
+        view = session.view()
+    error: str | None = None
+    try:
+        policy.reset(RunContext.from_view(view, seed=seed))
+        while not session.done:
+            batch = batch_from(policy.act(view))
+            if through_env:
+                info = env.step(batch)[4]
+                view = info["view"]
+            else:
+                session.step(batch)
+                view = session.view()
+    except Exception as exc:  # an IllegalBatchError, or anything the policy raised
+        if on_error == "raise":
+            raise
+        error = f"{type(exc).__name__}: {exc}"
+    return result_from_session(session, policy_name(policy), error)

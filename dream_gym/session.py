@@ -1,0 +1,182 @@
+"""One replay episode: reveal rules + replay score + prefix views, without gymnasium.
+
+:class:`ReplaySession` is what both the Gymnasium env (a thin adapter adding observation
+encoding) and the fast evaluation path of :func:`dream_gym.policy.run_episode` drive, so the
+two cannot disagree. Rewards are changes of V, starting from 0 before the first step, so the
+rewards of an episode sum to its final V.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dream_gym.replay import ROOT, IllegalBatchError, Replay
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
+from dream_gym.view import NodeView, PrefixView, node_view_from_record
+from dream_gym.world import World
+
+
+@dataclass
+class StepOutcome:
+    new_ids: list[int]
+    reward: float
+    terminated: bool
+    truncated: bool
+    dropped: list[tuple[object, str]] = field(default_factory=list)
+
+
+class ReplaySession:
+    """A replay episode on one world.
+
+    Args:
+        world: the recorded world.
+        workers: W (default: the world's recorded W).
+        beta: the policy's budget preference in [0, 1] (shown to the policy; not used by V).
+        beta1, beta2: cost and parallelism coefficients of V.
+        max_rounds: K2, the round limit (None: no limit).
+        frontier: "leaves" or "any" (default: the world's rule).
+        strict: raise IllegalBatchError on an illegal selection (True), or drop illegal
+            selections and report them in ``StepOutcome.dropped`` (False).
+    """
+
+    def __init__(
+        self,
+        world: World,
+        *,
+        workers: int | None = None,
+        beta: float = 0.5,
+        beta1: float = DEFAULT_BETA1,
+        beta2: float = DEFAULT_BETA2,
+        max_rounds: int | None = None,
+        frontier: str | None = None,
+        strict: bool = True,
+    ):
+        if not 0.0 <= beta <= 1.0:
+            raise ValueError(f"beta must be in [0, 1], got {beta}")
+        if max_rounds is not None and max_rounds < 1:
+            raise ValueError(f"max_rounds must be >= 1 or None, got {max_rounds}")
+        self.world = world
+        self.beta, self.beta1, self.beta2 = float(beta), float(beta1), float(beta2)
+        self.max_rounds = max_rounds
+        self.strict = strict
+        self.replay = Replay(world, workers or world.workers, frontier or world.frontier_rule)
+        self.normalizer = Normalizer(world.baseline_score, world.best_score)
+        self.reset()
+
+    # -- state ------------------------------------------------------------------------
+    def reset(self) -> None:
+        self.replay.reset()
+        self._nodes: list[NodeView] = []
+        self._branch_count = 0
+        self.best_q = float("-inf")
+        self.best_score: float | None = None
+        self.value = 0.0  # V before the first step; rewards sum to the final V
+        self.batches: list[list[int]] = []
+        self.done = False
+        self.terminated = False
+        self.truncated = False
+        self._add_node(ROOT)
+        if self.best_q == float("-inf"):
+            self.best_q = 0.0  # an unscored root: quality starts at the baseline's q
+
+    @property
+    def attempts(self) -> int:
+        return self.replay.attempts
+
+    @property
+    def rounds(self) -> int:
+        return self.replay.rounds
+
+    @property
+    def workers(self) -> int:
+        return self.replay.workers
+
+    @property
+    def nodes(self) -> tuple[NodeView, ...]:
+        return tuple(self._nodes)
+
+    def current_value(self) -> float:
+        return replay_score(self.best_q, self.attempts, self.rounds, self.beta1, self.beta2)
+
+    def _add_node(self, obs_id: int) -> None:
+        world = self.world
+        index = self.replay.world_index(obs_id)
+        parent_obs = self.replay.observed_parent(obs_id)
+        parent = self._nodes[parent_obs] if parent_obs >= 0 else None
+        if parent is None:
+            branch = None
+        elif parent.id == ROOT:
+            branch = self._branch_count
+            self._branch_count += 1
+        else:
+            branch = parent.branch
+        raw = world.score[index]
+        score = None if raw != raw else float(raw)  # NaN: unscored
+        self._nodes.append(
+            node_view_from_record(
+                world.records[index],
+                obs_id=obs_id,
+                parent=parent,
+                branch=branch,
+                score=score,
+                baseline=world.baseline_score,
+            )
+        )
+        q = self.normalizer.q(score)
+        if q is not None and q > self.best_q:
+            self.best_q = q
+            self.best_score = score
+
+    # -- what the policy sees ---------------------------------------------------------
+    def view(self) -> PrefixView:
+        world = self.world
+        return PrefixView(
+            nodes=tuple(self._nodes),
+            frontier=self.replay.frontier(),
+            root_slots=self.replay.root_slots,
+            baseline_score=world.baseline_score,
+            workers=self.replay.workers,
+            beta=self.beta,
+            beta1=self.beta1,
+            beta2=self.beta2,
+            rounds=self.rounds,
+            attempts=self.attempts,
+            task_name=world.task_name,
+            task_description=world.task_description,
+            direction=world.direction,
+            frontier_rule=self.replay.frontier_rule,
+            max_rounds=self.max_rounds,
+        )
+
+    # -- dynamics ---------------------------------------------------------------------
+    def step(self, batch: Sequence[object]) -> StepOutcome:
+        """Apply one batch ([] stops). Returns the new ids, the reward (change of V) and flags."""
+        if self.done:
+            raise RuntimeError("the episode is over; call reset() first")
+        dropped: list[tuple[object, str]] = []
+        if self.strict:
+            ids = self.replay.check(batch)
+        else:
+            ids, dropped = self.replay.legal_part(batch)
+        new_ids: list[int] = []
+        if ids:
+            new_ids = self.replay.apply(ids)
+            for obs_id in new_ids:
+                self._add_node(obs_id)
+            self.batches.append(ids)
+        self.terminated = not ids or self.replay.exhausted
+        self.truncated = not self.terminated and self.max_rounds is not None and self.rounds >= self.max_rounds
+        self.done = self.terminated or self.truncated
+        value = self.current_value()
+        reward = value - self.value
+        self.value = value
+        return StepOutcome(new_ids, reward, self.terminated, self.truncated, dropped)
+
+    def truncate(self) -> None:
+        """End the episode from outside (e.g. the env's observation capacity is full)."""
+        self.truncated = True
+        self.done = True
+
+
+__all__ = ["IllegalBatchError", "ReplaySession", "StepOutcome"]

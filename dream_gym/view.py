@@ -1,0 +1,206 @@
+"""The prefix view: what a policy may see (SPEC §5), as copies of revealed data only.
+
+A :class:`PrefixView` holds immutable copies: revealed nodes (observed id, parent, depth,
+branch, score, validity, changes against parent and baseline, failure class, error,
+diagnostics, code, cost, duration, metrics), the legal frontier, the baseline score, W, the
+budget preference beta and the score coefficients, rounds and attempts so far, and the task's
+name and description. No reference to the world or the simulator is reachable from it.
+
+Scores are raw (not normalised), on the higher-is-better scale: a ``minimize`` world's scores
+are negated. The world's best recorded score, its size and unrevealed nodes are never here.
+
+The same view type is built by replay and by the online loop, so a policy runs unchanged in both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+
+def freeze(value: Any) -> Any:
+    """A deep, immutable copy of JSON-like data (dicts become read-only mappings, lists tuples)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Plain JSON-serialisable copy of frozen data."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One revealed node. ``position`` in its branch equals ``depth`` (the branch head has 1)."""
+
+    id: int
+    parent: int | None
+    depth: int
+    branch: int | None  # 0, 1, 2, ... in the order branches were opened; None for the root
+    score: float | None  # oriented raw score; None when the attempt has no valid score
+    valid: bool
+    delta_parent: float | None
+    delta_baseline: float | None
+    fail_class: str | None = None
+    error: str | None = None
+    diagnostics: str | None = None
+    code: str | None = None
+    cost: Any = None
+    duration_s: float | None = None
+    metrics: Any = None
+
+
+def node_view_from_record(
+    record: Mapping[str, Any],
+    *,
+    obs_id: int,
+    parent: NodeView | None,
+    branch: int | None,
+    score: float | None,
+    baseline: float,
+) -> NodeView:
+    """Copy a recorded node into its view (strings are immutable; containers are frozen copies)."""
+    parent_score = parent.score if parent is not None else None
+    return NodeView(
+        id=obs_id,
+        parent=None if parent is None else parent.id,
+        depth=0 if parent is None else parent.depth + 1,
+        branch=branch,
+        score=score,
+        valid=score is not None,
+        delta_parent=None if score is None or parent_score is None else score - parent_score,
+        delta_baseline=None if score is None else score - baseline,
+        fail_class=_opt_str(record.get("fail_class")),
+        error=_opt_str(record.get("error")),
+        diagnostics=_opt_str(record.get("diagnostics")),
+        code=_opt_str(record.get("code")),
+        cost=freeze(record.get("cost")),
+        duration_s=_opt_float(record.get("duration_s")),
+        metrics=freeze(record.get("metrics")),
+    )
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+@dataclass(frozen=True)
+class PrefixView:
+    """Everything a policy may know at one decision."""
+
+    nodes: tuple[NodeView, ...]
+    frontier: tuple[int, ...]  # legal ids, ascending; the root (0) once when it may open a branch
+    root_slots: int  # how many times the root may appear in the next batch
+    baseline_score: float
+    workers: int
+    beta: float
+    beta1: float
+    beta2: float
+    rounds: int
+    attempts: int
+    task_name: str
+    task_description: str
+    direction: str
+    frontier_rule: str
+    max_rounds: int | None = None
+    _children: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
+
+    # -- convenience ------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def children(self, node_id: int) -> tuple[int, ...]:
+        """Revealed children of a node, in reveal order."""
+        if not self._children:
+            object.__setattr__(self, "_children", self._build_children())
+        return self._children[node_id]
+
+    def _build_children(self) -> tuple[tuple[int, ...], ...]:
+        lists: list[list[int]] = [[] for _ in self.nodes]
+        for node in self.nodes[1:]:
+            assert node.parent is not None
+            lists[node.parent].append(node.id)
+        return tuple(tuple(c) for c in lists)
+
+    def leaves(self) -> tuple[int, ...]:
+        return tuple(n.id for n in self.nodes if not self.children(n.id))
+
+    def best(self) -> NodeView:
+        """The best-scoring revealed node (the root when nothing scored beats it)."""
+        scored = [n for n in self.nodes if n.score is not None]
+        return max(scored, key=lambda n: n.score) if scored else self.nodes[0]  # type: ignore[arg-type,return-value]
+
+    def best_score(self) -> float | None:
+        return self.best().score
+
+    def branch_nodes(self, branch: int) -> tuple[NodeView, ...]:
+        return tuple(n for n in self.nodes if n.branch == branch)
+
+    @property
+    def n_branches(self) -> int:
+        return 1 + max((n.branch for n in self.nodes if n.branch is not None), default=-1)
+
+    def legal(self, node_id: int) -> bool:
+        return node_id in self.frontier
+
+    # -- serialisation (the isolated policy sandbox ships views as JSON) ----------------
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k not in ("nodes", "_children")}
+        data["frontier"] = list(self.frontier)
+        data["nodes"] = [
+            {**{f: getattr(n, f) for f in NodeView.__slots__}, "cost": thaw(n.cost), "metrics": thaw(n.metrics)}
+            for n in self.nodes
+        ]
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PrefixView:
+        nodes = tuple(
+            NodeView(**{**n, "cost": freeze(n.get("cost")), "metrics": freeze(n.get("metrics"))})
+            for n in data["nodes"]
+        )
+        fields = {k: v for k, v in data.items() if k != "nodes"}
+        fields["frontier"] = tuple(fields["frontier"])
+        return cls(nodes=nodes, **fields)
+
+
+def render_tree(view: PrefixView) -> str:
+    """Text drawing of a revealed tree: ``*`` marks the frontier, scores are raw."""
+    lines = [
+        f"round {view.rounds}  attempts {view.attempts}  W={view.workers}  "
+        f"baseline {view.baseline_score:.6g}  frontier {list(view.frontier)}"
+    ]
+    legal = set(view.frontier)
+    stack: list[tuple[int, str, bool]] = [(0, "", True)]
+    while stack:  # iterative: recorded chains can be thousands of nodes deep
+        node_id, prefix, last = stack.pop()
+        node = view.nodes[node_id]
+        score = "invalid" if node.score is None else f"{node.score:.6g}"
+        mark = "*" if node_id in legal else " "
+        elbow = "" if node.parent is None else ("└─ " if last else "├─ ")
+        error = f"  [{node.error[:40]}]" if node.error else ""
+        lines.append(f"{prefix}{elbow}{mark}{node_id}: {score}{error}")
+        children = view.children(node_id)
+        child_prefix = prefix if node.parent is None else prefix + ("   " if last else "│  ")
+        for i in range(len(children) - 1, -1, -1):
+            stack.append((children[i], child_prefix, i == len(children) - 1))
+    return "\n".join(lines)
