@@ -1,0 +1,162 @@
+"""``dream-gym worlds``: list, show, validate, pack, upload, download, delete and import worlds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "worlds",
+        help="recorded-world datasets: list, show, validate, pack, share, import",
+        description="Datasets of recorded worlds (ids 'namespace/name-vN'), kept in the local "
+        "store ($DREAM_GYM_HOME, default ~/.dream_gym) and shared through fsspec remotes.",
+    )
+    sub = parser.add_subparsers(dest="worlds_command", required=True, metavar="ACTION")
+
+    p = sub.add_parser("list", help="datasets in the local store (or at a remote)")
+    p.add_argument("--remote", help="list a remote instead (fsspec URL: file://..., hf://datasets/...)")
+    p.set_defaults(func=_list)
+
+    p = sub.add_parser("show", help="metadata and coverage/bias report of a dataset or world")
+    p.add_argument("target", help="dataset id, world reference ns/name-vN/world, or world folder")
+    p.add_argument("--plot", help="write the tree plot: a PNG file (world) or a folder (dataset)")
+    p.add_argument("--json", action="store_true", help="print the coverage report as JSON (one world)")
+    p.set_defaults(func=_show)
+
+    p = sub.add_parser("validate", help="check a dataset (id or folder) or a world folder")
+    p.add_argument("target")
+    p.set_defaults(func=_validate)
+
+    p = sub.add_parser("pack", help="make a dataset in the local store from world folders")
+    p.add_argument("worlds", nargs="+", metavar="WORLD_FOLDER")
+    p.add_argument("--id", required=True, dest="dataset_id", help="namespace/name-vN")
+    p.add_argument("--description", default="")
+    p.add_argument("--author", default="")
+    p.add_argument("--licence", "--license", default="", dest="licence")
+    p.add_argument("--held-out", nargs="*", default=[], metavar="WORLD", help="worlds of the held-out split")
+    p.add_argument("--readme", help="a README.md dataset card to include")
+    p.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
+    p.set_defaults(func=_pack)
+
+    p = sub.add_parser("upload", help="copy a dataset to a remote")
+    p.add_argument("dataset_id")
+    p.add_argument("--remote", required=True)
+    p.add_argument("--archive", action="store_true", help="upload one .tar.gz instead of a folder")
+    p.add_argument("--force", action="store_true")
+    p.set_defaults(func=_upload)
+
+    p = sub.add_parser("download", help="fetch a dataset from a remote into the local store")
+    p.add_argument("dataset_id")
+    p.add_argument("--remote", required=True)
+    p.add_argument("--force", action="store_true", help="replace a local copy")
+    p.set_defaults(func=_download)
+
+    p = sub.add_parser("delete", help="remove a dataset from the local store")
+    p.add_argument("dataset_id")
+    p.set_defaults(func=_delete)
+
+    p = sub.add_parser("import", help="turn an OpenEvolve or ShinkaEvolve run into a world")
+    p.add_argument("--from", required=True, choices=("openevolve", "shinkaevolve"), dest="system")
+    p.add_argument("src", help="OpenEvolve output folder, or ShinkaEvolve evolution_db.sqlite")
+    p.add_argument("--out", required=True, help="world folder to write (must not exist or be empty)")
+    p.add_argument("--metric", default="combined_score", help="metric used as score (default combined_score)")
+    p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"))
+    p.add_argument("--id", dest="world_id", help="world id (default: the run folder's name)")
+    p.add_argument("--task", help="task name (default: the run folder's name)")
+    p.add_argument("--workers", type=int, default=1, help="W of the original run (default 1)")
+    p.add_argument("--orphans", default="drop", choices=("drop", "reattach"),
+                   help="nodes whose parent was pruned: drop their subtree (default) or attach to the root")
+    p.set_defaults(func=_import)
+
+
+def _list(args: argparse.Namespace) -> int:
+    if args.remote:
+        from dream_gym.datasets.remote import list_remote
+
+        remote = list_remote(args.remote)
+        if not remote:
+            print(f"no datasets at {args.remote}")
+        for item in remote:
+            worlds = "" if item.worlds is None else f"{item.worlds} world(s)  "
+            print(f"{item.id:<36} {item.kind:<8} {worlds}{item.description}")
+        return 0
+    from dream_gym.datasets.store import datasets_root, list_datasets
+
+    found = list_datasets()
+    if not found:
+        print(f"no datasets in {datasets_root()}")
+    for d in found:
+        where = "shipped" if d.shipped else "local"
+        if d.problem:
+            print(f"{d.id:<36} {where:<8} BROKEN: {d.problem}")
+        else:
+            print(f"{d.id:<36} {where:<8} {d.worlds} world(s)  {d.description}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    if args.json:
+        from dream_gym.datasets import coverage_report, load
+
+        print(json.dumps(coverage_report(load(args.target)).as_dict(), indent=2))
+        return 0
+    from dream_gym.datasets import show
+
+    print(show(args.target, plot=args.plot))
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from dream_gym.datasets.store import validate
+
+    print(validate(args.target).summary())
+    return 0
+
+
+def _pack(args: argparse.Namespace) -> int:
+    from dream_gym.datasets.store import pack
+
+    dataset = pack(
+        args.worlds, args.dataset_id, description=args.description, author=args.author,
+        licence=args.licence, held_out=args.held_out, readme=args.readme, overwrite=args.force,
+    )
+    print(f"packed {len(dataset.world_names)} world(s) as {dataset.id} at {dataset.path}")
+    return 0
+
+
+def _upload(args: argparse.Namespace) -> int:
+    from dream_gym.datasets.remote import upload
+
+    where = upload(args.dataset_id, args.remote, archive=args.archive, overwrite=args.force)
+    print(f"uploaded {args.dataset_id} to {where}")
+    return 0
+
+
+def _download(args: argparse.Namespace) -> int:
+    from dream_gym.datasets.remote import download
+
+    dataset = download(args.dataset_id, args.remote, overwrite=args.force)
+    print(f"downloaded {dataset.id} ({len(dataset.world_names)} world(s), every sha256 verified) to {dataset.path}")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from dream_gym.datasets.store import delete
+
+    print(f"deleted {args.dataset_id} ({delete(args.dataset_id)})")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from dream_gym.datasets.importers.openevolve import import_openevolve
+    from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
+
+    run = import_openevolve if args.system == "openevolve" else import_shinkaevolve
+    report = run(
+        args.src, args.out, metric=args.metric, direction=args.direction, world_id=args.world_id,
+        task_name=args.task, workers=args.workers, orphans=args.orphans,
+    )
+    print(report.summary())
+    return 0

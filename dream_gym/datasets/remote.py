@@ -1,0 +1,201 @@
+"""Sharing datasets through remotes: any fsspec URL.
+
+A remote is a folder-like location. A dataset ``ns/name-vN`` sits there either as a folder
+``<remote>/ns/name-vN/`` (``dataset.json`` plus its files, the default) or as one archive
+``<remote>/ns/name-vN.tar.gz`` (``upload --archive``). Examples of remotes:
+
+* ``file:///srv/dream-gym-worlds`` (or a plain local path), tested for real;
+* ``hf://datasets/OWNER/REPO`` — a Hugging Face dataset repository, through
+  ``huggingface_hub``'s fsspec file system (``pip install dream-gym[share]``; uploads need
+  ``huggingface-cli login`` or ``HF_TOKEN``);
+* ``s3://bucket/prefix``, ``gcs://...``, ``sftp://...`` or any other fsspec protocol whose
+  package is installed.
+
+Downloads check ``dataset.json``'s format version before fetching anything (as Minari checks
+its version specifier), then verify every file's sha256: a tampered or corrupt file is refused
+with its name and nothing is added to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dream_gym.datasets.archive import make_archive, safe_extract
+from dream_gym.datasets.ids import parse_dataset_id
+from dream_gym.datasets.store import (
+    DATASET_FILE,
+    Dataset,
+    DatasetError,
+    DatasetNotFoundError,
+    find_dataset,
+    local_path,
+    open_dataset_folder,
+    read_dataset_meta,
+    safe_relative_path,
+    validate_dataset_meta,
+    verify_files,
+)
+from dream_gym.world import load_world, sha256_file
+
+
+class RemoteError(OSError):
+    """A remote cannot be reached or used (bad URL, missing fsspec backend)."""
+
+
+def _filesystem(remote: str) -> tuple[Any, str]:
+    try:
+        import fsspec
+    except ImportError:  # pragma: no cover - fsspec is in the share extra
+        raise RemoteError("remotes need fsspec: pip install 'dream-gym[share]'") from None
+    try:
+        fs, root = fsspec.core.url_to_fs(remote)
+    except (ImportError, ValueError) as exc:
+        raise RemoteError(f"cannot open remote {remote!r}: {exc}") from None
+    return fs, str(root).rstrip("/")
+
+
+def _join(root: str, *parts: str) -> str:
+    return "/".join([root, *parts]) if root else "/".join(parts)
+
+
+@dataclass
+class RemoteDataset:
+    id: str
+    location: str
+    kind: str  # "folder" | "archive"
+    description: str = ""
+    worlds: int | None = None
+
+
+def list_remote(remote: str) -> list[RemoteDataset]:
+    """Datasets found at a remote (folders with a dataset.json, and ``.tar.gz`` archives)."""
+    fs, root = _filesystem(remote)
+    found: list[RemoteDataset] = []
+    for path in sorted(fs.glob(_join(root, "*", "*", DATASET_FILE))):
+        try:
+            meta = json.loads(fs.cat_file(path))
+            found.append(
+                RemoteDataset(str(meta.get("id")), str(path).rsplit("/", 1)[0], "folder",
+                              str(meta.get("description", "")), len(meta.get("worlds", [])))
+            )
+        except (ValueError, OSError) as exc:
+            found.append(RemoteDataset("(unreadable)", str(path), "folder", f"error: {exc}"))
+    for path in sorted(fs.glob(_join(root, "*", "*.tar.gz"))):
+        namespace = str(path).split("/")[-2]
+        found.append(RemoteDataset(f"{namespace}/{str(path).split('/')[-1][:-7]}", str(path), "archive"))
+    return found
+
+
+def upload(dataset_id: str, remote: str, *, archive: bool = False, overwrite: bool = False) -> str:
+    """Copy a local (or the shipped) dataset to ``remote``; return where it went.
+
+    The dataset's files are verified first, so a corrupt local copy is never published.
+    In folder mode ``dataset.json`` is written last: an interrupted upload is not listed.
+    """
+    did = parse_dataset_id(dataset_id)
+    dataset = find_dataset(str(did))
+    verify_files(dataset.path, dataset.meta)
+    fs, root = _filesystem(remote)
+    if archive:
+        target = _join(root, did.namespace, f"{did.name}-v{did.version}.tar.gz")
+        if fs.exists(target) and not overwrite:
+            raise FileExistsError(f"{target} already exists at the remote (use --force)")
+        with tempfile.TemporaryDirectory() as tmp:
+            packed = make_archive(dataset.path, Path(tmp) / "dataset.tar.gz")
+            fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+            fs.put_file(str(packed), target)
+        return target
+    folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
+    if fs.exists(_join(folder, DATASET_FILE)) and not overwrite:
+        raise FileExistsError(f"{folder} already holds dataset {did} at the remote (use --force)")
+    for rel in dataset.meta["files"]:
+        target = _join(folder, rel)
+        fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+        fs.put_file(str(dataset.path / rel), target)
+    fs.put_file(str(dataset.path / DATASET_FILE), _join(folder, DATASET_FILE))
+    return folder
+
+
+def download(dataset_id: str, remote: str, *, overwrite: bool = False) -> Dataset:
+    """Fetch ``dataset_id`` from ``remote`` into the local store, verifying every sha256."""
+    did = parse_dataset_id(dataset_id)
+    target = local_path(did)
+    if (target / DATASET_FILE).exists() and not overwrite:
+        raise FileExistsError(f"dataset {did} is already in the local store at {target} (use --force)")
+    fs, root = _filesystem(remote)
+    folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
+    archive = folder + ".tar.gz"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".download-{did.name}-v{did.version}.", dir=target.parent))
+    try:
+        if fs.exists(_join(folder, DATASET_FILE)):
+            _download_folder(fs, folder, staging, str(did))
+        elif fs.exists(archive):
+            _download_archive(fs, archive, staging, str(did))
+        else:
+            raise DatasetNotFoundError(
+                f"dataset {did} is not at remote {remote} (looked for {_join(folder, DATASET_FILE)} "
+                f"and {archive}); `dream-gym worlds list --remote {remote}` shows what it holds"
+            )
+        staged = read_dataset_meta(staging)
+        for entry in staged["worlds"]:
+            load_world(staging / entry["name"])  # world format version and structure
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return open_dataset_folder(target)
+
+
+def _check_id(where: str, meta: dict[str, Any], expected: str) -> None:
+    if meta.get("id") != expected:
+        raise DatasetError(f"{where}: holds dataset {meta.get('id')!r}, not {expected!r}")
+
+
+def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None:
+    meta_url = _join(folder, DATASET_FILE)
+    raw = fs.cat_file(meta_url)
+    try:
+        meta = json.loads(raw)
+    except ValueError as exc:
+        raise DatasetError(f"{meta_url}: bad JSON: {exc}") from None
+    validate_dataset_meta(meta_url, meta)  # format/version check before any world is fetched
+    _check_id(meta_url, meta, expected)
+    for rel, digest in meta["files"].items():
+        safe_relative_path(meta_url, rel)
+        local = staging / rel
+        local.parent.mkdir(parents=True, exist_ok=True)
+        fs.get_file(_join(folder, rel), str(local))
+        actual = sha256_file(local)
+        if actual != digest:
+            raise DatasetError(
+                f"{_join(folder, rel)}: sha256 mismatch (dataset.json says {digest}, the file has "
+                f"{actual}); the remote copy was tampered with or corrupted, download refused"
+            )
+    (staging / DATASET_FILE).write_bytes(raw)
+
+
+def _download_archive(fs: Any, archive: str, staging: Path, expected: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        local = Path(tmp) / "dataset.tar.gz"
+        fs.get_file(archive, str(local))
+        safe_extract(local, staging)
+    meta = read_dataset_meta(staging)
+    _check_id(archive, meta, expected)
+    listed = set(meta["files"]) | {DATASET_FILE}
+    extra = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
+    unlisted = [p for p in extra if p not in listed]
+    if unlisted:
+        raise DatasetError(f"{archive}: holds files not listed in dataset.json: {', '.join(unlisted)}")
+    try:
+        verify_files(staging, meta)
+    except DatasetError as exc:
+        raise DatasetError(f"{archive}: {exc}; download refused") from None

@@ -1,0 +1,507 @@
+"""The local dataset store, ``dataset.json`` and the shipped dataset.
+
+Layout (``DREAM_GYM_HOME`` overrides the default ``~/.dream_gym``)::
+
+    $DREAM_GYM_HOME/datasets/<namespace>/<name>-vN/
+        dataset.json
+        <world>/world.json
+        <world>/nodes.jsonl
+        README.md                (optional dataset card)
+
+``dataset.json`` (format ``dream-gym-dataset/1``)::
+
+    {"format": "dream-gym-dataset/1", "id": "ns/name-v0", "description": "...",
+     "author": "...", "licence": "...", "world_format": "dream-gym-world/1",
+     "created": "...", "worlds": [{"name": "w1", "task": "...", "nodes": 40}, ...],
+     "split": {"train": ["w1", ...], "held_out": [...]},
+     "files": {"w1/world.json": "<sha256>", "w1/nodes.jsonl": "<sha256>", ...}}
+
+``files`` lists every file of the dataset except ``dataset.json`` with its sha256; downloads
+and :func:`validate` check each one. The shipped dataset (``recorded_worlds/`` beside the
+package, or the folder named by ``DREAM_GYM_SHIPPED``) is resolved like a stored one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from dream_gym.datasets.ids import (
+    DatasetId,
+    DatasetIdError,
+    check_world_name,
+    parse_dataset_id,
+    parse_world_ref,
+)
+from dream_gym.world import FORMAT as WORLD_FORMAT
+from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world, sha256_file
+
+DATASET_FORMAT = "dream-gym-dataset/1"
+DATASET_FILE = "dataset.json"
+HOME_ENV = "DREAM_GYM_HOME"
+SHIPPED_ENV = "DREAM_GYM_SHIPPED"
+SHIPPED_ID = "dream-gym/recorded-v0"
+
+
+class DatasetError(ValueError):
+    """A dataset folder or its ``dataset.json`` is broken; the message names the file."""
+
+
+class DatasetNotFoundError(LookupError):
+    """The dataset (or world) is neither in the local store nor shipped."""
+
+
+class IncompatibleDatasetError(DatasetError):
+    """The dataset was written in a format version this dream_gym cannot read."""
+
+
+# --------------------------------------------------------------------------- locations
+
+
+def store_home() -> Path:
+    """The store's root folder: ``$DREAM_GYM_HOME`` or ``~/.dream_gym``."""
+    env = os.environ.get(HOME_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".dream_gym"
+
+
+def datasets_root() -> Path:
+    return store_home() / "datasets"
+
+
+def shipped_path() -> Path | None:
+    """The folder of the dataset shipped with dream_gym, or None when there is none.
+
+    ``$DREAM_GYM_SHIPPED`` names it (as for :mod:`dream_gym.registry`); otherwise it is
+    ``recorded_worlds/`` beside the ``dream_gym`` package when that holds a dataset.json.
+    """
+    env = os.environ.get(SHIPPED_ENV)
+    if env:
+        candidate = Path(env).expanduser()
+    else:  # dream_gym/datasets/store.py -> the folder holding the dream_gym package
+        candidate = Path(__file__).resolve().parents[2] / "recorded_worlds"
+    return candidate if (candidate / DATASET_FILE).is_file() else None
+
+
+def local_path(dataset_id: str | DatasetId) -> Path:
+    """Where ``dataset_id`` lives (or would live) in the local store."""
+    did = dataset_id if isinstance(dataset_id, DatasetId) else parse_dataset_id(dataset_id)
+    return datasets_root() / did.namespace / f"{did.name}-v{did.version}"
+
+
+def download_hint(dataset_id: str) -> str:
+    return (
+        f"download it with `dream-gym worlds download {dataset_id} --remote URL` "
+        "(URL: any fsspec location, e.g. file:///path/to/remote or hf://datasets/OWNER/REPO), "
+        f"or make it with `dream-gym worlds pack WORLD_FOLDER... --id {dataset_id}`"
+    )
+
+
+# --------------------------------------------------------------------------- dataset.json
+
+
+def check_dataset_format(path: Path | str, value: Any) -> None:
+    """Accept ``dream-gym-dataset/1`` and ``/1.x``; refuse other majors (as Minari checks versions)."""
+    name, _, version = str(value).partition("/")
+    expected_name, expected_major = DATASET_FORMAT.split("/")
+    if name != expected_name or not version:
+        raise DatasetError(f"{path}: 'format' must be like {DATASET_FORMAT!r}, got {value!r}")
+    if version.split(".", 1)[0] != expected_major:
+        raise IncompatibleDatasetError(
+            f"{path}: dataset format {value!r} is not compatible with this dream_gym, which reads "
+            f"{DATASET_FORMAT!r}; upgrade dream_gym or fetch a version of the dataset in this format"
+        )
+
+
+def check_world_format(path: Path | str, value: Any) -> None:
+    name, _, version = str(value).partition("/")
+    expected_name, expected_major = WORLD_FORMAT.split("/")
+    if name != expected_name or version.split(".", 1)[0] != expected_major:
+        raise IncompatibleDatasetError(
+            f"{path}: the dataset's worlds use format {value!r}; this dream_gym reads "
+            f"{WORLD_FORMAT!r} (and its minor versions)"
+        )
+
+
+def safe_relative_path(path: Path | str, rel: Any) -> PurePosixPath:
+    """A dataset-relative file name that cannot escape its folder."""
+    if not isinstance(rel, str) or not rel or "\\" in rel or "\x00" in rel:
+        raise DatasetError(f"{path}: unsafe file name {rel!r} in 'files'")
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or any(part in ("", ".", "..") for part in rel.split("/")):
+        raise DatasetError(f"{path}: unsafe file name {rel!r} in 'files' (absolute or with '..')")
+    if rel == DATASET_FILE:
+        raise DatasetError(f"{path}: 'files' must not list {DATASET_FILE} itself")
+    return pure
+
+
+def validate_dataset_meta(path: Path | str, meta: Any) -> dict[str, Any]:
+    """Check a parsed dataset.json; return it. Raises :class:`DatasetError` naming the file."""
+    if not isinstance(meta, dict):
+        raise DatasetError(f"{path}: must hold a JSON object")
+    if "format" not in meta:
+        raise DatasetError(f"{path}: missing required key 'format'")
+    check_dataset_format(path, meta["format"])
+    check_world_format(path, meta.get("world_format", WORLD_FORMAT))
+    try:
+        parse_dataset_id(meta.get("id"))  # type: ignore[arg-type]
+    except DatasetIdError as exc:
+        raise DatasetError(f"{path}: {exc}") from None
+    worlds = meta.get("worlds")
+    if not isinstance(worlds, list) or not worlds:
+        raise DatasetError(f"{path}: 'worlds' must be a non-empty list")
+    names = []
+    for entry in worlds:
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise DatasetError(f"{path}: each entry of 'worlds' must be an object with a 'name'")
+        try:
+            names.append(check_world_name(entry["name"]))
+        except DatasetIdError as exc:
+            raise DatasetError(f"{path}: {exc}") from None
+    if len(set(names)) != len(names):
+        raise DatasetError(f"{path}: duplicate world names in 'worlds'")
+    files = meta.get("files")
+    if not isinstance(files, dict):
+        raise DatasetError(f"{path}: 'files' must map each file to its sha256")
+    for rel, digest in files.items():
+        safe_relative_path(path, rel)
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise DatasetError(f"{path}: file {rel!r} has no valid sha256")
+    for name in names:
+        for required in (WORLD_FILE, NODES_FILE):
+            if f"{name}/{required}" not in files:
+                raise DatasetError(f"{path}: world {name!r} lacks {required} in 'files'")
+    split = meta.get("split", {})
+    if not isinstance(split, dict):
+        raise DatasetError(f"{path}: 'split' must be an object")
+    for part, members in split.items():
+        if not isinstance(members, list) or any(m not in names for m in members):
+            raise DatasetError(f"{path}: split {part!r} must list worlds of this dataset")
+    return meta
+
+
+def read_dataset_meta(folder: Path) -> dict[str, Any]:
+    path = folder / DATASET_FILE
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing (a dataset folder holds a {DATASET_FILE})")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: bad JSON: {exc}") from None
+    return validate_dataset_meta(path, meta)
+
+
+@dataclass
+class Dataset:
+    """One dataset on disk: its folder and its validated ``dataset.json``."""
+
+    path: Path
+    meta: dict[str, Any]
+    shipped: bool = False
+
+    @property
+    def id(self) -> str:
+        return str(self.meta["id"])
+
+    @property
+    def world_names(self) -> list[str]:
+        return [str(w["name"]) for w in self.meta["worlds"]]
+
+    @property
+    def split(self) -> dict[str, list[str]]:
+        return {str(k): list(v) for k, v in self.meta.get("split", {}).items()}
+
+    def world_path(self, name: str) -> Path:
+        if name not in self.world_names:
+            raise DatasetNotFoundError(
+                f"dataset {self.id} has no world {name!r}; it holds: {', '.join(self.world_names)}"
+            )
+        return self.path / name
+
+    def load(self, name: str) -> World:
+        return load_world(self.world_path(name))
+
+
+def open_dataset_folder(folder: str | os.PathLike[str], *, shipped: bool = False) -> Dataset:
+    folder = Path(folder)
+    return Dataset(folder, read_dataset_meta(folder), shipped=shipped)
+
+
+# --------------------------------------------------------------------------- lookup
+
+
+def find_dataset(dataset_id: str) -> Dataset:
+    """The dataset with this id: from the local store, else the shipped one.
+
+    Raises :class:`DatasetNotFoundError` with a message that says how to download it.
+    """
+    did = parse_dataset_id(dataset_id)
+    folder = local_path(did)
+    if (folder / DATASET_FILE).is_file():
+        dataset = open_dataset_folder(folder)
+        if dataset.id != str(did):
+            raise DatasetError(f"{folder / DATASET_FILE}: says id {dataset.id!r}, stored as {did}")
+        return dataset
+    shipped = shipped_path()
+    if shipped is not None:
+        dataset = open_dataset_folder(shipped, shipped=True)
+        if dataset.id == str(did):
+            return dataset
+    raise DatasetNotFoundError(
+        f"dataset {did} is not in the local store ({datasets_root()}) nor shipped with dream_gym; "
+        + download_hint(str(did))
+    )
+
+
+def resolve_world_path(ref: str) -> Path:
+    """Map ``namespace/name-vN/world`` to that world's folder (local store, then shipped)."""
+    did, world = parse_world_ref(ref)
+    return find_dataset(str(did)).world_path(world)
+
+
+def load_world_ref(ref: str) -> World:
+    return load_world(resolve_world_path(ref))
+
+
+@dataclass
+class DatasetSummary:
+    id: str
+    path: Path
+    worlds: int
+    description: str
+    shipped: bool = False
+    problem: str | None = None
+
+
+def list_datasets() -> list[DatasetSummary]:
+    """All datasets in the local store, plus the shipped one; a broken one is listed with its problem."""
+    found: list[DatasetSummary] = []
+    root = datasets_root()
+    seen: set[str] = set()
+    if root.is_dir():
+        for meta_path in sorted(root.glob(f"*/*/{DATASET_FILE}")):
+            folder = meta_path.parent
+            name = f"{folder.parent.name}/{folder.name}"
+            try:
+                dataset = open_dataset_folder(folder)
+            except DatasetError as exc:
+                found.append(DatasetSummary(name, folder, 0, "", problem=str(exc)))
+                continue
+            seen.add(dataset.id)
+            found.append(
+                DatasetSummary(dataset.id, folder, len(dataset.world_names), str(dataset.meta.get("description", "")))
+            )
+    shipped = shipped_path()
+    if shipped is not None:
+        try:
+            dataset = open_dataset_folder(shipped, shipped=True)
+            if dataset.id not in seen:
+                found.append(
+                    DatasetSummary(
+                        dataset.id, shipped, len(dataset.world_names),
+                        str(dataset.meta.get("description", "")), shipped=True,
+                    )
+                )
+        except DatasetError as exc:
+            found.append(DatasetSummary("(shipped)", shipped, 0, "", shipped=True, problem=str(exc)))
+    return found
+
+
+# --------------------------------------------------------------------------- validate
+
+
+@dataclass
+class ValidationResult:
+    path: Path
+    kind: str  # "dataset" | "world"
+    dataset_id: str | None
+    worlds: dict[str, int] = field(default_factory=dict)  # world name -> nodes
+
+    def summary(self) -> str:
+        what = f"dataset {self.dataset_id}" if self.kind == "dataset" else "world"
+        sizes = ", ".join(f"{k} ({v} nodes)" for k, v in self.worlds.items())
+        return f"OK: {what} at {self.path}: {len(self.worlds)} world(s): {sizes}"
+
+
+def verify_files(folder: Path, meta: Mapping[str, Any]) -> None:
+    """Check every file listed in dataset.json exists with its sha256; name the first bad one."""
+    for rel, digest in meta["files"].items():
+        safe_relative_path(folder / DATASET_FILE, rel)
+        path = folder / rel
+        if path.is_symlink() or not path.is_file():
+            raise DatasetError(f"{path}: listed in {DATASET_FILE} but missing (or not a regular file)")
+        actual = sha256_file(path)
+        if actual != digest:
+            raise DatasetError(
+                f"{path}: sha256 mismatch (dataset.json says {digest}, the file has {actual}); "
+                "the file was modified or corrupted"
+            )
+
+
+def validate(target: str | os.PathLike[str]) -> ValidationResult:
+    """Validate a dataset (id or folder) or a single world folder; raise naming the problem."""
+    text = os.fspath(target)
+    path = Path(text)
+    if not path.exists() and text.count("/") == 2 and not text.startswith((".", "/", "~")):
+        world_path = resolve_world_path(text)
+        world = load_world(world_path)
+        return ValidationResult(world_path, "world", text.rsplit("/", 1)[0], {world.id: world.size})
+    if not path.exists() and "/" in text and not text.startswith((".", "/")):
+        try:
+            dataset = find_dataset(text)
+        except DatasetIdError:
+            raise FileNotFoundError(f"{text}: no such folder, and not a dataset id") from None
+        path = dataset.path
+    if (path / DATASET_FILE).is_file():
+        meta = read_dataset_meta(path)
+        verify_files(path, meta)
+        result = ValidationResult(path, "dataset", str(meta["id"]))
+        for name in (w["name"] for w in meta["worlds"]):
+            result.worlds[name] = load_world(path / name).size
+        return result
+    if (path / WORLD_FILE).is_file() or (path / NODES_FILE).is_file():
+        world = load_world(path)
+        return ValidationResult(path, "world", None, {world.id: world.size})
+    raise FileNotFoundError(f"{path}: neither a dataset folder ({DATASET_FILE}) nor a world folder")
+
+
+# --------------------------------------------------------------------------- pack / delete
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every regular file below ``folder`` (except dataset.json), by relative path."""
+    digests: dict[str, str] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            raise DatasetError(f"{path}: symbolic links are not allowed in a dataset")
+        if not path.is_file() or (path.parent == folder and path.name == DATASET_FILE):
+            continue
+        digests[path.relative_to(folder).as_posix()] = sha256_file(path)
+    return dict(sorted(digests.items()))
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def pack(
+    world_folders: Sequence[str | os.PathLike[str]],
+    dataset_id: str,
+    *,
+    description: str = "",
+    author: str = "",
+    licence: str = "",
+    held_out: Iterable[str] = (),
+    readme: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+) -> Dataset:
+    """Make a dataset in the local store from world folders (each validated first).
+
+    World names are the worlds' ids from world.json. ``held_out`` names the worlds of the
+    held-out split; the others form the train split.
+    """
+    did = parse_dataset_id(dataset_id)
+    if not world_folders:
+        raise DatasetError("pack needs at least one world folder")
+    worlds: list[tuple[Path, World]] = []
+    for folder in world_folders:
+        world = load_world(folder)
+        try:
+            check_world_name(world.id)
+        except DatasetIdError as exc:
+            raise DatasetError(f"{folder}: world id cannot name a world of a dataset: {exc}") from None
+        worlds.append((Path(folder), world))
+    names = [w.id for _, w in worlds]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise DatasetError(f"two world folders have the same world id: {', '.join(duplicates)}")
+    held = list(held_out)
+    unknown = [h for h in held if h not in names]
+    if unknown:
+        raise DatasetError(f"held-out world(s) {', '.join(unknown)} are not among the packed worlds")
+
+    target = local_path(did)
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target}: dataset {did} already exists in the local store (use --force)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{did.name}-v{did.version}.", dir=target.parent))
+    try:
+        for folder, world in worlds:
+            dest = staging / world.id
+            dest.mkdir()
+            for name in (WORLD_FILE, NODES_FILE):
+                shutil.copyfile(folder / name, dest / name)
+        if readme is not None:
+            shutil.copyfile(readme, staging / "README.md")
+        meta = {
+            "format": DATASET_FORMAT,
+            "id": str(did),
+            "description": description,
+            "author": author,
+            "licence": licence,
+            "world_format": WORLD_FORMAT,
+            "created": _utc_now(),
+            "worlds": [
+                {"name": w.id, "task": w.task_name, "nodes": w.size, "direction": w.direction}
+                for _, w in worlds
+            ],
+            "split": {"train": [n for n in names if n not in held], "held_out": held},
+            "files": file_digests(staging),
+        }
+        validate_dataset_meta(staging / DATASET_FILE, meta)
+        (staging / DATASET_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return open_dataset_folder(target)
+
+
+def delete(dataset_id: str) -> Path:
+    """Remove a dataset from the local store (the shipped dataset cannot be deleted)."""
+    did = parse_dataset_id(dataset_id)
+    folder = local_path(did)
+    if not (folder / DATASET_FILE).is_file():
+        shipped = shipped_path()
+        if shipped is not None and open_dataset_folder(shipped).id == str(did):
+            raise PermissionError(f"dataset {did} is shipped with dream_gym ({shipped}); it cannot be deleted")
+        raise DatasetNotFoundError(f"dataset {did} is not in the local store ({datasets_root()})")
+    shutil.rmtree(folder)
+    try:
+        folder.parent.rmdir()  # the namespace folder, when now empty
+    except OSError:
+        pass
+    return folder
+
+
+__all__ = [
+    "DATASET_FILE",
+    "DATASET_FORMAT",
+    "Dataset",
+    "DatasetError",
+    "DatasetNotFoundError",
+    "DatasetSummary",
+    "IncompatibleDatasetError",
+    "ValidationResult",
+    "datasets_root",
+    "delete",
+    "find_dataset",
+    "list_datasets",
+    "load_world_ref",
+    "local_path",
+    "open_dataset_folder",
+    "pack",
+    "resolve_world_path",
+    "shipped_path",
+    "store_home",
+    "validate",
+    "verify_files",
+]

@@ -1,0 +1,88 @@
+"""``dream-gym worlds ...`` in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dream_gym.cli import main
+from dream_gym.world import new_meta, write_world
+
+EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "openevolve"
+
+
+def make_world(folder: Path, world_id: str) -> Path:
+    records = [{"id": "root", "parent": None, "score": 1.0},
+               {"id": "n1", "parent": "root", "score": 2.0, "round": 1},
+               {"id": "n2", "parent": "n1", "score": None, "round": 2, "error": "boom"}]
+    return write_world(folder, new_meta(world_id, "toy"), records)
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("DREAM_GYM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DREAM_GYM_SHIPPED", str(tmp_path / "none"))
+    return tmp_path
+
+
+def test_pack_list_show_validate_share_delete(env, capsys):
+    a = make_world(env / "a", "world-a")
+    b = make_world(env / "b", "world-b")
+    assert main(["worlds", "list"]) == 0
+    assert "no datasets" in capsys.readouterr().out
+    assert main(["worlds", "pack", str(a), str(b), "--id", "me/toy-v0", "--description", "toys",
+                 "--held-out", "world-b"]) == 0
+    assert "packed 2 world(s) as me/toy-v0" in capsys.readouterr().out
+    assert main(["worlds", "list"]) == 0
+    assert "me/toy-v0" in capsys.readouterr().out
+    assert main(["worlds", "show", "me/toy-v0", "--plot", str(env / "plots")]) == 0
+    out = capsys.readouterr().out
+    assert "dataset me/toy-v0" in out and "split held_out" in out and "world world-a" in out
+    assert (env / "plots" / "world-a.png").is_file()
+    assert main(["worlds", "show", "me/toy-v0/world-a", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nodes"] == 3
+    assert main(["worlds", "validate", "me/toy-v0"]) == 0
+    assert "OK: dataset me/toy-v0" in capsys.readouterr().out
+    remote = f"file://{env / 'remote'}"
+    assert main(["worlds", "upload", "me/toy-v0", "--remote", remote]) == 0
+    assert main(["worlds", "list", "--remote", remote]) == 0
+    assert "me/toy-v0" in capsys.readouterr().out
+    assert main(["worlds", "delete", "me/toy-v0"]) == 0
+    capsys.readouterr()
+    assert main(["worlds", "show", "me/toy-v0/world-a"]) == 2
+    assert "dream-gym worlds download me/toy-v0 --remote" in capsys.readouterr().err
+    assert main(["worlds", "download", "me/toy-v0", "--remote", remote]) == 0
+    assert "every sha256 verified" in capsys.readouterr().out
+
+
+def test_errors_are_exit_code_2_with_messages(env, capsys):
+    assert main(["worlds", "pack", str(make_world(env / "a", "world-a")), "--id", "bad-id"]) == 2
+    assert "namespace/name-vN" in capsys.readouterr().err
+    assert main(["worlds", "delete", "me/none-v0"]) == 2
+    assert "not in the local store" in capsys.readouterr().err
+    assert main(["worlds", "validate", str(env / "nothing")]) == 2
+    assert "nothing" in capsys.readouterr().err
+    assert main(["worlds", "download", "me/none-v0", "--remote", f"file://{env / 'empty'}"]) == 2
+    assert "not at remote" in capsys.readouterr().err
+
+
+def test_show_a_world_folder_with_plot(env, capsys):
+    world = make_world(env / "a", "world-a")
+    assert main(["worlds", "show", str(world), "--plot", str(env / "t.png")]) == 0
+    out = capsys.readouterr().out
+    assert "scored           1/2" in out and (env / "t.png").is_file()
+
+
+@pytest.mark.skipif(not EXTERNAL.is_dir(), reason=f"real OpenEvolve runs not found at {EXTERNAL}")
+def test_import_real_openevolve_run(env, capsys):
+    out = env / "qos"
+    assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "qos-error-mitigation"),
+                 "--out", str(out), "--id", "qos"]) == 0
+    text = capsys.readouterr().out
+    assert "migrant copies collapsed 3" in text and "frontier 'any'" in text
+    assert main(["worlds", "validate", str(out)]) == 0
+    assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "no-three-in-line"),
+                 "--out", str(env / "n3"), "--metric", "nope"]) == 2
+    assert "overall_score" in capsys.readouterr().err

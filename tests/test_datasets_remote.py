@@ -1,0 +1,223 @@
+"""Remotes through fsspec (file:// for real), sha256 verification, version checks, safe archives."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from dream_gym.datasets.archive import UnsafeArchiveError, check_members, make_archive, safe_extract
+from dream_gym.datasets.remote import download, list_remote, upload
+from dream_gym.datasets.store import (
+    DatasetError,
+    DatasetNotFoundError,
+    IncompatibleDatasetError,
+    delete,
+    local_path,
+    pack,
+    resolve_world_path,
+)
+from dream_gym.world import load_world, new_meta, write_world
+
+
+def make_world(folder: Path, world_id: str) -> Path:
+    records = [{"id": "root", "parent": None, "score": 1.0},
+               {"id": "n1", "parent": "root", "score": 2.0, "round": 1}]
+    return write_world(folder, new_meta(world_id, "toy"), records)
+
+
+@pytest.fixture()
+def shared(tmp_path, monkeypatch):
+    monkeypatch.setenv("DREAM_GYM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DREAM_GYM_SHIPPED", str(tmp_path / "none"))
+    pack([make_world(tmp_path / "src" / "a", "world-a"), make_world(tmp_path / "src" / "b", "world-b")],
+         "me/toy-v0", description="toy", readme=None)
+    remote_dir = tmp_path / "remote"
+    remote_dir.mkdir()
+    return tmp_path, f"file://{remote_dir}"
+
+
+def test_upload_list_delete_download_roundtrip(shared):
+    tmp_path, remote = shared
+    where = upload("me/toy-v0", remote)
+    assert where.endswith("me/toy-v0")
+    assert (tmp_path / "remote" / "me" / "toy-v0" / "dataset.json").is_file()
+    assert [(d.id, d.kind, d.worlds) for d in list_remote(remote)] == [("me/toy-v0", "folder", 2)]
+    with pytest.raises(FileExistsError):
+        upload("me/toy-v0", remote)
+    delete("me/toy-v0")
+    with pytest.raises(DatasetNotFoundError, match="download"):
+        resolve_world_path("me/toy-v0/world-a")
+    dataset = download("me/toy-v0", remote)
+    assert dataset.world_names == ["world-a", "world-b"]
+    assert load_world(resolve_world_path("me/toy-v0/world-b")).size == 2
+    with pytest.raises(FileExistsError, match="already in the local store"):
+        download("me/toy-v0", remote)
+
+
+def test_plain_path_remote_works_too(shared):
+    tmp_path, _ = shared
+    upload("me/toy-v0", str(tmp_path / "plain"))
+    delete("me/toy-v0")
+    assert download("me/toy-v0", str(tmp_path / "plain")).id == "me/toy-v0"
+
+
+def test_tampered_remote_file_is_refused_and_named(shared):
+    tmp_path, remote = shared
+    upload("me/toy-v0", remote)
+    delete("me/toy-v0")
+    nodes = tmp_path / "remote" / "me" / "toy-v0" / "world-b" / "nodes.jsonl"
+    nodes.write_text(nodes.read_text().replace("2.0", "9.0"))
+    with pytest.raises(DatasetError, match=r"world-b/nodes.jsonl: sha256 mismatch.*refused"):
+        download("me/toy-v0", remote)
+    assert not local_path("me/toy-v0").exists()
+    assert not any(p.name.startswith(".download") for p in local_path("me/toy-v0").parent.iterdir())
+
+
+def test_incompatible_remote_version_is_refused_before_download(shared):
+    tmp_path, remote = shared
+    upload("me/toy-v0", remote)
+    delete("me/toy-v0")
+    meta_path = tmp_path / "remote" / "me" / "toy-v0" / "dataset.json"
+    meta = json.loads(meta_path.read_text())
+    meta["format"] = "dream-gym-dataset/2.0"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(IncompatibleDatasetError, match="not compatible"):
+        download("me/toy-v0", remote)
+    assert not local_path("me/toy-v0").exists()
+
+
+def test_missing_remote_dataset(shared):
+    _, remote = shared
+    with pytest.raises(DatasetNotFoundError, match="not at remote"):
+        download("me/other-v0", remote)
+
+
+def test_archive_upload_and_download(shared):
+    tmp_path, remote = shared
+    where = upload("me/toy-v0", remote, archive=True)
+    assert where.endswith("me/toy-v0.tar.gz")
+    assert [(d.id, d.kind) for d in list_remote(remote)] == [("me/toy-v0", "archive")]
+    delete("me/toy-v0")
+    assert download("me/toy-v0", remote).world_names == ["world-a", "world-b"]
+
+
+def test_tampered_archive_member_is_named(shared):
+    tmp_path, remote = shared
+    source = local_path("me/toy-v0")
+    (source / "world-a" / "nodes.jsonl").write_text(
+        (source / "world-a" / "nodes.jsonl").read_text().replace("2.0", "7.0")
+    )
+    bad = tmp_path / "remote" / "me" / "toy-v0.tar.gz"
+    bad.parent.mkdir(parents=True)
+    make_archive(source, bad)  # dataset.json inside still has the old digests
+    delete("me/toy-v0")
+    with pytest.raises(DatasetError, match=r"world-a/nodes.jsonl: sha256 mismatch"):
+        download("me/toy-v0", remote)
+
+
+def test_upload_refuses_a_corrupt_local_dataset(shared):
+    _, remote = shared
+    nodes = local_path("me/toy-v0") / "world-a" / "nodes.jsonl"
+    nodes.write_bytes(nodes.read_bytes().replace(b"2.0", b"3.0"))
+    with pytest.raises(DatasetError, match="world-a/nodes.jsonl"):
+        upload("me/toy-v0", remote)
+
+
+def _tar_with(tmp_path: Path, add) -> Path:
+    path = tmp_path / "evil.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        add(tar)
+    return path
+
+
+def _file(tar: tarfile.TarFile, name: str, data: bytes = b"x") -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda t: _file(t, "/etc/evil"), "absolute path"),
+        (lambda t: _file(t, "ok/../../evil"), r"'\.\.'"),
+        (lambda t: t.addfile(_link("link", tarfile.SYMTYPE, "/etc/passwd")), "is a link"),
+        (lambda t: t.addfile(_link("hard", tarfile.LNKTYPE, "dataset.json")), "is a link"),
+        (lambda t: t.addfile(_link("dev", tarfile.CHRTYPE, "")), "device or special"),
+        (lambda t: t.addfile(_link("fifo", tarfile.FIFOTYPE, "")), "device or special"),
+    ],
+)
+def test_unsafe_archive_members_are_refused(tmp_path, build, message):
+    archive = _tar_with(tmp_path, build)
+    dest = tmp_path / "out"
+    with pytest.raises(UnsafeArchiveError, match=message):
+        safe_extract(archive, dest)
+    assert not dest.exists()  # nothing written before every member was checked
+
+
+def _link(name: str, kind: bytes, target: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = target
+    return info
+
+
+def test_archive_size_and_count_limits(tmp_path):
+    def many(tar):
+        for i in range(5):
+            _file(tar, f"f{i}", b"0123456789")
+
+    archive = _tar_with(tmp_path, many)
+    assert len(check_members(archive)) == 5
+    with pytest.raises(UnsafeArchiveError, match="more than 3 members"):
+        safe_extract(archive, tmp_path / "a", max_files=3)
+    with pytest.raises(UnsafeArchiveError, match="more than 25 bytes"):
+        safe_extract(archive, tmp_path / "b", max_bytes=25)
+    written = safe_extract(archive, tmp_path / "c")
+    assert sorted(p.name for p in written) == [f"f{i}" for i in range(5)]
+
+
+def test_not_an_archive(tmp_path):
+    junk = tmp_path / "junk.tar.gz"
+    junk.write_bytes(b"not a tar")
+    with pytest.raises(UnsafeArchiveError, match="not a readable tar"):
+        safe_extract(junk, tmp_path / "x")
+
+
+def test_hf_remote_maps_to_huggingface_filesystem_without_network():
+    pytest.importorskip("huggingface_hub")
+    from dream_gym.datasets.remote import _filesystem
+
+    fs, root = _filesystem("hf://datasets/someone/dream-gym-worlds")
+    assert type(fs).__name__ == "HfFileSystem"
+    assert root == "datasets/someone/dream-gym-worlds"
+
+
+def test_unknown_protocol_is_a_clear_error():
+    from dream_gym.datasets.remote import RemoteError, _filesystem
+
+    with pytest.raises(RemoteError, match="cannot open remote"):
+        _filesystem("nosuchproto://x/y")
+
+
+def test_incompatible_world_format_inside_a_dataset_is_refused(shared):
+    tmp_path, remote = shared
+    source = local_path("me/toy-v0")
+    world_json = source / "world-a" / "world.json"
+    meta = json.loads(world_json.read_text())
+    meta["format"] = "dream-gym-world/2"
+    world_json.write_text(json.dumps(meta))
+    from dream_gym.datasets.store import DATASET_FILE, file_digests
+
+    dataset_meta = json.loads((source / DATASET_FILE).read_text())
+    dataset_meta["files"] = file_digests(source)  # a consistent dataset of a future world format
+    (source / DATASET_FILE).write_text(json.dumps(dataset_meta))
+    upload("me/toy-v0", remote)
+    delete("me/toy-v0")
+    with pytest.raises(ValueError, match="unknown major format version"):
+        download("me/toy-v0", remote)
+    assert not local_path("me/toy-v0").exists()
