@@ -12,13 +12,25 @@ from typing import Any
 
 from dream_gym.policies.fixed import FixedPolicy
 from dream_gym.policies.greedy import GreedyPolicy
+from dream_gym.policies.hyperband import HyperbandPolicy
+from dream_gym.policies.openevolve_sampler import OpenEvolvePolicy
+from dream_gym.policies.puct import PUCTPolicy
 from dream_gym.policies.random_legal import RandomPolicy
+from dream_gym.policies.shinka import ShinkaPolicy
+from dream_gym.policies.stagnation import StagnationPolicy
+from dream_gym.policies.ucb import UCBPolicy
 from dream_gym.policy import Policy
 
 POLICIES: dict[str, Callable[..., Policy]] = {
     "random": RandomPolicy,
     "greedy": GreedyPolicy,
     "fixed": FixedPolicy,
+    "ucb": UCBPolicy,
+    "puct": PUCTPolicy,
+    "hyperband": HyperbandPolicy,
+    "openevolve": OpenEvolvePolicy,
+    "shinka": ShinkaPolicy,
+    "stagnation": StagnationPolicy,
 }
 
 
@@ -31,4 +43,16 @@ def make_policy(name: str, **params: Any) -> Policy:
     return factory(**params)
 
 
-__all__ = ["POLICIES", "FixedPolicy", "GreedyPolicy", "RandomPolicy", "make_policy"]
+__all__ = [
+    "POLICIES",
+    "FixedPolicy",
+    "GreedyPolicy",
+    "HyperbandPolicy",
+    "OpenEvolvePolicy",
+    "PUCTPolicy",
+    "RandomPolicy",
+    "ShinkaPolicy",
+    "StagnationPolicy",
+    "UCBPolicy",
+    "make_policy",
+]
