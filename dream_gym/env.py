@@ -13,13 +13,13 @@ from dream_gym.registry import resolve_world, shipped_world_names
 from dream_gym.replay import ROOT
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession
-from dream_gym.view import render_tree
+from dream_gym.view import PrefixView, render_tree
 from dream_gym.world import World
 
 _INT_MAX = np.iinfo(np.int64).max
 
 
-class ReplayEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     """Replay of a recorded discovery tree: choose where the next attempts start.
 
     ## Description
@@ -166,28 +166,26 @@ class ReplayEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 obs["score"][obs_id] = node.score
                 obs["scored"][obs_id] = 1
 
-    def _observation(self) -> dict[str, np.ndarray]:
-        obs, replay = self._obs, self.session.replay
+    def _observation(self, view: PrefixView) -> dict[str, np.ndarray]:
+        obs = self._obs
         frontier = obs["frontier"]
         frontier[:] = 0
-        frontier[list(replay.frontier())] = 1
-        obs["root_slots"][0] = replay.root_slots
-        obs["rounds"][0] = replay.rounds
-        obs["attempts"][0] = replay.attempts
+        frontier[list(view.frontier)] = 1
+        obs["root_slots"][0] = view.root_slots
+        obs["rounds"][0] = view.rounds
+        obs["attempts"][0] = view.attempts
         return {key: value.copy() for key, value in obs.items()}
 
-    def _info(self, new_ids: list[int], dropped: list[tuple[object, str]] | None = None) -> dict[str, Any]:
-        session = self.session
-        view = session.view()
+    def _info(self, view: PrefixView, new_ids: list[int], dropped: list[tuple[object, str]] | None) -> dict[str, Any]:
         frontier = {obs_id: 1 for obs_id in view.frontier}
         if view.root_slots:
             frontier[ROOT] = view.root_slots
         info: dict[str, Any] = {
             "view": view,
             "frontier": frontier,
-            "replay_score": session.value,
-            "attempts": session.attempts,
-            "rounds": session.rounds,
+            "replay_score": self.session.value,
+            "attempts": view.attempts,
+            "rounds": view.rounds,
             "new_ids": new_ids,
         }
         if dropped is not None:
@@ -202,19 +200,21 @@ class ReplayEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.session.reset()
         self._obs = self._empty_obs()
         self._encode_nodes([ROOT])
-        return self._observation(), self._info([ROOT])
+        view = self.session.view()
+        return self._observation(view), self._info(view, [ROOT], None)
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         batch = self._batch_from_action(action)
         outcome = self.session.step(batch)
         self._encode_nodes(outcome.new_ids)
-        info = self._info(outcome.new_ids, None if self.session.strict else outcome.dropped)
+        view = self.session.view()
+        info = self._info(view, outcome.new_ids, None if self.session.strict else outcome.dropped)
         truncated = outcome.truncated
-        if not self.session.done and len(self.session._nodes) + self.session.workers > self.max_nodes:
+        if not self.session.done and len(view.nodes) + self.session.workers > self.max_nodes:
             self.session.truncate()
             truncated = True
             info["capacity_full"] = True
-        return self._observation(), float(outcome.reward), outcome.terminated, truncated, info
+        return self._observation(view), float(outcome.reward), outcome.terminated, truncated, info
 
     def _batch_from_action(self, action: Any) -> list[Any]:
         if isinstance(action, np.ndarray):

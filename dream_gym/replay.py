@@ -26,8 +26,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
-import numpy as np
-
 from dream_gym.world import FRONTIER_RULES, World
 
 ROOT = 0
@@ -69,15 +67,15 @@ class Replay:
         self.world = world
         self.workers = int(workers)
         self.frontier_rule = frontier
-        self._n_children = np.diff(world.children_start)
+        self._children_start, self._children, self._n_children = world.tree_lists
         self.reset()
 
     def reset(self) -> None:
-        world = self.world
+        size = self.world.size
         self.order: list[int] = [ROOT]  # world index of each observed id
-        self._obs_of = np.full(world.size, -1, dtype=np.int64)
+        self._obs_of = [-1] * size
         self._obs_of[ROOT] = 0
-        self._revealed_children = np.zeros(world.size, dtype=np.int64)
+        self._revealed_children = [0] * size  # revealed children are a prefix of the recorded ones
         self._open: dict[int, None] = {}  # non-root frontier members (observed ids), insertion-ordered
         self.attempts = 0
         self.rounds = 0
@@ -86,8 +84,7 @@ class Replay:
     @property
     def root_slots(self) -> int:
         """How many times the root may appear in the next batch."""
-        remaining = int(self._n_children[ROOT] - self._revealed_children[ROOT])
-        return min(self.workers, remaining)
+        return min(self.workers, self._n_children[ROOT] - self._revealed_children[ROOT])
 
     def frontier(self) -> tuple[int, ...]:
         """Legal observed ids in ascending order (the root once, if it may open a branch)."""
@@ -105,7 +102,7 @@ class Replay:
     def observed_parent(self, obs_id: int) -> int:
         """Observed id of a revealed node's parent (-1 for the root)."""
         parent = int(self.world.parent[self.order[obs_id]])
-        return -1 if parent < 0 else int(self._obs_of[parent])
+        return -1 if parent < 0 else self._obs_of[parent]
 
     # -- the rules --------------------------------------------------------------------
     def why_illegal(self, obs_id: int) -> str:
@@ -160,9 +157,12 @@ class Replay:
                 kept.append(_as_id(selection))
         return kept, dropped
 
-    def apply(self, batch: Sequence[object]) -> list[int]:
-        """Apply a legal, non-empty batch as one round; return the new observed ids."""
-        ids = self.check(batch)
+    def apply(self, batch: Sequence[object], *, checked: bool = False) -> list[int]:
+        """Apply a legal, non-empty batch as one round; return the new observed ids.
+
+        ``checked=True`` skips validation for a batch that :meth:`check` just returned.
+        """
+        ids = [int(s) for s in batch] if checked else self.check(batch)  # type: ignore[call-overload]
         if not ids:
             raise IllegalBatchError("an empty batch stops the episode; it is not a round to apply")
         new_ids = [self._reveal_child_of(obs_id) for obs_id in ids]
@@ -171,10 +171,9 @@ class Replay:
         return new_ids
 
     def _reveal_child_of(self, obs_id: int) -> int:
-        world = self.world
         parent = self.order[obs_id]
-        rank = int(self._revealed_children[parent])
-        child = int(world.children[world.children_start[parent] + rank])
+        rank = self._revealed_children[parent]
+        child = self._children[self._children_start[parent] + rank]
         self._revealed_children[parent] = rank + 1
         if obs_id != ROOT:
             if self.frontier_rule == "leaves" or rank + 1 == self._n_children[parent]:

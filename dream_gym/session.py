@@ -60,7 +60,11 @@ class ReplaySession:
         self.beta, self.beta1, self.beta2 = float(beta), float(beta1), float(beta2)
         self.max_rounds = max_rounds
         self.strict = strict
-        self.replay = Replay(world, workers or world.workers, frontier or world.frontier_rule)
+        self.replay = Replay(
+            world,
+            world.workers if workers is None else workers,
+            world.frontier_rule if frontier is None else frontier,
+        )
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
         self.reset()
 
@@ -131,7 +135,7 @@ class ReplaySession:
     # -- what the policy sees ---------------------------------------------------------
     def view(self) -> PrefixView:
         world = self.world
-        return PrefixView(
+        return PrefixView.build(
             nodes=tuple(self._nodes),
             frontier=self.replay.frontier(),
             root_slots=self.replay.root_slots,
@@ -161,7 +165,7 @@ class ReplaySession:
             ids, dropped = self.replay.legal_part(batch)
         new_ids: list[int] = []
         if ids:
-            new_ids = self.replay.apply(ids)
+            new_ids = self.replay.apply(ids, checked=True)
             for obs_id in new_ids:
                 self._add_node(obs_id)
             self.batches.append(ids)

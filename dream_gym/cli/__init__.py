@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (ValueError, OSError, LookupError) as exc:
+    except (ValueError, OSError, LookupError, RuntimeError) as exc:
         # Library errors name the problem already; show them without a traceback.
         print(f"dream-gym {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,139 @@
+"""Replay speed against CartPole, measured in the same run, and world load time/memory.
+
+    python benchmarks/replay_speed.py [--steps 20000]
+
+Prints (1) env steps/s of DreamGym/Replay-v0 with single-node batches vs ``gym.make("CartPole-v1")``
+steps/s (both through gym.make's default wrappers), and the same for the gymnasium-free
+ReplaySession; (2) load time and peak memory of 1k / 10k / 100k-node worlds (each load in a
+fresh process, so peak RSS is that load's own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import dream_gym  # noqa: F401  (registers the env ids)
+from dream_gym.session import ReplaySession
+from dream_gym.world import build_world, new_meta, write_world
+
+
+def chain_world_records(n: int, branches: int, seed: int = 0) -> list[dict]:
+    """Root + chains (Dream-RSI shape) with code and diagnostics like real worlds."""
+    rng = np.random.default_rng(seed)
+    records = [{"id": "root", "parent": None, "score": 1.0, "code": "x = 1\n" * 20}]
+    tails = ["root"] * branches
+    for i in range(1, n):
+        b = int(rng.integers(branches))
+        valid = rng.random() > 0.2
+        records.append({
+            "id": f"n{i}", "parent": tails[b], "score": float(1 + rng.random()) if valid else None,
+            "round": i, "code": f"def f():\n    return {i}\n" * 10, "diagnostics": f"attempt {i}: ok" * 3,
+            "error": None if valid else "ValueError: shape", "duration_s": float(rng.random()),
+        })
+        tails[b] = f"n{i}"
+    return records
+
+
+def steps_per_second(make_env, pick_action, steps: int) -> float:
+    env = make_env()
+    obs, info = env.reset(seed=0)
+    done_steps = 0
+    start = time.perf_counter()
+    while done_steps < steps:
+        obs, reward, terminated, truncated, info = env.step(pick_action(env, info))
+        done_steps += 1
+        if terminated or truncated:
+            obs, info = env.reset()
+    return steps / (time.perf_counter() - start)
+
+
+def single_node_batch(env, info) -> list[int]:
+    view = info["view"]
+    non_root = [i for i in view.frontier if i != 0]
+    return [non_root[-1]] if non_root else [0]
+
+
+def session_steps_per_second(world, steps: int) -> float:
+    session = ReplaySession(world, workers=4)
+    done_steps = 0
+    start = time.perf_counter()
+    while done_steps < steps:
+        view = session.view()
+        non_root = [i for i in view.frontier if i != 0]
+        session.step([non_root[-1]] if non_root else [0])
+        done_steps += 1
+        if session.done:
+            session.reset()
+    return steps / (time.perf_counter() - start)
+
+
+LOAD_SNIPPET = """
+import json, resource, sys, time
+t = time.perf_counter()
+from dream_gym.world import load_world
+w = load_world(sys.argv[1])
+print(json.dumps({"seconds": time.perf_counter() - t, "nodes": w.size,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+BASELINE_SNIPPET = """
+import json, resource
+import numpy, dream_gym.world
+print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def load_cost(sizes: list[int]) -> list[dict]:
+    rows = []
+    base = json.loads(subprocess.run([sys.executable, "-c", BASELINE_SNIPPET], capture_output=True, text=True,
+                                     check=True).stdout)["peak_mb"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            folder = Path(tmp) / f"w{n}"
+            write_world(folder, new_meta(f"w{n}", "bench", workers=4), chain_world_records(n, branches=max(4, n // 50)))
+            out = subprocess.run([sys.executable, "-c", LOAD_SNIPPET, str(folder)], capture_output=True,
+                                 text=True, check=True).stdout
+            row = json.loads(out)
+            row["file_mb"] = (folder / "nodes.jsonl").stat().st_size / 2**20
+            row["world_mb"] = row["peak_mb"] - base
+            rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    args = parser.parse_args()
+
+    world = build_world(new_meta("bench-500", "bench", workers=4), chain_world_records(500, branches=8))
+    cartpole = steps_per_second(lambda: gym.make("CartPole-v1"), lambda env, info: env.action_space.sample(),
+                                args.steps)
+    replay = steps_per_second(lambda: gym.make("DreamGym/Replay-v0", world=world, max_nodes=1024),
+                              single_node_batch, args.steps)
+    session = session_steps_per_second(world, args.steps)
+    print("## Step speed (single-node batches, 500-node world, same run)")
+    print("| env | steps/s | ratio to CartPole-v1 |")
+    print("|---|---:|---:|")
+    print(f"| CartPole-v1 (gym.make) | {cartpole:,.0f} | 1.00 |")
+    print(f"| DreamGym/Replay-v0 (gym.make) | {replay:,.0f} | {replay / cartpole:.2f} |")
+    print(f"| ReplaySession (no gymnasium) | {session:,.0f} | {session / cartpole:.2f} |")
+    print()
+    print("## World load (fresh process each)")
+    print("| nodes | nodes.jsonl MB | load s | memory MB (peak RSS above an empty import) |")
+    print("|---:|---:|---:|---:|")
+    for row in load_cost([int(s) for s in args.sizes.split(",")]):
+        print(f"| {row['nodes']:,} | {row['file_mb']:.1f} | {row['seconds']:.2f} | {row['world_mb']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""``dream-gym grow``: grow a world with the online discovery loop."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("grow", help="grow a new world with a real discovery loop",
+                              description="Grow (or --resume) a recorded world with the online discovery loop.")
+    p.add_argument("--task", required=True, help="built-in task name (circle-packing-26, sum-difference, ...)")
+    p.add_argument("--agent", default="builtin", help="'builtin' or a litellm model string (e.g. openai/gpt-4o-mini)")
+    p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server for the LLM agent")
+    p.add_argument("--policy", default="fixed", help="built-in policy name, module:Class, or a policy .py file")
+    p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="parameter of a built-in policy (repeatable), e.g. --policy-arg branches=8")
+    p.add_argument("--workers", type=int, default=4, help="W: attempts per round, run in parallel")
+    p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds")
+    p.add_argument("--out", required=True, type=Path, help="the world folder to write")
+    p.add_argument("--resume", action="store_true", help="continue the world in --out")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--beta", type=float, default=0.5, help="budget preference shown to the policy, in [0, 1]")
+    p.add_argument("--frontier", choices=("leaves", "any"), default="leaves")
+    p.add_argument("--max-attempts", type=int, default=None)
+    p.add_argument("--max-seconds", type=float, default=None)
+    p.add_argument("--max-usd", type=float, default=None)
+    p.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
+    p.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
+    p.add_argument("--quiet", action="store_true", help="no live progress display")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dream_gym.online.loop import GrowConfig, GrowResult, RoundStats, grow, write_summary
+    from dream_gym.policies import POLICIES, make_policy
+
+    config = GrowConfig(
+        task=args.task, out=args.out, agent=args.agent, policy=args.policy, workers=args.workers,
+        rounds=args.rounds, seed=args.seed, beta=args.beta, frontier=args.frontier,
+        max_attempts=args.max_attempts, max_seconds=args.max_seconds, max_usd=args.max_usd,
+        backend=args.backend, api_base=args.api_base, world_id=args.world_id, resume=args.resume,
+    )
+    params = parse_policy_args(args.policy_arg)
+    if args.policy in POLICIES:
+        policy = make_policy(args.policy, **params)
+    elif params:
+        raise ValueError("--policy-arg applies to built-in policies only")
+    else:
+        from dream_gym.sandbox import load_policy
+
+        policy = load_policy(args.policy)
+    console = Console(stderr=True)
+    table_rows: list[RoundStats] = []
+
+    def render(result: GrowResult) -> Table:
+        table = Table(title=f"dream-gym grow {args.task} → {args.out}")
+        for column in ("round", "attempts", "failures", "best score", "attempts/s"):
+            table.add_column(column, justify="right")
+        for stats in table_rows[-12:]:
+            rate = stats.attempts / stats.seconds if stats.seconds else float("nan")
+            best = "-" if stats.best_score is None else f"{stats.best_score:.6g}"
+            table.add_row(str(stats.round), str(stats.attempts), str(stats.failures), best, f"{rate:.2f}")
+        return table
+
+    if args.quiet:
+        result = grow(config, policy, on_round=lambda stats, _: table_rows.append(stats))
+    else:
+        with Live(console=console, auto_refresh=False) as live:
+            def on_round(stats: RoundStats, result: GrowResult) -> None:
+                table_rows.append(stats)
+                live.update(render(result), refresh=True)
+
+            result = grow(config, policy, on_round=on_round)
+    summary = write_summary(result)
+    survival = result.survival
+    console.print(
+        f"{result.nodes} nodes, {result.rounds} rounds, {result.failures} failed attempts this run, "
+        f"best score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s"
+    )
+    if result.repaired:
+        console.print(f"resume: {result.repaired}")
+    if survival:
+        spread = f" ± {survival.stdev:.3g}" if survival.stdev else ""
+        console.print(f"survival check: {'survived' if survival.survived else 'FAILED'} "
+                      f"({survival.valid_runs}/{survival.repeats} valid, mean {survival.mean}{spread}; {survival.note})")
+    console.print(f"summary: {summary}")
+    return 0
+
+
+def parse_policy_args(pairs: list[str]) -> dict[str, object]:
+    """``["branches=8", "p_stop=0"]`` → ``{"branches": 8, "p_stop": 0}`` (numbers parsed)."""
+    params: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--policy-arg {pair!r} must look like KEY=VALUE")
+        try:
+            params[key] = int(text)
+        except ValueError:
+            try:
+                params[key] = float(text)
+            except ValueError:
+                params[key] = text
+    return params

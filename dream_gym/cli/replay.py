@@ -1,0 +1,44 @@
+"""``dream-gym replay``: replay one policy on one world and show the revealed tree."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("replay", help="replay a policy on one recorded world",
+                              description="Replay one policy on one world; print its result and the revealed tree.")
+    p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
+    p.add_argument("--policy", default="greedy", help="built-in name, module:Class, or a policy .py file")
+    p.add_argument("--beta", type=float, default=0.5, help="budget preference in [0, 1]")
+    p.add_argument("--workers", type=int, default=None, help="W (default: the world's)")
+    p.add_argument("--max-rounds", type=int, default=None, help="K2")
+    p.add_argument("--frontier", choices=("leaves", "any"), default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tree", action="store_true", help="draw the revealed tree")
+    p.add_argument("--json", action="store_true", help="print the episode record as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dream_gym.policy import run_episode
+    from dream_gym.registry import resolve_world
+    from dream_gym.sandbox import load_policy
+    from dream_gym.session import ReplaySession
+    from dream_gym.view import render_tree
+
+    session = ReplaySession(resolve_world(args.world), workers=args.workers, beta=args.beta,
+                            max_rounds=args.max_rounds, frontier=args.frontier)
+    result = run_episode(load_policy(args.policy), session, seed=args.seed, on_error="record")
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        print(f"world {result.world}  policy {result.policy}  beta {result.beta}")
+        print(f"V = {result.replay_score:.4f}   best q = {result.best_q:.4f}   best score = {result.best_score}   "
+              f"attempts N = {result.attempts}   rounds k = {result.rounds}")
+        if result.error:
+            print(f"error: {result.error}")
+    if args.tree:
+        print(render_tree(session.view()))
+    return 1 if result.error else 0

@@ -1,0 +1,463 @@
+"""The online loop: grow a real world with a discovery agent, an evaluator and a policy (SPEC §7).
+
+Each round the policy sees the prefix view of the real tree (the same view type as in replay)
+and returns a batch; each selection goes to one of W workers (a process pool, or Ray), which
+asks the agent for a new candidate from the parent's program, diagnostics and branch history,
+evaluates it in an isolated process, and returns the child. Children are written through the
+:class:`~dream_gym.world.WorldWriter` (flush + fsync) the moment they finish, with their round,
+so ``kill -9`` loses at most the attempts in flight and ``resume`` continues the same world.
+
+Rounds are synchronous: a round's attempts all finish before the next batch is chosen. The run
+ends after K1 rounds, when the policy returns [], or when a budget (attempts, seconds, dollars)
+runs out. At the end the best candidate goes through the survival check.
+
+Online, the future does not exist yet, so the frontier is: the root (up to W times) and every
+leaf of the tree (rule "leaves", default) or every node (rule "any").
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dream_gym.online.agent_base import ParentContext
+from dream_gym.online.evidence import EvidenceLedger, Survival, stagnation_class, survival_check
+from dream_gym.online.tasks import get_task
+from dream_gym.policy import Policy, RunContext, batch_from, policy_name
+from dream_gym.replay import ROOT, IllegalBatchError
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.view import NodeView, PrefixView, node_view_from_record
+from dream_gym.world import NODES_FILE, WorldWriter, build_world, new_meta
+
+HISTORY_LIMIT = 12  # ancestors shown to the agent
+WORK_DIR = ".work"  # attempt workspaces inside the world folder, removed when the run ends
+
+
+@dataclass
+class GrowConfig:
+    """Arguments of one online run (``dream-gym grow``)."""
+
+    task: str
+    out: Path
+    agent: str = "builtin"  # "builtin" or a litellm model string
+    policy: str = "fixed"  # built-in name, module:Class, or a policy file
+    workers: int = 4  # W
+    rounds: int = 10  # K1
+    seed: int = 0
+    beta: float = 0.5
+    frontier: str = "leaves"
+    max_attempts: int | None = None
+    max_seconds: float | None = None
+    max_usd: float | None = None
+    backend: str = "process"  # "process" | "ray" | "serial"
+    api_base: str | None = None
+    world_id: str | None = None
+    survival_repeats: int | None = None
+    resume: bool = False
+
+
+@dataclass
+class AttemptJob:
+    """Everything a worker needs for one attempt (picklable)."""
+
+    task: str
+    agent: str
+    api_base: str | None
+    parent: ParentContext
+    parent_id: str
+    node_id: str
+    round: int
+    worker: int
+    seed: list[int]
+    workdir: str
+
+
+@dataclass
+class AttemptResult:
+    node: dict[str, Any]
+    evidence: dict[str, Any]
+
+
+@dataclass
+class RoundStats:
+    round: int
+    attempts: int
+    failures: int
+    best_score: float | None
+    seconds: float
+
+
+@dataclass
+class GrowResult:
+    folder: Path
+    nodes: int
+    rounds: int
+    attempts: int
+    failures: int
+    best_score: float | None
+    seconds: float
+    stopped_by: str
+    survival: Survival | None
+    round_stats: list[RoundStats] = field(default_factory=list)
+    repaired: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["folder"] = str(self.folder)
+        return data
+
+
+def make_agent(spec: str, task_name: str, api_base: str | None = None) -> Any:
+    """``builtin`` → the task's built-in agent; anything else is a litellm model string."""
+    if spec == "builtin":
+        from dream_gym.online.agents import builtin_agent
+
+        return builtin_agent(task_name)
+    from dream_gym.online.llm_agent import LiteLLMAgent
+
+    return LiteLLMAgent(spec, api_base=api_base)
+
+
+def run_attempt(job: AttemptJob) -> AttemptResult:
+    """One attempt in a worker: the agent writes a candidate, the task evaluates it isolated."""
+    task = get_task(job.task)
+    agent = make_agent(job.agent, job.task, job.api_base)
+    rng = np.random.default_rng(job.seed)
+    started = time.time()
+    proposal = agent.propose(task, job.parent, rng)
+    workdir = Path(job.workdir)
+    evaluation = task.evaluate(proposal.code, workdir)
+    node: dict[str, Any] = {
+        "id": job.node_id,
+        "parent": job.parent_id,
+        "score": evaluation.score if evaluation.valid else None,
+        "round": job.round,
+        "worker": job.worker,
+        "code": proposal.code,
+        "diagnostics": evaluation.diagnostics,
+        "error": evaluation.error,
+        "fail_class": evaluation.fail_class,
+        "metrics": evaluation.metrics,
+        "duration_s": round(time.time() - started, 4),
+        "eval_s": round(evaluation.duration_s, 4),
+        "cost": proposal.cost,
+        "notes": proposal.notes,
+    }
+    if proposal.prompt is not None:
+        node["prompt"] = proposal.prompt
+    evidence = {**evaluation.evidence, "node": job.node_id, "round": job.round, "agent": job.agent}
+    return AttemptResult(node, evidence)
+
+
+# -- the view of the real tree ----------------------------------------------------------------
+def tree_view(
+    records: list[dict[str, Any]], meta: dict[str, Any], *, workers: int, beta: float, frontier: str,
+    rounds: int, max_rounds: int | None,
+) -> PrefixView:
+    """The prefix view of a real growing tree: every node is revealed (observed id = line)."""
+    world = build_world(meta, records)
+    nodes: list[NodeView] = []
+    branch_of_head: dict[int, int] = {}
+    for index, record in enumerate(records):
+        parent_index = int(world.parent[index])
+        parent = nodes[parent_index] if parent_index >= 0 else None
+        if parent is None:
+            branch = None
+        elif parent.id == ROOT:
+            branch = branch_of_head.setdefault(index, len(branch_of_head))
+        else:
+            branch = parent.branch
+        raw = world.score[index]
+        nodes.append(node_view_from_record(
+            record, obs_id=index, parent=parent, branch=branch,
+            score=None if raw != raw else float(raw), baseline=world.baseline_score,
+        ))
+    has_child = np.zeros(len(records), dtype=bool)
+    has_child[world.parent[1:]] = True
+    legal = [i for i in range(1, len(records)) if frontier == "any" or not has_child[i]]
+    return PrefixView(
+        nodes=tuple(nodes), frontier=(ROOT, *legal), root_slots=workers, baseline_score=world.baseline_score,
+        workers=workers, beta=beta, beta1=DEFAULT_BETA1, beta2=DEFAULT_BETA2, rounds=rounds,
+        attempts=len(records) - 1, task_name=world.task_name, task_description=world.task_description,
+        direction=world.direction, frontier_rule=frontier, max_rounds=max_rounds,
+    )
+
+
+def check_online_batch(view: PrefixView, batch: list[int]) -> list[int]:
+    """The replay rules applied to the real tree (legal ids, root up to W, non-root once)."""
+    if len(batch) > view.workers:
+        raise IllegalBatchError(f"batch of {len(batch)} selections exceeds W={view.workers} workers")
+    legal = set(view.frontier)
+    seen: set[int] = set()
+    for node_id in batch:
+        if isinstance(node_id, bool) or not isinstance(node_id, (int, np.integer)):
+            raise IllegalBatchError(f"selection {node_id!r} is not a node id (an int)", node_id)
+        if node_id == ROOT:
+            continue
+        if node_id not in legal:
+            raise IllegalBatchError(f"id {node_id} is not on the frontier of the real tree", node_id)
+        if node_id in seen:
+            raise IllegalBatchError(f"id {node_id} appears twice (a non-root node may be selected once)", node_id)
+        seen.add(node_id)
+    return [int(i) for i in batch]
+
+
+def parent_context(records: list[dict[str, Any]], index_of: dict[str, int], index: int) -> ParentContext:
+    """What the agent is told about the parent: its program, score, diagnostics, branch history."""
+    chain: list[dict[str, Any]] = []
+    cursor: int | None = index
+    while cursor is not None:
+        chain.append(records[cursor])
+        parent_id = records[cursor]["parent"]
+        cursor = None if parent_id is None else index_of[parent_id]
+    chain.reverse()
+    history = [
+        {k: r.get(k) for k in ("score", "error", "fail_class")} | {"diagnostics": str(r.get("diagnostics") or "")[:300]}
+        for r in chain[-HISTORY_LIMIT:]
+    ]
+    parent = records[index]
+    return ParentContext(
+        code=str(parent.get("code") or ""), score=parent.get("score"),
+        diagnostics=str(parent.get("diagnostics") or ""), error=parent.get("error"), history=history,
+    )
+
+
+def branch_scores(records: list[dict[str, Any]], index_of: dict[str, int], index: int, negate: bool) -> list[float | None]:
+    """Oriented scores from the branch head down to node ``index`` (root excluded)."""
+    scores: list[float | None] = []
+    cursor = index
+    while records[cursor]["parent"] is not None:
+        raw = records[cursor]["score"]
+        scores.append(None if raw is None else (-raw if negate else raw))
+        cursor = index_of[records[cursor]["parent"]]
+    return scores[::-1]
+
+
+# -- execution backends ---------------------------------------------------------------------
+class _Backend:
+    def __init__(self, kind: str, workers: int):
+        self.kind = kind
+        self._pool: cf.Executor | None = None
+        if kind == "process":
+            self._pool = cf.ProcessPoolExecutor(max_workers=workers)
+        elif kind == "serial":
+            self._pool = None
+        elif kind == "ray":
+            import ray
+
+            if not ray.is_initialized():
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            self._remote = ray.remote(run_attempt)
+        else:
+            raise ValueError(f"backend must be 'process', 'ray' or 'serial', got {kind!r}")
+
+    def run(self, jobs: list[AttemptJob]) -> Iterator[AttemptResult | BaseException]:
+        """Yield each attempt's result (or the exception it raised) as attempts finish, so the
+        attempts that did finish are recorded even when another one fails."""
+        if self.kind == "serial":
+            for job in jobs:
+                yield _call(run_attempt, job)
+        elif self.kind == "process":
+            assert self._pool is not None
+            futures = [self._pool.submit(run_attempt, job) for job in jobs]
+            for future in cf.as_completed(futures):
+                error = future.exception()
+                yield error if error is not None else future.result()
+        else:
+            import ray
+
+            pending = [self._remote.remote(job) for job in jobs]
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                yield _call(ray.get, done[0])
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _call(fn: Callable[[Any], AttemptResult], arg: Any) -> AttemptResult | BaseException:
+    try:
+        return fn(arg)
+    except Exception as exc:  # handed to the loop, which records the others first
+        return exc
+
+
+class AttemptFailed(RuntimeError):
+    """An attempt could not run (e.g. the LLM is unreachable): not a candidate's outcome, so it
+    is not recorded as a node; the run stops after recording the attempts that finished."""
+
+
+# -- the run -------------------------------------------------------------------------------
+def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
+    folder = Path(config.out)
+    if (folder / NODES_FILE).exists():
+        if not config.resume:
+            raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
+        writer = WorldWriter.open(folder)
+        if writer.meta["task"]["name"] != task.name:
+            raise ValueError(f"{folder} holds a world of task {writer.meta['task']['name']!r}, not {task.name!r}")
+        return writer
+    meta = new_meta(
+        config.world_id or folder.name, task.name, task.description, direction=task.direction,
+        workers=config.workers, frontier=config.frontier,
+        source="dream-gym grow (online discovery loop)", licence="CC-BY-4.0",
+        policy=config.policy, agent=config.agent, seed=config.seed, beta=config.beta,
+        best_known=task.best_known,
+    )
+    writer = WorldWriter.create(folder, meta)
+    return writer
+
+
+def _evaluate_root(task: Any, folder: Path, ledger: EvidenceLedger) -> dict[str, Any]:
+    code = task.initial_program()
+    evaluation = task.evaluate(code, folder / WORK_DIR / "root")
+    if not evaluation.valid:
+        raise RuntimeError(f"the initial program of {task.name!r} is invalid: {evaluation.error}")
+    ledger.append({**evaluation.evidence, "node": "root", "round": 0, "agent": None})
+    return {
+        "id": "root", "parent": None, "score": evaluation.score, "round": 0, "code": code,
+        "diagnostics": evaluation.diagnostics, "metrics": evaluation.metrics,
+        "duration_s": round(evaluation.duration_s, 4),
+    }
+
+
+def grow(
+    config: GrowConfig, policy: Policy, *, on_round: Callable[[RoundStats, GrowResult], None] | None = None,
+) -> GrowResult:
+    """Run the online loop; every finished node is on disk before the next is awaited."""
+    task = get_task(config.task)
+    started = time.time()
+    writer = _open_world(config, task)
+    folder = writer.folder
+    ledger = EvidenceLedger(folder)
+    negate = task.direction == "minimize"
+    backend = _Backend(config.backend, config.workers)
+    result = GrowResult(folder, 0, 0, 0, 0, None, 0.0, "rounds", None, repaired=writer.repaired)
+    try:
+        if not writer.records:
+            writer.append(_evaluate_root(task, folder, ledger))
+        records = writer.records
+        index_of = {r["id"]: i for i, r in enumerate(records)}
+        done_rounds = max((int(r.get("round") or 0) for r in records), default=0)
+        spent_usd = sum(_usd(r) for r in records)
+        view = tree_view(records, writer.meta, workers=config.workers, beta=config.beta,
+                         frontier=config.frontier, rounds=done_rounds, max_rounds=config.rounds)
+        policy.reset(RunContext.from_view(view, seed=config.seed))
+        for round_no in range(done_rounds + 1, config.rounds + 1):
+            stop = _budget_stop(config, len(records) - 1, time.time() - started, spent_usd)
+            if stop:
+                result.stopped_by = stop
+                break
+            view = tree_view(records, writer.meta, workers=config.workers, beta=config.beta,
+                             frontier=config.frontier, rounds=round_no - 1, max_rounds=config.rounds)
+            batch = check_online_batch(view, batch_from(policy.act(view)))
+            if config.max_attempts is not None:
+                batch = batch[: max(0, config.max_attempts - (len(records) - 1))]
+            if not batch:
+                result.stopped_by = "policy"
+                break
+            round_started = time.time()
+            jobs = [_job(config, records, index_of, parent, round_no, slot, folder) for slot, parent in enumerate(batch)]
+            failures = 0
+            errors: list[BaseException] = []
+            for attempt in backend.run(jobs):
+                if isinstance(attempt, BaseException):
+                    errors.append(attempt)
+                    continue
+                node = attempt.node
+                parent_index = index_of[node["parent"]]
+                if node["fail_class"] is None:
+                    oriented = None if node["score"] is None else (-node["score"] if negate else node["score"])
+                    node["fail_class"] = stagnation_class(branch_scores(records, index_of, parent_index, negate), oriented)
+                writer.append(node)
+                index_of[node["id"]] = len(records) - 1
+                ledger.append(attempt.evidence)
+                failures += node["score"] is None
+                spent_usd += _usd(node)
+            if errors:
+                raise AttemptFailed(
+                    f"round {round_no}: {len(errors)} of {len(jobs)} attempts could not run "
+                    f"({type(errors[0]).__name__}: {errors[0]}); the {len(jobs) - len(errors)} that finished "
+                    f"are recorded; fix the cause and continue with --resume"
+                ) from errors[0]
+            stats = RoundStats(round_no, len(jobs), failures, _best(records, negate), time.time() - round_started)
+            result.round_stats.append(stats)
+            result.failures += failures
+            if on_round:
+                on_round(stats, result)
+        else:
+            result.stopped_by = "rounds"
+        best_index = _best_index(records, negate)
+        result.survival = survival_check(
+            task, str(records[best_index].get("code") or ""), records[best_index]["score"], config.survival_repeats
+        )
+        writer.update_meta(survival=result.survival.to_dict() | {"node": records[best_index]["id"]})
+        writer.finish()
+    finally:
+        backend.close()
+        ledger.close()
+        writer.close()
+        shutil.rmtree(folder / WORK_DIR, ignore_errors=True)
+    result.nodes = len(writer.records)
+    result.attempts = result.nodes - 1
+    result.rounds = max((int(r.get("round") or 0) for r in writer.records), default=0)
+    result.best_score = _best(writer.records, negate)
+    result.seconds = time.time() - started
+    return result
+
+
+def _job(config: GrowConfig, records: list[dict[str, Any]], index_of: dict[str, int], parent: int,
+         round_no: int, slot: int, folder: Path) -> AttemptJob:
+    node_id = f"r{round_no}w{slot}"
+    return AttemptJob(
+        task=config.task, agent=config.agent, api_base=config.api_base,
+        parent=parent_context(records, index_of, parent), parent_id=records[parent]["id"],
+        node_id=node_id, round=round_no, worker=slot, seed=[config.seed, round_no, slot],
+        workdir=str(folder / WORK_DIR / node_id),
+    )
+
+
+def _usd(record: dict[str, Any]) -> float:
+    cost = record.get("cost")
+    value = cost.get("usd", 0.0) if isinstance(cost, dict) else 0.0
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+
+
+def _budget_stop(config: GrowConfig, attempts: int, seconds: float, usd: float) -> str | None:
+    if config.max_attempts is not None and attempts >= config.max_attempts:
+        return "max_attempts"
+    if config.max_seconds is not None and seconds >= config.max_seconds:
+        return "max_seconds"
+    if config.max_usd is not None and usd >= config.max_usd:
+        return "max_usd"
+    return None
+
+
+def _oriented(record: dict[str, Any], negate: bool) -> float | None:
+    score = record.get("score")
+    return None if score is None else (-score if negate else score)
+
+
+def _best_index(records: list[dict[str, Any]], negate: bool) -> int:
+    scored = [(s, i) for i, r in enumerate(records) if (s := _oriented(r, negate)) is not None]
+    return max(scored)[1] if scored else 0
+
+
+def _best(records: list[dict[str, Any]], negate: bool) -> float | None:
+    return records[_best_index(records, negate)].get("score")
+
+
+def write_summary(result: GrowResult) -> Path:
+    path = result.folder / "run_summary.json"
+    path.write_text(json.dumps(result.summary(), indent=2, default=str) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,209 @@
+"""The online loop: real discovery rounds, durable records, resume after kill -9, the schedule
+invariant, budgets, evidence, failure classes, the survival check and the LLM agent over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dream_gym.cli import main as cli_main
+from dream_gym.online.evidence import read_evidence, stagnation_class
+from dream_gym.online.loop import AttemptFailed, GrowConfig, check_online_batch, grow, tree_view
+from dream_gym.online.schedule import online_replay_score, replay_recorded_schedule, rounds_of
+from dream_gym.policies import make_policy
+from dream_gym.policy import FunctionPolicy
+from dream_gym.replay import IllegalBatchError
+from dream_gym.world import load_world
+from tests.openai_server import OpenAICompatServer
+
+
+def _grow(tmp_path: Path, policy, **overrides):
+    config = GrowConfig(**{"task": "sum-difference", "out": tmp_path / "world", "workers": 2, "rounds": 4,
+                           "seed": 3, "backend": "serial", **overrides})
+    return grow(config, policy)
+
+
+def test_grown_world_loads_with_rounds_workers_and_checksum(tmp_path):
+    result = _grow(tmp_path, make_policy("random", p_stop=0.0))
+    world = load_world(result.folder)
+    assert world.size == result.nodes >= 2
+    assert world.meta["sha256"]  # finished worlds carry their checksum
+    assert world.meta["task"]["name"] == "sum-difference"
+    assert all(isinstance(r["round"], int) for r in world.records)
+    assert all(0 <= r["worker"] < 2 for r in world.records[1:])
+    assert all("code" in r and "diagnostics" in r and "duration_s" in r for r in world.records[1:])
+
+
+def test_replaying_own_schedule_reveals_the_same_nodes_round_by_round(tmp_path):
+    result = _grow(tmp_path, make_policy("random", p_stop=0.0), rounds=6, backend="process")
+    world = load_world(result.folder)
+    session, revealed = replay_recorded_schedule(world)
+    recorded = [set(v) for v in rounds_of(world).values()]
+    assert revealed == recorded
+    assert session.value == pytest.approx(online_replay_score(world), abs=1e-12)
+
+
+def test_policy_stop_ends_the_run(tmp_path):
+    calls = []
+
+    def two_rounds(view):
+        calls.append(view.rounds)
+        return [0] if view.rounds < 2 else []
+
+    result = _grow(tmp_path, FunctionPolicy(two_rounds))
+    assert result.stopped_by == "policy"
+    assert result.nodes == 3
+    assert calls == [0, 1, 2]
+
+
+def test_max_attempts_budget_trims_the_last_batch(tmp_path):
+    result = _grow(tmp_path, make_policy("random", p_stop=0.0), max_attempts=3, rounds=10)
+    assert result.attempts == 3
+    assert result.stopped_by == "max_attempts"
+
+
+def test_illegal_online_batch_is_refused_with_the_reason(tmp_path):
+    result = _grow(tmp_path, FunctionPolicy(lambda v: [0] if v.rounds == 0 else []))
+    world = load_world(result.folder)
+    view = tree_view(list(world.records), dict(world.meta), workers=2, beta=0.5, frontier="leaves",
+                     rounds=1, max_rounds=4)
+    assert view.frontier == (0, 1)
+    with pytest.raises(IllegalBatchError, match="appears twice"):
+        check_online_batch(view, [1, 1])
+    with pytest.raises(IllegalBatchError, match="exceeds W=2"):
+        check_online_batch(view, [0, 0, 1])
+    with pytest.raises(IllegalBatchError, match="not on the frontier"):
+        check_online_batch(view, [7])
+
+
+def test_online_view_holds_no_future_and_no_world(tmp_path):
+    result = _grow(tmp_path, make_policy("random", p_stop=0.0), rounds=2)
+    world = load_world(result.folder)
+    view = tree_view(list(world.records), dict(world.meta), workers=2, beta=0.5, frontier="leaves",
+                     rounds=2, max_rounds=4)
+    assert len(view.nodes) == world.size
+    assert view.root_slots == 2  # online, the root can always open W more branches
+    assert "best_score" not in view.to_dict()
+
+
+def test_evidence_record_per_attempt_is_admissible_and_hashed(tmp_path):
+    result = _grow(tmp_path, make_policy("random", p_stop=0.0))
+    evidence = read_evidence(result.folder)
+    assert len(evidence) == result.nodes  # the root's evaluation included
+    for record in evidence:
+        for key in ("t", "cmd", "exit", "duration_ms", "artifacts", "env_digest", "parsed", "admissible"):
+            assert key in record, key
+        assert record["env_digest"].startswith("sha256:")
+        assert all(len(a["sha256"]) == 64 for a in record["artifacts"])
+    assert {r["node"] for r in evidence} == set(load_world(result.folder).ids)
+
+
+def test_stagnation_marks_sustained_poor_valid_attempts_hard():
+    assert stagnation_class([1.0, 2.0, 1.5, 1.9], 1.8) == "hard"
+    assert stagnation_class([1.0, 2.0, 1.5, 1.9], 2.5) is None  # a new best
+    assert stagnation_class([1.0, None, 2.0], 1.0) is None  # too little valid evidence yet
+    assert stagnation_class([1.0, 2.0, 1.5, 1.9], None) is None  # invalid: the evaluator classifies
+
+
+def test_failed_attempts_carry_error_and_failure_class(tmp_path):
+    result = _grow(tmp_path, make_policy("random", p_stop=0.0), rounds=12, workers=4)
+    world = load_world(result.folder)
+    failed = [r for r in world.records if r["score"] is None]
+    assert failed, "the built-in agent should fail sometimes, like an LLM"
+    assert all(r["error"] and r["fail_class"] in ("repairable", "hard") for r in failed)
+
+
+def test_survival_check_reported_in_world_meta(tmp_path):
+    result = _grow(tmp_path, make_policy("greedy", patience=2))
+    meta = load_world(result.folder).meta
+    survival = meta["survival"]
+    assert survival["survived"] is True and survival["valid_runs"] == survival["repeats"] == 1
+    assert survival["mean"] == pytest.approx(result.best_score)
+
+
+def test_existing_world_needs_resume(tmp_path):
+    _grow(tmp_path, FunctionPolicy(lambda v: []))
+    with pytest.raises(FileExistsError, match="--resume"):
+        _grow(tmp_path, FunctionPolicy(lambda v: []))
+
+
+def test_resume_of_a_different_task_is_refused(tmp_path):
+    _grow(tmp_path, FunctionPolicy(lambda v: []))
+    with pytest.raises(ValueError, match="task 'sum-difference'"):
+        _grow(tmp_path, FunctionPolicy(lambda v: []), task="circle-packing-26", resume=True)
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_loses_nothing_written_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "world"
+    command = [sys.executable, "-m", "dream_gym", "grow", "--task", "sum-difference", "--policy", "random",
+               "--policy-arg", "p_stop=0", "--workers", "2", "--rounds", "40", "--seed", "5", "--out", str(out),
+               "--quiet"]
+    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    nodes = out / "nodes.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not nodes.exists() or nodes.read_bytes().count(b"\n") < 12):
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    before = nodes.read_bytes()
+    complete_lines = before[: before.rfind(b"\n") + 1].splitlines()
+    assert len(complete_lines) >= 12
+
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    world = load_world(out)  # validates: unique ids, parents before children, one root
+    after = nodes.read_bytes().splitlines()
+    assert after[: len(complete_lines)] == complete_lines  # nothing written was lost or rewritten
+    assert sum(1 for r in world.records if r["parent"] is None) == 1
+    assert world.size > len(complete_lines)
+    assert max(rounds_of(world)) == 40 or json.loads((out / "run_summary.json").read_text())["stopped_by"] != "rounds"
+    session, revealed = replay_recorded_schedule(world)
+    assert revealed == [set(v) for v in rounds_of(world).values()]
+
+
+def test_cli_grow_writes_world_and_summary(tmp_path, capsys):
+    out = tmp_path / "cli-world"
+    code = cli_main(["grow", "--task", "sum-difference", "--policy", "fixed", "--policy-arg", "branches=2",
+                     "--policy-arg", "depth=2", "--workers", "2", "--rounds", "5", "--out", str(out),
+                     "--backend", "serial", "--quiet"])
+    assert code == 0
+    world = load_world(out)
+    assert world.size == 5  # 2 branches x depth 2
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["nodes"] == 5 and summary["stopped_by"] == "policy"
+
+
+def test_cli_grow_rejects_malformed_policy_arg(tmp_path, capsys):
+    code = cli_main(["grow", "--task", "sum-difference", "--policy-arg", "branches", "--out", str(tmp_path / "w")])
+    assert code == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_llm_agent_grows_a_world_over_real_http(tmp_path, monkeypatch):
+    program = "def construct_set():\n    return [0, 1, 3, 7, 12, 20, 30, 44]\n"
+    with OpenAICompatServer() as server:
+        server.responder = lambda request: f"Try a Sidon-like set.\n```python\n{program}```"
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value")
+        result = _grow(tmp_path, make_policy("fixed", branches=2, depth=1), agent="openai/local-coder",
+                       api_base=server.base_url)
+        assert len(server.requests) == 2
+    world = load_world(result.folder)
+    children = world.records[1:]
+    assert [r["code"].strip() for r in children] == [program.strip()] * 2
+    assert all(r["cost"]["tokens_in"] > 0 for r in children)
+    assert "sk-test-secret-value" not in (result.folder / "nodes.jsonl").read_text()
+
+
+def test_unreachable_llm_stops_the_run_with_a_clear_error_and_keeps_the_root(tmp_path):
+    with pytest.raises(AttemptFailed, match="could not run"):
+        _grow(tmp_path, make_policy("fixed", branches=1, depth=1), agent="openai/nobody",
+              api_base="http://127.0.0.1:9/v1")
+    assert load_world(tmp_path / "world").size == 1
