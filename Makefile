@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/dream-gym demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check dream_gym agents tests benchmarks
+	$(BIN)/ruff check dream_gym agents tests benchmarks recorded_worlds/make_card.py
 	$(BIN)/mypy dream_gym
 
 # The whole suite, slow tests included (CI runs this).

@@ -460,6 +460,11 @@ class WorldWriter:
                 raise
             raise WorldFormatError(meta_path, f"bad JSON: {exc}") from None
         raw = nodes_path.read_bytes() if nodes_path.exists() else b""
+        if meta.get("sha256") and hashlib.sha256(raw).hexdigest() != meta["sha256"]:
+            # a finished world changed behind our back: resuming would re-checksum the damage
+            raise WorldFormatError(
+                nodes_path, f"checksum mismatch: world.json says sha256 {meta['sha256']}; refusing to resume"
+            )
         repaired = None
         if raw and not raw.endswith(b"\n"):
             cut = raw.rfind(b"\n") + 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from rich.console import Console
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         rounds=args.rounds, seed=args.seed, beta=args.beta, frontier=args.frontier,
         max_attempts=args.max_attempts, max_seconds=args.max_seconds, max_usd=args.max_usd,
         backend=args.backend, api_base=args.api_base, world_id=args.world_id, resume=args.resume,
+        command=shlex.join(["dream-gym", *args.argv]),
     )
     params = parse_policy_args(args.policy_arg)
     if args.policy in POLICIES:

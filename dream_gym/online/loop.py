@@ -32,7 +32,7 @@ import numpy as np
 from dream_gym.online.agent_base import ParentContext
 from dream_gym.online.evidence import EvidenceLedger, Survival, stagnation_class, survival_check
 from dream_gym.online.tasks import get_task
-from dream_gym.policy import Policy, RunContext, batch_from, policy_name
+from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay import ROOT, IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.view import NodeView, PrefixView, node_view_from_record
@@ -63,6 +63,7 @@ class GrowConfig:
     world_id: str | None = None
     survival_repeats: int | None = None
     resume: bool = False
+    command: str | None = None  # the command line that started the run (provenance)
 
 
 @dataclass
@@ -312,7 +313,7 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
         workers=config.workers, frontier=config.frontier,
         source="dream-gym grow (online discovery loop)", licence="CC-BY-4.0",
         policy=config.policy, agent=config.agent, seed=config.seed, beta=config.beta,
-        best_known=task.best_known,
+        best_known=task.best_known, command=config.command,
     )
     writer = WorldWriter.create(folder, meta)
     return writer

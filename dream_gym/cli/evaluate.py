@@ -1,0 +1,92 @@
+"""``dream-gym eval`` (every policy x world x beta episode, then the leaderboard) and ``dream-gym plot``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+
+
+def register(subparsers: Any) -> None:
+    grid = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
+    ev = subparsers.add_parser(
+        "eval",
+        help="run policies on recorded worlds over a beta grid and print the leaderboard",
+        description=(
+            "Run every (policy, world, beta) episode on the replay fast path and rank the policies "
+            "by the v2 objective (auc - lambda * parallel penalty) and mean replay score V."
+        ),
+    )
+    ev.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
+                    help="a built-in name (random, greedy, fixed), module:Class or a policy .py file "
+                         "(run isolated); repeat for several")
+    ev.add_argument("--worlds", "-w", required=True,
+                    help="a world folder, a folder of worlds, a dataset id ns/name-vN, a shipped world, "
+                         "or a split of the shipped dataset (train, heldout); comma-separated lists allowed")
+    ev.add_argument("--betas", default=grid, help=f"comma-separated budget preferences (default {grid})")
+    ev.add_argument("--workers", "-j", type=int, default=None, help="processes (default: CPU count)")
+    ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
+    ev.add_argument("--out", "-o", type=Path, default=None, help="write one JSON line per episode here")
+    ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
+    ev.add_argument("--max-rounds", type=int, default=None, help="round limit K2 (default: none)")
+    ev.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
+    ev.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
+                    help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
+    ev.add_argument("--lam", type=float, default=DEFAULT_LAMBDA,
+                    help=f"weight of the parallel penalty in v2 (default {DEFAULT_LAMBDA})")
+    ev.add_argument("--rank-by", choices=("v2", "V"), default="v2")
+    ev.add_argument("--seed", type=int, default=0, help="seed given to every policy (default 0)")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.add_argument("--summary", action="store_true", help="print only the table over all worlds")
+    ev.set_defaults(func=run_eval)
+
+    plot = subparsers.add_parser(
+        "plot",
+        help="anytime curves, Pareto fronts and a tree drawing from a results file",
+        description="Draw anytime.png, pareto.png and tree_<world>.png from `dream-gym eval --out` results.",
+    )
+    plot.add_argument("results", type=Path, help="results.jsonl written by dream-gym eval --out")
+    plot.add_argument("--out", "-o", type=Path, default=Path("plots"), help="output folder (default ./plots)")
+    plot.add_argument("--world", default=None, help="world id for the tree drawing (default: the first)")
+    plot.add_argument("--beta", type=float, default=0.5, help="beta of the episodes drawn on the tree")
+    plot.set_defaults(func=run_plot)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from dream_gym.evaluate import evaluate, leaderboard
+
+    results = evaluate(
+        args.policies,
+        args.worlds,
+        args.betas,
+        workers=args.workers,
+        backend=args.backend,
+        out=args.out,
+        progress=not args.no_progress,
+        max_rounds=args.max_rounds,
+        beta1=args.beta1,
+        beta2=args.beta2,
+        lam=args.lam,
+        seed=args.seed,
+    )
+    board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
+    console = Console()
+    board.print(console, per_world=not args.summary)
+    if args.markdown is not None:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(board.to_markdown(), encoding="utf-8")
+    if args.out is not None:
+        console.print(f"{len(results)} episodes written to {args.out}")
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from dream_gym.plots import plot_results
+
+    for path in plot_results(args.results, args.out, world=args.world, beta=args.beta):
+        print(path)
+    return 0

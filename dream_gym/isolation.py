@@ -1,0 +1,428 @@
+"""Run untrusted Python code in a child process with time, memory and output limits.
+
+Used by the online evaluators (candidate programs written by a discovery agent) and by the
+sandbox for untrusted policy files. What a child gets:
+
+* a **scrubbed environment** (:func:`scrubbed_env`): PATH, HOME/TMPDIR (the work folder), LANG,
+  PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1 and single-threaded BLAS/OpenMP — nothing else of
+  the parent's environment, so API keys and cloud credentials never reach candidate code;
+* **resource limits** set before any candidate code runs: address space (RLIMIT_AS), CPU
+  seconds (RLIMIT_CPU, then SIGKILL one second later), no core files, a cap on file sizes and,
+  for non-root users, on the number of processes;
+* its **own session / process group**, killed as a whole on timeout and after exit, so grandchildren
+  it forked cannot outlive the run;
+* a **wall-clock deadline** enforced by the parent;
+* **bounded output capture**: stdout and stderr keep their first and last ``max_output_bytes / 2``
+  bytes with a marker in between, so a flood cannot exhaust the parent's memory.
+
+The child interpreter runs as ``python -s -B`` with the scrubbed environment and a boot prelude
+that drops the current folder from ``sys.path``: the equivalent of ``-I`` (isolated mode), except
+that ``PYTHONHASHSEED=0`` is honoured so runs are reproducible.
+
+Limits are applied inside the child by that prelude rather than with ``preexec_fn``, because
+``preexec_fn`` can deadlock when the parent has threads (the online worker pool does).
+:func:`limits_preexec` is still offered for callers that launch non-Python commands.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: Variables copied from the parent when present; everything else is dropped.
+ENV_ALLOWLIST = ("LANG", "LC_ALL", "TZ")
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS")
+TRUNCATION_MARKER = "\n[... {n} bytes cut by dream_gym.isolation ...]\n"
+# Messages a child prints when an allocation fails under RLIMIT_AS.
+_MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "Unable to allocate",
+                 "memory allocation failed", "Out of memory")
+
+
+def scrubbed_env(extra: Mapping[str, str] | None = None, home: str | os.PathLike[str] | None = None
+                 ) -> dict[str, str]:
+    """A minimal environment for a child process, with no secrets of the parent.
+
+    Only :data:`ENV_ALLOWLIST` is copied from ``os.environ``. ``HOME`` and ``TMPDIR`` point at
+    ``home`` (default: the system temp folder). ``extra`` is added last and wins.
+    """
+    home = str(home) if home is not None else tempfile.gettempdir()
+    bindir = str(Path(sys.executable).parent)
+    env = {
+        "PATH": f"{bindir}:{DEFAULT_PATH}",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update({name: "1" for name in THREAD_VARS})
+    env.update({name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def apply_limits(memory_mb: int | None, cpu_s: float | None, fsize_mb: int | None = 256,
+                 nproc: int | None = None) -> None:
+    """Set hard resource limits on the current process (they cannot be raised again).
+
+    ``memory_mb`` caps the address space (allocations beyond it fail with MemoryError);
+    ``cpu_s`` caps CPU time (SIGXCPU, then SIGKILL one second later); core dumps are off;
+    ``fsize_mb`` caps any file written; ``nproc`` caps processes of the user (ignored by the
+    kernel for root).
+    """
+    import resource as _resource  # local import: this function's source also runs in the child
+
+    def _set(which: int, value: int) -> None:
+        soft, hard = _resource.getrlimit(which)
+        if hard != _resource.RLIM_INFINITY:
+            value = min(value, hard)
+        _resource.setrlimit(which, (value, value))
+
+    _set(_resource.RLIMIT_CORE, 0)
+    if memory_mb is not None:
+        _set(_resource.RLIMIT_AS, int(memory_mb) << 20)
+    if cpu_s is not None:
+        seconds = max(1, int(cpu_s + 0.999))
+        soft, hard = _resource.getrlimit(_resource.RLIMIT_CPU)
+        limit_hard = seconds + 1 if hard == _resource.RLIM_INFINITY else min(seconds + 1, hard)
+        _resource.setrlimit(_resource.RLIMIT_CPU, (min(seconds, limit_hard), limit_hard))
+    if fsize_mb is not None:
+        _set(_resource.RLIMIT_FSIZE, int(fsize_mb) << 20)
+    if nproc is not None:
+        _set(_resource.RLIMIT_NPROC, int(nproc))
+
+
+def limits_preexec(memory_mb: int | None, cpu_s: float | None, fsize_mb: int | None = 256,
+                   nproc: int | None = None) -> Callable[[], None]:
+    """A ``preexec_fn`` for :class:`subprocess.Popen`: new session, then :func:`apply_limits`.
+
+    The new session makes the child the leader of its own process group, so
+    ``os.killpg(child.pid, SIGKILL)`` removes it and everything it forked. Beware that
+    ``preexec_fn`` is unsafe in a parent with threads; :func:`run_python` does not use it.
+    """
+
+    def _preexec() -> None:
+        os.setsid()
+        apply_limits(memory_mb, cpu_s, fsize_mb, nproc)
+
+    return _preexec
+
+
+def _nproc_budget(margin: int = 256) -> int | None:
+    """The user's current process count plus a margin (a fork-bomb guard); None for root."""
+    if os.geteuid() == 0:
+        return None  # root is exempt from RLIMIT_NPROC; setting it would only mislead
+    uid = os.geteuid()
+    count = 0
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                continue
+    return count + margin if count else None
+
+
+_BOOT = """
+import os, sys
+{limits_src}
+apply_limits({memory_mb!r}, {cpu_s!r}, {fsize_mb!r}, {nproc!r})
+del apply_limits
+sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
+sys.argv = {argv!r}
+import runpy
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+class _Capture:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int):
+        self.half = max(1, limit // 2)
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_len = 0
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail.append(data)
+            self.tail_len += len(data)
+            while self.tail_len - len(self.tail[0]) >= self.half:
+                self.tail_len -= len(self.tail.popleft())
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + min(self.tail_len, self.half)
+
+    def text(self) -> str:
+        tail = b"".join(self.tail)[-self.half:] if self.tail else b""
+        cut = self.total - len(self.head) - len(tail)
+        head_s = self.head.decode("utf-8", "replace")
+        tail_s = tail.decode("utf-8", "replace")
+        return head_s + TRUNCATION_MARKER.format(n=cut) + tail_s if cut > 0 else head_s + tail_s
+
+
+@dataclass
+class RunOutcome:
+    """What happened to one isolated run.
+
+    ``returncode`` is negative (``-signal``) when the child was killed by a signal.
+    ``stdout``/``stderr`` are truncated to ``max_output_bytes`` with a marker in the middle.
+    ``memory_exceeded`` is best effort: a MemoryError-like message in stderr, or a kill without
+    timeout by SIGKILL/SIGSEGV/SIGABRT. ``timed_out`` covers the wall deadline and the CPU limit.
+    """
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool
+    memory_exceeded: bool
+    killed_signal: int | None
+    argv: list[str]
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    stdout_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def describe(self) -> str:
+        """A one-line human summary of a failed run (empty for a clean exit)."""
+        if self.timed_out:
+            return f"timeout after {self.duration_s:.1f}s"
+        if self.memory_exceeded:
+            return "memory limit exceeded"
+        if self.killed_signal is not None:
+            return f"killed by signal {signal.Signals(self.killed_signal).name}"
+        if self.returncode:
+            return f"exit code {self.returncode}"
+        return ""
+
+
+@dataclass
+class IsolatedProcess:
+    """A running isolated child that can be talked to line by line (see :func:`start_python`).
+
+    Read protocol lines with :meth:`read_line`, send with :meth:`send`, end with
+    :meth:`finish`, which enforces the deadline, kills the process group and returns a
+    :class:`RunOutcome`. Everything the child prints is also captured (bounded).
+    """
+
+    proc: subprocess.Popen[bytes]
+    argv: list[str]
+    deadline: float
+    max_output_bytes: int
+    started: float = field(default_factory=time.monotonic)
+    timed_out: bool = False
+
+    def __post_init__(self) -> None:
+        self._out = _Capture(self.max_output_bytes)
+        self._err = _Capture(self.max_output_bytes)
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._partial = b""
+        self._sel = selectors.DefaultSelector()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        for stream, cap in ((self.proc.stdout, self._out), (self.proc.stderr, self._err)):
+            os.set_blocking(stream.fileno(), False)
+            self._sel.register(stream.fileno(), selectors.EVENT_READ, cap)
+
+    def send(self, data: bytes) -> bool:
+        """Write to the child's stdin; False when the child no longer reads it."""
+        if self.proc.stdin is None:
+            return False
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def _pump(self, timeout: float) -> bool:
+        """Read whatever is available within ``timeout``; False once all pipes are closed."""
+        if not self._sel.get_map():
+            time.sleep(max(0.0, min(timeout, 0.01)))
+            return False
+        for key, _ in self._sel.select(max(0.0, timeout)):
+            try:
+                data = os.read(key.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not data:
+                self._sel.unregister(key.fd)
+                continue
+            key.data.add(data)
+            if key.data is self._out and len(self._lines) < 10_000:
+                self._split_lines(data)
+        return True
+
+    def _split_lines(self, data: bytes) -> None:
+        chunk = self._partial + data
+        *complete, self._partial = chunk.split(b"\n")
+        self._partial = self._partial[-65536:]  # a line without newline cannot grow without bound
+        self._lines.extend(complete)
+
+    def read_line(self, prefix: bytes = b"", timeout: float | None = None) -> bytes | None:
+        """The next stdout line starting with ``prefix`` (prefix removed), or None on
+        deadline, timeout or end of output. Other lines are only captured."""
+        stop = self.deadline if timeout is None else min(self.deadline, time.monotonic() + timeout)
+        while True:
+            while self._lines:
+                line = self._lines.popleft()
+                if line.startswith(prefix):
+                    return line[len(prefix):]
+            now = time.monotonic()
+            if now >= stop:
+                if now >= self.deadline:
+                    self.timed_out = True
+                return None
+            if not self._pump(min(stop - now, 0.05)) and self.proc.poll() is not None:
+                return None
+
+    def finish(self) -> RunOutcome:
+        """Wait for exit (until the deadline), kill the process group, return the outcome."""
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        while not self.timed_out and self.proc.poll() is None:
+            now = time.monotonic()
+            if now >= self.deadline:
+                self.timed_out = True
+                break
+            self._pump(min(self.deadline - now, 0.05))
+        self.kill()
+        self.proc.wait()
+        ended = time.monotonic()
+        # Drain what is left; grandchildren are dead, so the pipes reach EOF quickly.
+        drain_until = time.monotonic() + 1.0
+        while self._sel.get_map() and time.monotonic() < drain_until:
+            self._pump(0.05)
+        self._sel.close()
+        return self._outcome(ended - self.started)
+
+    def kill(self) -> None:
+        """SIGKILL the child's whole process group (a no-op when it is already gone)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _outcome(self, duration: float) -> RunOutcome:
+        code = self.proc.returncode
+        sig = -code if code is not None and code < 0 else None
+        stderr = self._err.text()
+        timed_out = self.timed_out or sig in (signal.SIGXCPU,)
+        memory = any(sign in stderr[-4000:] for sign in _MEMORY_SIGNS) or (
+            not timed_out and sig in (signal.SIGSEGV, signal.SIGABRT)
+        )
+        return RunOutcome(
+            returncode=code, stdout=self._out.text(), stderr=stderr, duration_s=duration,
+            timed_out=timed_out, memory_exceeded=memory, killed_signal=sig, argv=self.argv,
+            stdout_truncated=self._out.truncated, stderr_truncated=self._err.truncated,
+            stdout_bytes=self._out.total,
+        )
+
+
+def start_python(
+    script: str | os.PathLike[str],
+    *,
+    args: Sequence[str] = (),
+    cwd: str | os.PathLike[str] | None = None,
+    wall_s: float = 10.0,
+    memory_mb: int | None = 1024,
+    cpu_s: float | None = None,
+    max_output_bytes: int = 1 << 20,
+    env_extra: Mapping[str, str] | None = None,
+    stdin_bytes: bytes | None = None,
+) -> IsolatedProcess:
+    """Start ``script`` in an isolated child and return it for line-by-line interaction.
+
+    ``cpu_s`` defaults to ``wall_s`` (rounded up): on one core CPU time cannot exceed wall time.
+    With ``stdin_bytes`` the child reads them from a file (no pipe that could fill up and block
+    the parent) and :meth:`IsolatedProcess.send` is unavailable.
+    """
+    script = Path(script).resolve()
+    workdir = Path(cwd) if cwd is not None else script.parent
+    argv_child = [str(script), *map(str, args)]
+    boot = _BOOT.format(
+        limits_src=inspect.getsource(apply_limits), memory_mb=memory_mb,
+        cpu_s=wall_s if cpu_s is None else cpu_s, fsize_mb=256, nproc=_nproc_budget(),
+        argv=argv_child,
+    )
+    argv = [sys.executable, "-s", "-B", "-c", boot, *argv_child]
+    stdin: int | IO[bytes] = subprocess.PIPE
+    if stdin_bytes is not None:
+        stdin = tempfile.TemporaryFile()
+        stdin.write(stdin_bytes)
+        stdin.seek(0)
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=workdir, env=scrubbed_env(env_extra, home=workdir), stdin=stdin,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True, start_new_session=True,
+        )
+    finally:
+        if not isinstance(stdin, int):
+            stdin.close()
+    shown = [sys.executable, "-s", "-B", "-c", "<dream_gym boot: limits>", *argv_child]
+    return IsolatedProcess(proc, shown, time.monotonic() + wall_s, max_output_bytes)
+
+
+def run_python(
+    script: str | os.PathLike[str] | None = None,
+    *,
+    code: str | None = None,
+    args: Sequence[str] = (),
+    stdin_bytes: bytes | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    wall_s: float = 10.0,
+    memory_mb: int | None = 1024,
+    cpu_s: float | None = None,
+    max_output_bytes: int = 1 << 20,
+    env_extra: Mapping[str, str] | None = None,
+) -> RunOutcome:
+    """Run a Python file (``script``) or source text (``code``) isolated; return its outcome.
+
+    Exactly one of ``script`` and ``code`` is given; ``code`` is written to a temporary file
+    first. ``cwd`` is the child's working folder and HOME (default: the script's folder, or
+    a fresh temp folder for ``code``). The whole process group is killed at ``wall_s``.
+    """
+    if (script is None) == (code is None):
+        raise ValueError("run_python needs exactly one of script= and code=")
+    with tempfile.TemporaryDirectory(prefix="dream_gym_run_") as tmp:
+        if code is not None:
+            script = Path(tmp) / "main.py"
+            script.write_text(code, encoding="utf-8")
+        assert script is not None
+        child = start_python(script, args=args, cwd=cwd if cwd is not None else tmp, wall_s=wall_s,
+                             memory_mb=memory_mb, cpu_s=cpu_s, max_output_bytes=max_output_bytes,
+                             env_extra=env_extra, stdin_bytes=stdin_bytes)
+        return child.finish()
+
+
+__all__ = ["RunOutcome", "IsolatedProcess", "scrubbed_env", "apply_limits", "limits_preexec",
+           "start_python", "run_python"]

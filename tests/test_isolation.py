@@ -1,0 +1,85 @@
+"""dream_gym.isolation: timeouts, memory limits, secrets, output floods, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+
+from dream_gym.isolation import TRUNCATION_MARKER, run_python, scrubbed_env, start_python
+
+
+def test_secrets_do_not_reach_the_child(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-123")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-456")
+    out = run_python(code="import os, json; print(json.dumps(dict(os.environ)))", wall_s=10)
+    assert out.returncode == 0, out.stderr
+    child_env = json.loads(out.stdout)
+    assert "OPENAI_API_KEY" not in child_env and "AWS_SECRET_ACCESS_KEY" not in child_env
+    assert "sk-secret-123" not in out.stdout and "aws-secret-456" not in out.stdout
+    assert child_env["PYTHONHASHSEED"] == "0" and child_env["OPENBLAS_NUM_THREADS"] == "1"
+    assert "OPENAI_API_KEY" not in scrubbed_env()
+
+
+def test_timeout_kills_an_infinite_loop_and_its_children(tmp_path):
+    code = "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'while True: pass'])\nwhile True: pass\n"
+    started = time.monotonic()
+    out = run_python(code=code, wall_s=1.5, cpu_s=30)
+    elapsed = time.monotonic() - started
+    assert out.timed_out and out.returncode is not None and out.returncode < 0
+    assert elapsed < 1.5 + 3.5, elapsed  # killed at the deadline (slack for a loaded machine)
+    assert "timeout" in out.describe()
+
+
+def test_cpu_limit_counts_as_timeout():
+    out = run_python(code="while True: pass", wall_s=10, cpu_s=1)
+    assert out.timed_out and out.duration_s < 5
+
+
+def test_memory_bomb_fails_without_hurting_the_parent():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = run_python(code="blocks = []\nwhile True: blocks.append(bytearray(50 << 20))", wall_s=10, memory_mb=300)
+    assert out.returncode != 0 and out.memory_exceeded and not out.timed_out
+    assert "MemoryError" in out.stderr
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB: parent untouched
+
+
+def test_output_flood_is_truncated_with_a_marker():
+    out = run_python(code="import sys\nfor _ in range(200000): sys.stdout.write('x' * 99 + '\\n')\nprint('END')",
+                     wall_s=20, max_output_bytes=10_000)
+    assert out.returncode == 0
+    assert out.stdout_truncated and out.stdout_bytes > 19_000_000
+    assert len(out.stdout) < 10_000 + 200
+    assert TRUNCATION_MARKER.split("{n}")[0] in out.stdout
+    assert out.stdout.rstrip().endswith("END")  # the tail is kept: the last lines matter most
+
+
+def test_exit_code_stdin_args_and_cwd(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("import os, sys\nprint(sys.argv[1:], sys.stdin.read(), os.getcwd())\nsys.exit(7)\n")
+    out = run_python(script, args=["a", "b"], stdin_bytes=b"hello", cwd=tmp_path, wall_s=10)
+    assert out.returncode == 7 and not out.timed_out and out.killed_signal is None
+    assert out.stdout.strip() == f"['a', 'b'] hello {os.path.realpath(tmp_path)}"
+    assert out.describe() == "exit code 7"
+
+
+def test_run_python_needs_exactly_one_program():
+    import pytest
+
+    with pytest.raises(ValueError):
+        run_python()
+    with pytest.raises(ValueError):
+        run_python("x.py", code="print(1)")
+
+
+def test_interactive_child_line_protocol(tmp_path):
+    script = tmp_path / "echo.py"
+    script.write_text("import sys\nprint('noise')\nprint('@@READY', flush=True)\n"
+                      "for line in sys.stdin:\n    print('@@ECHO ' + line.strip().upper(), flush=True)\n")
+    child = start_python(script, wall_s=10)
+    assert child.read_line(b"@@READY") == b""
+    assert child.send(b"ping\n")
+    assert child.read_line(b"@@ECHO ") == b"PING"
+    out = child.finish()
+    assert out.returncode == 0 and "noise" in out.stdout
