@@ -1,0 +1,91 @@
+"""Isolation overhead: episodes/s of a policy file run isolated vs the same file in-process.
+
+    .venv/bin/python benchmarks/isolation_overhead.py [--nodes 150] [--episodes 60]
+
+The policies are agents/example_policy.py (stops after a few rounds) and a tiny "exhaustive" file
+policy that keeps extending the frontier until the world runs out (~50 decisions per episode);
+the world is a random ~150-node tree (W=3, frontier rule "any"). Each episode is a full replay: the isolated run pays one child round trip per decision (length-prefixed JSON
+over pipes, views sent incrementally), not a process start (the child is reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from dream_gym.policy import run_episode
+from dream_gym.sandbox import IsolatedPolicy, load_policy
+from dream_gym.world import build_world, new_meta
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "agents" / "example_policy.py"
+EXHAUSTIVE = """
+def act(view):
+    batch = [0] * min(view.root_slots, 1) + [i for i in view.frontier if i != 0]
+    return batch[: view.workers]
+"""
+
+
+def random_world(n: int, seed: int = 0):
+    rng = random.Random(seed)
+    records = [{"id": "root", "parent": None, "score": 0.0, "code": "def solve(): pass\n"}]
+    for i in range(1, n):
+        parent = i - 1 if rng.random() < 0.6 else rng.randrange(i)
+        score = None if rng.random() < 0.2 else round(rng.uniform(-5.0, 10.0), 3)
+        records.append({"id": f"n{i}", "parent": records[parent]["id"], "score": score,
+                        "code": f"def solve():\n    return {i}  # {'x' * 200}\n", "cost": {"tokens": 100 + i}})
+    return build_world(new_meta("bench", "toy-task", "a random world", workers=3, frontier="any"), records)
+
+
+def measure(policy, world, episodes: int, beta: float) -> tuple[float, int]:
+    decisions = 0
+    start = time.perf_counter()
+    for seed in range(episodes):
+        result = run_episode(policy, world, seed=seed, beta=beta)
+        decisions += result.rounds + 1
+    return episodes / (time.perf_counter() - start), decisions
+
+
+def compare(path: Path, world, episodes: int, beta: float) -> None:
+    in_process = load_policy(path, isolate=False)
+    t0 = time.perf_counter()
+    isolated = IsolatedPolicy(path)
+    startup = time.perf_counter() - t0
+    unhardened = IsolatedPolicy(path, harden=False)
+    try:
+        for policy in (in_process, isolated, unhardened):
+            measure(policy, world, 3, beta)  # warm-up
+        fast, decisions = measure(in_process, world, episodes, beta)
+        slow, _ = measure(isolated, world, episodes, beta)
+        slow_nh, _ = measure(unhardened, world, episodes, beta)
+    finally:
+        isolated.close()
+        unhardened.close()
+    per_decision_ms = (1 / slow - 1 / fast) * 1000 * episodes / decisions
+    print(f"{path.name}: {decisions / episodes:.1f} decisions/episode")
+    print(f"  in-process:           {fast:8.1f} episodes/s")
+    print(f"  isolated (hardened):  {slow:8.1f} episodes/s")
+    print(f"  isolated (harden=0):  {slow_nh:8.1f} episodes/s")
+    print(f"  ratio in-process / isolated: {fast / slow:.1f}x  "
+          f"(~{per_decision_ms:.2f} ms extra per decision; child start {startup * 1000:.0f} ms, once)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=150)
+    parser.add_argument("--episodes", type=int, default=60)
+    parser.add_argument("--beta", type=float, default=1.0)
+    args = parser.parse_args()
+    world = random_world(args.nodes)
+    print(f"world: {args.nodes} nodes, W=3, beta={args.beta}, {args.episodes} episodes per run")
+    compare(EXAMPLE, world, args.episodes, args.beta)
+    with tempfile.TemporaryDirectory() as tmp:
+        exhaustive = Path(tmp) / "exhaustive_policy.py"
+        exhaustive.write_text(EXHAUSTIVE)
+        compare(exhaustive, world, args.episodes, args.beta)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""Hostile: forgets to return. Expect PolicyProtocolError."""
+
+
+def act(view):
+    view.best()

@@ -1,0 +1,43 @@
+"""Hostile: looks for world files on disk (the shipped worlds next to the package, the temp
+folders) and reads any ``nodes.jsonl`` holding the text of an unrevealed node. Reports by
+raising ``FOUND=<json list>``; isolated and hardened, the list must be empty."""
+
+import json
+import os
+from pathlib import Path
+
+NEEDLE = "FUTURE" + "-MARKER-" + "4242"
+MAX_ENTRIES = 50_000
+MAX_DEPTH = 6
+
+
+def _walk(top, found, seen):
+    top_depth = str(top).count(os.sep)
+    for folder, dirs, files in os.walk(top):
+        seen[0] += len(dirs) + len(files)
+        if seen[0] > MAX_ENTRIES or folder.count(os.sep) - top_depth >= MAX_DEPTH:
+            dirs[:] = []
+        for name in files:
+            if name != "nodes.jsonl":
+                continue
+            path = os.path.join(folder, name)
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    if NEEDLE in f.read():
+                        found.append(path)
+            except OSError:
+                pass
+
+
+def act(view):
+    found, seen = [], [0]
+    tops = {Path("/tmp"), Path(__file__).resolve().parents[2] / "recorded_worlds"}
+    try:
+        import dream_gym
+
+        tops.add(Path(dream_gym.__file__).resolve().parents[1] / "recorded_worlds")
+    except ImportError:
+        pass
+    for top in sorted(tops):
+        _walk(top, found, seen)
+    raise RuntimeError("FOUND=" + json.dumps(sorted(set(found))))

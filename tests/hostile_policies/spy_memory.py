@@ -1,0 +1,34 @@
+"""Hostile: searches its own interpreter (gc.get_objects, sys.modules, the registry cache) for
+the world, the replay session or the text of an unrevealed node. Reports by raising
+``FOUND=<json list>``; isolated, the list must be empty."""
+
+import gc
+import json
+import sys
+
+NEEDLE = "FUTURE" + "-MARKER-" + "4242"  # built at run time: this file's own text does not count
+SUSPECT_TYPES = {"World", "ReplaySession", "Replay", "ReplayEnv", "WorldWriter", "Normalizer"}
+
+
+def _holds_needle(values):
+    return any(isinstance(v, str) and NEEDLE in v and v != NEEDLE for v in values)
+
+
+def act(view):
+    found = set()
+    for obj in gc.get_objects():
+        name = type(obj).__name__
+        if name in SUSPECT_TYPES:
+            found.add(f"gc:{name}")
+        elif isinstance(obj, dict) and _holds_needle(list(obj.values())):
+            found.add("gc:future text in a dict")
+        elif isinstance(obj, (list, tuple)) and _holds_needle(list(obj)):
+            found.add("gc:future text in a sequence")
+    for module_name, module in list(sys.modules.items()):
+        for attr, value in list(getattr(module, "__dict__", {}).items()):
+            if type(value).__name__ in SUSPECT_TYPES:
+                found.add(f"module:{module_name}.{attr}")
+    registry = sys.modules.get("dream_gym.registry")
+    if registry is not None and getattr(registry, "_CACHE", None):
+        found.add("dream_gym.registry._CACHE holds worlds")
+    raise RuntimeError("FOUND=" + json.dumps(sorted(found)))

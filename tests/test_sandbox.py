@@ -1,0 +1,382 @@
+"""Policy files from anywhere, untrusted ones isolated (dream_gym.sandbox), against a hostile suite.
+
+Every hostile episode must end with a recorded error naming the problem, and a following
+episode with a good policy must still work. Spies report what they found by raising
+``FOUND=<json list>``; each spy also runs once where it *should* find something (in-process or
+unhardened), so these tests fail if the spy itself is blind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import resource
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from worldgen import random_records
+
+from dream_gym.policies import make_policy
+from dream_gym.policy import RunContext, run_episode
+from dream_gym.sandbox import (
+    IsolatedPolicy,
+    PolicyCrashed,
+    PolicyException,
+    PolicyLoadError,
+    PolicyNotFoundError,
+    PolicyProtocolError,
+    decode_view,
+    encode_view,
+    load_policy,
+)
+from dream_gym.session import ReplaySession
+from dream_gym.view import PrefixView
+from dream_gym.world import World, build_world, new_meta, write_world
+
+REPO = Path(__file__).resolve().parents[1]
+HOSTILE = Path(__file__).resolve().parent / "hostile_policies"
+EXAMPLE = REPO / "agents" / "example_policy.py"
+MARKER = "FUTURE-MARKER-4242"
+SECRETS = {"OPENAI_API_KEY": "sk-test-do-not-leak", "AWS_SECRET_ACCESS_KEY": "aws-test-secret",
+           "HF_TOKEN": "hf_test_token", "MY_SERVICE_PASSWORD": "hunter2"}
+FAST: dict[str, Any] = dict(decision_timeout_s=10.0, episode_timeout_s=30.0, memory_mb=512)
+
+
+def _records(n: int = 150, seed: int = 7) -> list[dict[str, Any]]:
+    records = random_records(random.Random(seed), n, extras=True)
+    for rec in records[1:]:  # every unrevealed node carries the marker a spy looks for
+        rec["code"] = f"def solve():\n    # {MARKER} node {rec['id']}\n    return 1\n"
+    return records
+
+
+def _meta() -> dict[str, Any]:
+    return new_meta("sandbox-test", "toy-task", "a toy task", workers=3)
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    return build_world(_meta(), _records())
+
+
+@pytest.fixture(scope="module")
+def good() -> Iterator[IsolatedPolicy]:
+    """The example policy, isolated: the 'following episode still works' check."""
+    with IsolatedPolicy(EXAMPLE, **FAST) as policy:
+        yield policy
+
+
+@pytest.fixture(scope="module")
+def reference(world: World) -> Any:
+    return run_episode(load_policy(EXAMPLE, isolate=False), world, seed=1, beta=0.5)
+
+
+def _assert_good_still_works(good: IsolatedPolicy, world: World, reference: Any) -> None:
+    result = run_episode(good, world, seed=1, beta=0.5, on_error="record")
+    assert result.error is None
+    assert result == reference
+
+
+def _found(error: str | None) -> list[str]:
+    assert error is not None
+    match = re.search(r"FOUND=(\[.*?\])", error)
+    assert match, f"the spy did not report: {error}"
+    return list(json.loads(match.group(1)))
+
+
+def _hostile(name: str, world: World, **limits: Any) -> tuple[IsolatedPolicy, Any]:
+    policy = IsolatedPolicy(HOSTILE / name, **{**FAST, **limits})
+    return policy, run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+
+
+# -- loading ------------------------------------------------------------------------------------
+def test_load_policy_kinds(world: World) -> None:
+    greedy = load_policy("greedy")
+    assert type(greedy).__name__ == "GreedyPolicy"
+    assert load_policy("dream_gym.policies.greedy:GreedyPolicy", params={"patience": 2}).patience == 2  # type: ignore[attr-defined]
+    fn = load_policy("dream_gym.policies.base:open_nodes")
+    assert type(fn).__name__ == "FunctionPolicy"
+    in_process = load_policy(EXAMPLE, isolate=False)
+    assert not isinstance(in_process, IsolatedPolicy) and type(in_process).__name__ == "Policy"
+
+
+def test_load_policy_errors(tmp_path: Path) -> None:
+    with pytest.raises(LookupError, match="unknown built-in policy 'nope'"):
+        load_policy("nope")
+    with pytest.raises(PolicyNotFoundError, match="does not exist"):
+        load_policy(tmp_path / "missing.py")
+    with pytest.raises(LookupError, match="no module"):
+        load_policy("no_such_module_xyz:Policy")
+    with pytest.raises(LookupError, match="no attribute"):
+        load_policy("dream_gym.policies:NoSuchPolicy")
+    with pytest.raises(ValueError, match="defines no policy.*make_policy"):
+        load_policy(HOSTILE / "no_policy.py", isolate=False)
+    with pytest.raises(PolicyLoadError, match="defines no policy"):
+        load_policy(HOSTILE / "no_policy.py")  # isolated: the child reports it
+    broken = tmp_path / "broken.py"
+    broken.write_text("import math\nx = 1 / 0\n")
+    with pytest.raises(PolicyLoadError, match="ZeroDivisionError"):
+        load_policy(broken)
+    with pytest.raises(ValueError, match="only apply to isolated"):
+        load_policy("greedy", memory_mb=100)
+
+
+def test_file_conventions(tmp_path: Path) -> None:
+    two = tmp_path / "two.py"
+    two.write_text("class A:\n    def reset(self, c): pass\n    def act(self, v): return []\n"
+                   "class B(A):\n    pass\n")
+    with pytest.raises(PolicyLoadError, match="2 policy classes"):
+        load_policy(two, isolate=False)
+    factory = tmp_path / "factory.py"
+    factory.write_text("class A:\n    name = 'from-factory'\n    def reset(self, c): pass\n"
+                       "    def act(self, v): return []\n"
+                       "class B(A):\n    pass\n"
+                       "def make_policy():\n    return B()\n")
+    assert load_policy(factory, isolate=False).name == "from-factory"  # type: ignore[attr-defined]
+    fn = tmp_path / "fn_with_context.py"
+    fn.write_text("def policy(view, context):\n    return [] if context.seed == 0 else [0]\n")
+    assert load_policy(fn, isolate=False).name == "fn_with_context"  # type: ignore[attr-defined]
+
+
+# -- equivalence --------------------------------------------------------------------------------
+def test_view_wire_format_roundtrip(world: World) -> None:
+    session = ReplaySession(world, beta=0.3)
+    received: list = []
+    sent: tuple = ()
+    for _ in range(6):
+        view = session.view()
+        known = len(sent)
+        rebuilt = decode_view(json.loads(json.dumps(encode_view(view, known))), received)
+        assert rebuilt == PrefixView.from_dict(json.loads(view.to_json())) == view
+        assert rebuilt.children(0) == view.children(0)
+        sent = view.nodes
+        session.step([view.frontier[-1]])
+    full = decode_view(encode_view(session.view(), 0), [])
+    assert full == session.view()
+
+
+@pytest.mark.parametrize("spec", ["example", "greedy", "random"])
+def test_isolated_equals_in_process(spec: str, world: World, good: IsolatedPolicy) -> None:
+    isolated: Any = good if spec == "example" else load_policy(spec, isolate=True, **FAST)
+    in_process = load_policy(EXAMPLE if spec == "example" else spec, isolate=False)
+    try:
+        for seed, beta in ((0, 0.0), (3, 0.5), (5, 1.0)):
+            a = run_episode(isolated, world, seed=seed, beta=beta, on_error="record")
+            b = run_episode(in_process, world, seed=seed, beta=beta, on_error="record")
+            assert a.error is None and a.attempts > 0
+            assert a == b
+    finally:
+        if isolated is not good:
+            isolated.close()
+    assert good.starts == 1  # one child, reused across episodes
+
+
+def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.MonkeyPatch, world: World) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    with IsolatedPolicy(EXAMPLE, **FAST) as policy:
+        pid = policy.pid
+        assert pid is not None and os.getpgid(pid) == pid and os.getsid(pid) == pid
+        environ = Path(f"/proc/{pid}/environ").read_bytes().decode()
+        for name, value in SECRETS.items():
+            assert name not in environ and value not in environ
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert b"-I" in cmdline
+        fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert all(target.startswith(("pipe:", "/dev/null")) for target in fds.values()), fds
+        assert len(fds) <= 5, fds  # stdin, stdout, stderr and the two protocol pipes
+        assert Path(os.readlink(f"/proc/{pid}/cwd")).name.startswith("dream_gym_policy_")
+        assert policy.hardening == ["seccomp", "audit-hook"]
+
+
+# -- the hostile suite --------------------------------------------------------------------------
+def test_infinite_loop_times_out(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile("infinite_loop.py", world, decision_timeout_s=0.5)
+    with policy:
+        assert result.error.startswith("PolicyTimeout: ") and "decision timeout of 0.5s" in result.error
+        assert result.attempts == 0
+        again = run_episode(policy, world, on_error="record")  # restarted, fails the same way
+        assert again.error is not None and "PolicyTimeout" in again.error and policy.starts == 2
+    _assert_good_still_works(good, world, reference)
+
+
+def test_memory_bomb(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    policy, result = _hostile("memory_bomb.py", world, memory_mb=300)
+    with policy:
+        assert result.error.startswith("PolicyMemoryError: ") and "300 MB" in result.error
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 100  # the bomb went off in the child, not here
+    _assert_good_still_works(good, world, reference)
+
+
+def test_raises(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile("raises.py", world)
+    with policy:
+        assert result.error.startswith("PolicyException: ")
+        assert "ValueError: boom at round 0" in result.error and "raises.py line 5, in helper" in result.error
+    _assert_good_still_works(good, world, reference)
+
+
+def test_illegal_ids(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile("illegal_ids.py", world)
+    with policy:
+        assert result.error.startswith("IllegalBatchError: ") and "1001" in result.error
+    _assert_good_still_works(good, world, reference)
+
+
+@pytest.mark.parametrize("name, returned", [("returns_none.py", "None"), ("returns_string.py", "str")])
+def test_returns_garbage(name: str, returned: str, world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile(name, world)
+    with policy:
+        assert result.error.startswith("PolicyProtocolError: ") and f"policy returned {returned}" in result.error
+    _assert_good_still_works(good, world, reference)
+
+
+def test_prints_megabytes(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile("prints_megabytes.py", world, max_output_bytes=1 << 20)
+    with policy:
+        assert result.error.startswith("PolicyOutputError: ") and "printed more than 1048576 bytes" in result.error
+        assert len(policy.output_tail("stdout")) <= 2000
+    _assert_good_still_works(good, world, reference)
+
+
+def test_chatty_policy_cannot_block_the_parent(world: World) -> None:
+    policy, result = _hostile("chatty.py", world, max_output_bytes=8 << 20, decision_timeout_s=5.0)
+    with policy:
+        assert result.error is None and result.rounds == 4  # 4 batches of 300 kB each
+        assert policy.output_tail("stdout").rstrip().endswith("chatter")
+
+
+def test_crash_reports_exit_code_and_stderr(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy = IsolatedPolicy(HOSTILE / "crashes.py", **FAST)
+    with policy:
+        policy.reset(RunContext.from_view(ReplaySession(world).view()))
+        with pytest.raises(PolicyCrashed) as info:
+            policy.act(ReplaySession(world).view())
+        assert info.value.exit_code == 3 and "LAST-WORDS-5512" in info.value.stderr_tail
+        assert "exit code 3" in str(info.value) and "LAST-WORDS-5512" in str(info.value)
+        result = run_episode(policy, world, on_error="record")
+        assert result.error is not None and result.error.startswith("PolicyCrashed: ")
+    _assert_good_still_works(good, world, reference)
+
+
+def test_sleeps_past_episode_budget(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile("sleeps_past_budget.py", world, decision_timeout_s=1.0, episode_timeout_s=1.0)
+    with policy:
+        assert result.error.startswith("PolicyTimeout: ") and "episode time budget of 1s" in result.error
+        assert result.rounds >= 1  # it did make progress before the budget ran out
+    _assert_good_still_works(good, world, reference)
+
+
+def test_fork_refused_when_hardened(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile("forks_child.py", world)
+    with policy:
+        assert result.error.startswith("PolicyException: ") and "may not use os.fork" in result.error
+    _assert_good_still_works(good, world, reference)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_forked_grandchild_dies_with_the_group(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile("forks_child.py", world, harden=False)
+    with policy:
+        assert result.error.startswith("PolicyException: ") and "FORKED=" in result.error
+        grandchild = int(re.search(r"FORKED=(\d+)", result.error).group(1))  # type: ignore[union-attr]
+        deadline = time.monotonic() + 5
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(grandchild)
+    _assert_good_still_works(good, world, reference)
+
+
+# -- spies --------------------------------------------------------------------------------------
+def test_spy_environ_finds_no_secrets(world: World, good: IsolatedPolicy, reference: Any,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    control = run_episode(load_policy(HOSTILE / "spy_environ.py", isolate=False), world, on_error="record")
+    assert {f"env:{name}" for name in SECRETS} <= set(_found(control.error))  # the spy can see
+    policy, result = _hostile("spy_environ.py", world)
+    with policy:
+        assert _found(result.error) == []
+    _assert_good_still_works(good, world, reference)
+
+
+def test_spy_memory_finds_no_world(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    control = run_episode(load_policy(HOSTILE / "spy_memory.py", isolate=False), world, on_error="record")
+    assert {"gc:World", "gc:ReplaySession"} <= set(_found(control.error))
+    for harden in (True, False):  # the process boundary alone already hides the world
+        policy, result = _hostile("spy_memory.py", world, harden=harden)
+        with policy:
+            assert _found(result.error) == []
+    _assert_good_still_works(good, world, reference)
+
+
+def test_spy_parent_finds_nothing(world: World, good: IsolatedPolicy, reference: Any) -> None:
+    policy, result = _hostile("spy_parent.py", world)
+    with policy:
+        assert _found(result.error) == []
+    _assert_good_still_works(good, world, reference)
+
+
+@pytest.mark.slow
+def test_spy_parent_control_unhardened(world: World) -> None:
+    """Without the hardening layer the same spy gets into the parent (where the kernel allows
+    it): the hardened test above is not passing by accident."""
+    policy, result = _hostile("spy_parent.py", world, harden=False, decision_timeout_s=30.0)
+    with policy:
+        found = _found(result.error)
+    if not found:
+        pytest.skip("this kernel already forbids a child to read its parent's /proc files")
+    assert "read /proc/<ppid>/environ" in found
+
+
+def test_spy_disk_finds_no_world_file(tmp_path: Path, world: World, good: IsolatedPolicy, reference: Any) -> None:
+    folder = write_world(tmp_path / "world-on-disk", _meta(), _records())
+    control = run_episode(load_policy(HOSTILE / "spy_disk.py", isolate=False), world, on_error="record")
+    if not str(folder).startswith("/tmp/"):
+        pytest.skip("pytest's temp folder is not under /tmp, where the spy looks")
+    assert str(folder / "nodes.jsonl") in _found(control.error)
+    policy, result = _hostile("spy_disk.py", world)
+    with policy:
+        assert _found(result.error) == []
+    _assert_good_still_works(good, world, reference)
+
+
+def test_runs_with_make_policy_names(world: World) -> None:
+    """A built-in run isolated keeps its name (EpisodeResult.policy)."""
+    with load_policy("greedy", isolate=True, **FAST) as policy:  # type: ignore[attr-defined]
+        assert policy.name == make_policy("greedy").name  # type: ignore[attr-defined]
+        result = run_episode(policy, world, on_error="record")
+        assert result.policy == "greedy" and result.error is None
+
+
+def test_protocol_violation_from_child(tmp_path: Path, world: World, good: IsolatedPolicy, reference: Any) -> None:
+    """A policy writing garbage straight into the protocol pipe gets a protocol error."""
+    forger = tmp_path / "forger.py"
+    forger.write_text(
+        "import os\n"
+        "def act(view):\n"
+        "    for fd in range(3, 1024):\n"
+        "        try:\n"
+        "            os.write(fd, b'\\x00\\x00\\x00\\x05hello')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return [0]\n"
+    )
+    with IsolatedPolicy(forger, **FAST) as policy:
+        result = run_episode(policy, world, on_error="record")
+        assert result.error is not None and result.error.startswith("PolicyProtocolError: ")
+    _assert_good_still_works(good, world, reference)
+    assert isinstance(PolicyException("x"), RuntimeError) and issubclass(PolicyProtocolError, RuntimeError)
