@@ -1,0 +1,250 @@
+"""Figures of an evaluation (matplotlib, Agg backend: no display needed).
+
+* :func:`plot_anytime`: best quality q reached vs attempts and vs rounds, per policy (mean over
+  its worlds and betas), recomputed by replaying each episode's recorded batches on its world.
+* :func:`plot_pareto`: per world, each policy's (work, attainment) points over the beta grid
+  and their Pareto front (the staircase whose area is the v2 ``auc``).
+* :func:`plot_tree`: one world's recorded tree with the nodes a policy revealed highlighted.
+* :func:`plot_results`: all three from a results file written by ``dream-gym eval --out``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
+
+from dream_gym.evaluate import read_results  # noqa: E402
+from dream_gym.registry import load_cached, resolve_world  # noqa: E402
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, pareto_front  # noqa: E402
+from dream_gym.session import ReplaySession  # noqa: E402
+from dream_gym.world import World  # noqa: E402
+
+MAX_PARETO_PANELS = 9
+
+
+@dataclass(frozen=True)
+class Trace:
+    """An episode's best q after each round: ``attempts[i]``, ``rounds[i]``, ``best_q[i]``
+    (index 0 is the state before the first batch)."""
+
+    attempts: tuple[int, ...]
+    rounds: tuple[int, ...]
+    best_q: tuple[float, ...]
+    revealed: tuple[int, ...]  # world indices of the revealed nodes, in reveal order
+
+
+def world_of_row(row: Mapping[str, Any], cache: dict[str, World] | None = None) -> World:
+    """The world an episode ran on: its recorded folder, else its id resolved by the registry."""
+    key = str(row.get("world_path") or row["world"])
+    if cache is not None and key in cache:
+        return cache[key]
+    path = row.get("world_path")
+    world = load_cached(path) if path and Path(path).is_dir() else resolve_world(str(row["world"]))
+    if cache is not None:
+        cache[key] = world
+    return world
+
+
+def replay_trace(world: World, row: Mapping[str, Any]) -> Trace:
+    """Replay an episode's recorded batches on its world (the same rules, so the same numbers)."""
+    session = ReplaySession(
+        world,
+        beta=float(row.get("beta", 0.5)),
+        beta1=float(DEFAULT_BETA1 if row.get("beta1") is None else row["beta1"]),
+        beta2=float(DEFAULT_BETA2 if row.get("beta2") is None else row["beta2"]),
+        max_rounds=row.get("max_rounds"),
+    )
+    attempts, rounds, best = [0], [0], [session.best_q]
+    for batch in row.get("batches") or []:
+        session.step(batch)
+        attempts.append(session.attempts)
+        rounds.append(session.rounds)
+        best.append(session.best_q)
+    return Trace(tuple(attempts), tuple(rounds), tuple(best), tuple(session.replay.order))
+
+
+def _anytime_curve(traces: Sequence[Trace], axis: str) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over episodes of the best q reached by x attempts (or rounds), held after the end."""
+    xs_all = [np.asarray(getattr(t, axis)) for t in traces]
+    top = max(int(x[-1]) for x in xs_all)
+    grid = np.arange(top + 1)
+    curves = []
+    for xs, trace in zip(xs_all, traces, strict=True):
+        q = np.asarray(trace.best_q, dtype=float)
+        # the last state with x <= grid value (xs is non-decreasing; ties keep the later state)
+        idx = np.searchsorted(xs, grid, side="right") - 1
+        curves.append(q[idx])
+    return grid, np.mean(curves, axis=0)
+
+
+def _policies(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(str(r["policy"]) for r in rows))
+
+
+def plot_anytime(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str],
+                 cache: dict[str, World] | None = None) -> Path:
+    """Best q vs attempts and vs rounds, one line per policy (mean over its episodes)."""
+    cache = {} if cache is None else cache
+    fig, (ax_a, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for policy in _policies(rows):
+        traces = [replay_trace(world_of_row(r, cache), r) for r in rows if r["policy"] == policy]
+        for ax, axis in ((ax_a, "attempts"), (ax_r, "rounds")):
+            grid, mean = _anytime_curve(traces, axis)
+            ax.step(grid, mean, where="post", label=policy)
+    for ax, label in ((ax_a, "attempts"), (ax_r, "rounds")):
+        ax.set_xlabel(label)
+        ax.set_ylabel("best quality q (mean over worlds and betas)")
+        ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
+        ax.grid(alpha=0.3)
+    ax_a.set_title("anytime: quality vs attempts")
+    ax_r.set_title("anytime: quality vs rounds")
+    ax_r.legend(loc="lower right", fontsize="small")
+    return _save(fig, path)
+
+
+def plot_pareto(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
+    """Per world (first 9), each policy's (work, attainment) points over beta and its front."""
+    worlds = list(dict.fromkeys(str(r["world"]) for r in rows))[:MAX_PARETO_PANELS]
+    cols = min(3, len(worlds))
+    nrows = math.ceil(len(worlds) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.8 * nrows), squeeze=False)
+    colors = {p: f"C{i % 10}" for i, p in enumerate(_policies(rows))}
+    for ax, world in zip(axes.flat, worlds, strict=False):
+        for policy, color in colors.items():
+            points = [(float(r["work"]), float(r["attainment"])) for r in rows
+                      if r["world"] == world and r["policy"] == policy]
+            if not points:
+                continue
+            ax.scatter(*zip(*points, strict=True), color=color, s=14, alpha=0.6)
+            front = [(min(max(w, 0.0), 1.0), min(max(a, 0.0), 1.0)) for w, a in pareto_front(points)]
+            xs, ys = [front[0][0]], [0.0]
+            for i, (w, a) in enumerate(front):
+                xs += [w, front[i + 1][0] if i + 1 < len(front) else 1.0]
+                ys += [a, a]
+            ax.plot(xs, ys, color=color, drawstyle="default", label=policy)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(world, fontsize="small")
+        ax.set_xlabel("work (attempts / recorded attempts)")
+        ax.set_ylabel("attainment")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(worlds):]:
+        ax.axis("off")
+    axes.flat[0].legend(loc="lower right", fontsize="small")
+    fig.suptitle("Pareto fronts over beta (v2 auc = area under each staircase)")
+    return _save(fig, path)
+
+
+def tree_layout(world: World) -> tuple[np.ndarray, np.ndarray]:
+    """(x, depth) of every node: leaves spaced in depth-first order, parents centred over children."""
+    n = world.size
+    x = np.zeros(n)
+    depth = np.zeros(n, dtype=np.int64)
+    next_leaf = 0.0
+    stack: list[tuple[int, bool]] = [(0, False)]
+    while stack:  # iterative post-order: recorded chains can be very deep
+        node, expanded = stack.pop()
+        children = world.children_of(node)
+        if expanded:
+            x[node] = (x[children[0]] + x[children[-1]]) / 2
+            continue
+        if len(children) == 0:
+            x[node] = next_leaf
+            next_leaf += 1.0
+            continue
+        stack.append((node, True))
+        for child in children[::-1]:
+            depth[child] = depth[node] + 1
+            stack.append((int(child), False))
+    return x, depth
+
+
+def plot_tree(world: World, revealed: Mapping[str, Sequence[int]], path: str | os.PathLike[str]) -> Path:
+    """The recorded tree (grey) with each policy's revealed nodes highlighted, one panel each.
+
+    Args:
+        revealed: policy label -> world indices of the nodes it revealed.
+    """
+    x, depth = tree_layout(world)
+    parents = world.parent
+    segments = [[(x[p], -depth[p]), (x[i], -depth[i])] for i, p in enumerate(parents) if p >= 0]
+    span = max(world.best_score - world.baseline_score, 1e-12)
+    q = (world.score - world.baseline_score) / span
+    panels = list(revealed.items()) or [("recorded tree", [])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 5), squeeze=False)
+    size = 18 if world.size <= 500 else 4
+    for ax, (label, nodes) in zip(axes.flat, panels, strict=True):
+        if len(segments):
+            ax.add_collection(LineCollection(segments, colors="0.85", linewidths=0.6))
+        ax.scatter(x, -depth, s=size, c="0.8", zorder=2)
+        shown = np.asarray(sorted(set(int(i) for i in nodes)), dtype=np.int64)
+        if len(shown):
+            edges = [[(x[parents[i]], -depth[parents[i]]), (x[i], -depth[i])] for i in shown if parents[i] >= 0]
+            if edges:
+                ax.add_collection(LineCollection(edges, colors="tab:blue", linewidths=1.2, zorder=3))
+            qs = np.nan_to_num(q[shown], nan=-0.2)
+            points = ax.scatter(x[shown], -depth[shown], s=size * 2, c=qs, cmap="viridis", vmin=0, vmax=1,
+                                zorder=4, edgecolors="k", linewidths=0.3)
+            best = shown[int(np.argmax(qs))]
+            ax.scatter([x[best]], [-depth[best]], marker="*", s=size * 12, c="red", zorder=5)
+            fig.colorbar(points, ax=ax, label="q (invalid shown below 0)", shrink=0.8)
+        ax.set_title(f"{label}: {len(shown)} of {world.size} nodes revealed", fontsize="small")
+        ax.set_xlabel("recorded nodes (depth-first)")
+        ax.set_ylabel("-depth")
+        ax.autoscale()
+    fig.suptitle(f"world {world.id}")
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
+                 world: str | None = None, beta: float = 0.5) -> list[Path]:
+    """anytime.png, pareto.png and tree_<world>.png from a results file; returns their paths.
+
+    The tree shows ``world`` (default: the first world of the results) with, for each policy,
+    the nodes revealed by its episode whose beta is closest to ``beta``.
+    """
+    rows = read_results(results_path)
+    if not rows:
+        raise ValueError(f"{results_path}: no results to plot")
+    out = Path(out_dir)
+    cache: dict[str, World] = {}
+    paths = [plot_anytime(rows, out / "anytime.png", cache), plot_pareto(rows, out / "pareto.png")]
+    world_id = world or str(rows[0]["world"])
+    on_world = [r for r in rows if r["world"] == world_id]
+    if not on_world:
+        raise LookupError(f"{results_path}: no episode on world {world_id!r}")
+    revealed: dict[str, Sequence[int]] = {}
+    for policy in _policies(on_world):
+        episodes = [r for r in on_world if r["policy"] == policy]
+        pick = min(episodes, key=lambda r: (abs(float(r["beta"]) - beta), float(r["beta"])))
+        revealed[f"{policy} (beta {float(pick['beta']):g})"] = replay_trace(world_of_row(pick, cache), pick).revealed
+    paths.append(plot_tree(world_of_row(on_world[0], cache), revealed, out / f"tree_{_safe(world_id)}.png"))
+    return paths
+
+
+__all__ = ["Trace", "plot_anytime", "plot_pareto", "plot_results", "plot_tree", "replay_trace", "tree_layout"]

@@ -1,0 +1,52 @@
+"""``dream-gym eval`` and ``dream-gym plot`` through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dream_gym.cli import main
+from tests.test_evaluate import make_world
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cli-worlds")
+    for seed in range(2):
+        make_world(root / f"w{seed}", 30, seed)
+    return root
+
+
+def test_eval_prints_leaderboard_and_writes_results(worlds: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out, md = tmp_path / "results.jsonl", tmp_path / "board.md"
+    code = main(["eval", "--policy", "greedy", "--policy", "fixed", "--worlds", str(worlds), "--betas", "0.1,0.9",
+                 "--workers", "2", "--backend", "process", "--out", str(out), "--markdown", str(md), "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "Leaderboard" in printed and "greedy" in printed and "fixed" in printed
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 * 2 * 2
+    assert [(r["policy"], r["world"], r["beta"]) for r in rows][:2] == [("greedy", "w0", 0.1), ("greedy", "w0", 0.9)]
+    assert md.read_text().startswith("### Leaderboard: mean over 2 worlds")
+
+    serial = tmp_path / "serial.jsonl"
+    assert main(["eval", "-p", "greedy", "-p", "fixed", "-w", str(worlds), "--betas", "0.1,0.9",
+                 "--backend", "serial", "-o", str(serial), "--no-progress"]) == 0
+    assert serial.read_text() == out.read_text()
+
+    assert main(["plot", str(out), "--out", str(tmp_path / "figs")]) == 0
+    listed = capsys.readouterr().out.split()
+    assert [Path(p).name for p in listed[-3:]] == ["anytime.png", "pareto.png", "tree_w0.png"]
+    assert all(Path(p).stat().st_size > 0 for p in listed[-3:])
+
+
+def test_eval_errors_are_reported_without_traceback(worlds: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "-p", "greedy", "-w", str(worlds / "missing"), "--no-progress"]) == 2
+    assert "cannot resolve worlds" in capsys.readouterr().err
+    assert main(["eval", "-p", "nope", "-w", str(worlds), "--no-progress"]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert main(["eval", "-p", "greedy", "-w", str(worlds), "--betas", "2", "--no-progress"]) == 2
+    assert "beta must be in [0, 1]" in capsys.readouterr().err

@@ -1,0 +1,303 @@
+"""dream_gym.evaluate: world resolution, the episode grid (determinism, backends, errors), leaderboard."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dream_gym import evaluate as ev
+from dream_gym.evaluate import evaluate, leaderboard, load_results, read_results, resolve_worlds
+from dream_gym.policies import POLICIES
+from dream_gym.policy import EpisodeResult
+from dream_gym.score import DEFAULT_BETA_GRID, v2_objective
+from dream_gym.world import new_meta, write_world
+
+HERE = Path(__file__).resolve().parent
+BETAS = (0.0, 0.5, 1.0)
+
+
+def make_world(folder: Path, n: int, seed: int, workers: int = 3, world_id: str | None = None) -> Path:
+    rng = random.Random(seed)
+    records: list[dict[str, Any]] = [{"id": "r", "parent": None, "score": 0.0}]
+    for i in range(1, n):
+        parent = records[rng.randrange(i)]["id"] if rng.random() < 0.6 else records[i - 1]["id"]
+        score = None if rng.random() < 0.15 else round(rng.uniform(-1.0, 2.0), 3)
+        records.append({"id": f"n{i}", "parent": parent, "score": score})
+    return write_world(folder, new_meta(world_id or f"w{seed}", "toy", workers=workers), records)
+
+
+@pytest.fixture(scope="module")
+def worlds_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("worlds")
+    for seed in range(3):
+        make_world(root / f"w{seed}", 40 + 10 * seed, seed)
+    return root
+
+
+class BoomPolicy:
+    """Raises on its second decision (mid-episode, after one round)."""
+
+    name = "boom"
+
+    def reset(self, context: Any) -> None:
+        self.calls = 0
+
+    def act(self, view: Any) -> list[int]:
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("boom on call 2")
+        return list(view.frontier[:1])
+
+
+class IllegalPolicy:
+    name = "illegal"
+
+    def reset(self, context: Any) -> None:
+        pass
+
+    def act(self, view: Any) -> list[int]:
+        return [len(view.nodes) + 5]
+
+
+class BrokenInit:
+    def __init__(self) -> None:
+        raise RuntimeError("cannot build")
+
+
+# --------------------------------------------------------------------------- resolve_worlds
+
+
+def test_resolve_worlds_folder_folder_of_worlds_and_lists(worlds_dir: Path) -> None:
+    assert [w.id for w in resolve_worlds(str(worlds_dir))] == ["w0", "w1", "w2"]
+    assert [w.id for w in resolve_worlds(worlds_dir / "w1")] == ["w1"]
+    both = resolve_worlds(f"{worlds_dir / 'w2'},{worlds_dir / 'w0'},{worlds_dir / 'w2'}")
+    assert [w.id for w in both] == ["w2", "w0"]  # order kept, duplicates dropped
+    assert [w.id for w in resolve_worlds([str(worlds_dir / "w1"), worlds_dir / "w0"])] == ["w1", "w0"]
+
+
+def test_resolve_worlds_splits_of_the_shipped_dataset(worlds_dir: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = tmp_path / "shipped"
+    for seed in range(3):
+        make_world(shipped / f"w{seed}", 12, seed)
+    card = {"id": "dream-gym/recorded-v0", "worlds": [{"name": f"w{i}"} for i in range(3)],
+            "split": {"train": ["w0", "w2"], "heldout": ["w1"]}}
+    (shipped / "dataset.json").write_text(json.dumps(card))
+    monkeypatch.setenv("DREAM_GYM_SHIPPED", str(shipped))
+    assert [w.id for w in resolve_worlds("train")] == ["w0", "w2"]
+    assert [w.id for w in resolve_worlds("heldout")] == ["w1"]
+    assert [w.id for w in resolve_worlds("w1")] == ["w1"]  # a shipped world by name
+    card["split"] = {"train": ["w0"], "held_out": ["w2"]}  # the store's spelling works too
+    (shipped / "dataset.json").write_text(json.dumps(card))
+    assert [w.id for w in resolve_worlds("heldout")] == ["w2"]
+
+
+def test_resolve_worlds_dataset_id_from_the_store(worlds_dir: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    store = pytest.importorskip("dream_gym.datasets.store")
+    monkeypatch.setenv("DREAM_GYM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DREAM_GYM_SHIPPED", "")
+    store.pack([worlds_dir / "w0", worlds_dir / "w2"], "me/toys-v1")
+    assert [w.id for w in resolve_worlds("me/toys-v1")] == ["w0", "w2"]
+    assert [w.id for w in resolve_worlds("me/toys-v1/w2")] == ["w2"]
+    with pytest.raises(LookupError, match="me/other-v1"):
+        resolve_worlds("me/other-v1")
+
+
+def test_resolve_worlds_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DREAM_GYM_SHIPPED", str(tmp_path / "nothing-shipped"))
+    with pytest.raises(LookupError, match="no-such-world"):
+        resolve_worlds("no-such-world")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LookupError, match="neither a world"):
+        resolve_worlds(tmp_path / "empty")
+    with pytest.raises(LookupError, match="split 'train' needs the shipped dataset"):
+        resolve_worlds("train")
+    with pytest.raises(LookupError, match="no worlds"):
+        resolve_worlds(" , ")
+
+
+# --------------------------------------------------------------------------- evaluate
+
+
+def test_results_are_complete_canonical_and_written(worlds_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    results = evaluate(["random", "greedy"], str(worlds_dir), BETAS, backend="serial", out=out, progress=False)
+    keys = [(r.policy, r.world, r.beta) for r in results]
+    assert keys == [(p, w, b) for p in ("random", "greedy") for w in ("w0", "w1", "w2") for b in BETAS]
+    rows = read_results(out)
+    assert len(rows) == len(results) == 18
+    for row in rows:
+        for key in ("policy", "world", "beta", "replay_score", "best_q", "attempts", "rounds", "batches",
+                    "error", "work", "attainment", "world_path"):
+            assert key in row
+    assert load_results(out) == results
+    first = results[0]
+    assert first.attempts == sum(len(b) for b in first.batches) and first.rounds == len(first.batches)
+
+
+def test_deterministic_across_runs_and_backends(worlds_dir: Path, tmp_path: Path) -> None:
+    policies = ["random", "greedy", "fixed"]
+    lines = []
+    for i, (backend, workers) in enumerate([("serial", 1), ("serial", 1), ("process", 2)]):
+        out = tmp_path / f"{i}.jsonl"
+        evaluate(policies, str(worlds_dir), None, backend=backend, workers=workers, out=out, progress=False,
+                 chunk_size=None if i < 2 else 1)
+        lines.append(out.read_text().splitlines())
+    assert len(lines[0]) == 3 * 3 * len(DEFAULT_BETA_GRID)
+    assert lines[0] == lines[1] == lines[2]
+    # the random policy actually varies with beta (so the comparison is not vacuous)
+    assert len({json.loads(line)["attempts"] for line in lines[0] if '"random"' in line}) > 1
+
+
+def test_seed_changes_random_policy(worlds_dir: Path) -> None:
+    a = evaluate(["random"], str(worlds_dir), BETAS, backend="serial", progress=False, seed=0)
+    b = evaluate(["random"], str(worlds_dir), BETAS, backend="serial", progress=False, seed=1)
+    assert [r.batches for r in a] != [r.batches for r in b]
+
+
+@pytest.mark.parametrize("backend", ["serial", "process"])
+def test_errors_are_recorded_and_the_rest_completes(worlds_dir: Path, backend: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(POLICIES, "boom", BoomPolicy)
+    monkeypatch.setitem(POLICIES, "illegal", IllegalPolicy)
+    monkeypatch.setitem(POLICIES, "broken", BrokenInit)
+    results = evaluate(["boom", "greedy", "illegal", "broken"], str(worlds_dir), BETAS, backend=backend,
+                       workers=2, progress=False)
+    assert len(results) == 4 * 3 * 3
+    by_policy: dict[str, list[EpisodeResult]] = {}
+    for r in results:
+        by_policy.setdefault(r.policy, []).append(r)
+    for r in by_policy["boom"]:
+        assert r.error == "RuntimeError: boom on call 2"
+        assert r.rounds == 1 and r.attempts == 1  # the round before the crash counts
+    assert all(r.error is None and r.attempts > 0 for r in by_policy["greedy"])
+    assert all(r.error and r.error.startswith("IllegalBatchError") for r in by_policy["illegal"])
+    assert all(r.error and "cannot build" in r.error and r.attempts == 0 for r in by_policy["broken"])
+
+
+def test_isolated_policy_file_error_recorded(worlds_dir: Path) -> None:
+    pytest.importorskip("dream_gym.sandbox")
+    spec = str(HERE / "hostile_policies" / "raises.py")
+    results = evaluate(["fixed", spec], str(worlds_dir / "w0"), (0.5,), backend="serial", progress=False)
+    assert results[0].error is None and results[0].attempts > 0
+    assert results[1].policy == spec and "boom at round 0" in (results[1].error or "")
+
+
+def test_argument_errors(worlds_dir: Path) -> None:
+    with pytest.raises(LookupError, match="no-such-policy"):
+        evaluate(["no-such-policy"], str(worlds_dir), BETAS, progress=False)
+    with pytest.raises(ValueError, match="backend"):
+        evaluate(["greedy"], str(worlds_dir), BETAS, backend="threads", progress=False)
+    with pytest.raises(ValueError, match="beta must be in"):
+        evaluate(["greedy"], str(worlds_dir), "0.5,1.5", progress=False)
+    with pytest.raises(ValueError, match="repeat"):
+        evaluate(["greedy", "greedy"], str(worlds_dir), BETAS, progress=False)
+
+
+def test_options_reach_the_session(worlds_dir: Path) -> None:
+    results = evaluate(["fixed"], str(worlds_dir), (1.0,), backend="serial", progress=False,
+                       max_rounds=1, beta1=0.0, beta2=0.0)
+    for r in results:
+        assert r.rounds == 1 and r.truncated
+        assert r.replay_score == pytest.approx(r.best_q)  # no cost, no bonus
+
+
+@pytest.mark.slow
+def test_ray_backend_matches_serial(worlds_dir: Path, tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        evaluate(["random", "greedy"], str(worlds_dir), BETAS, backend="ray", out=tmp_path / "ray.jsonl",
+                 progress=False)
+    finally:
+        ray.shutdown()
+    evaluate(["random", "greedy"], str(worlds_dir), BETAS, backend="serial", out=tmp_path / "s.jsonl",
+             progress=False)
+    assert (tmp_path / "ray.jsonl").read_text() == (tmp_path / "s.jsonl").read_text()
+
+
+# --------------------------------------------------------------------------- leaderboard
+
+
+def result(policy: str, world: str, beta: float, *, v: float, work: float, attain: float, attempts: int,
+           rounds: int, error: str | None = None) -> EpisodeResult:
+    return EpisodeResult(world=world, policy=policy, beta=beta, replay_score=v, best_q=attain, best_score=None,
+                         attempts=attempts, rounds=rounds, work=work, attainment=attain, error=error)
+
+
+def test_v2_numbers_on_hand_made_results() -> None:
+    rows = [
+        result("a", "w", 0.0, v=0.4, work=0.2, attain=0.5, attempts=4, rounds=2),
+        result("a", "w", 1.0, v=0.8, work=0.6, attain=0.9, attempts=6, rounds=3),
+    ]
+    board = leaderboard(rows, lam=0.1)
+    (row,) = board.overall
+    # front (0.2, 0.5), (0.6, 0.9): auc = 0.4 * 0.5 + 0.4 * 0.9 = 0.56; penalty = (2/4 + 3/6) / 2 = 0.5
+    assert row.auc == pytest.approx(0.56)
+    assert row.penalty == pytest.approx(0.5)
+    assert row.v2 == pytest.approx(0.51)
+    assert row.mean_v == pytest.approx(0.6)
+    assert row.attainment == pytest.approx(0.7)
+    assert (row.attempts, row.rounds, row.errors, row.episodes) == (5.0, 2.5, 0, 2)
+    assert leaderboard(rows, lam=1.0).overall[0].v2 == pytest.approx(0.06)
+
+
+def test_leaderboard_aggregates_over_worlds_and_ties_share_a_rank() -> None:
+    rows = []
+    for policy in ("a", "b"):  # a and b are identical: a tie
+        rows += [result(policy, "w1", 0.5, v=0.5, work=0.5, attain=0.8, attempts=4, rounds=1),
+                 result(policy, "w2", 0.5, v=0.1, work=0.1, attain=0.2, attempts=2, rounds=2)]
+    rows += [result("c", "w1", 0.5, v=0.9, work=0.5, attain=0.6, attempts=2, rounds=1),
+             result("c", "w2", 0.5, v=-0.2, work=1.0, attain=0.0, attempts=9, rounds=9, error="Boom: x")]
+    board = leaderboard(rows, lam=0.1)
+    overall = {r.policy: r for r in board.overall}
+    # per world: a/b on w1: auc 0.5*0.8=0.4, penalty 0.25 -> 0.375; on w2: 0.9*0.2=0.18, penalty 1 -> 0.08
+    assert overall["a"].v2 == pytest.approx((0.375 + 0.08) / 2)
+    assert overall["a"].mean_v == pytest.approx(0.3)
+    assert overall["a"].attempts == pytest.approx(3.0)
+    # c: w1 auc 0.5*0.6=0.3, penalty 0.5 -> 0.25; w2 auc 0 (work 1), penalty 1 -> -0.1
+    assert overall["c"].v2 == pytest.approx(0.075)
+    assert overall["c"].errors == 1 and overall["c"].worlds == 2
+    assert [(r.policy, r.rank) for r in board.overall] == [("a", 1), ("b", 1), ("c", 3)]
+    assert [(r.policy, r.rank) for r in board.per_world["w1"]] == [("a", 1), ("b", 1), ("c", 3)]
+    md = board.to_markdown()
+    assert "| 1= | a |" in md and "| 1= | b |" in md and "| 3 | c |" in md
+    assert "1/2" in md  # c's errors: 1 of its 2 episodes
+    text = board.to_text()
+    assert "World w2" in text and "1=" in text
+    assert board.errors == [("c", "w2", 0.5, "Boom: x")]
+    by_v = leaderboard(rows, rank_by="V")
+    assert [(r.policy, r.rank) for r in by_v.overall] == [("c", 1), ("a", 2), ("b", 2)]  # mean V 0.35 > 0.3
+
+
+def test_leaderboard_renders_rich_tables() -> None:
+    from rich.console import Console
+
+    rows = [result("a", "w", b, v=0.1, work=0.1, attain=0.3, attempts=2, rounds=1) for b in BETAS]
+    board = leaderboard(rows)
+    console = Console(record=True, width=140)
+    board.print(console)
+    out = console.export_text()
+    assert "Leaderboard" in out and " a " in out and "0.300" in out  # attainment 0.3
+    assert len(board.to_rich()) == 1  # one world: no per-world tables
+
+
+def test_leaderboard_matches_v2_objective_on_real_results(worlds_dir: Path) -> None:
+    results = evaluate(["greedy", "fixed"], str(worlds_dir), None, backend="serial", progress=False)
+    board = leaderboard(results, lam=0.2)
+    for world, rows in board.per_world.items():
+        for row in rows:
+            eps = [r for r in results if r.world == world and r.policy == row.policy]
+            expected = v2_objective([(r.work, r.attainment, r.rounds, r.attempts) for r in eps], lam=0.2)
+            assert row.v2 == pytest.approx(expected.value)
+    with pytest.raises(ValueError):
+        leaderboard([])
+
+
+def test_module_exports() -> None:
+    assert set(ev.__all__) <= set(dir(ev))

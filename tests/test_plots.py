@@ -1,0 +1,71 @@
+"""dream_gym.plots: replayed anytime traces agree with the results; every figure is a real PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dream_gym.evaluate import evaluate, read_results
+from dream_gym.plots import _anytime_curve, plot_results, replay_trace, tree_layout, world_of_row
+from dream_gym.registry import load_cached
+from tests.test_evaluate import make_world
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def results_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("plot-worlds")
+    for seed in range(2):
+        make_world(root / "worlds" / f"w{seed}", 60, seed)
+    out = root / "results.jsonl"
+    evaluate(["greedy", "fixed", "random"], str(root / "worlds"), (0.0, 0.5, 1.0), backend="serial",
+             out=out, progress=False)
+    return out
+
+
+def test_replayed_traces_match_the_recorded_results(results_file: Path) -> None:
+    for row in read_results(results_file):
+        trace = replay_trace(world_of_row(row), row)
+        assert trace.attempts[-1] == row["attempts"]
+        assert trace.rounds[-1] == row["rounds"]
+        assert trace.best_q[-1] == pytest.approx(row["best_q"])
+        assert list(trace.best_q) == sorted(trace.best_q)  # best-so-far never drops
+        assert len(trace.revealed) == row["attempts"] + 1  # the root and one node per attempt
+
+
+def test_anytime_curve_holds_the_last_value() -> None:
+    from dream_gym.plots import Trace
+
+    a = Trace((0, 2, 3), (0, 1, 2), (0.0, 0.5, 0.7), ())
+    b = Trace((0, 1), (0, 1), (0.2, 0.4), ())
+    grid, mean = _anytime_curve([a, b], "attempts")
+    assert list(grid) == [0, 1, 2, 3]
+    assert np.allclose(mean, [0.1, 0.2, 0.45, 0.55])
+
+
+def test_tree_layout_centres_parents_and_separates_leaves(results_file: Path) -> None:
+    world = load_cached(read_results(results_file)[0]["world_path"])
+    x, depth = tree_layout(world)
+    leaves = [i for i in range(world.size) if len(world.children_of(i)) == 0]
+    assert sorted(x[leaves]) == list(range(len(leaves)))  # distinct, evenly spaced leaves
+    for i in range(world.size):
+        kids = world.children_of(i)
+        if len(kids):
+            assert x[i] == pytest.approx((x[kids[0]] + x[kids[-1]]) / 2)
+            assert all(depth[k] == depth[i] + 1 for k in kids)
+
+
+def test_plot_results_writes_non_empty_pngs(results_file: Path, tmp_path: Path) -> None:
+    paths = plot_results(results_file, tmp_path / "plots")
+    assert [p.name for p in paths] == ["anytime.png", "pareto.png", "tree_w0.png"]
+    for path in paths:
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+    with pytest.raises(LookupError, match="no episode on world"):
+        plot_results(results_file, tmp_path / "plots2", world="nope")
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="no results"):
+        plot_results(tmp_path / "empty.jsonl", tmp_path / "plots3")
