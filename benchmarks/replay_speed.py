@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -111,22 +112,32 @@ def load_cost(sizes: list[int]) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--steps", type=int, default=50000)
+    parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--sizes", default="1000,10000,100000")
     args = parser.parse_args()
 
     world = build_world(new_meta("bench-500", "bench", workers=4), chain_world_records(500, branches=8))
-    cartpole = steps_per_second(lambda: gym.make("CartPole-v1"), lambda env, info: env.action_space.sample(),
-                                args.steps)
-    replay = steps_per_second(lambda: gym.make("DreamGym/Replay-v0", world=world, max_nodes=1024),
-                              single_node_batch, args.steps)
-    session = session_steps_per_second(world, args.steps)
+    contenders = {
+        "CartPole-v1 (gym.make)": lambda n: steps_per_second(
+            lambda: gym.make("CartPole-v1"), lambda env, info: env.action_space.sample(), n),
+        "DreamGym/Replay-v0 (gym.make)": lambda n: steps_per_second(
+            lambda: gym.make("DreamGym/Replay-v0", world=world, max_nodes=1024), single_node_batch, n),
+        "ReplaySession (no gymnasium)": lambda n: session_steps_per_second(world, n),
+    }
+    # Interleave short blocks and keep each contender's median, so that load changes on a
+    # shared machine hit all of them alike.
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(args.repeats):
+        for name, measure in contenders.items():
+            samples[name].append(measure(args.steps // args.repeats))
+    rates = {name: statistics.median(values) for name, values in samples.items()}
+    cartpole = rates["CartPole-v1 (gym.make)"]
     print("## Step speed (single-node batches, 500-node world, same run)")
     print("| env | steps/s | ratio to CartPole-v1 |")
     print("|---|---:|---:|")
-    print(f"| CartPole-v1 (gym.make) | {cartpole:,.0f} | 1.00 |")
-    print(f"| DreamGym/Replay-v0 (gym.make) | {replay:,.0f} | {replay / cartpole:.2f} |")
-    print(f"| ReplaySession (no gymnasium) | {session:,.0f} | {session / cartpole:.2f} |")
+    for name, rate in rates.items():
+        print(f"| {name} | {rate:,.0f} | {rate / cartpole:.2f} |")
     print()
     print("## World load (fresh process each)")
     print("| nodes | nodes.jsonl MB | load s | memory MB (peak RSS above an empty import) |")

@@ -13,10 +13,12 @@ runs in replay and online. A plain function ``f(view) -> batch`` becomes a polic
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from dream_gym.registry import resolve_world
 from dream_gym.session import ReplaySession
 from dream_gym.view import PrefixView
 from dream_gym.world import World
@@ -152,13 +154,15 @@ def _session_of(target: Any, options: Mapping[str, Any]) -> tuple[ReplaySession,
     """The session to drive and whether it came from a gymnasium env (stepped through it)."""
     if isinstance(target, ReplaySession):
         return target, False
-    if isinstance(target, World):
-        return ReplaySession(target, **options), False
+    if isinstance(target, (World, str, os.PathLike)):
+        return ReplaySession(resolve_world(target), **options), False
     unwrapped = getattr(target, "unwrapped", None)
     session = getattr(unwrapped, "session", None)
     if isinstance(session, ReplaySession):
         return session, True
-    raise TypeError(f"run_episode needs a ReplayEnv, a ReplaySession or a World, got {type(target).__name__}")
+    raise TypeError(
+        f"run_episode needs a ReplayEnv, a ReplaySession, a World or a world reference, got {type(target).__name__}"
+    )
 
 
 def run_episode(
@@ -173,8 +177,9 @@ def run_episode(
 
     Args:
         policy: a policy object or a function of the view.
-        env: a ``gym.make``'d ReplayEnv (stepped through its wrappers), or a ReplaySession or
-            World (the fast path used by evaluation: no observation encoding).
+        env: a ``gym.make``'d ReplayEnv (stepped through its wrappers), or a ReplaySession, a
+            World or a world reference such as a shipped world's name (the fast path used by
+            evaluation: no observation encoding).
         seed: passed to the policy in its RunContext (and to ``env.reset``).
         on_error: "raise" re-raises a policy's exception or illegal batch; "record" ends the
             episode there and puts the message in ``EpisodeResult.error``.

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
-from dream_gym.view import NodeView, PrefixView, node_view_from_record
+from dream_gym.view import NodeView, PrefixView, node_view_from_record, static_fields
 from dream_gym.world import World
 
 
@@ -66,6 +67,9 @@ class ReplaySession:
             world.frontier_rule if frontier is None else frontier,
         )
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
+        # Per world node, filled on first reveal and reused by later episodes of this session.
+        self._scores: list[float | None] = [None if s != s else s for s in world.score.tolist()]
+        self._static: list[dict[str, Any] | None] = [None] * world.size
         self.reset()
 
     # -- state ------------------------------------------------------------------------
@@ -115,8 +119,10 @@ class ReplaySession:
             self._branch_count += 1
         else:
             branch = parent.branch
-        raw = world.score[index]
-        score = None if raw != raw else float(raw)  # NaN: unscored
+        score = self._scores[index]
+        static = self._static[index]
+        if static is None:
+            static = self._static[index] = static_fields(world.records[index])
         self._nodes.append(
             node_view_from_record(
                 world.records[index],
@@ -125,6 +131,7 @@ class ReplaySession:
                 branch=branch,
                 score=score,
                 baseline=world.baseline_score,
+                static=static,
             )
         )
         q = self.normalizer.q(score)

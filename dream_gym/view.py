@@ -62,6 +62,20 @@ class NodeView:
     metrics: Any = None
 
 
+def static_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a node's view that depend on the recorded node alone (not on reveal order):
+    computed once per world node and shared by every episode (all values are immutable)."""
+    return {
+        "fail_class": _opt_str(record.get("fail_class")),
+        "error": _opt_str(record.get("error")),
+        "diagnostics": _opt_str(record.get("diagnostics")),
+        "code": _opt_str(record.get("code")),
+        "cost": freeze(record.get("cost")),
+        "duration_s": _opt_float(record.get("duration_s")),
+        "metrics": freeze(record.get("metrics")),
+    }
+
+
 def node_view_from_record(
     record: Mapping[str, Any],
     *,
@@ -70,8 +84,12 @@ def node_view_from_record(
     branch: int | None,
     score: float | None,
     baseline: float,
+    static: Mapping[str, Any] | None = None,
 ) -> NodeView:
-    """Copy a recorded node into its view (strings are immutable; containers are frozen copies)."""
+    """Copy a recorded node into its view (strings are immutable; containers are frozen copies).
+
+    ``static`` is :func:`static_fields` of the record when the caller caches it.
+    """
     parent_score = parent.score if parent is not None else None
     return NodeView(
         id=obs_id,
@@ -82,13 +100,7 @@ def node_view_from_record(
         valid=score is not None,
         delta_parent=None if score is None or parent_score is None else score - parent_score,
         delta_baseline=None if score is None else score - baseline,
-        fail_class=_opt_str(record.get("fail_class")),
-        error=_opt_str(record.get("error")),
-        diagnostics=_opt_str(record.get("diagnostics")),
-        code=_opt_str(record.get("code")),
-        cost=freeze(record.get("cost")),
-        duration_s=_opt_float(record.get("duration_s")),
-        metrics=freeze(record.get("metrics")),
+        **(static if static is not None else static_fields(record)),
     )
 
 

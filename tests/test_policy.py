@@ -139,7 +139,11 @@ def test_run_episode_argument_checks(world_folder: Path) -> None:
     with pytest.raises(ValueError, match="on_error"):
         run_episode(lambda v: [], world, on_error="ignore")
     with pytest.raises(TypeError, match="run_episode needs"):
-        run_episode(lambda v: [], "not an env")
+        run_episode(lambda v: [], 42)
+    with pytest.raises(LookupError, match="unknown world 'no-such-world'"):
+        run_episode(lambda v: [], "no-such-world")
+    by_path = run_episode(lambda v: [0] if v.rounds < 2 else [], str(world_folder))
+    assert by_path == run_episode(lambda v: [0] if v.rounds < 2 else [], load_world(world_folder))
     with pytest.raises(TypeError, match="not a policy"):
         as_policy(42)
 

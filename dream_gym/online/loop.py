@@ -250,6 +250,8 @@ class _Backend:
         self._pool: cf.Executor | None = None
         if kind == "process":
             self._pool = cf.ProcessPoolExecutor(max_workers=workers)
+            # Start every worker and import the heavy modules now, not inside round 1's clock.
+            list(self._pool.map(_warm_up, range(workers)))
         elif kind == "serial":
             self._pool = None
         elif kind == "ray":
@@ -284,6 +286,10 @@ class _Backend:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _warm_up(_: int) -> None:
+    import dream_gym.online.agents  # noqa: F401  (numpy, scipy and the tasks come with it)
 
 
 def _call(fn: Callable[[Any], AttemptResult], arg: Any) -> AttemptResult | BaseException:
