@@ -157,12 +157,12 @@ class Replay:
                 kept.append(_as_id(selection))
         return kept, dropped
 
-    def apply(self, batch: Sequence[object], *, checked: bool = False) -> list[int]:
-        """Apply a legal, non-empty batch as one round; return the new observed ids.
+    def apply(self, batch: Sequence[object]) -> list[int]:
+        """Apply a legal, non-empty batch as one round; return the new observed ids."""
+        return self.apply_checked(self.check(batch))
 
-        ``checked=True`` skips validation for a batch that :meth:`check` just returned.
-        """
-        ids = [int(s) for s in batch] if checked else self.check(batch)  # type: ignore[call-overload]
+    def apply_checked(self, ids: list[int]) -> list[int]:
+        """:meth:`apply` for ids that :meth:`check` (or :meth:`legal_part`) just returned."""
         if not ids:
             raise IllegalBatchError("an empty batch stops the episode; it is not a round to apply")
         new_ids = [self._reveal_child_of(obs_id) for obs_id in ids]

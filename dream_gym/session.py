@@ -172,7 +172,7 @@ class ReplaySession:
             ids, dropped = self.replay.legal_part(batch)
         new_ids: list[int] = []
         if ids:
-            new_ids = self.replay.apply(ids, checked=True)
+            new_ids = self.replay.apply_checked(ids)
             for obs_id in new_ids:
                 self._add_node(obs_id)
             self.batches.append(ids)

@@ -189,7 +189,6 @@ def test_not_an_archive(tmp_path):
 
 
 def test_hf_remote_maps_to_huggingface_filesystem_without_network():
-    pytest.importorskip("huggingface_hub")
     from dream_gym.datasets.remote import _filesystem
 
     fs, root = _filesystem("hf://datasets/someone/dream-gym-worlds")

@@ -206,7 +206,8 @@ def test_repo_shipped_dataset_when_present(monkeypatch):
 
 
 def test_gym_make_resolves_a_world_of_the_store(store):
-    gym = pytest.importorskip("gymnasium")
+    import gymnasium as gym
+
     import dream_gym  # noqa: F401  (registers DreamGym/Replay-v0)
 
     pack([make_world(store / "src" / "a", "world-a")], "me/toy-v0")

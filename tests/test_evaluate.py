@@ -98,7 +98,8 @@ def test_resolve_worlds_splits_of_the_shipped_dataset(worlds_dir: Path, tmp_path
 
 def test_resolve_worlds_dataset_id_from_the_store(worlds_dir: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    store = pytest.importorskip("dream_gym.datasets.store")
+    from dream_gym.datasets import store
+
     monkeypatch.setenv("DREAM_GYM_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DREAM_GYM_SHIPPED", "")
     store.pack([worlds_dir / "w0", worlds_dir / "w2"], "me/toys-v1")
@@ -181,7 +182,6 @@ def test_errors_are_recorded_and_the_rest_completes(worlds_dir: Path, backend: s
 
 
 def test_isolated_policy_file_error_recorded(worlds_dir: Path) -> None:
-    pytest.importorskip("dream_gym.sandbox")
     spec = str(HERE / "hostile_policies" / "raises.py")
     results = evaluate(["fixed", spec], str(worlds_dir / "w0"), (0.5,), backend="serial", progress=False)
     assert results[0].error is None and results[0].attempts > 0
@@ -209,7 +209,8 @@ def test_options_reach_the_session(worlds_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_ray_backend_matches_serial(worlds_dir: Path, tmp_path: Path) -> None:
-    ray = pytest.importorskip("ray")
+    import ray
+
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         evaluate(["random", "greedy"], str(worlds_dir), BETAS, backend="ray", out=tmp_path / "ray.jsonl",

@@ -31,7 +31,6 @@ except ImportError:  # pragma: no cover
     from openai_server import OpenAICompatServer, Reply  # type: ignore[no-redef]
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map
-pytest.importorskip("litellm")  # the `llm` extra is optional
 
 REPO = Path(__file__).resolve().parents[1]
 

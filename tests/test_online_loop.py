@@ -207,3 +207,17 @@ def test_unreachable_llm_stops_the_run_with_a_clear_error_and_keeps_the_root(tmp
         _grow(tmp_path, make_policy("fixed", branches=1, depth=1), agent="openai/nobody",
               api_base="http://127.0.0.1:9/v1")
     assert load_world(tmp_path / "world").size == 1
+
+
+@pytest.mark.slow
+def test_ray_backend_grows_the_same_kind_of_world(tmp_path):
+    import ray  # the ray extra is part of make test's install
+
+    try:
+        result = _grow(tmp_path, make_policy("fixed", branches=2, depth=2), backend="ray", rounds=3)
+    finally:
+        ray.shutdown()
+    world = load_world(result.folder)
+    assert world.size == 5
+    session, revealed = replay_recorded_schedule(world)
+    assert revealed == [set(v) for v in rounds_of(world).values()]
