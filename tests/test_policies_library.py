@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from dream_gym.policies import POLICIES, make_policy
+from dream_gym.policies.base import NEW_BRANCH, branch_table
 from dream_gym.policies.hyperband import HyperbandPolicy, bracket_plan
 from dream_gym.policies.openevolve_sampler import OpenEvolvePolicy
 from dream_gym.policies.puct import PUCTPolicy
 from dream_gym.policies.shinka import ShinkaPolicy
 from dream_gym.policies.stagnation import StagnationPolicy
-from dream_gym.policies.ucb import NEW_BRANCH, UCBPolicy, branch_table
+from dream_gym.policies.ucb import UCBPolicy
 from dream_gym.policy import RunContext, run_episode
 from dream_gym.session import ReplaySession
 from dream_gym.view import PrefixView

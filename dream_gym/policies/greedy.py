@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dream_gym.policies.base import BasePolicy, interpolate, open_nodes, score_key
+from dream_gym.policies.base import BasePolicy, Patience, interpolate, open_nodes, score_key
 from dream_gym.policy import RunContext
 from dream_gym.replay import ROOT
 from dream_gym.view import PrefixView
@@ -27,24 +27,16 @@ class GreedyPolicy(BasePolicy):
         super().__init__()
         self.min_branches = min_branches
         self.patience = patience
-        self._best: float | None = None
-        self._stale = 0
+        self._progress = Patience()
 
     def reset(self, context: RunContext) -> None:
         super().reset(context)
-        self._best, self._stale = None, 0
-
-    def _track_progress(self, view: PrefixView) -> None:
-        best = view.best_score()
-        if best is not None and (self._best is None or best > self._best):
-            self._best, self._stale = best, 0
-        elif view.rounds:
-            self._stale += 1
+        self._progress = Patience()
 
     def act(self, view: PrefixView) -> list[int]:
-        self._track_progress(view)
+        stale = self._progress.update(view)
         patience = self.patience if self.patience is not None else 1 + round(5 * self.beta)
-        if self._stale >= patience:
+        if stale >= patience:
             return []
         min_branches = self.min_branches
         if min_branches is None:

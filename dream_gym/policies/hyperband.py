@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from dream_gym.policies.base import BasePolicy
-from dream_gym.policies.ucb import BranchInfo, branch_table
+from dream_gym.policies.base import BasePolicy, BranchInfo, branch_table
 from dream_gym.policy import RunContext
 from dream_gym.replay import ROOT
 from dream_gym.view import PrefixView

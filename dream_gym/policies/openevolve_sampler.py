@@ -6,14 +6,12 @@ import math
 
 import numpy as np
 
-from dream_gym.policies.base import BasePolicy, interpolate
-from dream_gym.policies.ucb import Patience, default_patience, default_round_budget
-from dream_gym.policy import RunContext
+from dream_gym.policies.base import BudgetedPolicy, interpolate
 from dream_gym.replay import ROOT
 from dream_gym.view import PrefixView
 
 
-class OpenEvolvePolicy(BasePolicy):
+class OpenEvolvePolicy(BudgetedPolicy):
     """Each slot of a batch samples one parent, as OpenEvolve's program database does.
 
     With probability ``exploration_ratio`` the parent is drawn uniformly from all legal slots
@@ -52,20 +50,11 @@ class OpenEvolvePolicy(BasePolicy):
         rounds: int | None = None,
         patience: int | None = None,
     ):
-        super().__init__()
+        super().__init__(rounds=rounds, patience=patience)
         self.exploration_ratio = exploration_ratio
         self.exploitation_ratio = exploitation_ratio
         self.elite_ratio = elite_ratio
         self.archive_size = archive_size
-        self.rounds = rounds
-        self.patience = patience
-        self.rng = np.random.default_rng(0)
-        self._patience = Patience()
-
-    def reset(self, context: RunContext) -> None:
-        super().reset(context)
-        self.rng = np.random.default_rng(context.seed)
-        self._patience = Patience()
 
     def ratios(self) -> tuple[float, float]:
         explore = self.exploration_ratio
@@ -83,10 +72,7 @@ class OpenEvolvePolicy(BasePolicy):
         return [n.id for n in scored[:size]]
 
     def act(self, view: PrefixView) -> list[int]:
-        stale = self._patience.update(view)
-        patience = self.patience if self.patience is not None else default_patience(self.beta)
-        budget = self.rounds if self.rounds is not None else default_round_budget(self.beta)
-        if stale >= patience or view.rounds >= budget:
+        if self.out_of_budget(view):
             return []
         explore, exploit = self.ratios()
         elites = self.elites(view)

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from dream_gym.policies.base import interpolate
-from dream_gym.policies.ucb import NEW_BRANCH, BranchBandit, BranchInfo, gain, score_scale
+from dream_gym.policies.base import NEW_BRANCH, BranchInfo, gain, interpolate, score_scale
+from dream_gym.policies.ucb import BranchBandit
 from dream_gym.view import PrefixView
 
 

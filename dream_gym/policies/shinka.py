@@ -6,14 +6,12 @@ import math
 
 import numpy as np
 
-from dream_gym.policies.base import BasePolicy, interpolate
-from dream_gym.policies.ucb import Patience, default_patience, default_round_budget
-from dream_gym.policy import RunContext
+from dream_gym.policies.base import BudgetedPolicy, interpolate
 from dream_gym.replay import ROOT
 from dream_gym.view import PrefixView
 
 
-class ShinkaPolicy(BasePolicy):
+class ShinkaPolicy(BudgetedPolicy):
     """Sample up to W parents without replacement, weighted by performance and novelty.
 
     Candidate parents are the legal nodes with a valid score, plus the root (a new branch,
@@ -42,17 +40,8 @@ class ShinkaPolicy(BasePolicy):
     name = "shinka"
 
     def __init__(self, lam: float | None = None, rounds: int | None = None, patience: int | None = None):
-        super().__init__()
+        super().__init__(rounds=rounds, patience=patience)
         self.lam = lam
-        self.rounds = rounds
-        self.patience = patience
-        self.rng = np.random.default_rng(0)
-        self._patience = Patience()
-
-    def reset(self, context: RunContext) -> None:
-        super().reset(context)
-        self.rng = np.random.default_rng(context.seed)
-        self._patience = Patience()
 
     def weights(self, view: PrefixView) -> list[tuple[int, float]]:
         """(candidate id, unnormalised weight) pairs; the root appears once per free slot."""
@@ -72,10 +61,7 @@ class ShinkaPolicy(BasePolicy):
         return out
 
     def act(self, view: PrefixView) -> list[int]:
-        stale = self._patience.update(view)
-        patience = self.patience if self.patience is not None else default_patience(self.beta)
-        budget = self.rounds if self.rounds is not None else default_round_budget(self.beta)
-        if stale >= patience or view.rounds >= budget:
+        if self.out_of_budget(view):
             return []
         pairs = self.weights(view)
         if not pairs:

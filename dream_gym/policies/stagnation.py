@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dream_gym.policies.base import BasePolicy, interpolate
-from dream_gym.policies.ucb import BranchInfo, Patience, branch_table, default_round_budget
+from dream_gym.policies.base import BranchInfo, BudgetedPolicy, branch_table, interpolate
 from dream_gym.policy import RunContext
 from dream_gym.replay import ROOT
 from dream_gym.view import NodeView, PrefixView
 
 
-class StagnationPolicy(BasePolicy):
+class StagnationPolicy(BudgetedPolicy):
     """Refine each live branch; close branches on hard failures, retry repairable ones.
 
     A branch's *tip* is its most recently revealed node. Each round:
@@ -46,18 +45,14 @@ class StagnationPolicy(BasePolicy):
         max_branches: int | None = None,
         rounds: int | None = None,
     ):
-        super().__init__()
-        self.rounds = rounds
+        super().__init__(rounds=rounds, patience=patience)
         self.retries = retries
-        self.patience = patience
         self.max_branches = max_branches
         self.closed: set[int] = set()
-        self._patience = Patience()
 
     def reset(self, context: RunContext) -> None:
         super().reset(context)
         self.closed = set()
-        self._patience = Patience()
 
     def failure_run(self, view: PrefixView, tip: NodeView) -> int:
         """Consecutive failed nodes ending at ``tip``, walking up the parent chain."""
@@ -82,10 +77,7 @@ class StagnationPolicy(BasePolicy):
         return info.open[0] if info.open else None
 
     def act(self, view: PrefixView) -> list[int]:
-        stale = self._patience.update(view)
-        patience = self.patience if self.patience is not None else round(interpolate(2, 8, self.beta))
-        budget = self.rounds if self.rounds is not None else default_round_budget(self.beta)
-        if stale >= patience or view.rounds >= budget:
+        if self.out_of_budget(view):
             return []
         max_branches = self.max_branches
         if max_branches is None:

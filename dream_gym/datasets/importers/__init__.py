@@ -27,7 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dream_gym.world import new_meta, write_world
+
 ORPHAN_RULES = ("drop", "reattach")
+
+
+SYSTEM_NAMES = {"openevolve": "OpenEvolve", "shinkaevolve": "ShinkaEvolve"}
 
 
 class ImportError_(ValueError):
@@ -343,3 +348,40 @@ def check_out_folder(out: str | os.PathLike[str]) -> Path:
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out}: output folder exists and is not empty")
     return out
+
+
+def write_imported_world(
+    out_path: Path,
+    records: list[dict[str, Any]],
+    report: ImportReport,
+    *,
+    system: str,
+    source_path: Path,
+    run_name: str,
+    world_id: str | None,
+    task_name: str | None,
+    task_description: str,
+    direction: str,
+    workers: int,
+    orphans: str,
+) -> None:
+    """Write the imported records as a finished world, with the import's provenance."""
+    name = world_name_from(world_id or run_name)
+    report.world_id = name
+    meta = new_meta(
+        name,
+        task_name or run_name,
+        task_description or f"Imported from the {SYSTEM_NAMES[system]} run {run_name}.",
+        direction=direction,
+        workers=workers,
+        frontier=report.frontier,
+        source={
+            "system": system,
+            "path": str(source_path.resolve()),
+            "metric": report.metric,
+            "orphans": orphans,
+            "import": {k: v for k, v in report.as_dict().items() if k not in ("out", "seconds")},
+        },
+        notes=list(report.notes),
+    )
+    write_world(out_path, meta, records)

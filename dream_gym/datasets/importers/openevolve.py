@@ -33,9 +33,9 @@ from dream_gym.datasets.importers import (
     to_float,
     to_id,
     to_int,
-    world_name_from,
+    write_imported_world,
 )
-from dream_gym.world import DIRECTIONS, new_meta, write_world
+from dream_gym.world import DIRECTIONS
 
 VALIDITY_KEYS = ("validity", "valid", "valid_solution", "is_valid")
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
@@ -197,24 +197,10 @@ def import_openevolve(
         )
     programs = [_program(r, metric) for r in raws]
     records = build_world_records(programs, report, orphans=orphans, direction=direction)
-    name = world_name_from(world_id or src.resolve().name)
-    report.world_id = name
-    meta = new_meta(
-        name,
-        task_name or src.resolve().name,
-        task_description or f"Imported from the OpenEvolve run {src.resolve().name}.",
-        direction=direction,
-        workers=workers,
-        frontier=report.frontier,
-        source={
-            "system": "openevolve",
-            "path": str(src.resolve()),
-            "metric": metric,
-            "orphans": orphans,
-            "import": {k: v for k, v in report.as_dict().items() if k not in ("out", "seconds")},
-        },
-        notes=list(report.notes),
+    write_imported_world(
+        out_path, records, report, system="openevolve", source_path=src, run_name=src.resolve().name,
+        world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
+        workers=workers, orphans=orphans,
     )
-    write_world(out_path, meta, records)
     report.seconds = time.perf_counter() - started
     return report

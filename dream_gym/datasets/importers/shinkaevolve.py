@@ -33,9 +33,9 @@ from dream_gym.datasets.importers import (
     to_float,
     to_id,
     to_int,
-    world_name_from,
+    write_imported_world,
 )
-from dream_gym.world import DIRECTIONS, new_meta, write_world
+from dream_gym.world import DIRECTIONS
 
 REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score")
 MIGRANT_FLAGS = ("migrant", "_is_migrated_copy", "is_migrated_copy", "migrated_copy")
@@ -173,25 +173,10 @@ def import_shinkaevolve(
     if programs and all(p.score is None and "missing" in (p.error or "") for p in programs):
         raise ImportError_(f"{db}: no program has metric {metric!r} (choose one with --metric)")
     records = build_world_records(programs, report, orphans=orphans, direction=direction)
-    run_name = db.resolve().parent.name
-    name = world_name_from(world_id or run_name)
-    report.world_id = name
-    meta = new_meta(
-        name,
-        task_name or run_name,
-        task_description or f"Imported from the ShinkaEvolve run {run_name}.",
-        direction=direction,
-        workers=workers,
-        frontier=report.frontier,
-        source={
-            "system": "shinkaevolve",
-            "path": str(db.resolve()),
-            "metric": metric,
-            "orphans": orphans,
-            "import": {k: v for k, v in report.as_dict().items() if k not in ("out", "seconds")},
-        },
-        notes=list(report.notes),
+    write_imported_world(
+        out_path, records, report, system="shinkaevolve", source_path=db, run_name=db.resolve().parent.name,
+        world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
+        workers=workers, orphans=orphans,
     )
-    write_world(out_path, meta, records)
     report.seconds = time.perf_counter() - started
     return report
