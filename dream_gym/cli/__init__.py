@@ -22,13 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{__name__}.{name}":
-                continue  # that command is not part of this build
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"{__name__}.{name}").register(subparsers)
     return parser
 
 

@@ -1,0 +1,41 @@
+"""`dream-gym replay`: one policy on one world, its record and the revealed tree."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from worldgen import random_records, write_folder
+
+from dream_gym.cli import main
+
+
+def test_replay_prints_score_and_tree(tmp_path, capsys):
+    folder = write_folder(tmp_path / "w", random_records(random.Random(2), 40))
+    assert main(["replay", str(folder), "--policy", "fixed", "--beta", "0.5", "--tree"]) == 0
+    out = capsys.readouterr().out
+    assert "V = " in out and "attempts N = " in out
+    assert out.splitlines()[2].startswith("round ")  # the tree drawing's header
+    assert "0: " in out
+
+
+def test_replay_json_record_is_deterministic(tmp_path, capsys):
+    folder = write_folder(tmp_path / "w", random_records(random.Random(3), 40))
+    main(["replay", str(folder), "--policy", "random", "--json", "--seed", "4"])
+    first = json.loads(capsys.readouterr().out)
+    main(["replay", str(folder), "--policy", "random", "--json", "--seed", "4"])
+    assert json.loads(capsys.readouterr().out) == first
+    assert first["policy"] == "random" and first["attempts"] == sum(len(b) for b in first["batches"])
+
+
+def test_replay_unknown_world_is_a_clear_error(capsys):
+    assert main(["replay", "no-such-world"]) == 2
+    assert "unknown world 'no-such-world'" in capsys.readouterr().err
+
+
+def test_replay_records_a_policy_error_and_exits_1(tmp_path, capsys):
+    folder = write_folder(tmp_path / "w", random_records(random.Random(5), 20))
+    bad = tmp_path / "bad_policy.py"
+    bad.write_text("def act(view):\n    return [999]\n")
+    assert main(["replay", str(folder), "--policy", str(bad)]) == 1
+    assert "error: IllegalBatchError: id 999 is not an observed node" in capsys.readouterr().out
