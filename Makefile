@@ -23,14 +23,17 @@ lint: $(STAMP)
 
 # The whole suite, slow tests included (CI runs this).
 test: lint
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 -q --nbmake tests notebooks
 
 # Fast tests only, for the edit-run loop.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q -m "not slow"
+	$(BIN)/python -m pytest -n 2 -q -m "not slow" --nbmake tests notebooks
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay_speed.py
+	$(BIN)/python benchmarks/eval_speed.py
+	$(BIN)/python benchmarks/isolation_overhead.py
+	$(BIN)/python benchmarks/online_cost.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
