@@ -24,7 +24,7 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", workers: 
     results_path = out / "results.jsonl"
     results = evaluate(sorted(POLICIES), split, workers=workers, out=results_path)
     board = leaderboard(results)
-    board.print()
+    board.print(per_world=False)  # the per-world tables go to leaderboard.md
     (out / "leaderboard.md").write_text(board.to_markdown() + "\n", encoding="utf-8")
     plots = plot_results(results_path, out)
     seconds = time.perf_counter() - started

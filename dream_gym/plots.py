@@ -183,9 +183,13 @@ def plot_tree(world: World, revealed: Mapping[str, Sequence[int]], path: str | o
     span = max(world.best_score - world.baseline_score, 1e-12)
     q = (world.score - world.baseline_score) / span
     panels = list(revealed.items()) or [("recorded tree", [])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 5), squeeze=False)
+    cols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.5 * cols, 4.5 * nrows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     size = 18 if world.size <= 500 else 4
-    for ax, (label, nodes) in zip(axes.flat, panels, strict=True):
+    for ax, (label, nodes) in zip(axes.flat, panels, strict=False):
         if len(segments):
             ax.add_collection(LineCollection(segments, colors="0.85", linewidths=0.6))
         ax.scatter(x, -depth, s=size, c="0.8", zorder=2)
