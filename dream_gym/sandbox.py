@@ -221,7 +221,10 @@ def _resolve_in_process(spec: str, params: Mapping[str, Any]) -> Policy:
 
 def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
                 params: Mapping[str, Any] | None = None, **limits: Any) -> Policy:
-    """A policy from a built-in name, ``module:attr`` or a ``.py`` file path.
+    """A policy from a built-in name, ``module:attr``, a ``.py`` file path, or a trained
+    stable-baselines3 model ``.zip`` (:class:`dream_gym.rl.SB3Policy`, in-process; an SB3 zip
+    holds pickled objects, so load only models from a trusted source; ``params`` such as
+    ``deterministic`` go to SB3Policy).
 
     Args:
         spec: see the module docstring.
@@ -237,6 +240,14 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
     """
     spec = os.fspath(spec)
     params = dict(params or {})
+    if spec.endswith(".zip"):  # a trained SB3 model: pickled objects, so a trusted file, in-process
+        if isolate or limits:
+            raise ValueError(f"{spec}: SB3 models load in-process only (no isolate=True, no limits)")
+        if not Path(spec).is_file():
+            raise PolicyNotFoundError(f"model file {spec} does not exist")
+        from dream_gym.rl import SB3Policy
+
+        return SB3Policy(spec, **params)
     is_file = _is_file_spec(spec)
     if is_file and not Path(spec).is_file():
         raise PolicyNotFoundError(f"policy file {spec} does not exist")
