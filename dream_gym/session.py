@@ -67,9 +67,9 @@ class ReplaySession:
             world.frontier_rule if frontier is None else frontier,
         )
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
+        self._scores = world.score_list
         # Per world node, filled on first reveal and reused by later episodes of this session.
-        self._scores: list[float | None] = [None if s != s else s for s in world.score.tolist()]
-        self._static: list[dict[str, Any] | None] = [None] * world.size
+        self._static: dict[int, dict[str, Any]] = {}
         self.reset()
 
     # -- state ------------------------------------------------------------------------
@@ -120,7 +120,7 @@ class ReplaySession:
         else:
             branch = parent.branch
         score = self._scores[index]
-        static = self._static[index]
+        static = self._static.get(index)
         if static is None:
             static = self._static[index] = static_fields(world.records[index])
         self._nodes.append(

@@ -210,6 +210,11 @@ class World:
         counts = np.diff(self.children_start).tolist()
         return starts, self.children.tolist(), counts
 
+    @functools.cached_property
+    def score_list(self) -> list[float | None]:
+        """Oriented scores as Python floats, None where unscored (replay's hot path)."""
+        return [None if s != s else s for s in self.score.tolist()]
+
     def children_of(self, index: int) -> np.ndarray:
         return self.children[self.children_start[index] : self.children_start[index + 1]]
 
