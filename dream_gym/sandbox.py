@@ -64,7 +64,7 @@ from typing import Any
 from dream_gym.isolation import apply_limits, scrubbed_env
 from dream_gym.policies import make_policy
 from dream_gym.policy import FunctionPolicy, Policy, RunContext, batch_from, policy_name
-from dream_gym.view import NodeView, PrefixView, freeze, thaw
+from dream_gym.view import NODE_FIELDS, NodeView, PrefixView, freeze, thaw
 
 _HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 << 20  # a reply larger than this is a protocol error
@@ -264,7 +264,7 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
 
 # -- wire format of views ---------------------------------------------------------------------
 _VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(PrefixView) if f.name not in ("nodes", "_children"))
-_NODE_FIELDS = NodeView.__slots__
+_NODE_FIELDS = NODE_FIELDS
 
 
 def _node_to_wire(n: NodeView) -> dict[str, Any]:
@@ -295,7 +295,7 @@ def decode_view(data: Mapping[str, Any], nodes: list[NodeView]) -> PrefixView:
                  for n in data["nodes"])
     fields = {f: data[f] for f in _VIEW_FIELDS}
     fields["frontier"] = tuple(fields["frontier"])
-    return PrefixView.build(nodes=tuple(nodes), **fields)
+    return PrefixView.build(fields, nodes=tuple(nodes))
 
 
 def _wire_batch(batch: list[Any]) -> list[Any]:

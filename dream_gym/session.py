@@ -18,7 +18,7 @@ from dream_gym.view import NodeView, PrefixView, node_view_from_record, static_f
 from dream_gym.world import World
 
 
-@dataclass
+@dataclass(slots=True)
 class StepOutcome:
     new_ids: list[int]
     reward: float
@@ -70,6 +70,19 @@ class ReplaySession:
         self._scores = world.score_list
         # Per world node, filled on first reveal and reused by later episodes of this session.
         self._static: dict[int, dict[str, Any]] = {}
+        # The view fields that stay the same for the whole session (all immutable values).
+        self._view_constants = {
+            "baseline_score": world.baseline_score,
+            "workers": self.replay.workers,
+            "beta": self.beta,
+            "beta1": self.beta1,
+            "beta2": self.beta2,
+            "task_name": world.task_name,
+            "task_description": world.task_description,
+            "direction": world.direction,
+            "frontier_rule": self.replay.frontier_rule,
+            "max_rounds": max_rounds,
+        }
         self.reset()
 
     # -- state ------------------------------------------------------------------------
@@ -141,23 +154,14 @@ class ReplaySession:
 
     # -- what the policy sees ---------------------------------------------------------
     def view(self) -> PrefixView:
-        world = self.world
+        replay = self.replay
         return PrefixView.build(
+            self._view_constants,
             nodes=tuple(self._nodes),
-            frontier=self.replay.frontier(),
-            root_slots=self.replay.root_slots,
-            baseline_score=world.baseline_score,
-            workers=self.replay.workers,
-            beta=self.beta,
-            beta1=self.beta1,
-            beta2=self.beta2,
-            rounds=self.rounds,
-            attempts=self.attempts,
-            task_name=world.task_name,
-            task_description=world.task_description,
-            direction=world.direction,
-            frontier_rule=self.replay.frontier_rule,
-            max_rounds=self.max_rounds,
+            frontier=replay.frontier(),
+            root_slots=replay.root_slots,
+            rounds=replay.rounds,
+            attempts=replay.attempts,
         )
 
     # -- dynamics ---------------------------------------------------------------------
