@@ -14,7 +14,7 @@ from typing import Any
 
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
-from dream_gym.view import NodeView, PrefixView, node_view_from_record, static_fields
+from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record, static_fields
 from dream_gym.world import World
 
 
@@ -125,13 +125,7 @@ class ReplaySession:
         index = self.replay.world_index(obs_id)
         parent_obs = self.replay.observed_parent(obs_id)
         parent = self._nodes[parent_obs] if parent_obs >= 0 else None
-        if parent is None:
-            branch = None
-        elif parent.id == ROOT:
-            branch = self._branch_count
-            self._branch_count += 1
-        else:
-            branch = parent.branch
+        branch, self._branch_count = branch_of_child(parent, self._branch_count)
         score = self._scores[index]
         static = self._static.get(index)
         if static is None:

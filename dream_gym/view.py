@@ -65,6 +65,16 @@ class NodeView:
 NODE_FIELDS = tuple(f.name for f in fields(NodeView))
 
 
+def branch_of_child(parent: NodeView | None, opened: int) -> tuple[int | None, int]:
+    """The branch of a node revealed under ``parent``, and the number of branches opened after
+    it: a root child opens branch ``opened`` (branches are numbered in the order they open)."""
+    if parent is None:
+        return None, opened
+    if parent.id == 0:
+        return opened, opened + 1
+    return parent.branch, opened
+
+
 def static_fields(record: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of a node's view that depend on the recorded node alone (not on reveal order):
     computed once per world node and shared by every episode (all values are immutable)."""

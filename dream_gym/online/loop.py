@@ -35,7 +35,7 @@ from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay import ROOT, IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.view import NodeView, PrefixView, node_view_from_record
+from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
 from dream_gym.world import NODES_FILE, WorldWriter, build_world, new_meta
 
 HISTORY_LIMIT = 12  # ancestors shown to the agent
@@ -167,16 +167,11 @@ def tree_view(
     """The prefix view of a real growing tree: every node is revealed (observed id = line)."""
     world = build_world(meta, records)
     nodes: list[NodeView] = []
-    branch_of_head: dict[int, int] = {}
+    opened = 0
     for index, record in enumerate(records):
         parent_index = int(world.parent[index])
         parent = nodes[parent_index] if parent_index >= 0 else None
-        if parent is None:
-            branch = None
-        elif parent.id == ROOT:
-            branch = branch_of_head.setdefault(index, len(branch_of_head))
-        else:
-            branch = parent.branch
+        branch, opened = branch_of_child(parent, opened)
         raw = world.score[index]
         nodes.append(node_view_from_record(
             record, obs_id=index, parent=parent, branch=branch,
