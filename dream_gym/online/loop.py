@@ -232,8 +232,7 @@ def branch_scores(records: list[dict[str, Any]], index_of: dict[str, int], index
     scores: list[float | None] = []
     cursor = index
     while records[cursor]["parent"] is not None:
-        raw = records[cursor]["score"]
-        scores.append(None if raw is None else (-raw if negate else raw))
+        scores.append(_oriented(records[cursor], negate))
         cursor = index_of[records[cursor]["parent"]]
     return scores[::-1]
 
@@ -360,8 +359,6 @@ def grow(
             if stop:
                 result.stopped_by = stop
                 break
-            view = tree_view(records, writer.meta, workers=config.workers, beta=config.beta,
-                             frontier=config.frontier, rounds=round_no - 1, max_rounds=config.rounds)
             batch = check_online_batch(view, batch_from(policy.act(view)))
             if config.max_attempts is not None:
                 batch = batch[: max(0, config.max_attempts - (len(records) - 1))]
@@ -379,8 +376,9 @@ def grow(
                 node = attempt.node
                 parent_index = index_of[node["parent"]]
                 if node["fail_class"] is None:
-                    oriented = None if node["score"] is None else (-node["score"] if negate else node["score"])
-                    node["fail_class"] = stagnation_class(branch_scores(records, index_of, parent_index, negate), oriented)
+                    node["fail_class"] = stagnation_class(
+                        branch_scores(records, index_of, parent_index, negate), _oriented(node, negate)
+                    )
                 writer.append(node)
                 index_of[node["id"]] = len(records) - 1
                 ledger.append(attempt.evidence)
@@ -397,6 +395,8 @@ def grow(
             result.failures += failures
             if on_round:
                 on_round(stats, result)
+            view = tree_view(records, writer.meta, workers=config.workers, beta=config.beta,
+                             frontier=config.frontier, rounds=round_no, max_rounds=config.rounds)
         else:
             result.stopped_by = "rounds"
         best_index = _best_index(records, negate)
