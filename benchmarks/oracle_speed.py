@@ -62,7 +62,7 @@ def main() -> None:
                     load_s = median_seconds(lambda f=folder: load_world(f), args.repeats)
                     world = load_world(folder)
                     for label, options in SETTINGS.items():
-                        seconds = median_seconds(lambda o=options: oracle_limit(world, 4, **o), args.repeats)
+                        seconds = median_seconds(lambda o=options, w=world: oracle_limit(w, 4, **o), args.repeats)
                         limit = oracle_limit(world, 4, **options)
                         print(f"| {size} | {shape} | {frontier} | {load_s:.3f} | {label} | {seconds:.4f} | "
                               f"{seconds / load_s:.3f} | {limit.exact} | {limit.gap:.2g} |", flush=True)

@@ -1,4 +1,5 @@
-"""``dream-gym worlds``: list, show, validate, pack, upload, download, delete and import worlds."""
+"""``dream-gym worlds``: list, show, validate, pack, upload, download, delete and import worlds
+(``stats`` and ``compress`` live in :mod:`dream_gym.cli.worlds_stats`)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--orphans", default="drop", choices=("drop", "reattach"),
                    help="nodes whose parent was pruned: drop their subtree (default) or attach to the root")
     p.set_defaults(func=_import)
+
+    from dream_gym.cli import worlds_stats
+
+    worlds_stats.register(sub)  # stats, compress
 
 
 def _list(args: argparse.Namespace) -> int:
