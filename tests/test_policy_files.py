@@ -1,4 +1,4 @@
-"""Policy files from anywhere, untrusted ones isolated (dream_gym.sandbox), against a hostile suite.
+"""Policy files from anywhere, untrusted ones isolated (dream_gym.policy_files), against a hostile suite.
 
 Every hostile episode must end with a recorded error naming the problem, and a following
 episode with a good policy must still work. Spies report what they found by raising
@@ -23,7 +23,7 @@ from worldgen import random_records
 
 from dream_gym.policies import make_policy
 from dream_gym.policy import RunContext, run_episode
-from dream_gym.sandbox import (
+from dream_gym.policy_files import (
     IsolatedPolicy,
     PolicyCrashed,
     PolicyException,
