@@ -1,8 +1,8 @@
 """The isolated policy child: load the policy, then answer reset/act messages until EOF.
 
-:data:`BOOT` is the program the parent starts with ``python -I -B -c``: it sets the resource
-limits (the source of :func:`dream_gym.isolation.apply_limits` is pasted in, so nothing else is
-imported first), then calls :func:`main` with the two protocol pipe descriptors and the JSON
+:data:`BOOT` is the program the parent starts with ``python -s -B -c``: it drops the working
+folder from ``sys.path`` (as ``-I`` would), sets the resource limits (the source of
+:func:`dream_gym.isolation.apply_limits` is pasted in, so nothing else is imported first), then calls :func:`main` with the two protocol pipe descriptors and the JSON
 config (spec, params, harden). :func:`main` hardens the process
 (:mod:`dream_gym.policy_files.hardening`), builds the policy with
 :func:`~dream_gym.policy_files.specs.resolve_in_process` and speaks the protocol of
@@ -26,7 +26,8 @@ from dream_gym.policy_files.wire import HEADER, MAX_BATCH, decode_view, frame, w
 from dream_gym.view import NodeView
 
 BOOT = """
-import sys
+import os, sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
 {limits_src}
 apply_limits({memory_mb!r}, {cpu_s!r}, 16, None)
 del apply_limits

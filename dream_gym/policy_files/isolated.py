@@ -1,7 +1,7 @@
 """IsolatedPolicy: a policy that runs in its own child process, with limits.
 
 An :class:`IsolatedPolicy` runs the policy in ONE child process (reused across episodes,
-restarted after any failure): ``python -I -B`` with a scrubbed environment (no API keys or other
+restarted after any failure): ``python -s -B`` with a scrubbed environment (no API keys or other
 secrets), rlimits on address space and CPU, its own session and process group, a fresh temp
 folder as working directory, and only two pipes for the protocol
 (:mod:`dream_gym.policy_files.wire`). It never receives a world object or a world path: only
@@ -147,7 +147,10 @@ class IsolatedPolicy:
         cpu_s: CPU-seconds limit of each process of the group (default 4x the episode budget);
             the child is restarted before an episode that could exceed it.
         startup_timeout_s: time allowed to start the interpreter and import the file.
-        harden: seccomp filter and audit hook in the child (see :mod:`dream_gym.policy_files.isolated`).
+        harden: seccomp filter and audit hook in the child (:mod:`dream_gym.policy_files.hardening`).
+        hash_seed: the child's ``PYTHONHASHSEED`` (default 0, so set iteration order and
+            ``hash(str)`` are the same in every run; another value gives another order, which is
+            how a determinism check tells a policy that depends on it).
         params: constructor parameters (built-in or ``module:Class`` specs only).
 
     Raises at construction: PolicyNotFoundError, PolicyLoadError, or a PolicyError when the
@@ -166,6 +169,7 @@ class IsolatedPolicy:
         cpu_s: float | None = None,
         startup_timeout_s: float = 30.0,
         harden: bool = True,
+        hash_seed: int = 0,
         params: Mapping[str, Any] | None = None,
     ):
         spec = os.fspath(spec)
@@ -182,6 +186,9 @@ class IsolatedPolicy:
         self.cpu_s = float(cpu_s) if cpu_s is not None else max(60.0, 4 * self.episode_timeout_s)
         self.startup_timeout_s = float(startup_timeout_s)
         self.harden = bool(harden)
+        self.hash_seed = int(hash_seed)
+        if not 0 <= self.hash_seed <= 4294967295:
+            raise ValueError(f"hash_seed must be in [0, 4294967295], got {hash_seed}")
         self.params = dict(params or {})
         self.hardening: list[str] = []
         self.starts = 0
@@ -203,11 +210,13 @@ class IsolatedPolicy:
         config = {"spec": self.spec, "params": self.params, "harden": self.harden}
         boot = BOOT.format(limits_src=inspect.getsource(apply_limits), memory_mb=self.memory_mb,
                             cpu_s=self.cpu_s)
-        argv = [sys.executable, "-I", "-B", "-c", boot, str(to_child_r), str(from_child_w),
+        # -s -B, not -I: -I implies -E, which would ignore PYTHONHASHSEED; the environment is
+        # scrubbed anyway, and BOOT drops the working folder from sys.path as -I would.
+        argv = [sys.executable, "-s", "-B", "-c", boot, str(to_child_r), str(from_child_w),
                 json.dumps(config)]
         try:
             proc = subprocess.Popen(
-                argv, cwd=tmp, env=scrubbed_env(home=tmp), stdin=subprocess.DEVNULL,
+                argv, cwd=tmp, env=scrubbed_env({"PYTHONHASHSEED": str(self.hash_seed)}, home=tmp), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(to_child_r, from_child_w),
                 close_fds=True, start_new_session=True,
             )
