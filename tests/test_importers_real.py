@@ -188,6 +188,8 @@ def test_noema_runs_take_costs_from_the_evolution_trace(tmp_path):
     assert sum(r.get("cost", {}).get("usd", 0.0) for r in world.records) == pytest.approx(usd)
     assert sum(1 for r in world.records if "cost" in r) == len(trace) == 174
     assert report.recovered == 0 and any("evolution trace: 1 file(s), 174 children" in n for n in report.notes)
+    # all-in cost: the LLM calls of rejected proposals are counted, not silently lost
+    assert any("214 LLM call(s)" in n and "40 of them ($0.0249)" in n for n in report.notes)
     # the derivative's extra programs (paradigm shifts) keep their parents and origin
     shifted = world.records[world.ids.index("it000079-pe000")]
     assert shifted["parent"] == "it000039-pe002"

@@ -36,6 +36,7 @@ from .detect import wrong_system_hint
 from .openevolve_layout import (
     Traces,
     find_program_files,
+    read_llm_calls,
     read_resume_record,
     read_run_best,
     read_snapshots,
@@ -96,7 +97,7 @@ def _ledger_cost(ledger: Any) -> dict[str, Any] | None:
         total["tokens_in"] += to_int(call.get("prompt_tokens")) or 0
         total["tokens_out"] += to_int(call.get("completion_tokens")) or 0
         total["seconds"] += to_finite(call.get("latency_s")) or 0.0
-    return total | {"calls": len(calls)}
+    return total | {"calls": len(calls), "call_ids": [c.get("call_id") for c in calls if c.get("call_id")]}
 
 
 def _program(raw: dict[str, Any], metric: str, phase: str | None, trace: dict[str, Any] | None) -> Program:
@@ -241,6 +242,7 @@ def import_openevolve(
             p.started_from, p.start_code = resume_records[p.phase]
     _number_rounds(programs)
     _note_traces(report, traces, snapshots.raws)
+    _note_llm_calls(src, report, programs)
     records = build_world_records(programs, report, orphans=orphans, direction=direction)
     _note_run_best(src, report, metric)
     write_imported_world(
@@ -265,3 +267,18 @@ def _note_traces(report: ImportReport, traces: Traces, snapshot_raws: dict[str, 
         f"in the snapshots (the snapshots win), {traces.bad_lines} unreadable line(s)"
     )
     report.notes.extend(traces.problems)
+
+
+def _note_llm_calls(src: Path, report: ImportReport, programs: list[Program]) -> None:
+    """All-in cost: LLM calls a node's cost does not cover (retried or rejected proposals) are counted."""
+    calls = read_llm_calls(src)
+    if not calls:
+        return
+    attached = {cid for p in programs for cid in p.extra.get("cost", {}).get("call_ids", [])}
+    loose = [c for c in calls if c.get("call_id") not in attached]
+    usd = sum(to_finite(c.get("cost")) or 0.0 for c in calls)
+    loose_usd = sum(to_finite(c.get("cost")) or 0.0 for c in loose)
+    report.notes.append(
+        f"llm_calls.jsonl: {len(calls)} LLM call(s), ${usd:.4f} in all; {len(loose)} of them (${loose_usd:.4f}) "
+        "are in no node's cost (retried or rejected proposals, or programs made outside the trace)"
+    )

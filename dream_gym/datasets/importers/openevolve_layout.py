@@ -177,6 +177,24 @@ def read_traces(src: Path) -> Traces:
     return traces
 
 
+def read_llm_calls(src: Path) -> list[dict[str, Any]]:
+    """Noema's ``llm_calls.jsonl`` (one line per LLM call: ``call_id``, ``cost``, tokens), if any."""
+    calls = []
+    for path in sorted(src.rglob("llm_calls.jsonl")):
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                calls.append(entry)
+    return calls
+
+
 def read_run_best(src: Path, metric: str) -> tuple[Path, str | None, float | None] | None:
     """The run's own final best (the newest ``best/best_program_info.json``), if any."""
     found = []
