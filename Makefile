@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/isolation_overhead.py
 	$(BIN)/python benchmarks/online_cost.py
 	$(BIN)/python benchmarks/oracle_speed.py
+	$(BIN)/python benchmarks/import_runs.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
