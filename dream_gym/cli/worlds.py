@@ -1,4 +1,5 @@
-"""``dream-gym worlds``: list, show, validate, pack, upload, download, delete and import worlds."""
+"""``dream-gym worlds``: list, show, validate, pack, upload, download, delete and import worlds
+(``stats`` and ``compress`` live in :mod:`dream_gym.cli.worlds_stats`)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="programs that cannot be placed (parent pruned, unplaced phase root): attach them "
                    "under the root, tagged 'orphan' (default), or drop them with their subtrees")
     p.set_defaults(func=_import)
+
+    from dream_gym.cli import worlds_stats
+
+    worlds_stats.register(sub)  # stats, compress
 
 
 def _list(args: argparse.Namespace) -> int:
