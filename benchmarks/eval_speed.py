@@ -1,5 +1,5 @@
 """Evaluation speed: episodes/s of the built-in baselines on the replay fast path, and the wall time
-of ~1,000 policy x world x beta episodes with ``dream_gym.evaluate.evaluate(workers=2)``.
+of ~1,000 policy x world x beta episodes with ``dream_gym.evaluate.evaluate(jobs=2)``.
 
     .venv/bin/python benchmarks/eval_speed.py            # full run (~1 min on 2 cores)
     .venv/bin/python benchmarks/eval_speed.py --profile  # also cProfile the serial grid
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=0.5, help="minimum time per episodes/s cell")
     parser.add_argument("--grid-worlds", type=int, default=None,
                         help="~500-node worlds in the grid (default: ~1,000 episodes over the built-in policies x 11 betas)")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="processes of the grid run (default 2)")
     parser.add_argument("--profile", action="store_true", help="cProfile the grid run serially")
     args = parser.parse_args(argv)
     policies = sorted(POLICIES)
@@ -98,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(DEFAULT_BETA_GRID)} betas = {n_episodes} episodes")
         timings = {}
         reference = None
-        for backend, workers in (("serial", 1), ("process", args.workers)):
+        for backend, jobs in (("serial", 1), ("process", args.jobs)):
             registry._CACHE.clear()  # count world loading in every run
             start = time.perf_counter()
-            results = evaluate(policies, str(grid_root), None, workers=workers, backend=backend, progress=False)
+            results = evaluate(policies, str(grid_root), None, jobs=jobs, backend=backend, progress=False)
             timings[backend] = time.perf_counter() - start
             rows = [r.to_dict() for r in results]
             if reference is None:
@@ -109,11 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             elif rows != reference:
                 print("ERROR: serial and process results differ", file=sys.stderr)
                 return 1
-        print(f"{'backend':>10} {'workers':>8} {'seconds':>8} {'episodes/s':>11}")
+        print(f"{'backend':>10} {'jobs':>8} {'seconds':>8} {'episodes/s':>11}")
         print(f"{'serial':>10} {1:>8} {timings['serial']:8.2f} {n_episodes / timings['serial']:11.0f}")
-        print(f"{'process':>10} {args.workers:>8} {timings['process']:8.2f} {n_episodes / timings['process']:11.0f}")
+        print(f"{'process':>10} {args.jobs:>8} {timings['process']:8.2f} {n_episodes / timings['process']:11.0f}")
         verdict = "met" if timings["process"] < GRID_TARGET_S else "MISSED"
-        print(f"target < {GRID_TARGET_S:.0f} s with {args.workers} workers: {verdict}; serial and process results identical")
+        print(f"target < {GRID_TARGET_S:.0f} s with {args.jobs} processes: {verdict}; serial and process results identical")
 
         if args.profile or timings["process"] >= GRID_TARGET_S:
             registry._CACHE.clear()

@@ -11,7 +11,7 @@
 
 Determinism: an episode depends only on (policy spec, world, beta, seed, options). Work is cut
 into one task per (policy, world) pair holding all its betas in order, whatever the backend
-and the number of workers, and results are returned in canonical order (policies as given,
+and the number of processes, and results are returned in canonical order (policies as given,
 worlds as resolved, betas as given), so serial, process and Ray runs give identical lines.
 """
 
@@ -317,6 +317,7 @@ def evaluate(
     worlds: Any,
     betas: Sequence[float] | str | None = None,
     *,
+    jobs: int | None = None,
     workers: int | None = None,
     backend: str = "process",
     out: str | os.PathLike[str] | None = None,
@@ -335,14 +336,16 @@ def evaluate(
             see ``dream_gym.policy_files.load_policy``). The spec labels the policy in the results.
         worlds: anything :func:`resolve_worlds` accepts, or a list of World objects.
         betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), or "0.1,0.5".
-        workers: processes (default: the CPU count); 1 runs in this process.
+        jobs: processes (default: the CPU count); 1 runs in this process.
+        workers: W, the attempts per round every world is replayed at (default: each world's
+            recorded W).
         backend: "process" (ProcessPoolExecutor), "ray" or "serial".
         out: write one JSON line per episode there (in canonical order).
         progress: show a rich progress bar (on stderr).
         max_rounds, beta1, beta2: ReplaySession options (round limit and V's coefficients).
         lam: recorded with the results for the leaderboard (the v2 penalty weight).
         seed: the seed every policy gets in its RunContext.
-        chunk_size: (policy, world) tasks per process task (default: balanced for the workers).
+        chunk_size: (policy, world) tasks per process task (default: balanced for the jobs).
 
     A policy that raises, returns an illegal batch or cannot be loaded gets its error in
     ``EpisodeResult.error``; every other episode still runs. An unknown policy name raises
@@ -366,24 +369,24 @@ def evaluate(
     if not world_list:
         raise LookupError("no worlds to evaluate")
     beta_grid = _parse_betas(betas)
-    options = {"beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
+    options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
     tasks = [
         _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]
-    workers = max(1, int(workers if workers is not None else (os.cpu_count() or 1)))
-    if backend == "process" and workers == 1:
+    jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+    if backend == "process" and jobs == 1:
         backend = "serial"
-    if chunk_size is None:  # a few chunks per worker: low overhead, still balanced
-        chunk_size = max(1, math.ceil(len(tasks) / (4 * workers))) if backend != "serial" else 1
+    if chunk_size is None:  # a few chunks per process: low overhead, still balanced
+        chunk_size = max(1, math.ceil(len(tasks) / (4 * jobs))) if backend != "serial" else 1
     chunks = _chunks(tasks, chunk_size)
     total = len(tasks) * len(beta_grid)
     by_key: dict[tuple[int, int], list[EpisodeResult]] = {}
     runner = _BACKEND_RUNNERS[backend]
     label = f"{len(policies)}x{len(world_list)}x{len(beta_grid)} episodes ({backend})"
     with _progress_bar(progress, total, label) as advance:
-        for done in runner(chunks, workers):
+        for done in runner(chunks, jobs):
             for p, w, results in done:
                 by_key[(p, w)] = results
                 advance(len(results))
@@ -391,7 +394,8 @@ def evaluate(
     ordered = [r for key in sorted(by_key) for r in by_key[key]]
     if out is not None:
         world_of = {i: world for i, world in enumerate(world_list)}
-        extra = {"beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam, "seed": seed}
+        extra = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam,
+                 "seed": seed}
         out_path = Path(out)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = out_path.with_name(out_path.name + ".tmp")

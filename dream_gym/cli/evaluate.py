@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dream_gym.cli.options import add_jobs, add_workers
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -26,7 +27,8 @@ def register(subparsers: Any) -> None:
                     help="a world folder, a folder of worlds, a dataset id ns/name-vN, a shipped world, "
                          "or a split of the shipped dataset (train, heldout); comma-separated lists allowed")
     ev.add_argument("--betas", default=grid, help=f"comma-separated budget preferences (default {grid})")
-    ev.add_argument("--workers", "-j", type=int, default=None, help="processes (default: CPU count)")
+    add_workers(ev, help="W: attempts per round every world is replayed at (default: each world's recorded W)")
+    add_jobs(ev)
     ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
     ev.add_argument("--out", "-o", type=Path, default=None, help="write one JSON line per episode here")
     ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
@@ -63,6 +65,7 @@ def run_eval(args: argparse.Namespace) -> int:
         args.policies,
         args.worlds,
         args.betas,
+        jobs=args.jobs,
         workers=args.workers,
         backend=args.backend,
         out=args.out,

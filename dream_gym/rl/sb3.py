@@ -2,7 +2,7 @@
 SB3 ``VecEnv`` (extra ``rl``: stable-baselines3, sb3-contrib, torch; imported lazily).
 
 * :class:`SB3Policy`: ``reset(context)`` / ``act(view)`` around a MaskablePPO or PPO model;
-  ``dream_gym.sandbox.load_policy("model.zip")`` builds one.
+  ``dream_gym.policy_files.load_policy("model.zip")`` builds one.
 * :func:`sb3_vec_env`: a :class:`~dream_gym.rl.vector.MacroVectorEnv` as an SB3 ``VecEnv``, so
   that ``MaskablePPO("MlpPolicy", sb3_vec_env(worlds, n_envs=1024))`` trains on it directly
   (masks through ``env_method("action_masks")``, as sb3-contrib's ``get_action_masks`` asks).
