@@ -31,10 +31,11 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from dream_gym.cli.options import refuse_old_spellings
 from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policy import run_episode
 from dream_gym.registry import load_cached, shipped_worlds_dir
-from dream_gym.rl import MacroReplayEnv, SB3Policy
+from dream_gym.rl import MacroReplayEnv, SB3Policy, sb3_vec_env
 from dream_gym.score import DEFAULT_BETA_GRID
 from dream_gym.world import World
 
@@ -58,7 +59,9 @@ class Args:
     eval_betas: str = "0.0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0"
     """beta grid of the held-out evaluation (the v2 objective's grid)"""
     n_envs: int = 4
-    """parallel environments (in one process: the env steps at ~10k/s, the network is the cost)"""
+    """parallel episodes (one process)"""
+    vector_env: bool = True
+    """step the n_envs episodes in one call (dream_gym.rl.sb3_vec_env) instead of a DummyVecEnv of MacroReplayEnvs"""
     learning_rate: float = 3e-4
     """Adam learning rate"""
     n_steps: int = 512
@@ -83,7 +86,7 @@ class Args:
     """torch.use_deterministic_algorithms(True): refuse nondeterministic kernels (all used here have CPU deterministic ones)"""
     baselines: str = ALL_BASELINES
     """built-in policies to compare against (comma list; empty: none)"""
-    eval_workers: int = 2
+    eval_jobs: int = 2
     """processes of the evaluation"""
     out: str = "out/ppo"
     """output folder: ppo_macro.zip, results.jsonl, leaderboard.md, summary.json"""
@@ -94,6 +97,7 @@ class Args:
 def parse_args(argv: Sequence[str] | None = None) -> Args:
     """argparse generated from the dataclass: --total-timesteps 1000, --skip-eval, ..."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    refuse_old_spellings(parser, ("--eval-workers",), "--eval-jobs for the evaluation's processes")
     docs = _field_docs()
     for f in fields(Args):
         flag = "--" + f.name.replace("_", "-")
@@ -162,14 +166,17 @@ def seed_everything(seed: int, threads: int, deterministic: bool = True) -> dict
 
 
 def make_model(args: Args, worlds: list[World]) -> MaskablePPO:
-    """MaskablePPO on n_envs MacroReplayEnvs over the train pool (env i seeded seed + i)."""
+    """MaskablePPO on n_envs episodes over the train pool: one MacroVectorEnv (seeded with the
+    seed), or a DummyVecEnv of MacroReplayEnvs (env i seeded seed + i)."""
     betas = floats(args.betas)
+    if args.vector_env:
+        vec_env = sb3_vec_env(worlds, args.n_envs, workers=args.workers, beta=betas)
+    else:
+        def make_env() -> MacroReplayEnv:
+            return MacroReplayEnv(worlds, workers=args.workers, beta=betas)
 
-    def make_env() -> MacroReplayEnv:
-        return MacroReplayEnv(worlds, workers=args.workers, beta=betas)
-
-    vec_env = DummyVecEnv([make_env for _ in range(args.n_envs)])
-    vec_env.seed(args.seed)  # env i gets seed + i for its world and beta draws
+        vec_env = DummyVecEnv([make_env for _ in range(args.n_envs)])
+    vec_env.seed(args.seed)  # the world and beta draws
     hidden = [int(x) for x in args.net_arch.split(",") if x.strip()]
     return MaskablePPO(
         "MlpPolicy",
@@ -234,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         policies = [str(model_path)] + [b for b in args.baselines.split(",") if b.strip()]
         results = evaluate(
             policies, heldout, floats(args.eval_betas) or list(DEFAULT_BETA_GRID),
-            workers=args.eval_workers, out=out / "results.jsonl", progress=False, seed=args.seed,
+            jobs=args.eval_jobs, out=out / "results.jsonl", progress=False, seed=args.seed,
         )
         board = leaderboard(results)
         print(board.to_text(per_world=False))

@@ -1,5 +1,5 @@
 """Evaluation speed: episodes/s of the built-in baselines on the replay fast path, and the wall time
-of ~1,000 policy x world x beta episodes with ``dream_gym.evaluate.evaluate(workers=2)``.
+of ~1,000 policy x world x beta episodes with ``dream_gym.evaluate.evaluate(jobs=2)``.
 
     .venv/bin/python benchmarks/eval_speed.py            # full run (~1 min on 2 cores)
     .venv/bin/python benchmarks/eval_speed.py --profile  # also cProfile the serial grid
@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from dream_gym import registry, workers
+from dream_gym import registry
+from dream_gym import workers as pools
 from dream_gym.evaluate import evaluate
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
@@ -80,8 +81,8 @@ def _grid_contenders(jobs: int) -> list[tuple[str, dict[str, Any], str | None]]:
     return [
         ("serial, in this process (task_timeout=None: no watchdog)", {"backend": "serial", "task_timeout": None}, None),
         ("serial, one watched worker (default)", {"backend": "serial"}, None),
-        (f"process, {jobs} watched workers (default)", {"backend": "process", "workers": jobs}, None),
-        (f"process, {jobs} workers forked from this process (unsafe)", {"backend": "process", "workers": jobs},
+        (f"process, {jobs} watched workers (default)", {"backend": "process", "jobs": jobs}, None),
+        (f"process, {jobs} workers forked from this process (unsafe)", {"backend": "process", "jobs": jobs},
          "fork"),
     ]
 
@@ -93,11 +94,11 @@ def _start_method(method: str | None) -> Iterator[None]:
     if method is None:
         yield
         return
-    saved, workers.START_METHOD = workers.START_METHOD, method
+    saved, pools.START_METHOD = pools.START_METHOD, method
     try:
         yield
     finally:
-        workers.START_METHOD = saved
+        pools.START_METHOD = saved
 
 
 def _noop(task: Any, beat: Any) -> int:
@@ -106,7 +107,7 @@ def _noop(task: Any, beat: Any) -> int:
 
 def _pool_start_s(n: int) -> float:
     start = time.perf_counter()
-    with workers.WatchedPool(_noop, n, task_timeout=60) as pool:
+    with pools.WatchedPool(_noop, n, task_timeout=60) as pool:
         assert len(list(pool.run(range(n)))) == n
     return time.perf_counter() - start
 
@@ -119,7 +120,7 @@ def print_worker_start(n: int, rounds: int) -> None:
     with _start_method("fork"):
         forked = statistics.median(_pool_start_s(n) for _ in range(rounds))
     print(f"worker start ({n} workers, one trivial task each): first pool {first * 1000:.0f} ms "
-          f"(starts the {workers.START_METHOD} server), then {warm * 1000:.0f} ms; "
+          f"(starts the {pools.START_METHOD} server), then {warm * 1000:.0f} ms; "
           f"forked from this process {forked * 1000:.0f} ms (medians of {rounds})\n")
 
 
@@ -129,11 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=0.5, help="minimum time per episodes/s cell")
     parser.add_argument("--grid-worlds", type=int, default=None,
                         help="~500-node worlds in the grid (default: ~1,000 episodes over the built-in policies x 11 betas)")
-    parser.add_argument("--workers", "-j", type=int, default=2, help="worker processes of the grid")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="processes of the grid run (default 2)")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions of the grid per contender")
     parser.add_argument("--profile", action="store_true", help="cProfile the grid run serially")
     args = parser.parse_args(argv)
-    print_worker_start(args.workers, args.rounds)
+    print_worker_start(args.jobs, args.rounds)
     policies = sorted(POLICIES)
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="dream-gym-bench-") as tmp:
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         n_episodes = len(policies) * args.grid_worlds * len(DEFAULT_BETA_GRID)
         print(f"\ngrid: {len(policies)} policies x {args.grid_worlds} worlds (~500 nodes) x "
               f"{len(DEFAULT_BETA_GRID)} betas = {n_episodes} episodes")
-        contenders = _grid_contenders(args.workers)
+        contenders = _grid_contenders(args.jobs)
         timings: dict[str, list[float]] = {name: [] for name, _, _ in contenders}
         reference = None
         for _ in range(args.rounds):  # contenders interleaved, so machine load hits them alike
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<58} {seconds:8.2f} {n_episodes / seconds:11.0f} {seconds / base:13.2f}x")
         process = statistics.median(timings[contenders[2][0]])
         verdict = "met" if process < GRID_TARGET_S else "MISSED"
-        print(f"target < {GRID_TARGET_S:.0f} s with {args.workers} workers: {verdict}; all results identical")
+        print(f"target < {GRID_TARGET_S:.0f} s with {args.jobs} processes: {verdict}; all results identical")
         timings["process"] = timings[contenders[2][0]]
 
         if args.profile or statistics.median(timings["process"]) >= GRID_TARGET_S:

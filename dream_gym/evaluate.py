@@ -11,7 +11,7 @@
 
 Determinism: an episode depends only on (policy spec, world, beta, seed, options). Work is cut
 into one task per (policy, world) pair holding all its betas in order, whatever the backend
-and the number of workers, and results are returned in canonical order (policies as given,
+and the number of processes, and results are returned in canonical order (policies as given,
 worlds as resolved, betas as given), so serial, process and Ray runs give identical lines.
 """
 
@@ -258,9 +258,9 @@ def _in_process(tasks: list[_Task]) -> Outcomes:
             yield index, TaskFailure("error", f"{type(exc).__name__}: {exc}")
 
 
-def _watched(tasks: list[_Task], workers: int, task_timeout: float | None) -> Outcomes:
+def _watched(tasks: list[_Task], jobs: int, task_timeout: float | None) -> Outcomes:
     """Every task in worker processes (dream_gym.workers: fork server, watchdog)."""
-    with WatchedPool(_task_results, workers, task_timeout=task_timeout) as pool:
+    with WatchedPool(_task_results, jobs, task_timeout=task_timeout) as pool:
         yield from pool.run(tasks)
 
 
@@ -268,14 +268,14 @@ def _run_chunk(tasks: list[tuple[int, _Task]]) -> list[tuple[int, list[EpisodeRe
     return [(index, _task_results(task)) for index, task in tasks]
 
 
-def _ray(tasks: list[_Task], workers: int, chunk_size: int | None) -> Outcomes:
+def _ray(tasks: list[_Task], jobs: int, chunk_size: int | None) -> Outcomes:
     try:
         import ray
     except ImportError:
         raise ValueError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'") from None
     if not ray.is_initialized():
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-    per_chunk = chunk_size or max(1, math.ceil(len(tasks) / (4 * workers)))  # a few chunks per worker
+        ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+    per_chunk = chunk_size or max(1, math.ceil(len(tasks) / (4 * jobs)))  # a few chunks per process
     numbered = list(enumerate(tasks))
     remote = ray.remote(_run_chunk)
     pending = [remote.remote(numbered[i : i + per_chunk]) for i in range(0, len(numbered), per_chunk)]
@@ -354,6 +354,7 @@ def evaluate(
     worlds: Any,
     betas: Sequence[float] | str | None = None,
     *,
+    jobs: int | None = None,
     workers: int | None = None,
     backend: str = "process",
     out: str | os.PathLike[str] | None = None,
@@ -373,7 +374,9 @@ def evaluate(
             see ``dream_gym.policy_files.load_policy``). The spec labels the policy in the results.
         worlds: anything :func:`resolve_worlds` accepts, or a list of World objects.
         betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), or "0.1,0.5".
-        workers: processes (default: the CPU count); 1 is the serial backend.
+        jobs: processes (default: the CPU count); 1 is the serial backend.
+        workers: W, the attempts per round every world is replayed at (default: each world's
+            recorded W).
         backend: "process" (worker processes of :mod:`dream_gym.workers`: started by a fork
             server, never forked from this process, and watched), "serial" (one task at a
             time: in one watched worker process, or in this process when ``task_timeout`` is
@@ -386,7 +389,7 @@ def evaluate(
         task_timeout: seconds a (policy, world) task may go without progress (a decision or
             a finished episode) before its worker is killed and replaced; the episodes it did
             not finish get a ``TaskTimeout`` error. None: no watchdog (the ray backend has none).
-        chunk_size: (policy, world) tasks per Ray task (default: balanced for the workers).
+        chunk_size: (policy, world) tasks per Ray task (default: balanced for the jobs).
 
     A policy that raises, returns an illegal batch, cannot be loaded, hangs (``task_timeout``)
     or kills its worker gets its error in ``EpisodeResult.error``; every other episode still
@@ -407,21 +410,21 @@ def evaluate(
     if not world_list:
         raise LookupError("no worlds to evaluate")
     beta_grid = _parse_betas(betas)
-    options = {"beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
+    options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
     tasks = [
         _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]
-    workers = max(1, int(workers if workers is not None else (os.cpu_count() or 1)))
-    if backend == "process" and workers == 1:
+    jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+    if backend == "process" and jobs == 1:
         backend = "serial"
     if backend == "ray":
-        runner = _ray(tasks, workers, chunk_size)
+        runner = _ray(tasks, jobs, chunk_size)
     elif backend == "serial" and task_timeout is None:
         runner = _in_process(tasks)
     else:
-        runner = _watched(tasks, workers if backend == "process" else 1, task_timeout)
+        runner = _watched(tasks, jobs if backend == "process" else 1, task_timeout)
     total = len(tasks) * len(beta_grid)
     by_task: dict[int, list[EpisodeResult]] = {}
     label = f"{len(policies)}x{len(world_list)}x{len(beta_grid)} episodes ({backend})"
@@ -437,7 +440,8 @@ def evaluate(
     ordered = [r for key in sorted(by_key) for r in by_key[key]]
     if out is not None:
         world_of = {i: world for i, world in enumerate(world_list)}
-        extra = {"beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam, "seed": seed}
+        extra = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam,
+                 "seed": seed}
         out_path = Path(out)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = out_path.with_name(out_path.name + ".tmp")

@@ -144,9 +144,9 @@ def test_results_are_complete_canonical_and_written(worlds_dir: Path, tmp_path: 
 def test_deterministic_across_runs_and_backends(worlds_dir: Path, tmp_path: Path) -> None:
     policies = ["random", "greedy", "fixed"]
     lines = []
-    for i, (backend, workers) in enumerate([("serial", 1), ("serial", 1), ("process", 2)]):
+    for i, (backend, jobs) in enumerate([("serial", 1), ("serial", 1), ("process", 2)]):
         out = tmp_path / f"{i}.jsonl"
-        evaluate(policies, str(worlds_dir), None, backend=backend, workers=workers, out=out, progress=False,
+        evaluate(policies, str(worlds_dir), None, backend=backend, jobs=jobs, out=out, progress=False,
                  chunk_size=None if i < 2 else 1)
         lines.append(out.read_text().splitlines())
     assert len(lines[0]) == 3 * 3 * len(DEFAULT_BETA_GRID)
@@ -166,7 +166,7 @@ def test_errors_are_recorded_and_the_rest_completes(worlds_dir: Path, backend: s
     # module:Class specs: workers start from a fresh interpreter, so the policies must be importable
     boom, illegal, broken = "test_evaluate:BoomPolicy", "test_evaluate:IllegalPolicy", "test_evaluate:BrokenInit"
     results = evaluate([boom, "greedy", illegal, broken], str(worlds_dir), BETAS, backend=backend,
-                       workers=2, progress=False)
+                       jobs=2, progress=False)
     assert len(results) == 4 * 3 * 3
     by_policy: dict[str, list[EpisodeResult]] = {}
     for r in results:

@@ -188,7 +188,7 @@ BETAS = (0.0, 0.5, 1.0)
 
 def test_an_in_process_policy_that_blocks_forever_is_reported_and_the_grid_completes(two_worlds: Path) -> None:
     started = time.monotonic()
-    results = evaluate(["greedy", "test_workers:BlockingPolicy"], str(two_worlds), BETAS, workers=2,
+    results = evaluate(["greedy", "test_workers:BlockingPolicy"], str(two_worlds), BETAS, jobs=2,
                        task_timeout=4, progress=False)
     assert time.monotonic() - started < 60
     assert len(results) == 2 * 2 * 3
@@ -198,7 +198,7 @@ def test_an_in_process_policy_that_blocks_forever_is_reported_and_the_grid_compl
 @pytest.mark.slow
 def test_blocking_grid_gives_identical_results_at_j1_and_j2(two_worlds: Path) -> None:
     policies = ["greedy", "test_workers:BlockingPolicy", "test_workers:BlockingInit"]
-    runs = {jobs: evaluate(policies, str(two_worlds), BETAS, workers=jobs, task_timeout=4, progress=False)
+    runs = {jobs: evaluate(policies, str(two_worlds), BETAS, jobs=jobs, task_timeout=4, progress=False)
             for jobs in (1, 2)}
     assert [r.to_dict() for r in runs[1]] == [r.to_dict() for r in runs[2]]
     _check_blocked(runs[2], ("w0", "w1"), "4s")
@@ -242,7 +242,7 @@ torch.set_num_threads(2)
 SB3Policy(sys.argv[1])  # loads the model here too: torch's OpenMP pool is now running in this parent
 rows = {}
 for jobs in (1, 2):
-    results = evaluate([sys.argv[1], "stagnation"], sys.argv[2], "0.1,0.9", workers=jobs, progress=False)
+    results = evaluate([sys.argv[1], "stagnation"], sys.argv[2], "0.1,0.9", jobs=jobs, progress=False)
     rows[jobs] = [r.to_dict() for r in results]
 assert all(r["error"] is None for r in rows[2]), [r["error"] for r in rows[2]]
 print(json.dumps({"same": rows[1] == rows[2], "episodes": len(rows[2])}))

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dream_gym.cli.options import add_jobs, add_workers
 from dream_gym.evaluate import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
@@ -27,7 +28,8 @@ def register(subparsers: Any) -> None:
                     help="a world folder, a folder of worlds, a dataset id ns/name-vN, a shipped world, "
                          "or a split of the shipped dataset (train, heldout); comma-separated lists allowed")
     ev.add_argument("--betas", default=grid, help=f"comma-separated budget preferences (default {grid})")
-    ev.add_argument("--workers", "-j", type=int, default=None, help="processes (default: CPU count)")
+    add_workers(ev, help="W: attempts per round every world is replayed at (default: each world's recorded W)")
+    add_jobs(ev)
     ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
     ev.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S, metavar="SECONDS",
                     help="end a (policy, world) task that makes no decision for this long and record the "
@@ -68,6 +70,7 @@ def run_eval(args: argparse.Namespace) -> int:
         args.policies,
         args.worlds,
         args.betas,
+        jobs=args.jobs,
         workers=args.workers,
         backend=args.backend,
         out=args.out,
