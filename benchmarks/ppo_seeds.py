@@ -5,7 +5,8 @@
 
 Each seed runs ``agents/train_ppo.py --seed S --out OUT/seed-S [extra args]`` in its own process
 (so torch's settings start fresh each time) and writes ``summary.json`` there; a seed whose
-summary exists with the same arguments is not trained again, so an interrupted run resumes.
+summary exists with the same arguments and commit is not trained again, so an interrupted run
+resumes.
 ``--repeat`` trains the first seed a second time (``OUT/seed-S-repeat``) and checks that the two
 runs give identical weights and held-out results: on one machine with the same torch settings
 they must (``train_ppo.seed_everything`` states the settings). Prints one row per seed, then mean
@@ -37,16 +38,28 @@ FIGURES = (  # (label, how to read it from a summary)
 )
 
 
+def _commit() -> str:
+    """The checked-out commit (with "+dirty" when files differ from it): a summary made by other
+    code is not reused."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
+
+    return git("rev-parse", "HEAD") + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def run_seed(seed: int, out: Path, extra: list[str]) -> dict[str, Any]:
-    """Train and evaluate one seed (or reuse its summary when the arguments match)."""
+    """Train and evaluate one seed (or reuse its summary when the arguments and code match)."""
     command = [sys.executable, str(TRAIN), "--seed", str(seed), "--out", str(out), *extra]
+    key = {"command": command[2:], "commit": _commit()}
     summary_path = out / "summary.json"
     recorded = out / "command.json"
-    if summary_path.is_file() and recorded.is_file() and json.loads(recorded.read_text()) == command[2:]:
+    if (summary_path.is_file() and recorded.is_file() and json.loads(recorded.read_text()) == key
+            and not key["commit"].endswith("+dirty")):
         print(f"seed {seed}: reusing {summary_path}", flush=True)
         return dict(json.loads(summary_path.read_text()))
     out.mkdir(parents=True, exist_ok=True)
-    recorded.write_text(json.dumps(command[2:]))
+    summary_path.unlink(missing_ok=True)
+    recorded.write_text(json.dumps(key))
     print(f"seed {seed}: {' '.join(command)}", flush=True)
     with open(out / "train.log", "w", encoding="utf-8") as log:
         subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
