@@ -26,6 +26,7 @@ on. A worker that dies (a segfault, the OOM killer) is reported and replaced the
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import signal
@@ -107,6 +108,11 @@ class TaskFailure:
     step: int | None = None
 
 
+class WorkerStartError(RuntimeError):
+    """A new worker process died before it could run a task: every worker would (e.g. the
+    calling script does not import cleanly), so the pool stops instead of failing each task."""
+
+
 Beat = Callable[..., None]  # beat(step: int | None = None)
 TaskFunction = Callable[[Any, Beat], Any]
 
@@ -129,8 +135,8 @@ def _worker_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Map
             return
         if message is None:
             return
-        index, task = message
-        progress[1], progress[2] = -1, index  # the parent's clock for this task starts now
+        ticket, index, task = message
+        progress[1], progress[2] = -1, ticket  # the parent's clock for this task starts now
         beat()
         try:
             reply = ("done", index, fn(task, beat))
@@ -159,20 +165,22 @@ class _Slot:
         )
         self.process.start()
         child_conn.close()
-        self.task: int | None = None
+        self.task: int | None = None  # index of the task it runs, None when idle
+        self.ticket = -1  # number of that dispatch (unique over the pool's life)
+        self.finished = 0  # tasks it returned
         self.dispatched = 0.0
 
-    def send(self, index: int, task: Any) -> None:
-        self.task = index
+    def send(self, ticket: int, index: int, task: Any) -> None:
+        self.task, self.ticket = index, ticket
         self.dispatched = time.monotonic()
         try:
-            self.conn.send((index, task))
+            self.conn.send((ticket, index, task))
         except OSError:
             pass  # the worker is gone: its sentinel reports the task as failed
 
     def started_task(self) -> bool:
         """Whether the worker has picked up the task it was sent (a new one may still be starting)."""
-        return self.task is not None and self.progress[2] == self.task
+        return self.task is not None and self.progress[2] == self.ticket
 
     def idle_s(self) -> float:
         """Seconds since the task's last progress (since it was sent, if not picked up yet)."""
@@ -235,6 +243,7 @@ class WatchedPool:
         self.context = context or worker_context()
         self.slots: list[_Slot] = []
         self.replaced = 0  # workers killed or lost and replaced, over the pool's life
+        self._tickets = itertools.count()
 
     def __enter__(self) -> WatchedPool:
         return self
@@ -258,7 +267,7 @@ class WatchedPool:
             while True:
                 for slot in self.slots:
                     if slot.task is None and pending:
-                        slot.send(*pending.popleft())
+                        slot.send(next(self._tickets), *pending.popleft())
                 busy = [slot for slot in self.slots if slot.task is not None]
                 if not busy:
                     return
@@ -279,14 +288,21 @@ class WatchedPool:
         try:
             if slot.conn.poll():
                 kind, index, payload = slot.conn.recv()
+                step = slot.step()
                 slot.task = None
-                yield index, payload if kind == "done" else TaskFailure("error", payload, slot.step())
+                slot.finished += 1
+                yield index, payload if kind == "done" else TaskFailure("error", payload, step)
                 return
         except (EOFError, OSError):
             pass
         if slot.task is not None and not slot.process.is_alive():
-            task, step = slot.task, slot.step()
+            task, step, started = slot.task, slot.step(), slot.started_task()
             how = slot.exit_description()
+            if not started and slot.finished == 0:
+                raise WorkerStartError(
+                    f"a worker process exited ({how}) before it could run a task; its error is printed above. "
+                    "A worker starts by importing the calling script again (as __mp_main__): the script must "
+                    "import cleanly and keep its main code under `if __name__ == \"__main__\":`")
             self._replace(i, slot)
             yield task, TaskFailure("died", f"its worker process died ({how})", step)
 
@@ -311,5 +327,5 @@ class WatchedPool:
         self.slots[i] = _Slot(self.context, self.fn)
 
 
-__all__ = ["PRELOAD", "START_METHOD", "TaskFailure", "WatchedPool", "init_worker", "worker_context",
-           "worker_initargs"]
+__all__ = ["PRELOAD", "START_METHOD", "TaskFailure", "WatchedPool", "WorkerStartError", "init_worker",
+           "worker_context", "worker_initargs"]

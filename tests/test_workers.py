@@ -122,6 +122,22 @@ def test_a_dead_worker_and_a_raising_task_are_reported_and_the_rest_completes() 
     assert events[2] == "ok:done"
 
 
+def test_workers_that_cannot_start_stop_the_pool_with_the_reason(tmp_path: Path) -> None:
+    """A worker imports the calling script again (as __mp_main__); one that cannot is not a
+    policy's failure to record on every episode, but an error naming the cause."""
+    world = make_world(tmp_path / "w0", 20, 0)
+    script = tmp_path / "unguarded.py"
+    script.write_text("if __name__ != '__main__':\n"
+                      "    raise ImportError('this script cannot be imported twice')\n"
+                      "from dream_gym.evaluate import evaluate\n"
+                      f"evaluate(['greedy'], {str(world)!r}, '0.5', jobs=2, progress=False)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "this script cannot be imported twice" in done.stderr  # the worker's own traceback
+    assert "WorkerStartError: a worker process exited (exit code 1) before it could run a task" in done.stderr
+    assert "__mp_main__" in done.stderr
+
+
 def test_pool_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="workers"):
         WatchedPool(_scripted, 0, task_timeout=1)
