@@ -291,6 +291,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         elif isinstance(action, (str, bytes)) or not isinstance(action, Sequence):
             raise TypeError(f"action must be a sequence of node ids, got {type(action).__name__}")
         pad = self.max_nodes  # padding means "no selection"; anything else is judged by the rules
+        if pad not in action:  # the common case: nothing to filter (a C-level scan)
+            return action  # type: ignore[no-any-return]
         return [a for a in action if a != pad or not isinstance(a, (int, np.integer)) or isinstance(a, bool)]
 
     def action_masks(self) -> np.ndarray:

@@ -145,14 +145,14 @@ class ReplaySession:
     # -- what the policy sees ---------------------------------------------------------
     def view(self) -> PrefixView:
         replay = self.replay
-        return PrefixView.build(
-            self._view_constants,
-            nodes=tuple(self._nodes),
-            frontier=replay.frontier(),
-            root_slots=replay.root_slots,
-            rounds=replay.rounds,
-            attempts=replay.attempts,
-        )
+        view = PrefixView.build(self._view_constants)
+        fields = view.__dict__  # filled directly: a view is built every step (see PrefixView.build)
+        fields["nodes"] = tuple(self._nodes)
+        fields["frontier"] = replay.frontier()
+        fields["root_slots"] = replay.root_slots
+        fields["rounds"] = replay.rounds
+        fields["attempts"] = replay.attempts
+        return view
 
     # -- dynamics ---------------------------------------------------------------------
     def step(self, batch: Sequence[object]) -> StepOutcome:
@@ -172,7 +172,7 @@ class ReplaySession:
         if ids:
             new_ids = replay.apply_checked(ids)
             add = self._add_node
-            for obs_id, parent_obs in zip(new_ids, ids, strict=True):
+            for obs_id, parent_obs in zip(new_ids, ids):  # noqa: B905 - same length by construction
                 add(obs_id, parent_obs)
             self.batches.append(ids)
             terminated = replay.exhausted
