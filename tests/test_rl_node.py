@@ -14,7 +14,15 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from worldgen import frontier_st, make_world, node, random_legal_batch, random_records, workers_st, world_records
+from worldgen import (
+    frontier_st,
+    make_world,
+    node,
+    random_legal_batch,
+    random_records,
+    workers_st,
+    world_records,
+)
 
 from dream_gym.policy import run_episode
 from dream_gym.replay import Replay

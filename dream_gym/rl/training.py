@@ -128,17 +128,26 @@ def config_fields() -> list[tuple[str, Any, str]]:
     return [(f.name, f.default, docs.get(f.name, "")) for f in fields(TrainConfig)]
 
 
-def seed_everything(seed: int, threads: int = 1) -> dict[str, Any]:
-    """Seed python, numpy and torch, set torch's threads and deterministic algorithms; return the
-    settings (recorded in summary.json)."""
+def seed_everything(seed: int, threads: int = 1, deterministic: bool = True) -> dict[str, Any]:
+    """Seed python, numpy and torch, and pin what else changes torch's numbers on a CPU: the
+    intra-op thread count (a different count splits reductions differently), one inter-op
+    thread, and deterministic algorithms. Returns the settings (recorded in summary.json).
+
+    Same seed, same settings, same machine: bit-identical weights and figures. Another CPU can
+    round differently, and PPO amplifies any difference: hence figures as mean +- spread over seeds."""
     import torch
 
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
-    return {"seed": seed, "torch": torch.__version__, "threads": torch.get_num_threads(),
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or inter-op work already ran in this process
+        pass
+    torch.use_deterministic_algorithms(deterministic)
+    return {"seed": seed, "torch": torch.__version__, "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
 
 
