@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import random
 import sys
 import time
@@ -80,13 +81,15 @@ class Args:
     net_arch: str = "64,64"
     """hidden layer sizes of the policy and value MLPs"""
     torch_threads: int = 1
-    """torch CPU threads (small MLPs gain nothing from more)"""
+    """torch intra-op CPU threads (small MLPs gain nothing from more; results are reproducible for a given count)"""
+    deterministic_torch: bool = True
+    """torch.use_deterministic_algorithms(True): refuse nondeterministic kernels (all used here have CPU deterministic ones)"""
     baselines: str = ALL_BASELINES
     """built-in policies to compare against (comma list; empty: none)"""
     eval_jobs: int = 2
     """processes of the evaluation"""
     out: str = "out/ppo"
-    """output folder: ppo_macro.zip, results.jsonl, leaderboard.md"""
+    """output folder: ppo_macro.zip, results.jsonl, leaderboard.md, summary.json"""
     skip_eval: bool = False
     """train and save only"""
 
@@ -139,10 +142,27 @@ def load_worlds(spec: str) -> list[World]:
     return [load_cached(p) for p in chosen]
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, threads: int, deterministic: bool = True) -> dict[str, Any]:
+    """Seed python, numpy and torch, and pin what else changes torch's numbers on a CPU: the
+    intra-op thread count (a different count splits reductions differently), one inter-op
+    thread, and deterministic algorithms. Returns the settings, printed with the results.
+
+    Same seed, same settings, same machine: bit-identical weights and figures (checked by
+    benchmarks/ppo_seeds.py --repeat). Another CPU (other vector instructions in MKL/oneDNN)
+    can round differently, and PPO amplifies any difference: hence figures as mean +- spread
+    over seeds."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or inter-op work already ran in this process
+        pass
+    torch.use_deterministic_algorithms(deterministic)
+    return {"seed": seed, "torch": torch.__version__, "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
 
 
 def make_model(args: Args, worlds: list[World]) -> MaskablePPO:
@@ -186,10 +206,10 @@ def mean_v(policy: Any, worlds: list[World], betas: Sequence[float], workers: in
     return float(np.mean(scores))
 
 
-def train(args: Args) -> tuple[MaskablePPO, dict[str, float]]:
+def train(args: Args) -> tuple[MaskablePPO, dict[str, Any]]:
     """Train on the train pool; return the model and what was measured."""
-    seed_everything(args.seed)
-    torch.set_num_threads(args.torch_threads)
+    settings = seed_everything(args.seed, args.torch_threads, args.deterministic_torch)
+    print("determinism:", settings)
     worlds = load_worlds(args.train_worlds)
     model = make_model(args, worlds)
     betas = floats(args.betas)
@@ -199,7 +219,7 @@ def train(args: Args) -> tuple[MaskablePPO, dict[str, float]]:
     seconds = time.perf_counter() - started
     after = mean_v(SB3Policy(model), worlds, betas, args.workers, args.seed)
     stats = {"train_worlds": len(worlds), "seconds": seconds, "timesteps": float(model.num_timesteps),
-             "train_mean_v_untrained": before, "train_mean_v_trained": after}
+             "train_mean_v_untrained": before, "train_mean_v_trained": after, "determinism": settings}
     return model, stats
 
 
@@ -215,18 +235,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"trained {stats['timesteps']:.0f} steps on {stats['train_worlds']:.0f} worlds in {stats['seconds']:.1f}s; "
           f"train-pool mean V {stats['train_mean_v_untrained']:.4f} (untrained) -> "
           f"{stats['train_mean_v_trained']:.4f} (trained); saved {model_path}")
-    if args.skip_eval:
-        return 0
-
-    heldout = load_worlds(args.heldout_worlds)
-    policies = [str(model_path)] + [b for b in args.baselines.split(",") if b.strip()]
-    results = evaluate(
-        policies, heldout, floats(args.eval_betas) or list(DEFAULT_BETA_GRID),
-        jobs=args.eval_jobs, out=out / "results.jsonl", progress=False, seed=args.seed,
-    )
-    board = leaderboard(results)
-    print(board.to_text(per_world=False))
-    (out / "leaderboard.md").write_text(board.to_markdown(), encoding="utf-8")
+    summary: dict[str, Any] = {"args": dataclasses.asdict(args), "train": stats}
+    if not args.skip_eval:
+        heldout = load_worlds(args.heldout_worlds)
+        policies = [str(model_path)] + [b for b in args.baselines.split(",") if b.strip()]
+        results = evaluate(
+            policies, heldout, floats(args.eval_betas) or list(DEFAULT_BETA_GRID),
+            jobs=args.eval_jobs, out=out / "results.jsonl", progress=False, seed=args.seed,
+        )
+        board = leaderboard(results)
+        print(board.to_text(per_world=False))
+        (out / "leaderboard.md").write_text(board.to_markdown(), encoding="utf-8")
+        summary["heldout"] = {row.policy if row.policy != str(model_path) else "ppo": dataclasses.asdict(row)
+                              for row in board.overall}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

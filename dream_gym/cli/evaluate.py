@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import add_jobs, add_workers
+from dream_gym.evaluate import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -30,6 +31,10 @@ def register(subparsers: Any) -> None:
     add_workers(ev, help="W: attempts per round every world is replayed at (default: each world's recorded W)")
     add_jobs(ev)
     ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
+    ev.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S, metavar="SECONDS",
+                    help="end a (policy, world) task that makes no decision for this long and record the "
+                         f"timeout on its episodes (default {DEFAULT_TASK_TIMEOUT_S:g}; 0: no watchdog, "
+                         "and -j 1 then runs in this process)")
     ev.add_argument("--out", "-o", type=Path, default=None, help="write one JSON line per episode here")
     ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
     ev.add_argument("--max-rounds", type=int, default=None, help="round limit K2 (default: none)")
@@ -75,6 +80,7 @@ def run_eval(args: argparse.Namespace) -> int:
         beta2=args.beta2,
         lam=args.lam,
         seed=args.seed,
+        task_timeout=args.task_timeout or None,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     console = Console()
