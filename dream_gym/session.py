@@ -17,7 +17,6 @@ from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_sco
 from dream_gym.view import NodeView, PrefixView, branch_of_child, fixed_fields, node_view
 from dream_gym.world import World
 
-
 _CHUNK = 32  # revealed nodes per immutable chunk of the views' node list
 
 
