@@ -16,9 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "The trained model (OUT/model.zip) works with --policy in eval, replay, grow.")
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
     for name, default, doc in config_fields():
-        flag = "--" + name.replace("_", "-")
+        flags = ["--" + name.replace("_", "-")] + (["-W"] if name == "workers" else [])  # -W/--workers = W
         kind = type(default)
-        p.add_argument(flag, type=kind, default=default, choices=choices.get(name),
+        p.add_argument(*flags, type=kind, default=default, choices=choices.get(name),
                        help=f"{doc} (default: {default})", metavar=None if name in choices else name.upper())
     p.set_defaults(func=run)
 
