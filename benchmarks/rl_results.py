@@ -103,7 +103,8 @@ def curves(summaries: dict[str, dict[int, dict[str, Any]]], out: Path, runs: Pat
                 ax.plot([r["timesteps"] for r in rows], [r[key] for r in rows], color=f"C{i}", alpha=0.8,
                         label=f"ppo-{arch}" if j == 0 else None)
         ax.set_title(f"v2 on the {label}")
-        ax.set_xlabel("env steps")
+        ax.set_xlabel("env steps (thousands)")
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("v2 (auc - 0.1 penalty)")
     axes[0].legend()
