@@ -175,10 +175,9 @@ class PrefixView:
     frontier_rule: str
     max_rounds: int | None = None
     _children: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
-    # Replay builds ``nodes`` lazily from immutable chunks it shares between the views of an
-    # episode: (complete chunks, the last partial chunk), tuples of revealed NodeViews only.
-    _node_chunks: tuple[tuple[tuple[NodeView, ...], ...], tuple[NodeView, ...]] = field(
-        default=((), ()), repr=False, compare=False)
+    # Views that replay builds carry, instead of ``nodes``, an instance entry "_node_chunks" (not
+    # a field): (complete chunks, the last partial chunk), tuples of revealed NodeViews shared by
+    # the views of an episode; ``nodes`` is assembled from them on first use (see __getattr__).
 
     @classmethod
     def build(cls, constants: Mapping[str, Any], **fields: Any) -> PrefixView:
@@ -241,7 +240,7 @@ class PrefixView:
     # -- serialisation (isolated policies receive views as JSON) --------------------------
     def to_dict(self) -> dict[str, Any]:
         # not dataclasses.asdict: it deep-copies the nodes' frozen mappings, which cannot be copied
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("nodes", "_children", "_node_chunks")}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("nodes", "_children")}
         data["frontier"] = list(self.frontier)
         data["nodes"] = [
             {**{f: getattr(n, f) for f in NODE_FIELDS}, "cost": thaw(n.cost), "metrics": thaw(n.metrics)}
