@@ -136,8 +136,8 @@ def _worker_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Map
         if message is None:
             return
         ticket, index, task = message
-        progress[1], progress[2] = -1, ticket  # the parent's clock for this task starts now
-        beat()
+        beat()  # before the ticket: once the parent sees the ticket, the time is this task's
+        progress[1], progress[2] = -1, ticket
         try:
             reply = ("done", index, fn(task, beat))
         except Exception as exc:  # noqa: BLE001 - reported as this task's failure
