@@ -58,14 +58,14 @@ class Args:
     """betas drawn per training episode (beta is a feature the policy sees)"""
     eval_betas: str = "0.0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0"
     """beta grid of the held-out evaluation (the v2 objective's grid)"""
-    n_envs: int = 4
-    """parallel episodes (one process)"""
+    n_envs: int = 64
+    """parallel episodes (one process; stepped in one call with vector_env)"""
     vector_env: bool = True
     """step the n_envs episodes in one call (dream_gym.rl.sb3_vec_env) instead of a DummyVecEnv of MacroReplayEnvs"""
     learning_rate: float = 3e-4
     """Adam learning rate"""
-    n_steps: int = 512
-    """steps per env per rollout"""
+    n_steps: int = 32
+    """steps per env per rollout (n_envs * n_steps = 2,048 per rollout)"""
     batch_size: int = 256
     """minibatch size"""
     n_epochs: int = 10

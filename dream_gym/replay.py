@@ -137,12 +137,16 @@ class Replay:
         always a legal batch: at most W selections, the root at most ``root_slots`` times, each
         non-root id once and on the frontier.
         """
+        if len(batch) == 1:  # the common single selection: legal when open, or the root with a slot
+            selection = batch[0]
+            if type(selection) is int and (selection in self._open or (selection == ROOT and self.root_slots)):
+                return [selection], []
         kept: list[int] = []
         dropped: list[tuple[object, str]] = []
         workers, n_observed, is_open, root_slots = self.workers, len(self.order), self._open, self.root_slots
         roots = 0
         for selection in batch:
-            obs_id = _as_id(selection)
+            obs_id = selection if type(selection) is int else _as_id(selection)
             if obs_id is None:
                 what = "a bool" if isinstance(selection, bool) else "not an int"
                 reason = f"selection {selection!r} is {what}, not an observed node id"
@@ -186,7 +190,7 @@ class Replay:
         if not ids:
             raise IllegalBatchError("an empty batch stops the episode; it is not a round to apply")
         reveal = self._reveal_child_of
-        new_ids = [reveal(ids[0])] if len(ids) == 1 else [reveal(obs_id) for obs_id in ids]
+        new_ids = [reveal(obs_id) for obs_id in ids]
         self.attempts += len(new_ids)
         self.rounds += 1
         return new_ids

@@ -17,6 +17,8 @@ from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_sco
 from dream_gym.view import NodeView, PrefixView, branch_of_child, fixed_fields, node_view
 from dream_gym.world import World
 
+_CHUNK = 32  # revealed nodes per immutable chunk of the views' node list
+
 
 @dataclass(slots=True)
 class StepOutcome:
@@ -90,6 +92,11 @@ class ReplaySession:
     def reset(self) -> None:
         self.replay.reset()
         self._nodes: list[NodeView] = []
+        # The views' nodes, as immutable chunks shared by the views of this episode (a view
+        # would otherwise copy every revealed node each step; see PrefixView.nodes).
+        self._chunks: list[tuple[NodeView, ...]] = []
+        self._chunks_tuple: tuple[tuple[NodeView, ...], ...] = ()
+        self._tail: list[NodeView] = []
         self._branch_count = 0
         self.best_q = float("-inf")
         self.best_score: float | None = None
@@ -137,7 +144,14 @@ class ReplaySession:
             cached = self._fixed[index] = (self.normalizer.q(score), fixed)
         q, fixed = cached
         branch, self._branch_count = branch_of_child(parent, self._branch_count)
-        nodes.append(node_view(fixed, obs_id=obs_id, parent=parent_obs if parent_obs >= 0 else None, branch=branch))
+        view = node_view(fixed, obs_id=obs_id, parent=parent_obs if parent_obs >= 0 else None, branch=branch)
+        nodes.append(view)
+        tail = self._tail
+        tail.append(view)
+        if len(tail) == _CHUNK:
+            self._chunks.append(tuple(tail))
+            self._chunks_tuple = tuple(self._chunks)
+            tail.clear()
         if q is not None and q > self.best_q:
             self.best_q = q
             self.best_score = fixed["score"]
@@ -145,14 +159,14 @@ class ReplaySession:
     # -- what the policy sees ---------------------------------------------------------
     def view(self) -> PrefixView:
         replay = self.replay
-        return PrefixView.build(
-            self._view_constants,
-            nodes=tuple(self._nodes),
-            frontier=replay.frontier(),
-            root_slots=replay.root_slots,
-            rounds=replay.rounds,
-            attempts=replay.attempts,
-        )
+        view = PrefixView.build(self._view_constants)
+        fields = view.__dict__  # filled directly: a view is built every step (see PrefixView.build)
+        fields["_node_chunks"] = (self._chunks_tuple, tuple(self._tail))  # nodes: assembled on first use
+        fields["frontier"] = replay.frontier()
+        fields["root_slots"] = replay.root_slots
+        fields["rounds"] = replay.rounds
+        fields["attempts"] = replay.attempts
+        return view
 
     # -- dynamics ---------------------------------------------------------------------
     def step(self, batch: Sequence[object]) -> StepOutcome:
@@ -172,7 +186,7 @@ class ReplaySession:
         if ids:
             new_ids = replay.apply_checked(ids)
             add = self._add_node
-            for obs_id, parent_obs in zip(new_ids, ids, strict=True):
+            for obs_id, parent_obs in zip(new_ids, ids):  # noqa: B905 - same length by construction
                 add(obs_id, parent_obs)
             self.batches.append(ids)
             terminated = replay.exhausted

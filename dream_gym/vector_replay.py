@@ -154,19 +154,19 @@ class VectorReplay:
         self.best_score = np.zeros(n, dtype=np.float64)
         self.best_id = np.zeros(n, dtype=np.int64)
         self.best_depth = np.zeros(n, dtype=np.int64)
+        self._episode_tuple = (self.world, self.root_children, self.leaves_rule, self.observed, self.rounds,
+                               self.open_count, self.open_valid, self.open_improving, self.best_q, self.has_best,
+                               self.best_score, self.best_id, self.best_depth)
         self.capacity = 0
         self._allocate(max(2, min(int(capacity), pool.max_size + workers)))
         self.reset(np.ones(n, dtype=np.bool_), np.zeros(n, dtype=np.int64))
 
-    # -- storage ------------------------------------------------------------------------
+    # -- storage (the arrays are updated in place; the tuples are what the kernels take) ---------
     def _episode_arrays(self) -> tuple[np.ndarray, ...]:
-        return (self.world, self.root_children, self.leaves_rule, self.observed, self.rounds, self.open_count,
-                self.open_valid, self.open_improving, self.best_q, self.has_best, self.best_score, self.best_id,
-                self.best_depth)
+        return self._episode_tuple
 
     def _observed_arrays(self) -> tuple[np.ndarray, ...]:
-        return (self.order, self.parent_obs, self.revealed_children, self.open_pos, self.open_ids, self.open_key,
-                self.prefix_best, self.prefix_invalid)
+        return self._observed_tuple
 
     def _allocate(self, capacity: int) -> None:
         n, old = self.num_envs, self.capacity
@@ -185,6 +185,8 @@ class VectorReplay:
                 array[:, :old] = getattr(self, name)
             setattr(self, name, array)
         self.capacity = capacity
+        self._observed_tuple = (self.order, self.parent_obs, self.revealed_children, self.open_pos, self.open_ids,
+                                self.open_key, self.prefix_best, self.prefix_invalid)
 
     def _ensure_room(self) -> None:
         need = int(self.observed.max()) + self.workers
@@ -212,9 +214,10 @@ class VectorReplay:
         return (self.open_count == 0) & (self.root_slots == 0)
 
     # -- episodes -----------------------------------------------------------------------
-    def reset(self, mask: np.ndarray, worlds: np.ndarray) -> None:
+    def reset(self, mask: np.ndarray, worlds: np.ndarray, check: bool = True) -> None:
         """Start new episodes where ``mask`` holds, on the given worlds (pool indices: one per
-        True of ``mask``, or an array shaped like ``mask``)."""
+        True of ``mask``, or an array shaped like ``mask``; ``check=False`` for indices known to
+        be in range)."""
         rows = np.flatnonzero(mask)
         if not len(rows):
             return
@@ -223,7 +226,7 @@ class VectorReplay:
             w = w[rows]
         if len(w) != len(rows):
             raise ValueError(f"{len(rows)} episodes to start but {len(w)} worlds given")
-        if w.min() < 0 or w.max() >= len(self.pool):
+        if check and (w.min() < 0 or w.max() >= len(self.pool)):
             raise ValueError(f"world index out of range (pool of {len(self.pool)})")
         _reset_kernel(rows, w, _FRONTIER_CODES[self.frontier], self.pool.arrays, self._episode_arrays(),
                       self._observed_arrays())
@@ -250,11 +253,13 @@ class VectorReplay:
         _apply_kernel(np.ascontiguousarray(batch, dtype=np.int64), self.pool.arrays, self._episode_arrays(),
                       self._observed_arrays())
 
-    def ranked_open(self, k: int) -> np.ndarray:
+    def ranked_open(self, k: int, out: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
         """The k best open nodes of each episode (valid before invalid, then higher score, then
-        newer), as observed ids, ``-1`` padded: (N, k)."""
-        out = np.full((self.num_envs, k), NONE, dtype=np.int64)
-        _ranked_kernel(self.open_count, self.open_ids, self.open_key, out)
+        newer), as observed ids, ``-1`` padded: (N, k). With ``out`` and ``rows``, only those rows
+        of ``out`` are (re)written."""
+        if out is None:
+            out = np.empty((self.num_envs, k), dtype=np.int64)
+        _ranked_kernel(self.rows if rows is None else rows, self.open_count, self.open_key, out)
         return out
 
 
@@ -384,10 +389,10 @@ def _apply_kernel(batch: Any, pool: Any, ep: Any, obs: Any) -> None:  # pragma: 
 
 
 @njit(cache=True)
-def _ranked_kernel(open_count: Any, open_ids: Any, open_key: Any, out: Any) -> None:  # pragma: no cover
+def _ranked_kernel(rows: Any, open_count: Any, open_key: Any, out: Any) -> None:  # pragma: no cover
     k = out.shape[1]
     top = np.empty(k, dtype=np.int64)
-    for e in range(out.shape[0]):
+    for e in rows:
         filled = 0
         for i in range(open_count[e]):
             key = open_key[e, i]
@@ -400,8 +405,8 @@ def _ranked_kernel(open_count: Any, open_ids: Any, open_key: Any, out: Any) -> N
                 top[j] = top[j - 1]
                 j -= 1
             top[j] = key
-        for i in range(filled):
-            out[e, i] = top[i] & (KEY_SHIFT - 1)
+        for i in range(k):
+            out[e, i] = top[i] & (KEY_SHIFT - 1) if i < filled else -1
 
 
 __all__ = ["KEY_SHIFT", "NONE", "ROOT", "VectorReplay", "WorldPool"]

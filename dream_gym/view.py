@@ -14,6 +14,7 @@ The same view type is built by replay and by the online loop, so a policy runs u
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -174,6 +175,9 @@ class PrefixView:
     frontier_rule: str
     max_rounds: int | None = None
     _children: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
+    # Views that replay builds carry, instead of ``nodes``, an instance entry "_node_chunks" (not
+    # a field): (complete chunks, the last partial chunk), tuples of revealed NodeViews shared by
+    # the views of an episode; ``nodes`` is assembled from them on first use (see __getattr__).
 
     @classmethod
     def build(cls, constants: Mapping[str, Any], **fields: Any) -> PrefixView:
@@ -183,6 +187,17 @@ class PrefixView:
         view = cls.__new__(cls)
         view.__dict__.update(constants, **fields, _children=())
         return view
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes missing from the instance: ``nodes`` of a view that replay
+        # built from chunks is assembled (once) on first use, so a step costs the same however
+        # many nodes are revealed when nobody reads them.
+        if name == "nodes":
+            chunks, tail = self.__dict__.get("_node_chunks", ((), ()))
+            nodes = tuple(itertools.chain(*chunks, tail))
+            self.__dict__["nodes"] = nodes
+            return nodes
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- convenience ------------------------------------------------------------------
     def __len__(self) -> int:

@@ -135,8 +135,11 @@ def test_a_feature_set_is_an_argument() -> None:
     def two_from_view(view):
         return np.array([view.attempts / 100, view.rounds / 100], dtype=np.float32)
 
-    def two_from_batch(replay, params, top_open):
-        return np.stack([replay.attempts / 100, replay.rounds / 100], axis=1).astype(np.float32)
+    def two_from_batch(replay, params, top_open, out, rows=None):
+        rows = replay.rows if rows is None else rows
+        out[rows, 0] = replay.attempts[rows] / 100
+        out[rows, 1] = replay.rounds[rows] / 100
+        return out
 
     features = FeatureSet(("attempts", "rounds"), two_from_view, two_from_batch)
     worlds = pool(5)

@@ -87,15 +87,23 @@ def _containers_of(owner: Any) -> set[int]:
     return found
 
 
+def _revealed_nodes_only(item: Any) -> bool:
+    """A tuple of node views (or of such tuples): what the views of an episode may share with the
+    session, which holds views of revealed nodes only (PrefixView's node chunks)."""
+    return isinstance(item, tuple) and all(isinstance(x, NodeView) or _revealed_nodes_only(x) for x in item)
+
+
 def assert_no_world_reachable(obj: Any, world: World, session: ReplaySession | None = None) -> None:
     world_arrays = {id(a) for a in (world.parent, world.score, world.children, world.children_start)}
     world_data = {id(r) for r in world.records} | {id(world.records), id(world.meta), id(world.ids)}
     world_data |= _containers_of(world)
+    session_data: set[int] = set()
     if session is not None:
-        world_data |= _containers_of(session) | _containers_of(session.replay)
+        session_data = _containers_of(session) | _containers_of(session.replay)
     for item in reachable(obj):
         assert not isinstance(item, FORBIDDEN), f"{type(item).__name__} reachable from the view"
         assert id(item) not in world_arrays and id(item) not in world_data, type(item)
+        assert id(item) not in session_data or _revealed_nodes_only(item), type(item)
 
 
 def played_session(world: World, batches=([0, 0], [1, 0], [3])) -> ReplaySession:
@@ -137,6 +145,8 @@ def test_views_reach_no_world_replay_or_session(disk_world: World) -> None:
     # the walk sees the session's own containers: a view sharing one would be caught
     with pytest.raises(AssertionError):
         assert_no_world_reachable((session.replay.order,), disk_world, session)
+    with pytest.raises(AssertionError):
+        assert_no_world_reachable((session._nodes,), disk_world, session)  # a list, though of node views
 
 
 def test_env_info_view_reaches_no_world(disk_world: World) -> None:

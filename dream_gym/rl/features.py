@@ -141,32 +141,35 @@ class EpisodeParams:
     max_rounds: int | None
 
 
-def batch_features(replay: VectorReplay, params: EpisodeParams, top_open: np.ndarray) -> np.ndarray:
+def batch_features(replay: VectorReplay, params: EpisodeParams, top_open: np.ndarray,
+                   out: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
     """:func:`view_features` of N episodes at once: (N, N_FEATURES) float32.
 
     ``top_open``: each episode's best-ranked open node (``replay.ranked_open(k)[:, 0]``, -1 when
-    none), which the macro actions need as well. The compiled loop repeats view_features'
-    arithmetic operation for operation (and math.log1p is the C library's in both), so the two
-    agree to the last bit.
+    none), which the macro actions need as well. With ``out`` and ``rows``, only those rows of
+    ``out`` are (re)written. The compiled loop repeats view_features' arithmetic operation for
+    operation (and math.log1p is the C library's in both), so the two agree to the last bit.
     """
-    out = np.empty((replay.num_envs, N_FEATURES), dtype=np.float64)
+    if out is None:
+        out = np.empty((replay.num_envs, N_FEATURES), dtype=np.float32)
     _features_kernel(
-        replay.workers, replay.pool.arrays, replay.pool.baseline, replay._episode_arrays(), replay._observed_arrays(),
-        np.ascontiguousarray(top_open, dtype=np.int64), params.beta, params.beta1, params.beta2,
-        params.max_rounds or 0, out,
+        replay.rows if rows is None else rows, replay.workers, replay.pool.arrays, replay.pool.baseline,
+        replay._episode_arrays(), replay._observed_arrays(), np.ascontiguousarray(top_open, dtype=np.int64),
+        params.beta, params.beta1, params.beta2, params.max_rounds or 0, out,
     )
-    return np.clip(out.astype(np.float32), -1.0, 1.0)
+    return out
 
 
 @njit(cache=True)
-def _features_kernel(workers: int, pool: Any, baselines: Any, ep: Any, obs: Any, top_open: Any, beta: Any,
+def _features_kernel(rows: Any, workers: int, pool: Any, baselines: Any, ep: Any, obs: Any, top_open: Any, beta: Any,
                      beta1: float, beta2: float, max_rounds: int, out: Any) -> None:  # pragma: no cover
     score, valid = pool[4], pool[5]
     (world, root_children, _, observed, rounds, open_count, open_valid, open_improving, _, has_best, best_score,
      best_id, best_depth) = ep
     order, _, revealed, open_pos, _, _, prefix_best, prefix_invalid = obs
     w = max(1, workers)
-    for e in range(out.shape[0]):
+    values = np.empty(N_FEATURES, dtype=np.float64)
+    for e in rows:
         n = observed[e]
         attempts = n - 1
         k = rounds[e]
@@ -201,27 +204,29 @@ def _features_kernel(workers: int, pool: Any, baselines: Any, ep: Any, obs: Any,
         branches = revealed[e, 0]
         root_slots = min(workers, root_children[e] - branches)
         depth = best_depth[e]
-        out[e, 0] = k / (k + 10.0)
-        out[e, 1] = attempts / (attempts + 50.0)
-        out[e, 2] = root_slots / w
-        out[e, 3] = opened / (opened + w)
-        out[e, 4] = branches / (branches + w)
-        out[e, 5] = math.copysign(min(1.0, y), relative)
-        out[e, 6] = 1.0 if improved else 0.0
-        out[e, 7] = stale / (stale + 3.0)
-        out[e, 8] = recent_gain
-        out[e, 9] = invalid / attempts if attempts else 0.0
-        out[e, 10] = invalid_recent / recent if recent else 0.0
-        out[e, 11] = best_open
-        out[e, 12] = 1.0 if best_id[e] != 0 and open_pos[e, best_id[e]] >= 0 else 0.0
-        out[e, 13] = open_valid[e] / opened if opened else 0.0
-        out[e, 14] = open_improving[e] / opened if opened else 0.0
-        out[e, 15] = depth / (depth + 5.0)
-        out[e, 16] = beta[e]
-        out[e, 17] = beta1 * attempts
-        out[e, 18] = beta2 * attempts / max(1, k)
-        out[e, 19] = k / max_rounds if max_rounds else 0.0
-        out[e, 20] = w / (w + 4.0)
+        values[0] = k / (k + 10.0)
+        values[1] = attempts / (attempts + 50.0)
+        values[2] = root_slots / w
+        values[3] = opened / (opened + w)
+        values[4] = branches / (branches + w)
+        values[5] = math.copysign(min(1.0, y), relative)
+        values[6] = 1.0 if improved else 0.0
+        values[7] = stale / (stale + 3.0)
+        values[8] = recent_gain
+        values[9] = invalid / attempts if attempts else 0.0
+        values[10] = invalid_recent / recent if recent else 0.0
+        values[11] = best_open
+        values[12] = 1.0 if best_id[e] != 0 and open_pos[e, best_id[e]] >= 0 else 0.0
+        values[13] = open_valid[e] / opened if opened else 0.0
+        values[14] = open_improving[e] / opened if opened else 0.0
+        values[15] = depth / (depth + 5.0)
+        values[16] = beta[e]
+        values[17] = beta1 * attempts
+        values[18] = beta2 * attempts / max(1, k)
+        values[19] = k / max_rounds if max_rounds else 0.0
+        values[20] = w / (w + 4.0)
+        for i in range(N_FEATURES):  # float32 and clipped, as view_features' np.clip(np.asarray(..., float32))
+            out[e, i] = min(max(np.float32(values[i]), np.float32(-1.0)), np.float32(1.0))
 
 
 @dataclass(frozen=True)
@@ -231,7 +236,8 @@ class FeatureSet:
 
     names: tuple[str, ...]
     from_view: Callable[[PrefixView], np.ndarray]
-    from_batch: Callable[[VectorReplay, EpisodeParams, np.ndarray], np.ndarray]
+    # (replay, params, top open node per episode, out=(N, size) float32, rows=None|indices) -> out
+    from_batch: Callable[..., np.ndarray]
 
     @property
     def size(self) -> int:

@@ -139,9 +139,14 @@ def _batches_kernel(actions: Any, kinds: Any, widths: Any, root_slots: Any, open
             out[e, roots + j] = ranked[e, j]
 
 
+_KIND_OF_ACTION = np.array([KINDS.index(m.kind) for m in MACRO_ACTIONS])
+
+
 def batch_masks(replay: VectorReplay) -> np.ndarray:
     """:func:`macro_masks` of N episodes: (N, len(MACRO_ACTIONS)) booleans."""
-    can_open = replay.root_slots > 0
-    has_open = replay.open_count > 0
-    by_kind = np.stack([np.ones_like(can_open), can_open, has_open, can_open | has_open], axis=1)
-    return by_kind[:, [KINDS.index(m.kind) for m in MACRO_ACTIONS]]
+    by_kind = np.empty((replay.num_envs, len(KINDS)), dtype=bool)
+    by_kind[:, 0] = True
+    np.greater(replay.root_slots, 0, out=by_kind[:, 1])
+    np.greater(replay.open_count, 0, out=by_kind[:, 2])
+    np.logical_or(by_kind[:, 1], by_kind[:, 2], out=by_kind[:, 3])
+    return by_kind[:, _KIND_OF_ACTION]

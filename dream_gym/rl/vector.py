@@ -65,24 +65,26 @@ class MacroVectorEnv(VectorReplayEnv):
         self.single_observation_space = spaces.Box(-1.0, 1.0, shape=(features.size,), dtype=np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self._ranked = np.full((self.num_envs, self.workers), NONE, dtype=np.int64)
+        self._obs = np.zeros((self.num_envs, features.size), dtype=np.float32)
         self.reset()
 
     # -- episodes ----------------------------------------------------------------------
     def _start(self, mask: np.ndarray, options: dict[str, Any]) -> None:
         e = np.flatnonzero(mask)
         rng = self.np_random
-        if "world" in options:
-            worlds = np.broadcast_to(np.asarray(options["world"], dtype=np.int64), (self.num_envs,))[e]
-        else:
+        drawn = "world" not in options
+        if drawn:
             worlds = rng.integers(len(self.pool), size=len(e))
+        else:
+            worlds = np.broadcast_to(np.asarray(options["world"], dtype=np.int64), (self.num_envs,))[e]
         if "beta" in options:
             self.beta[e] = np.broadcast_to(np.asarray(options["beta"], dtype=np.float64), (self.num_envs,))[e]
         elif len(self.betas) > 1:
             self.beta[e] = self.betas[rng.integers(len(self.betas), size=len(e))]
         else:
             self.beta[e] = self.betas[0]
-        self.replay.reset(mask, worlds)
-        self._ranked[e] = NONE
+        self.replay.reset(mask, worlds, check=not drawn)
+        self._refresh(e)
 
     def _act(self, actions: Any, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         replay = self.replay
@@ -92,6 +94,7 @@ class MacroVectorEnv(VectorReplayEnv):
             batch[~active] = NONE
         empty = active & (batch[:, 0] == NONE)
         replay.apply(batch)
+        self._refresh(None if active.all() else np.flatnonzero(active))
         terminated = empty | (active & replay.exhausted())
         if self.max_rounds is None:
             truncated = np.zeros(self.num_envs, dtype=bool)
@@ -99,10 +102,13 @@ class MacroVectorEnv(VectorReplayEnv):
             truncated = active & ~terminated & (replay.rounds >= self.max_rounds)
         return terminated, truncated, {}
 
+    def _refresh(self, rows: np.ndarray | None) -> None:
+        """Rank the open nodes and compute the observations of the rows a step or reset changed."""
+        self.replay.ranked_open(self.workers, out=self._ranked, rows=rows)
+        self.features.from_batch(self.replay, self._params(), self._ranked[:, 0], out=self._obs, rows=rows)
+
     def _observe(self, rows: np.ndarray | None = None) -> np.ndarray:
-        self._ranked = self.replay.ranked_open(self.workers)
-        obs = self.features.from_batch(self.replay, self._params(), self._ranked[:, 0])
-        return obs if rows is None else obs[rows]
+        return self._obs.copy() if rows is None else self._obs[rows]
 
     def _params(self) -> EpisodeParams:
         return EpisodeParams(self.beta, self.beta1, self.beta2, self.max_rounds)
