@@ -35,6 +35,7 @@ dataset: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay_speed.py
+	$(BIN)/python benchmarks/vector_speed.py
 	$(BIN)/python benchmarks/eval_speed.py
 	$(BIN)/python benchmarks/isolation_overhead.py
 	$(BIN)/python benchmarks/online_cost.py

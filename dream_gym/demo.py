@@ -16,13 +16,15 @@ from dream_gym.plots import plot_results
 from dream_gym.policies import POLICIES
 
 
-def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", workers: int | None = None) -> list[Path]:
-    """Evaluate all built-in policies on ``split``; return the files written."""
+def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int | None = None,
+             workers: int | None = None) -> list[Path]:
+    """Evaluate all built-in policies on ``split`` (``jobs`` processes; replayed at W = ``workers``,
+    default each world's recorded W); return the files written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     results_path = out / "results.jsonl"
-    results = evaluate(sorted(POLICIES), split, workers=workers, out=results_path)
+    results = evaluate(sorted(POLICIES), split, jobs=jobs, workers=workers, out=results_path)
     board = leaderboard(results)
     board.print(per_world=False)  # the per-world tables go to leaderboard.md
     (out / "leaderboard.md").write_text(board.to_markdown() + "\n", encoding="utf-8")
