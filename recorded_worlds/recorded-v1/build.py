@@ -77,6 +77,8 @@ class Plan:
             return {"min_branches": 3, "patience": 100000}
         if self.policy == "random":
             return {"p_stop": 0}
+        if self.policy == "stagnation":  # it closes branches on hard failures: let it open new ones
+            return {**NEVER_STOP, "max_branches": 100000}
         return dict(NEVER_STOP)
 
     def command(self, out: Path, jobs: int | None) -> list[str]:
