@@ -40,7 +40,7 @@ DATASET_ID = "dream-gym/recorded-v1"
 DESCRIPTION = (
     "Discovery trees grown by dream_gym's online loop with the built-in (no-LLM) agents of issue 8 "
     "(incremental, LLM-like progress) on five tasks (circle-packing-26/-32, sum-difference, lasso-path, "
-    "autocorrelation), under seven exploration policies and three seeds; W of 4 and 8; 250 attempts per "
+    "autocorrelation), under eight exploration policies and three seeds; W of 4 and 8; 250 attempts per "
     "world, three worlds of 1,000."
 )
 TASKS = {"cp26": "circle-packing-26", "cp32": "circle-packing-32", "sd": "sum-difference",
