@@ -1,8 +1,8 @@
 """The demo: every built-in baseline on the held-out worlds of the shipped dataset.
 
-``make demo`` / ``dream-gym demo``: evaluates the built-in policies on the held-out split of
-``recorded_worlds/`` over the default beta grid, prints the leaderboard, and writes the episode
-records (``results.jsonl``), the leaderboard (``leaderboard.md``) and the plots to ``out/demo``.
+``make demo`` / ``dream-gym demo``: evaluates the built-in policies on the held-out split of the
+default shipped dataset (``dream-gym/recorded-v1``) over the default beta grid, prints the
+leaderboard, and writes the episode records (``results.jsonl``), the leaderboard (``leaderboard.md``) and the plots to ``out/demo``.
 No API key, no network; under two minutes on 2 cores.
 """
 
