@@ -129,18 +129,20 @@ def pack_world(folder: Path) -> None:
         evidence.unlink()
 
 
-def grow(plan: Plan, jobs: int | None) -> None:
-    folder = HERE / plan.name
+def grow(plan: Plan, jobs: int | None, root: Path = HERE) -> None:
+    """Grow one world into ``root`` (continue it when unfinished), then store it compressed."""
+    folder = root / plan.name
     if finished(folder):
         pack_world(folder)
         return
-    command = plan.command(folder.relative_to(REPO), jobs)
+    out = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
+    command = plan.command(out, jobs)
     if (folder / "nodes.jsonl").is_file():
         command.append("--resume")
     print("$", shlex.join(command), flush=True)
     started = time.time()
     subprocess.run([sys.executable, "-m", "dream_gym", *command[1:]], cwd=REPO, check=True)
-    with open(HERE / "grow_times.txt", "a", encoding="utf-8") as handle:
+    with open(root / "grow_times.txt", "a", encoding="utf-8") as handle:
         handle.write(f"{plan.name} {time.time() - started:.0f}s{' (resumed)' if '--resume' in command else ''}\n")
     pack_world(folder)
 
