@@ -117,7 +117,7 @@ def test_make_dataset_resumes_a_world_after_kill_9(tmp_path):
               "build = sys.modules['build'] = importlib.util.module_from_spec(spec)\n"
               "spec.loader.exec_module(build)\n"
               "plan = build.Plan('sd', 'fixed', 4, 0, attempts=40)\n"
-              f"build.grow(plan, None, pathlib.Path({str(tmp_path)!r}))\n")
+              f"build.grow(plan, pathlib.Path({str(tmp_path)!r}))\n")
     folder = tmp_path / "sd-fixed-w4-s0"
     child = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
