@@ -97,3 +97,39 @@ def test_recorded_v0_is_still_shipped_with_its_ids():
     assert len(v0) >= 24 and all(row["env_id"].endswith("-v0") for row in v0)
     assert not set(NAMES) & {row["name"] for row in v0}  # names are unique across the shipped datasets
     assert gym.make(v0[0]["env_id"]).reset()[1]["frontier"]
+
+
+@pytest.mark.slow
+def test_make_dataset_resumes_a_world_after_kill_9(tmp_path):
+    """The build (make dataset) is resumable: kill -9 mid-world, run again, the world finishes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from dream_gym.world import load_world
+
+    build = Path(__file__).resolve().parents[1] / "recorded_worlds" / "recorded-v1" / "build.py"
+    script = (f"import importlib.util, pathlib, sys\n"
+              f"spec = importlib.util.spec_from_file_location('build', {str(build)!r})\n"
+              "build = sys.modules['build'] = importlib.util.module_from_spec(spec)\n"
+              "spec.loader.exec_module(build)\n"
+              "plan = build.Plan('sd', 'fixed', 4, 0, attempts=40)\n"
+              f"build.grow(plan, pathlib.Path({str(tmp_path)!r}))\n")
+    folder = tmp_path / "sd-fixed-w4-s0"
+    child = subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not ((folder / "nodes.jsonl").is_file()
+                                          and len((folder / "nodes.jsonl").read_bytes().splitlines()) >= 9):
+        time.sleep(0.2)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    assert not (folder / "nodes.jsonl.gz").exists()  # killed before it finished
+    kept = len((folder / "nodes.jsonl").read_bytes().splitlines())
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, timeout=300)
+    world = load_world(folder)  # finished, checksummed and stored compressed
+    assert world.size == 41 and world.meta["sha256"] and (folder / "nodes.jsonl.gz").is_file()
+    assert kept >= 9 and "(resumed)" in (tmp_path / "grow_times.txt").read_text()

@@ -1,7 +1,7 @@
 """Grow every world of ``dream-gym/recorded-v1`` (or continue it), then write dataset.json and the card.
 
     make dataset                                        # the whole dataset, resumable
-    .venv/bin/python recorded_worlds/recorded-v1/build.py [--only NAME ...] [--card-only] [--jobs J]
+    .venv/bin/python recorded_worlds/recorded-v1/build.py [--only NAME ...] [--card-only]
 
 Idempotent and resumable: a world whose world.json carries its sha256 is finished and skipped; an
 unfinished one is continued with ``dream-gym grow --resume`` (the loop writes every attempt to
@@ -81,13 +81,13 @@ class Plan:
             return {**NEVER_STOP, "max_branches": 100000}
         return dict(NEVER_STOP)
 
-    def command(self, out: Path, jobs: int | None) -> list[str]:
+    def command(self, out: Path) -> list[str]:
         command = ["dream-gym", "grow", "--task", self.task, "--agent", "builtin", "--policy", self.policy]
         for key, value in self.policy_args.items():
             command += ["--policy-arg", f"{key}={value}"]
         command += ["--workers", str(self.workers), "--rounds", "100000", "--max-attempts", str(self.attempts),
                     "--seed", str(self.seed), "--beta", "0.5", "--out", str(out), "--quiet"]
-        return command + (["--jobs", str(jobs)] if jobs else [])
+        return command
 
 
 PLANS = [
@@ -129,18 +129,20 @@ def pack_world(folder: Path) -> None:
         evidence.unlink()
 
 
-def grow(plan: Plan, jobs: int | None) -> None:
-    folder = HERE / plan.name
+def grow(plan: Plan, root: Path = HERE) -> None:
+    """Grow one world into ``root`` (continue it when unfinished), then store it compressed."""
+    folder = root / plan.name
     if finished(folder):
         pack_world(folder)
         return
-    command = plan.command(folder.relative_to(REPO), jobs)
+    out = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
+    command = plan.command(out)
     if (folder / "nodes.jsonl").is_file():
         command.append("--resume")
     print("$", shlex.join(command), flush=True)
     started = time.time()
     subprocess.run([sys.executable, "-m", "dream_gym", *command[1:]], cwd=REPO, check=True)
-    with open(HERE / "grow_times.txt", "a", encoding="utf-8") as handle:
+    with open(root / "grow_times.txt", "a", encoding="utf-8") as handle:
         handle.write(f"{plan.name} {time.time() - started:.0f}s{' (resumed)' if '--resume' in command else ''}\n")
     pack_world(folder)
 
@@ -249,12 +251,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="grow only these worlds")
     parser.add_argument("--card-only", action="store_true", help="write dataset.json and the card only")
-    parser.add_argument("--jobs", "-j", type=int, default=None, help="processes per world (default: W)")
     args = parser.parse_args(argv)
     plans = [p for p in PLANS if args.only is None or p.name in args.only]
     if not args.card_only:
         for plan in plans:
-            grow(plan, args.jobs)
+            grow(plan)
     folders = [HERE / p.name for p in PLANS]
     missing = [f.name for f in folders if not finished(f)]
     if missing:
