@@ -140,9 +140,10 @@ def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.Path
 # --------------------------------------------------------------------------- policies
 
 
-def load_policy_spec(spec: str) -> Policy:
+def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -> Policy:
     """A fresh policy for a spec: through ``dream_gym.sandbox.load_policy`` when available,
-    else a built-in policy by name."""
+    else a built-in policy by name. ``file_options`` (IsolatedPolicy limits such as
+    ``decision_timeout_s``) apply to policy files only."""
     try:
         from dream_gym.sandbox import load_policy
     except ModuleNotFoundError as exc:
@@ -151,6 +152,8 @@ def load_policy_spec(spec: str) -> Policy:
         from dream_gym.policies import make_policy
 
         return make_policy(spec)
+    if file_options and spec.endswith(".py"):
+        return load_policy(spec, **file_options)  # type: ignore[no-any-return]
     return load_policy(spec)  # type: ignore[no-any-return]
 
 
@@ -176,6 +179,7 @@ class _Task:
     world: str | World  # a folder path (workers load it with load_cached), or the World itself
     betas: tuple[float, ...]
     options: Mapping[str, Any]
+    file_options: Mapping[str, Any] | None = None
 
 
 def _run_task(task: _Task) -> list[EpisodeResult]:
@@ -184,7 +188,7 @@ def _run_task(task: _Task) -> list[EpisodeResult]:
     seed = int(options.pop("seed", 0))
     results: list[EpisodeResult] = []
     try:
-        policy: Policy | None = load_policy_spec(task.policy)
+        policy: Policy | None = load_policy_spec(task.policy, task.file_options)
         load_error = None
     except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
         policy, load_error = None, f"{type(exc).__name__}: {exc}"
@@ -327,6 +331,7 @@ def evaluate(
     lam: float = DEFAULT_LAMBDA,
     seed: int = 0,
     chunk_size: int | None = None,
+    file_options: Mapping[str, Any] | None = None,
 ) -> list[EpisodeResult]:
     """Run every (policy, world, beta) episode and return the results in canonical order.
 
@@ -343,6 +348,8 @@ def evaluate(
         lam: recorded with the results for the leaderboard (the v2 penalty weight).
         seed: the seed every policy gets in its RunContext.
         chunk_size: (policy, world) tasks per process task (default: balanced for the workers).
+        file_options: IsolatedPolicy options for policy files (``decision_timeout_s``,
+            ``episode_timeout_s``, ``memory_mb``, ...).
 
     A policy that raises, returns an illegal batch or cannot be loaded gets its error in
     ``EpisodeResult.error``; every other episode still runs. An unknown policy name raises
@@ -357,7 +364,7 @@ def evaluate(
         raise ValueError(f"policies repeat: {policies}")
     for spec in policies:  # fail fast on an unknown name, module or file, before any worker starts
         try:
-            _close(load_policy_spec(spec))
+            _close(load_policy_spec(spec, file_options))
         except LookupError:
             raise
         except Exception:  # noqa: BLE001 - a policy that fails to build is recorded per episode
@@ -368,7 +375,8 @@ def evaluate(
     beta_grid = _parse_betas(betas)
     options = {"beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
     tasks = [
-        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options)
+        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options,
+              file_options)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]

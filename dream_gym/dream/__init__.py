@@ -1,0 +1,1 @@
+"""The dreaming loop (SPEC §8)."""
