@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
     result = run_dream(dream_run, events)
     out = Console()
+    if not out.is_terminal:  # a log or a pipe: whole lines, not cut to 80 columns
+        out = Console(width=200)
     out.print(phase_table(result))
     out.print(f"selected version {result.selected_m} (gain on the history {result.gain_history:+.4f}); "
               f"deployed version {result.deployed_m}" + (" (the gate kept the incumbent)" if result.gated else ""))

@@ -82,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
             console.print(phase_table(data["phase"]))
 
     records = run_rsi(config, events)
-    Console().print(summary_table(records))
-    Console().print(f"summary: {args.out / 'summary.md'}; ratchet: {args.out / 'dream' / 'ratchet.png'}; "
+    out = Console()
+    if not out.is_terminal:  # a log or a pipe: the whole table, not one cut to 80 columns
+        out = Console(width=200)
+    out.print(summary_table(records))
+    out.print(f"summary: {args.out / 'summary.md'}; ratchet: {args.out / 'dream' / 'ratchet.png'}; "
                     f"next policy: {args.out / records[-1].deployed}")
     return 0
