@@ -34,6 +34,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/eval_speed.py
 	$(BIN)/python benchmarks/isolation_overhead.py
 	$(BIN)/python benchmarks/online_cost.py
+	$(BIN)/python benchmarks/oracle_speed.py
+	$(BIN)/python benchmarks/import_runs.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

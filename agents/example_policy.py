@@ -1,9 +1,9 @@
 """An example exploration policy file: copy it, edit it, evaluate it.
 
     dream-gym eval --policy agents/example_policy.py ...          # runs isolated
-    python -c "from dream_gym.sandbox import load_policy; p = load_policy('agents/example_policy.py')"
+    python -c "from dream_gym.policy_files import load_policy; p = load_policy('agents/example_policy.py')"
 
-The convention (see ``dream_gym.sandbox``): a policy file defines ``make_policy()``, or a class
+The convention (see ``dream_gym.policy_files``): a policy file defines ``make_policy()``, or a class
 named ``Policy`` with ``reset(context)`` and ``act(view)``, or a top-level function
 ``act(view)``. The file is treated as untrusted code: it runs in a separate process with a
 scrubbed environment, time and memory limits, and may not read files, spawn processes or use

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
+from dream_gym.policy_files import load_policy
 from dream_gym.registry import load_cached, resolve_world, shipped_worlds_dir
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA, v2_objective
 from dream_gym.session import ReplaySession
@@ -141,20 +142,12 @@ def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.Path
 
 
 def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -> Policy:
-    """A fresh policy for a spec: through ``dream_gym.sandbox.load_policy`` when available,
-    else a built-in policy by name. ``file_options`` (IsolatedPolicy limits such as
-    ``decision_timeout_s``) apply to policy files only."""
-    try:
-        from dream_gym.sandbox import load_policy
-    except ModuleNotFoundError as exc:
-        if exc.name != "dream_gym.sandbox":
-            raise
-        from dream_gym.policies import make_policy
-
-        return make_policy(spec)
+    """A fresh policy for a spec (``dream_gym.policy_files.load_policy``); ``file_options``
+    (IsolatedPolicy options such as ``decision_timeout_s`` or ``hash_seed``) apply to policy
+    files only."""
     if file_options and spec.endswith(".py"):
-        return load_policy(spec, **file_options)  # type: ignore[no-any-return]
-    return load_policy(spec)  # type: ignore[no-any-return]
+        return load_policy(spec, **file_options)
+    return load_policy(spec)
 
 
 def _close(policy: object) -> None:
@@ -337,7 +330,7 @@ def evaluate(
 
     Args:
         policies: policy specs (a built-in name, ``module:Class`` or a ``.py`` file run isolated;
-            see ``dream_gym.sandbox.load_policy``). The spec labels the policy in the results.
+            see ``dream_gym.policy_files.load_policy``). The spec labels the policy in the results.
         worlds: anything :func:`resolve_worlds` accepts, or a list of World objects.
         betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), or "0.1,0.5".
         workers: processes (default: the CPU count); 1 runs in this process.

@@ -1,7 +1,7 @@
 """Run untrusted Python code in a child process with time, memory and output limits.
 
 Used by the online evaluators (candidate programs written by a discovery agent) and by the
-sandbox for untrusted policy files. What a child gets:
+isolated policy files (:mod:`dream_gym.policy_files`). What a child gets:
 
 * a **scrubbed environment** (:func:`scrubbed_env`): PATH, HOME/TMPDIR (the work folder), LANG,
   PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1 and single-threaded BLAS/OpenMP — nothing else of

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world
+from dream_gym.world import WORLD_FILE, World, decompressed, load_world, node_file
 
 _CACHE: dict[tuple[str, int, int], World] = {}
 
@@ -43,9 +43,9 @@ def load_cached(folder: str | os.PathLike[str]) -> World:
         key = (
             str(folder),
             (folder / WORLD_FILE).stat().st_mtime_ns,
-            (folder / NODES_FILE).stat().st_mtime_ns,
+            node_file(folder).stat().st_mtime_ns,
         )
-    except OSError:
+    except (OSError, ValueError):
         return load_world(folder)  # let the loader name what is missing
     if key not in _CACHE:
         _CACHE[key] = load_world(folder)
@@ -91,8 +91,8 @@ def list_worlds() -> list[dict[str, Any]]:
     rows = []
     for name in shipped_world_names():
         meta = json.loads((root / name / WORLD_FILE).read_text(encoding="utf-8"))
-        with open(root / name / NODES_FILE, "rb") as handle:
-            nodes = sum(1 for _ in handle)
+        stored = node_file(root / name)
+        nodes = decompressed(stored, stored.read_bytes()).count(b"\n")
         rows.append(
             {
                 "name": name,

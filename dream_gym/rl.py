@@ -14,7 +14,7 @@ and never sees q, the world's best score or unrevealed nodes.
 * :class:`MacroReplayEnv`: ``gym.Env`` over a pool of worlds (one sampled per episode),
   reward = the change of the replay score V (an episode's rewards sum to its V).
 * :class:`SB3Policy`: ``reset(context)`` / ``act(view)`` around a MaskablePPO or PPO model;
-  ``dream_gym.sandbox.load_policy("model.zip")`` builds one.
+  ``dream_gym.policy_files.load_policy("model.zip")`` builds one.
 
 Needs the ``rl`` extra (stable-baselines3, sb3-contrib, torch) only for :class:`SB3Policy` and
 for training; the features, macros and env need gymnasium and numpy alone.

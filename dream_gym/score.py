@@ -18,6 +18,9 @@ v2, per policy and world over a beta grid (the paper's appendix): each episode g
 (work, attainment) with work = attempts / (recorded nodes - 1) and attainment = clip(q_best, 0, 1).
 ``auc`` is the area of [0,1]^2 dominated by the points (reference point (1, 0)); the parallel
 penalty is the mean of rounds/attempts over the grid; ``value = auc - lambda * penalty``.
+
+The oracle limit (the best V any policy can reach on a world) lives in :mod:`dream_gym.oracle`
+and is re-exported here: ``dream_gym.score.oracle_limit``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dream_gym.oracle import OracleLimit, oracle_limit
 
 DEFAULT_BETA1 = 0.003
 DEFAULT_BETA2 = 0.02
@@ -101,3 +108,29 @@ def v2_objective(
     auc = pareto_auc(points)
     penalty = sum(parallel_penalty(k, n) for _, _, k, n in episodes) / len(episodes)
     return V2Result(auc=auc, penalty=penalty, value=auc - lam * penalty, front=tuple(pareto_front(points)))
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy re-export: dream_gym.oracle imports this module's formulas, so it cannot be imported here.
+    if name in ("OracleLimit", "oracle_limit"):
+        from dream_gym import oracle
+
+        return getattr(oracle, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "DEFAULT_BETA1",
+    "DEFAULT_BETA2",
+    "DEFAULT_BETA_GRID",
+    "DEFAULT_LAMBDA",
+    "Normalizer",
+    "OracleLimit",
+    "V2Result",
+    "oracle_limit",
+    "pareto_auc",
+    "pareto_front",
+    "parallel_penalty",
+    "replay_score",
+    "v2_objective",
+]

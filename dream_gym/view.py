@@ -199,7 +199,7 @@ class PrefixView:
     def legal(self, node_id: int) -> bool:
         return node_id in self.frontier
 
-    # -- serialisation (the isolated policy sandbox ships views as JSON) ----------------
+    # -- serialisation (isolated policies receive views as JSON) --------------------------
     def to_dict(self) -> dict[str, Any]:
         # not dataclasses.asdict: it deep-copies the nodes' frozen mappings, which cannot be copied
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("nodes", "_children")}

@@ -1,20 +1,24 @@
 """The recorded world: interchange format ``dream-gym-world/1``, its loader and its writer.
 
-A world is a folder with two files:
+A world is a folder with two files (the node file stored plain or gzip-compressed):
 
 ``world.json``
     ``format`` ("dream-gym-world/1"), ``id``, ``task`` ({"name", "description"}),
     ``direction`` ("maximize" | "minimize"), ``baseline_score`` (optional; else the root's
     score), ``workers`` (W used online), ``frontier`` ("leaves" default | "any"), and optional
     ``source``/``provenance``, ``licence``, ``created``, ``policy``, ``agent`` and ``sha256``
-    (of ``nodes.jsonl``; verified whenever present). Unknown keys are kept in ``World.meta``.
+    (of the stored node file, compressed or not; verified whenever present). Unknown keys are
+    kept in ``World.meta``.
 
-``nodes.jsonl``
+``nodes.jsonl`` or ``nodes.jsonl.gz``
     One JSON object a line, in creation order, root first. Required keys: ``id`` (string),
     ``parent`` (the id of an earlier line; null only for the root) and ``score`` (a finite
     number, or null for an attempt without a valid score). Optional keys (``code``,
     ``diagnostics``, ``error``, ``fail_class``, ``round``, ``worker``, ``duration_s``,
-    ``cost``, ``metrics``, ``tags``) and unknown keys are kept.
+    ``cost``, ``metrics``, ``tags``) and unknown keys are kept. A finished world may be stored
+    as ``nodes.jsonl.gz`` instead (:func:`compress_world`, ``WorldWriter.finish(compress=True)``;
+    line numbers in errors count lines of the decompressed text); a folder holding both files
+    is an error, since either could be the stale one.
 
 In memory a :class:`World` holds numpy arrays (parent index, oriented score, children in
 creation order as CSR) so that replay is pointer work. ``direction: minimize`` is handled here:
@@ -27,10 +31,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import gzip
 import hashlib
 import json
 import math
 import os
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +48,8 @@ FORMAT = "dream-gym-world/1"
 FORMAT_NAME, FORMAT_MAJOR = FORMAT.split("/")
 WORLD_FILE = "world.json"
 NODES_FILE = "nodes.jsonl"
+NODES_GZ_FILE = "nodes.jsonl.gz"
+NODE_FILES = (NODES_FILE, NODES_GZ_FILE)
 DIRECTIONS = ("maximize", "minimize")
 FRONTIER_RULES = ("leaves", "any")
 
@@ -353,31 +361,132 @@ def build_world(
     )
 
 
+def node_file(folder: str | os.PathLike[str]) -> Path:
+    """The node file a world folder stores: ``nodes.jsonl`` or ``nodes.jsonl.gz`` (not both)."""
+    folder = Path(folder)
+    present = [folder / name for name in NODE_FILES if (folder / name).is_file()]
+    if not present:
+        raise WorldFormatError(
+            folder / NODES_FILE, f"missing (a world folder holds world.json and {NODES_FILE} or {NODES_GZ_FILE})"
+        )
+    if len(present) > 1:
+        raise WorldFormatError(
+            folder,
+            f"holds both {NODES_FILE} and {NODES_GZ_FILE}: keep one (an interrupted compress_world "
+            "is finished by running it again)",
+        )
+    return present[0]
+
+
+def decompressed(path: Path, stored: bytes) -> bytes:
+    """The node lines of a stored node file (gzip-decompressed for ``.gz``)."""
+    if path.name != NODES_GZ_FILE:
+        return stored
+    try:
+        return gzip.decompress(stored)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise WorldFormatError(path, f"not a valid gzip file ({exc}); the file is truncated or corrupt") from None
+
+
+def _read_meta(meta_path: Path) -> dict[str, Any]:
+    if not meta_path.is_file():
+        raise WorldFormatError(meta_path, "missing (a world folder holds world.json and nodes.jsonl)")
+    try:
+        meta_raw = _loads_strict(meta_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WorldFormatError(meta_path, f"bad JSON: {exc}") from None
+    return validate_meta(meta_path, meta_raw)
+
+
+def _check_sha256(meta: Mapping[str, Any], path: Path, stored: bytes, consequence: str = "") -> None:
+    if meta.get("sha256"):
+        actual = hashlib.sha256(stored).hexdigest()
+        if actual != meta["sha256"]:
+            raise WorldFormatError(
+                path, f"checksum mismatch: world.json says sha256 {meta['sha256']}, the file has {actual}{consequence}"
+            )
+
+
 def load_world(folder: str | os.PathLike[str]) -> World:
     """Load and validate a world folder. Raises :class:`WorldFormatError` naming file and line."""
     folder = Path(folder)
     if not folder.is_dir():
         raise WorldFormatError(folder, "is not a world folder (no such directory)")
-    meta_path = folder / WORLD_FILE
-    nodes_path = folder / NODES_FILE
-    for required in (meta_path, nodes_path):
-        if not required.is_file():
-            raise WorldFormatError(required, "missing (a world folder holds world.json and nodes.jsonl)")
-    try:
-        meta_raw = _loads_strict(meta_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WorldFormatError(meta_path, f"bad JSON: {exc}") from None
-    meta = validate_meta(meta_path, meta_raw)
-    raw = nodes_path.read_bytes()
-    if meta.get("sha256"):
-        actual = hashlib.sha256(raw).hexdigest()
-        if actual != meta["sha256"]:
-            raise WorldFormatError(
-                nodes_path,
-                f"checksum mismatch: world.json says sha256 {meta['sha256']}, the file has {actual}",
-            )
-    records = _parse_node_lines(nodes_path, raw)
+    meta = _read_meta(folder / WORLD_FILE)
+    nodes_path = node_file(folder)
+    stored = nodes_path.read_bytes()
+    _check_sha256(meta, nodes_path, stored)
+    records = _parse_node_lines(nodes_path, decompressed(nodes_path, stored))
     return build_world(meta, records, source=nodes_path, path=folder)
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _finish_interrupted(folder: Path, meta: Mapping[str, Any]) -> bytes:
+    """Both node files present (a compress or decompress was interrupted): check they hold the
+    same nodes and that world.json's sha256 is one of theirs; return the node lines."""
+    plain, packed = folder / NODES_FILE, folder / NODES_GZ_FILE
+    data, stored = plain.read_bytes(), packed.read_bytes()
+    if decompressed(packed, stored) != data:
+        raise WorldFormatError(folder, f"holds both {NODES_FILE} and {NODES_GZ_FILE} with different nodes")
+    digests = {hashlib.sha256(data).hexdigest(), hashlib.sha256(stored).hexdigest()}
+    if meta.get("sha256") and meta["sha256"] not in digests:
+        raise WorldFormatError(folder / WORLD_FILE, "checksum mismatch: the sha256 matches neither node file")
+    return data
+
+
+def compress_world(folder: str | os.PathLike[str]) -> Path:
+    """Store a finished world's nodes as ``nodes.jsonl.gz`` (checksum updated); return its path.
+
+    The world is validated first. Each step is durable and ordered (gzip file written, then
+    world.json's sha256, then nodes.jsonl removed), and running it again finishes an
+    interrupted run. The gzip bytes are reproducible (no timestamp, no file name).
+    """
+    folder = Path(folder)
+    plain, packed = folder / NODES_FILE, folder / NODES_GZ_FILE
+    meta = _read_meta(folder / WORLD_FILE)
+    if packed.is_file() and plain.is_file():
+        _finish_interrupted(folder, meta)
+    elif packed.is_file():
+        load_world(folder)
+        return packed
+    else:
+        if plain.is_file() and not meta.get("sha256"):
+            raise WorldFormatError(plain, "the world is not finished (no sha256 in world.json); finish it first")
+        load_world(folder)
+        _write_bytes_atomic(packed, gzip.compress(plain.read_bytes(), compresslevel=9, mtime=0))
+    meta["sha256"] = sha256_file(packed)
+    _write_json_atomic(folder / WORLD_FILE, meta)
+    plain.unlink()
+    return packed
+
+
+def decompress_world(folder: str | os.PathLike[str]) -> Path:
+    """The inverse of :func:`compress_world` (e.g. to resume growing a world); return the path."""
+    folder = Path(folder)
+    plain, packed = folder / NODES_FILE, folder / NODES_GZ_FILE
+    meta = _read_meta(folder / WORLD_FILE)
+    if packed.is_file() and plain.is_file():
+        data = _finish_interrupted(folder, meta)
+    elif packed.is_file():
+        load_world(folder)
+        data = decompressed(packed, packed.read_bytes())
+        _write_bytes_atomic(plain, data)
+    else:
+        node_file(folder)  # names what is missing
+        return plain
+    if meta.get("sha256"):
+        meta["sha256"] = hashlib.sha256(data).hexdigest()
+        _write_json_atomic(folder / WORLD_FILE, meta)
+    packed.unlink()
+    return plain
 
 
 def new_meta(
@@ -444,7 +553,7 @@ class WorldWriter:
         folder = Path(folder)
         meta = validate_meta(folder / WORLD_FILE, dict(meta))
         meta.pop("sha256", None)
-        if (folder / NODES_FILE).exists() or (folder / WORLD_FILE).exists():
+        if any((folder / name).exists() for name in (*NODE_FILES, WORLD_FILE)):
             raise FileExistsError(f"{folder} already holds a world; use WorldWriter.open to resume it")
         folder.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(folder / WORLD_FILE, meta)
@@ -464,6 +573,12 @@ class WorldWriter:
             if isinstance(exc, WorldFormatError):
                 raise
             raise WorldFormatError(meta_path, f"bad JSON: {exc}") from None
+        if (folder / NODES_GZ_FILE).exists():
+            raise WorldFormatError(
+                folder / NODES_GZ_FILE,
+                "a compressed world is finished and cannot be resumed as is; "
+                "dream_gym.world.decompress_world(folder) turns it back into nodes.jsonl",
+            )
         raw = nodes_path.read_bytes() if nodes_path.exists() else b""
         if meta.get("sha256") and hashlib.sha256(raw).hexdigest() != meta["sha256"]:
             # a finished world changed behind our back: resuming would re-checksum the damage
@@ -526,13 +641,21 @@ class WorldWriter:
         self.meta.pop("sha256", None)
         _write_json_atomic(self.folder / WORLD_FILE, self.meta)
 
-    def finish(self) -> str:
-        """Mark the world finished: record the sha256 of nodes.jsonl in world.json."""
+    def finish(self, compress: bool = False) -> str:
+        """Mark the world finished: record the sha256 of nodes.jsonl in world.json.
+
+        With ``compress``, store the nodes as ``nodes.jsonl.gz`` (see :func:`compress_world`);
+        the writer is closed and the sha256 returned is the compressed file's.
+        """
         self._handle.flush()
         os.fsync(self._handle.fileno())
         digest = sha256_file(self.folder / NODES_FILE)
         self.meta["sha256"] = digest
         _write_json_atomic(self.folder / WORLD_FILE, self.meta)
+        if compress:
+            self.close()
+            digest = sha256_file(compress_world(self.folder))
+            self.meta["sha256"] = digest
         return digest
 
     def close(self) -> None:
@@ -555,10 +678,14 @@ def _json_default(value: Any) -> Any:
 
 
 def write_world(
-    folder: str | os.PathLike[str], meta: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
+    folder: str | os.PathLike[str],
+    meta: Mapping[str, Any],
+    records: Iterable[Mapping[str, Any]],
+    *,
+    compress: bool = False,
 ) -> Path:
-    """Write a whole world at once (validated, finished with its checksum)."""
+    """Write a whole world at once (validated, finished with its checksum; gzip with ``compress``)."""
     with WorldWriter.create(folder, meta) as writer:
         writer.extend(records)
-        writer.finish()
+        writer.finish(compress=compress)
     return Path(folder)

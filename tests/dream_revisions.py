@@ -58,6 +58,16 @@ def act(view):
     return [pick] if pick != 0 or view.root_slots else []
 """
 
+#: Deterministic within a process, but its choice follows the iteration order of a set of strings,
+#: which depends on PYTHONHASHSEED.
+HASH_ORDER = """def act(view):
+    if view.rounds >= 5:
+        return []
+    names = {f"node-{i}" for i in view.frontier}
+    pick = int(next(iter(names)).split("-")[1])
+    return [pick] if pick != 0 or view.root_slots else []
+"""
+
 #: Opens one branch, refines it twice, stops: valid, deterministic, and weak.
 WEAK = """def act(view):
     if view.rounds == 0:

@@ -11,6 +11,7 @@ from dream_gym.cli import main
 from dream_gym.world import new_meta, write_world
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "openevolve"
+SHINKA = EXTERNAL.parent / "shinkaevolve"
 
 
 def make_world(folder: Path, world_id: str) -> Path:
@@ -81,8 +82,19 @@ def test_import_real_openevolve_run(env, capsys):
     assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "qos-error-mitigation"),
                  "--out", str(out), "--id", "qos"]) == 0
     text = capsys.readouterr().out
-    assert "migrant copies collapsed 3" in text and "frontier 'any'" in text
+    assert "migrant and island copies collapsed 3" in text and "frontier 'any'" in text
+    assert "world qos  (task" in text and "stopped leaves" in text  # the coverage report follows
     assert main(["worlds", "validate", str(out)]) == 0
     assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "no-three-in-line"),
                  "--out", str(env / "n3"), "--metric", "nope"]) == 2
     assert "overall_score" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not SHINKA.is_dir(), reason=f"real ShinkaEvolve runs not found at {SHINKA}")
+def test_import_recognises_the_system_and_refuses_the_wrong_one(env, capsys):
+    run = SHINKA / "macaulay2-resurgence"
+    assert main(["worlds", "import", "--from", "openevolve", str(run), "--out", str(env / "x")]) == 2
+    assert "import it with --from shinkaevolve" in capsys.readouterr().err
+    assert main(["worlds", "import", str(run), "--out", str(env / "m2")]) == 0
+    text = capsys.readouterr().out
+    assert "imported ShinkaEvolve run" in text and "nodes written 41 (scored 13, invalid 28)" in text

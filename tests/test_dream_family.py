@@ -48,7 +48,7 @@ def test_parameter_block_round_trips_and_other_code_has_none():
 
 
 def test_family_file_is_self_contained_and_runs_isolated(tmp_path):
-    from dream_gym.sandbox import load_policy
+    from dream_gym.policy_files import load_policy
 
     code = family_file(family_policy.PARAMS)
     imports = [n for n in ast.walk(ast.parse(code)) if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -94,6 +94,13 @@ def test_determinism_gate_refuses_an_unseeded_random_policy(tmp_path):
     assert result.selected_m == 0
 
 
+def test_determinism_gate_refuses_a_policy_that_depends_on_the_hash_seed(tmp_path):
+    history = resolve_worlds("sd-fixed-s0,lasso-ucb-s0")
+    result = improvement_step(tmp_path, 1, "greedy", history, ScriptedDeveloper([revs.HASH_ORDER]),
+                              DreamSettings(2, SCORING))
+    assert result.versions[1].status == "nondeterministic"
+
+
 def test_kept_policy_never_scores_below_the_incumbent_on_a_fresh_evaluation(tmp_path):
     history = resolve_worlds("sd-fixed-s0,lasso-ucb-s0")
     result = improvement_step(tmp_path, 1, "fixed", history, BuiltinDeveloper(seed=3), DreamSettings(4, SCORING))

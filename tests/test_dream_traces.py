@@ -22,6 +22,7 @@ def test_world_trace_shows_batches_quality_rises_and_failures():
     text = world_trace(world, results, beta1=0.003, beta2=0.02, max_rounds=None)
     assert text.startswith("### toy (task toy-task, W=2, 5 recorded attempts")
     assert text.count("- beta ") == 3 and "mean V" in text and "v2" in text
+    assert "% of the limit" in text  # the oracle limit of the world at its W, beta1, beta2
     assert "  r1 [root] -> 1:0.500 +\n  r2 [1] -> 2:1.000 +\n  r3 [2] -> 3:0.800\n" in text
     assert "  r4 [root] -> 4:fail(repairable: ValueError: shape (3,) != (2,))\n" in text  # the error's last line
     assert "quality rose at attempts 1, 2; 2 attempts after the last improvement; 1 failed attempts" in text

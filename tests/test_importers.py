@@ -1,100 +1,153 @@
-"""Importers: real OpenEvolve runs, stringified values, migrants, resumed roots, dangling parents,
-and a ShinkaEvolve database built here with ShinkaEvolve's ``programs`` schema."""
+"""Importers on generated runs: resumed OpenEvolve phases (tests/openevolve_runs.py), stringified
+values, migrants, orphans, evolution traces, and every error path. Real runs: test_importers_real.py."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pytest
+from openevolve_runs import write_resumed_run
 
-from dream_gym.datasets.importers import ImportError_
-from dream_gym.datasets.importers.openevolve import find_program_files, import_openevolve
+from dream_gym.datasets.importers import ImportError_, OrphanWarning, detect_system, import_run
+from dream_gym.datasets.importers.openevolve import import_openevolve
 from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
 from dream_gym.world import load_world
 
-EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "openevolve"
-needs_runs = pytest.mark.skipif(
-    not EXTERNAL.is_dir(), reason=f"real OpenEvolve runs not found at {EXTERNAL} (CI has them)"
-)
 
-
-def _check_tree(world):
+def _index(world):
     index = {node_id: i for i, node_id in enumerate(world.ids)}
     for i, record in enumerate(world.records[1:], start=1):
         assert index[record["parent"]] < i  # parents before children
     return index
 
 
-# --------------------------------------------------------------------------- real runs
+# --------------------------------------------------------------------------- resumed OpenEvolve runs
 
 
-@needs_runs
-def test_real_qos_run(tmp_path):
-    src = EXTERNAL / "qos-error-mitigation"
-    report = import_openevolve(src, tmp_path / "qos")
-    world = load_world(tmp_path / "qos")
-    ids = {json.loads(p.read_text())["id"] for p in find_program_files(src)}
-    assert report.files_read == 668 and report.programs == len(ids) == 204
-    assert report.migrants_collapsed == 3
-    assert world.size == report.nodes == 204 - 3
-    assert report.roots_found == 1 and report.dangling == 0 and report.dropped == 0
-    assert report.invalid == 0
-    assert world.frontier_rule == "any" and any("frontier 'any'" in n for n in report.notes)
-    index = _check_tree(world)
-    # migrant copies are gone, their children now hang from the copied program
-    migrants = {"3e2ec1f4-8ecf-46b7-996a-699d601547ea", "daf342f8-9850-4faa-b3c6-ec4b3d209fca",
-                "901f2ff2-c4c5-47ca-ab25-3fe82b6c03c0"}
-    assert not migrants & set(world.ids)
-    copied = world.records[index["98108acb-7f07-41f3-bea7-91d48ec6750d"]]
-    assert {"3e2ec1f4-8ecf-46b7-996a-699d601547ea", "901f2ff2-c4c5-47ca-ab25-3fe82b6c03c0"} <= set(
-        copied["migrant_copies"]
-    )
-    root = world.records[0]
-    assert root["parent"] is None and root["metrics"]["combined_score"] == pytest.approx(0.33222591362126247)
-    assert world.baseline_score == pytest.approx(0.33222591362126247)
-    assert world.best_score == pytest.approx(0.5060616171727284)
-    # code, metrics and prompts kept; creation order follows timestamps
-    assert all("code" in r and "metrics" in r for r in world.records)
-    with_prompts = {json.loads(p.read_text())["id"] for p in find_program_files(src)
-                    if json.loads(p.read_text()).get("prompts")} - migrants
-    assert with_prompts and {r["id"] for r in world.records if "prompts" in r} == with_prompts
-    stamps = [r["openevolve"]["timestamp"] for r in world.records]
-    assert stamps == sorted(stamps)
-    assert world.meta["source"]["system"] == "openevolve"
-
-
-@needs_runs
-def test_real_no_three_in_line_run_with_invalid_programs(tmp_path):
-    src = EXTERNAL / "no-three-in-line"
-    with pytest.raises(ImportError_, match="overall_score"):  # default metric absent: names the others
-        import_openevolve(src, tmp_path / "n3-default")
-    report = import_openevolve(src, tmp_path / "n3", metric="overall_score")
-    world = load_world(tmp_path / "n3")
-    assert report.programs == world.size == 81
-    assert report.invalid == 12 and report.scored == 69
-    _check_tree(world)
-    failed = [r for r in world.records if r["score"] is None]
-    assert len(failed) == 12 and all(r["error"] for r in failed)
-    assert any("evaluator reported error" in r["error"] for r in failed)
-    assert any("valid_solution=0" in r["error"] for r in failed)
-    assert world.baseline_score == 68.0 and world.best_score == 75.0
-    assert int(np.isnan(world.score).sum()) == 12
-
-
-@needs_runs
-def test_real_run_minimize_direction(tmp_path):
-    report = import_openevolve(EXTERNAL / "no-three-in-line", tmp_path / "w", metric="runtime",
-                               direction="minimize")
+def test_three_nested_resumes_are_stitched_onto_the_checkpoint_best(tmp_path):
+    run = write_resumed_run(tmp_path / "run")  # four phases, each inside a checkpoint of the one before
+    nested = run.phase_dirs[-1].relative_to(run.folder).as_posix()
+    assert nested.count("openevolve_output") == 4 and nested.count("checkpoint_") == 3
+    report = import_openevolve(run.folder, tmp_path / "w")
     world = load_world(tmp_path / "w")
-    raw = [r["score"] for r in world.records if r["score"] is not None]
-    assert report.best == min(raw)
-    assert world.best_score == pytest.approx(-min(raw))
+    index = _index(world)
+    migrants = {i for i, p in run.programs.items() if p.migrant}
+    assert (report.phases, report.phases_stitched, report.orphans, report.dropped) == (4, 3, 0, 0)
+    assert [s["by"] for s in report.stitches] == ["resume record"] * 3
+    assert report.programs == len(run.programs) and report.migrants_collapsed == len(migrants)
+    assert set(world.ids) == set(run.programs) - migrants - set(run.started_from)
+    for phase_root, start in run.started_from.items():
+        # the phase's root is gone; its children now continue from the program it copies
+        assert phase_root not in index
+        children = [p.id for p in run.programs.values() if p.parent == phase_root and not p.migrant]
+        assert children and all(world.records[index[c]]["parent"] == start for c in children)
+        assert phase_root in [s["id"] for s in world.records[index[start]]["stitched_roots"]]
+    assert world.ids[0] == run.phase_roots[0]
+    assert report.best == run.best_valid() and "phases 4: 3 resumed phase(s) stitched" in report.summary()
 
 
-# --------------------------------------------------------------------------- synthetic OpenEvolve
+def test_rounds_keep_growing_across_resumed_phases(tmp_path):
+    run = write_resumed_run(tmp_path / "run", iterations=(10, 10, 5), resume_at=(10, 5))
+    import_openevolve(run.folder, tmp_path / "w")
+    world = load_world(tmp_path / "w")
+    rounds = {r["id"]: r["round"] for r in world.records}
+    last = {phase: max(p.iteration for p in run.programs.values() if p.phase == phase) for phase in range(3)}
+    offsets = [0, last[0], last[0] + last[1]]
+    for program in run.programs.values():
+        if program.id in rounds and program.id != world.ids[0]:
+            assert rounds[program.id] == program.iteration + offsets[program.phase]
+    assert max(rounds.values()) == 25
+
+
+def test_phase_without_resume_record_is_stitched_by_identical_code(tmp_path):
+    run = write_resumed_run(tmp_path / "run", iterations=(10, 10, 5), resume_at=(10, 5))
+    (run.resume_checkpoints[1] / "best_program_info.json").unlink()
+    report = import_openevolve(run.folder, tmp_path / "w")
+    assert [s["by"] for s in report.stitches] == ["resume record", "identical code"]
+    world = load_world(tmp_path / "w")
+    index = _index(world)
+    root = run.phase_roots[2]
+    children = [p.id for p in run.programs.values() if p.parent == root and not p.migrant]
+    assert all(world.records[index[c]]["parent"] == run.started_from[root] for c in children)
+
+
+def _unplace_last_phase(run) -> str:
+    """Make the last phase's start program unknowable: no resume record, edited code."""
+    checkpoint = run.resume_checkpoints[-1]
+    (checkpoint / "best_program_info.json").unlink()
+    (checkpoint / "best_program.py").write_text("# edited by hand\n")
+    root = run.phase_roots[-1]
+    for path in run.phase_dirs[-1].rglob(f"programs/{root}.json"):
+        data = json.loads(path.read_text())
+        data["code"] = "# edited by hand\n"
+        path.write_text(json.dumps(data))
+    return root
+
+
+def test_unplaceable_phase_root_is_attached_under_the_root_with_a_counting_warning(tmp_path):
+    run = write_resumed_run(tmp_path / "run", iterations=(10, 10, 5), resume_at=(10, 5))
+    root = _unplace_last_phase(run)
+    with pytest.warns(OrphanWarning, match=r"1 orphan\(s\) attached under the root"):
+        report = import_openevolve(run.folder, tmp_path / "w")
+    world = load_world(tmp_path / "w")
+    record = world.records[_index(world)[root]]
+    assert record["parent"] == world.ids[0] and "start program" in record["orphan"]["reason"]
+    assert (report.unplaced_roots, report.attached, report.dropped) == (1, 1, 0)
+    assert report.nodes == len(run.programs) - report.migrants_collapsed - report.roots_stitched
+    assert "warning: 1 orphan(s)" in report.summary()
+
+
+def test_dropping_orphans_only_when_asked_and_never_below_half(tmp_path):
+    small_first = write_resumed_run(tmp_path / "a", iterations=(5, 5, 20), resume_at=(5, 5))
+    _unplace_last_phase(small_first)
+    with pytest.raises(ImportError_, match=r"keep only \d+ of \d+ programs.*--orphans attach"):
+        import_openevolve(small_first.folder, tmp_path / "wa", orphans="drop")
+    big_first = write_resumed_run(tmp_path / "b", iterations=(20, 10, 5), resume_at=(20, 10))
+    _unplace_last_phase(big_first)
+    with pytest.warns(OrphanWarning, match="dropped with their subtrees as asked"):
+        report = import_openevolve(big_first.folder, tmp_path / "wb", orphans="drop")
+    last_phase = {i for i, p in big_first.programs.items() if p.phase == 2}
+    assert report.dropped == len(last_phase) and not last_phase & set(load_world(tmp_path / "wb").ids)
+
+
+def test_pruned_parents_attach_by_default(tmp_path):
+    # a population limit prunes programs between checkpoints: some parents were never saved
+    run = write_resumed_run(tmp_path / "run", iterations=(30,), resume_at=(), population=6, checkpoint_interval=5)
+    lost = set(run.programs) - run.snapshotted
+    orphans = {i for i in run.snapshotted if run.programs[i].parent in lost}
+    assert orphans and run.phase_roots[0] in run.snapshotted  # the initial program survived the pruning
+    with pytest.warns(OrphanWarning, match=f"{len(orphans)} orphan"):
+        report = import_openevolve(run.folder, tmp_path / "w")
+    world = load_world(tmp_path / "w")
+    index = _index(world)
+    assert report.dangling == len(orphans) and report.dropped == 0
+    for orphan in orphans:
+        record = world.records[index[orphan]]
+        assert record["parent"] == world.ids[0] and record["orphan"]["original_parent"] == run.programs[orphan].parent
+
+
+def test_evolution_trace_recovers_programs_pruned_from_every_snapshot(tmp_path):
+    run = write_resumed_run(tmp_path / "run", iterations=(30,), resume_at=(), population=6, checkpoint_interval=5)
+    lost = sorted(set(run.programs) - run.snapshotted)
+    with (run.phase_dirs[0] / "evolution_trace.jsonl").open("w") as trace:
+        for p in sorted(run.programs.values(), key=lambda p: p.timestamp):
+            if p.parent is not None and not p.migrant:
+                trace.write(json.dumps({"iteration": p.iteration, "timestamp": p.timestamp, "parent_id": p.parent,
+                                        "child_id": p.id, "child_metrics": p.metrics, "child_code": p.code}) + "\n")
+        trace.write("{truncated\n")
+    report = import_openevolve(run.folder, tmp_path / "w")  # no orphan is left: no warning
+    world = load_world(tmp_path / "w")
+    recovered = [r for r in world.records if r.get("recovered_from") == "evolution_trace"]
+    lost_children = [i for i in lost if not run.programs[i].migrant]
+    assert report.recovered == len(recovered) == len(lost_children) and report.orphans == 0
+    assert any("1 unreadable line" in n for n in report.notes)
+    assert all(r["code"] == run.programs[r["id"]].code for r in recovered)
+
+
+# --------------------------------------------------------------------------- synthetic records
 
 
 def _write(folder: Path, program: dict) -> None:
@@ -110,11 +163,10 @@ def _prog(pid, parent, score, ts, it, code=None, **extra):
     return base
 
 
-def test_stringified_values_migrants_resumed_roots_and_dangling(tmp_path):
+def test_stringified_values_migrants_readded_roots_and_dangling_parents(tmp_path):
     run = tmp_path / "run"
     ck1 = run / "checkpoints" / "checkpoint_5" / "programs"
     ck2 = run / "checkpoints" / "checkpoint_10" / "programs"
-    nested = run / "checkpoints" / "checkpoint_10" / "resumed" / "checkpoints" / "checkpoint_3" / "programs"
     _write(ck1, _prog("root", None, 1.0, 100.0, 0, code="def f(): pass\n"))
     # stringified values as seen in the wild: numbers as strings, metrics as a python repr
     _write(ck1, {"id": "a", "parent_id": "root", "code": "a", "timestamp": "101.5",
@@ -125,21 +177,25 @@ def test_stringified_values_migrants_resumed_roots_and_dangling(tmp_path):
     _write(ck2, _prog("b", "a", None, 102.0, 2))  # invalid: error metric
     _write(ck2, _prog("a-copy", "a", 2.0, 103.0, 0, code="a", metadata={"migrant": "True"}))
     _write(ck2, _prog("c", "a-copy", 3.0, 104.0, 3))  # child of a migrant -> re-parented onto a
-    _write(nested, _prog("root2", "None", 1.0, 200.0, 0, code="def f(): pass"))  # resumed root
-    _write(nested, _prog("d", "root2", 2.5, 201.0, 4))
-    _write(nested, _prog("e", "pruned-parent", 4.0, 202.0, 5))  # dangling
-    _write(nested, _prog("f", "e", 5.0, 203.0, 6))  # descendant of the dangling one
-    _write(nested, _prog("early-child", "d", 1.5, 150.0, 7))  # timestamp before its parent
+    _write(ck2, _prog("root2", "None", 1.0, 150.0, 0, code="def f(): pass"))  # initial program re-added
+    _write(ck2, _prog("d", "root2", 2.5, 151.0, 4))
+    _write(ck2, _prog("e", "pruned-parent", 4.0, 152.0, 5))  # dangling
+    _write(ck2, _prog("f", "e", 5.0, 153.0, 6))  # descendant of the dangling one
+    _write(ck2, _prog("early-child", "d", 1.5, 140.0, 7))  # timestamp before its parent
 
-    report = import_openevolve(run, tmp_path / "w")
+    with pytest.warns(OrphanWarning, match=r"1 orphan\(s\) attached"):
+        report = import_openevolve(run, tmp_path / "w")
     world = load_world(tmp_path / "w")
-    index = _check_tree(world)
+    index = _index(world)
     assert report.migrants_collapsed == 1 and "a-copy" not in index
+    assert world.records[index["a"]]["copies"] == ["a-copy"]
     assert world.records[index["c"]]["parent"] == "a"
-    assert report.roots_merged == 1 and "root2" not in index
+    assert report.roots_stitched == 1 and report.phases_stitched == 0 and "root2" not in index
     assert world.records[index["d"]]["parent"] == "root"
-    assert world.records[0]["merged_roots"] == ["root2"]
-    assert report.dangling == 1 and report.dropped == 2 and "e" not in index and "f" not in index
+    assert world.records[0]["stitched_roots"][0]["by"] == "identical code"
+    e = world.records[index["e"]]
+    assert e["parent"] == "root" and e["orphan"]["original_parent"] == "pruned-parent"
+    assert world.records[index["f"]]["parent"] == "e"
     assert report.reordered == 1 and index["early-child"] > index["d"]
     b = world.records[index["b"]]
     assert b["score"] is None and "Traceback: boom" in b["error"]
@@ -149,22 +205,33 @@ def test_stringified_values_migrants_resumed_roots_and_dangling(tmp_path):
     assert a["round"] == 1 and world.records[0]["round"] == 0
     assert world.frontier_rule == "any"  # a has children b and c
 
-    report2 = import_openevolve(run, tmp_path / "w2", orphans="reattach")
-    world2 = load_world(tmp_path / "w2")
-    assert report2.reattached == 1 and report2.dropped == 0
-    e = world2.records[world2.ids.index("e")]
-    assert e["parent"] == "root" and e["orphan"]["original_parent"] == "pruned-parent"
-    assert world2.records[world2.ids.index("f")]["parent"] == "e"
+    with pytest.warns(OrphanWarning, match="dropped"):
+        dropped = import_openevolve(run, tmp_path / "w2", orphans="drop")
+    assert dropped.dropped == 2 and {"e", "f"}.isdisjoint(load_world(tmp_path / "w2").ids)
 
 
-def test_importer_error_paths(tmp_path):
+def test_a_parent_cycle_is_broken_at_its_earliest_node(tmp_path):
+    folder = tmp_path / "run" / "db" / "programs"
+    _write(folder, _prog("r", None, 1.0, 1.0, 0))
+    _write(folder, _prog("x", "y", 2.0, 2.0, 1))
+    _write(folder, _prog("y", "x", 3.0, 3.0, 2))
+    with pytest.warns(OrphanWarning, match="1 in parent cycles"):
+        report = import_openevolve(tmp_path / "run", tmp_path / "w")
+    world = load_world(tmp_path / "w")
+    assert report.cycles == 1 and world.ids == ("r", "x", "y")
+    assert world.records[1]["parent"] == "r" and "loops" in world.records[1]["orphan"]["reason"]
+
+
+# --------------------------------------------------------------------------- OpenEvolve error paths
+
+
+def test_openevolve_error_paths(tmp_path):
     with pytest.raises(FileNotFoundError):
         import_openevolve(tmp_path / "nope", tmp_path / "w")
-    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "checkpoints" / "checkpoint_1" / "programs").mkdir(parents=True)
     with pytest.raises(ImportError_, match="no OpenEvolve programs"):
         import_openevolve(tmp_path / "empty", tmp_path / "w")
-    run = tmp_path / "rootless" / "programs"
-    _write(run, _prog("x", "gone", 1.0, 1.0, 1))
+    _write(tmp_path / "rootless" / "programs", _prog("x", "gone", 1.0, 1.0, 1))
     with pytest.raises(ImportError_, match="no initial program"):
         import_openevolve(tmp_path / "rootless", tmp_path / "w")
     bad_root = tmp_path / "badroot" / "programs"
@@ -174,97 +241,142 @@ def test_importer_error_paths(tmp_path):
         import_openevolve(tmp_path / "badroot", tmp_path / "w")
     ok = tmp_path / "ok" / "programs"
     _write(ok, _prog("r", None, 1.0, 1.0, 0))
+    with pytest.raises(ImportError_, match=r"no program has metric 'score'; metrics found: combined_score"):
+        import_openevolve(tmp_path / "ok", tmp_path / "w", metric="score")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x").write_text("occupied")
     with pytest.raises(FileExistsError):
         import_openevolve(tmp_path / "ok", tmp_path / "out")
     with pytest.raises(ImportError_, match="direction"):
         import_openevolve(tmp_path / "ok", tmp_path / "w", direction="up")
+    with pytest.raises(ImportError_, match="orphans must be one of"):
+        import_openevolve(tmp_path / "ok", tmp_path / "w", orphans="reattach")
 
 
-# --------------------------------------------------------------------------- ShinkaEvolve
+def test_unreadable_json_names_the_file_unless_another_snapshot_has_the_program(tmp_path):
+    run = tmp_path / "run"
+    for n in (5, 10):
+        _write(run / "checkpoints" / f"checkpoint_{n}" / "programs", _prog("r", None, 1.0, 1.0, 0))
+    _write(run / "checkpoints" / "checkpoint_10" / "programs", _prog("x", "r", 2.0, 2.0, 1))
+    (run / "checkpoints" / "checkpoint_10" / "programs" / "r.json").write_text('{"id": "r", "code": ')
+    report = import_openevolve(run, tmp_path / "w")  # r is read from checkpoint_5
+    assert report.unreadable == 1 and any("checkpoint_10/programs/r.json" in n for n in report.notes)
+    broken = run / "checkpoints" / "checkpoint_10" / "programs" / "x.json"
+    broken.write_text("\x00garbage")
+    with pytest.raises(ImportError_, match=r"checkpoint_10/programs/x\.json: unreadable JSON.*would lose it"):
+        import_openevolve(run, tmp_path / "w2")
+    broken.write_text("[1, 2]")
+    with pytest.raises(ImportError_, match=r"x\.json: not a program record"):
+        import_openevolve(run, tmp_path / "w3")
 
+
+# --------------------------------------------------------------------------- ShinkaEvolve (generated db)
+
+# The programs table of ShinkaEvolve's shinka/database/dbase.py (as in the real evolution_db.sqlite files).
 SHINKA_SCHEMA = """
 CREATE TABLE IF NOT EXISTS programs (
-    id TEXT PRIMARY KEY,
-    code TEXT NOT NULL,
-    language TEXT NOT NULL,
-    parent_id TEXT,
-    archive_inspiration_ids TEXT,
-    top_k_inspiration_ids TEXT,
-    generation INTEGER NOT NULL,
-    timestamp REAL NOT NULL,
-    code_diff TEXT,
-    combined_score REAL,
-    public_metrics TEXT,
-    private_metrics TEXT,
-    text_feedback TEXT,
-    complexity REAL,
-    embedding TEXT,
-    embedding_pca_2d TEXT,
-    embedding_pca_3d TEXT,
-    embedding_cluster_id INTEGER,
-    correct BOOLEAN DEFAULT 0,
-    children_count INTEGER NOT NULL DEFAULT 0,
-    metadata TEXT,
-    migration_history TEXT,
-    island_idx INTEGER,
-    system_prompt_id TEXT
+    id TEXT PRIMARY KEY, code TEXT NOT NULL, language TEXT NOT NULL, parent_id TEXT,
+    archive_inspiration_ids TEXT, top_k_inspiration_ids TEXT, generation INTEGER NOT NULL,
+    timestamp REAL NOT NULL, code_diff TEXT, combined_score REAL, public_metrics TEXT,
+    private_metrics TEXT, text_feedback TEXT, complexity REAL, embedding TEXT, embedding_pca_2d TEXT,
+    embedding_pca_3d TEXT, embedding_cluster_id INTEGER, correct BOOLEAN DEFAULT 0,
+    children_count INTEGER NOT NULL DEFAULT 0, metadata TEXT, migration_history TEXT, island_idx INTEGER
 )
 """
 
 
-def _shinka_db(path: Path) -> Path:
-    conn = sqlite3.connect(path)
+def _shinka_results(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    conn = sqlite3.connect(folder / "evolution_db.sqlite")
     conn.execute(SHINKA_SCHEMA)
     rows = [
-        # id, parent, generation, timestamp, score, correct, feedback, metadata, public metrics
-        ("g0", None, 0, 10.0, 0.50, 1, "", {"compute_time": 1.5}, {"dist": 3}),
-        ("g1", "g0", 1, 11.0, 0.60, 1, "", {"api_costs": 0.01, "embed_cost": 0.001, "compute_time": 2.0},
-         {"dist": 2}),
-        ("g2", "g0", 2, 12.0, 0.0, 0, "AssertionError: overlap", {"api_costs": 0.02}, {}),
-        ("g3", "g1", 3, 13.0, 0.70, 1, "", {"api_costs": 0.015}, {"dist": 1}),
-        ("g4", "g1", 4, 14.0, 0.65, 1, "", {"api_costs": 0.01}, {"dist": 1}),
-        ("g5", "lost", 5, 15.0, 0.90, 1, "", {}, {}),
+        # id, parent, generation, timestamp, score, correct, metadata, public metrics, island
+        ("g0", None, 0, 10.0, 0.50, 1, {"compute_time": 1.5}, {"dist": 3}, 0),
+        ("g0-copy", None, 0, 10.0, 0.50, 1, {"_is_island_copy": True, "_original_program_id": "g0"}, {"dist": 3}, 1),
+        ("g1", "g0", 1, 11.0, 0.60, 1, {"api_costs": 0.01, "embed_cost": 0.001, "compute_time": 2.0}, {"dist": 2}, 0),
+        ("g2", "g0-copy", 2, 12.0, 0.0, 0, {"api_costs": 0.02}, {}, 1),
+        ("g3", "g1", 3, 13.0, 0.70, 1, {"api_costs": 0.015, "meta_cost": 0.005}, {"dist": 1}, 0),
+        ("g4", "g1", 4, 14.0, 0.65, 1, {"api_costs": 0.01}, {"dist": 1}, 0),
+        ("g5", "lost", 5, 15.0, 0.90, 1, {}, {}, 0),
     ]
-    for pid, parent, gen, ts, score, correct, feedback, meta, public in rows:
+    for pid, parent, gen, ts, score, correct, meta, public, island in rows:
         conn.execute(
             "INSERT INTO programs (id, code, language, parent_id, generation, timestamp, combined_score,"
             " public_metrics, private_metrics, text_feedback, correct, metadata, island_idx)"
-            " VALUES (?, ?, 'python', ?, ?, ?, ?, ?, '{}', ?, ?, ?, 0)",
-            (pid, f"# {pid}", parent, gen, ts, score, json.dumps(public), feedback, correct, json.dumps(meta)),
+            " VALUES (?, ?, 'python', ?, ?, ?, ?, ?, '{}', '', ?, ?, ?)",
+            (pid, f"# {pid}", parent, gen, ts, score, json.dumps(public), correct, json.dumps(meta), island),
         )
     conn.commit()
     conn.close()
-    return path
+    results = folder / "gen_2" / "results"
+    results.mkdir(parents=True)
+    (results / "correct.json").write_text(json.dumps({"correct": False, "error": "AssertionError: overlap"}))
+    return folder
 
 
 def test_shinkaevolve_import(tmp_path):
-    db = _shinka_db(tmp_path / "evolution_db.sqlite")
-    report = import_shinkaevolve(db, tmp_path / "w", world_id="shinka-toy")
+    folder = _shinka_results(tmp_path / "results")
+    with pytest.warns(OrphanWarning, match="1 orphan"):
+        report = import_shinkaevolve(folder, tmp_path / "w", world_id="shinka-toy")
     world = load_world(tmp_path / "w")
-    assert world.id == "shinka-toy" and world.ids == ("g0", "g1", "g2", "g3", "g4")
-    assert report.dangling == 1 and report.dropped == 1 and report.invalid == 1
+    assert world.id == "shinka-toy" and world.ids == ("g0", "g1", "g2", "g3", "g4", "g5")
+    assert report.migrants_collapsed == 1 and report.dangling == 1 and report.invalid == 1
     g2 = world.records[2]
-    assert g2["score"] is None and "AssertionError: overlap" in g2["error"]
-    g1 = world.records[1]
+    assert g2["parent"] == "g0" and g2["score"] is None and "AssertionError: overlap" in g2["error"]
+    g1, g3 = world.records[1], world.records[3]
     assert g1["cost"]["usd"] == pytest.approx(0.011) and g1["duration_s"] == 2.0
-    assert g1["round"] == 1 and g1["code"] == "# g1"
-    assert world.frontier_rule == "any"  # g1 has two children
-    assert world.baseline_score == 0.5 and world.best_score == pytest.approx(0.7)
-    # another metric from public_metrics, minimised
-    import_shinkaevolve(db, tmp_path / "w2", metric="dist", direction="minimize")
+    assert g3["cost"]["breakdown"] == {"api_costs": 0.015, "meta_cost": 0.005}
+    assert g1["round"] == 1 and g1["code"] == "# g1" and world.records[5]["parent"] == "g0"
+    assert world.baseline_score == 0.5 and world.best_score == pytest.approx(0.9)
+    # another metric from public_metrics, minimised; g5 has no such metric: invalid
+    with pytest.warns(OrphanWarning):
+        import_shinkaevolve(folder / "evolution_db.sqlite", tmp_path / "w2", metric="dist", direction="minimize")
     world2 = load_world(tmp_path / "w2")
     assert world2.records[3]["score"] == 1 and world2.best_score == -1
+    assert "metric 'dist' missing" in world2.records[5]["error"]
 
 
-def test_shinkaevolve_errors(tmp_path):
+def test_shinkaevolve_error_paths(tmp_path):
     with pytest.raises(FileNotFoundError):
         import_shinkaevolve(tmp_path / "missing.sqlite", tmp_path / "w")
     other = tmp_path / "other.sqlite"
-    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
-    with pytest.raises(ImportError_, match="no 'programs' table"):
+    sqlite3.connect(other).execute("CREATE TABLE runs (x)").connection.commit()
+    with pytest.raises(ImportError_, match=r"no 'programs' table \(tables found: runs\)"):
         import_shinkaevolve(other, tmp_path / "w")
-    db = _shinka_db(tmp_path / "evolution_db.sqlite")
-    with pytest.raises(ImportError_, match="no program has metric"):
-        import_shinkaevolve(db, tmp_path / "w", metric="nonexistent")
+    old = tmp_path / "old.sqlite"
+    sqlite3.connect(old).execute("CREATE TABLE programs (id, parent_id, generation, code)").connection.commit()
+    with pytest.raises(ImportError_, match=r"table 'programs' lacks column\(s\) timestamp, combined_score, correct"):
+        import_shinkaevolve(old, tmp_path / "w")
+    not_sqlite = tmp_path / "evolution_db.sqlite"
+    not_sqlite.write_text("this is not a database")
+    with pytest.raises(ImportError_, match="not a SQLite database"):
+        import_shinkaevolve(not_sqlite, tmp_path / "w")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    sqlite3.connect(empty / "evolution_db.sqlite").execute(SHINKA_SCHEMA).connection.commit()
+    with pytest.raises(ImportError_, match="program table is empty"):
+        import_shinkaevolve(empty, tmp_path / "w")
+    folder = _shinka_results(tmp_path / "results")
+    with pytest.raises(ImportError_, match=r"no program has metric 'nonexistent'; metrics found: combined_score, dist"):
+        import_shinkaevolve(folder, tmp_path / "w", metric="nonexistent")
+
+
+def test_wrong_system_and_auto_detection(tmp_path):
+    shinka = _shinka_results(tmp_path / "results")
+    with pytest.raises(ImportError_, match="looks like a ShinkaEvolve run instead: import it with --from shinkaevolve"):
+        import_openevolve(shinka, tmp_path / "w")
+    openevolve = tmp_path / "oe"
+    _write(openevolve / "checkpoints" / "checkpoint_1" / "programs", _prog("r", None, 1.0, 1.0, 0))
+    with pytest.raises(ImportError_, match="looks like a OpenEvolve run instead: import it with --from openevolve"):
+        import_shinkaevolve(openevolve, tmp_path / "w")
+    assert detect_system(openevolve) == "openevolve" and detect_system(shinka) == "shinkaevolve"
+    assert detect_system(shinka / "evolution_db.sqlite") == "shinkaevolve" and detect_system(tmp_path / "no") is None
+    report = import_run("auto", openevolve, tmp_path / "auto")
+    assert report.system == "openevolve" and load_world(tmp_path / "auto").size == 1
+    with pytest.raises(ImportError_, match="already a dream-gym world"):
+        import_openevolve(tmp_path / "auto", tmp_path / "again")
+    neither = tmp_path / "neither"
+    neither.mkdir()
+    with pytest.raises(ImportError_, match="name the system with --from"):
+        import_run("auto", neither, tmp_path / "w")
+    shutil.rmtree(tmp_path / "auto")

@@ -137,7 +137,7 @@ def test_beta_monotone_on_average(name: str) -> None:
 
 @pytest.mark.parametrize("name", LIBRARY)
 def test_same_decisions_on_a_json_round_tripped_view(name: str) -> None:
-    """What the sandbox ships (view JSON) must drive a policy exactly like the live view."""
+    """What an isolated policy receives (view JSON) must drive a policy exactly like the live view."""
     world = bushy_world(9, "any", 60)
     live = make_policy(name)
     shipped = make_policy(name)

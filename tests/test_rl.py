@@ -242,7 +242,7 @@ def test_sb3_policy_matches_the_model_on_env_observations(tiny_model: Path) -> N
 
 
 def test_load_policy_zip(tiny_model: Path, tmp_path: Path) -> None:
-    from dream_gym.sandbox import PolicyNotFoundError, load_policy
+    from dream_gym.policy_files import PolicyNotFoundError, load_policy
 
     policy = load_policy(str(tiny_model))
     assert isinstance(policy, SB3Policy) and policy.name == "tiny"

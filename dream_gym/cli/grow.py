@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     elif params:
         raise ValueError("--policy-arg applies to built-in policies only")
     else:
-        from dream_gym.sandbox import load_policy
+        from dream_gym.policy_files import load_policy
 
         policy = load_policy(args.policy)
     console = Console(stderr=True)

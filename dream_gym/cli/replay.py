@@ -23,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dream_gym.policy import run_episode
+    from dream_gym.policy_files import load_policy
     from dream_gym.registry import resolve_world
-    from dream_gym.sandbox import load_policy
     from dream_gym.session import ReplaySession
     from dream_gym.view import render_tree
 

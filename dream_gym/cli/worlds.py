@@ -1,4 +1,5 @@
-"""``dream-gym worlds``: list, show, validate, pack, upload, download, delete and import worlds."""
+"""``dream-gym worlds``: list, show, validate, pack, upload, download, delete and import worlds
+(``stats`` and ``compress`` live in :mod:`dream_gym.cli.worlds_stats`)."""
 
 from __future__ import annotations
 
@@ -57,18 +58,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("dataset_id")
     p.set_defaults(func=_delete)
 
-    p = sub.add_parser("import", help="turn an OpenEvolve or ShinkaEvolve run into a world")
-    p.add_argument("--from", required=True, choices=("openevolve", "shinkaevolve"), dest="system")
-    p.add_argument("src", help="OpenEvolve output folder, or ShinkaEvolve evolution_db.sqlite")
+    p = sub.add_parser(
+        "import", help="turn an OpenEvolve or ShinkaEvolve run into a world",
+        description="Import a finished run: every program once (the union of all snapshots), copies "
+        "collapsed, resumed phases stitched, orphans kept under the root; then print the import summary, "
+        "the coverage report and the statistics of the world.",
+    )
+    p.add_argument("--from", default="auto", choices=("auto", "openevolve", "shinkaevolve"), dest="system",
+                   help="the system that wrote SRC (default auto: recognised from the folder)")
+    p.add_argument("src", help="OpenEvolve output folder, or ShinkaEvolve results folder / evolution_db.sqlite")
     p.add_argument("--out", required=True, help="world folder to write (must not exist or be empty)")
-    p.add_argument("--metric", default="combined_score", help="metric used as score (default combined_score)")
+    p.add_argument("--metric", default="combined_score",
+                   help="metric used as score (default combined_score; an unknown one lists those found)")
     p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"))
     p.add_argument("--id", dest="world_id", help="world id (default: the run folder's name)")
     p.add_argument("--task", help="task name (default: the run folder's name)")
     p.add_argument("--workers", type=int, default=1, help="W of the original run (default 1)")
-    p.add_argument("--orphans", default="drop", choices=("drop", "reattach"),
-                   help="nodes whose parent was pruned: drop their subtree (default) or attach to the root")
+    p.add_argument("--orphans", default="attach", choices=("attach", "drop"),
+                   help="programs that cannot be placed (parent pruned, unplaced phase root): attach them "
+                   "under the root, tagged 'orphan' (default), or drop them with their subtrees")
     p.set_defaults(func=_import)
+
+    from dream_gym.cli import worlds_stats
+
+    worlds_stats.register(sub)  # stats, compress
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -150,13 +163,19 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from dream_gym.datasets.importers.openevolve import import_openevolve
-    from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
+    import warnings
 
-    run = import_openevolve if args.system == "openevolve" else import_shinkaevolve
-    report = run(
-        args.src, args.out, metric=args.metric, direction=args.direction, world_id=args.world_id,
-        task_name=args.task, workers=args.workers, orphans=args.orphans,
-    )
+    from dream_gym.datasets.coverage import coverage_report, render_text
+    from dream_gym.datasets.importers import OrphanWarning, import_run
+    from dream_gym.world import load_world
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrphanWarning)  # the summary prints them
+        report = import_run(
+            args.system, args.src, args.out, metric=args.metric, direction=args.direction,
+            world_id=args.world_id, task_name=args.task, workers=args.workers, orphans=args.orphans,
+        )
     print(report.summary())
+    print()
+    print(render_text(coverage_report(load_world(args.out))))
     return 0

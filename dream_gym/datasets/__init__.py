@@ -7,7 +7,8 @@ Quick tour::
     path = resolve_world_path("me/demo-v0/a")           # a world folder in the store
     print(render_text(coverage_report(load_world(path))))
 
-This package imports only :mod:`dream_gym.world` from the rest of dream_gym.
+This package imports only the world format, replay mechanics and scores (:mod:`dream_gym.world`,
+:mod:`dream_gym.replay`, :mod:`dream_gym.score`, :mod:`dream_gym.oracle`) from the rest of dream_gym.
 """
 
 from __future__ import annotations

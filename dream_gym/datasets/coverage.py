@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dream_gym.datasets.stats import depths
 from dream_gym.world import World
 
 # Warn when the best improvement over the baseline is below this share of the scores' scale.
@@ -67,19 +68,12 @@ class CoverageReport:
         return data
 
 
-def _depths(world: World) -> np.ndarray:
-    depth = np.zeros(world.size, dtype=np.int64)
-    for i in range(1, world.size):  # parents come before children
-        depth[i] = depth[world.parent[i]] + 1
-    return depth
-
-
 def coverage_report(world: World, *, tiny_gain: float = TINY_GAIN) -> CoverageReport:
     """Measure ``world`` and say what a replay on it can and cannot answer."""
     n = world.size
     attempts = n - 1
     counts = np.diff(world.children_start)
-    depth = _depths(world)
+    depth = depths(world)
     scores = world.score
     valid = ~np.isnan(scores)
     non_root_valid = valid[1:]
@@ -235,7 +229,7 @@ def render_text(report: CoverageReport) -> str:
 def _layout(world: World) -> tuple[np.ndarray, np.ndarray]:
     """Tidy-ish layout: leaves spread left to right in depth-first order, parents centred."""
     x = np.zeros(world.size)
-    depth = _depths(world)
+    depth = depths(world)
     next_leaf = 0.0
     order: list[int] = []
     stack = [0]

@@ -5,7 +5,7 @@ Layout (``DREAM_GYM_HOME`` overrides the default ``~/.dream_gym``)::
     $DREAM_GYM_HOME/datasets/<namespace>/<name>-vN/
         dataset.json
         <world>/world.json
-        <world>/nodes.jsonl
+        <world>/nodes.jsonl      (or nodes.jsonl.gz)
         README.md                (optional dataset card)
 
 ``dataset.json`` (format ``dream-gym-dataset/1``)::
@@ -41,7 +41,7 @@ from dream_gym.datasets.ids import (
     parse_world_ref,
 )
 from dream_gym.world import FORMAT as WORLD_FORMAT
-from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world, sha256_file
+from dream_gym.world import NODE_FILES, WORLD_FILE, World, load_world, node_file, sha256_file
 
 DATASET_FORMAT = "dream-gym-dataset/1"
 DATASET_FILE = "dataset.json"
@@ -174,9 +174,13 @@ def validate_dataset_meta(path: Path | str, meta: Any) -> dict[str, Any]:
         if not isinstance(digest, str) or len(digest) != 64:
             raise DatasetError(f"{path}: file {rel!r} has no valid sha256")
     for name in names:
-        for required in (WORLD_FILE, NODES_FILE):
-            if f"{name}/{required}" not in files:
-                raise DatasetError(f"{path}: world {name!r} lacks {required} in 'files'")
+        if f"{name}/{WORLD_FILE}" not in files:
+            raise DatasetError(f"{path}: world {name!r} lacks {WORLD_FILE} in 'files'")
+        stored = [f for f in NODE_FILES if f"{name}/{f}" in files]
+        if len(stored) != 1:
+            raise DatasetError(
+                f"{path}: world {name!r} must list exactly one of {' or '.join(NODE_FILES)} in 'files'"
+            )
     split = meta.get("split", {})
     if not isinstance(split, dict):
         raise DatasetError(f"{path}: 'split' must be an object")
@@ -365,7 +369,7 @@ def validate(target: str | os.PathLike[str]) -> ValidationResult:
         for name in (w["name"] for w in meta["worlds"]):
             result.worlds[name] = load_world(path / name).size
         return result
-    if (path / WORLD_FILE).is_file() or (path / NODES_FILE).is_file():
+    if any((path / name).is_file() for name in (WORLD_FILE, *NODE_FILES)):
         world = load_world(path)
         return ValidationResult(path, "world", None, {world.id: world.size})
     raise FileNotFoundError(f"{path}: neither a dataset folder ({DATASET_FILE}) nor a world folder")
@@ -435,8 +439,8 @@ def pack(
         for folder, world in worlds:
             dest = staging / world.id
             dest.mkdir()
-            for name in (WORLD_FILE, NODES_FILE):
-                shutil.copyfile(folder / name, dest / name)
+            for source in (folder / WORLD_FILE, node_file(folder)):
+                shutil.copyfile(source, dest / source.name)
         if readme is not None:
             shutil.copyfile(readme, staging / "README.md")
         meta = {

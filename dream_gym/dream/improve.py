@@ -46,6 +46,8 @@ from dream_gym.evaluate import load_results
 from dream_gym.world import World
 
 LEDGER_FILE = "dream.jsonl"
+#: PYTHONHASHSEED of the isolated children of the determinism gate's two evaluations.
+GATE_HASH_SEEDS = (1, 2)
 CHOSEN_FILE = "chosen.py"
 RATCHET_FILE = "ratchet.png"
 
@@ -128,15 +130,16 @@ class _Phase:
     # -- one version ------------------------------------------------------------------------
     def _evaluate(self, record: VersionRecord, path: Path, gate: bool) -> VersionRecord:
         """Score a checked file on the history; with ``gate`` a second time in other processes."""
-        first = score_policy(path, self.history, self.scoring, out=version_path(self.out, self.phase, record.m,
-                                                                               ".results.jsonl"))
+        first = score_policy(path, self.history, self.scoring, extra_file_options={"hash_seed": GATE_HASH_SEEDS[0]},
+                             out=version_path(self.out, self.phase, record.m, ".results.jsonl"))
         record.score, record.per_world = first.score, first.per_world
         if first.errors:
             more = f" (and {len(first.errors) - 1} more episodes)" if len(first.errors) > 1 else ""
             record.status, record.error = "failed", first.errors[0] + more
             return record
         if gate:
-            second: Scored = score_policy(path, self.history, self.scoring)
+            second: Scored = score_policy(path, self.history, self.scoring,
+                                          extra_file_options={"hash_seed": GATE_HASH_SEEDS[1]})
             difference = first_difference(first, second)
             if difference is not None:
                 record.status = "nondeterministic"

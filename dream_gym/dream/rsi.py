@@ -155,7 +155,7 @@ class _Run:
 
     def _grow(self, t: int, folder: Path) -> None:
         from dream_gym.online.loop import GrowConfig, grow, write_summary
-        from dream_gym.sandbox import load_policy
+        from dream_gym.policy_files import load_policy
 
         c = self.config
         if (folder / WORLD_FILE).is_file() and not (folder / NODES_FILE).exists():

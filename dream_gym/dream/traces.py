@@ -1,7 +1,8 @@
 """Compact replay traces of a policy's episodes, written for a policy developer to read.
 
-Per world, one header line (task, W, recorded nodes, the policy's V and v2 on that world), a
-line per beta of the grid (V, best q, attempts N, rounds k, stop reason, error), and for the
+Per world, one header line (task, W, recorded nodes, the policy's V and v2 on that world, the
+world's oracle limit and the share of it the policy reached), a line per beta of the grid (V
+and its % of the limit, best q, attempts N, rounds k, stop reason, error), and for the
 beta in the middle of the grid the episode round by round: the batch (``root`` opens a
 branch), each revealed node with its quality q (0 = baseline, 1 = the world's best record),
 ``+`` where the best quality rose, failures with their class and the last line of their error;
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from dream_gym.llm import one_line
 from dream_gym.policy import EpisodeResult
 from dream_gym.replay import ROOT
-from dream_gym.score import DEFAULT_LAMBDA, v2_objective
+from dream_gym.score import DEFAULT_LAMBDA, oracle_limit, v2_objective
 from dream_gym.session import ReplaySession
 from dream_gym.world import World
 
@@ -80,13 +81,18 @@ def world_trace(world: World, results: Sequence[EpisodeResult], *, beta1: float,
     results = sorted(results, key=lambda r: r.beta)
     mean_v = sum(r.replay_score for r in results) / len(results)
     v2 = v2_objective([(r.work, r.attainment, r.rounds, r.attempts) for r in results], lam=lam).value
+    limit = oracle_limit(world, world.workers, beta1, beta2, max_rounds=max_rounds).value
+
+    def share(v: float) -> str:
+        return f"{100 * v / limit:.0f}% of the limit" if limit > 0 else "limit 0"
+
     out = [f"### {world.id} (task {world.task_name}, W={world.workers}, {world.size - 1} recorded attempts, "
            f"frontier {world.frontier_rule}, baseline {world.baseline_score:.6g}, best recorded "
-           f"{world.best_score:.6g}): mean V {mean_v:.4f}, v2 {v2:.4f}"]
+           f"{world.best_score:.6g}): mean V {mean_v:.4f} ({share(mean_v)} {limit:.4f}), v2 {v2:.4f}"]
     for r in results:
         error = f", error: {one_line(r.error, 200)}" if r.error else ""
-        out.append(f"- beta {r.beta:g}: V {r.replay_score:.4f}, best q {r.best_q:.3f}, N {r.attempts}, "
-                   f"k {r.rounds}, {_stop_reason(r)}{error}")
+        out.append(f"- beta {r.beta:g}: V {r.replay_score:.4f} ({share(r.replay_score)}), best q {r.best_q:.3f}, "
+                   f"N {r.attempts}, k {r.rounds}, {_stop_reason(r)}{error}")
     shown = results[len(results) // 2]
     lines, rises = episode_rounds(world, shown, beta1=beta1, beta2=beta2, max_rounds=max_rounds)
     out.append(f"Rounds at beta {shown.beta:g} (id:q of each revealed node; + marks a new best):")

@@ -84,7 +84,7 @@ def check_source(code: str, filename: str = "<revision>") -> str | None:
 def validate_policy_file(path: str | os.PathLike[str], *, rounds: int = 3, decision_timeout_s: float = 5.0,
                          episode_timeout_s: float = 20.0, memory_mb: int = 512) -> str | None:
     """All three steps on a policy file; the first problem as a message, or None."""
-    from dream_gym.sandbox import load_policy
+    from dream_gym.policy_files import load_policy
 
     path = Path(path)
     problem = check_source(path.read_text(encoding="utf-8"), str(path))

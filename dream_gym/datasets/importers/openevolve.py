@@ -1,10 +1,14 @@
-"""Import an OpenEvolve output folder as a world.
+"""Import an OpenEvolve output folder (or an OpenEvolve derivative's) as a world.
 
-OpenEvolve saves its program database as ``programs/<id>.json`` files, in every
-``checkpoints/checkpoint_N/`` and in database folders (``db/``); a resumed run nests its output
-inside a checkpoint, so these folders can sit at any depth. Each checkpoint is a snapshot of the
-database, which prunes programs over time: the importer reads all of them and takes the union,
-each program once (later snapshots fill in fields that earlier ones lacked).
+The importer reads every ``programs/*.json`` below the folder (checkpoints, database folders,
+outputs of resumed phases nested in checkpoints: see :mod:`.openevolve_layout`) and keeps each
+program once. Each checkpoint is a snapshot of a database that prunes programs over time, so
+the union of all snapshots is the record; an ``evolution_trace.jsonl`` adds the children that
+were pruned from every snapshot, and the LLM costs Noema records in it.
+
+A resumed phase's root is stitched onto the program it was started from (the id in the
+checkpoint's ``best_program_info.json``, else identical code), and its iterations are counted on
+from the rounds of the phases before it, so that ``round`` keeps growing across phases.
 
 A program is invalid (null score, with its error) when its metrics hold an ``error`` key, a
 validity flag (``validity``/``valid``/``valid_solution``/``is_valid``) of 0, or no finite value
@@ -14,65 +18,49 @@ iteration and timestamp are kept on each node; evaluator artifacts go to ``diagn
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
 
-from dream_gym.datasets.importers import (
+from .base import (
     ImportError_,
     ImportReport,
     Program,
-    build_world_records,
+    check_options,
     check_out_folder,
-    parse_structure,
-    to_bool,
-    to_float,
-    to_id,
-    to_int,
     write_imported_world,
 )
-from dream_gym.world import DIRECTIONS
+from .detect import wrong_system_hint
+from .openevolve_layout import (
+    Traces,
+    find_program_files,
+    read_llm_calls,
+    read_resume_record,
+    read_run_best,
+    read_snapshots,
+    read_traces,
+)
+from .tree import build_world_records
+from .values import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
+
+__all__ = ["find_program_files", "import_openevolve"]
 
 VALIDITY_KEYS = ("validity", "valid", "valid_solution", "is_valid")
-_CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
-
-
-def find_program_files(src: str | os.PathLike[str]) -> list[Path]:
-    """Every ``programs/*.json`` below ``src``, oldest snapshot first.
-
-    Snapshots are ordered by the checkpoint numbers on their path (outer first), database
-    folders outside any checkpoint (``db/``) last, then by path.
-    """
-    src = Path(src)
-    files = [p for p in src.rglob("*.json") if p.parent.name == "programs" and p.is_file()]
-
-    def key(path: Path) -> tuple[list[float], str]:
-        numbers = [float(m.group(1)) for part in path.relative_to(src).parts
-                   if (m := _CHECKPOINT_RE.match(part))]
-        inside = path.relative_to(src).parts
-        if not any(_CHECKPOINT_RE.match(p) for p in inside):
-            numbers = [math.inf]
-        return numbers, str(path)
-
-    return sorted(files, key=key)
+# metadata keys moved to their own node fields (or redundant: the parent's metrics).
+_METADATA_TAKEN = ("island", "migrant", "changes", "parent_metrics", "token_ledger")
 
 
 def _metrics_of(raw: dict[str, Any]) -> dict[str, Any]:
-    metrics = parse_structure(raw.get("metrics"))
-    if not isinstance(metrics, dict):
-        return {}
     out: dict[str, Any] = {}
-    for name, value in metrics.items():
+    for name, value in as_dict(raw.get("metrics")).items():
         number = to_float(value)
         out[str(name)] = number if number is not None else value
     return out
 
 
-def _error_of(metrics: dict[str, Any], metric: str, diagnostics: Any) -> str | None:
+def _error_of(metrics: dict[str, Any], metric: str, diagnostics: Any, stderr: Any) -> str | None:
     """The reason a program has no valid score, or None when it has one."""
     reasons = []
     if "error" in metrics:
@@ -92,18 +80,33 @@ def _error_of(metrics: dict[str, Any], metric: str, diagnostics: Any) -> str | N
             if any(word in str(key).lower() for word in ("stderr", "traceback", "error")) and text:
                 reasons.append(f"{key}: {str(text)[:2000]}")
                 break
+    if isinstance(stderr, str) and stderr.strip():
+        reasons.append(f"stderr: {stderr.strip()[-2000:]}")
     return "; ".join(reasons)
 
 
-def _program(raw: dict[str, Any], metric: str) -> Program:
+def _ledger_cost(ledger: Any) -> dict[str, Any] | None:
+    """Noema's per-child token ledger (``metadata.token_ledger.calls``) as a node cost."""
+    ledger = as_dict(ledger)
+    calls = [c for c in ledger.get("calls") or [] if isinstance(c, dict)]
+    if not calls:
+        return None
+    total = {"usd": 0.0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0}
+    for call in calls:
+        total["usd"] += to_finite(call.get("cost")) or 0.0
+        total["tokens_in"] += to_int(call.get("prompt_tokens")) or 0
+        total["tokens_out"] += to_int(call.get("completion_tokens")) or 0
+        total["seconds"] += to_finite(call.get("latency_s")) or 0.0
+    return total | {"calls": len(calls), "call_ids": [c.get("call_id") for c in calls if c.get("call_id")]}
+
+
+def _program(raw: dict[str, Any], metric: str, phase: str | None, trace: dict[str, Any] | None) -> Program:
     node_id = to_id(raw.get("id"))
-    if node_id is None:
-        raise ValueError("program without id")
-    metadata = parse_structure(raw.get("metadata"))
-    metadata = metadata if isinstance(metadata, dict) else {}
+    assert node_id is not None
+    metadata = as_dict(raw.get("metadata"))
     metrics = _metrics_of(raw)
     diagnostics = parse_structure(raw.get("artifacts_json"))
-    error = _error_of(metrics, metric, diagnostics)
+    error = _error_of(metrics, metric, diagnostics, metadata.get("stderr"))
     iteration = to_int(raw.get("iteration_found"))
     extra: dict[str, Any] = {"metrics": metrics}
     prompts = parse_structure(raw.get("prompts"))
@@ -111,60 +114,80 @@ def _program(raw: dict[str, Any], metric: str) -> Program:
         extra["prompts"] = prompts
     if diagnostics:
         extra["diagnostics"] = diagnostics
-    migrant = to_bool(metadata.get("migrant", False)) or "_migrant" in node_id
+    trace_metadata = as_dict((trace or {}).get("metadata"))
+    cost = _ledger_cost(metadata.get("token_ledger") or trace_metadata.get("token_ledger"))
+    if cost:
+        extra["cost"] = cost
+    parent = to_id(raw.get("parent_id"))
+    migrant = to_bool(metadata.get("migrant", False)) or "_migrant_" in node_id
     extra["openevolve"] = {
         "generation": to_int(raw.get("generation")),
         "iteration_found": iteration,
         "timestamp": to_float(raw.get("timestamp")),
         "island": to_int(metadata.get("island")),
-        "changes": metadata.get("changes"),
+        "changes": metadata.get("changes") or raw.get("changes_description"),
         "language": raw.get("language"),
         "complexity": to_float(raw.get("complexity")),
         "diversity": to_float(raw.get("diversity")),
-        "parent_id": to_id(raw.get("parent_id")),
+        "parent_id": parent,
+        "phase": phase,
+        "metadata": {k: v for k, v in metadata.items() if k not in _METADATA_TAKEN} or None,
     }
     return Program(
         id=node_id,
-        parent=to_id(raw.get("parent_id")),
+        parent=parent,
         score=None if error else to_float(metrics[metric]),
         error=error,
         timestamp=to_float(raw.get("timestamp")),
         order=None if iteration is None else float(iteration),
         round=iteration,
         code=raw.get("code") if isinstance(raw.get("code"), str) else None,
-        migrant=migrant,
+        copy_of=parent if migrant else None,
+        phase=phase,
         extra=extra,
     )
 
 
-def read_programs(src: str | os.PathLike[str], report: ImportReport) -> list[dict[str, Any]]:
-    """The union of all snapshots: one merged raw dict per program id (later snapshots win)."""
-    files = find_program_files(src)
-    if not files:
-        raise ImportError_(
-            f"{src}: no OpenEvolve programs found (expected programs/*.json files, e.g. in "
-            "checkpoints/checkpoint_N/programs/)"
+def _from_trace(child: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A program record rebuilt from its evolution-trace line (it was pruned from every snapshot)."""
+    return {
+        "id": child, "parent_id": entry.get("parent_id"), "code": entry.get("child_code"),
+        "metrics": entry.get("child_metrics"), "timestamp": entry.get("timestamp"),
+        "iteration_found": entry.get("iteration"), "generation": entry.get("generation"),
+        "metadata": {"island": entry.get("island_id"), "changes": entry.get("child_changes_description")},
+        "prompts": entry.get("prompt"), "recovered_from": "evolution_trace",
+    }
+
+
+def _number_rounds(programs: list[Program]) -> None:
+    """Count each resumed phase's iterations on from the rounds of the phases before it."""
+    first_seen: dict[str | None, float] = {}
+    for p in programs:
+        stamp = p.timestamp if p.timestamp is not None else math.inf
+        first_seen[p.phase] = min(first_seen.get(p.phase, math.inf), stamp)
+    phases = sorted(first_seen, key=lambda ph: (ph is not None, first_seen[ph], ph or ""))
+    offset: dict[str | None, int] = {}
+    reached = 0
+    for ph in phases:
+        offset[ph] = 0 if ph is None else reached
+        top = max((p.round for p in programs if p.phase == ph and p.round is not None), default=0)
+        reached = max(reached, offset[ph] + top)
+    for p in programs:
+        if p.round is not None and offset[p.phase]:
+            p.round += offset[p.phase]
+
+
+def _note_run_best(src: Path, report: ImportReport, metric: str) -> None:
+    run_best = read_run_best(src, metric)
+    if run_best is None or report.best is None:
+        return
+    path, best_id, value = run_best
+    if value is not None and not math.isclose(value, report.best, rel_tol=1e-12, abs_tol=1e-12):
+        report.notes.append(
+            f"the run's own best ({path.relative_to(src)}: {metric} {value}, program {best_id}) differs from the "
+            f"best valid program in the records ({report.best}): that file was written before the run ended, "
+            "or by a tracked best that does not use this metric"
         )
-    merged: dict[str, dict[str, Any]] = {}
-    snapshots: dict[str, int] = {}
-    for path in files:
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            report.notes.append(f"skipped unreadable {path}: {exc}")
-            continue
-        node_id = to_id(raw.get("id")) if isinstance(raw, dict) else None
-        if node_id is None:
-            report.notes.append(f"skipped {path}: not a program record")
-            continue
-        report.snapshots += 1
-        snapshots[node_id] = snapshots.get(node_id, 0) + 1
-        target = merged.setdefault(node_id, {})
-        for key, value in raw.items():
-            if value is not None or key not in target:
-                target[key] = value
-    report.files_read = len(files)
-    return list(merged.values())
 
 
 def import_openevolve(
@@ -177,26 +200,51 @@ def import_openevolve(
     task_name: str | None = None,
     task_description: str = "",
     workers: int = 1,
-    orphans: str = "drop",
+    orphans: str = "attach",
 ) -> ImportReport:
     """Read an OpenEvolve output folder and write it as a world folder ``out``."""
     started = time.perf_counter()
     src = Path(src)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder (expected an OpenEvolve output folder)")
-    if direction not in DIRECTIONS:
-        raise ImportError_(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    check_options(direction, orphans)
     out_path = check_out_folder(out)
     report = ImportReport("openevolve", str(src), out=str(out_path), metric=metric)
-    raws = read_programs(src, report)
-    available = sorted({k for r in raws for k in _metrics_of(r)})
+    snapshots = read_snapshots(src, report)
+    traces = read_traces(src)
+    if not snapshots.raws:
+        raise ImportError_(
+            f"{src}: no OpenEvolve programs found (expected programs/*.json files, e.g. in "
+            f"checkpoints/checkpoint_N/programs/ or db/programs/){wrong_system_hint(src, 'openevolve')}"
+        )
+    raws = dict(snapshots.raws)
+    phase = dict(snapshots.phase)
+    for child, entry in traces.lines.items():
+        if child not in raws:
+            raws[child] = _from_trace(child, entry)
+            phase[child] = traces.phase[child]
+            report.recovered += 1
+    available = sorted({k for r in raws.values() for k in _metrics_of(r)})
     if metric not in available:
         raise ImportError_(
             f"{src}: no program has metric {metric!r}; metrics found: {', '.join(available) or 'none'} "
             "(choose one with --metric)"
         )
-    programs = [_program(r, metric) for r in raws]
+    programs = []
+    for node_id, raw in raws.items():
+        program = _program(raw, metric, phase[node_id], traces.lines.get(node_id))
+        if raw.get("recovered_from"):
+            program.extra["recovered_from"] = raw["recovered_from"]
+        programs.append(program)
+    resume_records = {ph: read_resume_record(src, ph) for ph in {p.phase for p in programs} if ph is not None}
+    for p in programs:
+        if p.parent is None and p.phase is not None:
+            p.started_from, p.start_code = resume_records[p.phase]
+    _number_rounds(programs)
+    _note_traces(report, traces, snapshots.raws)
+    _note_llm_calls(src, report, programs)
     records = build_world_records(programs, report, orphans=orphans, direction=direction)
+    _note_run_best(src, report, metric)
     write_imported_world(
         out_path, records, report, system="openevolve", source_path=src, run_name=src.resolve().name,
         world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
@@ -204,3 +252,33 @@ def import_openevolve(
     )
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _note_traces(report: ImportReport, traces: Traces, snapshot_raws: dict[str, Any]) -> None:
+    if not traces.files:
+        return
+    mismatched = sum(
+        1 for child, entry in traces.lines.items()
+        if child in snapshot_raws and to_id(entry.get("parent_id")) != to_id(snapshot_raws[child].get("parent_id"))
+    )
+    report.notes.append(
+        f"evolution trace: {traces.files} file(s), {len(traces.lines)} children, {report.recovered} of them "
+        f"pruned from every snapshot and recovered from the trace, {mismatched} with another parent than "
+        f"in the snapshots (the snapshots win), {traces.bad_lines} unreadable line(s)"
+    )
+    report.notes.extend(traces.problems)
+
+
+def _note_llm_calls(src: Path, report: ImportReport, programs: list[Program]) -> None:
+    """All-in cost: LLM calls a node's cost does not cover (retried or rejected proposals) are counted."""
+    calls = read_llm_calls(src)
+    if not calls:
+        return
+    attached = {cid for p in programs for cid in p.extra.get("cost", {}).get("call_ids", [])}
+    loose = [c for c in calls if c.get("call_id") not in attached]
+    usd = sum(to_finite(c.get("cost")) or 0.0 for c in calls)
+    loose_usd = sum(to_finite(c.get("cost")) or 0.0 for c in loose)
+    report.notes.append(
+        f"llm_calls.jsonl: {len(calls)} LLM call(s), ${usd:.4f} in all; {len(loose)} of them (${loose_usd:.4f}) "
+        "are in no node's cost (retried or rejected proposals, or programs made outside the trace)"
+    )

@@ -1,20 +1,32 @@
-"""Import a ShinkaEvolve run (its ``evolution_db.sqlite``) as a world.
+"""Import a ShinkaEvolve results folder (its ``evolution_db.sqlite`` and ``gen_*`` folders) as a world.
 
-ShinkaEvolve keeps every program in the ``programs`` table of a SQLite database (schema of
-``shinka/database/dbase.py``): ``id``, ``parent_id``, ``generation``, ``timestamp``,
-``combined_score``, ``correct``, ``code``, ``text_feedback``, JSON text columns
-``public_metrics``, ``private_metrics`` and ``metadata`` (which holds the API costs and timings),
-and more. The database is opened read-only.
+What ShinkaEvolve writes (read in its source, github.com/SakanaAI/ShinkaEvolve):
+
+* ``shinka/database/dbase.py``: every program is a row of the ``programs`` table (``repos`` in
+  newer versions; the database is ``evolution_db.sqlite``, ``programs.sqlite`` in newer ones):
+  ``id``, ``parent_id``, ``generation``, ``timestamp``, ``combined_score``, ``correct``,
+  ``code``, ``code_diff``, ``text_feedback``, JSON text columns ``public_metrics``,
+  ``private_metrics``, ``metadata`` and ``migration_history``, ``island_idx``, ...;
+* ``shinka/core/runner.py``: generation g is evaluated in ``gen_g/`` (``main.<ext>``; the
+  evaluator writes ``gen_g/results/correct.json`` and ``metrics.json``). The row keeps
+  ``correct`` but not the error of ``correct.json``, which is read from there. The run's cost is
+  ``api_costs + embed_cost + novelty_cost + meta_cost`` of each program's metadata
+  (``_get_total_api_costs``); ``compute_time`` is the evaluation's wall time;
+* ``shinka/database/islands.py``: the initial program is copied onto every island
+  (``CopyInitialProgramIslandStrategy``: metadata ``_is_island_copy`` and
+  ``_original_program_id``, ``_original_repo_id`` in newer versions) and a spawned island copies
+  programs (``_spawned_from_repo_id``): such copies collapse onto their original. Migration
+  *moves* a program to another island (``island_idx`` and ``migration_history`` change, no copy),
+  so migrated programs stay as they are.
 
 A program is invalid (null score) when ``correct`` is false or the metric is missing or not
-finite; its error is the text feedback (or the metadata's error). ``round`` is the generation.
-Costs: numeric metadata entries whose name mentions ``cost`` (``api_costs``, ``embed_cost``,
-``novelty_cost``, ``meta_cost``) are summed into ``cost.usd`` with the breakdown kept;
-``compute_time`` becomes ``duration_s``.
+finite; its error is ``correct.json``'s (else ``metrics.json``'s, the text feedback, the
+evaluator's stderr). ``round`` is the generation. The database is opened read-only.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sqlite3
@@ -22,78 +34,134 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dream_gym.datasets.importers import (
+from .base import (
     ImportError_,
     ImportReport,
     Program,
-    build_world_records,
+    check_options,
     check_out_folder,
-    parse_structure,
-    to_bool,
-    to_float,
-    to_id,
-    to_int,
     write_imported_world,
 )
-from dream_gym.world import DIRECTIONS
+from .detect import SHINKA_TABLES, shinka_databases, sqlite_tables, wrong_system_hint
+from .tree import build_world_records
+from .values import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 
-REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score")
-MIGRANT_FLAGS = ("migrant", "_is_migrated_copy", "is_migrated_copy", "migrated_copy")
+REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score", "correct")
+DATABASE_NAMES = ("evolution_db.sqlite", "programs.sqlite")
+COST_KEYS = ("api_costs", "embed_cost", "novelty_cost", "meta_cost")
+COPY_FLAGS = {"_is_island_copy": ("_original_program_id", "_original_repo_id"),
+              "_spawned_island": ("_spawned_from_repo_id", "_spawned_from_program_id")}
+_LOG_TAIL = 4000
+
+
+def locate_database(path: Path) -> Path:
+    """The ShinkaEvolve database of a results folder (or the file itself)."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such file or folder (expected a ShinkaEvolve results folder "
+                                "or its evolution_db.sqlite)")
+    found = shinka_databases(path) or [path / name for name in DATABASE_NAMES if (path / name).is_file()]
+    if not found:
+        raise ImportError_(
+            f"{path}: no ShinkaEvolve database below this folder (expected evolution_db.sqlite or "
+            f"programs.sqlite with a 'programs' table){wrong_system_hint(path, 'shinkaevolve')}"
+        )
+    return found[0]
 
 
 def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """All rows of the ``programs`` table as dicts (read-only connection)."""
+    """All rows of the program table as dicts (read-only connection)."""
     path = Path(db_path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such database file (expected evolution_db.sqlite)")
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise ImportError_(f"{path}: cannot open as SQLite: {exc}") from None
+    tables = sqlite_tables(path)
+    if tables is None:
+        raise ImportError_(f"{path}: not a SQLite database")
+    table = next((t for t in SHINKA_TABLES if t in tables), None)
+    if table is None:
+        raise ImportError_(
+            f"{path}: has no 'programs' table (tables found: {', '.join(tables) or 'none'}); is it a "
+            "ShinkaEvolve evolution_db.sqlite?"
+        )
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         conn.row_factory = sqlite3.Row
-        try:
-            columns = [row[1] for row in conn.execute("PRAGMA table_info(programs)")]
-        except sqlite3.DatabaseError as exc:
-            raise ImportError_(f"{path}: not a SQLite database ({exc})") from None
-        if not columns:
-            raise ImportError_(f"{path}: has no 'programs' table (is it a ShinkaEvolve evolution_db.sqlite?)")
+        columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
         missing = [c for c in REQUIRED_COLUMNS if c not in columns]
         if missing:
-            raise ImportError_(f"{path}: table 'programs' lacks column(s) {', '.join(missing)}")
-        return [dict(row) for row in conn.execute("SELECT * FROM programs")]
+            raise ImportError_(
+                f"{path}: table {table!r} lacks column(s) {', '.join(missing)} of ShinkaEvolve's schema "
+                f"(it has: {', '.join(columns)})"
+            )
+        return [dict(row) for row in conn.execute(f"SELECT * FROM {table}")]
     finally:
         conn.close()
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _metric_value(row: dict[str, Any], metric: str, public: dict[str, Any], private: dict[str, Any]) -> float | None:
+    if metric == "combined_score":
+        return to_float(row.get("combined_score"))
+    return to_float(public.get(metric, private.get(metric)))
+
+
+def _available_metrics(rows: list[dict[str, Any]]) -> list[str]:
+    names = {"combined_score"}
+    for row in rows:
+        for column in ("public_metrics", "private_metrics"):
+            names.update(k for k, v in as_dict(row.get(column)).items() if to_finite(v) is not None)
+    return sorted(names)
+
+
 def _cost(metadata: dict[str, Any]) -> dict[str, Any] | None:
-    breakdown = {}
-    for key, value in metadata.items():
-        number = to_float(value)
-        if "cost" in str(key).lower() and number is not None and math.isfinite(number):
-            breakdown[str(key)] = number
-    if not breakdown:
+    breakdown = {key: number for key in COST_KEYS if (number := to_finite(metadata.get(key))) is not None}
+    llm = as_dict(metadata.get("llm_result"))
+    tokens_in, tokens_out = to_int(llm.get("input_tokens")), to_int(llm.get("output_tokens"))
+    if not breakdown and tokens_in is None:
         return None
-    return {"usd": sum(breakdown.values()), "breakdown": breakdown}
+    cost: dict[str, Any] = {"usd": sum(breakdown.values()), "breakdown": breakdown}
+    if tokens_in is not None:
+        cost["tokens_in"] = tokens_in
+    if tokens_out is not None:
+        cost["tokens_out"] = tokens_out
+    return cost
 
 
-def _program(row: dict[str, Any], metric: str) -> Program:
+def _copy_of(metadata: dict[str, Any]) -> str | None:
+    for flag, keys in COPY_FLAGS.items():
+        if to_bool(metadata.get(flag, False)):
+            for key in keys:
+                if (original := to_id(metadata.get(key))) is not None:
+                    return original
+    return None
+
+
+def _tail(text: Any) -> str:
+    return str(text).strip()[-_LOG_TAIL:] if text else ""
+
+
+def _program(row: dict[str, Any], metric: str, results: Path) -> Program:
     node_id = to_id(row.get("id"))
     if node_id is None:
-        raise ImportError_("a row of 'programs' has no id")
-    metadata = parse_structure(row.get("metadata"))
-    metadata = metadata if isinstance(metadata, dict) else {}
-    public = parse_structure(row.get("public_metrics"))
-    public = public if isinstance(public, dict) else {}
-    private = parse_structure(row.get("private_metrics"))
-    private = private if isinstance(private, dict) else {}
-    if metric == "combined_score":
-        value = to_float(row.get("combined_score"))
-    else:
-        value = to_float(public.get(metric, private.get(metric)))
-    correct = to_bool(row["correct"]) if "correct" in row and row["correct"] is not None else True
-    feedback = row.get("text_feedback")
-    feedback = parse_structure(feedback)
+        raise ImportError_("a row of the program table has no id")
+    metadata = as_dict(row.get("metadata"))
+    public = as_dict(row.get("public_metrics"))
+    private = as_dict(row.get("private_metrics"))
+    value = _metric_value(row, metric, public, private)
+    correct = to_bool(row["correct"]) if row.get("correct") is not None else False
+    generation = to_int(row.get("generation"))
+    gen_dir = results / f"gen_{generation}"
+    correct_json = _read_json(gen_dir / "results" / "correct.json")
+    metrics_json = _read_json(gen_dir / "results" / "metrics.json")
+    feedback = parse_structure(row.get("text_feedback"))
     if isinstance(feedback, list):
         feedback = "\n".join(str(f) for f in feedback)
     reasons = []
@@ -105,19 +173,29 @@ def _program(row: dict[str, Any], metric: str) -> Program:
         reasons.append(f"metric {metric!r} is {value}")
     error = None
     if reasons:
-        detail = metadata.get("error") or feedback
+        detail = (correct_json.get("error") or metrics_json.get("error") or feedback
+                  or _tail(metadata.get("stderr_log")) or metadata.get("error"))
         error = "; ".join(reasons) + (f": {str(detail)[:2000]}" if detail else "")
-    generation = to_int(row.get("generation"))
+    diagnostics = {k: v for k, v in {
+        "text_feedback": feedback or None,
+        "validation_errors": metrics_json.get("all_validation_errors") or None,
+        "stdout": _tail(metadata.get("stdout_log")) or None,
+        "stderr": _tail(metadata.get("stderr_log")) or None,
+    }.items() if v}
+    llm = as_dict(metadata.get("llm_result"))
     extra: dict[str, Any] = {"metrics": {"combined_score": to_float(row.get("combined_score")),
                                          "public": public, "private": private}}
     cost = _cost(metadata)
     if cost:
         extra["cost"] = cost
-    duration = to_float(metadata.get("compute_time"))
+    duration = to_finite(metadata.get("compute_time"))
     if duration is not None:
         extra["duration_s"] = duration
-    if feedback:
-        extra["diagnostics"] = feedback
+    if diagnostics:
+        extra["diagnostics"] = diagnostics
+    if llm.get("msg") or llm.get("content"):
+        extra["prompts"] = {"system": llm.get("system_msg"), "user": llm.get("msg"), "response": llm.get("content")}
+    kept_metadata = {k: v for k, v in metadata.items() if k not in ("llm_result", "stdout_log", "stderr_log")}
     extra["shinkaevolve"] = {
         "generation": generation,
         "timestamp": to_float(row.get("timestamp")),
@@ -126,7 +204,9 @@ def _program(row: dict[str, Any], metric: str) -> Program:
         "language": row.get("language"),
         "code_diff": row.get("code_diff"),
         "parent_id": to_id(row.get("parent_id")),
-        "metadata": metadata,
+        "migration_history": parse_structure(row.get("migration_history")) or [],
+        "gen_folder": gen_dir.name if gen_dir.is_dir() else None,
+        "metadata": kept_metadata,
     }
     return Program(
         id=node_id,
@@ -137,7 +217,7 @@ def _program(row: dict[str, Any], metric: str) -> Program:
         order=None if generation is None else float(generation),
         round=generation,
         code=row.get("code") if isinstance(row.get("code"), str) else None,
-        migrant=any(to_bool(metadata.get(flag, False)) for flag in MIGRANT_FLAGS),
+        copy_of=_copy_of(metadata),
         extra=extra,
     )
 
@@ -152,26 +232,28 @@ def import_shinkaevolve(
     task_name: str | None = None,
     task_description: str = "",
     workers: int = 1,
-    orphans: str = "drop",
+    orphans: str = "attach",
 ) -> ImportReport:
-    """Read a ShinkaEvolve ``evolution_db.sqlite`` (or a results folder holding one) into a world."""
+    """Read a ShinkaEvolve results folder (or its ``evolution_db.sqlite``) into a world."""
     started = time.perf_counter()
-    db = Path(db_path)
-    if db.is_dir():
-        candidates = sorted(db.rglob("evolution_db.sqlite"))
-        if not candidates:
-            raise FileNotFoundError(f"{db}: no evolution_db.sqlite below this folder")
-        db = candidates[0]
-    if direction not in DIRECTIONS:
-        raise ImportError_(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    check_options(direction, orphans)
+    db = locate_database(Path(db_path))
     out_path = check_out_folder(out)
     report = ImportReport("shinkaevolve", str(db), out=str(out_path), metric=metric)
     rows = read_rows(db)
-    report.files_read = 1
+    report.files_read = 1 + sum(1 for _ in db.parent.glob("gen_*/results/*.json"))
     report.snapshots = len(rows)
-    programs = [_program(row, metric) for row in rows]
-    if programs and all(p.score is None and "missing" in (p.error or "") for p in programs):
-        raise ImportError_(f"{db}: no program has metric {metric!r} (choose one with --metric)")
+    if not rows:
+        raise ImportError_(f"{db}: the program table is empty (the run recorded no programs)")
+    available = _available_metrics(rows)
+    if metric not in available:
+        raise ImportError_(
+            f"{db}: no program has metric {metric!r}; metrics found: {', '.join(available)} (choose one with --metric)"
+        )
+    programs = [_program(row, metric, db.parent) for row in rows]
+    migrated = sum(1 for p in programs if p.extra["shinkaevolve"]["migration_history"])
+    if migrated:
+        report.notes.append(f"{migrated} program(s) migrated between islands (moved, not copied: kept as they are)")
     records = build_world_records(programs, report, orphans=orphans, direction=direction)
     write_imported_world(
         out_path, records, report, system="shinkaevolve", source_path=db, run_name=db.resolve().parent.name,

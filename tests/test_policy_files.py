@@ -1,4 +1,4 @@
-"""Policy files from anywhere, untrusted ones isolated (dream_gym.sandbox), against a hostile suite.
+"""Policy files from anywhere, untrusted ones isolated (dream_gym.policy_files), against a hostile suite.
 
 Every hostile episode must end with a recorded error naming the problem, and a following
 episode with a good policy must still work. Spies report what they found by raising
@@ -23,7 +23,7 @@ from worldgen import random_records
 
 from dream_gym.policies import make_policy
 from dream_gym.policy import RunContext, run_episode
-from dream_gym.sandbox import (
+from dream_gym.policy_files import (
     IsolatedPolicy,
     PolicyCrashed,
     PolicyException,
@@ -185,12 +185,35 @@ def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.Monkey
         for name, value in SECRETS.items():
             assert name not in environ and value not in environ
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        assert b"-I" in cmdline
+        assert b"-s" in cmdline and b"-E" not in cmdline and b"-I" not in cmdline  # -I would ignore PYTHONHASHSEED
         fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
         assert all(target.startswith(("pipe:", "/dev/null")) for target in fds.values()), fds
         assert len(fds) <= 5, fds  # stdin, stdout, stderr and the two protocol pipes
         assert Path(os.readlink(f"/proc/{pid}/cwd")).name.startswith("dream_gym_policy_")
         assert policy.hardening == ["seccomp", "audit-hook"]
+
+
+def test_hash_seed_sets_the_childs_string_hashes(tmp_path: Path, world: World) -> None:
+    """The child honours hash_seed (PYTHONHASHSEED): 0 by default, the same in every run; another
+    seed gives other hashes, so a determinism check can tell a policy that depends on them."""
+    source = tmp_path / "hashes.py"
+    source.write_text("import sys\n"
+                      "def act(view):\n"
+                      "    raise RuntimeError(f'HASH={hash(\"dream\")} PATH0={sys.path[0]!r}')\n")
+
+    def child_hash(**options: Any) -> str:
+        with IsolatedPolicy(source, **FAST, **options) as policy:
+            error = run_episode(policy, world, on_error="record").error or ""
+        match = re.search(r"HASH=(-?\d+) PATH0=('[^']*')", error)
+        assert match, error
+        assert match.group(2) != "''"  # the working folder is not on sys.path (as with -I)
+        return match.group(1)
+
+    default = child_hash()
+    assert default == child_hash(hash_seed=0) == child_hash()
+    assert child_hash(hash_seed=1) != default and child_hash(hash_seed=1) == child_hash(hash_seed=1)
+    with pytest.raises(ValueError, match="hash_seed"):
+        IsolatedPolicy(source, hash_seed=-1)
 
 
 # -- the hostile suite --------------------------------------------------------------------------

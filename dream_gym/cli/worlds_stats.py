@@ -1,0 +1,64 @@
+"""``dream-gym worlds stats`` and ``dream-gym worlds compress`` (registered by cli/worlds.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "stats",
+        help="discovery statistics and the oracle limit of worlds, side by side",
+        description="Per world: q after the first W and 10 attempts, successive new bests, depth of the "
+        "best node, share of attempts beating their parent, invalid share, root branching, the oracle "
+        "limit and the best V of stopping after rounds 1, 2, 3.",
+    )
+    p.add_argument("worlds", nargs="+", metavar="WORLD",
+                   help="world folder, folder of worlds, dataset id ns/name-vN, world ns/name-vN/world, "
+                        "shipped world name, or split of the shipped dataset (train, heldout)")
+    p.add_argument("-W", "--workers", type=int, default=None, help="W (default: each world's recorded W)")
+    p.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
+    p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
+                   help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
+    p.add_argument("--frontier", choices=("leaves", "any"), default=None, help="frontier rule (default: each world's)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--markdown", action="store_true", help="print a markdown table")
+    out.add_argument("--json", action="store_true", help="print JSON (one object per world)")
+    p.set_defaults(func=_stats)
+
+    p = sub.add_parser("compress", help="store finished worlds' nodes as nodes.jsonl.gz (checksum updated)")
+    p.add_argument("folders", nargs="+", metavar="WORLD_FOLDER")
+    p.set_defaults(func=_compress)
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from dream_gym.datasets.stats import stats_json, stats_markdown, stats_rich, world_stats
+    from dream_gym.evaluate import resolve_worlds
+
+    worlds = resolve_worlds(list(args.worlds))
+    stats = [world_stats(w, args.workers, args.beta1, args.beta2, args.frontier) for w in worlds]
+    if args.json:
+        print(stats_json(stats))
+    elif args.markdown:
+        print(stats_markdown(stats), end="")
+    else:
+        from rich.console import Console
+
+        Console().print(stats_rich(stats))
+    return 0
+
+
+def _compress(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dream_gym.world import NODES_FILE, compress_world
+
+    for folder in args.folders:
+        plain = Path(folder) / NODES_FILE
+        before = plain.stat().st_size if plain.is_file() else None
+        packed = compress_world(folder)
+        sizes = f" ({before} -> {packed.stat().st_size} bytes)" if before is not None else " (already compressed)"
+        print(f"{packed}{sizes}")
+    return 0

@@ -1,0 +1,179 @@
+"""What every importer shares: the normalised :class:`Program`, the :class:`ImportReport`, the
+errors, and the writer of the imported world."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dream_gym.world import DIRECTIONS, new_meta, write_world
+
+from .values import world_name_from
+
+SYSTEM_NAMES = {"openevolve": "OpenEvolve", "shinkaevolve": "ShinkaEvolve"}
+
+# What to do with an orphan (a program that cannot be placed in the tree): attach it under the
+# root (the default: nothing is lost) or drop it with its subtree (only when asked).
+ORPHAN_RULES = ("attach", "drop")
+
+# An import that would keep fewer than this share of the programs it read fails instead.
+MIN_KEPT_SHARE = 0.5
+
+
+class ImportError_(ValueError):
+    """The source cannot be imported (no root, unknown metric, ...); the message says why."""
+
+
+class OrphanWarning(UserWarning):
+    """Programs of the run could not be placed where the run put them (attached or dropped)."""
+
+
+@dataclass
+class Program:
+    """One attempt of a foreign run, normalised."""
+
+    id: str
+    parent: str | None
+    score: float | None
+    error: str | None = None
+    timestamp: float | None = None
+    order: float | None = None  # iteration / generation, the fallback order
+    round: int | None = None
+    code: str | None = None
+    # A copy (migrant, island copy) of the program with this id: collapsed onto it.
+    copy_of: str | None = None
+    # The phase of a resumed run the program belongs to (None: the first phase), and, for the
+    # root of such a phase, the id recorded as the program it was started from and that
+    # program's code as saved with the checkpoint.
+    phase: str | None = None
+    started_from: str | None = None
+    start_code: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ImportReport:
+    system: str
+    source: str
+    out: str = ""
+    world_id: str = ""
+    metric: str = ""
+    files_read: int = 0
+    snapshots: int = 0
+    unreadable: int = 0  # unreadable files whose program was read from another snapshot
+    recovered: int = 0  # programs known only from a trace (pruned from every snapshot)
+    programs: int = 0
+    nodes: int = 0
+    roots_found: int = 0
+    phases: int = 1
+    phases_stitched: int = 0
+    roots_stitched: int = 0  # every extra root placed onto the program it copies (phases included)
+    migrants_collapsed: int = 0
+    dangling: int = 0  # orphans whose parent is not in the records
+    unplaced_roots: int = 0  # orphans: extra roots whose start program could not be found
+    cycles: int = 0  # orphans: parent chains that loop
+    attached: int = 0
+    dropped: int = 0  # nodes dropped with orphans="drop" (orphans and their subtrees)
+    reordered: int = 0
+    invalid: int = 0
+    scored: int = 0
+    frontier: str = "leaves"
+    max_children_non_root: int = 0
+    baseline: float | None = None
+    best: float | None = None
+    seconds: float = 0.0
+    stitches: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def orphans(self) -> int:
+        return self.dangling + self.unplaced_roots + self.cycles
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: (list(v) if isinstance(v, list) else v) for k, v in self.__dict__.items()}
+        return data | {"orphans": self.orphans}
+
+    def warn(self, message: str) -> None:
+        """Record a warning and raise it as an :class:`OrphanWarning` for library callers."""
+        self.warnings.append(message)
+        warnings.warn(message, OrphanWarning, stacklevel=3)
+
+    def summary(self) -> str:
+        by = {how: sum(1 for s in self.stitches if s["phase"] is not None and s["by"] == how)
+              for how in ("resume record", "identical code")}
+        lines = [
+            f"imported {SYSTEM_NAMES.get(self.system, self.system)} run {self.source}",
+            f"  -> world {self.world_id!r} at {self.out}",
+            f"  files read {self.files_read}, snapshots {self.snapshots}, distinct programs {self.programs}"
+            + (f" ({self.recovered} recovered from the evolution trace)" if self.recovered else ""),
+            f"  nodes written {self.nodes} (scored {self.scored}, invalid {self.invalid}) "
+            f"by metric {self.metric!r}",
+            f"  migrant and island copies collapsed {self.migrants_collapsed}; roots found {self.roots_found}",
+            (f"  phases {self.phases}: {self.phases_stitched} resumed phase(s) stitched onto the program they "
+             f"started from ({by['resume record']} by best_program_info.json, {by['identical code']} by "
+             f"identical code)" if self.phases > 1 else "  phases 1 (not a resumed run)")
+            + f"; other extra roots stitched {self.roots_stitched - self.phases_stitched}",
+            f"  orphans {self.orphans} (parent not recorded {self.dangling}, unplaced roots "
+            f"{self.unplaced_roots}, parent cycles {self.cycles}): attached under the root {self.attached}, "
+            f"dropped {self.dropped} node(s)",
+            f"  baseline {self.baseline}, best {self.best}, frontier {self.frontier!r}, "
+            f"import took {self.seconds:.2f} s",
+        ]
+        lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def check_options(direction: str, orphans: str) -> None:
+    if direction not in DIRECTIONS:
+        raise ImportError_(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if orphans not in ORPHAN_RULES:
+        raise ImportError_(f"orphans must be one of {ORPHAN_RULES}, got {orphans!r}")
+
+
+def check_out_folder(out: str | os.PathLike[str]) -> Path:
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out}: output folder exists and is not empty")
+    return out
+
+
+def write_imported_world(
+    out_path: Path,
+    records: list[dict[str, Any]],
+    report: ImportReport,
+    *,
+    system: str,
+    source_path: Path,
+    run_name: str,
+    world_id: str | None,
+    task_name: str | None,
+    task_description: str,
+    direction: str,
+    workers: int,
+    orphans: str,
+) -> None:
+    """Write the imported records as a finished world, with the import's provenance."""
+    name = world_name_from(world_id or run_name)
+    report.world_id = name
+    meta = new_meta(
+        name,
+        task_name or run_name,
+        task_description or f"Imported from the {SYSTEM_NAMES[system]} run {run_name}.",
+        direction=direction,
+        workers=workers,
+        frontier=report.frontier,
+        source={
+            "system": system,
+            "path": str(source_path.resolve()),
+            "metric": report.metric,
+            "orphans": orphans,
+            "import": {k: v for k, v in report.as_dict().items() if k not in ("out", "seconds")},
+        },
+        notes=list(report.notes) + list(report.warnings),
+    )
+    write_world(out_path, meta, records)

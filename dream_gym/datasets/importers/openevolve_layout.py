@@ -1,0 +1,215 @@
+"""Where an OpenEvolve output folder keeps what: snapshots, resumed phases, traces.
+
+What OpenEvolve writes (read in its source, github.com/codelion/openevolve, now
+algorithmicsuperintelligence/openevolve):
+
+* ``database.py`` ``ProgramDatabase.save``: a database folder holds ``programs/<id>.json`` (one
+  ``Program.to_dict()`` each, ``prompts`` added when logged) and ``metadata.json``;
+* ``controller.py`` ``_save_checkpoint``: every ``checkpoint_interval`` iterations it saves the
+  database to ``<output>/checkpoints/checkpoint_N/`` with the best program so far as
+  ``best_program<ext>`` and ``best_program_info.json`` (its ``id``, metrics, ...);
+* ``controller.py`` ``OpenEvolve.__init__``: the output folder defaults to
+  ``dirname(initial_program)/openevolve_output``, and ``run`` adds the initial program under a
+  fresh uuid with no parent. The recipe of ``examples/circle_packing/README.md`` ("Running the
+  Example") starts phase 2 from ``openevolve_output/checkpoints/checkpoint_100/best_program.py``:
+  so a resumed phase writes its whole output inside that checkpoint folder
+  (``checkpoint_N/openevolve_output/checkpoints/checkpoint_M/programs/*.json``, nested once per
+  resume), and its root is a copy of the checkpoint's best program under a new id;
+* ``evolution_trace.py`` ``EvolutionTracer``: optionally ``<output>/evolution_trace.jsonl`` (or
+  ``.jsonl.gz``), one line per child: ``iteration``, ``timestamp``, ``parent_id``,
+  ``child_id``, ``child_metrics``, optionally ``child_code``, ``metadata``.
+
+Derivatives keep the same files elsewhere (Noema: ``db/programs/`` without checkpoints).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .base import ImportError_, ImportReport
+from .values import to_id
+
+_CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
+TRACE_NAMES = ("evolution_trace.jsonl", "evolution_trace.jsonl.gz")
+
+
+def _checkpoint_numbers(parts: tuple[str, ...]) -> list[float]:
+    return [float(m.group(1)) for part in parts if (m := _CHECKPOINT_RE.match(part))]
+
+
+def find_program_files(src: str | os.PathLike[str]) -> list[Path]:
+    """Every ``programs/*.json`` below ``src``, oldest snapshot first.
+
+    Snapshots are ordered by the checkpoint numbers on their path (outer first), database
+    folders outside any checkpoint (``db/``) last, then by path.
+    """
+    src = Path(src)
+    files = [p for p in src.rglob("*.json") if p.parent.name == "programs" and p.is_file()]
+
+    def key(path: Path) -> tuple[list[float], str]:
+        numbers = _checkpoint_numbers(path.relative_to(src).parts) or [math.inf]
+        return numbers, str(path)
+
+    return sorted(files, key=key)
+
+
+def phase_of(src: Path, path: Path, *, skip: int) -> str | None:
+    """The checkpoint folder (relative to ``src``) whose best program started the phase that wrote
+    ``path``, or None for the first phase.
+
+    ``skip`` is the number of trailing path parts that belong to the writing phase itself
+    (``checkpoint_M/programs/x.json``: 3; ``evolution_trace.jsonl``: 1).
+    """
+    parts = path.relative_to(src).parts
+    for i in range(len(parts) - skip - 1, -1, -1):
+        if _CHECKPOINT_RE.match(parts[i]):
+            return Path(*parts[: i + 1]).as_posix()
+    return None
+
+
+@dataclass
+class Snapshots:
+    """The union of all snapshots: one merged raw dict per program id, with its phase."""
+
+    raws: dict[str, dict[str, Any]] = field(default_factory=dict)
+    phase: dict[str, str | None] = field(default_factory=dict)
+
+
+def read_snapshots(src: Path, report: ImportReport) -> Snapshots:
+    """Read every program file; later snapshots fill in and override earlier values.
+
+    A file that cannot be read is skipped when its program (named by the file) is read from
+    another snapshot; otherwise the import fails naming the file, since importing would lose it.
+    """
+    files = find_program_files(src)
+    if not files:
+        return Snapshots()
+    snapshots = Snapshots()
+    unreadable: list[tuple[Path, str]] = []
+    for path in files:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            unreadable.append((path, f"unreadable JSON ({exc})"))
+            continue
+        node_id = to_id(raw.get("id")) if isinstance(raw, dict) else None
+        if node_id is None:
+            unreadable.append((path, "not a program record (no 'id')"))
+            continue
+        report.snapshots += 1
+        snapshots.phase.setdefault(node_id, phase_of(src, path, skip=3))
+        target = snapshots.raws.setdefault(node_id, {})
+        for key, value in raw.items():
+            if value is not None or key not in target:
+                target[key] = value
+    report.files_read = len(files)
+    for path, problem in unreadable:
+        if path.stem not in snapshots.raws:
+            raise ImportError_(
+                f"{path}: {problem}; program {path.stem} has no other readable snapshot, so the import "
+                "would lose it. Repair the file, or delete it to import the run without that program"
+            )
+        report.unreadable += 1
+        report.notes.append(f"skipped {path}: {problem}; program {path.stem} is read from another snapshot")
+    return snapshots
+
+
+def read_resume_record(src: Path, phase: str) -> tuple[str | None, str | None]:
+    """The id and code of the best program saved with the checkpoint that started ``phase``."""
+    folder = src / phase
+    started_from = code = None
+    try:
+        info = json.loads((folder / "best_program_info.json").read_text(encoding="utf-8"))
+        started_from = to_id(info.get("id")) if isinstance(info, dict) else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        pass
+    for candidate in sorted(folder.glob("best_program.*")):
+        if candidate.name != "best_program_info.json" and candidate.is_file():
+            try:
+                code = candidate.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            break
+    return started_from, code
+
+
+@dataclass
+class Traces:
+    """The evolution-trace lines by child id, with the phase of the file that holds each."""
+
+    lines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    phase: dict[str, str | None] = field(default_factory=dict)
+    files: int = 0
+    bad_lines: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def read_traces(src: Path) -> Traces:
+    traces = Traces()
+    for path in sorted(p for name in TRACE_NAMES for p in src.rglob(name) if p.is_file()):
+        traces.files += 1
+        opener = gzip.open if path.suffix == ".gz" else open
+        try:
+            with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if not line.strip():
+                        continue
+                    try:
+                        entry = json.loads(line)
+                        child = to_id(entry.get("child_id"))
+                    except (ValueError, AttributeError):
+                        traces.bad_lines += 1
+                        continue
+                    if child is None:
+                        traces.bad_lines += 1
+                        continue
+                    traces.lines[child] = entry
+                    traces.phase.setdefault(child, phase_of(src, path, skip=1))
+        except (OSError, EOFError) as exc:  # a truncated .gz: keep the lines read so far
+            traces.problems.append(f"{path}: read stopped early ({exc})")
+    return traces
+
+
+def read_llm_calls(src: Path) -> list[dict[str, Any]]:
+    """Noema's ``llm_calls.jsonl`` (one line per LLM call: ``call_id``, ``cost``, tokens), if any."""
+    calls = []
+    for path in sorted(src.rglob("llm_calls.jsonl")):
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                calls.append(entry)
+    return calls
+
+
+def read_run_best(src: Path, metric: str) -> tuple[Path, str | None, float | None] | None:
+    """The run's own final best (the newest ``best/best_program_info.json``), if any."""
+    found = []
+    for path in src.rglob("best_program_info.json"):
+        if path.parent.name != "best":
+            continue
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(info, dict):
+            found.append((float(info.get("saved_at") or 0.0), path, info))
+    if not found:
+        return None
+    _, path, info = max(found, key=lambda item: (item[0], len(item[1].parts)))
+    metrics = info.get("metrics")
+    value = metrics.get(metric) if isinstance(metrics, dict) else None
+    return path, to_id(info.get("id")), value if isinstance(value, (int, float)) else None

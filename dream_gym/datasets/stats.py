@@ -1,0 +1,196 @@
+"""Discovery statistics of a world: does exploration matter on it? (``dream-gym worlds stats``)
+
+:func:`world_stats` measures one world; :func:`stats_table` renders several side by side
+(rich, markdown or JSON). Definitions (q is the normalised quality of SPEC §4: 0 at the
+baseline, 1 at the best recorded score; "attempts" are the non-root nodes, in creation order):
+
+* ``q_first_w`` / ``q_first_10``: the best q among the root and the first W / first 10 attempts.
+* ``new_bests``: attempts that beat every score before them (the baseline included).
+* ``best_depth``: depth of the best node (the first one recorded on ties).
+* ``beat_parent_share``: attempts with a score above their parent's (a scored attempt whose
+  parent has no score counts: it repaired a failure).
+* ``invalid_share``: attempts without a valid score.
+* ``root_branching``: children of the root (branches the run opened).
+* ``limit``: the oracle limit (:func:`dream_gym.oracle.oracle_limit`) at W, beta1, beta2 and the
+  frontier rule; ``stop_r[r]``: the limit for policies that stop after at most r rounds, for
+  r = 1, 2, 3; ``limit_minus_stop_r[r]``: what stopping there gives away.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dream_gym.oracle import oracle_limit
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.world import World
+
+STOP_ROUNDS = (1, 2, 3)
+FIRST_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class WorldStats:
+    world_id: str
+    task: str
+    nodes: int
+    workers: int
+    frontier: str
+    beta1: float
+    beta2: float
+    q_first_w: float
+    q_first_10: float
+    new_bests: int
+    best_depth: int
+    beat_parent_share: float
+    invalid_share: float
+    root_branching: int
+    limit: float
+    limit_exact: bool
+    limit_gap: float
+    stop_r: dict[int, float] = field(default_factory=dict)
+    limit_minus_stop_r: dict[int, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("stop_r", "limit_minus_stop_r"):
+            data[key] = {str(k): v for k, v in data[key].items()}
+        return data
+
+
+def quality(world: World) -> np.ndarray:
+    """q of every node (NaN where unscored)."""
+    span = world.best_score - world.baseline_score
+    if span <= 0:
+        return np.where(np.isnan(world.score), np.nan, 0.0)
+    return (world.score - world.baseline_score) / span
+
+
+def depths(world: World) -> np.ndarray:
+    depth = np.zeros(world.size, dtype=np.int64)
+    parent = world.parent
+    for i in range(1, world.size):  # parents come before children
+        depth[i] = depth[parent[i]] + 1
+    return depth
+
+
+def _best_q_of_first(q: np.ndarray, count: int) -> float:
+    head = q[: count + 1]
+    valid = head[~np.isnan(head)]
+    return float(valid.max()) if valid.size else 0.0
+
+
+def world_stats(
+    world: World,
+    workers: int | None = None,
+    beta1: float = DEFAULT_BETA1,
+    beta2: float = DEFAULT_BETA2,
+    frontier: str | None = None,
+) -> WorldStats:
+    """The statistics of ``world`` (see the module docstring); W defaults to the world's."""
+    w = world.workers if workers is None else int(workers)
+    rule = world.frontier_rule if frontier is None else frontier
+    q = quality(world)
+    scores = world.score
+    attempts = world.size - 1
+    running = world.baseline_score
+    new_bests = 0
+    for s in scores[1:].tolist():
+        if s == s and s > running:  # s == s: a score, not NaN
+            new_bests += 1
+            running = s
+    parent_scores = scores[world.parent[1:]] if attempts else np.zeros(0)
+    child_scores = scores[1:]
+    scored = ~np.isnan(child_scores)
+    beats = child_scores > np.where(np.isnan(parent_scores), -np.inf, parent_scores)  # NaN > x is False
+    valid = ~np.isnan(scores)
+    best_index = int(np.flatnonzero(valid & (scores == np.nanmax(scores)))[0]) if valid.any() else 0
+    limit = oracle_limit(world, w, beta1, beta2, rule)
+    stops = {r: oracle_limit(world, w, beta1, beta2, rule, max_rounds=r).value for r in STOP_ROUNDS}
+    return WorldStats(
+        world_id=world.id,
+        task=world.task_name,
+        nodes=world.size,
+        workers=w,
+        frontier=rule,
+        beta1=float(beta1),
+        beta2=float(beta2),
+        q_first_w=_best_q_of_first(q, w),
+        q_first_10=_best_q_of_first(q, FIRST_ATTEMPTS),
+        new_bests=new_bests,
+        best_depth=int(depths(world)[best_index]),
+        beat_parent_share=float(beats.mean()) if attempts else 0.0,
+        invalid_share=float((~scored).mean()) if attempts else 0.0,
+        root_branching=int(world.children_start[1] - world.children_start[0]),
+        limit=limit.value,
+        limit_exact=limit.exact,
+        limit_gap=limit.gap,
+        stop_r=stops,
+        limit_minus_stop_r={r: limit.value - v for r, v in stops.items()},
+    )
+
+
+# -- rendering ----------------------------------------------------------------------------
+def _rows(stats: Sequence[WorldStats]) -> list[tuple[str, list[str]]]:
+    def f(x: float, digits: int = 3) -> str:
+        return "n/a" if math.isnan(x) else f"{x:.{digits}f}"
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
+    rows = [
+        ("task", [s.task for s in stats]),
+        ("nodes", [str(s.nodes) for s in stats]),
+        ("W", [str(s.workers) for s in stats]),
+        ("q after first W attempts", [f(s.q_first_w) for s in stats]),
+        (f"q after first {FIRST_ATTEMPTS} attempts", [f(s.q_first_10) for s in stats]),
+        ("successive new bests", [str(s.new_bests) for s in stats]),
+        ("depth of best node", [str(s.best_depth) for s in stats]),
+        ("attempts beating parent", [pct(s.beat_parent_share) for s in stats]),
+        ("invalid attempts", [pct(s.invalid_share) for s in stats]),
+        ("root branching", [str(s.root_branching) for s in stats]),
+        ("oracle limit V*", [f(s.limit) + ("" if s.limit_exact else f" (bound, gap {s.limit_gap:.3g})") for s in stats]),
+    ]
+    for r in STOP_ROUNDS:
+        rows.append((f"best V stopping after round {r}", [f(s.stop_r[r]) for s in stats]))
+    for r in STOP_ROUNDS:
+        rows.append((f"V* - stop after round {r}", [f(s.limit_minus_stop_r[r]) for s in stats]))
+    return rows
+
+
+def _caption(stats: Sequence[WorldStats]) -> str:
+    settings = sorted({(s.beta1, s.beta2) for s in stats})
+    betas = "; ".join(f"beta1 {b1:g}, beta2 {b2:g}" for b1, b2 in settings)
+    return (f"q: 0 = baseline, 1 = best recorded; V* = the oracle limit (best V any policy can reach; "
+            f"{betas}); 'stopping after round r' = the best V of any policy that stops by round r")
+
+
+def stats_markdown(stats: Sequence[WorldStats]) -> str:
+    header = ["statistic", *[s.world_id for s in stats]]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(stats)]
+    lines += ["| " + " | ".join([name, *cells]) + " |" for name, cells in _rows(stats)]
+    return "\n".join(lines) + "\n\n" + _caption(stats) + "\n"
+
+
+def stats_json(stats: Sequence[WorldStats]) -> str:
+    return json.dumps([s.as_dict() for s in stats], indent=2)
+
+
+def stats_rich(stats: Sequence[WorldStats]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="World statistics", caption=_caption(stats), box=box.SIMPLE_HEAD)
+    rows = _rows(stats)
+    table.add_column("statistic", justify="left", no_wrap=True)
+    for i, s in enumerate(stats):
+        widest = max(len(s.world_id), *(len(cells[i]) for _, cells in rows))
+        table.add_column(s.world_id, justify="right", overflow="fold", min_width=min(widest, 18))
+    for name, cells in rows:
+        table.add_row(name, *cells)
+    return table

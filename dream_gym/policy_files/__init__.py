@@ -1,0 +1,35 @@
+"""Policies from anywhere; untrusted policy files run isolated (SPEC §6).
+
+``load_policy(spec)`` is the front door: a built-in name, ``module:attr``, a ``.py`` file (run
+isolated by default) or a trained SB3 model ``.zip``. One concept a module:
+
+* :mod:`~dream_gym.policy_files.specs`: what a spec names, and building its policy in-process;
+* :mod:`~dream_gym.policy_files.isolated`: :class:`IsolatedPolicy`, the parent side of a policy
+  that runs in a child process with time, memory and output limits;
+* :mod:`~dream_gym.policy_files.child`: the child's boot code and main loop;
+* :mod:`~dream_gym.policy_files.wire`: the message protocol between them (framing, views, batches);
+* :mod:`~dream_gym.policy_files.hardening`: the child's seccomp filter and audit hook;
+* :mod:`~dream_gym.policy_files.errors`: the errors of loading and of isolated runs.
+"""
+
+from dream_gym.policy_files.errors import (
+    PolicyCrashed,
+    PolicyError,
+    PolicyException,
+    PolicyLoadError,
+    PolicyMemoryError,
+    PolicyNotFoundError,
+    PolicyOutputError,
+    PolicyProtocolError,
+    PolicyTimeout,
+)
+from dream_gym.policy_files.isolated import IsolatedPolicy
+from dream_gym.policy_files.specs import load_policy, load_policy_file, policy_from_namespace
+from dream_gym.policy_files.wire import decode_view, encode_view
+
+__all__ = [
+    "IsolatedPolicy", "PolicyCrashed", "PolicyError", "PolicyException", "PolicyLoadError",
+    "PolicyMemoryError", "PolicyNotFoundError", "PolicyOutputError", "PolicyProtocolError",
+    "PolicyTimeout", "decode_view", "encode_view", "load_policy", "load_policy_file",
+    "policy_from_namespace",
+]

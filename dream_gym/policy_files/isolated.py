@@ -1,0 +1,456 @@
+"""IsolatedPolicy: a policy that runs in its own child process, with limits.
+
+An :class:`IsolatedPolicy` runs the policy in ONE child process (reused across episodes,
+restarted after any failure): ``python -s -B`` with a scrubbed environment (no API keys or other
+secrets), rlimits on address space and CPU, its own session and process group, a fresh temp
+folder as working directory, and only two pipes for the protocol
+(:mod:`dream_gym.policy_files.wire`). It never receives a world object or a world path: only
+the :class:`~dream_gym.policy.RunContext` and prefix views. The child's stdout and stderr are
+separate pipes drained by a thread with a bounded tail, so printing cannot block or flood the
+parent. The parent enforces a per-decision timeout and a per-episode budget of policy time by
+killing the process group. With ``harden=True`` (default) the child also installs the seccomp
+filter and audit hook of :mod:`dream_gym.policy_files.hardening` before loading the file.
+
+The child is started by ``subprocess.Popen`` (fork + exec of a fresh interpreter, no
+``preexec_fn``: limits are set by the child's boot code), so a parent with threads (torch,
+the output drain threads, a worker pool) is safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from dream_gym.isolation import apply_limits, scrubbed_env
+from dream_gym.policy import RunContext
+from dream_gym.policy_files.child import BOOT
+from dream_gym.policy_files.errors import (
+    PolicyCrashed,
+    PolicyError,
+    PolicyException,
+    PolicyLoadError,
+    PolicyMemoryError,
+    PolicyNotFoundError,
+    PolicyOutputError,
+    PolicyProtocolError,
+    PolicyTimeout,
+)
+from dream_gym.policy_files.specs import is_file_spec
+from dream_gym.policy_files.wire import HEADER, MAX_BATCH, MAX_MESSAGE_BYTES, encode_view, frame
+from dream_gym.view import NodeView, PrefixView
+
+_TAIL_BYTES = 8192
+_MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "Unable to allocate",
+                 "out of memory", "Out of memory")
+
+
+class _Output:
+    """What a child printed: byte counts and bounded tails; trips ``overflow`` past a limit."""
+
+    def __init__(self, limit: int, pgid: int):
+        self.limit, self.pgid = limit, pgid
+        self.episode_bytes = 0
+        self.total = 0
+        self.overflow = False
+        self.tails: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self.lock = threading.Lock()
+
+    def add(self, stream: str, data: bytes) -> None:
+        with self.lock:
+            self.total += len(data)
+            self.episode_bytes += len(data)
+            tail = self.tails[stream]
+            tail += data
+            if len(tail) > 2 * _TAIL_BYTES:
+                del tail[:-_TAIL_BYTES]
+            if self.episode_bytes > self.limit and not self.overflow:
+                self.overflow = True
+                _kill_group(self.pgid)
+
+    def tail(self, stream: str, limit: int = 2000) -> str:
+        with self.lock:
+            return bytes(self.tails[stream][-limit:]).decode("utf-8", "replace")
+
+
+def _drain(streams: dict[str, Any], output: _Output) -> None:
+    """Read the child's stdout/stderr until both close (runs in a daemon thread)."""
+    poller = select.poll()
+    by_fd = {}
+    for name, stream in streams.items():
+        poller.register(stream.fileno(), select.POLLIN)
+        by_fd[stream.fileno()] = (name, stream)
+    while by_fd:
+        for fd, _ in poller.poll():
+            name, stream = by_fd[fd]
+            data = os.read(fd, 1 << 16)
+            if data:
+                output.add(name, data)
+            else:
+                poller.unregister(fd)
+                stream.close()
+                del by_fd[fd]
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _cleanup(proc: subprocess.Popen[bytes], fds: list[int], tmp: str) -> None:
+    """Kill the process group, reap, close our pipe ends, remove the temp folder."""
+    _kill_group(proc.pid)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover (SIGKILL cannot be ignored)
+        pass
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _Deadline(Exception):
+    pass
+
+
+class _Closed(Exception):
+    pass
+
+
+class IsolatedPolicy:
+    """A policy that runs in its own isolated child process (see :mod:`dream_gym.policy_files.isolated`).
+
+    Args:
+        spec: a ``.py`` file path (or a built-in name / ``module:Class``, run isolated anyway).
+        decision_timeout_s: wall time allowed for one ``reset`` or ``act``.
+        episode_timeout_s: policy time allowed for a whole episode (the sum over its decisions).
+        memory_mb: address-space limit of the child (Python itself and numpy take ~150 MB).
+        max_output_bytes: how much the policy may print per episode (stdout + stderr).
+        cpu_s: CPU-seconds limit of each process of the group (default 4x the episode budget);
+            the child is restarted before an episode that could exceed it.
+        startup_timeout_s: time allowed to start the interpreter and import the file.
+        harden: seccomp filter and audit hook in the child (:mod:`dream_gym.policy_files.hardening`).
+        hash_seed: the child's ``PYTHONHASHSEED`` (default 0, so set iteration order and
+            ``hash(str)`` are the same in every run; another value gives another order, which is
+            how a determinism check tells a policy that depends on it).
+        params: constructor parameters (built-in or ``module:Class`` specs only).
+
+    Raises at construction: PolicyNotFoundError, PolicyLoadError, or a PolicyError when the
+    child cannot start. Use as a context manager, or call :meth:`close`; the child is also
+    killed when the object is garbage collected and at interpreter exit.
+    """
+
+    def __init__(
+        self,
+        spec: str | os.PathLike[str],
+        *,
+        decision_timeout_s: float = 5.0,
+        episode_timeout_s: float = 120.0,
+        memory_mb: int = 512,
+        max_output_bytes: int = 1 << 20,
+        cpu_s: float | None = None,
+        startup_timeout_s: float = 30.0,
+        harden: bool = True,
+        hash_seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ):
+        spec = os.fspath(spec)
+        if is_file_spec(spec):
+            if not Path(spec).is_file():
+                raise PolicyNotFoundError(f"policy file {spec} does not exist")
+            spec = str(Path(spec).resolve())
+        self.spec = spec
+        self.name = Path(spec).stem if is_file_spec(spec) else spec
+        self.decision_timeout_s = float(decision_timeout_s)
+        self.episode_timeout_s = float(episode_timeout_s)
+        self.memory_mb = int(memory_mb)
+        self.max_output_bytes = int(max_output_bytes)
+        self.cpu_s = float(cpu_s) if cpu_s is not None else max(60.0, 4 * self.episode_timeout_s)
+        self.startup_timeout_s = float(startup_timeout_s)
+        self.harden = bool(harden)
+        self.hash_seed = int(hash_seed)
+        if not 0 <= self.hash_seed <= 4294967295:
+            raise ValueError(f"hash_seed must be in [0, 4294967295], got {hash_seed}")
+        self.params = dict(params or {})
+        self.hardening: list[str] = []
+        self.starts = 0
+        self.episode_time_s = 0.0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._output: _Output | None = None
+        self._finalizer: Callable[[], None] | None = None
+        self._fd_to = self._fd_from = -1
+        self._restart_needed = False
+        self._sent: tuple[NodeView, ...] = ()
+        self._start()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def _start(self) -> None:
+        self._stop()
+        tmp = tempfile.mkdtemp(prefix="dream_gym_policy_")
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        config = {"spec": self.spec, "params": self.params, "harden": self.harden}
+        boot = BOOT.format(limits_src=inspect.getsource(apply_limits), memory_mb=self.memory_mb,
+                            cpu_s=self.cpu_s)
+        # -s -B, not -I: -I implies -E, which would ignore PYTHONHASHSEED; the environment is
+        # scrubbed anyway, and BOOT drops the working folder from sys.path as -I would.
+        argv = [sys.executable, "-s", "-B", "-c", boot, str(to_child_r), str(from_child_w),
+                json.dumps(config)]
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=tmp, env=scrubbed_env({"PYTHONHASHSEED": str(self.hash_seed)}, home=tmp), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(to_child_r, from_child_w),
+                close_fds=True, start_new_session=True,
+            )
+        except BaseException:
+            for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
+                os.close(fd)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        os.close(to_child_r)
+        os.close(from_child_w)
+        os.set_blocking(to_child_w, False)
+        self._proc, self._fd_to, self._fd_from = proc, to_child_w, from_child_r
+        self._output = _Output(self.max_output_bytes, proc.pid)
+        assert proc.stdout is not None and proc.stderr is not None
+        threading.Thread(target=_drain, args=({"stdout": proc.stdout, "stderr": proc.stderr}, self._output),
+                         name=f"dream_gym-policy-{proc.pid}-output", daemon=True).start()
+        self._finalizer = weakref.finalize(self, _cleanup, proc, [to_child_w, from_child_r], tmp)
+        self.starts += 1
+        self._restart_needed = False
+        self._sent = ()
+        hello = self._exchange(None, time.monotonic() + self.startup_timeout_s, "starting")
+        if not hello.get("ok"):
+            self._stop()
+            error = str(hello.get("error", "unknown error"))
+            if hello.get("kind") == "notfound":
+                raise PolicyNotFoundError(error)
+            if hello.get("kind") == "memory":
+                raise PolicyMemoryError(f"policy {self.name}: ran out of memory ({self.memory_mb} MB) while loading: {error}")
+            raise PolicyLoadError(f"policy {self.name}: loading failed in the isolated process: {error}")
+        self.name = str(hello.get("name", self.name))
+        self.hardening = [str(h) for h in hello.get("hardening", [])]
+
+    def _stop(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # kills the group, reaps, closes fds, removes the temp folder
+        self._finalizer = None
+        self._proc = None
+
+    def close(self) -> None:
+        """End the child process (and anything it forked)."""
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                self._send({"op": "close"}, time.monotonic() + 0.5)
+                self._proc.wait(timeout=0.5)
+            except (_Deadline, _Closed, subprocess.TimeoutExpired, OSError):
+                pass
+        self._stop()
+
+    def __enter__(self) -> IsolatedPolicy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (also its process group id), None when not running."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def output_tail(self, stream: str = "stderr") -> str:
+        """The last bytes the child printed on ``stream``."""
+        return self._output.tail(stream) if self._output is not None else ""
+
+    # -- the Policy interface -----------------------------------------------------------------
+    def reset(self, context: RunContext) -> None:
+        if (self._proc is None or self._proc.poll() is not None or self._restart_needed
+                or self._cpu_used() + self.episode_timeout_s > self.cpu_s):
+            self._start()
+        assert self._output is not None
+        with self._output.lock:
+            self._output.episode_bytes = 0
+        self.episode_time_s = 0.0
+        self._sent = ()
+        self._call({"op": "reset", "context": dataclasses.asdict(context)}, "reset")
+
+    def act(self, view: PrefixView) -> list[Any]:
+        if self._proc is None or self._restart_needed:
+            raise PolicyError(f"policy {self.name}: act() after a failure; call reset() first")
+        sent = self._sent
+        known = len(sent) if len(view.nodes) >= len(sent) and all(
+            a is b for a, b in zip(sent, view.nodes, strict=False)) else 0
+        reply = self._call({"op": "act", "view": encode_view(view, known)}, "act")
+        self._sent = view.nodes
+        batch = reply.get("batch")
+        if not isinstance(batch, list) or len(batch) > MAX_BATCH or not all(
+                item is None or isinstance(item, (int, float, str)) for item in batch):
+            self._fail()
+            raise PolicyProtocolError(f"policy {self.name}: malformed batch message {str(batch)[:200]!r}")
+        return batch
+
+    # -- protocol -----------------------------------------------------------------------------
+    def _call(self, message: dict[str, Any], what: str) -> dict[str, Any]:
+        started = time.monotonic()
+        budget_left = self.episode_timeout_s - self.episode_time_s
+        per_decision = self.decision_timeout_s <= budget_left
+        deadline = started + min(self.decision_timeout_s, max(0.0, budget_left))
+        try:
+            reply = self._exchange(message, deadline, what, per_decision)
+        finally:
+            self.episode_time_s += time.monotonic() - started
+        if reply.get("ok"):
+            return reply
+        self._fail()
+        error = str(reply.get("error", "unknown error"))
+        kind = reply.get("kind")
+        if kind == "memory":
+            raise PolicyMemoryError(f"policy {self.name} exceeded its memory limit ({self.memory_mb} MB) in {what}(): {error}")
+        if kind == "protocol":
+            raise PolicyProtocolError(f"policy {self.name}: {error}")
+        raise PolicyException(f"policy {self.name} raised in {what}(): {error}")
+
+    def _exchange(self, message: dict[str, Any] | None, deadline: float, what: str,
+                  per_decision: bool = True) -> dict[str, Any]:
+        """Send ``message`` (None: only read) and read one reply, turning every failure of the
+        child into the right PolicyError (after killing its process group)."""
+        try:
+            if message is not None:
+                self._send(message, deadline)
+            head = self._read(HEADER.size, deadline)
+            size = HEADER.unpack(head)[0]
+            if size > MAX_MESSAGE_BYTES:
+                self._fail()
+                raise PolicyProtocolError(f"policy {self.name}: reply of {size} bytes (limit {MAX_MESSAGE_BYTES})")
+            body = self._read(size, deadline)
+        except _Deadline:
+            self._fail()
+            if self._output is not None and self._output.overflow:
+                raise self._overflow_error() from None
+            if what == "starting":
+                raise PolicyTimeout(f"policy {self.name}: did not start within {self.startup_timeout_s:g}s") from None
+            if per_decision:
+                raise PolicyTimeout(f"policy {self.name}: {what}() took longer than the decision timeout "
+                                    f"of {self.decision_timeout_s:g}s; process killed") from None
+            raise PolicyTimeout(f"policy {self.name}: episode time budget of {self.episode_timeout_s:g}s "
+                                f"exhausted during {what}(); process killed") from None
+        except _Closed:
+            raise self._death(what) from None
+        try:
+            reply = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            self._fail()
+            raise PolicyProtocolError(f"policy {self.name}: unreadable reply ({exc})") from None
+        if not isinstance(reply, dict):
+            self._fail()
+            raise PolicyProtocolError(f"policy {self.name}: reply is not a JSON object")
+        return reply
+
+    def _send(self, message: dict[str, Any], deadline: float) -> None:
+        view = memoryview(frame(message, allow_nan=False))
+        poller = select.poll()
+        poller.register(self._fd_to, select.POLLOUT)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Deadline
+            events = poller.poll(min(remaining, 0.2) * 1000)
+            if not events:
+                continue
+            if events[0][1] & (select.POLLERR | select.POLLHUP):
+                raise _Closed
+            try:
+                view = view[os.write(self._fd_to, view):]
+            except BlockingIOError:
+                continue
+            except (BrokenPipeError, OSError):
+                raise _Closed from None
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        chunks: list[bytes] = []
+        got = 0
+        poller = select.poll()
+        poller.register(self._fd_from, select.POLLIN)
+        while got < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Deadline
+            if not poller.poll(min(remaining, 0.2) * 1000):
+                if self._output is not None and self._output.overflow:
+                    raise _Deadline  # the drain thread killed the group; reported as overflow
+                continue
+            chunk = os.read(self._fd_from, min(n - got, 1 << 20))
+            if not chunk:
+                raise _Closed
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def _fail(self) -> None:
+        """After any failure: kill the group now; the next reset() starts a fresh child."""
+        self._restart_needed = True
+        if self._proc is not None:
+            _kill_group(self._proc.pid)
+
+    def _overflow_error(self) -> PolicyOutputError:
+        return PolicyOutputError(f"policy {self.name} printed more than {self.max_output_bytes} bytes "
+                                 "in one episode (max_output_bytes); process killed")
+
+    def _death(self, what: str) -> PolicyError:
+        """The error for a child that closed its pipe (it died, or is about to)."""
+        assert self._proc is not None
+        self._restart_needed = True
+        try:
+            code = self._proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            _kill_group(self._proc.pid)
+            code = self._proc.wait()
+        time.sleep(0.05)  # let the drain thread collect the last words
+        if self._output is not None and self._output.overflow:
+            return self._overflow_error()
+        tail = self.output_tail("stderr")
+        sig = signal.Signals(-code).name if code < 0 else None
+        how = f"killed by {sig}" if sig else f"exit code {code}"
+        tail_note = f"; stderr tail: {tail[-800:].strip()}" if tail.strip() else ""
+        if sig == "SIGXCPU":
+            return PolicyTimeout(f"policy {self.name}: CPU limit of {self.cpu_s:g}s exceeded during {what}() ({how})")
+        if any(s in tail for s in _MEMORY_SIGNS) or sig in ("SIGSEGV", "SIGABRT", "SIGBUS"):
+            return PolicyMemoryError(f"policy {self.name}: process died during {what}(), probably out of "
+                                     f"memory (limit {self.memory_mb} MB; {how}){tail_note}")
+        return PolicyCrashed(f"policy {self.name}: process died during {what}() ({how}){tail_note}",
+                             exit_code=code if code >= 0 else None, signal_name=sig, stderr_tail=tail)
+
+    def _cpu_used(self) -> float:
+        """CPU seconds the child used so far (0 when unknown)."""
+        if self._proc is None:
+            return 0.0
+        try:
+            stat = Path(f"/proc/{self._proc.pid}/stat").read_text()
+        except OSError:
+            return 0.0
+        fields = stat.rsplit(")", 1)[-1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def __repr__(self) -> str:
+        return f"IsolatedPolicy({self.spec!r}, pid={self.pid})"
+
+
+__all__ = ["IsolatedPolicy"]

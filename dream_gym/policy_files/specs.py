@@ -1,0 +1,192 @@
+"""Policy specs: what a ``--policy`` string names, and how that policy is built.
+
+:func:`load_policy` accepts four kinds of spec:
+
+* a built-in name (``"greedy"``): :func:`dream_gym.policies.make_policy`, in-process;
+* ``module:attr`` (``"my_pkg.agents:BeamPolicy"``): trusted code the user installed, imported
+  in-process; a class is instantiated, a policy object used as is, a function becomes a
+  :class:`~dream_gym.policy.FunctionPolicy`;
+* a path to a ``.py`` file: **untrusted** (maybe LLM-written), run isolated by default in an
+  :class:`~dream_gym.policy_files.isolated.IsolatedPolicy`. The file defines, in this order of
+  preference, a ``make_policy()`` factory, a ``Policy`` class, exactly one class with ``reset``
+  and ``act``, or a top-level function ``act(view)`` / ``policy(view)`` (optionally
+  ``(view, context)``). Only objects the file itself defines count (an imported ``make_policy``
+  is ignored). The file must be self-contained: it may import installed packages, not helper
+  files next to it;
+* a trained stable-baselines3 model ``.zip``: :class:`dream_gym.rl.SB3Policy`, in-process.
+
+:func:`resolve_in_process` builds the policy object of a spec in the current process; the
+parent uses it for trusted specs, the isolated child (:mod:`dream_gym.policy_files.child`) for
+the file it was started for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dream_gym.policies import make_policy
+from dream_gym.policy import FunctionPolicy, Policy
+from dream_gym.policy_files.errors import PolicyLoadError, PolicyNotFoundError
+
+
+def _defined_here(obj: Any, module_name: str) -> bool:
+    return getattr(obj, "__module__", None) == module_name
+
+
+def policy_from_namespace(namespace: Mapping[str, Any], source: str) -> Policy:
+    """The policy a module defines (see the module docstring for the convention)."""
+    module_name = str(namespace.get("__name__", ""))
+    factory = namespace.get("make_policy")
+    if callable(factory) and _defined_here(factory, module_name):
+        return _checked(factory(), source, "make_policy()")
+    cls = namespace.get("Policy")
+    if isinstance(cls, type) and _defined_here(cls, module_name):
+        return _checked(cls(), source, "Policy()")
+    classes = [v for v in namespace.values()
+               if isinstance(v, type) and _defined_here(v, module_name)
+               and callable(getattr(v, "act", None)) and callable(getattr(v, "reset", None))]
+    if len(classes) == 1:
+        return _checked(classes[0](), source, f"{classes[0].__name__}()")
+    for fname in ("act", "policy"):
+        fn = namespace.get(fname)
+        if callable(fn) and not isinstance(fn, type) and _defined_here(fn, module_name):
+            return FunctionPolicy(fn, name=Path(source).stem)
+    found = f" (it defines {len(classes)} policy classes: {', '.join(c.__name__ for c in classes)})" if classes else ""
+    raise PolicyLoadError(
+        f"{source} defines no policy{found}: define make_policy(), a class named Policy with "
+        "reset(context) and act(view), or a top-level function act(view)"
+    )
+
+
+def _checked(obj: Any, source: str, what: str) -> Policy:
+    if not (callable(getattr(obj, "act", None)) and callable(getattr(obj, "reset", None))):
+        raise PolicyLoadError(f"{source}: {what} returned {type(obj).__name__}, which lacks reset() and act()")
+    return obj  # type: ignore[no-any-return]
+
+
+def _module_name_for(path: Path) -> str:
+    return "dream_gym_policy_file_" + re.sub(r"\W", "_", path.stem)
+
+
+def load_policy_file(path: str | os.PathLike[str]) -> Policy:
+    """Import a policy file IN THIS PROCESS (trusted files only) and return its policy."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise PolicyNotFoundError(f"policy file {path} does not exist")
+    name = _module_name_for(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PolicyLoadError(f"{path} cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise PolicyLoadError(f"importing {path} failed: {type(exc).__name__}: {exc}{where(exc, str(path))}") from exc
+    return policy_from_namespace(vars(module), str(path))
+
+
+def _load_module_attr(spec: str, params: Mapping[str, Any]) -> Policy:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise PolicyNotFoundError(f"policy {spec!r}: no module {module_name!r} ({exc})") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise PolicyNotFoundError(f"policy {spec!r}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, type):
+        return _checked(obj(**params), spec, f"{attr}()")
+    if params:
+        raise ValueError(f"policy {spec!r} is not a class; parameters {sorted(params)} cannot be passed")
+    if callable(getattr(obj, "act", None)) and callable(getattr(obj, "reset", None)):
+        return obj  # type: ignore[no-any-return]
+    if callable(obj):
+        return FunctionPolicy(obj, name=attr)
+    raise PolicyLoadError(f"policy {spec!r} is a {type(obj).__name__}, not a policy class, object or function")
+
+
+def is_file_spec(spec: str) -> bool:
+    """A path (ends with .py or has a folder part) rather than a name or module:attr."""
+    return spec.endswith(".py") or (os.sep in spec and ":" not in spec)
+
+
+def resolve_in_process(spec: str, params: Mapping[str, Any]) -> Policy:
+    if is_file_spec(spec):
+        if params:
+            raise ValueError(f"policy file {spec}: parameters cannot be passed to a file's policy")
+        return load_policy_file(spec)
+    if ":" in spec:
+        return _load_module_attr(spec, params)
+    try:
+        return make_policy(spec, **params)
+    except LookupError as exc:
+        raise PolicyNotFoundError(f"{exc}; or give module:Class or a path to a .py file") from None
+
+
+def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
+                params: Mapping[str, Any] | None = None, **limits: Any) -> Policy:
+    """A policy from a built-in name, ``module:attr``, a ``.py`` file path, or a trained
+    stable-baselines3 model ``.zip`` (:class:`dream_gym.rl.SB3Policy`, in-process; an SB3 zip
+    holds pickled objects, so load only models from a trusted source; ``params`` such as
+    ``deterministic`` go to SB3Policy).
+
+    Args:
+        spec: see the module docstring.
+        isolate: run in an :class:`~dream_gym.policy_files.isolated.IsolatedPolicy`. Default:
+            True for files (untrusted), False for built-in names and modules (trusted code).
+        params: constructor parameters for a built-in or ``module:Class`` policy.
+        limits: ``IsolatedPolicy`` options (``decision_timeout_s``, ``episode_timeout_s``,
+            ``memory_mb``, ``max_output_bytes``, ``harden``, ...); only with isolation.
+
+    Raises:
+        PolicyNotFoundError (a LookupError): unknown name, missing module or file.
+        PolicyLoadError (a ValueError): the file defines no policy or fails to import.
+    """
+    spec = os.fspath(spec)
+    params = dict(params or {})
+    if spec.endswith(".zip"):  # a trained SB3 model: pickled objects, so a trusted file, in-process
+        if isolate or limits:
+            raise ValueError(f"{spec}: SB3 models load in-process only (no isolate=True, no limits)")
+        if not Path(spec).is_file():
+            raise PolicyNotFoundError(f"model file {spec} does not exist")
+        from dream_gym.rl import SB3Policy
+
+        return SB3Policy(spec, **params)
+    is_file = is_file_spec(spec)
+    if is_file and not Path(spec).is_file():
+        raise PolicyNotFoundError(f"policy file {spec} does not exist")
+    if isolate is None:
+        isolate = is_file
+    if not isolate:
+        if limits:
+            raise ValueError(f"limits {sorted(limits)} only apply to isolated policies (isolate=True)")
+        return resolve_in_process(spec, params)
+    if not is_file and ":" not in spec:
+        resolve_in_process(spec, params)  # fail fast on unknown names, in the parent
+    from dream_gym.policy_files.isolated import IsolatedPolicy  # (isolated.py imports this module)
+
+    return IsolatedPolicy(spec, params=params, **limits)
+
+
+def where(exc: BaseException, source: str) -> str:
+    """' (at file.py line N, in fn)' for the innermost frame in the policy file."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == source]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {Path(f.filename).name} line {f.lineno}, in {f.name})"
+
+
+__all__ = ["is_file_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]
