@@ -6,7 +6,8 @@
   objective) on the replay fast path, serially, across processes or on Ray, and writes one JSON
   line per episode.
 * :func:`leaderboard` aggregates the episodes per world and over worlds (mean V over beta, the
-  v2 objective ``auc - lambda * penalty``, attainment, attempts, rounds, errors).
+  v2 objective ``auc - lambda * penalty``, attainment, attempts, rounds, errors, and V as a share
+  of the world's oracle limit, which :func:`evaluate` records on every episode).
 
 Determinism: an episode depends only on (policy spec, world, beta, seed, options). Work is cut
 into one task per (policy, world) pair holding all its betas in order, whatever the backend
@@ -28,7 +29,14 @@ from typing import Any
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files import load_policy
 from dream_gym.registry import load_cached, resolve_world, shipped_worlds_dir
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA, v2_objective
+from dream_gym.score import (
+    DEFAULT_BETA1,
+    DEFAULT_BETA2,
+    DEFAULT_BETA_GRID,
+    DEFAULT_LAMBDA,
+    oracle_limit,
+    v2_objective,
+)
 from dream_gym.session import ReplaySession
 from dream_gym.world import WORLD_FILE, World
 
@@ -388,6 +396,7 @@ def evaluate(
             for p, w, results in done:
                 by_key[(p, w)] = results
                 advance(len(results))
+    _record_limits(by_key, world_list, options)
     ordered = [r for key in sorted(by_key) for r in by_key[key]]
     if out is not None:
         world_of = {i: world for i, world in enumerate(world_list)}
@@ -401,6 +410,23 @@ def evaluate(
                     handle.write(_dumps(result_row(result, world_of[key[1]], **extra)) + "\n")
         os.replace(tmp, out_path)
     return ordered
+
+
+def _record_limits(
+    by_key: Mapping[tuple[int, int], list[EpisodeResult]], world_list: Sequence[World], options: Mapping[str, Any]
+) -> None:
+    """Set each episode's ``limit``: its world's oracle limit at the replayed W, beta1, beta2,
+    frontier and round limit (computed once per world, here, outside every policy's reach)."""
+    limits: dict[int, float] = {}
+    for (_, w), results in by_key.items():
+        if w not in limits:
+            world = world_list[w]
+            limits[w] = oracle_limit(
+                world, options.get("workers") or world.workers, options["beta1"], options["beta2"],
+                options.get("frontier"), options.get("max_rounds"),
+            ).value
+        for result in results:
+            result.limit = limits[w]
 
 
 class _progress_bar:
@@ -452,6 +478,9 @@ class LeaderboardRow:
     attempts: float  # mean attempts per episode
     rounds: float  # mean rounds per episode
     errors: int  # episodes that ended with an error
+    limit: float = math.nan  # the world's oracle limit (overall: mean over worlds); NaN: unknown
+    limit_share: float = math.nan  # mean_v / limit (overall: mean of the per-world shares)
+    regret: float = math.nan  # limit - mean_v (overall: mean over worlds)
 
 
 @dataclass
@@ -465,13 +494,17 @@ class Leaderboard:
     rank_by: str = "v2"
     errors: list[tuple[str, str, float, str]] = field(default_factory=list)  # policy, world, beta, message
 
-    COLUMNS = ("rank", "policy", "v2", "auc", "penalty", "mean V", "quality", "attempts", "rounds", "errors")
-    SHORT_COLUMNS = ("#", "policy", "v2", "auc", "pen", "V", "q", "N", "k", "err")  # terminal tables
+    COLUMNS = ("rank", "policy", "v2", "auc", "penalty", "mean V", "% of limit", "regret", "quality", "attempts",
+               "rounds", "errors")
+    # terminal tables: short labels, and no regret column (it is V* - V; the titles give V*)
+    SHORT_COLUMNS = ("#", "policy", "v2", "auc", "pen", "V", "%lim", None, "q", "N", "k", "err")
 
     def _cells(self, row: LeaderboardRow, ties: set[int]) -> list[str]:
         rank = f"{row.rank}=" if row.rank in ties else str(row.rank)
         return [
             rank, row.policy, f"{row.v2:.4f}", f"{row.auc:.4f}", f"{row.penalty:.3f}", f"{row.mean_v:.4f}",
+            "n/a" if math.isnan(row.limit_share) else f"{100 * row.limit_share:.1f}%",
+            "n/a" if math.isnan(row.regret) else f"{row.regret:.4f}",
             f"{row.attainment:.3f}", f"{row.attempts:.1f}", f"{row.rounds:.1f}",
             f"{row.errors}/{row.episodes}" if row.errors else "0",
         ]
@@ -485,7 +518,9 @@ class Leaderboard:
         n = len(self.per_world)
         out = [(f"Leaderboard: mean over {n} world{'s' if n != 1 else ''}", self.overall)]
         if per_world and n > 1:
-            out += [(f"World {name}", rows) for name, rows in self.per_world.items()]
+            for name, rows in self.per_world.items():
+                limit = rows[0].limit if rows else math.nan
+                out.append((f"World {name}" + ("" if math.isnan(limit) else f" (limit V* {limit:.4f})"), rows))
         return out
 
     def to_rich(self, per_world: bool = True) -> list[Any]:
@@ -497,6 +532,7 @@ class Leaderboard:
         caption = (
             f"ranked by {self.rank_by}; v2 = auc - {self.lam:g}*penalty over betas "
             f"{', '.join(f'{b:g}' for b in self.betas)}; pen = mean rounds/attempts, V = mean replay score, "
+            "%lim = V as a share of the world's oracle limit V* (overall: mean over worlds), "
             "q = mean attainment, N/k = mean attempts/rounds, err = episodes with an error; "
             "'=' after a rank marks a tie"
         )
@@ -504,7 +540,8 @@ class Leaderboard:
         parts = self.tables(per_world)
         for i, (title, rows) in enumerate(parts):
             table = Table(title=title, caption=caption if i == len(parts) - 1 else None, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-            for column in self.SHORT_COLUMNS:
+            shown = [(j, column) for j, column in enumerate(self.SHORT_COLUMNS) if column is not None]
+            for _, column in shown:
                 if column == "policy":
                     width = min(40, max([len(r.policy) for r in rows] + [6]))
                     table.add_column(column, justify="left", min_width=width, overflow="fold")
@@ -512,7 +549,8 @@ class Leaderboard:
                     table.add_column(column, justify="right", no_wrap=True)
             ties = self._ties(rows)
             for row in rows:
-                table.add_row(*self._cells(row, ties), style="red" if row.errors else None)
+                cells = self._cells(row, ties)
+                table.add_row(*(cells[j] for j, _ in shown), style="red" if row.errors else None)
             tables.append(table)
         return tables
 
@@ -538,7 +576,9 @@ class Leaderboard:
             lines.append("")
         lines.append(
             f"Ranked by {self.rank_by}; v2 = auc - {self.lam:g} x penalty over betas "
-            f"{', '.join(f'{b:g}' for b in self.betas)}; `=` after a rank marks a tie."
+            f"{', '.join(f'{b:g}' for b in self.betas)}; % of limit = mean V over the betas / the world's "
+            "oracle limit V* (the best V any policy can reach; overall: mean over worlds); regret = V* - mean V; "
+            "`=` after a rank marks a tie."
         )
         return "\n".join(lines) + "\n"
 
@@ -559,6 +599,19 @@ class Leaderboard:
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
+
+
+def _mean_known(values: Sequence[float]) -> float:
+    """The mean of the values that are not NaN (NaN when none is known)."""
+    return _mean([v for v in values if not math.isnan(v)])
+
+
+def _limit_fields(episodes: Sequence[EpisodeResult], mean_v: float) -> dict[str, float]:
+    limits = {r.limit for r in episodes if r.limit is not None}
+    if len(limits) != 1:  # unknown (older results files), or episodes of different settings
+        return {}
+    limit = float(limits.pop())
+    return {"limit": limit, "limit_share": mean_v / limit if limit > 0 else math.nan, "regret": limit - mean_v}
 
 
 def _rank(rows: list[LeaderboardRow], key: Callable[[LeaderboardRow], tuple[float, ...]]) -> list[LeaderboardRow]:
@@ -596,6 +649,10 @@ def leaderboard(
     attempts and rounds, and the number of episodes that ended with an error. The overall row
     of a policy is the mean of its per-world rows (errors and episodes are summed).
     Ranked by ``rank_by`` ("v2" or "V"), the other as tie-break; equal values share a rank.
+
+    With the oracle limit recorded on the episodes (:func:`evaluate` does it), rows also give V
+    as a share of the world's limit (``limit_share``; overall: the mean of the per-world shares,
+    over the worlds whose limit is positive) and the regret ``limit - mean V``.
     """
     if rank_by not in ("v2", "V"):
         raise ValueError(f"rank_by must be 'v2' or 'V', got {rank_by!r}")
@@ -615,13 +672,15 @@ def leaderboard(
     for (policy, world), episodes in groups.items():
         episodes.sort(key=lambda r: r.beta)
         v2 = v2_objective([(r.work, r.attainment, r.rounds, r.attempts) for r in episodes], lam=lam)
+        mean_v = _mean([r.replay_score for r in episodes])
         row = LeaderboardRow(
             rank=0, policy=policy, world=world, worlds=1, episodes=len(episodes),
-            mean_v=_mean([r.replay_score for r in episodes]), v2=v2.value, auc=v2.auc, penalty=v2.penalty,
+            mean_v=mean_v, v2=v2.value, auc=v2.auc, penalty=v2.penalty,
             attainment=_mean([r.attainment for r in episodes]),
             attempts=_mean([float(r.attempts) for r in episodes]),
             rounds=_mean([float(r.rounds) for r in episodes]),
             errors=sum(1 for r in episodes if r.error),
+            **_limit_fields(episodes, mean_v),
         )
         per_world.setdefault(world, []).append(row)
         by_policy.setdefault(policy, []).append(row)
@@ -634,6 +693,8 @@ def leaderboard(
                 auc=_mean([r.auc for r in rows]), penalty=_mean([r.penalty for r in rows]),
                 attainment=_mean([r.attainment for r in rows]), attempts=_mean([r.attempts for r in rows]),
                 rounds=_mean([r.rounds for r in rows]), errors=sum(r.errors for r in rows),
+                limit=_mean_known([r.limit for r in rows]), limit_share=_mean_known([r.limit_share for r in rows]),
+                regret=_mean_known([r.regret for r in rows]),
             )
         )
     errors = [(r.policy, r.world, r.beta, str(r.error)) for r in items if r.error]

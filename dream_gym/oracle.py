@@ -25,8 +25,9 @@ schedule's V is at most ``qe(x) - beta1 * N + beta2 * N / k`` for its best node 
 * **beta2 > 0**: for a fixed number of rounds ``k``, V is linear in N. When ``beta2 / k <= beta1``
   fewer attempts are better, and the best such schedule is ``x``'s closure in ``R(x)`` rounds
   (exact). When ``beta2 / k > beta1`` more attempts are better; the most attempts ``k`` rounds can
-  hold with ``x`` among them is a scheduling problem we bound by ``min(k * W, #{y : R(y) <= k})``
-  and attack by constructing schedules: ``x``'s closure as early as possible, every other slot
+  hold with ``x`` among them is a scheduling problem. We bound it by matching nodes to rounds no
+  earlier than their ``R``, at most W a round (:func:`_most_attempts_bound`), and attack it by
+  constructing schedules: ``x``'s closure as early as possible, every other slot
   filled greedily (three fill orders), best candidates ``(k, x)`` first (branch and bound). When
   the best constructed schedule meets the best remaining bound the limit is exact; otherwise
   ``value`` is the upper bound, ``lower`` the best constructed schedule and ``gap`` the difference.
@@ -353,6 +354,20 @@ def oracle_limit(
     )
 
 
+def _most_attempts_bound(release: np.ndarray, workers: int, k_max: int) -> np.ndarray:
+    """For k = 1..k_max, a bound on the attempts any schedule of k rounds holds.
+
+    A node cannot be revealed before its round R, and a round holds at most W reveals. Matching
+    nodes to rounds under just these two rules (windows [R, k], all ending at k) admits at most
+    ``min over t <= k of (#{R <= t} + (k - t) * W)`` nodes (Hall's condition on the suffixes of
+    the rounds; t = 0 gives k * W, t = k every node with R <= k)."""
+    per_round = np.bincount(np.minimum(release, k_max + 1), minlength=k_max + 2)
+    count = np.cumsum(per_round)[: k_max + 1]  # count[t]: nodes with R <= t (count[0] = 0)
+    t = np.arange(k_max + 1)
+    slack = np.minimum.accumulate(count - t * workers)  # min over t' <= t of count[t'] - t' * W
+    return (t * workers + slack)[1:]
+
+
 def _most_attempts_branch(
     world: World, costs: _Costs, builder: _Builder, best: _Schedule, closure_upper: float, max_rounds: int | None
 ) -> tuple[_Schedule, float, int]:
@@ -367,9 +382,7 @@ def _most_attempts_branch(
     if k_max < 1:
         return best, closure_upper, 0
     ks = np.arange(1, k_max + 1)
-    per_round = np.bincount(np.minimum(costs.rounds[reachable], k_max + 1), minlength=k_max + 2)
-    count = np.cumsum(per_round)[1 : k_max + 1]  # nodes with R <= k
-    capacity = np.minimum(ks * workers, count)
+    capacity = _most_attempts_bound(costs.rounds[reachable], workers, k_max)
     gain = beta2 / ks - beta1
     # best qe among targets with R <= k (the root, R = 0, always counts)
     qe_by_round = np.full(k_max + 1, costs.q0)

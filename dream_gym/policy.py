@@ -123,6 +123,9 @@ class EpisodeResult:
     terminated: bool = False
     truncated: bool = False
     error: str | None = None
+    # the world's oracle limit at this episode's W, beta1, beta2, frontier and round limit: set
+    # by evaluation (dream_gym.evaluate), never by the episode, never shown to the policy
+    limit: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

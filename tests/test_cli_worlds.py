@@ -84,6 +84,7 @@ def test_import_real_openevolve_run(env, capsys):
     text = capsys.readouterr().out
     assert "migrant and island copies collapsed 3" in text and "frontier 'any'" in text
     assert "world qos  (task" in text and "stopped leaves" in text  # the coverage report follows
+    assert "World statistics" in text and "oracle limit V*" in text and "successive new bests" in text
     assert main(["worlds", "validate", str(out)]) == 0
     assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "no-three-in-line"),
                  "--out", str(env / "n3"), "--metric", "nope"]) == 2

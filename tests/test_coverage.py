@@ -92,3 +92,19 @@ def test_plot_tree_writes_a_png(tmp_path):
     out = plot_tree(tree_world(), tmp_path / "tree.png")
     data = Path(out).read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_report_gives_the_oracle_limit_and_stopping_after_rounds_1_to_3() -> None:
+    from worldgen import make_world, random_records
+
+    from dream_gym.score import oracle_limit
+
+    world = make_world(random_records(__import__("random").Random(5), 80), workers=3)
+    report = coverage_report(world)
+    assert report.limit == oracle_limit(world, 3).value and report.limit_exact
+    assert report.stop_after == {r: oracle_limit(world, 3, max_rounds=r).value for r in (1, 2, 3)}
+    assert list(report.stop_after.values()) == sorted(report.stop_after.values())
+    text = render_text(report)
+    assert f"oracle limit     V* {report.limit:.4f} at W=3" in text
+    assert "stopping after round 1/2/3: " + " / ".join(f"{v:.4f}" for v in report.stop_after.values()) in text
+    assert report.as_dict()["stop_after"]["2"] == report.stop_after[2]

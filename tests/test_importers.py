@@ -380,3 +380,10 @@ def test_wrong_system_and_auto_detection(tmp_path):
     with pytest.raises(ImportError_, match="name the system with --from"):
         import_run("auto", neither, tmp_path / "w")
     shutil.rmtree(tmp_path / "auto")
+
+
+def test_a_checkpoint_folder_given_as_the_run_still_stitches_the_phase_started_from_it(tmp_path):
+    run = write_resumed_run(tmp_path / "run", iterations=(10, 10), resume_at=(10,))
+    report = import_openevolve(run.resume_checkpoints[0], tmp_path / "w")
+    assert (report.phases, report.phases_stitched) == (2, 1)
+    assert report.stitches[0]["by"] == "resume record" and report.stitches[0]["phase"] == "."

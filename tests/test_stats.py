@@ -94,3 +94,10 @@ def test_markdown_marks_an_upper_bound() -> None:
     stats = world_stats(make_world(HAND, workers=2))
     text = stats_markdown([stats])
     assert "| oracle limit V* |" in text and "bound" not in text
+
+
+def test_markdown_with_one_row_per_world(tmp_path: Path, capsys) -> None:
+    a = write_folder(tmp_path / "a", HAND, world_id="hand-a", workers=2)
+    assert main(["worlds", "stats", str(a), "--markdown", "--rows"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| world | task | nodes | W |") and lines[2].startswith("| hand-a | toy-task | 8 | 2 |")

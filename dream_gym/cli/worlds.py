@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"))
     p.add_argument("--id", dest="world_id", help="world id (default: the run folder's name)")
     p.add_argument("--task", help="task name (default: the run folder's name)")
-    p.add_argument("--workers", type=int, default=1, help="W of the original run (default 1)")
+    p.add_argument("-W", "--workers", type=int, default=1, help="W of the original run (default 1)")
     p.add_argument("--orphans", default="attach", choices=("attach", "drop"),
                    help="programs that cannot be placed (parent pruned, unplaced phase root): attach them "
                    "under the root, tagged 'orphan' (default), or drop them with their subtrees")
@@ -165,8 +165,11 @@ def _delete(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     import warnings
 
+    from rich.console import Console
+
     from dream_gym.datasets.coverage import coverage_report, render_text
     from dream_gym.datasets.importers import OrphanWarning, import_run
+    from dream_gym.datasets.stats import stats_rich, world_stats
     from dream_gym.world import load_world
 
     with warnings.catch_warnings():
@@ -176,6 +179,9 @@ def _import(args: argparse.Namespace) -> int:
             world_id=args.world_id, task_name=args.task, workers=args.workers, orphans=args.orphans,
         )
     print(report.summary())
+    world = load_world(args.out)
     print()
-    print(render_text(coverage_report(load_world(args.out))))
+    print(render_text(coverage_report(world)))
+    print(flush=True)
+    Console().print(stats_rich([world_stats(world)]))
     return 0

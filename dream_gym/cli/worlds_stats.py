@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     out = p.add_mutually_exclusive_group()
     out.add_argument("--markdown", action="store_true", help="print a markdown table")
     out.add_argument("--json", action="store_true", help="print JSON (one object per world)")
+    p.add_argument("--rows", action="store_true", help="with --markdown: one row per world instead of a column")
     p.set_defaults(func=_stats)
 
     p = sub.add_parser("compress", help="store finished worlds' nodes as nodes.jsonl.gz (checksum updated)")
@@ -42,7 +43,7 @@ def _stats(args: argparse.Namespace) -> int:
     if args.json:
         print(stats_json(stats))
     elif args.markdown:
-        print(stats_markdown(stats), end="")
+        print(stats_markdown(stats, one_row_per_world=args.rows), end="")
     else:
         from rich.console import Console
 

@@ -2,7 +2,8 @@
 
 :func:`coverage_report` measures a :class:`~dream_gym.world.World` (sizes, scored fraction,
 depth and branching, root children, best against baseline, leaves where the original run
-stopped, attempts per round of the original run) and lists warnings; :func:`render_text` prints
+stopped, attempts per round of the original run, the oracle limit and what stopping after
+rounds 1, 2 and 3 could reach) and lists warnings; :func:`render_text` prints
 it; :func:`plot_tree` draws the tree to a PNG (matplotlib, Agg backend).
 
 Scores here are oriented ("higher is better", as :class:`World` stores them); the report
@@ -11,6 +12,7 @@ also gives the raw best for display.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -19,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from dream_gym.datasets.stats import depths
+from dream_gym.datasets.stats import STOP_ROUNDS, depths
+from dream_gym.oracle import oracle_limit
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.world import World
 
 # Warn when the best improvement over the baseline is below this share of the scores' scale.
@@ -58,6 +62,10 @@ class CoverageReport:
     attempts_per_round_mean: float | None
     attempts_per_round_max: int | None
     attempts_per_round: dict[int, int] = field(default_factory=dict)
+    # the oracle limit at the world's W and frontier rule, default beta1/beta2 (score.py)
+    limit: float = float("nan")
+    limit_exact: bool = True
+    stop_after: dict[int, float] = field(default_factory=dict)  # best V stopping by round r
     warnings: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     cannot_answer: list[str] = field(default_factory=list)
@@ -65,6 +73,7 @@ class CoverageReport:
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["attempts_per_round"] = {str(k): v for k, v in self.attempts_per_round.items()}
+        data["stop_after"] = {str(k): v for k, v in self.stop_after.items()}
         return data
 
 
@@ -131,6 +140,9 @@ def coverage_report(world: World, *, tiny_gain: float = TINY_GAIN) -> CoverageRe
         attempts_per_round_max=max(per_round.values()) if has_rounds else None,
         attempts_per_round=dict(sorted(per_round.items())) if has_rounds else {},
     )
+    limit = oracle_limit(world, world.workers, DEFAULT_BETA1, DEFAULT_BETA2)
+    report.limit, report.limit_exact = limit.value, limit.exact
+    report.stop_after = {r: oracle_limit(world, world.workers, max_rounds=r).value for r in STOP_ROUNDS}
     _judge(report, tiny_gain)
     return report
 
@@ -216,6 +228,13 @@ def render_text(report: CoverageReport) -> str:
         )
     else:
         lines.append("  original rounds  not recorded")
+    if not math.isnan(r.limit):
+        stops = " / ".join(f"{v:.4f}" for v in r.stop_after.values())
+        lines.append(
+            f"  oracle limit     V* {r.limit:.4f}{'' if r.limit_exact else ' (upper bound)'} at W={r.workers}, "
+            f"beta1 {DEFAULT_BETA1:g}, beta2 {DEFAULT_BETA2:g}; stopping after round "
+            f"{'/'.join(str(k) for k in r.stop_after)}: {stops}"
+        )
     lines.append("  a replay can answer:")
     lines += [f"    - {a}" for a in r.answers]
     lines.append("  a replay cannot answer:")

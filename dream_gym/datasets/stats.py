@@ -170,10 +170,17 @@ def _caption(stats: Sequence[WorldStats]) -> str:
             f"{betas}); 'stopping after round r' = the best V of any policy that stops by round r")
 
 
-def stats_markdown(stats: Sequence[WorldStats]) -> str:
-    header = ["statistic", *[s.world_id for s in stats]]
-    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(stats)]
-    lines += ["| " + " | ".join([name, *cells]) + " |" for name, cells in _rows(stats)]
+def stats_markdown(stats: Sequence[WorldStats], *, one_row_per_world: bool = False) -> str:
+    """A markdown table: worlds side by side (a column each), or one row per world."""
+    rows = _rows(stats)
+    if one_row_per_world:
+        header = ["world", *[name for name, _ in rows]]
+        body = [[s.world_id, *[cells[i] for _, cells in rows]] for i, s in enumerate(stats)]
+    else:
+        header = ["statistic", *[s.world_id for s in stats]]
+        body = [[name, *cells] for name, cells in rows]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
     return "\n".join(lines) + "\n\n" + _caption(stats) + "\n"
 
 

@@ -172,7 +172,7 @@ def write_imported_world(
             "path": str(source_path.resolve()),
             "metric": report.metric,
             "orphans": orphans,
-            "import": {k: v for k, v in report.as_dict().items() if k not in ("out", "seconds")},
+            "import": {k: v for k, v in report.as_dict().items() if k not in ("out", "seconds", "notes", "warnings")},
         },
         notes=list(report.notes) + list(report.warnings),
     )

@@ -61,16 +61,16 @@ def find_program_files(src: str | os.PathLike[str]) -> list[Path]:
 
 
 def phase_of(src: Path, path: Path, *, skip: int) -> str | None:
-    """The checkpoint folder (relative to ``src``) whose best program started the phase that wrote
-    ``path``, or None for the first phase.
+    """The checkpoint folder (relative to ``src``; "." for ``src`` itself) whose best program
+    started the phase that wrote ``path``, or None for the first phase.
 
     ``skip`` is the number of trailing path parts that belong to the writing phase itself
     (``checkpoint_M/programs/x.json``: 3; ``evolution_trace.jsonl``: 1).
     """
-    parts = path.relative_to(src).parts
+    parts = (src.name, *path.relative_to(src).parts)  # src itself may be the checkpoint resumed from
     for i in range(len(parts) - skip - 1, -1, -1):
         if _CHECKPOINT_RE.match(parts[i]):
-            return Path(*parts[: i + 1]).as_posix()
+            return Path(*parts[1: i + 1]).as_posix() if i else "."
     return None
 
 

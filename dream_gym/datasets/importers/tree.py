@@ -85,10 +85,11 @@ class _Tree:
                 continue
             target, how = self._start_of(other, by_code)
             if target is None:
-                where = f" of phase {other.phase}" if other.phase else ""
                 self.orphan_reason[other.id] = (
-                    f"a second root{where} whose start program is not in the records (no resume record "
-                    "names one, and no earlier program has the same code)"
+                    f"the root of the resumed phase {other.phase}, whose start program is not in the records "
+                    "(no resume record names one, and no earlier program has the same code)"
+                    if other.phase != root.phase else
+                    "another initial program of the run, with code of its own (a world has one root)"
                 )
                 report.unplaced_roots += 1
                 continue
