@@ -12,7 +12,7 @@ Steps, top to bottom:
 3. one improvement step (the built-in developer, M versions, determinism gate) on H, in
    OUT/dream/ (resumable: run the script again after a crash);
 4. report, for every built-in and the chosen policy: the score on H (selection), the share of the
-   oracle limit reached on the real runs (mean V / mean limit, per world then averaged), and the
+   oracle limit reached on the real runs (mean V / the world's limit, averaged over the runs), and the
    held-out split's mean V and v2 (never seen by selection).
 """
 
@@ -32,7 +32,6 @@ from dream_gym.dream.improve import DreamSettings, improvement_step
 from dream_gym.dream.scoring import ScoringSettings
 from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
-from dream_gym.score import oracle_limit
 from dream_gym.world import load_world
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,22 +74,6 @@ def import_real_runs(out: Path) -> list:
     return worlds
 
 
-def limits(worlds) -> dict[str, float]:
-    """Each world's oracle limit at its own W (worlds whose limit is not positive are left out:
-    nothing recorded beats their baseline, so no share of it can be reached)."""
-    values = {w.id: oracle_limit(w, w.workers).value for w in worlds}
-    return {k: v for k, v in values.items() if v > 0}
-
-
-def limit_share(results, limit: dict[str, float]) -> float:
-    """Mean over worlds of (mean V over betas) / (the world's oracle limit)."""
-    by_world: dict[str, list[float]] = {}
-    for r in results:
-        by_world.setdefault(r.world, []).append(r.replay_score)
-    shares = [sum(by_world[w]) / len(by_world[w]) / limit[w] for w in limit]
-    return sum(shares) / len(shares)
-
-
 def main() -> None:
     args = parse_args()
     started = time.perf_counter()
@@ -116,22 +99,24 @@ def main() -> None:
     chosen = str(dream_dir / "chosen.py")
     print(f"chosen version {result.deployed_m}: {result.selected_score:.4f} on H ({result.gain_history:+.4f})")
 
-    real_limits = limits(real)
-    print(f"oracle limits of the real runs: {', '.join(f'{k} {v:.3f}' for k, v in real_limits.items())}"
-          f" ({len(real) - len(real_limits)} run(s) without a positive limit left out of the share)")
     candidates = [*builtins, chosen]
     on_real = evaluate(candidates, real, scoring.betas, workers=args.jobs, progress=False)
     on_heldout = evaluate(candidates, heldout, scoring.betas, workers=args.jobs, progress=False)
     label = {chosen: "dreamed (chosen.py)"}
     history_board = {r.policy: r for r in board.overall}
     heldout_board = {r.policy: r for r in leaderboard(on_heldout).overall}
+    real_board = leaderboard(on_real)
+    real_share = {r.policy: r.limit_share for r in real_board.overall}
+    limits = {name: rows[0].limit for name, rows in real_board.per_world.items()}
+    print(f"oracle limits of the real runs: {', '.join(f'{k} {v:.3f}' for k, v in limits.items())} "
+          "(a run without a positive limit is left out of the share)")
     rows = []
     for policy in candidates:
         h = history_board.get(policy)
         rows.append({
             "policy": label.get(policy, policy),
             "history_V": h.mean_v if h else result.selected_score,
-            "real_limit_share": limit_share([r for r in on_real if r.policy == policy], real_limits),
+            "real_limit_share": real_share[policy],
             "heldout_V": heldout_board[policy].mean_v,
             "heldout_v2": heldout_board[policy].v2,
         })

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from dream_gym.llm import one_line
 from dream_gym.policy import EpisodeResult
 from dream_gym.replay import ROOT
-from dream_gym.score import DEFAULT_LAMBDA, oracle_limit, v2_objective
+from dream_gym.score import DEFAULT_LAMBDA, v2_objective
 from dream_gym.session import ReplaySession
 from dream_gym.world import World
 
@@ -81,14 +81,15 @@ def world_trace(world: World, results: Sequence[EpisodeResult], *, beta1: float,
     results = sorted(results, key=lambda r: r.beta)
     mean_v = sum(r.replay_score for r in results) / len(results)
     v2 = v2_objective([(r.work, r.attainment, r.rounds, r.attempts) for r in results], lam=lam).value
-    limit = oracle_limit(world, world.workers, beta1, beta2, max_rounds=max_rounds).value
+    limit = results[0].limit  # the world's oracle limit, recorded by the evaluation
 
     def share(v: float) -> str:
-        return f"{100 * v / limit:.0f}% of the limit" if limit > 0 else "limit 0"
+        return f"{100 * v / limit:.0f}% of the limit" if limit is not None and limit > 0 else "no positive limit"
 
+    limit_text = f" {limit:.4f}" if limit is not None else ""
     out = [f"### {world.id} (task {world.task_name}, W={world.workers}, {world.size - 1} recorded attempts, "
            f"frontier {world.frontier_rule}, baseline {world.baseline_score:.6g}, best recorded "
-           f"{world.best_score:.6g}): mean V {mean_v:.4f} ({share(mean_v)} {limit:.4f}), v2 {v2:.4f}"]
+           f"{world.best_score:.6g}): mean V {mean_v:.4f} ({share(mean_v)}{limit_text}), v2 {v2:.4f}"]
     for r in results:
         error = f", error: {one_line(r.error, 200)}" if r.error else ""
         out.append(f"- beta {r.beta:g}: V {r.replay_score:.4f} ({share(r.replay_score)}), best q {r.best_q:.3f}, "
