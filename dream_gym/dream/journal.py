@@ -50,16 +50,9 @@ class Journal:
     def __init__(self, folder: str | os.PathLike[str]):
         self.path = Path(folder) / JOURNAL_FILE
         self._log = JsonLog(self.path)
-        self._replies: dict[str, dict[str, Any]] = {}
-        self._where: dict[str, tuple[int | None, int | None]] = {}
-        for row in read_jsonl(self.path):
-            if row.get("type") == "request":
-                self._where[row["key"]] = (row.get("phase"), row.get("revision"))
-            elif row.get("type") == "reply":
-                self._replies[row["key"]] = row
-
-    def answered(self, key: str) -> bool:
-        return key in self._replies
+        self._replies: dict[str, dict[str, Any]] = {
+            row["key"]: row for row in read_jsonl(self.path) if row.get("type") == "reply"
+        }
 
     def complete(self, client: LLMClient, messages: list[dict[str, str]], *, seed: int,
                  phase: int | None = None, revision: int | None = None) -> JournaledCall:
@@ -73,7 +66,6 @@ class Journal:
             return JournaledCall(key, phase, revision, _completion(stored), replayed=True)
         self._log.append({"type": "request", "key": key, "phase": phase, "revision": revision,
                           "t": time.time(), **request})
-        self._where[key] = (phase, revision)
         try:
             done = client.complete(messages, seed)
         except Exception as exc:
@@ -86,21 +78,6 @@ class Journal:
         self._replies[key] = row
         return JournaledCall(key, phase, revision, done, replayed=False)
 
-    def calls(self, phase: int | None = None) -> list[dict[str, Any]]:
-        """The answered calls (reply rows), of one phase or all."""
-        return [r for r in self._replies.values() if phase is None or r.get("phase") == phase]
-
-    def cost(self, phase: int | None = None) -> dict[str, float]:
-        """Calls, tokens, USD and seconds of the answered calls (of one phase, or all)."""
-        rows = self.calls(phase)
-        return {
-            "calls": float(len(rows)),
-            "tokens_in": float(sum(r.get("tokens_in", 0) or 0 for r in rows)),
-            "tokens_out": float(sum(r.get("tokens_out", 0) or 0 for r in rows)),
-            "usd": float(sum(r.get("usd", 0) or 0 for r in rows)),
-            "seconds": float(sum(r.get("seconds", 0) or 0 for r in rows)),
-        }
-
 
 def _completion(row: Mapping[str, Any]) -> Completion:
     return Completion(
@@ -110,6 +87,3 @@ def _completion(row: Mapping[str, Any]) -> Completion:
         attempts=int(row.get("attempts") or 0), notes=tuple(row.get("notes") or ()),
     )
 
-
-def zero_cost() -> dict[str, float]:
-    return {"calls": 0.0, "tokens_in": 0.0, "tokens_out": 0.0, "usd": 0.0, "seconds": 0.0}
