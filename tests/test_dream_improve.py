@@ -174,3 +174,14 @@ def test_bad_arguments_are_refused_with_the_reason(tmp_path):
     with pytest.raises(ValueError, match="select"):
         ScoringSettings(select="mean")
     assert not Path(tmp_path / "dream.jsonl").exists() or read_jsonl(tmp_path / "dream.jsonl") == []
+
+
+def test_a_nondeterministic_incumbent_stays_the_fallback_with_a_warning(tmp_path):
+    incumbent = tmp_path / "incumbent.py"
+    incumbent.write_text(revs.UNSEEDED_RANDOM)
+    result = improvement_step(tmp_path / "run", 1, str(incumbent), _history(), ScriptedDeveloper([]),
+                              DreamSettings(1, SCORING))
+    version = result.versions[0]
+    assert version.status == "incumbent" and version.score is not None
+    assert "nondeterministic" in version.warning
+    assert result.deployed_m == 0

@@ -47,7 +47,7 @@ class ScoringSettings:
 
     def file_options(self) -> dict[str, Any]:
         return {"decision_timeout_s": self.decision_timeout_s, "episode_timeout_s": self.episode_timeout_s,
-                "memory_mb": self.memory_mb, "startup_timeout_s": max(10.0, self.decision_timeout_s)}
+                "memory_mb": self.memory_mb, "startup_timeout_s": max(15.0, 2 * self.decision_timeout_s)}
 
 
 @dataclass

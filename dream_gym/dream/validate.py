@@ -92,7 +92,7 @@ def validate_policy_file(path: str | os.PathLike[str], *, rounds: int = 3, decis
         return problem
     try:
         policy = load_policy(path, decision_timeout_s=decision_timeout_s, episode_timeout_s=episode_timeout_s,
-                             memory_mb=memory_mb)
+                             memory_mb=memory_mb, startup_timeout_s=max(15.0, 2 * decision_timeout_s))
     except Exception as exc:  # noqa: BLE001 - every way of failing to load is the revision's problem
         return f"{type(exc).__name__}: {exc}"
     try:
