@@ -1,7 +1,7 @@
 """Recursive Fixed Exploration vs the dreaming loop (the paper's comparison), built-in developer.
 
     nice -n 5 .venv/bin/python benchmarks/dream_vs_fixed.py [--tasks sum-difference,circle-packing-26]
-        [--seeds 0,1,2,3,4] [--iterations 5] [--workers 4] [--rounds 8] [--revisions 12]
+        [--seeds 0,1,2,3,4] [--iterations 5] [--workers 4] [--rounds 8] [--revisions 8] [--betas 0.5]
 
 Both arms are ``dream-gym rsi`` runs with the same task, built-in agent, seed, W and K1 per
 iteration, starting from the same policy (``fixed``, the paper's fixed exploration):
@@ -9,7 +9,8 @@ iteration, starting from the same policy (``fixed``, the paper's fixed explorati
 * **fixed** (Recursive Fixed Exploration): ``--revisions 1``: only the incumbent, so ``fixed``
   is redeployed every iteration;
 * **dream**: ``--revisions M --developer builtin``: each phase writes M-1 revisions and deploys
-  the argmax on the history of all worlds grown so far.
+  the argmax on the history of all worlds grown so far, scored at ``--betas`` (default the
+  online beta 0.5: the one the deployed policy runs with).
 
 Iteration 1 of both arms is the same rollout (same policy, same seeds). Reported per task, over
 the seeds: the attempts each arm needed to first reach the fixed arm's final best score, the
@@ -42,7 +43,8 @@ class Args:
     iterations: int = 5  # t
     workers: int = 4  # W
     rounds: int = 8  # K1
-    revisions: int = 12  # M of the dream arm
+    revisions: int = 8  # M of the dream arm
+    betas: str = "0.5"  # the selection grid: the beta the deployed policy runs with online
     start: str = "fixed"  # π_1 of both arms
     jobs: int = 2
     out: Path = ROOT / "out" / "bench" / "dream-vs-fixed"
@@ -62,7 +64,8 @@ def run_arm(args: Args, task: str, seed: int, arm: str) -> Path:
     revisions = 1 if arm == "fixed" else args.revisions
     config = RsiConfig(
         task=task, policy=args.start, out=out, iterations=args.iterations,
-        settings=DreamSettings(revisions, ScoringSettings(jobs=args.jobs, seed=seed)),
+        settings=DreamSettings(revisions, ScoringSettings(betas=tuple(float(b) for b in args.betas.split(",")),
+                                                          jobs=args.jobs, seed=seed)),
         agent="builtin", developer="builtin", workers=args.workers, rounds=args.rounds,
         resume=out.exists(), command=f"benchmarks/dream_vs_fixed.py {arm} {task} seed {seed}",
     )
