@@ -235,21 +235,25 @@ def run_rsi(config: RsiConfig, events: Events | None = None) -> list[Iteration]:
 
 
 #: t, attempts N, rounds k, attempts per round, best of the rollout, best of rollouts 1..t, the incumbent's
-#: and the deployed version's score on H, the deployed version m*, discovery USD, development calls,
-#: tokens and USD, and the sum of both USD.
-SUMMARY_COLUMNS = ("t", "N", "k", "N/k", "best", "best<=t", "H:π_t", "H:π_t+1", "m*", "disc $", "dev calls",
-                   "dev tok", "dev $", "total $")
+#: and the deployed version's score on H, the deployed version m*, the discovery attempts' tokens and
+#: USD, the development calls, their tokens and USD, and both summed.
+SUMMARY_COLUMNS = ("t", "N", "k", "N/k", "best", "best<=t", "H:π_t", "H:π_t+1", "m*", "disc tok", "disc $",
+                   "dev calls", "dev tok", "dev $", "total tok", "total $")
 
 
 def summary_cells(r: Iteration) -> list[str]:
-    def num(value: float | None, digits: int = 4) -> str:
-        return "-" if value is None else f"{value:.{digits}f}"
+    def num(value: float | None, fmt: str = ".4f") -> str:
+        return "-" if value is None else format(value, fmt)
 
     dev_tokens = r.development.get("tokens_in", 0.0) + r.development.get("tokens_out", 0.0)
-    return [str(r.t), str(r.attempts), str(r.rounds), f"{r.attempts_per_round:.2f}", f"{r.best_score:.6g}"
-            if r.best_score is not None else "-", f"{r.best_so_far:.6g}" if r.best_so_far is not None else "-", num(r.incumbent_score), num(r.deployed_score), str(r.deployed_m),
-            f"{r.discovery.get('usd', 0.0):.4f}", f"{r.development.get('calls', 0.0):.0f}", f"{dev_tokens:.0f}",
-            f"{r.development.get('usd', 0.0):.4f}", f"{r.total_usd:.4f}"]
+    disc_tokens = r.discovery.get("tokens_in", 0.0) + r.discovery.get("tokens_out", 0.0)
+    return [
+        str(r.t), str(r.attempts), str(r.rounds), f"{r.attempts_per_round:.2f}", num(r.best_score, ".6g"),
+        num(r.best_so_far, ".6g"), num(r.incumbent_score), num(r.deployed_score), str(r.deployed_m),
+        f"{disc_tokens:.0f}", f"{r.discovery.get('usd', 0.0):.4f}", f"{r.development.get('calls', 0.0):.0f}",
+        f"{dev_tokens:.0f}", f"{r.development.get('usd', 0.0):.4f}", f"{disc_tokens + dev_tokens:.0f}",
+        f"{r.total_usd:.4f}",
+    ]
 
 
 def summary_markdown(records: list[Iteration]) -> str:
