@@ -75,11 +75,12 @@ def run_arm(args: Args, task: str, seed: int, arm: str) -> Path:
     return out
 
 
-def anytime(out: Path, iterations: int) -> tuple[list[float | None], str, list[float]]:
+def anytime(out: Path, iterations: int) -> tuple[list[float | None], str, list[float], list[int]]:
     """Best score so far after each attempt (all iterations in order), the direction, and the
-    attempts per round of each iteration's rollout."""
+    attempts per round and attempts of each iteration's rollout."""
     best: list[float | None] = []
     per_round = []
+    per_iteration = []
     direction = "maximize"
     current: float | None = None
     for t in range(1, iterations + 1):
@@ -87,13 +88,14 @@ def anytime(out: Path, iterations: int) -> tuple[list[float | None], str, list[f
         direction = world.direction
         rounds = max(int(r.get("round") or 0) for r in world.records)
         per_round.append((world.size - 1) / max(1, rounds))
+        per_iteration.append(world.size - 1)
         for record in world.records[1:]:
             score = record["score"]
             if score is not None and (current is None or (score > current if direction == "maximize"
                                                           else score < current)):
                 current = score
             best.append(current)
-    return best, direction, per_round
+    return best, direction, per_round, per_iteration
 
 
 def first_reach(curve: list[float | None], target: float, direction: str) -> int | None:
@@ -118,8 +120,8 @@ def main() -> None:
         rows = []
         for seed in seeds:
             fixed_out, dream_out = (run_arm(args, task, seed, arm) for arm in ("fixed", "dream"))
-            fixed, direction, fixed_rate = anytime(fixed_out, args.iterations)
-            dream, _, dream_rate = anytime(dream_out, args.iterations)
+            fixed, direction, fixed_rate, fixed_attempts = anytime(fixed_out, args.iterations)
+            dream, _, dream_rate, dream_attempts = anytime(dream_out, args.iterations)
             target = fixed[-1]
             equal = min(len(fixed), len(dream))
             rows.append({
@@ -129,6 +131,7 @@ def main() -> None:
                 "fixed_total": len(fixed), "dream_total": len(dream), "equal_attempts": equal,
                 "fixed_at_equal": fixed[equal - 1], "dream_at_equal": dream[equal - 1],
                 "fixed_per_round": fixed_rate, "dream_per_round": dream_rate,
+                "fixed_per_iteration": fixed_attempts, "dream_per_iteration": dream_attempts,
                 "dream_deployed": [json.loads(line)["deployed_m"] for line in
                                    (dream_out / "rsi.jsonl").read_text().splitlines()
                                    if json.loads(line)["type"] == "iteration"],
@@ -157,7 +160,9 @@ def main() -> None:
               f"{wins}, equal in {ties}, worse in {len(rows) - wins - ties} seeds")
         for arm in ("fixed", "dream"):
             rates = [statistics.mean(r[f"{arm}_per_round"][t] for r in rows) for t in range(args.iterations)]
-            print(f"attempts per round by iteration, {arm}: " + ", ".join(f"{x:.2f}" for x in rates))
+            effort = [statistics.mean(r[f"{arm}_per_iteration"][t] for r in rows) for t in range(args.iterations)]
+            print(f"{arm}: attempts per round by iteration " + ", ".join(f"{x:.2f}" for x in rates)
+                  + "; attempts by iteration " + ", ".join(f"{x:.1f}" for x in effort))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "report.json").write_text(json.dumps(report, indent=2))
 
