@@ -31,6 +31,7 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay_speed.py
+	$(BIN)/python benchmarks/vector_speed.py
 	$(BIN)/python benchmarks/eval_speed.py
 	$(BIN)/python benchmarks/isolation_overhead.py
 	$(BIN)/python benchmarks/online_cost.py

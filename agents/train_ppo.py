@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import random
 import sys
 import time
@@ -30,10 +31,11 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from dream_gym.cli.options import refuse_old_spellings
 from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policy import run_episode
 from dream_gym.registry import load_cached, shipped_worlds_dir
-from dream_gym.rl import MacroReplayEnv, SB3Policy
+from dream_gym.rl import MacroReplayEnv, SB3Policy, sb3_vec_env
 from dream_gym.score import DEFAULT_BETA_GRID
 from dream_gym.world import World
 
@@ -56,12 +58,14 @@ class Args:
     """betas drawn per training episode (beta is a feature the policy sees)"""
     eval_betas: str = "0.0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0"
     """beta grid of the held-out evaluation (the v2 objective's grid)"""
-    n_envs: int = 4
-    """parallel environments (in one process: the env steps at ~10k/s, the network is the cost)"""
+    n_envs: int = 64
+    """parallel episodes (one process; stepped in one call with vector_env)"""
+    vector_env: bool = True
+    """step the n_envs episodes in one call (dream_gym.rl.sb3_vec_env) instead of a DummyVecEnv of MacroReplayEnvs"""
     learning_rate: float = 3e-4
     """Adam learning rate"""
-    n_steps: int = 512
-    """steps per env per rollout"""
+    n_steps: int = 32
+    """steps per env per rollout (n_envs * n_steps = 2,048 per rollout)"""
     batch_size: int = 256
     """minibatch size"""
     n_epochs: int = 10
@@ -77,13 +81,15 @@ class Args:
     net_arch: str = "64,64"
     """hidden layer sizes of the policy and value MLPs"""
     torch_threads: int = 1
-    """torch CPU threads (small MLPs gain nothing from more)"""
+    """torch intra-op CPU threads (small MLPs gain nothing from more; results are reproducible for a given count)"""
+    deterministic_torch: bool = True
+    """torch.use_deterministic_algorithms(True): refuse nondeterministic kernels (all used here have CPU deterministic ones)"""
     baselines: str = ALL_BASELINES
     """built-in policies to compare against (comma list; empty: none)"""
-    eval_workers: int = 2
+    eval_jobs: int = 2
     """processes of the evaluation"""
     out: str = "out/ppo"
-    """output folder: ppo_macro.zip, results.jsonl, leaderboard.md"""
+    """output folder: ppo_macro.zip, results.jsonl, leaderboard.md, summary.json"""
     skip_eval: bool = False
     """train and save only"""
 
@@ -91,6 +97,7 @@ class Args:
 def parse_args(argv: Sequence[str] | None = None) -> Args:
     """argparse generated from the dataclass: --total-timesteps 1000, --skip-eval, ..."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    refuse_old_spellings(parser, ("--eval-workers",), "--eval-jobs for the evaluation's processes")
     docs = _field_docs()
     for f in fields(Args):
         flag = "--" + f.name.replace("_", "-")
@@ -135,21 +142,41 @@ def load_worlds(spec: str) -> list[World]:
     return [load_cached(p) for p in chosen]
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, threads: int, deterministic: bool = True) -> dict[str, Any]:
+    """Seed python, numpy and torch, and pin what else changes torch's numbers on a CPU: the
+    intra-op thread count (a different count splits reductions differently), one inter-op
+    thread, and deterministic algorithms. Returns the settings, printed with the results.
+
+    Same seed, same settings, same machine: bit-identical weights and figures (checked by
+    benchmarks/ppo_seeds.py --repeat). Another CPU (other vector instructions in MKL/oneDNN)
+    can round differently, and PPO amplifies any difference: hence figures as mean +- spread
+    over seeds."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or inter-op work already ran in this process
+        pass
+    torch.use_deterministic_algorithms(deterministic)
+    return {"seed": seed, "torch": torch.__version__, "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
 
 
 def make_model(args: Args, worlds: list[World]) -> MaskablePPO:
-    """MaskablePPO on n_envs MacroReplayEnvs over the train pool (env i seeded seed + i)."""
+    """MaskablePPO on n_envs episodes over the train pool: one MacroVectorEnv (seeded with the
+    seed), or a DummyVecEnv of MacroReplayEnvs (env i seeded seed + i)."""
     betas = floats(args.betas)
+    if args.vector_env:
+        vec_env = sb3_vec_env(worlds, args.n_envs, workers=args.workers, beta=betas)
+    else:
+        def make_env() -> MacroReplayEnv:
+            return MacroReplayEnv(worlds, workers=args.workers, beta=betas)
 
-    def make_env() -> MacroReplayEnv:
-        return MacroReplayEnv(worlds, workers=args.workers, beta=betas)
-
-    vec_env = DummyVecEnv([make_env for _ in range(args.n_envs)])
-    vec_env.seed(args.seed)  # env i gets seed + i for its world and beta draws
+        vec_env = DummyVecEnv([make_env for _ in range(args.n_envs)])
+    vec_env.seed(args.seed)  # the world and beta draws
     hidden = [int(x) for x in args.net_arch.split(",") if x.strip()]
     return MaskablePPO(
         "MlpPolicy",
@@ -179,10 +206,10 @@ def mean_v(policy: Any, worlds: list[World], betas: Sequence[float], workers: in
     return float(np.mean(scores))
 
 
-def train(args: Args) -> tuple[MaskablePPO, dict[str, float]]:
+def train(args: Args) -> tuple[MaskablePPO, dict[str, Any]]:
     """Train on the train pool; return the model and what was measured."""
-    seed_everything(args.seed)
-    torch.set_num_threads(args.torch_threads)
+    settings = seed_everything(args.seed, args.torch_threads, args.deterministic_torch)
+    print("determinism:", settings)
     worlds = load_worlds(args.train_worlds)
     model = make_model(args, worlds)
     betas = floats(args.betas)
@@ -192,7 +219,7 @@ def train(args: Args) -> tuple[MaskablePPO, dict[str, float]]:
     seconds = time.perf_counter() - started
     after = mean_v(SB3Policy(model), worlds, betas, args.workers, args.seed)
     stats = {"train_worlds": len(worlds), "seconds": seconds, "timesteps": float(model.num_timesteps),
-             "train_mean_v_untrained": before, "train_mean_v_trained": after}
+             "train_mean_v_untrained": before, "train_mean_v_trained": after, "determinism": settings}
     return model, stats
 
 
@@ -208,18 +235,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"trained {stats['timesteps']:.0f} steps on {stats['train_worlds']:.0f} worlds in {stats['seconds']:.1f}s; "
           f"train-pool mean V {stats['train_mean_v_untrained']:.4f} (untrained) -> "
           f"{stats['train_mean_v_trained']:.4f} (trained); saved {model_path}")
-    if args.skip_eval:
-        return 0
-
-    heldout = load_worlds(args.heldout_worlds)
-    policies = [str(model_path)] + [b for b in args.baselines.split(",") if b.strip()]
-    results = evaluate(
-        policies, heldout, floats(args.eval_betas) or list(DEFAULT_BETA_GRID),
-        workers=args.eval_workers, out=out / "results.jsonl", progress=False, seed=args.seed,
-    )
-    board = leaderboard(results)
-    print(board.to_text(per_world=False))
-    (out / "leaderboard.md").write_text(board.to_markdown(), encoding="utf-8")
+    summary: dict[str, Any] = {"args": dataclasses.asdict(args), "train": stats}
+    if not args.skip_eval:
+        heldout = load_worlds(args.heldout_worlds)
+        policies = [str(model_path)] + [b for b in args.baselines.split(",") if b.strip()]
+        results = evaluate(
+            policies, heldout, floats(args.eval_betas) or list(DEFAULT_BETA_GRID),
+            jobs=args.eval_jobs, out=out / "results.jsonl", progress=False, seed=args.seed,
+        )
+        board = leaderboard(results)
+        print(board.to_text(per_world=False))
+        (out / "leaderboard.md").write_text(board.to_markdown(), encoding="utf-8")
+        summary["heldout"] = {row.policy if row.policy != str(model_path) else "ppo": dataclasses.asdict(row)
+                              for row in board.overall}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

@@ -84,7 +84,7 @@ def main() -> None:
     scoring = ScoringSettings(jobs=args.jobs, seed=args.seed)
 
     builtins = sorted(POLICIES)
-    on_history = evaluate(builtins, history, scoring.betas, workers=args.jobs, progress=False)
+    on_history = evaluate(builtins, history, scoring.betas, jobs=args.jobs, progress=False)
     board = leaderboard(on_history, rank_by="V")
     start = board.overall[0].policy
     print(f"best built-in on the history (mean V): {start} {board.overall[0].mean_v:.4f}")
@@ -100,8 +100,8 @@ def main() -> None:
     print(f"chosen version {result.deployed_m}: {result.selected_score:.4f} on H ({result.gain_history:+.4f})")
 
     candidates = [*builtins, chosen]
-    on_real = evaluate(candidates, real, scoring.betas, workers=args.jobs, progress=False)
-    on_heldout = evaluate(candidates, heldout, scoring.betas, workers=args.jobs, progress=False)
+    on_real = evaluate(candidates, real, scoring.betas, jobs=args.jobs, progress=False)
+    on_heldout = evaluate(candidates, heldout, scoring.betas, jobs=args.jobs, progress=False)
     label = {chosen: "dreamed (chosen.py)"}
     history_board = {r.policy: r for r in board.overall}
     heldout_board = {r.policy: r for r in leaderboard(on_heldout).overall}

@@ -5,7 +5,7 @@
 (1) For every shipped world: the seconds its online run took (run_summary.json) against the
 seconds one replay episode of a policy takes on it (mean over the built-in policies at beta 0.5,
 measured here), and their ratio: the paper's premise is that replay is >= 10^4 times cheaper.
-(2) Parallel efficiency of the worker pool: the same 8 attempts of ``sleep-task`` (a fixed 0.5 s
+(2) The time to start and warm the worker pool, and its parallel efficiency: the same 8 attempts of ``sleep-task`` (a fixed 0.5 s
 evaluator) grown with 1, 2 and 4 workers; efficiency = T(1) / (W * T(W)).
 (3) The best score each built-in task reached in the shipped worlds, against the best known.
 """
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dream_gym.online.loop import GrowConfig, grow
+from dream_gym.online.loop import GrowConfig, _Backend, grow
 from dream_gym.online.tasks import get_task
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
@@ -53,7 +53,17 @@ def replay_vs_online() -> None:
         print(f"\nmedian ratio {statistics.median(ratios):,.0f}x, smallest {min(ratios):,.0f}x")
 
 
+def pool_start(workers: int) -> float:
+    """Seconds to start the online loop's process pool and warm its workers (before round 1)."""
+    started = time.perf_counter()
+    _Backend("process", workers).close()
+    return time.perf_counter() - started
+
+
 def pool_efficiency(attempts: int = 8) -> None:
+    first = pool_start(2)
+    print(f"\n## Worker pool start (2 workers, warmed: agents and tasks imported): first {first:.2f} s "
+          f"(starts the fork server), then {statistics.median(pool_start(2) for _ in range(3)):.2f} s")
     print("\n## Worker pool, sleep-task (fixed 0.5 s evaluator), 8 attempts")
     print("| workers | seconds | attempts/s | efficiency |")
     print("|---:|---:|---:|---:|")

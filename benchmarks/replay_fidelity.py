@@ -88,7 +88,7 @@ def main() -> None:
     report = {}
     for task in [t for t in args.tasks.split(",") if t]:
         history = [load_cached(row["path"]) for row in list_worlds() if row["task"] == task]
-        board = leaderboard(evaluate(policies, history, (args.beta,), workers=2, progress=False))
+        board = leaderboard(evaluate(policies, history, (args.beta,), jobs=2, progress=False))
         replay = {row.policy: row.mean_v for row in board.overall}
         runs = {p: [online_run(args, task, p, s) for s in seeds] for p in policies}
         reference = max(w.best_score for w in history + [w for ws in runs.values() for w in ws])

@@ -1,11 +1,16 @@
-"""Replay speed against CartPole, measured in the same run, and world load time/memory.
+"""Replay speed against CartPole, measured in the same run, episode cost against world size, and
+world load time/memory.
 
-    python benchmarks/replay_speed.py [--steps 20000]
+    python benchmarks/replay_speed.py [--steps 50000] [--repeats 10]
 
-Prints (1) env steps/s of DreamGym/Replay-v0 with single-node batches vs ``gym.make("CartPole-v1")``
-steps/s (both through gym.make's default wrappers), and the same for the gymnasium-free
-ReplaySession; (2) load time and peak memory of 1k / 10k / 100k-node worlds (each load in a
-fresh process, so peak RSS is that load's own).
+Prints (1) env steps/s of DreamGym/Replay-v0 with single-node batches and default arguments
+(fresh observation arrays every step, capacity = the world's size) vs ``gym.make("CartPole-v1")``
+with sampled actions (both through gym.make's default wrappers), the same with
+``share_obs=True``, and the gymnasium-free ReplaySession, on 151- and 600-node worlds; (2)
+episodes/s of one policy on a 150-node and a 100,000-node world of the same shape (a fresh
+session per episode, as evaluation runs them, and one session reset between episodes): the
+reset and set-up costs must not grow with the world; (3) load time and peak memory of 1k / 10k /
+100k-node worlds (each load in a fresh process, so peak RSS is that load's own).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import gymnasium as gym
 import numpy as np
 
 import dream_gym  # noqa: F401  (registers the env ids)
+from dream_gym.policies import make_policy
+from dream_gym.policy import run_episode
 from dream_gym.session import ReplaySession
 from dream_gym.world import build_world, new_meta
 
@@ -64,7 +71,7 @@ def single_node_batch(env, info) -> list[int]:
 
 
 def session_steps_per_second(world, steps: int) -> float:
-    session = ReplaySession(world, workers=4)
+    session = ReplaySession(world, workers=4, strict=False)
     done_steps = 0
     start = time.perf_counter()
     while done_steps < steps:
@@ -77,14 +84,16 @@ def session_steps_per_second(world, steps: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def step_speed(nodes: int, max_nodes: int, steps: int, repeats: int) -> None:
+def step_speed(nodes: int, steps: int, repeats: int) -> None:
     world = build_world(new_meta(f"bench-{nodes}", "bench", workers=4), chain_world_records(nodes, branches=8))
     contenders = {
         "CartPole-v1 (gym.make)": lambda n: steps_per_second(
             lambda: gym.make("CartPole-v1"), lambda env, info: env.action_space.sample(), n),
-        "DreamGym/Replay-v0 (gym.make)": lambda n: steps_per_second(
-            lambda: gym.make("DreamGym/Replay-v0", world=world, max_nodes=max_nodes), single_node_batch, n),
-        "ReplaySession (no gymnasium)": lambda n: session_steps_per_second(world, n),
+        "DreamGym/Replay-v0 (gym.make, defaults)": lambda n: steps_per_second(
+            lambda: gym.make("DreamGym/Replay-v0", world=world), single_node_batch, n),
+        "DreamGym/Replay-v0 (gym.make, share_obs=True)": lambda n: steps_per_second(
+            lambda: gym.make("DreamGym/Replay-v0", world=world, share_obs=True), single_node_batch, n),
+        "ReplaySession + view (no gymnasium)": lambda n: session_steps_per_second(world, n),
     }
     # Interleave short blocks and keep each contender's median, so that load changes on a
     # shared machine hit all of them alike.
@@ -94,12 +103,49 @@ def step_speed(nodes: int, max_nodes: int, steps: int, repeats: int) -> None:
             samples[name].append(measure(steps // repeats))
     rates = {name: statistics.median(values) for name, values in samples.items()}
     cartpole = rates["CartPole-v1 (gym.make)"]
-    print(f"## Step speed: single-node batches, {nodes}-node world, max_nodes={max_nodes}, same run")
+    print(f"## Step speed: single-node batches, {nodes}-node world (capacity {nodes}), same run")
     print("| env | steps/s | ratio to CartPole-v1 |")
     print("|---|---:|---:|")
     for name, rate in rates.items():
         print(f"| {name} | {rate:,.0f} | {rate / cartpole:.2f} |")
     print()
+
+
+def episodes_per_second(world, policy: str, fresh: bool, seconds: float) -> float:
+    """Episodes/s of a built-in policy (beta 0.5): a fresh ReplaySession per episode (``fresh``,
+    what evaluation does) or one session reset between episodes."""
+    session = ReplaySession(world, workers=4)
+    agent = make_policy(policy)
+    episodes, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        if fresh:
+            run_episode(agent, world, workers=4)
+        else:
+            run_episode(agent, session)
+        episodes += 1
+    return episodes / (time.perf_counter() - start)
+
+
+def reset_cost(policy: str, repeats: int) -> None:
+    small = build_world(new_meta("chains-150", "bench", workers=4), chain_world_records(150, branches=8))
+    big = build_world(new_meta("chains-100k", "bench", workers=4), chain_world_records(100_000, branches=8))
+    for world in (small, big):  # per-world caches (lists, q) are built once, before measuring
+        run_episode(make_policy(policy), world, workers=4)
+    rates: dict[tuple[str, bool], list[float]] = {}
+    for _ in range(repeats):
+        for world in (small, big):
+            for fresh in (True, False):
+                rates.setdefault((world.id, fresh), []).append(episodes_per_second(world, policy, fresh, 0.3))
+    print(f"## Episode cost against world size: policy {policy!r}, beta 0.5, W = 4, root + 8 chains, same run")
+    print("| world | fresh session per episode (episodes/s) | session reset (episodes/s) |")
+    print("|---|---:|---:|")
+    medians = {key: statistics.median(values) for key, values in rates.items()}
+    for world in (small, big):
+        print(f"| {world.size:,} nodes | {medians[(world.id, True)]:,.0f} | {medians[(world.id, False)]:,.0f} |")
+    ratio_fresh = medians[(big.id, True)] / medians[(small.id, True)]
+    ratio_reset = medians[(big.id, False)] / medians[(small.id, False)]
+    print(f"\n100,000-node / 150-node episodes/s: {ratio_fresh:.2f} (fresh sessions), {ratio_reset:.2f} (reset); "
+          "target >= 0.5\n")
 
 
 LOAD_SNIPPET = """
@@ -149,8 +195,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     args = parser.parse_args()
 
-    for nodes, max_nodes in ((151, 512), (500, 1024)):
-        step_speed(nodes, max_nodes, args.steps, args.repeats)
+    for nodes in (151, 600):
+        step_speed(nodes, args.steps, args.repeats)
+    reset_cost("fixed", max(3, args.repeats // 2))
     print("## World load (fresh process each)")
     print("| nodes | nodes.jsonl MB | load s | memory MB (peak RSS above an empty import) |")
     print("|---:|---:|---:|---:|")

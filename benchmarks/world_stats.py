@@ -92,7 +92,7 @@ def medians(stats: list[WorldStats]) -> str:
 
 
 def board(worlds: list[World], jobs: int) -> str:
-    results = evaluate(sorted(POLICIES), worlds, None, workers=jobs, progress=False)
+    results = evaluate(sorted(POLICIES), worlds, None, jobs=jobs, progress=False)
     return leaderboard(results).to_markdown(per_world=False)
 
 

@@ -27,7 +27,7 @@ DREAM_BETAS = (0.0, 0.5, 1.0)
 DREAMED = "dreamed (chosen.py)"
 
 
-def dream_step(out: Path, split: str, workers: int | None, revisions: int = DREAM_REVISIONS) -> tuple[Path, str]:
+def dream_step(out: Path, split: str, jobs: int | None, revisions: int = DREAM_REVISIONS) -> tuple[Path, str]:
     """The improvement step of the demo: from the best built-in on ``split`` (by mean V), the
     built-in developer writes ``revisions - 1`` revisions; returns chosen.py and a summary line."""
     from dream_gym.dream.builtin_developer import BuiltinDeveloper
@@ -36,10 +36,10 @@ def dream_step(out: Path, split: str, workers: int | None, revisions: int = DREA
     from dream_gym.evaluate import resolve_worlds
 
     worlds = resolve_worlds(split)
-    board = leaderboard(evaluate(sorted(POLICIES), worlds, DREAM_BETAS, workers=workers, progress=False), rank_by="V")
+    board = leaderboard(evaluate(sorted(POLICIES), worlds, DREAM_BETAS, jobs=jobs, progress=False), rank_by="V")
     start = board.overall[0].policy
     shutil.rmtree(out, ignore_errors=True)  # the demo's own folder: a fresh step every time
-    settings = DreamSettings(revisions, ScoringSettings(betas=DREAM_BETAS, jobs=workers))
+    settings = DreamSettings(revisions, ScoringSettings(betas=DREAM_BETAS, jobs=jobs))
     result = improvement_step(out, 1, start, worlds, BuiltinDeveloper(seed=0), settings)
     line = (f"improvement step on the {split} split ({len(worlds)} worlds, betas {', '.join(f'{b:g}' for b in DREAM_BETAS)}): "
             f"incumbent {start} (mean V {result.incumbent_score:.4f}) -> version {result.deployed_m} of "
@@ -48,15 +48,17 @@ def dream_step(out: Path, split: str, workers: int | None, revisions: int = DREA
     return out / "chosen.py", line
 
 
-def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", workers: int | None = None,
-             dream_split: str = "train", dream_revisions: int = DREAM_REVISIONS) -> list[Path]:
-    """Evaluate all built-in policies on ``split``, then dream on ``dream_split`` and rank the
-    chosen policy beside them on ``split``; return the files written."""
+def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int | None = None,
+             workers: int | None = None, dream_split: str = "train",
+             dream_revisions: int = DREAM_REVISIONS) -> list[Path]:
+    """Evaluate all built-in policies on ``split`` (``jobs`` processes; replayed at W = ``workers``,
+    default each world's recorded W), then dream on ``dream_split`` (at each world's W) and rank
+    the chosen policy beside them on ``split``; return the files written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     results_path = out / "results.jsonl"
-    results = evaluate(sorted(POLICIES), split, workers=workers, out=results_path)
+    results = evaluate(sorted(POLICIES), split, jobs=jobs, workers=workers, out=results_path)
     board = leaderboard(results)
     board.print(per_world=False)  # the per-world tables go to leaderboard.md
     (out / "leaderboard.md").write_text(board.to_markdown() + "\n", encoding="utf-8")
@@ -65,8 +67,8 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", workers: 
     print(f"\n{len(results)} episodes in {seconds:.1f}s; results, leaderboard and plots in {out}/\n")
 
     started = time.perf_counter()
-    chosen, line = dream_step(out / "dream", dream_split, workers, dream_revisions)
-    dreamed = evaluate([str(chosen)], split, workers=workers, progress=False)
+    chosen, line = dream_step(out / "dream", dream_split, jobs, dream_revisions)
+    dreamed = evaluate([str(chosen)], split, jobs=jobs, workers=workers, progress=False)
     for result in dreamed:
         result.policy = DREAMED
     both = leaderboard(results + dreamed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,10 +14,34 @@ from dream_gym.registry import resolve_world, shipped_world_names
 from dream_gym.replay import ROOT
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession
-from dream_gym.view import PrefixView, render_tree
+from dream_gym.view import render_tree
 from dream_gym.world import World
 
-_INT_MAX = np.iinfo(np.int64).max
+# Columns of the observation's "nodes" matrix (one row per observed id) and "globals" vector.
+NODE_COLUMNS: tuple[str, ...] = ("revealed", "parent", "depth", "scored", "frontier")
+GLOBAL_COLUMNS: tuple[str, ...] = ("root_slots", "baseline", "rounds", "attempts")
+REVEALED, PARENT, DEPTH, SCORED, FRONTIER = range(len(NODE_COLUMNS))
+ROOT_SLOTS, BASELINE, ROUNDS, ATTEMPTS = range(len(GLOBAL_COLUMNS))
+PADDING_ROW = np.array([0, -1, 0, 0, 0], dtype=np.int32)  # a row no revealed node uses
+_WIDTH = len(NODE_COLUMNS)
+
+
+def observation_space(max_nodes: int, workers: int) -> spaces.Dict:
+    """The observation space of an env with capacity ``max_nodes`` and W = ``workers``."""
+    n = max_nodes
+    low = np.broadcast_to(np.array([0, -1, 0, 0, 0], dtype=np.int32), (n, len(NODE_COLUMNS)))
+    high = np.broadcast_to(np.array([1, n - 1, n - 1, 1, 1], dtype=np.int32), (n, len(NODE_COLUMNS)))
+    return spaces.Dict(
+        {
+            "nodes": spaces.Box(low.copy(), high.copy(), dtype=np.int32),
+            "score": spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float64),
+            "globals": spaces.Box(
+                np.array([0, -np.inf, 0, 0], dtype=np.float64),
+                np.array([workers, np.inf, np.inf, np.inf], dtype=np.float64),
+                dtype=np.float64,
+            ),
+        }
+    )
 
 
 class ReplayEnv(gym.Env):  # type: ignore[type-arg]
@@ -33,32 +58,35 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
     ## Action Space
     ``MultiDiscrete([max_nodes + 1] * W)``: each slot holds an observed node id, or
-    ``max_nodes`` for "no selection". Programmatic callers may pass any sequence of ids
-    (``[0, 0, 3]``); ``[]`` (or all padding) stops. With ``strict=True`` (default) an illegal
-    selection raises :class:`dream_gym.replay.IllegalBatchError` naming the id and the reason;
-    with ``strict=False`` illegal selections are dropped and listed in ``info["dropped"]``
-    (an all-illegal batch then stops the episode). ``action_masks()`` gives the per-slot masks
-    MaskablePPO expects.
+    ``max_nodes`` for "no selection". Every element of the space is a valid action: selections
+    that break the reveal rules (an id not revealed yet, off the frontier, a non-root id twice,
+    the root more often than ``root_slots``) are dropped and listed in ``info["dropped"]`` with
+    the reason, and the legal rest is applied. **A batch with no legal selection left (all
+    padding, all illegal, or ``[]``) is the empty batch: it stops the episode** (terminated,
+    reward 0; ``info["illegal_stop"]`` is True when the action was not empty). Programmatic
+    callers may pass any sequence of ids (``[0, 0, 3]``). With ``strict=True`` an illegal
+    selection raises :class:`dream_gym.replay.IllegalBatchError` naming the id and the reason
+    instead. ``action_masks()`` gives the per-slot masks MaskablePPO expects.
 
     ## Observation Space
-    A ``Dict`` of arrays padded to ``max_nodes`` (observed ids index them):
+    A ``Dict`` of three boxes; observed ids index the rows:
 
-    | key          | shape        | meaning                                                  |
-    |--------------|--------------|----------------------------------------------------------|
-    | revealed     | (max_nodes,) | 1 for observed ids in use                                |
-    | parent       | (max_nodes,) | parent's observed id (-1 for the root and padding)       |
-    | depth        | (max_nodes,) | depth in the tree (root 0)                               |
-    | score        | (max_nodes,) | raw score, higher is better (0 where unscored/padding)   |
-    | scored       | (max_nodes,) | 1 where the node has a valid score                       |
-    | frontier     | (max_nodes,) | 1 where the node may be selected                         |
-    | root_slots   | (1,)         | times the root may appear in the next batch              |
-    | baseline     | (1,)         | the baseline score                                       |
-    | rounds       | (1,)         | decision rounds taken (k)                                |
-    | attempts     | (1,)         | attempts revealed (N)                                    |
+    | key     | shape          | dtype   | content                                            |
+    |---------|----------------|---------|----------------------------------------------------|
+    | nodes   | (max_nodes, 5) | int32   | columns revealed (1 for ids in use), parent (-1    |
+    |         |                |         | for the root and padding), depth, scored (1 for a  |
+    |         |                |         | valid score), frontier (1 where selectable)        |
+    | score   | (max_nodes,)   | float64 | raw score, higher is better (0 where unscored or   |
+    |         |                |         | padding)                                           |
+    | globals | (4,)           | float64 | root_slots, baseline, rounds (k), attempts (N)     |
 
-    Scores are raw, never normalised: q depends on the world's best recorded score, which a
-    policy must not learn. The observation never depends on unrevealed nodes, except through
-    the frontier (a revealed leaf off the frontier is where the original run stopped).
+    Column names: :data:`NODE_COLUMNS`, :data:`GLOBAL_COLUMNS`. Scores are raw, never
+    normalised: q depends on the world's best recorded score, which a policy must not learn. The
+    observation never depends on unrevealed nodes, except through the frontier (a revealed leaf
+    off the frontier is where the original run stopped) and through its capacity: by default
+    ``max_nodes`` is the world's size, so the shape tells the size (pass ``max_nodes`` to hide
+    it). Each observation is a fresh copy (``share_obs=True``: read-only views of the env's
+    buffers, overwritten by the next step, for callers that copy what they keep).
 
     ## Rewards
     The change of the replay score ``V = max q - beta1 * N + beta2 * N / max(1, k)`` caused by
@@ -68,24 +96,31 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     Only the root is revealed. The env is deterministic: ``seed`` changes nothing.
 
     ## Episode End
-    Terminated when the batch is empty or nothing is left to reveal. Truncated when ``k``
-    reaches ``max_rounds``, or when fewer than W free observation slots remain
-    (``info["capacity_full"]``: raise ``max_nodes`` for large worlds).
+    Terminated when the batch has no legal selection (see Action Space) or nothing is left to
+    reveal. Truncated when ``k`` reaches ``max_rounds``, or, with an explicit ``max_nodes``
+    smaller than the world, when fewer than W free rows remain (``info["capacity_full"]``, and a
+    warning the first time). With the default capacity no episode is ever cut short.
 
     ## Info
     ``view`` (a :class:`dream_gym.view.PrefixView`, the policy interface's input),
     ``frontier`` ({id: allowed multiplicity}), ``replay_score`` (V so far), ``attempts`` (N),
-    ``rounds`` (k), ``new_ids`` and, with ``strict=False``, ``dropped``.
+    ``rounds`` (k), ``new_ids``, ``dropped`` ([(selection, reason)], empty unless strict=False
+    dropped something) and, when they apply, ``illegal_stop`` and ``capacity_full``.
 
     ## Arguments
     ``world`` (folder, shipped world name, ``namespace/name-vN/<world>`` or a World),
     ``workers`` (W, default the world's), ``beta`` (budget preference shown to policies, in
     [0, 1]), ``beta1``, ``beta2`` (score coefficients), ``max_rounds`` (K2, default none),
     ``frontier`` ("leaves" | "any", default the world's), ``max_nodes`` (observation capacity,
-    default 512), ``strict`` (default True), ``render_mode`` (None | "ansi").
+    default the world's size), ``strict`` (default False), ``share_obs`` (default False),
+    ``render_mode`` (None | "ansi").
 
     ## Version History
-    * v0: initial version.
+    * v0 (unreleased; changes before the first release are listed here):
+      - 2026-12: every element of the action space is valid (``strict=False`` by default; an
+        action with no legal selection stops); capacity defaults to the world's size; the
+        observation is two arrays (``nodes``, ``globals``) instead of ten, written row by row.
+      - 2026-11: initial version.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -99,8 +134,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         beta2: float = DEFAULT_BETA2,
         max_rounds: int | None = None,
         frontier: str | None = None,
-        max_nodes: int = 512,
-        strict: bool = True,
+        max_nodes: int | None = None,
+        strict: bool = False,
+        share_obs: bool = False,
         render_mode: str | None = None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -117,80 +153,98 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         )
         self.world = self.session.world
         workers = self.session.workers
-        if max_nodes < workers + 1:
-            raise ValueError(f"max_nodes must exceed W={workers}, got {max_nodes}")
+        if max_nodes is None:
+            max_nodes = self.world.size
+        elif max_nodes < self.world.size and max_nodes < workers + 1:
+            raise ValueError(f"max_nodes must exceed W={workers} (or hold the world's {self.world.size} nodes), "
+                             f"got {max_nodes}")
         self.max_nodes = int(max_nodes)
+        # Only a capacity below the world's size can fill up.
+        self._can_fill = self.max_nodes < self.world.size
+        self._warned_full = False
+        self.share_obs = bool(share_obs)
         self.render_mode = render_mode
         self.action_space = spaces.MultiDiscrete(np.full(workers, self.max_nodes + 1, dtype=np.int64))
-        n = self.max_nodes
-        self.observation_space = spaces.Dict(
-            {
-                "revealed": spaces.MultiBinary(n),
-                "parent": spaces.Box(-1, n - 1, shape=(n,), dtype=np.int64),
-                "depth": spaces.Box(0, n, shape=(n,), dtype=np.int64),
-                "score": spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float64),
-                "scored": spaces.MultiBinary(n),
-                "frontier": spaces.MultiBinary(n),
-                "root_slots": spaces.Box(0, workers, shape=(1,), dtype=np.int64),
-                "baseline": spaces.Box(-np.inf, np.inf, shape=(1,), dtype=np.float64),
-                "rounds": spaces.Box(0, _INT_MAX, shape=(1,), dtype=np.int64),
-                "attempts": spaces.Box(0, _INT_MAX, shape=(1,), dtype=np.int64),
-            }
-        )
-        self._obs = self._empty_obs()
+        self.observation_space = observation_space(self.max_nodes, workers)
+        self._nodes = np.tile(PADDING_ROW, (self.max_nodes, 1))
+        self._scores = np.zeros(self.max_nodes, dtype=np.float64)
+        self._globals = np.zeros(len(GLOBAL_COLUMNS), dtype=np.float64)
+        self._globals[BASELINE] = self.world.baseline_score
+        # flat memoryviews for single-element writes (typed Any: numpy arrays are buffers)
+        self._flat_nodes: Any = memoryview(self._nodes).cast("B").cast("i")  # type: ignore[arg-type]
+        self._flat_scores: Any = memoryview(self._scores)  # type: ignore[arg-type]
+        self._flat_globals: Any = memoryview(self._globals)  # type: ignore[arg-type]
+        self._shared = {key: self._read_only(array) for key, array in self._buffers().items()}
+        self._used = 0  # rows of _nodes written in this episode
 
-    # -- observation encoding ---------------------------------------------------------
-    def _empty_obs(self) -> dict[str, np.ndarray]:
-        n = self.max_nodes
-        return {
-            "revealed": np.zeros(n, dtype=np.int8),
-            "parent": np.full(n, -1, dtype=np.int64),
-            "depth": np.zeros(n, dtype=np.int64),
-            "score": np.zeros(n, dtype=np.float64),
-            "scored": np.zeros(n, dtype=np.int8),
-            "frontier": np.zeros(n, dtype=np.int8),
-            "root_slots": np.zeros(1, dtype=np.int64),
-            "baseline": np.array([self.world.baseline_score], dtype=np.float64),
-            "rounds": np.zeros(1, dtype=np.int64),
-            "attempts": np.zeros(1, dtype=np.int64),
-        }
+    def _buffers(self) -> dict[str, np.ndarray]:
+        return {"nodes": self._nodes, "score": self._scores, "globals": self._globals}
 
-    def _encode_nodes(self, ids: Sequence[int]) -> None:
-        obs, nodes = self._obs, self.session._nodes
-        for obs_id in ids:
-            node = nodes[obs_id]
-            obs["revealed"][obs_id] = 1
-            obs["parent"][obs_id] = -1 if node.parent is None else node.parent
-            obs["depth"][obs_id] = node.depth
-            if node.score is not None:
-                obs["score"][obs_id] = node.score
-                obs["scored"][obs_id] = 1
+    @staticmethod
+    def _read_only(array: np.ndarray) -> np.ndarray:
+        view = array.view()
+        view.flags.writeable = False
+        return view
 
-    def _observation(self, view: PrefixView) -> dict[str, np.ndarray]:
-        obs = self._obs
-        frontier = obs["frontier"]
-        frontier[:] = 0
-        frontier[list(view.frontier)] = 1
-        obs["root_slots"][0] = view.root_slots
-        obs["rounds"][0] = view.rounds
-        obs["attempts"][0] = view.attempts
-        return {key: value.copy() for key, value in obs.items()}
+    # -- observation encoding: only the rows a step changed are written -------------------
+    def _write_step(self, new_ids: Sequence[int], parents: Sequence[int], selected: Sequence[int]) -> None:
+        """Write the rows of the new nodes and the frontier flags the step changed (``parents``:
+        the new nodes' parents; ``selected``: the batch, whose members may leave the frontier).
 
-    def _info(self, view: PrefixView, new_ids: list[int], dropped: list[tuple[object, str]] | None) -> dict[str, Any]:
-        frontier = {obs_id: 1 for obs_id in view.frontier}
+        Element writes go through flat memoryviews of the arrays: a tenth of the cost of numpy
+        indexing for single elements, which is what a step changes.
+        """
+        session = self.session
+        replay = session.replay
+        # the hot path reads the session's node list and the replay's frontier set directly
+        views, is_open = session._nodes, replay._open
+        flat, scores, width = self._flat_nodes, self._flat_scores, _WIDTH
+        for obs_id, parent in zip(new_ids, parents):  # noqa: B905 - same length by construction
+            view = views[obs_id]
+            row = obs_id * width
+            flat[row + REVEALED] = 1
+            flat[row + PARENT] = parent
+            flat[row + DEPTH] = view.depth
+            score = view.score
+            if score is not None:
+                scores[obs_id] = score
+                flat[row + SCORED] = 1
+            if obs_id in is_open:
+                flat[row + FRONTIER] = 1
+        root_selected = False
+        for obs_id in selected:
+            if obs_id == ROOT:
+                root_selected = True
+            elif obs_id not in is_open:  # a selected node leaves the frontier, or stays on it ("any")
+                flat[obs_id * width + FRONTIER] = 0
+        root_slots = replay.root_slots
+        if root_selected or not selected:  # the root's flag changes only when it is selected
+            flat[ROOT * width + FRONTIER] = 1 if root_slots else 0
+        glob = self._flat_globals
+        glob[ROOT_SLOTS] = root_slots
+        glob[ROUNDS] = replay.rounds
+        glob[ATTEMPTS] = replay.attempts
+        self._used = new_ids[-1] + 1
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        if self.share_obs:
+            return self._shared
+        return {"nodes": self._nodes.copy(), "score": self._scores.copy(), "globals": self._globals.copy()}
+
+    def _info(self, new_ids: list[int], dropped: list[tuple[object, str]]) -> dict[str, Any]:
+        view = self.session.view()
+        frontier = dict.fromkeys(view.frontier, 1)
         if view.root_slots:
             frontier[ROOT] = view.root_slots
-        info: dict[str, Any] = {
+        return {
             "view": view,
             "frontier": frontier,
             "replay_score": self.session.value,
             "attempts": view.attempts,
             "rounds": view.rounds,
             "new_ids": new_ids,
+            "dropped": dropped,
         }
-        if dropped is not None:
-            info["dropped"] = dropped
-        return info
 
     # -- gymnasium API ----------------------------------------------------------------
     def reset(
@@ -198,44 +252,63 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)  # the replay is deterministic; seeding only for API conformance
         self.session.reset()
-        self._obs = self._empty_obs()
-        self._encode_nodes([ROOT])
-        view = self.session.view()
-        return self._observation(view), self._info(view, [ROOT], None)
+        self._nodes[: self._used] = PADDING_ROW  # only the rows the last episode wrote
+        self._scores[: self._used] = 0.0
+        self._write_step([ROOT], [-1], ())
+        return self._observation(), self._info([ROOT], [])
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         batch = self._batch_from_action(action)
-        outcome = self.session.step(batch)
-        self._encode_nodes(outcome.new_ids)
-        view = self.session.view()
-        info = self._info(view, outcome.new_ids, None if self.session.strict else outcome.dropped)
+        session = self.session
+        outcome = session.step(batch)
+        new_ids = outcome.new_ids
+        if new_ids:
+            selected = session.batches[-1]
+            self._write_step(new_ids, selected, selected)
+        info = self._info(new_ids, outcome.dropped)
         truncated = outcome.truncated
-        if not self.session.done and len(view.nodes) + self.session.workers > self.max_nodes:
-            self.session.truncate()
+        if not new_ids and batch:
+            info["illegal_stop"] = True
+        if self._can_fill and not session.done and self._used + session.workers > self.max_nodes:
+            session.truncate()
             truncated = True
             info["capacity_full"] = True
-        return self._observation(view), float(outcome.reward), outcome.terminated, truncated, info
+            self._warn_full()
+        return self._observation(), outcome.reward, outcome.terminated, truncated, info
+
+    def _warn_full(self) -> None:
+        if not self._warned_full:
+            self._warned_full = True
+            warnings.warn(
+                f"max_nodes={self.max_nodes} is smaller than world {self.world.id!r} ({self.world.size} nodes): "
+                "the episode was truncated when fewer than W free observation rows remained "
+                "(info['capacity_full']); leave max_nodes unset to hold the whole world",
+                stacklevel=3,
+            )
 
     def _batch_from_action(self, action: Any) -> list[Any]:
-        if isinstance(action, np.ndarray):
+        if type(action) is list:
+            pass
+        elif isinstance(action, np.ndarray):
             action = action.reshape(-1).tolist()
         elif isinstance(action, (str, bytes)) or not isinstance(action, Sequence):
             raise TypeError(f"action must be a sequence of node ids, got {type(action).__name__}")
-        return [a for a in action if not (isinstance(a, (int, np.integer)) and a == self.max_nodes)]
+        pad = self.max_nodes  # padding means "no selection"; anything else is judged by the rules
+        if pad not in action:  # the common case: nothing to filter (a C-level scan)
+            return action  # type: ignore[no-any-return]
+        return [a for a in action if a != pad or not isinstance(a, (int, np.integer)) or isinstance(a, bool)]
 
     def action_masks(self) -> np.ndarray:
         """Per-slot legality masks, concatenated (sb3-contrib's MultiDiscrete mask layout).
 
         Every slot may hold the padding value; slots beyond ``root_slots`` cannot hold the root.
-        Duplicate non-root selections across slots cannot be masked per slot: use
-        ``strict=False`` so they are dropped.
+        Duplicate non-root selections across slots cannot be masked per slot: they are dropped.
         """
         replay = self.session.replay
         workers, width = self.session.workers, self.max_nodes + 1
         masks = np.zeros((workers, width), dtype=bool)
         masks[:, self.max_nodes] = True
-        others = [i for i in replay.frontier() if i != ROOT]
-        masks[:, others] = True
+        masks[:, replay.open_ids()] = True
         masks[: replay.root_slots, ROOT] = True
         return masks.reshape(-1)
 
@@ -246,10 +319,14 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
 
 def register_envs() -> None:
-    """Register ``DreamGym/Replay-v0`` and one ``DreamGym/<world>-v0`` per shipped world."""
+    """Register ``DreamGym/Replay-v0`` (with its native vector env) and one ``DreamGym/<world>-v0``
+    per shipped world."""
+    vector_entry_point = "dream_gym.vector_env:ReplayVectorEnv"
     if "DreamGym/Replay-v0" not in gym.registry:
-        gym.register(id="DreamGym/Replay-v0", entry_point="dream_gym.env:ReplayEnv")
+        gym.register(id="DreamGym/Replay-v0", entry_point="dream_gym.env:ReplayEnv",
+                     vector_entry_point=vector_entry_point)
     for name in shipped_world_names():
         env_id = f"DreamGym/{name}-v0"
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point="dream_gym.env:ReplayEnv", kwargs={"world": name})
+            gym.register(id=env_id, entry_point="dream_gym.env:ReplayEnv", kwargs={"world": name},
+                         vector_entry_point=vector_entry_point)

@@ -11,7 +11,7 @@
 
 Determinism: an episode depends only on (policy spec, world, beta, seed, options). Work is cut
 into one task per (policy, world) pair holding all its betas in order, whatever the backend
-and the number of workers, and results are returned in canonical order (policies as given,
+and the number of processes, and results are returned in canonical order (policies as given,
 worlds as resolved, betas as given), so serial, process and Ray runs give identical lines.
 """
 
@@ -21,13 +21,12 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
-from dream_gym.policy_files import load_policy
+from dream_gym.policy_files import check_policy_spec, load_policy
 from dream_gym.registry import load_cached, resolve_world, shipped_worlds_dir
 from dream_gym.score import (
     DEFAULT_BETA1,
@@ -38,6 +37,7 @@ from dream_gym.score import (
     v2_objective,
 )
 from dream_gym.session import ReplaySession
+from dream_gym.workers import TaskFailure, WatchedPool
 from dream_gym.world import WORLD_FILE, World
 
 BACKENDS = ("process", "ray", "serial")
@@ -169,6 +169,11 @@ def _close(policy: object) -> None:
 
 # --------------------------------------------------------------------------- episodes
 
+#: Seconds a (policy, world) task may go without progress (a decision or a finished episode)
+#: before the watchdog ends it (``--task-timeout``). Above the isolated policies' own limits
+#: (5 s a decision, 30 s to start), so their finer errors come first.
+DEFAULT_TASK_TIMEOUT_S = 60.0
+
 
 @dataclass(frozen=True)
 class _Task:
@@ -183,22 +188,49 @@ class _Task:
     file_options: Mapping[str, Any] | None = None
 
 
-def _run_task(task: _Task) -> list[EpisodeResult]:
+class _Heartbeat:
+    """The policy, with ``beat()`` (the watchdog's heartbeat) before and after every decision."""
+
+    def __init__(self, policy: Policy, beat: Callable[[], None]):
+        self.policy, self.beat = policy, beat
+
+    def reset(self, context: Any) -> None:
+        self.beat()
+        self.policy.reset(context)
+        self.beat()
+
+    def act(self, view: Any) -> Any:
+        self.beat()
+        batch = self.policy.act(view)
+        self.beat()
+        return batch
+
+
+def _no_beat(step: int | None = None) -> None:
+    pass
+
+
+def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[EpisodeResult]:
+    """The task's episodes, one per beta in order (a WatchedPool task function: ``beat(i)``
+    when episode i starts, ``beat()`` around every decision)."""
     world = task.world if isinstance(task.world, World) else load_cached(task.world)
     options = dict(task.options)
     seed = int(options.pop("seed", 0))
-    results: list[EpisodeResult] = []
+    beat(0)
     try:
         policy: Policy | None = load_policy_spec(task.policy, task.file_options)
         load_error = None
     except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
         policy, load_error = None, f"{type(exc).__name__}: {exc}"
+    results: list[EpisodeResult] = []
     try:
-        for beta in task.betas:
+        for i, beta in enumerate(task.betas):
+            beat(i)
             if policy is None:
                 result = result_from_session(ReplaySession(world, beta=beta, **options), task.policy, load_error)
             else:
-                result = run_episode(policy, world, seed=seed, on_error="record", beta=beta, **options)
+                watched = policy if beat is _no_beat else _Heartbeat(policy, beat)
+                result = run_episode(watched, world, seed=seed, on_error="record", beta=beta, **options)
             result.policy = task.policy  # the spec names the policy in the results, not its class
             results.append(result)
     finally:
@@ -206,50 +238,55 @@ def _run_task(task: _Task) -> list[EpisodeResult]:
     return results
 
 
-def _chunks(tasks: list[_Task], per_chunk: int) -> list[list[_Task]]:
-    return [tasks[i : i + per_chunk] for i in range(0, len(tasks), per_chunk)]
+def _failed_task(task: _Task, world: World, failure: TaskFailure) -> list[EpisodeResult]:
+    """The task's episodes, each with the error that ended the task (its finished episodes are
+    lost with its worker: a failed task is recorded whole, the same whatever the timing)."""
+    options = dict(task.options)
+    options.pop("seed", None)
+    kind = {"timeout": "TaskTimeout", "died": "WorkerDied"}.get(failure.kind, "TaskError")
+    where = f", in the episode at beta {task.betas[failure.step]:g}" if failure.step is not None else ""
+    message = (f"{kind}: policy {task.policy} on world {world.id}{where}: {failure.message.strip()}; "
+               f"all {len(task.betas)} episodes of the task are recorded as failed")
+    return [result_from_session(ReplaySession(world, beta=beta, **options), task.policy, message)
+            for beta in task.betas]
 
 
-def _run_chunk(tasks: list[_Task]) -> list[tuple[int, int, list[EpisodeResult]]]:
-    return [(t.policy_index, t.world_index, _run_task(t)) for t in tasks]
+Outcomes = Iterator[tuple[int, list[EpisodeResult] | TaskFailure]]
 
 
-def _serial(chunks: list[list[_Task]], workers: int) -> Iterator[list[tuple[int, int, list[EpisodeResult]]]]:
-    for chunk in chunks:
-        yield _run_chunk(chunk)
+def _in_process(tasks: list[_Task]) -> Outcomes:
+    """Every task in this process, no watchdog (``backend="serial", task_timeout=None``)."""
+    for index, task in enumerate(tasks):
+        try:
+            yield index, _task_results(task)
+        except Exception as exc:  # noqa: BLE001 - the same record as a failed task in a worker
+            yield index, TaskFailure("error", f"{type(exc).__name__}: {exc}")
 
 
-def _processes(chunks: list[list[_Task]], workers: int) -> Iterator[list[tuple[int, int, list[EpisodeResult]]]]:
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending: set[Future[list[tuple[int, int, list[EpisodeResult]]]]] = {
-            pool.submit(_run_chunk, chunk) for chunk in chunks
-        }
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield future.result()
+def _watched(tasks: list[_Task], jobs: int, task_timeout: float | None) -> Outcomes:
+    """Every task in worker processes (dream_gym.workers: fork server, watchdog)."""
+    with WatchedPool(_task_results, jobs, task_timeout=task_timeout) as pool:
+        yield from pool.run(tasks)
 
 
-def _ray(chunks: list[list[_Task]], workers: int) -> Iterator[list[tuple[int, int, list[EpisodeResult]]]]:
+def _run_chunk(tasks: list[tuple[int, _Task]]) -> list[tuple[int, list[EpisodeResult]]]:
+    return [(index, _task_results(task)) for index, task in tasks]
+
+
+def _ray(tasks: list[_Task], jobs: int, chunk_size: int | None) -> Outcomes:
     try:
         import ray
     except ImportError:
         raise ValueError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'") from None
     if not ray.is_initialized():
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+    per_chunk = chunk_size or max(1, math.ceil(len(tasks) / (4 * jobs)))  # a few chunks per process
+    numbered = list(enumerate(tasks))
     remote = ray.remote(_run_chunk)
-    pending = [remote.remote(chunk) for chunk in chunks]
+    pending = [remote.remote(numbered[i : i + per_chunk]) for i in range(0, len(numbered), per_chunk)]
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
-        for ref in done:
-            yield ray.get(ref)
-
-
-_BACKEND_RUNNERS: dict[str, Callable[[list[list[_Task]], int], Iterator[list[tuple[int, int, list[EpisodeResult]]]]]] = {
-    "serial": _serial,
-    "process": _processes,
-    "ray": _ray,
-}
+        yield from ray.get(done[0])
 
 
 def result_row(result: EpisodeResult, world: World | None = None, **extra: Any) -> dict[str, Any]:
@@ -322,6 +359,7 @@ def evaluate(
     worlds: Any,
     betas: Sequence[float] | str | None = None,
     *,
+    jobs: int | None = None,
     workers: int | None = None,
     backend: str = "process",
     out: str | os.PathLike[str] | None = None,
@@ -331,6 +369,7 @@ def evaluate(
     beta2: float = DEFAULT_BETA2,
     lam: float = DEFAULT_LAMBDA,
     seed: int = 0,
+    task_timeout: float | None = DEFAULT_TASK_TIMEOUT_S,
     chunk_size: int | None = None,
     file_options: Mapping[str, Any] | None = None,
 ) -> list[EpisodeResult]:
@@ -341,20 +380,28 @@ def evaluate(
             see ``dream_gym.policy_files.load_policy``). The spec labels the policy in the results.
         worlds: anything :func:`resolve_worlds` accepts, or a list of World objects.
         betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), or "0.1,0.5".
-        workers: processes (default: the CPU count); 1 runs in this process.
-        backend: "process" (ProcessPoolExecutor), "ray" or "serial".
+        jobs: processes (default: the CPU count); 1 is the serial backend.
+        workers: W, the attempts per round every world is replayed at (default: each world's
+            recorded W).
+        backend: "process" (worker processes of :mod:`dream_gym.workers`: started by a fork
+            server, never forked from this process, and watched), "serial" (one task at a
+            time: in one watched worker process, or in this process when ``task_timeout`` is
+            None) or "ray".
         out: write one JSON line per episode there (in canonical order).
         progress: show a rich progress bar (on stderr).
         max_rounds, beta1, beta2: ReplaySession options (round limit and V's coefficients).
         lam: recorded with the results for the leaderboard (the v2 penalty weight).
         seed: the seed every policy gets in its RunContext.
-        chunk_size: (policy, world) tasks per process task (default: balanced for the workers).
+        task_timeout: seconds a (policy, world) task may go without progress (a decision or
+            a finished episode) before its worker is killed and replaced; the episodes it did
+            not finish get a ``TaskTimeout`` error. None: no watchdog (the ray backend has none).
+        chunk_size: (policy, world) tasks per Ray task (default: balanced for the jobs).
         file_options: IsolatedPolicy options for policy files (``decision_timeout_s``,
-            ``episode_timeout_s``, ``memory_mb``, ...).
+            ``episode_timeout_s``, ``memory_mb``, ``hash_seed``, ...).
 
-    A policy that raises, returns an illegal batch or cannot be loaded gets its error in
-    ``EpisodeResult.error``; every other episode still runs. An unknown policy name raises
-    LookupError before anything runs.
+    A policy that raises, returns an illegal batch, cannot be loaded, hangs (``task_timeout``)
+    or kills its worker gets its error in ``EpisodeResult.error``; every other episode still
+    runs. An unknown policy name, module or file raises LookupError before anything runs.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -363,44 +410,47 @@ def evaluate(
         raise ValueError("no policies to evaluate")
     if len(set(policies)) != len(policies):
         raise ValueError(f"policies repeat: {policies}")
-    for spec in policies:  # fail fast on an unknown name, module or file, before any worker starts
-        try:
-            _close(load_policy_spec(spec, file_options))
-        except LookupError:
-            raise
-        except Exception:  # noqa: BLE001 - a policy that fails to build is recorded per episode
-            pass
+    for spec in policies:  # fail fast on an unknown name, module or file; built only in workers
+        check_policy_spec(spec)
+    if task_timeout is not None and not task_timeout > 0:
+        raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
     world_list = resolve_worlds(worlds)
     if not world_list:
         raise LookupError("no worlds to evaluate")
     beta_grid = _parse_betas(betas)
-    options = {"beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
+    options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
     tasks = [
         _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options,
               file_options)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]
-    workers = max(1, int(workers if workers is not None else (os.cpu_count() or 1)))
-    if backend == "process" and workers == 1:
+    jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+    if backend == "process" and jobs == 1:
         backend = "serial"
-    if chunk_size is None:  # a few chunks per worker: low overhead, still balanced
-        chunk_size = max(1, math.ceil(len(tasks) / (4 * workers))) if backend != "serial" else 1
-    chunks = _chunks(tasks, chunk_size)
+    if backend == "ray":
+        runner = _ray(tasks, jobs, chunk_size)
+    elif backend == "serial" and task_timeout is None:
+        runner = _in_process(tasks)
+    else:
+        runner = _watched(tasks, jobs if backend == "process" else 1, task_timeout)
     total = len(tasks) * len(beta_grid)
-    by_key: dict[tuple[int, int], list[EpisodeResult]] = {}
-    runner = _BACKEND_RUNNERS[backend]
+    by_task: dict[int, list[EpisodeResult]] = {}
     label = f"{len(policies)}x{len(world_list)}x{len(beta_grid)} episodes ({backend})"
     with _progress_bar(progress, total, label) as advance:
-        for done in runner(chunks, workers):
-            for p, w, results in done:
-                by_key[(p, w)] = results
-                advance(len(results))
+        for index, outcome in runner:
+            task = tasks[index]
+            if isinstance(outcome, TaskFailure):
+                outcome = _failed_task(task, world_list[task.world_index], outcome)
+            by_task[index] = outcome
+            advance(len(outcome))
+    by_key = {(tasks[i].policy_index, tasks[i].world_index): results for i, results in by_task.items()}
     _record_limits(by_key, world_list, options)
     ordered = [r for key in sorted(by_key) for r in by_key[key]]
     if out is not None:
         world_of = {i: world for i, world in enumerate(world_list)}
-        extra = {"beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam, "seed": seed}
+        extra = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam,
+                 "seed": seed}
         out_path = Path(out)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = out_path.with_name(out_path.name + ".tmp")
@@ -711,6 +761,7 @@ def leaderboard(
 __all__ = [
     "AGGREGATE",
     "BACKENDS",
+    "DEFAULT_TASK_TIMEOUT_S",
     "Leaderboard",
     "LeaderboardRow",
     "evaluate",

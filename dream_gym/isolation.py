@@ -19,9 +19,9 @@ The child interpreter runs as ``python -s -B`` with the scrubbed environment and
 that drops the current folder from ``sys.path``: the equivalent of ``-I`` (isolated mode), except
 that ``PYTHONHASHSEED=0`` is honoured so runs are reproducible.
 
-Limits are applied inside the child by that prelude rather than with ``preexec_fn``, because
-``preexec_fn`` can deadlock when the parent has threads (the online worker pool does).
-:func:`limits_preexec` is still offered for callers that launch non-Python commands.
+Limits are applied inside the child by that prelude rather than with ``preexec_fn``: the child
+is started by fork + exec only (``subprocess`` without ``preexec_fn``), which is safe in a parent
+with threads, whereas Python code run between fork and exec can deadlock there.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -105,22 +105,6 @@ def apply_limits(memory_mb: int | None, cpu_s: float | None, fsize_mb: int | Non
         _set(_resource.RLIMIT_FSIZE, int(fsize_mb) << 20)
     if nproc is not None:
         _set(_resource.RLIMIT_NPROC, int(nproc))
-
-
-def limits_preexec(memory_mb: int | None, cpu_s: float | None, fsize_mb: int | None = 256,
-                   nproc: int | None = None) -> Callable[[], None]:
-    """A ``preexec_fn`` for :class:`subprocess.Popen`: new session, then :func:`apply_limits`.
-
-    The new session makes the child the leader of its own process group, so
-    ``os.killpg(child.pid, SIGKILL)`` removes it and everything it forked. Beware that
-    ``preexec_fn`` is unsafe in a parent with threads; :func:`run_python` does not use it.
-    """
-
-    def _preexec() -> None:
-        os.setsid()
-        apply_limits(memory_mb, cpu_s, fsize_mb, nproc)
-
-    return _preexec
 
 
 def _nproc_budget(margin: int = 256) -> int | None:
@@ -424,5 +408,4 @@ def run_python(
         return child.finish()
 
 
-__all__ = ["RunOutcome", "IsolatedProcess", "scrubbed_env", "apply_limits", "limits_preexec",
-           "start_python", "run_python"]
+__all__ = ["RunOutcome", "IsolatedProcess", "scrubbed_env", "apply_limits", "start_python", "run_python"]

@@ -63,6 +63,7 @@ def replay_trace(world: World, row: Mapping[str, Any]) -> Trace:
     """Replay an episode's recorded batches on its world (the same rules, so the same numbers)."""
     session = ReplaySession(
         world,
+        workers=row.get("workers"),  # the W the episode was replayed at (None: the world's)
         beta=float(row.get("beta", 0.5)),
         beta1=float(DEFAULT_BETA1 if row.get("beta1") is None else row["beta1"]),
         beta2=float(DEFAULT_BETA2 if row.get("beta2") is None else row["beta2"]),

@@ -180,7 +180,8 @@ def run_episode(
 
     Args:
         policy: a policy object or a function of the view.
-        env: a ``gym.make``'d ReplayEnv (stepped through its wrappers), or a ReplaySession, a
+        env: a ``gym.make``'d ReplayEnv (stepped through its wrappers; batches are checked
+            strictly whatever the env's ``strict``), or a ReplaySession, a
             World or a world reference such as a shipped world's name (the fast path used by
             evaluation: no observation encoding).
         seed: passed to the policy in its RunContext (and to ``env.reset``).
@@ -204,6 +205,9 @@ def run_episode(
         while not session.done:
             batch = batch_from(policy.act(view))
             if through_env:
+                # A policy's illegal batch is its error (SPEC §6), even where the env itself
+                # would drop illegal selections (its default, for Gymnasium's contract).
+                session.replay.check(batch)
                 info = env.step(batch)[4]
                 view = info["view"]
             else:

@@ -1,6 +1,7 @@
 """Replay mechanics: the deterministic reveal rules of SPEC §3 (pure Python/numpy, no gymnasium).
 
-The one place the reveal rule lives:
+The one place the reveal rule lives (:mod:`dream_gym.vector_replay` applies the same rules to
+many episodes at once in numpy arrays; tests pin the two to each other):
 
 * Observed ids are assigned in reveal order: 0 is the root, then 1, 2, ... as nodes are
   revealed; inside a batch, in the order of the batch.
@@ -14,7 +15,9 @@ The one place the reveal rule lives:
   unrevealed recorded child is legal.
 
 Because every reveal takes the earliest-created unrevealed child, the revealed children of each
-node are always a prefix of its recorded children: one counter per node is the whole state.
+node are always a prefix of its recorded children: one counter per node is the whole state. The
+counters live in dicts holding revealed nodes only, so creating or resetting a replay costs the
+same on a 100-node world and on a 100,000-node one.
 
 Known bias (SPEC §5): a revealed leaf that is *not* on the frontier tells the policy that the
 original run stopped there. That is the only fact about unrevealed nodes the frontier carries
@@ -39,15 +42,16 @@ class IllegalBatchError(ValueError):
         self.node = node
 
 
-def _as_id(selection: object) -> int:
+def _as_id(selection: object) -> int | None:
+    """The selection as an int, or None when it is not an integer (bools are not ids)."""
+    if type(selection) is int:  # the hot path: plain ints
+        return selection
     if isinstance(selection, bool):
-        raise IllegalBatchError(f"selection {selection!r} is a bool, not an observed node id", selection)
+        return None
     try:
         return operator.index(selection)  # type: ignore[arg-type]
     except TypeError:
-        raise IllegalBatchError(
-            f"selection {selection!r} is not an observed node id (an int)", selection
-        ) from None
+        return None
 
 
 class Replay:
@@ -67,29 +71,40 @@ class Replay:
         self.world = world
         self.workers = int(workers)
         self.frontier_rule = frontier
+        self._leaves_rule = frontier == "leaves"
         self._children_start, self._children, self._n_children = world.tree_lists
         self.reset()
 
     def reset(self) -> None:
-        size = self.world.size
+        """Back to the root alone; costs the same whatever the world's size."""
         self.order: list[int] = [ROOT]  # world index of each observed id
-        self._obs_of = [-1] * size
-        self._obs_of[ROOT] = 0
-        self._revealed_children = [0] * size  # revealed children are a prefix of the recorded ones
-        self._open: dict[int, None] = {}  # non-root frontier members (observed ids), insertion-ordered
+        self._obs_of: dict[int, int] = {ROOT: 0}  # world index -> observed id, revealed nodes only
+        self._revealed_children: dict[int, int] = {}  # world index -> revealed children (a prefix)
+        self._open: dict[int, None] = {}  # non-root frontier members (observed ids), in ascending order
         self.attempts = 0
         self.rounds = 0
+        # How many times the root may appear in the next batch: at most W and the branches left.
+        self.root_slots = min(self.workers, self._n_children[ROOT])
 
     # -- what the policy may know ------------------------------------------------------
-    @property
-    def root_slots(self) -> int:
-        """How many times the root may appear in the next batch."""
-        return min(self.workers, self._n_children[ROOT] - self._revealed_children[ROOT])
 
     def frontier(self) -> tuple[int, ...]:
-        """Legal observed ids in ascending order (the root once, if it may open a branch)."""
-        ids = sorted(self._open)
-        return (ROOT, *ids) if self.root_slots else tuple(ids)
+        """Legal observed ids in ascending order (the root once, if it may open a branch).
+
+        ``_open`` is already ascending: ids are handed out in increasing order, each enters the
+        frontier once (when revealed) and never comes back after leaving it.
+        """
+        if self.root_slots:
+            return (ROOT, *self._open)
+        return tuple(self._open)
+
+    def is_open(self, obs_id: int) -> bool:
+        """Whether a revealed non-root node is on the frontier."""
+        return obs_id in self._open
+
+    def open_ids(self) -> list[int]:
+        """The non-root frontier members, ascending."""
+        return list(self._open)
 
     @property
     def exhausted(self) -> bool:
@@ -108,54 +123,63 @@ class Replay:
     def why_illegal(self, obs_id: int) -> str:
         """The reason a revealed non-root id is off the frontier, in words."""
         index = self.order[obs_id]
-        if self._revealed_children[index] >= self._n_children[index]:
+        if self._revealed_children.get(index, 0) >= self._n_children[index]:
             return f"id {obs_id} has no unrevealed recorded child (the original run did not continue there)"
         return (
             f"id {obs_id} is not a leaf of the revealed tree (frontier rule 'leaves'; "
             "a world or env with frontier='any' allows it)"
         )
 
-    def check(self, batch: Sequence[object]) -> list[int]:
-        """Validate a batch; return it as a list of ints or raise IllegalBatchError."""
-        ids = [_as_id(s) for s in batch]
-        if len(ids) > self.workers:
-            raise IllegalBatchError(f"batch of {len(ids)} selections exceeds W={self.workers} workers")
-        seen: set[int] = set()
-        root_count = 0
-        for obs_id in ids:
-            if not 0 <= obs_id < len(self.order):
-                raise IllegalBatchError(
-                    f"id {obs_id} is not an observed node (observed ids are 0..{len(self.order) - 1})", obs_id
-                )
-            if obs_id == ROOT:
-                root_count += 1
-                if root_count > self.root_slots:
-                    raise IllegalBatchError(
-                        f"the root (id 0) is selected {root_count} times but may open only "
-                        f"{self.root_slots} branch(es) in this batch", obs_id
-                    )
-                continue
-            if obs_id in seen:
-                raise IllegalBatchError(
-                    f"id {obs_id} appears twice (a non-root node may be selected once per batch)", obs_id
-                )
-            seen.add(obs_id)
-            if obs_id not in self._open:
-                raise IllegalBatchError(self.why_illegal(obs_id), obs_id)
-        return ids
-
     def legal_part(self, batch: Sequence[object]) -> tuple[list[int], list[tuple[object, str]]]:
-        """Split a batch into its legal selections (in order) and the dropped ones with reasons."""
+        """Split a batch into its legal selections (in order) and the dropped ones with reasons.
+
+        Each selection is judged against the selections kept before it, so the kept part is
+        always a legal batch: at most W selections, the root at most ``root_slots`` times, each
+        non-root id once and on the frontier.
+        """
+        if len(batch) == 1:  # the common single selection: legal when open, or the root with a slot
+            selection = batch[0]
+            if type(selection) is int and (selection in self._open or (selection == ROOT and self.root_slots)):
+                return [selection], []
         kept: list[int] = []
         dropped: list[tuple[object, str]] = []
+        workers, n_observed, is_open, root_slots = self.workers, len(self.order), self._open, self.root_slots
+        roots = 0
         for selection in batch:
-            try:
-                self.check([*kept, selection])
-            except IllegalBatchError as exc:
-                dropped.append((selection, str(exc)))
+            obs_id = selection if type(selection) is int else _as_id(selection)
+            if obs_id is None:
+                what = "a bool" if isinstance(selection, bool) else "not an int"
+                reason = f"selection {selection!r} is {what}, not an observed node id"
+            elif len(kept) == workers:
+                reason = f"batch of {len(batch)} selections exceeds W={workers} workers"
+            elif not 0 <= obs_id < n_observed:
+                reason = f"id {obs_id} is not an observed node (observed ids are 0..{n_observed - 1})"
+            elif obs_id == ROOT:
+                if roots < root_slots:
+                    roots += 1
+                    kept.append(ROOT)
+                    continue
+                reason = (f"the root (id 0) is selected {roots + 1} times but may open only "
+                          f"{root_slots} branch(es) in this batch")
+            elif obs_id in is_open and obs_id not in kept:
+                kept.append(obs_id)
+                continue
+            elif obs_id in kept:
+                reason = f"id {obs_id} appears twice (a non-root node may be selected once per batch)"
             else:
-                kept.append(_as_id(selection))
+                reason = self.why_illegal(obs_id)
+            dropped.append((selection, reason))
         return kept, dropped
+
+    def check(self, batch: Sequence[object]) -> list[int]:
+        """Validate a batch; return it as a list of ints or raise IllegalBatchError."""
+        if len(batch) > self.workers:
+            raise IllegalBatchError(f"batch of {len(batch)} selections exceeds W={self.workers} workers")
+        kept, dropped = self.legal_part(batch)
+        if dropped:
+            selection, reason = dropped[0]
+            raise IllegalBatchError(reason, selection)
+        return kept
 
     def apply(self, batch: Sequence[object]) -> list[int]:
         """Apply a legal, non-empty batch as one round; return the new observed ids."""
@@ -165,19 +189,22 @@ class Replay:
         """:meth:`apply` for ids that :meth:`check` (or :meth:`legal_part`) just returned."""
         if not ids:
             raise IllegalBatchError("an empty batch stops the episode; it is not a round to apply")
-        new_ids = [self._reveal_child_of(obs_id) for obs_id in ids]
+        reveal = self._reveal_child_of
+        new_ids = [reveal(obs_id) for obs_id in ids]
         self.attempts += len(new_ids)
         self.rounds += 1
         return new_ids
 
     def _reveal_child_of(self, obs_id: int) -> int:
         parent = self.order[obs_id]
-        rank = self._revealed_children[parent]
+        revealed = self._revealed_children
+        rank = revealed.get(parent, 0)
         child = self._children[self._children_start[parent] + rank]
-        self._revealed_children[parent] = rank + 1
-        if obs_id != ROOT:
-            if self.frontier_rule == "leaves" or rank + 1 == self._n_children[parent]:
-                self._open.pop(obs_id, None)
+        revealed[parent] = rank + 1
+        if obs_id == ROOT:
+            self.root_slots = min(self.workers, self._n_children[ROOT] - rank - 1)
+        elif self._leaves_rule or rank + 1 == self._n_children[parent]:
+            del self._open[obs_id]
         new_id = len(self.order)
         self.order.append(child)
         self._obs_of[child] = new_id

@@ -14,8 +14,10 @@ from typing import Any
 
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
-from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record, static_fields
+from dream_gym.view import NodeView, PrefixView, branch_of_child, fixed_fields, node_view
 from dream_gym.world import World
+
+_CHUNK = 32  # revealed nodes per immutable chunk of the views' node list
 
 
 @dataclass(slots=True)
@@ -68,8 +70,9 @@ class ReplaySession:
         )
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
         self._scores = world.score_list
-        # Per world node, filled on first reveal and reused by later episodes of this session.
-        self._static: dict[int, dict[str, Any]] = {}
+        # Per world node, filled on first reveal and reused by later episodes of this session:
+        # (q, the view fields that do not depend on the reveal order).
+        self._fixed: dict[int, tuple[float | None, dict[str, Any]]] = {}
         # The view fields that stay the same for the whole session (all immutable values).
         self._view_constants = {
             "baseline_score": world.baseline_score,
@@ -89,6 +92,11 @@ class ReplaySession:
     def reset(self) -> None:
         self.replay.reset()
         self._nodes: list[NodeView] = []
+        # The views' nodes, as immutable chunks shared by the views of this episode (a view
+        # would otherwise copy every revealed node each step; see PrefixView.nodes).
+        self._chunks: list[tuple[NodeView, ...]] = []
+        self._chunks_tuple: tuple[tuple[NodeView, ...], ...] = ()
+        self._tail: list[NodeView] = []
         self._branch_count = 0
         self.best_q = float("-inf")
         self.best_score: float | None = None
@@ -97,7 +105,7 @@ class ReplaySession:
         self.done = False
         self.terminated = False
         self.truncated = False
-        self._add_node(ROOT)
+        self._add_node(ROOT, -1)
         if self.best_q == float("-inf"):
             self.best_q = 0.0  # an unscored root: quality starts at the baseline's q
 
@@ -117,70 +125,80 @@ class ReplaySession:
     def nodes(self) -> tuple[NodeView, ...]:
         return tuple(self._nodes)
 
+    def node(self, obs_id: int) -> NodeView:
+        """The view of one revealed node."""
+        return self._nodes[obs_id]
+
     def current_value(self) -> float:
         return replay_score(self.best_q, self.attempts, self.rounds, self.beta1, self.beta2)
 
-    def _add_node(self, obs_id: int) -> None:
-        world = self.world
-        index = self.replay.world_index(obs_id)
-        parent_obs = self.replay.observed_parent(obs_id)
-        parent = self._nodes[parent_obs] if parent_obs >= 0 else None
+    def _add_node(self, obs_id: int, parent_obs: int) -> None:
+        """Append the view of a just-revealed node (``parent_obs``: its parent's observed id)."""
+        index = self.replay.order[obs_id]
+        nodes = self._nodes
+        parent = nodes[parent_obs] if parent_obs >= 0 else None
+        cached = self._fixed.get(index)
+        if cached is None:
+            record, score = self.world.records[index], self._scores[index]
+            fixed = fixed_fields(record, parent=parent, score=score, baseline=self.world.baseline_score)
+            cached = self._fixed[index] = (self.normalizer.q(score), fixed)
+        q, fixed = cached
         branch, self._branch_count = branch_of_child(parent, self._branch_count)
-        score = self._scores[index]
-        static = self._static.get(index)
-        if static is None:
-            static = self._static[index] = static_fields(world.records[index])
-        self._nodes.append(
-            node_view_from_record(
-                world.records[index],
-                obs_id=obs_id,
-                parent=parent,
-                branch=branch,
-                score=score,
-                baseline=world.baseline_score,
-                static=static,
-            )
-        )
-        q = self.normalizer.q(score)
+        view = node_view(fixed, obs_id=obs_id, parent=parent_obs if parent_obs >= 0 else None, branch=branch)
+        nodes.append(view)
+        tail = self._tail
+        tail.append(view)
+        if len(tail) == _CHUNK:
+            self._chunks.append(tuple(tail))
+            self._chunks_tuple = tuple(self._chunks)
+            tail.clear()
         if q is not None and q > self.best_q:
             self.best_q = q
-            self.best_score = score
+            self.best_score = fixed["score"]
 
     # -- what the policy sees ---------------------------------------------------------
     def view(self) -> PrefixView:
         replay = self.replay
-        return PrefixView.build(
-            self._view_constants,
-            nodes=tuple(self._nodes),
-            frontier=replay.frontier(),
-            root_slots=replay.root_slots,
-            rounds=replay.rounds,
-            attempts=replay.attempts,
-        )
+        view = PrefixView.build(self._view_constants)
+        fields = view.__dict__  # filled directly: a view is built every step (see PrefixView.build)
+        fields["_node_chunks"] = (self._chunks_tuple, tuple(self._tail))  # nodes: assembled on first use
+        fields["frontier"] = replay.frontier()
+        fields["root_slots"] = replay.root_slots
+        fields["rounds"] = replay.rounds
+        fields["attempts"] = replay.attempts
+        return view
 
     # -- dynamics ---------------------------------------------------------------------
     def step(self, batch: Sequence[object]) -> StepOutcome:
-        """Apply one batch ([] stops). Returns the new ids, the reward (change of V) and flags."""
+        """Apply one batch ([] stops). Returns the new ids, the reward (change of V) and flags.
+
+        Non-strict sessions drop illegal selections (listed in ``StepOutcome.dropped``); a
+        non-empty batch with no legal selection left is the empty batch: it stops the episode.
+        """
         if self.done:
             raise RuntimeError("the episode is over; call reset() first")
+        replay = self.replay
         dropped: list[tuple[object, str]] = []
         if self.strict:
-            ids = self.replay.check(batch)
+            ids = replay.check(batch)
         else:
-            ids, dropped = self.replay.legal_part(batch)
-        new_ids: list[int] = []
+            ids, dropped = replay.legal_part(batch)
         if ids:
-            new_ids = self.replay.apply_checked(ids)
-            for obs_id in new_ids:
-                self._add_node(obs_id)
+            new_ids = replay.apply_checked(ids)
+            add = self._add_node
+            for obs_id, parent_obs in zip(new_ids, ids):  # noqa: B905 - same length by construction
+                add(obs_id, parent_obs)
             self.batches.append(ids)
-        self.terminated = not ids or self.replay.exhausted
-        self.truncated = not self.terminated and self.max_rounds is not None and self.rounds >= self.max_rounds
-        self.done = self.terminated or self.truncated
-        value = self.current_value()
+            terminated = replay.exhausted
+        else:
+            new_ids, terminated = [], True
+        rounds, attempts = replay.rounds, replay.attempts
+        truncated = not terminated and self.max_rounds is not None and rounds >= self.max_rounds
+        self.terminated, self.truncated, self.done = terminated, truncated, terminated or truncated
+        value = replay_score(self.best_q, attempts, rounds, self.beta1, self.beta2)
         reward = value - self.value
         self.value = value
-        return StepOutcome(new_ids, reward, self.terminated, self.truncated, dropped)
+        return StepOutcome(new_ids, reward, terminated, truncated, dropped)
 
     def truncate(self) -> None:
         """End the episode from outside (e.g. the env's observation capacity is full)."""

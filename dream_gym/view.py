@@ -14,6 +14,7 @@ The same view type is built by replay and by the online loop, so a policy runs u
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -76,8 +77,7 @@ def branch_of_child(parent: NodeView | None, opened: int) -> tuple[int | None, i
 
 
 def static_fields(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a node's view that depend on the recorded node alone (not on reveal order):
-    computed once per world node and shared by every episode (all values are immutable)."""
+    """The parts of a node's view copied from the recorded node alone (all values immutable)."""
     return {
         "fail_class": _opt_str(record.get("fail_class")),
         "error": _opt_str(record.get("error")),
@@ -87,6 +87,44 @@ def static_fields(record: Mapping[str, Any]) -> dict[str, Any]:
         "duration_s": _opt_float(record.get("duration_s")),
         "metrics": freeze(record.get("metrics")),
     }
+
+
+def fixed_fields(
+    record: Mapping[str, Any],
+    *,
+    parent: NodeView | None,
+    score: float | None,
+    baseline: float,
+    static: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every field of a node's view that does not depend on the reveal order: all but ``id``,
+    ``parent`` and ``branch``. (Depth and the change against the parent are the recorded tree's:
+    a node is revealed only after its parent.) Replay computes them once per world node and
+    reuses them in every episode; ``static`` is :func:`static_fields` of the record when cached."""
+    parent_score = parent.score if parent is not None else None
+    return {
+        **(static if static is not None else static_fields(record)),
+        "depth": 0 if parent is None else parent.depth + 1,
+        "score": score,
+        "valid": score is not None,
+        "delta_parent": None if score is None or parent_score is None else score - parent_score,
+        "delta_baseline": None if score is None else score - baseline,
+    }
+
+
+def node_view(fixed: Mapping[str, Any], *, obs_id: int, parent: int | None, branch: int | None) -> NodeView:
+    """A node's view from its :func:`fixed_fields` and the three reveal-order fields.
+
+    One node view is built per reveal, on replay's hot path: the instance dict is filled directly
+    instead of paying the frozen dataclass's per-field ``__setattr__`` checks.
+    """
+    view = NodeView.__new__(NodeView)
+    fields_ = view.__dict__
+    fields_.update(fixed)
+    fields_["id"] = obs_id
+    fields_["parent"] = parent
+    fields_["branch"] = branch
+    return view
 
 
 def node_view_from_record(
@@ -103,22 +141,8 @@ def node_view_from_record(
 
     ``static`` is :func:`static_fields` of the record when the caller caches it.
     """
-    parent_score = parent.score if parent is not None else None
-    # One node view is built per reveal, on replay's hot path: fill the instance dict directly
-    # instead of paying the frozen dataclass's per-field __setattr__ checks.
-    view = NodeView.__new__(NodeView)
-    view.__dict__.update(
-        static if static is not None else static_fields(record),
-        id=obs_id,
-        parent=None if parent is None else parent.id,
-        depth=0 if parent is None else parent.depth + 1,
-        branch=branch,
-        score=score,
-        valid=score is not None,
-        delta_parent=None if score is None or parent_score is None else score - parent_score,
-        delta_baseline=None if score is None else score - baseline,
-    )
-    return view
+    fixed = fixed_fields(record, parent=parent, score=score, baseline=baseline, static=static)
+    return node_view(fixed, obs_id=obs_id, parent=None if parent is None else parent.id, branch=branch)
 
 
 def _opt_str(value: Any) -> str | None:
@@ -151,6 +175,9 @@ class PrefixView:
     frontier_rule: str
     max_rounds: int | None = None
     _children: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
+    # Views that replay builds carry, instead of ``nodes``, an instance entry "_node_chunks" (not
+    # a field): (complete chunks, the last partial chunk), tuples of revealed NodeViews shared by
+    # the views of an episode; ``nodes`` is assembled from them on first use (see __getattr__).
 
     @classmethod
     def build(cls, constants: Mapping[str, Any], **fields: Any) -> PrefixView:
@@ -160,6 +187,17 @@ class PrefixView:
         view = cls.__new__(cls)
         view.__dict__.update(constants, **fields, _children=())
         return view
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes missing from the instance: ``nodes`` of a view that replay
+        # built from chunks is assembled (once) on first use, so a step costs the same however
+        # many nodes are revealed when nobody reads them.
+        if name == "nodes":
+            chunks, tail = self.__dict__.get("_node_chunks", ((), ()))
+            nodes = tuple(itertools.chain(*chunks, tail))
+            self.__dict__["nodes"] = nodes
+            return nodes
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- convenience ------------------------------------------------------------------
     def __len__(self) -> int:

@@ -23,7 +23,7 @@ def test_eval_prints_leaderboard_and_writes_results(worlds: Path, tmp_path: Path
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     out, md = tmp_path / "results.jsonl", tmp_path / "board.md"
     code = main(["eval", "--policy", "greedy", "--policy", "fixed", "--worlds", str(worlds), "--betas", "0.1,0.9",
-                 "--workers", "2", "--backend", "process", "--out", str(out), "--markdown", str(md), "--no-progress"])
+                 "--jobs", "2", "--backend", "process", "--out", str(out), "--markdown", str(md), "--no-progress"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "Leaderboard" in printed and "greedy" in printed and "fixed" in printed

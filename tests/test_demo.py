@@ -10,7 +10,7 @@ from dream_gym.dream.runfolder import read_jsonl
 
 
 def test_dream_step_starts_from_the_best_builtin_and_writes_a_chosen_policy(tmp_path):
-    chosen, line = dream_step(tmp_path / "dream", "sd-fixed-s0,lasso-ucb-s0", workers=1, revisions=2)
+    chosen, line = dream_step(tmp_path / "dream", "sd-fixed-s0,lasso-ucb-s0", jobs=1, revisions=2)
     assert chosen.is_file() and (tmp_path / "dream" / "ratchet.png").is_file()
     versions = [r for r in read_jsonl(tmp_path / "dream" / "dream.jsonl") if r["type"] == "revision"]
     assert [v["m"] for v in versions] == [0, 1]
@@ -19,7 +19,7 @@ def test_dream_step_starts_from_the_best_builtin_and_writes_a_chosen_policy(tmp_
 
 @pytest.mark.slow
 def test_demo_ranks_the_dreamed_policy_beside_the_baselines_on_the_held_out_split(tmp_path, capsys):
-    paths = run_demo(tmp_path, workers=2, dream_revisions=2)
+    paths = run_demo(tmp_path, jobs=2, dream_revisions=2)
     board = (tmp_path / "leaderboard_dreamed.md").read_text()
     assert DREAMED in board and "fixed" in board and "Leaderboard: mean over 11 worlds" in board
     assert all(p.exists() for p in paths)

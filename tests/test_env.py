@@ -1,4 +1,5 @@
-"""The Gymnasium adapter: registration, env_checker, spaces, info, masks, padding, capacity, render."""
+"""The Gymnasium adapter: registration, env_checker, spaces, the action convention (every sample is
+valid; no legal selection stops), observation layout and copies, capacity, wrappers, render."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit
 from worldgen import make_world, node, random_records, write_folder
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import ReplayEnv
+from dream_gym.env import GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv
+from dream_gym.registry import shipped_world_names
 from dream_gym.replay import IllegalBatchError
 from dream_gym.session import ReplaySession
+
+EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "openevolve"
 
 TREE = [
     node("root", None, 1.0),
@@ -26,6 +31,8 @@ TREE = [
     node("c1", "c", 0.5),
     node("a11", "a1", 5.0),
 ]
+COL = {name: i for i, name in enumerate(NODE_COLUMNS)}
+GLOB = {name: i for i, name in enumerate(GLOBAL_COLUMNS)}
 
 
 @pytest.fixture
@@ -33,13 +40,30 @@ def folder(tmp_path: Path) -> Path:
     return write_folder(tmp_path / "toy", TREE, workers=2)
 
 
+def column(obs: dict, name: str) -> list[int]:
+    return obs["nodes"][:, COL[name]].tolist()
+
+
+def glob(obs: dict, name: str) -> float:
+    return float(obs["globals"][GLOB[name]])
+
+
+def checked(env: gym.Env) -> list[str]:
+    """check_env's warnings, except the infinite score bounds (raw scores are unbounded by design)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=False)
+    return [str(w.message) for w in caught if "infinity" not in str(w.message)]
+
+
+# -- registration and spaces ---------------------------------------------------------------------
 def test_make_with_folder_and_with_world(folder: Path) -> None:
     for world in (folder, str(folder), dream_gym.load_world(folder)):
         env = gym.make("DreamGym/Replay-v0", world=world)
         assert isinstance(env.unwrapped, ReplayEnv)
         obs, info = env.reset(seed=3)
-        assert obs["revealed"][0] == 1 and obs["revealed"][1:].sum() == 0
-        assert env.action_space == gym.spaces.MultiDiscrete([513, 513])
+        assert column(obs, "revealed") == [1, 0, 0, 0, 0, 0, 0]
+        assert env.action_space == gym.spaces.MultiDiscrete([8, 8])  # capacity = the world's 7 nodes
         env.close()
 
 
@@ -48,29 +72,52 @@ def test_unknown_world_reference_is_a_lookup_error(tmp_path: Path) -> None:
         gym.make("DreamGym/Replay-v0", world="no-such-world-anywhere")
 
 
-def test_env_checker_passes(folder: Path) -> None:
-    env = gym.make("DreamGym/Replay-v0", world=folder, strict=False, max_nodes=16, render_mode="ansi")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        check_env(env.unwrapped, skip_render_check=False)
-    # raw scores are unbounded by design (q is never observed): only the infinity bounds may warn
-    unexpected = [str(w.message) for w in caught if "infinity" not in str(w.message)]
-    assert unexpected == []
+@pytest.mark.parametrize("name", shipped_world_names())
+def test_check_env_passes_on_every_shipped_world_with_default_arguments(name: str) -> None:
+    env = gym.make(f"DreamGym/{name}-v0", render_mode="ansi")
+    assert checked(env.unwrapped) == []
 
 
+def test_check_env_passes_on_a_600_node_bushy_world(tmp_path: Path) -> None:
+    records = random_records(random.Random(600), 600, shape="bushy", extras=True)
+    folder = write_folder(tmp_path / "big", records, workers=4, frontier="any")
+    env = gym.make("DreamGym/Replay-v0", world=folder)
+    assert env.unwrapped.max_nodes == 600
+    assert checked(env.unwrapped) == []
+
+
+@pytest.mark.skipif(not EXTERNAL.is_dir(), reason=f"real OpenEvolve runs not found at {EXTERNAL}")
+def test_check_env_passes_on_an_imported_openevolve_run(tmp_path: Path) -> None:
+    from dream_gym.datasets.importers.openevolve import import_openevolve
+
+    import_openevolve(EXTERNAL / "qos-error-mitigation", tmp_path / "qos")
+    env = gym.make("DreamGym/Replay-v0", world=tmp_path / "qos")
+    assert env.unwrapped.max_nodes == env.unwrapped.world.size > 150
+    assert checked(env.unwrapped) == []
+
+
+def test_observation_space_layout(folder: Path) -> None:
+    space = ReplayEnv(folder, max_nodes=10).observation_space
+    assert set(space.spaces) == {"nodes", "score", "globals"}
+    assert space["nodes"].shape == (10, len(NODE_COLUMNS)) and space["nodes"].dtype == np.int32
+    assert space["score"].shape == (10,) and space["score"].dtype == np.float64
+    assert space["globals"].shape == (len(GLOBAL_COLUMNS),)
+
+
+# -- what a step shows -----------------------------------------------------------------------------
 def test_info_keys_and_frontier_multiplicity(folder: Path) -> None:
     env = gym.make("DreamGym/Replay-v0", world=folder, beta1=0.01, beta2=0.1)
     _, info = env.reset()
-    assert {"view", "frontier", "replay_score", "attempts", "rounds"} <= set(info)
+    assert {"view", "frontier", "replay_score", "attempts", "rounds", "new_ids", "dropped"} <= set(info)
     assert info["frontier"] == {0: 2} and info["attempts"] == 0 and info["rounds"] == 0
     assert info["replay_score"] == 0.0
     obs, reward, term, trunc, info = env.step([0, 0])
-    assert info["new_ids"] == [1, 2]
+    assert info["new_ids"] == [1, 2] and info["dropped"] == []
     assert info["frontier"] == {0: 1, 1: 1}  # the root may open one more branch
     assert (info["attempts"], info["rounds"]) == (2, 1)
     assert info["replay_score"] == pytest.approx(reward)
     assert info["view"].frontier == (0, 1)
-    assert obs["root_slots"][0] == 1 and obs["frontier"].tolist()[:3] == [1, 1, 0]
+    assert glob(obs, "root_slots") == 1 and column(obs, "frontier")[:3] == [1, 1, 0]
     _, _, _, _, info = env.step([0, 1])
     assert 0 not in info["frontier"] and info["frontier"] == {3: 1, 4: 1}
 
@@ -78,25 +125,38 @@ def test_info_keys_and_frontier_multiplicity(folder: Path) -> None:
 def test_observation_contents_are_raw(folder: Path) -> None:
     env = ReplayEnv(folder, max_nodes=10)
     env.reset()
-    obs, *_ = env.step([0, 0])
+    env.step([0, 0])
     obs, *_ = env.step([1, 0])
-    assert obs["revealed"].tolist() == [1] * 5 + [0] * 5
-    assert obs["parent"].tolist()[:6] == [-1, 0, 0, 1, 0, -1]
-    assert obs["depth"].tolist()[:5] == [0, 1, 1, 2, 1]
+    assert column(obs, "revealed") == [1] * 5 + [0] * 5
+    assert column(obs, "parent")[:6] == [-1, 0, 0, 1, 0, -1]
+    assert column(obs, "depth")[:5] == [0, 1, 1, 2, 1]
     assert obs["score"].tolist()[:5] == [1.0, 2.0, 0.0, 3.0, 1.5]
-    assert obs["scored"].tolist()[:5] == [1, 1, 0, 1, 1]
-    assert obs["baseline"].tolist() == [1.0]
-    assert (obs["rounds"][0], obs["attempts"][0], obs["root_slots"][0]) == (2, 4, 0)
+    assert column(obs, "scored")[:5] == [1, 1, 0, 1, 1]
+    assert column(obs, "frontier")[:5] == [0, 0, 0, 1, 1]
+    assert (glob(obs, "baseline"), glob(obs, "rounds"), glob(obs, "attempts"), glob(obs, "root_slots")) == (
+        1.0, 2, 4, 0)
     assert env.observation_space.contains(obs)
+
+
+def test_frontier_flags_follow_the_rule_any(tmp_path: Path) -> None:
+    recs = [node("root", None, 0.0), node("a", "root", 1.0), node("a1", "a", 2.0), node("a2", "a", 3.0)]
+    env = ReplayEnv(make_world(recs, workers=1, frontier="any"))
+    env.reset()
+    obs, *_ = env.step([0])
+    assert column(obs, "frontier") == [0, 1, 0, 0]  # the root has no branch left; a has children
+    obs, *_ = env.step([1])
+    assert column(obs, "frontier") == [0, 1, 0, 0]  # under "any", a stays selectable (a2 left)
+    obs, _, term, *_ = env.step([1])
+    assert column(obs, "frontier") == [0, 0, 0, 0] and term
 
 
 def test_minimize_world_observations_are_oriented(tmp_path: Path) -> None:
     recs = [node("root", None, 10.0), node("a", "root", 7.0)]
-    env = ReplayEnv(write_folder(tmp_path / "m", recs, workers=1, direction="minimize"), max_nodes=4)
+    env = ReplayEnv(write_folder(tmp_path / "m", recs, workers=1, direction="minimize"))
     obs, _ = env.reset()
-    assert obs["baseline"][0] == -10.0
+    assert glob(obs, "baseline") == -10.0
     obs, *_ = env.step([0])
-    assert obs["score"][:2].tolist() == [-10.0, -7.0]
+    assert obs["score"].tolist() == [-10.0, -7.0]
 
 
 def test_observations_never_carry_q(tmp_path: Path) -> None:
@@ -112,10 +172,7 @@ def test_observations_never_carry_q(tmp_path: Path) -> None:
         trace = [(obs, info["view"].to_dict(), info["frontier"])]
         rewards = []
         for batch in ([0, 0], [0, 1], [2], [0]):
-            legal = [b for b in batch if b in info["frontier"]]
-            if legal.count(0) > info["frontier"].get(0, 0):
-                legal = legal[: info["frontier"].get(0, 0)]
-            obs, reward, term, trunc, info = env.step(legal)
+            obs, reward, term, trunc, info = env.step(batch)
             trace.append((obs, info["view"].to_dict(), info["frontier"]))
             rewards.append(reward)
             if term or trunc:
@@ -127,21 +184,22 @@ def test_observations_never_carry_q(tmp_path: Path) -> None:
     revealed = trace_a[-1][1]["nodes"]
     assert all(n["score"] != 1e9 for n in revealed)  # the future node stayed hidden
     for (obs_a, view_a, front_a), (obs_b, view_b, front_b) in zip(trace_a, trace_b, strict=True):
-        assert obs_a.keys() == obs_b.keys()
         for key in obs_a:
             np.testing.assert_array_equal(obs_a[key], obs_b[key], err_msg=key)
         assert view_a == view_b and front_a == front_b
     assert rewards_a != rewards_b  # q moved: only the reward may show it
 
 
+# -- the action convention -------------------------------------------------------------------------
 def test_padding_means_no_selection(folder: Path) -> None:
     env = ReplayEnv(folder, max_nodes=8)
     env.reset()
     pad = env.max_nodes
     obs, _, term, _, info = env.step(np.array([0, pad]))
-    assert info["new_ids"] == [1] and not term
+    assert info["new_ids"] == [1] and not term and info["dropped"] == []
     obs, _, term, trunc, info = env.step(np.array([pad, pad]))
-    assert term and not trunc and info["new_ids"] == [] and obs["attempts"][0] == 1
+    assert term and not trunc and info["new_ids"] == [] and glob(obs, "attempts") == 1
+    assert "illegal_stop" not in info  # all padding is the plain stop
 
 
 def test_programmatic_actions(folder: Path) -> None:
@@ -155,17 +213,53 @@ def test_programmatic_actions(folder: Path) -> None:
         env.step("01")
 
 
-def test_strict_env_raises_non_strict_drops(folder: Path) -> None:
+def test_illegal_selections_are_dropped_and_the_legal_rest_applied(folder: Path) -> None:
     env = ReplayEnv(folder)
+    env.reset()
+    _, _, term, _, info = env.step([0, 6])  # id 6 is not revealed yet
+    assert info["new_ids"] == [1] and not term
+    assert [s for s, _ in info["dropped"]] == [6] and "not an observed node" in info["dropped"][0][1]
+
+
+def test_an_action_with_no_legal_selection_stops_with_reward_zero(folder: Path) -> None:
+    env = ReplayEnv(folder)
+    env.reset()
+    env.step([0, 0])
+    value = env.session.value
+    _, reward, term, trunc, info = env.step([2, 2])  # b has no recorded child, and appears twice
+    assert term and not trunc and reward == 0.0 and info["illegal_stop"] is True
+    assert [s for s, _ in info["dropped"]] == [2, 2] and info["replay_score"] == value
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step([0])
+
+
+def test_every_sample_of_the_action_space_is_valid_and_rewards_sum_to_v(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    for i in range(8):
+        world = make_world(random_records(rng, rng.randint(2, 40)), workers=rng.randint(1, 4),
+                           frontier=rng.choice(("leaves", "any")))
+        env = gym.make("DreamGym/Replay-v0", world=world, max_nodes=rng.choice([None, 45]))
+        env.action_space.seed(i)
+        for _ in range(20):
+            env.reset()
+            total, done = 0.0, False
+            while not done:
+                action = env.action_space.sample()
+                if rng.random() < 0.7:  # mostly legal picks, so that episodes get long
+                    legal = [k for k in env.unwrapped.session.view().frontier]
+                    action[: len(legal)] = rng.sample(legal, len(legal))[: len(action)]
+                _, reward, term, trunc, _ = env.step(action)
+                total += reward
+                done = term or trunc
+            assert total == pytest.approx(env.unwrapped.session.value, abs=1e-12)
+
+
+def test_strict_env_raises(folder: Path) -> None:
+    env = ReplayEnv(folder, strict=True)
     env.reset()
     with pytest.raises(IllegalBatchError, match="id 1"):
         env.step([1])
-    lenient = ReplayEnv(folder, strict=False)
-    lenient.reset()
-    _, _, term, _, info = lenient.step([0, 7])
-    assert info["new_ids"] == [1] and [s for s, _ in info["dropped"]] == [7] and not term
-    _, _, term, _, info = lenient.step([5])
-    assert term and info["dropped"]
+    assert env.session.attempts == 0 and not env.session.done
 
 
 def test_action_masks_shape_and_semantics(folder: Path) -> None:
@@ -187,7 +281,7 @@ def test_action_masks_shape_and_semantics(folder: Path) -> None:
 def test_masked_random_actions_are_always_legal(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     world = make_world(random_records(random.Random(8), 60), workers=3, frontier="any")
-    env = ReplayEnv(world, max_nodes=80)
+    env = ReplayEnv(world, strict=True)
     for _ in range(5):
         env.reset()
         done = False
@@ -203,19 +297,48 @@ def test_masked_random_actions_are_always_legal(tmp_path: Path) -> None:
             done = term or trunc
 
 
-def test_capacity_truncation(tmp_path: Path) -> None:
+# -- capacity ----------------------------------------------------------------------------------------
+def test_default_capacity_holds_the_whole_world() -> None:
+    recs = [node("root", None, 0.0)] + [node(f"n{i}", "root", float(i)) for i in range(1, 20)]
+    env = ReplayEnv(make_world(recs, workers=4))
+    assert env.max_nodes == 20
+    env.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        while True:
+            obs, _, term, trunc, info = env.step([0, 0, 0, 0])
+            assert "capacity_full" not in info
+            if term or trunc:
+                break
+    assert term and not trunc and glob(obs, "attempts") == 19 and column(obs, "revealed") == [1] * 20
+
+
+def test_explicit_smaller_capacity_truncates_flags_and_warns_once() -> None:
     recs = [node("root", None, 0.0)] + [node(f"n{i}", "root", float(i)) for i in range(1, 20)]
     env = ReplayEnv(make_world(recs, workers=2), max_nodes=6)
-    env.reset()
-    _, _, term, trunc, info = env.step([0, 0])  # 3 nodes, 3 + W <= 6: room left
-    assert not trunc and "capacity_full" not in info
-    _, _, term, trunc, info = env.step([0, 0])  # 5 nodes, 5 + W > 6: truncated
-    assert trunc and not term and info["capacity_full"] is True
-    assert env.session.done and env.session.truncated
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            env.reset()
+            _, _, term, trunc, info = env.step([0, 0])  # 3 nodes, 3 + W <= 6: room left
+            assert not trunc and "capacity_full" not in info
+            _, _, term, trunc, info = env.step([0, 0])  # 5 nodes, 5 + W > 6: truncated
+            assert trunc and not term and info["capacity_full"] is True
+            assert env.session.done and env.session.truncated
+    assert len([w for w in caught if "max_nodes=6" in str(w.message)]) == 1
     with pytest.raises(ValueError, match="max_nodes"):
         ReplayEnv(make_world(recs, workers=2), max_nodes=2)
 
 
+def test_a_tiny_world_needs_no_room_for_w() -> None:
+    env = ReplayEnv(make_world([node("root", None, 0.0), node("a", "root", 1.0)], workers=4))
+    assert env.max_nodes == 2
+    env.reset()
+    _, _, term, trunc, _ = env.step([0, 0, 0, 0])
+    assert term and not trunc
+
+
+# -- episodes ------------------------------------------------------------------------------------------
 def test_max_rounds_truncates_through_gym(folder: Path) -> None:
     env = gym.make("DreamGym/Replay-v0", world=folder, max_rounds=1)
     env.reset()
@@ -236,13 +359,38 @@ def test_reset_is_deterministic_and_seed_changes_nothing(folder: Path) -> None:
                 np.testing.assert_array_equal(a[key], b[key])
 
 
+def test_reset_clears_the_rows_of_the_previous_episode(folder: Path) -> None:
+    env = ReplayEnv(folder)
+    first, _ = env.reset()
+    for batch in ([0, 0], [1, 0], [3]):
+        env.step(batch)
+    again, _ = env.reset()
+    for key in first:
+        np.testing.assert_array_equal(first[key], again[key], err_msg=key)
+
+
 def test_observations_are_copies(folder: Path) -> None:
     env = ReplayEnv(folder)
     obs, _ = env.reset()
     obs["score"][:] = 99.0
-    obs["frontier"][:] = 1
+    obs["nodes"][:] = 1
     obs2, *_ = env.step([0])
-    assert obs2["score"][0] == 1.0 and obs2["frontier"][2] == 0
+    assert obs2["score"][0] == 1.0 and column(obs2, "frontier")[2] == 0
+    obs3, *_ = env.step([1])
+    assert column(obs2, "revealed")[2] == 0 and column(obs3, "revealed")[2] == 1  # obs2 did not change
+    for key in obs2:
+        assert not np.shares_memory(obs2[key], obs3[key])
+
+
+def test_share_obs_returns_read_only_buffers_the_next_step_overwrites(folder: Path) -> None:
+    env = ReplayEnv(folder, share_obs=True)
+    obs, _ = env.reset()
+    with pytest.raises(ValueError):
+        obs["score"][0] = 5.0
+    kept = {key: value.copy() for key, value in obs.items()}
+    obs2, *_ = env.step([0])
+    assert obs2["nodes"] is obs["nodes"] and column(obs, "revealed")[1] == 1
+    assert column(kept, "revealed")[1] == 0
 
 
 def test_rewards_match_session(folder: Path) -> None:
@@ -254,6 +402,36 @@ def test_rewards_match_session(folder: Path) -> None:
         assert reward == session.step(batch).reward
 
 
+# -- wrappers -------------------------------------------------------------------------------------------
+def test_record_episode_statistics_returns_the_replay_score(folder: Path) -> None:
+    env = RecordEpisodeStatistics(gym.make("DreamGym/Replay-v0", world=folder))
+    env.reset()
+    for batch in ([0, 0], [1, 0], [3], []):
+        *_, term, trunc, info = env.step(batch)
+    assert term and info["episode"]["l"] == 4
+    assert info["episode"]["r"] == pytest.approx(env.unwrapped.session.value)
+
+
+def test_time_limit_truncates_and_rewards_still_sum_to_v(folder: Path) -> None:
+    for env in (gym.make("DreamGym/Replay-v0", world=folder, max_episode_steps=2),
+                TimeLimit(gym.make("DreamGym/Replay-v0", world=folder), max_episode_steps=2)):
+        env.reset()
+        total = env.step([0, 0])[1]
+        _, reward, term, trunc, _ = env.step([1, 0])
+        assert trunc and not term
+        assert total + reward == pytest.approx(env.unwrapped.session.value)
+
+
+def test_flatten_observation(folder: Path) -> None:
+    env = FlattenObservation(gym.make("DreamGym/Replay-v0", world=folder))
+    obs, _ = env.reset()
+    n = env.unwrapped.max_nodes
+    assert obs.shape == (n * len(NODE_COLUMNS) + n + len(GLOBAL_COLUMNS),)
+    obs, *_ = env.step([0, 0])
+    assert env.observation_space.contains(obs)
+
+
+# -- render ------------------------------------------------------------------------------------------------
 def test_render_ansi_draws_the_tree(folder: Path) -> None:
     env = gym.make("DreamGym/Replay-v0", world=folder, render_mode="ansi")
     env.reset()

@@ -144,9 +144,9 @@ def test_results_are_complete_canonical_and_written(worlds_dir: Path, tmp_path: 
 def test_deterministic_across_runs_and_backends(worlds_dir: Path, tmp_path: Path) -> None:
     policies = ["random", "greedy", "fixed"]
     lines = []
-    for i, (backend, workers) in enumerate([("serial", 1), ("serial", 1), ("process", 2)]):
+    for i, (backend, jobs) in enumerate([("serial", 1), ("serial", 1), ("process", 2)]):
         out = tmp_path / f"{i}.jsonl"
-        evaluate(policies, str(worlds_dir), None, backend=backend, workers=workers, out=out, progress=False,
+        evaluate(policies, str(worlds_dir), None, backend=backend, jobs=jobs, out=out, progress=False,
                  chunk_size=None if i < 2 else 1)
         lines.append(out.read_text().splitlines())
     assert len(lines[0]) == 3 * 3 * len(DEFAULT_BETA_GRID)
@@ -162,23 +162,33 @@ def test_seed_changes_random_policy(worlds_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ["serial", "process"])
-def test_errors_are_recorded_and_the_rest_completes(worlds_dir: Path, backend: str,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(POLICIES, "boom", BoomPolicy)
-    monkeypatch.setitem(POLICIES, "illegal", IllegalPolicy)
-    monkeypatch.setitem(POLICIES, "broken", BrokenInit)
-    results = evaluate(["boom", "greedy", "illegal", "broken"], str(worlds_dir), BETAS, backend=backend,
-                       workers=2, progress=False)
+def test_errors_are_recorded_and_the_rest_completes(worlds_dir: Path, backend: str) -> None:
+    # module:Class specs: workers start from a fresh interpreter, so the policies must be importable
+    boom, illegal, broken = "test_evaluate:BoomPolicy", "test_evaluate:IllegalPolicy", "test_evaluate:BrokenInit"
+    results = evaluate([boom, "greedy", illegal, broken], str(worlds_dir), BETAS, backend=backend,
+                       jobs=2, progress=False)
     assert len(results) == 4 * 3 * 3
     by_policy: dict[str, list[EpisodeResult]] = {}
     for r in results:
         by_policy.setdefault(r.policy, []).append(r)
-    for r in by_policy["boom"]:
+    for r in by_policy[boom]:
         assert r.error == "RuntimeError: boom on call 2"
         assert r.rounds == 1 and r.attempts == 1  # the round before the crash counts
     assert all(r.error is None and r.attempts > 0 for r in by_policy["greedy"])
-    assert all(r.error and r.error.startswith("IllegalBatchError") for r in by_policy["illegal"])
-    assert all(r.error and "cannot build" in r.error and r.attempts == 0 for r in by_policy["broken"])
+    assert all(r.error and r.error.startswith("IllegalBatchError") for r in by_policy[illegal])
+    assert all(r.error and "cannot build" in r.error and r.attempts == 0 for r in by_policy[broken])
+
+
+def test_policies_patched_into_the_parent_reach_only_the_in_process_backend(
+        worlds_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers do not inherit the parent's runtime state (they come from the fork server); with
+    the watchdog off, the serial backend runs in this process and sees it."""
+    monkeypatch.setitem(POLICIES, "boom", BoomPolicy)
+    in_process = evaluate(["boom"], str(worlds_dir / "w0"), BETAS, backend="serial", task_timeout=None,
+                          progress=False)
+    assert all(r.error == "RuntimeError: boom on call 2" for r in in_process)
+    watched = evaluate(["boom"], str(worlds_dir / "w0"), BETAS, backend="serial", progress=False)
+    assert all(r.error and "unknown built-in policy 'boom'" in r.error for r in watched)
 
 
 def test_isolated_policy_file_error_recorded(worlds_dir: Path) -> None:

@@ -8,6 +8,7 @@ from worldgen import make_world, node
 
 from dream_gym.replay import IllegalBatchError, Replay
 from dream_gym.session import ReplaySession
+from dream_gym.view import PrefixView
 
 # Creation order (file order) deliberately interleaves branches:
 #   root -> a, b, c ;  a -> a1, a2 ;  a1 -> a11 ;  c -> c1
@@ -266,3 +267,19 @@ def test_sessions_are_deterministic() -> None:
         trace = [session.step(b) for b in batches if not session.done]
         runs.append(([(o.new_ids, o.reward, o.terminated) for o in trace], session.view().to_dict()))
     assert runs[0] == runs[1]
+
+
+def test_views_keep_their_own_prefix_across_node_chunks() -> None:
+    """Views share immutable chunks of node views; each still shows exactly its own prefix."""
+    records = [node("root", None, 0.0)] + [node(f"n{i}", "root" if i == 1 else f"n{i - 1}", float(i)) for i in range(1, 100)]
+    session = ReplaySession(make_world(records, workers=1))
+    views = [session.view()]
+    while not session.done:
+        session.step([views[-1].frontier[-1]])
+        views.append(session.view())
+    for k, view in enumerate(views):
+        assert [n.id for n in view.nodes] == list(range(k + 1)) and len(view) == k + 1
+    assert views[40].nodes[:33] == views[-1].nodes[:33]
+    assert views[40] == PrefixView.from_dict(views[40].to_dict())
+    again = ReplaySession(make_world(records, workers=1))
+    assert again.view() == views[0] and again.view().to_dict() == views[0].to_dict()

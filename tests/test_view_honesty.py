@@ -33,7 +33,10 @@ from worldgen import (
 from dream_gym.env import ReplayEnv
 from dream_gym.policy import run_episode
 from dream_gym.replay import Replay
+from dream_gym.rl import EpisodeParams, batch_features
 from dream_gym.session import ReplaySession
+from dream_gym.vector_env import ReplayVectorEnv
+from dream_gym.vector_replay import VectorReplay, WorldPool
 from dream_gym.view import NodeView, PrefixView
 from dream_gym.world import World, load_world
 
@@ -84,15 +87,23 @@ def _containers_of(owner: Any) -> set[int]:
     return found
 
 
+def _revealed_nodes_only(item: Any) -> bool:
+    """A tuple of node views (or of such tuples): what the views of an episode may share with the
+    session, which holds views of revealed nodes only (PrefixView's node chunks)."""
+    return isinstance(item, tuple) and all(isinstance(x, NodeView) or _revealed_nodes_only(x) for x in item)
+
+
 def assert_no_world_reachable(obj: Any, world: World, session: ReplaySession | None = None) -> None:
     world_arrays = {id(a) for a in (world.parent, world.score, world.children, world.children_start)}
     world_data = {id(r) for r in world.records} | {id(world.records), id(world.meta), id(world.ids)}
     world_data |= _containers_of(world)
+    session_data: set[int] = set()
     if session is not None:
-        world_data |= _containers_of(session) | _containers_of(session.replay)
+        session_data = _containers_of(session) | _containers_of(session.replay)
     for item in reachable(obj):
         assert not isinstance(item, FORBIDDEN), f"{type(item).__name__} reachable from the view"
         assert id(item) not in world_arrays and id(item) not in world_data, type(item)
+        assert id(item) not in session_data or _revealed_nodes_only(item), type(item)
 
 
 def played_session(world: World, batches=([0, 0], [1, 0], [3])) -> ReplaySession:
@@ -134,6 +145,8 @@ def test_views_reach_no_world_replay_or_session(disk_world: World) -> None:
     # the walk sees the session's own containers: a view sharing one would be caught
     with pytest.raises(AssertionError):
         assert_no_world_reachable((session.replay.order,), disk_world, session)
+    with pytest.raises(AssertionError):
+        assert_no_world_reachable((session._nodes,), disk_world, session)  # a list, though of node views
 
 
 def test_env_info_view_reaches_no_world(disk_world: World) -> None:
@@ -333,6 +346,29 @@ def trace(records, batches, workers: int, frontier: str) -> list[Any]:
     return out
 
 
+def vector_trace(records, batches, workers: int, frontier: str) -> list[Any]:
+    """What the vector envs show for the same batches: ReplayVectorEnv's observations and the
+    macro features computed on the vector engine (one episode)."""
+    world = make_world(records, workers=workers, frontier=frontier)
+    env = ReplayVectorEnv(1, world=world, max_nodes=64)
+    replay = VectorReplay(WorldPool([world]), 1, workers)
+    params = EpisodeParams(np.array([0.5]), 0.003, 0.02, None)
+
+    def seen(obs: dict) -> tuple:
+        top = replay.ranked_open(workers)[:, 0]
+        return ({k: v.tolist() for k, v in obs.items()}, batch_features(replay, params, top).tolist())
+
+    obs, _ = env.reset()
+    out = [seen(obs)]
+    for batch in batches:
+        row = np.full((1, workers), 64)
+        row[0, : len(batch)] = batch
+        obs, *_ = env.step(row)
+        replay.apply(np.where(row == 64, -1, row))
+        out.append(seen(obs))
+    return out
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     base=world_records(min_nodes=2, max_nodes=25),
@@ -349,8 +385,10 @@ def test_unrevealed_nodes_never_change_what_is_seen(base, workers, frontier, rng
     b = vary_structure(base, revealed, workers, rng)
     c = vary_order(base, revealed, rng)
     abc = vary_order(vary_structure(vary_scores(base, revealed, rng), revealed, workers, rng), revealed, rng)
+    expected_vector = vector_trace(base, batches, workers, frontier)
     for name, variant in (("scores", a), ("structure", b), ("order", c), ("all", abc)):
         assert trace(variant, batches, workers, frontier) == expected, name
+        assert vector_trace(variant, batches, workers, frontier) == expected_vector, name
 
 
 def test_metamorphic_variants_really_differ() -> None:
@@ -369,8 +407,9 @@ def test_metamorphic_variants_really_differ() -> None:
 
 
 def test_changing_a_revealed_score_is_seen() -> None:
-    """Control: the trace does react to the revealed part."""
+    """Control: the traces do react to the revealed part."""
     base = [node("root", None, 0.0), node("a", "root", 1.0), node("b", "a", 2.0)]
     changed = copy.deepcopy(base)
     changed[1]["score"] = 1.5
     assert trace(base, [[0]], 1, "leaves") != trace(changed, [[0]], 1, "leaves")
+    assert vector_trace(base, [[0]], 1, "leaves") != vector_trace(changed, [[0]], 1, "leaves")

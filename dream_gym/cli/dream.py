@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dream_gym.cli.options import add_jobs
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -20,7 +21,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select", choices=("V", "v2"), default="V",
                    help="maximise the mean replay score V (the paper's V^m, default) or the Pareto objective v2")
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server (LLM developer/agent)")
-    p.add_argument("--jobs", "-j", type=int, default=None, help="processes for the replay evaluations (default: CPUs)")
+    add_jobs(p, help="processes for the replay evaluations (default: the CPU count)")
     p.add_argument("--seed", type=int, default=0, help="seed of the developer and of every policy's RunContext")
     p.add_argument("--max-rounds", type=int, default=None, help="replay round limit K2 (default: none)")
     p.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")

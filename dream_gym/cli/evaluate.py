@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dream_gym.cli.options import add_jobs, add_workers
+from dream_gym.evaluate import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -26,8 +28,13 @@ def register(subparsers: Any) -> None:
                     help="a world folder, a folder of worlds, a dataset id ns/name-vN, a shipped world, "
                          "or a split of the shipped dataset (train, heldout); comma-separated lists allowed")
     ev.add_argument("--betas", default=grid, help=f"comma-separated budget preferences (default {grid})")
-    ev.add_argument("--workers", "-j", type=int, default=None, help="processes (default: CPU count)")
+    add_workers(ev, help="W: attempts per round every world is replayed at (default: each world's recorded W)")
+    add_jobs(ev)
     ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
+    ev.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S, metavar="SECONDS",
+                    help="end a (policy, world) task that makes no decision for this long and record the "
+                         f"timeout on its episodes (default {DEFAULT_TASK_TIMEOUT_S:g}; 0: no watchdog, "
+                         "and -j 1 then runs in this process)")
     ev.add_argument("--out", "-o", type=Path, default=None, help="write one JSON line per episode here")
     ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
     ev.add_argument("--max-rounds", type=int, default=None, help="round limit K2 (default: none)")
@@ -63,6 +70,7 @@ def run_eval(args: argparse.Namespace) -> int:
         args.policies,
         args.worlds,
         args.betas,
+        jobs=args.jobs,
         workers=args.workers,
         backend=args.backend,
         out=args.out,
@@ -72,6 +80,7 @@ def run_eval(args: argparse.Namespace) -> int:
         beta2=args.beta2,
         lam=args.lam,
         seed=args.seed,
+        task_timeout=args.task_timeout or None,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     console = Console()

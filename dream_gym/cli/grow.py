@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from dream_gym.cli.options import add_workers
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("grow", help="grow a new world with a real discovery loop",
@@ -20,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="fixed", help="built-in policy name, module:Class, or a policy .py file")
     p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="parameter of a built-in policy (repeatable), e.g. --policy-arg branches=8")
-    p.add_argument("--workers", type=int, default=4, help="W: attempts per round, run in parallel")
+    add_workers(p, default=4, help="W: attempts per round, each run by its own worker process (default 4)")
     p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds")
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the world in --out")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from dream_gym.cli.options import add_workers
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("replay", help="replay a policy on one recorded world",
@@ -12,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
     p.add_argument("--policy", default="greedy", help="built-in name, module:Class, or a policy .py file")
     p.add_argument("--beta", type=float, default=0.5, help="budget preference in [0, 1]")
-    p.add_argument("--workers", type=int, default=None, help="W (default: the world's)")
+    add_workers(p, help="W: attempts per round (default: the world's recorded W)")
     p.add_argument("--max-rounds", type=int, default=None, help="K2")
     p.add_argument("--frontier", choices=("leaves", "any"), default=None)
     p.add_argument("--seed", type=int, default=0)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.dream import add_scoring_arguments, phase_table, scoring_settings, version_line
+from dream_gym.cli.options import add_workers
 
 
 def register(subparsers: Any) -> None:
@@ -24,7 +25,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent", default="builtin", help="discovery agent: 'builtin' or a litellm model string")
     p.add_argument("--policy", required=True, help="START policy: built-in name, module:Class or policy .py file")
     p.add_argument("--iterations", "-T", type=int, required=True, help="t: outer iterations")
-    p.add_argument("--workers", "-W", type=int, default=4, help="W: attempts per round online")
+    add_workers(p, default=4, help="W: attempts per round online, each run by its own worker process (default 4)")
     p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds of an online rollout")
     p.add_argument("--history", default=None, help="extra worlds in the history from the start")
     p.add_argument("--beta", type=float, default=0.5, help="budget preference the policy sees online (default 0.5)")

@@ -66,7 +66,7 @@ def score_policy(spec: str | os.PathLike[str], worlds: Sequence[World], settings
     """Evaluate ``spec`` on every world at every beta and reduce to the selection score."""
     options = {**settings.file_options(), **(extra_file_options or {})}
     results = evaluate(
-        [os.fspath(spec)], list(worlds), settings.betas, workers=settings.jobs, progress=False, out=out,
+        [os.fspath(spec)], list(worlds), settings.betas, jobs=settings.jobs, progress=False, out=out,
         max_rounds=settings.max_rounds, beta1=settings.beta1, beta2=settings.beta2, lam=settings.lam,
         seed=settings.seed, file_options=options,
     )

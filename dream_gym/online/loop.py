@@ -36,6 +36,7 @@ from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay import ROOT, IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
+from dream_gym.workers import init_worker, worker_context, worker_initargs
 from dream_gym.world import NODES_FILE, WorldWriter, build_world, new_meta
 
 HISTORY_LIMIT = 12  # ancestors shown to the agent
@@ -242,8 +243,9 @@ class _Backend:
     def __init__(self, kind: str, workers: int):
         self.kind = kind
         self._pool: cf.Executor | None = None
-        if kind == "process":
-            self._pool = cf.ProcessPoolExecutor(max_workers=workers)
+        if kind == "process":  # workers from dream_gym's fork server: safe in a threaded parent
+            self._pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(),
+                                                initializer=init_worker, initargs=worker_initargs())
             # Start every worker and import the heavy modules now, not inside round 1's clock.
             list(self._pool.map(_warm_up, range(workers)))
         elif kind == "serial":

@@ -24,12 +24,17 @@ from dream_gym.policy_files.errors import (
     PolicyTimeout,
 )
 from dream_gym.policy_files.isolated import IsolatedPolicy
-from dream_gym.policy_files.specs import load_policy, load_policy_file, policy_from_namespace
+from dream_gym.policy_files.specs import (
+    check_policy_spec,
+    load_policy,
+    load_policy_file,
+    policy_from_namespace,
+)
 from dream_gym.policy_files.wire import decode_view, encode_view
 
 __all__ = [
     "IsolatedPolicy", "PolicyCrashed", "PolicyError", "PolicyException", "PolicyLoadError",
     "PolicyMemoryError", "PolicyNotFoundError", "PolicyOutputError", "PolicyProtocolError",
-    "PolicyTimeout", "decode_view", "encode_view", "load_policy", "load_policy_file",
+    "PolicyTimeout", "check_policy_spec", "decode_view", "encode_view", "load_policy", "load_policy_file",
     "policy_from_namespace",
 ]

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.policies import make_policy
+from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import FunctionPolicy, Policy
 from dream_gym.policy_files.errors import PolicyLoadError, PolicyNotFoundError
 
@@ -95,7 +95,8 @@ def load_policy_file(path: str | os.PathLike[str]) -> Policy:
     return policy_from_namespace(vars(module), str(path))
 
 
-def _load_module_attr(spec: str, params: Mapping[str, Any]) -> Policy:
+def _module_attr(spec: str) -> Any:
+    """The object ``module:attr`` names (the module is imported; nothing is built)."""
     module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -106,6 +107,12 @@ def _load_module_attr(spec: str, params: Mapping[str, Any]) -> Policy:
         if not hasattr(obj, part):
             raise PolicyNotFoundError(f"policy {spec!r}: {module_name} has no attribute {attr!r}")
         obj = getattr(obj, part)
+    return obj
+
+
+def _load_module_attr(spec: str, params: Mapping[str, Any]) -> Policy:
+    obj = _module_attr(spec)
+    attr = spec.partition(":")[2]
     if isinstance(obj, type):
         return _checked(obj(**params), spec, f"{attr}()")
     if params:
@@ -133,6 +140,20 @@ def resolve_in_process(spec: str, params: Mapping[str, Any]) -> Policy:
         return make_policy(spec, **params)
     except LookupError as exc:
         raise PolicyNotFoundError(f"{exc}; or give module:Class or a path to a .py file") from None
+
+
+def check_policy_spec(spec: str | os.PathLike[str]) -> None:
+    """Raise :class:`PolicyNotFoundError` when ``spec`` names nothing: an unknown built-in name,
+    a missing file, module or attribute. Builds nothing (no model is loaded, no child started,
+    no constructor runs), so a parent can check specs that only its workers will build."""
+    spec = os.fspath(spec)
+    if spec.endswith(".zip") or is_file_spec(spec):
+        if not Path(spec).is_file():
+            raise PolicyNotFoundError(f"{'model' if spec.endswith('.zip') else 'policy'} file {spec} does not exist")
+    elif ":" in spec:
+        _module_attr(spec)
+    elif spec not in POLICIES:
+        resolve_in_process(spec, {})  # raises the error that lists the built-in names
 
 
 def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
@@ -189,4 +210,4 @@ def where(exc: BaseException, source: str) -> str:
     return f" (at {Path(f.filename).name} line {f.lineno}, in {f.name})"
 
 
-__all__ = ["is_file_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]
+__all__ = ["check_policy_spec", "is_file_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]

@@ -1,0 +1,181 @@
+"""Vector replay speed: macro steps/s of MacroVectorEnv against the single MacroReplayEnv, node
+steps/s of the Replay-v0 vector env against the single ReplayEnv, and the env's share of
+MaskablePPO training time, each measured in the same run (contenders interleaved).
+
+    python benchmarks/vector_speed.py [--num-envs 1024] [--nodes 300] [--repeats 5]
+
+Worlds: 8 root-and-chains worlds (``replay_speed.chain_world_records``, 8 branches each) of
+``--nodes`` nodes, W = 4. Actions: uniform over the 10 macro actions (a masked one stops, as it
+does in the single env), the same distribution for both contenders; node-level envs pick a random
+legal selection per slot. Targets (issue 10): >= 10^6 macro steps/s at N = 1,024 on 300-node
+worlds, >= 50x the single macro env, and the env < 5 % of MaskablePPO training time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+from replay_speed import chain_world_records
+
+from dream_gym.env import ReplayEnv
+from dream_gym.rl import MACRO_ACTIONS, MacroReplayEnv, MacroVectorEnv, sb3_vec_env
+from dream_gym.vector_env import ReplayVectorEnv
+from dream_gym.world import World, build_world, new_meta
+
+BETAS = [0.1, 0.5, 0.9]
+
+
+def worlds_of(nodes: int, count: int = 8) -> list[World]:
+    return [build_world(new_meta(f"chains-{nodes}-{i}", "bench", workers=4), chain_world_records(nodes, 8, seed=i))
+            for i in range(count)]
+
+
+def vector_macro_rate(env: MacroVectorEnv, steps: int, rng: np.random.Generator) -> float:
+    actions = rng.integers(len(MACRO_ACTIONS), size=(steps, env.num_envs))
+    start = time.perf_counter()
+    for row in actions:
+        env.step(row)
+    return steps * env.num_envs / (time.perf_counter() - start)
+
+
+def single_macro_rate(env: MacroReplayEnv, steps: int, rng: np.random.Generator) -> float:
+    actions = rng.integers(len(MACRO_ACTIONS), size=steps).tolist()
+    start = time.perf_counter()
+    for action in actions:
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+    return steps / (time.perf_counter() - start)
+
+
+def legal_picks(masks: np.ndarray, workers: int, rng: np.random.Generator) -> np.ndarray:
+    """One random allowed value per slot (masks: (N, W * width))."""
+    grid = masks.reshape(masks.shape[0], workers, -1)
+    noise = rng.random(grid.shape) * grid
+    return noise.argmax(axis=2)
+
+
+def vector_node_rate(env: ReplayVectorEnv, steps: int, rng: np.random.Generator) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        env.step(legal_picks(env.action_masks(), env.workers, rng))
+    return steps * env.num_envs / (time.perf_counter() - start)
+
+
+def single_node_rate(env: ReplayEnv, steps: int, rng: np.random.Generator) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        action = legal_picks(env.action_masks()[None, :], env.session.workers, rng)[0]
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+    return steps / (time.perf_counter() - start)
+
+
+def interleaved(contenders: dict, repeats: int) -> dict[str, float]:
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, measure in contenders.items():
+            samples[name].append(measure())
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def macro_speed(worlds: list[World], num_envs: int, repeats: int) -> None:
+    rng = np.random.default_rng(0)
+    vector = MacroVectorEnv(worlds, num_envs, workers=4, beta=BETAS)
+    vector.reset(seed=0)
+    single = MacroReplayEnv(worlds, workers=4, beta=BETAS)
+    single.reset(seed=0)
+    vector_macro_rate(vector, 5, rng)  # compile the numba kernels before measuring
+    rates = interleaved({
+        f"MacroVectorEnv, N = {num_envs}": lambda: vector_macro_rate(vector, 100, rng),
+        "MacroReplayEnv (single)": lambda: single_macro_rate(single, 5000, rng),
+    }, repeats)
+    reference = rates["MacroReplayEnv (single)"]
+    print(f"## Macro steps/s ({worlds[0].size}-node worlds, W = 4, random macro actions)")
+    print("| env | macro steps/s | ratio to the single env |")
+    print("|---|---:|---:|")
+    for name, rate in rates.items():
+        print(f"| {name} | {rate:,.0f} | {rate / reference:.1f} |")
+    print()
+
+
+def node_speed(worlds: list[World], num_envs: int, repeats: int) -> None:
+    rng = np.random.default_rng(1)
+    vector = ReplayVectorEnv(num_envs, world=worlds)
+    vector.reset(seed=0)
+    single = ReplayEnv(worlds[0])
+    single.reset()
+    vector_node_rate(vector, 3, rng)
+    rates = interleaved({
+        f"Replay-v0 vector env, N = {num_envs}": lambda: vector_node_rate(vector, 20, rng),
+        "ReplayEnv (single)": lambda: single_node_rate(single, 3000, rng),
+    }, repeats)
+    reference = rates["ReplayEnv (single)"]
+    print(f"## Node-level steps/s ({worlds[0].size}-node worlds, W = 4, random legal selections, masks included)")
+    print("| env | steps/s | ratio to the single env |")
+    print("|---|---:|---:|")
+    for name, rate in rates.items():
+        print(f"| {name} | {rate:,.0f} | {rate / reference:.1f} |")
+    print()
+
+
+class TimedVecEnv:
+    """Counts the seconds spent inside an SB3 VecEnv's step_wait and reset."""
+
+    def __init__(self, venv):
+        self.venv, self.seconds = venv, 0.0
+        for name in ("step_wait", "reset", "env_method"):
+            original = getattr(venv, name)
+            setattr(venv, name, self._timed(original))
+
+    def _timed(self, method):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+        return call
+
+
+def training_share(worlds: list[World], n_envs: int, timesteps: int) -> tuple[float, float, float]:
+    """(env seconds, total seconds, training fps) of MaskablePPO on the SB3 adapter."""
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    torch.set_num_threads(1)
+    venv = sb3_vec_env(worlds, n_envs, workers=4, beta=BETAS)
+    timer = TimedVecEnv(venv)
+    n_steps = max(8, 2048 // n_envs)
+    model = MaskablePPO("MlpPolicy", venv, n_steps=n_steps, batch_size=256, n_epochs=10, seed=0, device="cpu",
+                        policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]}})
+    start = time.perf_counter()
+    model.learn(total_timesteps=timesteps)
+    total = time.perf_counter() - start
+    return timer.seconds, total, model.num_timesteps / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-envs", type=int, default=1024)
+    parser.add_argument("--nodes", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--train-steps", type=int, default=40_960)
+    args = parser.parse_args()
+    worlds = worlds_of(args.nodes)
+    macro_speed(worlds, args.num_envs, args.repeats)
+    node_speed(worlds, args.num_envs, args.repeats)
+    print("## MaskablePPO on the SB3 adapter: the env's share of training time")
+    print("| n_envs | training fps | env seconds / total seconds | env share |")
+    print("|---:|---:|---:|---:|")
+    for n_envs in (4, 64):
+        env_s, total_s, fps = training_share(worlds, n_envs, args.train_steps)
+        print(f"| {n_envs} | {fps:,.0f} | {env_s:.2f} / {total_s:.1f} | {100 * env_s / total_s:.1f} % |")
+
+
+if __name__ == "__main__":
+    main()

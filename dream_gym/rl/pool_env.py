@@ -1,0 +1,147 @@
+"""``MacroReplayEnv``: one replay episode at a time over a pool of worlds, with macro actions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from dream_gym.registry import resolve_world
+from dream_gym.rl.features import MACRO_FEATURES, FeatureSet
+from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.session import ReplaySession
+from dream_gym.values import Progress, ValueFn, replay_value
+from dream_gym.view import PrefixView
+from dream_gym.world import World
+
+
+def betas_of(beta: float | Sequence[float]) -> tuple[float, ...]:
+    betas = (float(beta),) if isinstance(beta, (int, float)) else tuple(float(b) for b in beta)
+    if not betas or any(not 0.0 <= b <= 1.0 for b in betas):
+        raise ValueError(f"betas must be in [0, 1], got {betas}")
+    return betas
+
+
+class MacroReplayEnv(gym.Env):  # type: ignore[type-arg]
+    """Replay over a pool of worlds with :data:`MACRO_ACTIONS` and :func:`view_features`.
+
+    ## Description
+    Each ``reset`` draws a world from the pool with the env's seeded ``np_random`` (or takes
+    ``options={"world": i}``) and a beta (fixed, or drawn from ``betas``; ``options={"beta": b}``
+    overrides), then plays a :class:`~dream_gym.session.ReplaySession`.
+
+    ## Action Space
+    ``Discrete(len(MACRO_ACTIONS))``. Every action is valid: one whose batch would be empty
+    (masked by :meth:`action_masks`) stops the episode, as "stop" does.
+
+    ## Observation Space
+    ``Box(-1, 1, (N_FEATURES,), float32)``: the :class:`FeatureSet` (default
+    :data:`MACRO_FEATURES`, computed from the prefix view only).
+
+    ## Rewards
+    The change of ``value_fn`` (default :func:`replay_value`, the replay score V), 0 before the
+    first step, so an episode's rewards sum to its value.
+
+    ## Episode End
+    Terminated on stop (or a masked action) or when nothing is left to reveal; truncated at
+    ``max_rounds``.
+
+    ## Info
+    ``world`` (id), ``beta``, ``replay_score`` (V so far) and ``batch`` (the ids the macro
+    selected); the current view is ``env.view`` (not in ``info``: SB3's vector envs deep-copy
+    infos every step, and views hold read-only mappings).
+
+    ## Arguments
+    ``worlds`` (World objects or references), ``workers`` (W for every world, default 4),
+    ``beta`` (a fixed budget preference, or a sequence to draw from per episode), ``beta1``,
+    ``beta2`` (V's coefficients), ``max_rounds`` (K2, default none), ``features``, ``value_fn``.
+
+    ## Version History
+    * v0 (unreleased): 2026-12 ``features`` and ``value_fn`` arguments; 2026-11 initial version.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        worlds: Sequence[World | str | os.PathLike[str]],
+        *,
+        workers: int = 4,
+        beta: float | Sequence[float] = 0.5,
+        beta1: float = DEFAULT_BETA1,
+        beta2: float = DEFAULT_BETA2,
+        max_rounds: int | None = None,
+        features: FeatureSet = MACRO_FEATURES,
+        value_fn: ValueFn = replay_value,
+    ):
+        if not worlds:
+            raise ValueError("MacroReplayEnv needs at least one world")
+        self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
+        self.workers = int(workers)
+        self.betas = betas_of(beta)
+        self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
+        self.features, self.value_fn = features, value_fn
+        self.action_space = spaces.Discrete(len(MACRO_ACTIONS))
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(features.size,), dtype=np.float32)
+        self._sessions: dict[tuple[int, float], ReplaySession] = {}
+        self.session: ReplaySession | None = None
+        self.view: PrefixView | None = None
+        self._value = 0.0
+
+    def _session(self, world: int, beta: float) -> ReplaySession:
+        key = (world, beta)
+        if key not in self._sessions:  # kept: a session caches its world's node views
+            self._sessions[key] = ReplaySession(
+                self.worlds[world], workers=self.workers, beta=beta, beta1=self.beta1,
+                beta2=self.beta2, max_rounds=self.max_rounds, strict=True,
+            )
+        return self._sessions[key]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        world = int(options["world"]) if "world" in options else int(self.np_random.integers(len(self.worlds)))
+        if not 0 <= world < len(self.worlds):
+            raise ValueError(f"world index {world} out of range (pool of {len(self.worlds)})")
+        if "beta" in options:
+            beta = float(options["beta"])
+        else:
+            beta = self.betas[int(self.np_random.integers(len(self.betas)))] if len(self.betas) > 1 else self.betas[0]
+        self.session = self._session(world, beta)
+        self.session.reset()
+        self.view = self.session.view()
+        self._value = 0.0
+        return self.features.from_view(self.view), self._info([])
+
+    def _info(self, batch: list[int]) -> dict[str, Any]:
+        assert self.session is not None
+        return {
+            "world": self.session.world.id,
+            "beta": self.session.beta,
+            "replay_score": self.session.value,
+            "batch": batch,
+        }
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self.session is None or self.view is None:
+            raise RuntimeError("call reset() before step()")
+        session = self.session
+        batch = batch_for(self.view, int(action))  # a masked action gives [] and stops
+        outcome = session.step(batch)
+        self.view = session.view()
+        value = float(self.value_fn(Progress(session.best_q, session.attempts, session.rounds, session.beta,
+                                             session.beta1, session.beta2)))
+        reward, self._value = value - self._value, value
+        return self.features.from_view(self.view), reward, outcome.terminated, outcome.truncated, self._info(batch)
+
+    def action_masks(self) -> np.ndarray:
+        if self.view is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return macro_masks(self.view)

@@ -1,0 +1,121 @@
+"""``MacroVectorEnv``: N macro-action replay episodes over a pool of worlds, stepped in one call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from dream_gym.rl.features import MACRO_FEATURES, EpisodeParams, FeatureSet
+from dream_gym.rl.macro import MACRO_ACTIONS, MacroTable, batch_masks, macro_batches
+from dream_gym.rl.pool_env import betas_of
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.values import ValueFn, replay_value
+from dream_gym.vector_env import VectorReplayEnv, WorldRef, as_world_list
+from dream_gym.vector_replay import NONE, VectorReplay, WorldPool
+
+
+class MacroVectorEnv(VectorReplayEnv):
+    """:class:`~dream_gym.rl.MacroReplayEnv` for N episodes at once, in numpy arrays.
+
+    The same actions (:data:`MACRO_ACTIONS`, every one valid: a masked action stops), features
+    (a :class:`FeatureSet`, default :data:`MACRO_FEATURES`), rewards (changes of ``value_fn``,
+    default the replay score V), episode ends and pool semantics: each new episode of a sub-env
+    draws its world (uniformly from the pool) and its beta (from ``beta``) with the vector env's
+    generator, seeded by ``reset(seed=...)``; ``reset(options={"world": w, "beta": b})`` sets
+    them instead (scalars or (N,) arrays). Autoreset as Gymnasium 1.x defines it
+    (``autoreset_mode``, default NEXT_STEP; SAME_STEP puts the ended episodes' last
+    observations in ``info["final_obs"]``, rows marked by ``info["_final_obs"]``).
+
+    ``info`` holds ``world`` (pool index of each sub-env's current episode), ``beta`` and
+    ``replay_score`` (the value so far). ``action_masks()`` gives (N, len(MACRO_ACTIONS)).
+    Every episode is the one a :class:`~dream_gym.rl.MacroReplayEnv` gives for the same world,
+    beta and actions (tests/test_rl_vector.py).
+    """
+
+    def __init__(
+        self,
+        worlds: WorldRef | Sequence[WorldRef],
+        num_envs: int = 1,
+        *,
+        workers: int = 4,
+        beta: float | Sequence[float] = 0.5,
+        beta1: float = DEFAULT_BETA1,
+        beta2: float = DEFAULT_BETA2,
+        max_rounds: int | None = None,
+        features: FeatureSet = MACRO_FEATURES,
+        value_fn: ValueFn = replay_value,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    ):
+        if max_rounds is not None and max_rounds < 1:
+            raise ValueError(f"max_rounds must be >= 1 or None, got {max_rounds}")
+        self.worlds = as_world_list(worlds)
+        self.pool = WorldPool(self.worlds)
+        self.replay = VectorReplay(self.pool, num_envs, workers)
+        self._init_episodes(num_envs, autoreset_mode, value_fn, beta1, beta2)
+        self.workers, self.max_rounds, self.features = int(workers), max_rounds, features
+        self.betas = np.array(betas_of(beta))
+        self.table = MacroTable.for_workers(self.workers)
+        self.single_action_space = spaces.Discrete(len(MACRO_ACTIONS))
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.single_observation_space = spaces.Box(-1.0, 1.0, shape=(features.size,), dtype=np.float32)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self._ranked = np.full((self.num_envs, self.workers), NONE, dtype=np.int64)
+        self._obs = np.zeros((self.num_envs, features.size), dtype=np.float32)
+        self.reset()
+
+    # -- episodes ----------------------------------------------------------------------
+    def _start(self, mask: np.ndarray, options: dict[str, Any]) -> None:
+        e = np.flatnonzero(mask)
+        rng = self.np_random
+        drawn = "world" not in options
+        if drawn:
+            worlds = rng.integers(len(self.pool), size=len(e))
+        else:
+            worlds = np.broadcast_to(np.asarray(options["world"], dtype=np.int64), (self.num_envs,))[e]
+        if "beta" in options:
+            self.beta[e] = np.broadcast_to(np.asarray(options["beta"], dtype=np.float64), (self.num_envs,))[e]
+        elif len(self.betas) > 1:
+            self.beta[e] = self.betas[rng.integers(len(self.betas), size=len(e))]
+        else:
+            self.beta[e] = self.betas[0]
+        self.replay.reset(mask, worlds, check=not drawn)
+        self._refresh(e)
+
+    def _act(self, actions: Any, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        replay = self.replay
+        actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        batch = macro_batches(replay, actions, self._ranked, self.table)
+        if not active.all():
+            batch[~active] = NONE
+        empty = active & (batch[:, 0] == NONE)
+        replay.apply(batch)
+        self._refresh(None if active.all() else np.flatnonzero(active))
+        terminated = empty | (active & replay.exhausted())
+        if self.max_rounds is None:
+            truncated = np.zeros(self.num_envs, dtype=bool)
+        else:
+            truncated = active & ~terminated & (replay.rounds >= self.max_rounds)
+        return terminated, truncated, {}
+
+    def _refresh(self, rows: np.ndarray | None) -> None:
+        """Rank the open nodes and compute the observations of the rows a step or reset changed."""
+        self.replay.ranked_open(self.workers, out=self._ranked, rows=rows)
+        self.features.from_batch(self.replay, self._params(), self._ranked[:, 0], out=self._obs, rows=rows)
+
+    def _observe(self, rows: np.ndarray | None = None) -> np.ndarray:
+        return self._obs.copy() if rows is None else self._obs[rows]
+
+    def _params(self) -> EpisodeParams:
+        return EpisodeParams(self.beta, self.beta1, self.beta2, self.max_rounds)
+
+    def _info(self) -> dict[str, Any]:
+        return {"world": self.replay.world.copy(), "beta": self.beta.copy(), "replay_score": self._value.copy()}
+
+    def action_masks(self) -> np.ndarray:
+        """(N, len(MACRO_ACTIONS)) booleans: an action is allowed unless its batch would be empty."""
+        return batch_masks(self.replay)

@@ -1,0 +1,331 @@
+"""Worker processes that are safe in a threaded parent, and a pool with a watchdog.
+
+**Start method.** Every worker pool of dream_gym (evaluation, the online loop) starts its workers
+with :func:`worker_context`: the ``forkserver`` start method (``spawn`` where there is none),
+never a plain ``fork`` of the caller. A forked child inherits the parent's memory but only the
+thread that forked it; a library that already runs a thread pool in the parent (torch's OpenMP
+pool after loading a model, BLAS, an HTTP client) can leave locks held by threads that do not
+exist in the child, which then waits forever (issue 12: ``MaskablePPO.load`` in a forked worker
+hung in libgomp). The fork server is a fresh interpreter started once per parent process (fork +
+exec, safe from any parent), which imports :data:`PRELOAD` and then forks each worker from its
+own single-threaded state: workers start in milliseconds, already warm, whatever the parent has
+initialised since.
+
+What a worker gets from the parent: its ``sys.path``, working folder and (through
+:func:`init_worker`) its environment at the time the pool starts; nothing else of the parent's
+state, so policies and tasks must be importable (a built-in name, ``module:Class``, a file), not
+objects patched into the parent at runtime. Each worker caps BLAS/OpenMP/torch at one thread:
+the pools already run one process per core.
+
+**Watchdog.** :class:`WatchedPool` runs a function on tasks in worker processes. The function
+reports progress by calling ``beat()`` (a timestamp in shared memory: no message, no lock). A
+task that makes no progress for ``task_timeout`` seconds is ended: its worker is killed and
+replaced by a fresh one, the task is reported as a :class:`TaskFailure`, and the other tasks go
+on. A worker that dies (a segfault, the OOM killer) is reported and replaced the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import BaseContext
+from typing import Any
+
+from dream_gym.isolation import THREAD_VARS
+
+#: Modules the fork server imports once, so that every worker starts warm.
+PRELOAD = ("dream_gym.evaluate", "dream_gym.online.loop")
+START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+_KILL_GRACE_S = 1.0  # SIGTERM first (finalisers kill isolated policy children), then SIGKILL
+_START_TIMEOUT_S = 120.0  # a new worker may take this long to pick up its first task (a loaded machine)
+
+
+def worker_context() -> BaseContext:
+    """The multiprocessing context of every dream_gym worker pool (see the module docstring);
+    starts the fork server if it is not running."""
+    context = multiprocessing.get_context(START_METHOD)
+    if START_METHOD == "forkserver":
+        _ensure_fork_server(context)
+    return context
+
+
+def _ensure_fork_server(context: Any) -> None:
+    """Start the fork server with :data:`PRELOAD` and one-thread BLAS/OpenMP settings in its
+    environment, so that it runs a single thread when it forks a worker."""
+    from multiprocessing import forkserver
+
+    if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
+        forkserver.ensure_running()  # restarts a server that died
+        return
+    context.set_forkserver_preload(list(PRELOAD))
+    saved = {name: os.environ.get(name) for name in THREAD_VARS}
+    os.environ.update({name: "1" for name in THREAD_VARS})  # inherited by the server only
+    try:
+        forkserver.ensure_running()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def init_worker(environ: Mapping[str, str] | None = None) -> None:
+    """Run first in every worker: take the parent's environment, one thread per library."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
+    for name in THREAD_VARS:
+        os.environ.setdefault(name, "1")
+    if "torch" in sys.modules:  # imported with the caller's main module, before this ran
+        threads = os.environ["OMP_NUM_THREADS"]
+        sys.modules["torch"].set_num_threads(int(threads) if threads.isdigit() else 1)
+
+
+def worker_initargs() -> tuple[dict[str, str]]:
+    """``initargs`` for :func:`init_worker` in a pool started now."""
+    return (dict(os.environ),)
+
+
+# -- the watched pool ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskFailure:
+    """A task that did not finish: ``kind`` is "timeout" (no progress for the task timeout; its
+    worker was killed), "died" (its worker process died) or "error" (the task function raised).
+    ``step`` is the last step the task reported with ``beat(step)`` (None: none reported)."""
+
+    kind: str
+    message: str
+    step: int | None = None
+
+
+class WorkerStartError(RuntimeError):
+    """A new worker process died before it could run a task: every worker would (e.g. the
+    calling script does not import cleanly), so the pool stops instead of failing each task."""
+
+
+Beat = Callable[..., None]  # beat(step: int | None = None)
+TaskFunction = Callable[[Any, Beat], Any]
+
+
+def _worker_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mapping[str, str]) -> None:
+    """A worker: run ``fn(task, beat)`` for each task received and send back what it returns."""
+    init_worker(environ)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    clock = time.monotonic
+
+    def beat(step: int | None = None) -> None:
+        progress[0] = clock()
+        if step is not None:
+            progress[1] = step
+
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        ticket, index, task = message
+        progress[1], progress[2] = -1, ticket  # the parent's clock for this task starts now
+        beat()
+        try:
+            reply = ("done", index, fn(task, beat))
+        except Exception as exc:  # noqa: BLE001 - reported as this task's failure
+            reply = ("error", index, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")
+        try:
+            conn.send(reply)
+        except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled
+            conn.send(("error", index, f"{type(exc).__name__} while sending the result: {exc}"))
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds the task, so finalisers end isolated children
+
+
+class _Slot:
+    """One worker process, its pipe, its heartbeat and the task it runs."""
+
+    def __init__(self, context: BaseContext, fn: TaskFunction):
+        self.conn, child_conn = context.Pipe()
+        # written by the worker: [time of its last beat, step, index of the task it runs]
+        self.progress = context.RawArray("d", [0.0, -1.0, -1.0])  # type: ignore[attr-defined]
+        self.process = context.Process(  # type: ignore[attr-defined]
+            target=_worker_main, args=(child_conn, self.progress, fn, dict(os.environ)),
+            name="dream_gym-worker", daemon=True,
+        )
+        self.process.start()
+        child_conn.close()
+        self.task: int | None = None  # index of the task it runs, None when idle
+        self.ticket = -1  # number of that dispatch (unique over the pool's life)
+        self.finished = 0  # tasks it returned
+        self.dispatched = 0.0
+
+    def send(self, ticket: int, index: int, task: Any) -> None:
+        self.task, self.ticket = index, ticket
+        self.dispatched = time.monotonic()
+        try:
+            self.conn.send((ticket, index, task))
+        except OSError:
+            pass  # the worker is gone: its sentinel reports the task as failed
+
+    def started_task(self) -> bool:
+        """Whether the worker has picked up the task it was sent (a new one may still be starting)."""
+        return self.task is not None and self.progress[2] == self.ticket
+
+    def idle_s(self) -> float:
+        """Seconds since the task's last progress (since it was sent, if not picked up yet)."""
+        return time.monotonic() - (self.progress[0] if self.started_task() else self.dispatched)
+
+    def step(self) -> int | None:
+        return int(self.progress[1]) if self.started_task() and self.progress[1] >= 0 else None
+
+    def ask_to_stop(self) -> None:
+        """An idle worker is asked to exit (None); a busy one gets SIGTERM."""
+        if self.task is None:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+        elif self.process.is_alive():
+            self.process.terminate()
+
+    def stop(self) -> None:
+        """End the worker (after :meth:`ask_to_stop`): SIGKILL after a grace period."""
+        self.process.join(_KILL_GRACE_S)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+    def exit_description(self) -> str:
+        self.process.join(_KILL_GRACE_S)
+        code = self.process.exitcode
+        if code is None:
+            return "did not exit"
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit code {code}"
+
+
+class WatchedPool:
+    """Run ``fn(task, beat)`` (a module-level function) on tasks in worker processes.
+
+    ``fn`` calls ``beat()`` whenever it makes progress, or ``beat(step)`` to also say where it
+    is (e.g. the episode number). :meth:`run` yields ``(task index, what fn returned)`` as tasks
+    finish, or ``(task index, TaskFailure)`` for a task that made no progress for
+    ``task_timeout`` seconds, whose worker died, or that raised. Workers are started lazily (at
+    most one per task) and kept across :meth:`run` calls until :meth:`close`.
+
+    Args:
+        fn: the task function; it and the tasks must be picklable (module-level names).
+        workers: worker processes.
+        task_timeout: seconds without progress after which a task is ended (None: never).
+        context: a multiprocessing context (default :func:`worker_context`).
+    """
+
+    def __init__(self, fn: TaskFunction, workers: int, *, task_timeout: float | None,
+                 context: BaseContext | None = None):
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if task_timeout is not None and not task_timeout > 0:
+            raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
+        self.fn, self.workers, self.task_timeout = fn, workers, task_timeout
+        self.context = context or worker_context()
+        self.slots: list[_Slot] = []
+        self.replaced = 0  # workers killed or lost and replaced, over the pool's life
+        self._tickets = itertools.count()
+
+    def __enter__(self) -> WatchedPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for slot in self.slots:
+            slot.ask_to_stop()
+        for slot in self.slots:
+            slot.stop()
+        self.slots = []
+
+    def run(self, tasks: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        pending = deque(enumerate(tasks))
+        while len(self.slots) < min(self.workers, len(tasks)):
+            self.slots.append(_Slot(self.context, self.fn))
+        poll_s = 0.5 if self.task_timeout is None else min(0.5, max(0.02, self.task_timeout / 10))
+        try:
+            while True:
+                for slot in self.slots:
+                    if slot.task is None and pending:
+                        slot.send(next(self._tickets), *pending.popleft())
+                busy = [slot for slot in self.slots if slot.task is not None]
+                if not busy:
+                    return
+                ready = set(wait([s.conn for s in busy] + [s.process.sentinel for s in busy], timeout=poll_s))
+                for i, slot in enumerate(self.slots):
+                    if slot.task is None:
+                        continue
+                    if slot.conn in ready or slot.process.sentinel in ready:
+                        yield from self._receive(i, slot)
+                    elif self._stuck(slot):
+                        yield slot.task, self._timeout(i, slot)
+        except BaseException:
+            self.close()  # a consumer that stops early or fails leaves no worker behind
+            raise
+
+    def _receive(self, i: int, slot: _Slot) -> Iterator[tuple[int, Any]]:
+        """The slot's finished task, or its failure if its worker died (then it is replaced)."""
+        try:
+            if slot.conn.poll():
+                kind, index, payload = slot.conn.recv()
+                step = slot.step()
+                slot.task = None
+                slot.finished += 1
+                yield index, payload if kind == "done" else TaskFailure("error", payload, step)
+                return
+        except (EOFError, OSError):
+            pass
+        if slot.task is not None and not slot.process.is_alive():
+            task, step, started = slot.task, slot.step(), slot.started_task()
+            how = slot.exit_description()
+            if not started and slot.finished == 0:
+                raise WorkerStartError(
+                    f"a worker process exited ({how}) before it could run a task; its error is printed above. "
+                    "A worker starts by importing the calling script again (as __mp_main__): the script must "
+                    "import cleanly and keep its main code under `if __name__ == \"__main__\":`")
+            self._replace(i, slot)
+            yield task, TaskFailure("died", f"its worker process died ({how})", step)
+
+    def _stuck(self, slot: _Slot) -> bool:
+        if self.task_timeout is None:
+            return False
+        limit = self.task_timeout if slot.started_task() else max(self.task_timeout, _START_TIMEOUT_S)
+        return slot.idle_s() > limit
+
+    def _timeout(self, i: int, slot: _Slot) -> TaskFailure:
+        step, started = slot.step(), slot.started_task()
+        self._replace(i, slot)
+        # no measured durations in the message: the record of a grid must not depend on timing
+        what = (f"no progress within the task timeout of {self.task_timeout:g}s" if started
+                else f"its worker did not start within {max(self.task_timeout or 0, _START_TIMEOUT_S):g}s")
+        return TaskFailure("timeout", f"{what}; its worker process was killed and replaced", step)
+
+    def _replace(self, i: int, slot: _Slot) -> None:
+        slot.ask_to_stop()
+        slot.stop()
+        self.replaced += 1
+        self.slots[i] = _Slot(self.context, self.fn)
+
+
+__all__ = ["PRELOAD", "START_METHOD", "TaskFailure", "WatchedPool", "WorkerStartError", "init_worker",
+           "worker_context", "worker_initargs"]

@@ -1,0 +1,93 @@
+"""One naming across the CLI: -W/--workers is W (attempts per round) in every command, -j/--jobs
+is processes; replay, eval and demo replay at any W; old spellings stop with an error naming the
+new one."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from worldgen import random_records, write_folder
+
+from dream_gym.cli import build_parser, main
+
+W_COMMANDS = {
+    "replay": ["replay", "some-world"],
+    "eval": ["eval", "-p", "greedy", "-w", "some-world"],
+    "demo": ["demo"],
+    "grow": ["grow", "--task", "sum-difference", "--out", "x"],
+}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_folder(tmp_path_factory.mktemp("naming") / "w3", random_records(random.Random(4), 60), workers=3)
+
+
+@pytest.mark.parametrize("command", sorted(W_COMMANDS))
+def test_minus_w_and_workers_mean_w_in_every_command(command: str) -> None:
+    parser = build_parser()
+    base = W_COMMANDS[command]
+    assert parser.parse_args([*base, "-W", "3"]).workers == 3
+    assert parser.parse_args([*base, "--workers", "5"]).workers == 5
+
+
+@pytest.mark.parametrize("command", ["eval", "demo"])
+def test_minus_j_and_jobs_mean_processes(command: str) -> None:
+    parser = build_parser()
+    base = W_COMMANDS[command]
+    args = parser.parse_args([*base, "-j", "2"])
+    assert args.jobs == 2 and args.workers is None
+    assert parser.parse_args([*base, "--jobs", "3"]).jobs == 3
+
+
+@pytest.mark.parametrize("old", ["--processes", "--n-jobs", "--num-workers", "--n-workers", "--procs"])
+@pytest.mark.parametrize("command", ["eval", "demo"])
+def test_old_spellings_name_the_new_option(command: str, old: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([*W_COMMANDS[command], old, "2"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{old} is not an option: use -j/--jobs" in err and "-W/--workers is W" in err
+
+
+def test_training_script_refuses_eval_workers(capsys: pytest.CaptureFixture[str]) -> None:
+    from agents.train_ppo import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--eval-workers", "2"])
+    assert "use --eval-jobs" in capsys.readouterr().err
+    assert parse_args(["--eval-jobs", "3"]).eval_jobs == 3
+
+
+def test_replay_at_any_w(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for w in (1, 5):
+        assert main(["replay", str(world), "--policy", "fixed", "-W", str(w), "--json"]) == 0
+        record = json.loads(capsys.readouterr().out)
+        assert max(len(b) for b in record["batches"]) == w  # fixed fills its rounds to W
+
+
+def test_eval_replays_every_world_at_the_given_w(world: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    rows = {}
+    for w in (None, 1, 6):
+        out = tmp_path / f"w{w}.jsonl"
+        argv = ["eval", "-p", "fixed", "-w", str(world), "--betas", "0.5", "-j", "1", "-o", str(out), "--no-progress"]
+        assert main(argv + ([] if w is None else ["-W", str(w)])) == 0
+        rows[w] = json.loads(out.read_text().splitlines()[0])
+    capsys.readouterr()
+    assert max(len(b) for b in rows[None]["batches"]) == 3  # the world's recorded W
+    assert max(len(b) for b in rows[1]["batches"]) == 1 and rows[1]["workers"] == 1
+    assert max(len(b) for b in rows[6]["batches"]) == 6 and rows[6]["workers"] == 6
+    assert rows[6]["attempts"] > rows[1]["attempts"]  # W=6 opens more branches at once
+    # the plots replay each episode at the W it was run with
+    assert main(["plot", str(tmp_path / "w6.jsonl"), "--out", str(tmp_path / "figs")]) == 0
+
+
+@pytest.mark.slow
+def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "-W", "2", "-j", "2", "--out", str(tmp_path / "demo")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "demo" / "results.jsonl").read_text().splitlines()]
+    assert rows and all(r["workers"] == 2 and max((len(b) for b in r["batches"]), default=0) <= 2 for r in rows)

@@ -1,0 +1,179 @@
+"""The native vector replay env: gym.make_vec with vector_entry_point, every episode the one a
+single ReplayEnv gives for the same actions (random actions, mixed-size worlds), autoreset modes,
+capacity, strictness and masks."""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from worldgen import make_world, node, random_records, world_records
+
+import dream_gym  # noqa: F401  (registers the envs)
+from dream_gym.env import ReplayEnv
+from dream_gym.replay import IllegalBatchError
+from dream_gym.vector_env import ReplayVectorEnv
+from dream_gym.world import World
+
+
+def mixed_worlds(seed: int, count: int = 4, workers: int = 3) -> list[World]:
+    rng = random.Random(seed)
+    return [make_world(random_records(rng, rng.randint(2, 70)), world_id=f"m{seed}-{i}", workers=workers,
+                       frontier=rng.choice(("leaves", "any"))) for i in range(count)]
+
+
+def random_actions(env: ReplayVectorEnv, rng: np.random.Generator) -> np.ndarray:
+    """Mostly legal selections (so that episodes get long), some padding and illegal ids."""
+    actions = env.action_space.sample()
+    masks = env.action_masks().reshape(env.num_envs, env.workers, -1)
+    for e in range(env.num_envs):
+        for j in range(env.workers):
+            if rng.random() < 0.8:
+                actions[e, j] = rng.choice(np.flatnonzero(masks[e, j]))
+    return actions
+
+
+def run_against_singles(env: ReplayVectorEnv, worlds: list[World], steps: int, seed: int, **single) -> int:
+    """Step the vector env and one ReplayEnv per sub-env with the same actions; compare all."""
+    rng = np.random.default_rng(seed)
+    singles = [ReplayEnv(worlds[i % len(worlds)], max_nodes=env.max_nodes, **single) for i in range(env.num_envs)]
+    obs, info = env.reset(seed=seed)
+    for i, single_env in enumerate(singles):
+        first, _ = single_env.reset()
+        for key in first:
+            np.testing.assert_array_equal(obs[key][i], first[key], err_msg=key)
+    pending = np.zeros(env.num_envs, dtype=bool)
+    episodes = 0
+    for step in range(steps):
+        actions = random_actions(env, rng)
+        obs, rewards, terminated, truncated, info = env.step(actions)
+        for i, single_env in enumerate(singles):
+            if pending[i]:  # next-step autoreset: this step started a new episode
+                expected, s_info = single_env.reset()
+                assert rewards[i] == 0.0 and not terminated[i] and not truncated[i]
+            else:
+                expected, reward, term, trunc, s_info = single_env.step(actions[i])
+                assert rewards[i] == reward, (step, i)
+                assert (terminated[i], truncated[i]) == (term, trunc), (step, i)
+                assert info["dropped"][i] == len(s_info["dropped"])
+                assert info["illegal_stop"][i] == s_info.get("illegal_stop", False)
+                episodes += term or trunc
+            for key in expected:
+                np.testing.assert_array_equal(obs[key][i], expected[key], err_msg=f"{key} step {step} env {i}")
+            assert info["replay_score"][i] == s_info["replay_score"]
+            assert (info["attempts"][i], info["rounds"][i]) == (s_info["attempts"], s_info["rounds"])
+        pending = terminated | truncated
+    return episodes
+
+
+def test_make_vec_with_the_vector_entry_point() -> None:
+    worlds = mixed_worlds(1)
+    env = gym.make_vec("DreamGym/Replay-v0", num_envs=5, vectorization_mode="vector_entry_point", world=worlds)
+    assert isinstance(env.unwrapped, ReplayVectorEnv)
+    assert env.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    assert env.unwrapped.max_nodes == max(w.size for w in worlds)  # the pool's largest world
+    assert env.single_action_space == gym.spaces.MultiDiscrete([env.unwrapped.max_nodes + 1] * 3)
+    obs, info = env.reset(seed=0)
+    assert obs["nodes"].shape == (5, env.unwrapped.max_nodes, 5) and env.observation_space.contains(obs)
+
+
+def test_every_episode_is_the_single_envs_on_random_actions() -> None:
+    worlds = mixed_worlds(2, count=5)
+    env = ReplayVectorEnv(7, world=worlds, max_rounds=12)
+    assert run_against_singles(env, worlds, steps=150, seed=2, max_rounds=12) > 20
+
+
+@settings(max_examples=15, deadline=None)
+@given(draws=st.lists(world_records(min_nodes=1, max_nodes=35), min_size=1, max_size=4),
+       workers=st.integers(1, 4), seed=st.integers(0, 1000), frontier=st.sampled_from([None, "leaves", "any"]))
+def test_vector_and_single_envs_agree_on_any_pool(draws, workers, seed, frontier) -> None:
+    worlds = [make_world(records, world_id=f"h{i}", workers=workers) for i, records in enumerate(draws)]
+    env = ReplayVectorEnv(5, world=worlds, frontier=frontier)
+    run_against_singles(env, worlds, steps=30, seed=seed, frontier=frontier)
+
+
+def test_an_explicit_smaller_capacity_truncates_flags_and_warns_once() -> None:
+    big = make_world([node("root", None, 0.0)] + [node(f"n{i}", "root", float(i)) for i in range(1, 30)], workers=2)
+    worlds = [big, make_world([node("root", None, 0.0), node("a", "root", 1.0)], workers=2)]
+    env = ReplayVectorEnv(2, world=worlds, max_nodes=8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run_against_singles(env, worlds, steps=40, seed=3) > 2
+    assert len([w for w in caught if "the largest world" in str(w.message)]) == 1  # the single env warns too
+
+
+def test_same_step_autoreset_returns_the_last_observation_in_info() -> None:
+    worlds = mixed_worlds(4)
+    env = ReplayVectorEnv(4, world=worlds, autoreset_mode="SameStep")
+    single = ReplayEnv(worlds[0], max_nodes=env.max_nodes)
+    env.reset()
+    single.reset()
+    stop = np.full((4, 3), env.max_nodes)  # all padding: every episode stops
+    env.step(np.zeros((4, 3), dtype=np.int64))
+    last, *_ = single.step([0, 0, 0])
+    obs, rewards, terminated, truncated, info = env.step(stop)
+    assert terminated.all() and info["_final_obs"].all()
+    for key in last:
+        np.testing.assert_array_equal(info["final_obs"][key][0], last[key])
+    fresh, _ = single.reset()
+    for key in fresh:
+        np.testing.assert_array_equal(obs[key][0], fresh[key])  # already the next episode
+
+
+def test_disabled_autoreset_needs_a_reset_mask() -> None:
+    env = ReplayVectorEnv(3, world=mixed_worlds(5), autoreset_mode=AutoresetMode.DISABLED)
+    env.reset()
+    stop = np.full((3, 3), env.max_nodes)
+    go = np.zeros((3, 3), dtype=np.int64)
+    stop[1:] = go[1:]
+    _, _, terminated, _, _ = env.step(stop)
+    assert terminated.tolist() == [True, False, False]
+    with pytest.raises(RuntimeError, match="reset_mask"):
+        env.step(go)
+    obs, _ = env.reset(options={"reset_mask": np.array([True, False, False])})
+    assert obs["globals"][0, 3] == 0 and obs["globals"][1, 3] > 0  # attempts: only sub-env 0 restarted
+    env.step(go)
+
+
+def test_strict_vector_env_raises() -> None:
+    env = ReplayVectorEnv(2, world=mixed_worlds(6), strict=True)
+    env.reset()
+    with pytest.raises(IllegalBatchError, match="sub-env 0, slot 0"):
+        env.step(np.array([[5, 0, 0], [0, 0, 0]]))
+
+
+def test_action_masks_match_the_single_env() -> None:
+    worlds = mixed_worlds(7)
+    env = ReplayVectorEnv(4, world=worlds)
+    singles = [ReplayEnv(worlds[i], max_nodes=env.max_nodes) for i in range(4)]
+    env.reset()
+    for s in singles:
+        s.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        masks = env.action_masks()
+        for i, s in enumerate(singles):
+            np.testing.assert_array_equal(masks[i], s.action_masks())
+        actions = random_actions(env, rng)
+        _, _, term, trunc, _ = env.step(actions)
+        for i, s in enumerate(singles):
+            if s.session.done:
+                s.reset()
+            else:
+                s.step(actions[i])
+        if (term | trunc).any():
+            break
+
+
+def test_mixed_recorded_w_needs_an_explicit_w() -> None:
+    worlds = [make_world(random_records(random.Random(1), 5), workers=2),
+              make_world(random_records(random.Random(2), 5), workers=3)]
+    with pytest.raises(ValueError, match="pass workers="):
+        ReplayVectorEnv(2, world=worlds)
+    assert ReplayVectorEnv(2, world=worlds, workers=2).workers == 2
