@@ -17,6 +17,7 @@ import argparse
 import statistics
 import time
 
+import gymnasium as gym
 import numpy as np
 from replay_speed import chain_world_records
 
@@ -90,17 +91,30 @@ def macro_speed(worlds: list[World], num_envs: int, repeats: int) -> None:
     single = MacroReplayEnv(worlds, workers=4, beta=BETAS)
     single.reset(seed=0)
     vector_macro_rate(vector, 5, rng)  # compile the numba kernels before measuring
+    cartpole = gym.make("CartPole-v1")
     rates = interleaved({
         f"MacroVectorEnv, N = {num_envs}": lambda: vector_macro_rate(vector, 100, rng),
         "MacroReplayEnv (single)": lambda: single_macro_rate(single, 5000, rng),
+        "CartPole-v1 (gym.make, load reference)": lambda: cartpole_rate(cartpole, 5000),
     }, repeats)
     reference = rates["MacroReplayEnv (single)"]
     print(f"## Macro steps/s ({worlds[0].size}-node worlds, W = 4, random macro actions)")
-    print("| env | macro steps/s | ratio to the single env |")
-    print("|---|---:|---:|")
+    print("| env | steps/s | ratio to the single env | ratio to CartPole's step |")
+    print("|---|---:|---:|---:|")
     for name, rate in rates.items():
-        print(f"| {name} | {rate:,.0f} | {rate / reference:.1f} |")
+        print(f"| {name} | {rate:,.0f} | {rate / reference:.1f} | {rate / rates['CartPole-v1 (gym.make, load reference)']:.1f} |")
     print()
+
+
+def cartpole_rate(env, steps: int) -> float:
+    """CartPole's gym.make steps/s with sampled actions: how fast this machine is right now."""
+    env.reset(seed=0)
+    start = time.perf_counter()
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    return steps / (time.perf_counter() - start)
 
 
 def node_speed(worlds: list[World], num_envs: int, repeats: int) -> None:

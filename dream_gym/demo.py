@@ -1,13 +1,14 @@
 """The demo: every built-in baseline on the held-out worlds of the shipped dataset, then a short
 improvement step and the dreamed policy beside the baselines.
 
-``make demo`` / ``dream-gym demo``: evaluates the built-in policies on the held-out split of
-``recorded_worlds/`` over the default beta grid, prints the leaderboard, and writes the episode
-records (``results.jsonl``), the leaderboard (``leaderboard.md``) and the plots to ``out/demo``.
-It ends with a short improvement step (``dream_gym.dream``): the built-in developer writes a few
-revisions of the best built-in policy on the *train* split (selection sees only train worlds),
-and the chosen policy is evaluated on the held-out split and ranked beside the baselines
-(``out/demo/dream/``: revisions, ledger, ratchet plot; ``leaderboard_dreamed.md``).
+``make demo`` / ``dream-gym demo``: evaluates the built-in policies on the held-out split of the
+default shipped dataset (``dream-gym/recorded-v1``) over the default beta grid, prints the
+leaderboard, and writes the episode records (``results.jsonl``), the leaderboard
+(``leaderboard.md``) and the plots to ``out/demo``. It ends with a short improvement step
+(``dream_gym.dream``): the built-in developer writes a few revisions of the best built-in policy on
+the *train* split (selection sees only train worlds), and the chosen policy is evaluated on the
+held-out split and ranked beside the baselines (``out/demo/dream/``: revisions, ledger, ratchet
+plot; ``leaderboard_dreamed.md``).
 No API key, no network; under two minutes on 2 cores.
 """
 

@@ -573,23 +573,25 @@ class Leaderboard:
                 out.append((f"World {name}" + ("" if math.isnan(limit) else f" (limit V* {limit:.4f})"), rows))
         return out
 
-    def to_rich(self, per_world: bool = True) -> list[Any]:
-        """rich Tables (overall first, then one per world when there are several); the legend
-        is the caption of the last one."""
-        from rich import box
-        from rich.table import Table
-
-        caption = (
+    def legend(self) -> str:
+        """What the short column names mean (printed under the terminal tables)."""
+        return (
             f"ranked by {self.rank_by}; v2 = auc - {self.lam:g}*penalty over betas "
             f"{', '.join(f'{b:g}' for b in self.betas)}; pen = mean rounds/attempts, V = mean replay score, "
             "%lim = V as a share of the world's oracle limit V* (overall: mean over worlds), "
             "q = mean attainment, N/k = mean attempts/rounds, err = episodes with an error; "
             "'=' after a rank marks a tie"
         )
+
+    def to_rich(self, per_world: bool = True) -> list[Any]:
+        """rich Tables: overall first, then one per world when there are several."""
+        from rich import box
+        from rich.table import Table
+
         tables = []
         parts = self.tables(per_world)
-        for i, (title, rows) in enumerate(parts):
-            table = Table(title=title, caption=caption if i == len(parts) - 1 else None, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+        for title, rows in parts:
+            table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
             shown = [(j, column) for j, column in enumerate(self.SHORT_COLUMNS) if column is not None]
             for _, column in shown:
                 if column == "policy":
@@ -610,6 +612,8 @@ class Leaderboard:
         console = console or Console()
         for table in self.to_rich(per_world):
             console.print(table)
+        # Not a table caption: rich crops a caption wider than its table; plain text wraps.
+        console.print(self.legend(), style="dim", highlight=False)
         for policy, world, beta, message in self.errors[:20]:
             console.print(f"[red]error[/red] {policy} on {world} (beta {beta:g}): {message}")
         if len(self.errors) > 20:
