@@ -7,6 +7,7 @@ import pytest
 
 from dream_gym.demo import DREAMED, dream_step, run_demo
 from dream_gym.dream.runfolder import read_jsonl
+from dream_gym.evaluate import resolve_worlds
 
 
 def test_dream_step_starts_from_the_best_builtin_and_writes_a_chosen_policy(tmp_path):
@@ -21,6 +22,7 @@ def test_dream_step_starts_from_the_best_builtin_and_writes_a_chosen_policy(tmp_
 def test_demo_ranks_the_dreamed_policy_beside_the_baselines_on_the_held_out_split(tmp_path, capsys):
     paths = run_demo(tmp_path, jobs=2, dream_revisions=2)
     board = (tmp_path / "leaderboard_dreamed.md").read_text()
-    assert DREAMED in board and "fixed" in board and "Leaderboard: mean over 11 worlds" in board
+    held_out = len(resolve_worlds("heldout"))
+    assert DREAMED in board and "fixed" in board and f"Leaderboard: mean over {held_out} worlds" in board
     assert all(p.exists() for p in paths)
     assert "not used for selection" in capsys.readouterr().out
