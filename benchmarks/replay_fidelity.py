@@ -3,7 +3,7 @@
     nice -n 5 .venv/bin/python benchmarks/replay_fidelity.py [--tasks sum-difference] [--seeds 0,1,2]
 
 For each task and each policy (every built-in, at least 6): the mean replay V over the shipped
-worlds of that task (the history), at beta = --beta; and the mean online V over fresh online
+worlds of that task in --dataset (the history), at beta = --beta; and the mean online V over fresh online
 runs of the same task with the built-in agent (one per seed, W workers, at most K1 rounds).
 
 Online V of a run is the same formula, V = q - beta1 * N + beta2 * N / k, with q normalised by a
@@ -48,6 +48,7 @@ class Args:
     rounds: int = 30  # K1
     beta: float = 0.5  # the budget preference, online and in replay
     bootstrap: int = 2000
+    dataset: str = "dream-gym/recorded-v1"  # the shipped dataset whose worlds of the task are the history
     out: Path = ROOT / "out" / "bench" / "replay-fidelity"
 
 
@@ -87,7 +88,8 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",") if s]
     report = {}
     for task in [t for t in args.tasks.split(",") if t]:
-        history = [load_cached(row["path"]) for row in list_worlds() if row["task"] == task]
+        history = [load_cached(row["path"]) for row in list_worlds()
+                   if row["task"] == task and row.get("dataset") == args.dataset]
         board = leaderboard(evaluate(policies, history, (args.beta,), jobs=2, progress=False))
         replay = {row.policy: row.mean_v for row in board.overall}
         runs = {p: [online_run(args, task, p, s) for s in seeds] for p in policies}
