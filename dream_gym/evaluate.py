@@ -149,8 +149,12 @@ def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.Path
 # --------------------------------------------------------------------------- policies
 
 
-def load_policy_spec(spec: str) -> Policy:
-    """A fresh policy for a spec (``dream_gym.policy_files.load_policy``)."""
+def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -> Policy:
+    """A fresh policy for a spec (``dream_gym.policy_files.load_policy``); ``file_options``
+    (IsolatedPolicy options such as ``decision_timeout_s`` or ``hash_seed``) apply to policy
+    files only."""
+    if file_options and spec.endswith(".py"):
+        return load_policy(spec, **file_options)
     return load_policy(spec)
 
 
@@ -181,6 +185,7 @@ class _Task:
     world: str | World  # a folder path (workers load it with load_cached), or the World itself
     betas: tuple[float, ...]
     options: Mapping[str, Any]
+    file_options: Mapping[str, Any] | None = None
 
 
 class _Heartbeat:
@@ -213,7 +218,7 @@ def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[Epi
     seed = int(options.pop("seed", 0))
     beat(0)
     try:
-        policy: Policy | None = load_policy_spec(task.policy)
+        policy: Policy | None = load_policy_spec(task.policy, task.file_options)
         load_error = None
     except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
         policy, load_error = None, f"{type(exc).__name__}: {exc}"
@@ -366,6 +371,7 @@ def evaluate(
     seed: int = 0,
     task_timeout: float | None = DEFAULT_TASK_TIMEOUT_S,
     chunk_size: int | None = None,
+    file_options: Mapping[str, Any] | None = None,
 ) -> list[EpisodeResult]:
     """Run every (policy, world, beta) episode and return the results in canonical order.
 
@@ -390,6 +396,8 @@ def evaluate(
             a finished episode) before its worker is killed and replaced; the episodes it did
             not finish get a ``TaskTimeout`` error. None: no watchdog (the ray backend has none).
         chunk_size: (policy, world) tasks per Ray task (default: balanced for the jobs).
+        file_options: IsolatedPolicy options for policy files (``decision_timeout_s``,
+            ``episode_timeout_s``, ``memory_mb``, ``hash_seed``, ...).
 
     A policy that raises, returns an illegal batch, cannot be loaded, hangs (``task_timeout``)
     or kills its worker gets its error in ``EpisodeResult.error``; every other episode still
@@ -412,7 +420,8 @@ def evaluate(
     beta_grid = _parse_betas(betas)
     options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
     tasks = [
-        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options)
+        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options,
+              file_options)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]
