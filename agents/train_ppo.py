@@ -1,6 +1,6 @@
 """Train a MaskablePPO exploration policy on a pool of recorded worlds; test it on held-out worlds.
 
-    .venv/bin/python agents/train_ppo.py                       # defaults: shipped train / heldout splits
+    .venv/bin/python agents/train_ppo.py                       # defaults: train / heldout of dream-gym/recorded-v1
     .venv/bin/python agents/train_ppo.py --total-timesteps 300000 --seed 1 --out out/ppo_s1
     dream-gym eval --policy out/ppo/ppo_macro.zip --policy greedy --worlds heldout
 
