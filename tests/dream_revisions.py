@@ -84,7 +84,7 @@ STRONG_PARAMS = {
     "branches_lo": 2.56, "branches_hi": 2.47, "patience_lo": 9, "patience_hi": 13, "rounds_lo": 9,
     "rounds_hi": 23, "width_lo": 0.63, "width_hi": 0.95, "stall_width": 0.89, "explore_lo": 0.33,
     "explore_hi": 0.74, "recovery": 1, "retries": 2, "branch_patience": 1, "min_gain": 0.039,
-    "trend_weight": 0.075,
+    "trend_weight": 0.075, "momentum": 0.0,
 }
 
 

@@ -93,7 +93,7 @@ def test_builtin_developer_learns_from_a_family_incumbent_and_refused_revisions(
     incumbent = family_file(family_policy.PARAMS)
     earlier = [EarlierRevision(1, family_file({**family_policy.PARAMS, "patience_lo": 5}), "failed", None)]
     revision = BuiltinDeveloper(seed=0).propose(_feedback(2, earlier, incumbent_code=incumbent))
-    assert "from 2 evaluated family revision" in revision.notes  # the incumbent and the refused one
+    assert "from 2 evaluated family version" in revision.notes  # the incumbent and the refused one
     assert set(revision.params) == set(SEARCH_SPACE)
     for name, (lo, hi) in SEARCH_SPACE.items():
         assert lo <= revision.params[name] <= hi

@@ -9,6 +9,7 @@ from typing import Any
 
 from dream_gym.cli.dream import add_scoring_arguments, phase_table, scoring_settings, version_line
 from dream_gym.cli.options import add_workers
+from dream_gym.dream.carry import DEFAULT_CARRY
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +33,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
                    help="the online worker pool")
     p.add_argument("--out", required=True, type=Path, help="the run folder")
+    p.add_argument("--carry", type=int, default=DEFAULT_CARRY,
+                   help=f"earlier phases' best versions each phase scores exactly on the grown history and shows "
+                        f"the developer (default {DEFAULT_CARRY}; 0: every phase starts from its incumbent alone)")
     add_scoring_arguments(p)
     p.set_defaults(func=run)
 
@@ -58,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     config = RsiConfig(
         task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
-        settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args)),
+        settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), carry=args.carry),
         agent=args.agent, developer=args.developer, workers=args.workers, rounds=args.rounds,
         history=args.history, beta=args.beta, api_base=args.api_base, backend=args.backend, resume=args.resume,
         command=shlex.join(["dream-gym", *args.argv]),
@@ -79,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  rollout {data['t']} done: {world.size - 1} attempts in {world.id}; dreaming on the history")
         elif kind == "version":
             console.print("  " + version_line(data["record"], data["revisions"], data["best"]))
+        elif kind == "carry":
+            row = data["row"]
+            phase, m = row["source"]
+            score = f"score {row['score']:.4f} on the history" if row["status"] == "ok" else row["status"]
+            console.print(f"  phase {row['phase']} carries phase {phase} version {m}: {score} "
+                          f"({len(row['evaluated'])} new world(s) evaluated, {row['seconds']:.1f}s)")
         elif kind == "iteration_done":
             console.print(phase_table(data["phase"]))
 

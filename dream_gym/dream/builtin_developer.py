@@ -3,14 +3,23 @@
 Each revision is a copy of :mod:`dream_gym.dream.family_policy` with a new ``PARAMS`` block,
 written out as an ordinary policy file, so it is validated, evaluated, deployed and shared
 exactly like a file an LLM wrote. The parameters of revision ``m`` are proposed by Optuna's
-TPE sampler (ask-and-tell) from the replay scores of the revisions evaluated so far in this
-phase, the incumbent included when it is itself a family file:
+TPE sampler (ask-and-tell) from the replay scores of every family version it is shown:
 
+* this phase's incumbent and earlier revisions (refused ones as failed trials), and the best
+  versions of earlier phases (``Feedback.past``), whose scores the improvement step completed
+  on this phase's history (:mod:`dream_gym.dream.carry`). Every score the study holds is thus
+  an exact score on the same history: knowledge carried across phases without a stale score
+  (a score on an older, smaller history is biased by the worlds it lacks, by a different
+  amount for each version, so it is never told to the study);
+* when an earlier phase's version scores higher on this history than the incumbent and every
+  revision so far, it is proposed again first (``study.enqueue_trial``): the step reuses its
+  completed scores, so that costs no evaluation, and the best parameters found in any phase
+  are never lost because the history grew;
 * the study is rebuilt from the feedback on every call (nothing lives only in memory, so a
   resumed run proposes exactly what an uninterrupted one would), its sampler seeded with
   ``(seed, phase, m)``: deterministic, and never the same random start twice;
-* revision 1 of a phase whose incumbent is not a family file is the family's default block
-  (a sensible starting point); refused revisions are told as failed trials.
+* revision 1 of the first phase whose incumbent is not a family file is the family's default
+  block (a sensible starting point).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.dream import family_policy
-from dream_gym.dream.developer import Feedback, Revision
+from dream_gym.dream.developer import EarlierRevision, Feedback, Revision
 
 _BLOCK = re.compile(
     r"(# --- PARAMS \(the built-in developer rewrites the lines between these markers\) ---\n)"
@@ -46,10 +55,11 @@ SEARCH_SPACE: dict[str, tuple[float, float]] = {
     "explore_lo": (0.0, 1.0),
     "explore_hi": (0.0, 1.0),
     "recovery": (0, 1),
-    "retries": (0, 4),
+    "retries": (1, 4),  # >= 1: one repairable error never closes a branch
     "branch_patience": (1, 10),
     "min_gain": (0.0, 0.1),
     "trend_weight": (0.0, 1.0),
+    "momentum": (0.0, 1.0),
 }
 
 
@@ -127,7 +137,9 @@ class BuiltinDeveloper:
         self.seed = int(seed)
         self.startup_trials = int(startup_trials)
 
-    def _study(self, feedback: Feedback) -> Any:
+    def _study(self, feedback: Feedback) -> tuple[Any, int]:
+        """A study holding every family version of the feedback (scores on this history), and
+        how many of them were carried from earlier phases."""
         import optuna
         from optuna.trial import TrialState, create_trial
 
@@ -138,28 +150,37 @@ class BuiltinDeveloper:
         )
         study = optuna.create_study(direction="maximize", sampler=sampler)
         distributions = _distributions()
-        for earlier in (feedback.incumbent, *feedback.earlier):
-            params = earlier.params if earlier.params is not None else read_params(earlier.code)
-            if params is None:
-                continue
-            params = _clip_to_space(params)
+        seen: set[tuple[tuple[str, Any], ...]] = set()
+        carried = 0
+        for earlier in (*feedback.past, feedback.incumbent, *feedback.earlier):
+            params = _family_params(earlier)
+            if params is None or tuple(sorted(params.items())) in seen:
+                continue  # not a family file, or a parameter set the study already holds
+            seen.add(tuple(sorted(params.items())))
+            carried += earlier.phase is not None
             if earlier.score is None:
                 trial = create_trial(params=params, distributions=distributions, state=TrialState.FAIL)
             else:
                 trial = create_trial(params=params, distributions=distributions, value=float(earlier.score))
             study.add_trial(trial)
-        return study
+        return study, carried
 
     def propose(self, feedback: Feedback) -> Revision:
-        study = self._study(feedback)
+        study, carried = self._study(feedback)
         family_trials = len(study.trials)
-        if family_trials == 0:
+        best_past = _best_past(feedback)
+        if best_past is not None:
+            study.enqueue_trial(_family_params(best_past))
+            params = _clip_to_space(study.ask(_distributions()).params)
+            how = (f"phase {best_past.phase} version {best_past.m} proposed again: it scores "
+                   f"{best_past.score:.4f} on this history, above the incumbent and every revision so far")
+        elif family_trials == 0:
             params = dict(family_policy.PARAMS)
             how = "the family's default parameters (no family revision evaluated yet)"
         else:
-            trial = study.ask(_distributions())
-            params = _clip_to_space(trial.params)
-            how = (f"TPE proposal from {family_trials} evaluated family revision(s)"
+            params = _clip_to_space(study.ask(_distributions()).params)
+            how = (f"TPE proposal from {family_trials} evaluated family version(s)"
+                   f"{f', {carried} carried from earlier phases' if carried else ''}"
                    f"{' (random start)' if family_trials < self.startup_trials else ''}")
         header = f"dream_gym built-in developer: phase {feedback.phase}, revision {feedback.m}: {how}"
         return Revision(
@@ -167,3 +188,25 @@ class BuiltinDeveloper:
             cost={"calls": 0.0, "tokens_in": 0.0, "tokens_out": 0.0, "usd": 0.0, "seconds": 0.0},
         )
 
+
+def _family_params(earlier: EarlierRevision) -> dict[str, Any] | None:
+    params = earlier.params if earlier.params is not None else read_params(earlier.code)
+    if params is None or set(params) != set(SEARCH_SPACE):
+        return None
+    return _clip_to_space(params)
+
+
+def _best_past(feedback: Feedback) -> EarlierRevision | None:
+    """The best carried family version when it beats the incumbent and every revision so far
+    on this history (None otherwise, or when this phase already holds its parameters)."""
+    from dream_gym.dream.versions import TIE_TOLERANCE
+
+    candidates = [p for p in feedback.past if p.score is not None and _family_params(p) is not None]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda p: (p.score, -p.phase if p.phase is not None else 0, -p.m))
+    here = [e.score for e in (feedback.incumbent, *feedback.earlier) if e.score is not None]
+    if here and best.score <= max(here) + TIE_TOLERANCE:  # type: ignore[operator]
+        return None
+    held = {tuple(sorted(p.items())) for p in map(_family_params, (feedback.incumbent, *feedback.earlier)) if p}
+    return None if tuple(sorted(_family_params(best).items())) in held else best  # type: ignore[union-attr]

@@ -1,8 +1,8 @@
 """The policy-development agent's interface: incumbent + feedback in, the next revision out.
 
 A developer is given a :class:`Feedback` (the incumbent policy file's code and its replay
-scores, compact replay traces per world, and this phase's earlier revisions with their scores
-and errors) and returns a :class:`Revision`: the code of a new policy file in the format of
+scores, compact replay traces per world, this phase's earlier revisions with their scores
+and errors, and the best versions of earlier phases re-scored on this phase's history) and returns a :class:`Revision`: the code of a new policy file in the format of
 ``agents/example_policy.py``, plus what writing it cost. Two developers implement it:
 
 * :class:`dream_gym.dream.llm_developer.LLMDeveloper` (an LLM through litellm);
@@ -20,7 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class EarlierRevision:
-    """A revision of this phase that was already evaluated (or refused)."""
+    """A version that was already evaluated (or refused): of this phase, or carried over from an
+    earlier phase (then ``phase`` is that phase and ``score`` its exact score on *this* phase's
+    history; see :mod:`dream_gym.dream.carry`)."""
 
     m: int
     code: str
@@ -28,6 +30,7 @@ class EarlierRevision:
     score: float | None  # the selection score on the history (None when refused)
     error: str | None = None
     params: dict[str, Any] | None = None  # for parametric revisions
+    phase: int | None = None  # the earlier phase of a carried version (None: this phase)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Feedback:
     history: tuple[str, ...]  # world ids
     seed: int = 0
     reference: str = ""  # the source of the built-in policy the incumbent runs, when it wraps one
+    past: tuple[EarlierRevision, ...] = ()  # earlier phases' best versions, scored exactly on this history
 
 
 @dataclass

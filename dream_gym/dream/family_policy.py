@@ -20,11 +20,17 @@ and ``<name>_hi`` (at beta 1), read once per episode: ``value = lo + (hi - lo) *
   that failed repairably (syntax, shape, resource, naming) is retried while its run of failures
   is at most ``retries``; a branch is *poor* after ``branch_patience`` valid attempts without
   improving its own best while it trails the overall best;
-* **portfolio**: each batch holds exploitation (the best open nodes; a node's rank mixes its own
-  score with its branch's best by ``trend_weight``, so a branch is judged by its trajectory, not
-  its latest score alone), exploration (``explore`` x slots: new branches while allowed, else
-  the least-explored branches that are not poor) and at most ``recovery`` (0 or 1) retry of a
-  repairable failure.
+* **whole-trajectory judgement**: a node's rank mixes its own score with its branch's best by
+  ``trend_weight`` and adds ``momentum`` x the branch's recent rise: 1 when the branch's newest
+  valid attempt set its best, 1/(1 + n) after n valid attempts without a new branch best, so a
+  branch whose ordered trajectory still climbs is preferred over one that reached the same best
+  long ago (a branch is judged by its trajectory, not its latest or best score alone);
+* **portfolio**: each batch holds exploitation (the best-ranked open nodes), exploration
+  (``explore`` x slots: new branches while allowed, else the least-explored branches that are
+  not poor) and at most ``recovery`` (0 or 1) retry of a repairable failure.
+
+``retries`` is at least 1 in the developer's search space: one repairable error never closes a
+branch (the developer prompt's rule, built into the family).
 """
 
 from __future__ import annotations
@@ -33,22 +39,23 @@ ROOT = 0  # the root's id; selecting it opens a new branch
 
 # --- PARAMS (the built-in developer rewrites the lines between these markers) ---
 PARAMS = {
-    "branches_lo": 0.75,
+    "branches_lo": 1.0,
     "branches_hi": 2.0,
-    "patience_lo": 1,
-    "patience_hi": 4,
-    "rounds_lo": 4,
-    "rounds_hi": 16,
-    "width_lo": 0.75,
+    "patience_lo": 3,
+    "patience_hi": 8,
+    "rounds_lo": 15,
+    "rounds_hi": 50,
+    "width_lo": 1.0,
     "width_hi": 1.0,
     "stall_width": 1.0,
     "explore_lo": 0.25,
     "explore_hi": 0.5,
     "recovery": 1,
     "retries": 1,
-    "branch_patience": 3,
-    "min_gain": 0.0,
+    "branch_patience": 4,
+    "min_gain": 0.01,
     "trend_weight": 0.5,
+    "momentum": 0.25,
 }
 # --- end PARAMS ---
 
@@ -65,7 +72,7 @@ class _Branch:
         self.tip = head  # the newest revealed node of the branch
         self.best = None  # best valid score
         self.valid = 0  # valid attempts
-        self.since_best = 0  # valid attempts after the branch's own best
+        self.since_best = 0  # valid attempts after the branch's own best (in reveal order)
         self.open = []  # legal ids of the branch
 
     def add(self, node):
@@ -103,6 +110,7 @@ class Policy:
         self.branch_patience = max(1, int(p["branch_patience"]))
         self.min_gain = float(p["min_gain"])
         self.trend_weight = float(p["trend_weight"])
+        self.momentum = float(p.get("momentum", 0.0))
         self.best = None
         self.stale = 0
 
@@ -172,7 +180,8 @@ class Policy:
                     continue
                 own = (node.score - view.baseline_score) / scale
                 trend = ((branch.best if branch.best is not None else node.score) - view.baseline_score) / scale
-                rank = (1 - self.trend_weight) * own + self.trend_weight * trend
+                rising = 1.0 / (1 + branch.since_best) if branch.valid else 0.0
+                rank = (1 - self.trend_weight) * own + self.trend_weight * trend + self.momentum * rising
                 exploit.append((rank - (1.0 if number in poor else 0.0), node_id, number))
         exploit.sort(reverse=True)
 

@@ -14,6 +14,11 @@ policy, each a policy file, and keeps the argmax on the history:
    on the validation worlds is reported, and with ``gate`` it is deployed only when its
    validation score does not drop below the incumbent's.
 
+From phase 2 on, before the first revision, the ``carry`` best versions of earlier phases are
+scored exactly on this phase's history (evaluated only on the worlds added since; see
+:mod:`dream_gym.dream.carry`) and shown to the developer; a revision whose code is one of them
+reuses those scores instead of being evaluated again.
+
 Everything is written to the run folder as it happens (``dream.jsonl``: one line per finished
 version and one per finished phase; see :mod:`dream_gym.dream.versions` for the files of each
 version), so a run killed at any moment resumes where it was: finished versions and phases are
@@ -29,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dream_gym.dream.carry import DEFAULT_CARRY, Carried, choose, code_key, complete, earlier_versions
 from dream_gym.dream.developer import Developer, EarlierRevision, Feedback
 from dream_gym.dream.runfolder import JsonLog, read_jsonl, write_atomic, write_json
 from dream_gym.dream.scoring import Scored, ScoringSettings, first_difference, score_policy
@@ -60,10 +66,13 @@ class DreamSettings:
     scoring: ScoringSettings = field(default_factory=ScoringSettings)
     gate: bool = False  # deploy only when the validation score does not drop
     validation_rounds: int = 3  # decisions of the validation episode on the tiny world
+    carry: int = DEFAULT_CARRY  # earlier phases' versions scored exactly on each new history (0: none)
 
     def __post_init__(self) -> None:
         if self.revisions < 1:
             raise ValueError(f"revisions (M, the incumbent included) must be >= 1, got {self.revisions}")
+        if self.carry < 0:
+            raise ValueError(f"carry must be >= 0, got {self.carry}")
 
 
 @dataclass
@@ -83,6 +92,7 @@ class PhaseResult:
     gated: bool = False  # the gate kept the incumbent although a revision scored higher on H
     cost: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    carried: list[dict[str, Any]] = field(default_factory=list)  # earlier versions re-scored on this history
     versions: list[VersionRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,34 +127,78 @@ class _Phase:
         self.developer, self.settings, self.events = developer, settings, events
         self.scoring = settings.scoring
         self.ledger = JsonLog(out / LEDGER_FILE)
-        rows = [r for r in read_jsonl(self.ledger.path) if r.get("phase") == phase]
+        self.all_rows = read_jsonl(self.ledger.path)
+        rows = [r for r in self.all_rows if r.get("phase") == phase]
         self.done_row = next((r for r in rows if r.get("type") == "phase"), None)
         self.records: dict[int, VersionRecord] = {
             r["m"]: VersionRecord.from_dict(r) for r in rows if r.get("type") == "revision"
         }
+        self.carry_rows = {tuple(r["source"]): r for r in rows if r.get("type") == "carry"}
+        self.past: list[tuple[Carried, dict[str, Any]]] = []  # (version, its completion row), best first
         self.reference = ""
 
     def rel(self, path: Path) -> str:
         return str(path.relative_to(self.out))
 
     # -- one version ------------------------------------------------------------------------
-    def _evaluate(self, record: VersionRecord, path: Path, gate: bool) -> VersionRecord:
-        """Score a checked file on the history; with ``gate`` a second time in other processes."""
-        first = score_policy(path, self.history, self.scoring, extra_file_options={"hash_seed": GATE_HASH_SEEDS[0]},
-                             out=version_path(self.out, self.phase, record.m, ".results.jsonl"))
-        record.score, record.per_world = first.score, first.per_world
+    def _gated(self, path: Path, worlds: Sequence[World], out: Path | None = None) -> tuple[Scored, str, str | None]:
+        """Score a checked file on ``worlds`` twice, in processes with other hash seeds: the
+        first evaluation, and its status ("ok", "failed" or "nondeterministic") with the reason."""
+        first = score_policy(path, worlds, self.scoring, extra_file_options={"hash_seed": GATE_HASH_SEEDS[0]},
+                             out=out)
         if first.errors:
             more = f" (and {len(first.errors) - 1} more episodes)" if len(first.errors) > 1 else ""
-            record.status, record.error = "failed", first.errors[0] + more
-            return record
-        if gate:
-            second: Scored = score_policy(path, self.history, self.scoring,
-                                          extra_file_options={"hash_seed": GATE_HASH_SEEDS[1]})
-            difference = first_difference(first, second)
-            if difference is not None:
-                record.status = "nondeterministic"
-                record.error = f"refused as nondeterministic: two evaluations in separate processes differ: {difference}"
+            return first, "failed", first.errors[0] + more
+        second: Scored = score_policy(path, worlds, self.scoring, extra_file_options={"hash_seed": GATE_HASH_SEEDS[1]})
+        difference = first_difference(first, second)
+        if difference is not None:
+            return first, "nondeterministic", (
+                f"refused as nondeterministic: two evaluations in separate processes differ: {difference}")
+        return first, "ok", None
+
+    def _evaluate(self, record: VersionRecord, path: Path) -> VersionRecord:
+        """Score a checked version on the history through the determinism gate."""
+        scored, status, error = self._gated(path, self.history,
+                                            out=version_path(self.out, self.phase, record.m, ".results.jsonl"))
+        record.score, record.per_world = scored.score, scored.per_world
+        if status != "ok":
+            record.status, record.error = status, error
         return record
+
+    # -- versions of earlier phases ---------------------------------------------------------
+    def carry_over(self) -> None:
+        """Score the best earlier versions exactly on this history (see dream_gym.dream.carry)."""
+        if self.phase < 2 or self.settings.carry == 0:
+            return
+        ids = [w.id for w in self.history]
+        versions = earlier_versions(self.all_rows, self.phase, lambda f: (self.out / f).read_text(encoding="utf-8"))
+        incumbent_key = code_key((self.out / self.records[0].file).read_text(encoding="utf-8"))
+        exclude = {incumbent_key} if incumbent_key is not None else set()
+        for version in choose(versions, ids, self.settings.carry, exclude=exclude):
+            row = self.carry_rows.get((version.phase, version.m))
+            if row is None:
+                row = complete(version, self.history, self.out, self.phase, self._completion)
+                self.ledger.append(row)
+                self.carry_rows[(version.phase, version.m)] = row
+                self.events("carry", {"row": row})
+            if row["status"] == "ok":
+                self.past.append((version, row))
+        self.past.sort(key=lambda item: (-item[1]["score"], item[0].phase, item[0].m))
+
+    def _completion(self, path: Path, worlds: list[World]) -> tuple[dict[str, float], str | None, str]:
+        scored, status, error = self._gated(path, worlds)
+        return scored.per_world, error, status
+
+    def _reuse(self, record: VersionRecord, code: str) -> bool:
+        """Give a revision the exact scores of an earlier version with the same code (no re-run)."""
+        key = code_key(code)
+        for version, row in self.past:
+            if version.key == key:
+                record.score, record.per_world = row["score"], dict(row["per_world"])
+                record.notes += (f"; scores on this history reused from phase {version.phase} version {version.m} "
+                                 "(the same code, completed exactly on this history)")
+                return True
+        return False
 
     def incumbent(self, spec: str) -> VersionRecord:
         text, self.reference = incumbent_source(spec)
@@ -154,7 +208,7 @@ class _Phase:
         started = time.perf_counter()
         write_atomic(path, text)
         record = VersionRecord(self.phase, 0, self.rel(path), "incumbent", notes=f"the incumbent: {spec}")
-        record = self._evaluate(record, path, gate=True)
+        record = self._evaluate(record, path)
         if record.status != "incumbent":  # the fallback stays selectable; say what is wrong with it
             record.warning, record.status, record.error = record.error, "incumbent", None
         record.seconds = time.perf_counter() - started
@@ -182,8 +236,8 @@ class _Phase:
             )
             if problem is not None:
                 record.status, record.error = "invalid", f"validation failed: {problem}"
-            else:
-                record = self._evaluate(record, path, gate=True)
+            elif not self._reuse(record, revision.code):
+                record = self._evaluate(record, path)
         record.seconds = time.perf_counter() - started
         self._finish(record)
         return record
@@ -210,12 +264,16 @@ class _Phase:
             traces=traces, earlier=tuple(self._earlier(self.records[k]) for k in range(1, m)),
             select=self.scoring.select, betas=tuple(self.scoring.betas), history=tuple(w.id for w in self.history),
             seed=self.scoring.seed, reference=self.reference,
+            past=tuple(EarlierRevision(v.m, (self.out / v.file).read_text(encoding="utf-8"), "ok", row["score"],
+                                       params=v.params, phase=v.phase) for v, row in self.past),
         )
 
     # -- the phase --------------------------------------------------------------------------
     def run(self, spec: str, validation: Sequence[World] | None) -> PhaseResult:
         started = time.perf_counter()
         versions = [self.incumbent(spec)]
+        if self.settings.revisions > 1:
+            self.carry_over()
         for m in range(1, self.settings.revisions):
             versions.append(self.records[m] if m in self.records else self.revision(m))
         incumbent, selected = versions[0], select(versions)
@@ -233,6 +291,8 @@ class _Phase:
             selected_score=selected.score, deployed_m=deployed.m, deployed=deployed.file, gain_history=gain,
             history=[w.id for w in self.history], validation=validation_scores, gated=gated,
             cost=_sum_costs(versions), seconds=time.perf_counter() - started, versions=versions,
+            carried=[{"source": [v.phase, v.m], "score": row["score"], "evaluated": row["evaluated"]}
+                     for v, row in self.past],
         )
         shutil.copyfile(self.out / deployed.file, phase_dir(self.out, self.phase) / CHOSEN_FILE)
         self.ledger.append(result.to_dict())
@@ -333,7 +393,8 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
         "history": {w.id: world_digest(w) for w in history},
         "validate": {w.id: world_digest(w) for w in validation or []},
         "policy": run.policy, "policy_sha256": policy_digest(run.policy), "developer": run.developer,
-        "revisions": run.settings.revisions, "gate": run.settings.gate, "betas": list(scoring.betas),
+        "revisions": run.settings.revisions, "gate": run.settings.gate, "carry": run.settings.carry,
+        "betas": list(scoring.betas),
         "select": scoring.select, "lam": scoring.lam, "beta1": scoring.beta1, "beta2": scoring.beta2,
         "max_rounds": scoring.max_rounds, "seed": scoring.seed,
     }

@@ -8,8 +8,9 @@ The prompt is built from the readable templates in ``agents/prompts/``:
   schedule);
 * ``policy_interface.md``: the policy interface and every field of the context and the view;
 * ``policy_developer_revision.md``: the incumbent's code and score, compact replay traces per
-  world, this phase's earlier revisions with their scores and errors (``$name`` placeholders,
-  filled with :class:`string.Template`).
+  world, this phase's earlier revisions with their scores and errors, and the best versions of
+  earlier phases with their scores on this history (``$name`` placeholders, filled with
+  :class:`string.Template`).
 
 Every call goes through the run folder's :class:`~dream_gym.dream.journal.Journal`: written
 before it is sent and before its reply is used; on resume an answered call is not sent again.
@@ -63,6 +64,15 @@ def _earlier_text(earlier: tuple[EarlierRevision, ...]) -> str:
     return "\n\n".join(parts)
 
 
+def _past_text(past: tuple[EarlierRevision, ...]) -> str:
+    if not past:
+        return "(none: this is the first phase, or no earlier version was carried over)"
+    lines = [f"- phase {p.phase} version {p.m}: score {_score(p.score)} on this history" for p in past]
+    best = past[0]
+    code = clip(best.code, MAX_EARLIER_CODE_CHARS)
+    return "\n".join(lines) + f"\n\nThe best of them (phase {best.phase} version {best.m}):\n```python\n{code}\n```"
+
+
 def build_messages(feedback: Feedback, prompts_dir: Path = PROMPTS_DIR) -> list[dict[str, str]]:
     """The chat messages for one revision (a pure function of the feedback and the templates)."""
     select_rule = (
@@ -82,7 +92,7 @@ def build_messages(feedback: Feedback, prompts_dir: Path = PROMPTS_DIR) -> list[
         betas=", ".join(f"{b:g}" for b in feedback.betas), select_rule=select_rule,
         incumbent_score=_score(feedback.incumbent.score), incumbent_code=feedback.incumbent.code.rstrip(),
         reference=reference, traces=clip(feedback.traces, MAX_TRACES_CHARS) or "(no traces)",
-        earlier=_earlier_text(feedback.earlier),
+        earlier=_earlier_text(feedback.earlier), past=_past_text(feedback.past),
     )
     return [{"role": "system", "content": _read(prompts_dir, SYSTEM_TEMPLATE).strip()},
             {"role": "user", "content": revision}]

@@ -126,7 +126,8 @@ class _Run:
         c, s = self.config, self.config.settings.scoring
         return {
             "task": c.task, "agent": c.agent, "policy": c.policy, "policy_sha256": policy_digest(c.policy),
-            "developer": c.developer, "revisions": c.settings.revisions, "workers": c.workers, "rounds": c.rounds,
+            "developer": c.developer, "revisions": c.settings.revisions, "carry": c.settings.carry,
+            "workers": c.workers, "rounds": c.rounds,
             "max_rounds": s.max_rounds, "betas": list(s.betas), "beta1": s.beta1, "beta2": s.beta2,
             "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
             "history": {w.id: world_digest(w) for w in self.extra},
