@@ -189,31 +189,31 @@ class Replay:
         return self.apply_checked(self.check(batch))
 
     def apply_checked(self, ids: list[int]) -> list[int]:
-        """:meth:`apply` for ids that :meth:`check` (or :meth:`legal_part`) just returned."""
+        """:meth:`apply` for ids that :meth:`check` (or :meth:`legal_part`) just returned.
+
+        Each selection reveals its node's earliest-created unrevealed recorded child (the reveal
+        rule, inline: this runs every step).
+        """
         if not ids:
             raise IllegalBatchError("an empty batch stops the episode; it is not a round to apply")
-        if len(ids) == 1:  # the common single selection, without a comprehension's frame
-            new_ids = [self._reveal_child_of(ids[0])]
-        else:
-            reveal = self._reveal_child_of
-            new_ids = [reveal(obs_id) for obs_id in ids]
+        order, revealed, is_open = self.order, self._revealed_children, self._open
+        children, starts, n_children = self._children, self._children_start, self._n_children
+        new_ids = []
+        for obs_id in ids:
+            parent = order[obs_id]
+            rank = revealed.get(parent, 0) + 1  # the revealed children of parent, this one included
+            revealed[parent] = rank
+            new_id = len(order)
+            child = children[starts[parent] + rank - 1]
+            order.append(child)
+            if obs_id == ROOT:
+                self.root_slots = min(self.workers, n_children[ROOT] - rank)
+            elif self._leaves_rule or rank == n_children[parent]:
+                del is_open[obs_id]
+            if n_children[child]:
+                is_open[new_id] = 1
+            new_ids.append(new_id)
         self.attempts += len(new_ids)
         self.rounds += 1
-        self.exhausted = not self._open and not self.root_slots  # an attribute: read every step
+        self.exhausted = not is_open and not self.root_slots  # an attribute: read every step
         return new_ids
-
-    def _reveal_child_of(self, obs_id: int) -> int:
-        order, revealed = self.order, self._revealed_children
-        parent = order[obs_id]
-        rank = revealed.get(parent, 0) + 1  # the revealed children of parent, this one included
-        revealed[parent] = rank
-        new_id = len(order)
-        child = self._children[self._children_start[parent] + rank - 1]
-        order.append(child)
-        if obs_id == ROOT:
-            self.root_slots = min(self.workers, self._n_children[ROOT] - rank)
-        elif self._leaves_rule or rank == self._n_children[parent]:
-            del self._open[obs_id]
-        if self._n_children[child]:
-            self._open[new_id] = 1
-        return new_id

@@ -8,6 +8,7 @@ rewards of an episode sum to its final V.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -75,6 +76,7 @@ class ReplaySession:
         self.world = world
         self.beta, self.beta1, self.beta2 = float(beta), float(beta1), float(beta2)
         self.max_rounds = max_rounds
+        self._round_limit = math.inf if max_rounds is None else max_rounds
         self.strict = strict
         self.replay = Replay(
             world,
@@ -211,7 +213,7 @@ class ReplaySession:
         else:
             new_ids, terminated = [], True
         rounds, attempts = replay.rounds, replay.attempts
-        truncated = not terminated and self.max_rounds is not None and rounds >= self.max_rounds
+        truncated = not terminated and rounds >= self._round_limit
         self.terminated, self.truncated, self.done = terminated, truncated, terminated or truncated
         value = replay_score(self.best_q, attempts, rounds, self.beta1, self.beta2)
         reward = value - self.value
