@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench lint clean
+.PHONY: demo test test-fast bench lint clean dataset
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/dream-gym demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check dream_gym agents tests benchmarks recorded_worlds/make_card.py
+	$(BIN)/ruff check dream_gym agents tests benchmarks recorded_worlds/recorded-v0/make_card.py recorded_worlds/recorded-v1/build.py
 	$(BIN)/mypy dream_gym
 
 # The whole suite, slow tests included (CI runs this).
@@ -28,6 +28,10 @@ test: lint
 # Fast tests only, for the edit-run loop.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q -m "not slow" --nbmake tests notebooks
+
+# Grow (or resume) every world of dream-gym/recorded-v1, then write its dataset.json and card (~1 h on 2 cores).
+dataset: $(STAMP)
+	nice -n 5 $(BIN)/python recorded_worlds/recorded-v1/build.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/replay_speed.py

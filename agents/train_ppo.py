@@ -1,14 +1,17 @@
 """Train a MaskablePPO exploration policy on a pool of recorded worlds; test it on held-out worlds.
 
-    .venv/bin/python agents/train_ppo.py                       # defaults: shipped train / heldout splits
+    .venv/bin/python agents/train_ppo.py                       # defaults: train / heldout of dream-gym/recorded-v1
     .venv/bin/python agents/train_ppo.py --total-timesteps 300000 --seed 1 --out out/ppo_s1
     dream-gym eval --policy out/ppo/ppo_macro.zip --policy greedy --worlds heldout
 
 CleanRL-style: one file, read top to bottom. The agent does not pick node ids: each step it
 picks one of ``dream_gym.rl.MACRO_ACTIONS`` (stop, open k branches, continue the k best open
 nodes, or a mix), turned into a legal batch by fixed rules; it observes ``view_features`` (a
-scale-free summary of the prefix view). Reward = the change of the replay score V, so the
-return of an episode is its V. The trained model is saved as an SB3 zip, then evaluated with
+scale-free summary of the prefix view, beta included). Reward = the change of the objective
+(``--objective v2``, the default: beta sets the price of work, see ``dream_gym.values.PricedAttainment``;
+``--objective v``: the replay score V), so the return of an episode is its objective.
+``dream-gym train`` is the full-featured trainer (node-level policy, checkpoints and resume,
+TensorBoard, periodic held-out evaluation); this file is the one to read. The trained model is saved as an SB3 zip, then evaluated with
 the same harness and leaderboard as the built-in policies (``dream_gym.evaluate``), on worlds it
 never saw.
 """
@@ -18,7 +21,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -27,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -36,7 +37,9 @@ from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policy import run_episode
 from dream_gym.registry import load_cached, shipped_worlds_dir
 from dream_gym.rl import MacroReplayEnv, SB3Policy, sb3_vec_env
+from dream_gym.rl.training import seed_everything  # python, numpy, torch; threads; deterministic kernels
 from dream_gym.score import DEFAULT_BETA_GRID
+from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, make_objective
 from dream_gym.world import World
 
 ALL_BASELINES = "random,greedy,fixed,ucb,puct,hyperband,openevolve,shinka,stagnation"
@@ -58,6 +61,12 @@ class Args:
     """betas drawn per training episode (beta is a feature the policy sees)"""
     eval_betas: str = "0.0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0"
     """beta grid of the held-out evaluation (the v2 objective's grid)"""
+    objective: str = "v2"
+    """reward: v2 (beta prices work: attainment - price(beta) * work - 0.1 * rounds/attempts) or v (the change of V)"""
+    price_high: float = DEFAULT_PRICE_HIGH
+    """v2: the price of all of a world's recorded attempts at beta = 0"""
+    price_low: float = DEFAULT_PRICE_LOW
+    """v2: the same at beta = 1 (geometric in between)"""
     n_envs: int = 64
     """parallel episodes (one process; stepped in one call with vector_env)"""
     vector_env: bool = True
@@ -142,38 +151,17 @@ def load_worlds(spec: str) -> list[World]:
     return [load_cached(p) for p in chosen]
 
 
-def seed_everything(seed: int, threads: int, deterministic: bool = True) -> dict[str, Any]:
-    """Seed python, numpy and torch, and pin what else changes torch's numbers on a CPU: the
-    intra-op thread count (a different count splits reductions differently), one inter-op
-    thread, and deterministic algorithms. Returns the settings, printed with the results.
-
-    Same seed, same settings, same machine: bit-identical weights and figures (checked by
-    benchmarks/ppo_seeds.py --repeat). Another CPU (other vector instructions in MKL/oneDNN)
-    can round differently, and PPO amplifies any difference: hence figures as mean +- spread
-    over seeds."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:  # already set, or inter-op work already ran in this process
-        pass
-    torch.use_deterministic_algorithms(deterministic)
-    return {"seed": seed, "torch": torch.__version__, "intra_op_threads": torch.get_num_threads(),
-            "inter_op_threads": torch.get_num_interop_threads(),
-            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
-
-
 def make_model(args: Args, worlds: list[World]) -> MaskablePPO:
     """MaskablePPO on n_envs episodes over the train pool: one MacroVectorEnv (seeded with the
     seed), or a DummyVecEnv of MacroReplayEnvs (env i seeded seed + i)."""
     betas = floats(args.betas)
+    prices = {"price_high": args.price_high, "price_low": args.price_low} if args.objective == "v2" else {}
+    value_fn = make_objective(args.objective, **prices)  # what an episode's rewards sum to
     if args.vector_env:
-        vec_env = sb3_vec_env(worlds, args.n_envs, workers=args.workers, beta=betas)
+        vec_env = sb3_vec_env(worlds, args.n_envs, workers=args.workers, beta=betas, value_fn=value_fn)
     else:
         def make_env() -> MacroReplayEnv:
-            return MacroReplayEnv(worlds, workers=args.workers, beta=betas)
+            return MacroReplayEnv(worlds, workers=args.workers, beta=betas, value_fn=value_fn)
 
         vec_env = DummyVecEnv([make_env for _ in range(args.n_envs)])
     vec_env.seed(args.seed)  # the world and beta draws

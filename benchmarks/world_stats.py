@@ -13,8 +13,8 @@
    on the imported real runs (``dream-gym eval``) and prints each leaderboard over all worlds,
    with V as a share of the oracle limit.
 
-With ``--section FILE`` the same markdown is also written to FILE (``recorded_worlds/STATS.md``,
-which ``recorded_worlds/make_card.py`` appends to the dataset card).
+With ``--section FILE`` the same markdown is also written to FILE (``recorded_worlds/recorded-v1/STATS.md``,
+which ``recorded_worlds/recorded-v1/build.py`` appends to the dataset card).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from dream_gym.datasets.stats import STOP_ROUNDS, WorldStats, stats_markdown, world_stats
 from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
+from dream_gym.registry import DEFAULT_DATASET
 from dream_gym.world import World, load_world
 
 DEFAULT_RUNS = Path(__file__).resolve().parents[2] / "shared" / "external-runs"
@@ -119,7 +120,7 @@ def main() -> None:
         if not real:
             say(f"(no real run imported from {args.runs})")
         shipped = resolve_worlds(["train", "heldout"])
-        for title, worlds in (("Real runs", real), ("Shipped worlds (`dream-gym/recorded-v0`)", shipped)):
+        for title, worlds in (("Real runs", real), (f"Shipped worlds (`{DEFAULT_DATASET}`, the default dataset)", shipped)):
             if not worlds:
                 continue
             stats = [world_stats(w) for w in worlds]

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from dream_gym.registry import resolve_world, shipped_world_names
+from dream_gym.registry import resolve_world, shipped_env_ids
 from dream_gym.replay import ROOT
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession
@@ -332,14 +332,13 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
 
 def register_envs() -> None:
-    """Register ``DreamGym/Replay-v0`` (with its native vector env) and one ``DreamGym/<world>-v0``
-    per shipped world."""
+    """Register ``DreamGym/Replay-v0`` (with its native vector env) and one ``DreamGym/<world>-v<N>``
+    per shipped world (N: the version of its dataset: -v0 for recorded-v0, -v1 for recorded-v1)."""
     vector_entry_point = "dream_gym.vector_env:ReplayVectorEnv"
     if "DreamGym/Replay-v0" not in gym.registry:
         gym.register(id="DreamGym/Replay-v0", entry_point="dream_gym.env:ReplayEnv",
                      vector_entry_point=vector_entry_point)
-    for name in shipped_world_names():
-        env_id = f"DreamGym/{name}-v0"
+    for env_id, name in shipped_env_ids().items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point="dream_gym.env:ReplayEnv", kwargs={"world": name},
                          vector_entry_point=vector_entry_point)

@@ -149,8 +149,12 @@ def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.Path
 # --------------------------------------------------------------------------- policies
 
 
-def load_policy_spec(spec: str) -> Policy:
-    """A fresh policy for a spec (``dream_gym.policy_files.load_policy``)."""
+def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -> Policy:
+    """A fresh policy for a spec (``dream_gym.policy_files.load_policy``); ``file_options``
+    (IsolatedPolicy options such as ``decision_timeout_s`` or ``hash_seed``) apply to policy
+    files only."""
+    if file_options and spec.endswith(".py"):
+        return load_policy(spec, **file_options)
     return load_policy(spec)
 
 
@@ -181,6 +185,7 @@ class _Task:
     world: str | World  # a folder path (workers load it with load_cached), or the World itself
     betas: tuple[float, ...]
     options: Mapping[str, Any]
+    file_options: Mapping[str, Any] | None = None
 
 
 class _Heartbeat:
@@ -213,7 +218,7 @@ def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[Epi
     seed = int(options.pop("seed", 0))
     beat(0)
     try:
-        policy: Policy | None = load_policy_spec(task.policy)
+        policy: Policy | None = load_policy_spec(task.policy, task.file_options)
         load_error = None
     except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
         policy, load_error = None, f"{type(exc).__name__}: {exc}"
@@ -366,6 +371,7 @@ def evaluate(
     seed: int = 0,
     task_timeout: float | None = DEFAULT_TASK_TIMEOUT_S,
     chunk_size: int | None = None,
+    file_options: Mapping[str, Any] | None = None,
 ) -> list[EpisodeResult]:
     """Run every (policy, world, beta) episode and return the results in canonical order.
 
@@ -390,6 +396,8 @@ def evaluate(
             a finished episode) before its worker is killed and replaced; the episodes it did
             not finish get a ``TaskTimeout`` error. None: no watchdog (the ray backend has none).
         chunk_size: (policy, world) tasks per Ray task (default: balanced for the jobs).
+        file_options: IsolatedPolicy options for policy files (``decision_timeout_s``,
+            ``episode_timeout_s``, ``memory_mb``, ``hash_seed``, ...).
 
     A policy that raises, returns an illegal batch, cannot be loaded, hangs (``task_timeout``)
     or kills its worker gets its error in ``EpisodeResult.error``; every other episode still
@@ -412,7 +420,8 @@ def evaluate(
     beta_grid = _parse_betas(betas)
     options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
     tasks = [
-        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options)
+        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options,
+              file_options)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]
@@ -564,23 +573,25 @@ class Leaderboard:
                 out.append((f"World {name}" + ("" if math.isnan(limit) else f" (limit V* {limit:.4f})"), rows))
         return out
 
-    def to_rich(self, per_world: bool = True) -> list[Any]:
-        """rich Tables (overall first, then one per world when there are several); the legend
-        is the caption of the last one."""
-        from rich import box
-        from rich.table import Table
-
-        caption = (
+    def legend(self) -> str:
+        """What the short column names mean (printed under the terminal tables)."""
+        return (
             f"ranked by {self.rank_by}; v2 = auc - {self.lam:g}*penalty over betas "
             f"{', '.join(f'{b:g}' for b in self.betas)}; pen = mean rounds/attempts, V = mean replay score, "
             "%lim = V as a share of the world's oracle limit V* (overall: mean over worlds), "
             "q = mean attainment, N/k = mean attempts/rounds, err = episodes with an error; "
             "'=' after a rank marks a tie"
         )
+
+    def to_rich(self, per_world: bool = True) -> list[Any]:
+        """rich Tables: overall first, then one per world when there are several."""
+        from rich import box
+        from rich.table import Table
+
         tables = []
         parts = self.tables(per_world)
-        for i, (title, rows) in enumerate(parts):
-            table = Table(title=title, caption=caption if i == len(parts) - 1 else None, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+        for title, rows in parts:
+            table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
             shown = [(j, column) for j, column in enumerate(self.SHORT_COLUMNS) if column is not None]
             for _, column in shown:
                 if column == "policy":
@@ -601,6 +612,8 @@ class Leaderboard:
         console = console or Console()
         for table in self.to_rich(per_world):
             console.print(table)
+        # Not a table caption: rich crops a caption wider than its table; plain text wraps.
+        console.print(self.legend(), style="dim", highlight=False)
         for policy, world, beta, message in self.errors[:20]:
             console.print(f"[red]error[/red] {policy} on {world} (beta {beta:g}): {message}")
         if len(self.errors) > 20:

@@ -6,6 +6,8 @@
   and their Pareto front (the staircase whose area is the v2 ``auc``).
 * :func:`plot_tree`: one world's recorded tree with the nodes a policy revealed highlighted.
 * :func:`plot_results`: all three from a results file written by ``dream-gym eval --out``.
+* :func:`plot_ratchet`: the dreaming loop's ratchet (every version's score per phase, the
+  deployed one marked) from a ``dream.jsonl`` ledger.
 """
 
 from __future__ import annotations
@@ -252,4 +254,60 @@ def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLik
     return paths
 
 
-__all__ = ["Trace", "plot_anytime", "plot_pareto", "plot_results", "plot_tree", "replay_trace", "tree_layout"]
+REFUSED_STYLE = {"invalid": "x", "failed": "X", "nondeterministic": "d"}
+
+
+def plot_ratchet(ledger: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
+    """The dreaming ratchet from a ``dream.jsonl`` ledger: every version's score on the history,
+    per phase (the incumbent as a square, revisions as dots, refused ones in red at their score
+    or, without one, below the lowest), the deployed version of each phase as a star, and the
+    deployed score across phases as a step line."""
+    versions = [r for r in ledger if r.get("type") == "revision"]
+    phases = {int(r["phase"]): r for r in ledger if r.get("type") == "phase"}
+    if not versions:
+        raise ValueError("the ledger holds no versions to plot")
+    scored = [float(r["score"]) for r in versions if r.get("score") is not None]
+    floor = (min(scored) - 0.05 * (max(scored) - min(scored) + 1e-9)) if scored else 0.0
+    per_phase = max(int(r["m"]) for r in versions) + 1
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len({r["phase"] for r in versions}) + 4), 4.2))
+    steps_x: list[float] = []
+    steps_y: list[float] = []
+    for phase in sorted({int(r["phase"]) for r in versions}):
+        rows = sorted((r for r in versions if int(r["phase"]) == phase), key=lambda r: int(r["m"]))
+        for row in rows:
+            x = phase + 0.8 * int(row["m"]) / per_phase
+            y = floor if row.get("score") is None else float(row["score"])
+            status = str(row.get("status"))
+            if status in REFUSED_STYLE:
+                ax.scatter(x, y, marker=REFUSED_STYLE[status], color="tab:red", s=30)
+            elif status == "incumbent":
+                ax.scatter(x, y, marker="s", color="black", s=30, zorder=3)
+            else:
+                ax.scatter(x, y, marker="o", color="tab:blue", s=20)
+        done = phases.get(phase)
+        if done is not None:
+            deployed = next((r for r in rows if int(r["m"]) == int(done["deployed_m"])), None)
+            if deployed is not None and deployed.get("score") is not None:
+                x = phase + 0.8 * int(deployed["m"]) / per_phase
+                ax.scatter(x, deployed["score"], marker="*", color="gold", edgecolor="black", s=180, zorder=4)
+                steps_x += [phase, phase + 0.8]
+                steps_y += [float(deployed["score"])] * 2
+    if steps_x:
+        ax.plot(steps_x, steps_y, color="gold", linewidth=1.5, zorder=2)
+    legend = [
+        plt.Line2D([], [], marker="s", color="black", linestyle="", label="incumbent (version 0)"),
+        plt.Line2D([], [], marker="o", color="tab:blue", linestyle="", label="revision"),
+        plt.Line2D([], [], marker="x", color="tab:red", linestyle="", label="refused (invalid / failed / nondet.)"),
+        plt.Line2D([], [], marker="*", color="gold", markeredgecolor="black", markersize=12, linestyle="",
+                   label="deployed"),
+    ]
+    ax.legend(handles=legend, fontsize=8, loc="best")
+    ax.set_xticks(sorted({int(r["phase"]) for r in versions}))
+    ax.set_xlabel("phase (versions left to right)")
+    ax.set_ylabel("score on the history")
+    ax.set_title("The dreaming ratchet")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+__all__ = ["Trace", "plot_anytime", "plot_ratchet", "plot_pareto", "plot_results", "plot_tree", "replay_trace", "tree_layout"]

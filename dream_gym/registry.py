@@ -2,10 +2,17 @@
 
 * ``World`` objects pass through.
 * A path to a world folder is loaded.
-* A plain name (``"cp26-fixed-s0"``) is a world of the shipped dataset ``recorded_worlds/``
-  (override its location with the environment variable ``DREAM_GYM_SHIPPED``).
-* ``namespace/name-vN/<world>`` is a world of a dataset in the local store
+* A plain name (``"cp26-greedy-w4-s0"``) is a world of a shipped dataset: the folders of
+  ``recorded_worlds/`` (override with the environment variable ``DREAM_GYM_SHIPPED``) that hold a
+  ``dataset.json`` (``recorded-v0/``, ``recorded-v1/``; or that folder itself when it holds one).
+  World names are unique across the shipped datasets; the default dataset wins a tie.
+* ``namespace/name-vN/<world>`` is a world of a dataset in the local store or shipped
   (see :mod:`dream_gym.datasets`).
+
+The default dataset (``DEFAULT_DATASET``, ``dream-gym/recorded-v1``) is what ``shipped_worlds_dir``,
+the ``train`` / ``heldout`` splits and the demo use. Each shipped world is registered with
+Gymnasium as ``DreamGym/<name>-v<N>``, N the version of its dataset (``-v0`` for recorded-v0
+worlds, ``-v1`` for recorded-v1 worlds).
 
 Loaded worlds are cached by path and file modification time, so an evaluation grid that makes
 many envs on one world parses it once.
@@ -21,20 +28,83 @@ from typing import Any
 from dream_gym.world import WORLD_FILE, World, decompressed, load_world, node_file
 
 _CACHE: dict[tuple[str, int, int], World] = {}
+DEFAULT_DATASET = "dream-gym/recorded-v1"
+DATASET_FILE = "dataset.json"
 
 
-def shipped_worlds_dir() -> Path:
+def shipped_root() -> Path:
+    """The folder holding the shipped datasets (``$DREAM_GYM_SHIPPED`` or ``recorded_worlds/``)."""
     override = os.environ.get("DREAM_GYM_SHIPPED")
     if override:
-        return Path(override)
+        return Path(override).expanduser()
     return Path(__file__).resolve().parent.parent / "recorded_worlds"
 
 
-def shipped_world_names() -> list[str]:
-    root = shipped_worlds_dir()
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / WORLD_FILE).is_file())
+def shipped_datasets() -> dict[str, Path]:
+    """Dataset id -> folder of every shipped dataset (default dataset first, then newest first)."""
+    root = shipped_root()
+    if (root / DATASET_FILE).is_file():
+        folders = [root]
+    elif root.is_dir():
+        folders = sorted(p for p in root.iterdir() if (p / DATASET_FILE).is_file())
+    else:
+        folders = []
+    found: dict[str, Path] = {}
+    for folder in folders:
+        try:
+            dataset_id = json.loads((folder / DATASET_FILE).read_text(encoding="utf-8"))["id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a broken dataset.json is reported by dream_gym.datasets.store, not here
+        found.setdefault(str(dataset_id), folder)
+    order = sorted(found, key=lambda i: (i != DEFAULT_DATASET, -_version(i), i))
+    return {i: found[i] for i in order}
+
+
+def _version(dataset_id: str) -> int:
+    tail = dataset_id.rsplit("-v", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+def shipped_dataset_dir(dataset_id: str | None = None) -> Path | None:
+    """The folder of a shipped dataset (default: the default dataset, else the first shipped)."""
+    datasets = shipped_datasets()
+    if dataset_id is not None:
+        return datasets.get(dataset_id)
+    return next(iter(datasets.values()), None)
+
+
+def shipped_worlds_dir() -> Path:
+    """The folder of the default shipped dataset (the shipped root when none is there)."""
+    return shipped_dataset_dir() or shipped_root()
+
+
+def _world_names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if (p / WORLD_FILE).is_file()) if folder.is_dir() else []
+
+
+def shipped_world_names(dataset_id: str | None = None) -> list[str]:
+    """Names of the worlds of one shipped dataset (default: the default dataset)."""
+    folder = shipped_dataset_dir(dataset_id)
+    return _world_names(folder) if folder is not None else _world_names(shipped_root())
+
+
+def shipped_env_ids() -> dict[str, str]:
+    """Gymnasium id ``DreamGym/<name>-v<N>`` -> world name, for every world of every shipped dataset."""
+    ids: dict[str, str] = {}
+    datasets = shipped_datasets() or {"": shipped_root()}
+    for dataset_id, folder in datasets.items():
+        version = max(_version(dataset_id), 0)
+        for name in _world_names(folder):
+            ids.setdefault(f"DreamGym/{name}-v{version}", name)
+    return ids
+
+
+def _shipped_world_folder(name: str) -> Path | None:
+    datasets = shipped_datasets() or {"": shipped_root()}
+    for folder in datasets.values():
+        if (folder / name / WORLD_FILE).is_file():
+            return folder / name
+    return None
 
 
 def load_cached(folder: str | os.PathLike[str]) -> World:
@@ -68,43 +138,55 @@ def resolve_world(ref: World | str | os.PathLike[str]) -> World:
         from dream_gym.datasets.store import resolve_world_path
 
         return load_cached(resolve_world_path(text))
-    shipped = shipped_worlds_dir() / text
-    if "/" not in text and (shipped / WORLD_FILE).is_file():
+    shipped = _shipped_world_folder(text) if "/" not in text else None
+    if shipped is not None:
         return load_cached(shipped)
-    known = ", ".join(shipped_world_names()) or "none found"
+    known = ", ".join(sorted({n for f in shipped_datasets().values() for n in _world_names(f)})) or "none found"
     raise LookupError(
         f"unknown world {text!r}: not a world folder, not a shipped world (shipped: {known}), "
         "and not a dataset reference 'namespace/name-vN/<world>'"
     )
 
 
-def list_worlds() -> list[dict[str, Any]]:
-    """The shipped worlds with their metadata (id, task, direction, W, nodes, split)."""
-    root = shipped_worlds_dir()
-    split: dict[str, str] = {}
-    card = root / "dataset.json"
-    if card.is_file():
-        data = json.loads(card.read_text(encoding="utf-8"))
-        for part, names in (data.get("split") or {}).items():
-            for name in names:
-                split[name] = part
+def list_worlds(dataset: str | None = None) -> list[dict[str, Any]]:
+    """The shipped worlds with their metadata (dataset, env id, task, direction, W, nodes, split).
+
+    ``dataset`` keeps one shipped dataset (e.g. ``"dream-gym/recorded-v0"``); default: all of
+    them, the default dataset first.
+    """
+    datasets = shipped_datasets() or {"": shipped_root()}
     rows = []
-    for name in shipped_world_names():
-        meta = json.loads((root / name / WORLD_FILE).read_text(encoding="utf-8"))
-        stored = node_file(root / name)
-        nodes = decompressed(stored, stored.read_bytes()).count(b"\n")
-        rows.append(
-            {
-                "name": name,
-                "env_id": f"DreamGym/{name}-v0",
-                "task": meta.get("task", {}).get("name"),
-                "direction": meta.get("direction", "maximize"),
-                "workers": meta.get("workers", 1),
-                "policy": meta.get("policy"),
-                "agent": meta.get("agent"),
-                "nodes": nodes,
-                "split": split.get(name),
-                "path": str(root / name),
-            }
-        )
+    for dataset_id, root in datasets.items():
+        if dataset is not None and dataset_id != dataset:
+            continue
+        split: dict[str, str] = {}
+        card = root / DATASET_FILE
+        if card.is_file():
+            data = json.loads(card.read_text(encoding="utf-8"))
+            for part, names in (data.get("split") or {}).items():
+                for name in names:
+                    split[name] = part
+        version = max(_version(dataset_id), 0)
+        for name in _world_names(root):
+            meta = json.loads((root / name / WORLD_FILE).read_text(encoding="utf-8"))
+            rows.append(
+                {
+                    "name": name,
+                    "dataset": dataset_id or None,
+                    "env_id": f"DreamGym/{name}-v{version}",
+                    "task": meta.get("task", {}).get("name"),
+                    "direction": meta.get("direction", "maximize"),
+                    "workers": meta.get("workers", 1),
+                    "policy": meta.get("policy"),
+                    "agent": meta.get("agent"),
+                    "nodes": _count_nodes(root / name),
+                    "split": split.get(name),
+                    "path": str(root / name),
+                }
+            )
     return rows
+
+
+def _count_nodes(folder: Path) -> int:
+    stored = node_file(folder)
+    return decompressed(stored, stored.read_bytes()).count(b"\n")

@@ -80,6 +80,7 @@ class VectorReplayEnv(VectorEnv):  # type: ignore[type-arg]
         self.beta1, self.beta2 = float(beta1), float(beta2)
         self.beta = np.zeros(self.num_envs)  # per episode
         self._value = np.zeros(self.num_envs)  # value so far: rewards are its changes
+        self._recorded = np.maximum(1, self.replay.pool.sizes - 1)  # per pool world: v2's unit of work
         self._ended = np.zeros(self.num_envs, dtype=bool)
         self._all = np.ones(self.num_envs, dtype=bool)
 
@@ -126,7 +127,8 @@ class VectorReplayEnv(VectorEnv):  # type: ignore[type-arg]
             resetting, active = None, self._all
         terminated, truncated, info = self._act(actions, active)
         replay = self.replay
-        value = self.value_fn(Progress(replay.best_q, replay.attempts, replay.rounds, self.beta, self.beta1, self.beta2))
+        value = self.value_fn(Progress(replay.best_q, replay.attempts, replay.rounds, self.beta, self.beta1, self.beta2,
+                                       self._recorded[replay.world]))
         reward = np.where(active, value - self._value, 0.0)
         self._value = np.where(active, value, self._value)
         ended = terminated | truncated

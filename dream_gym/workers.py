@@ -136,8 +136,8 @@ def _worker_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Map
         if message is None:
             return
         ticket, index, task = message
-        progress[1], progress[2] = -1, ticket  # the parent's clock for this task starts now
-        beat()
+        beat()  # before the ticket: once the parent sees the ticket, the time is this task's
+        progress[1], progress[2] = -1, ticket
         try:
             reply = ("done", index, fn(task, beat))
         except Exception as exc:  # noqa: BLE001 - reported as this task's failure
@@ -153,11 +153,12 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 
 
 class _Slot:
-    """One worker process, its pipe, its heartbeat and the task it runs."""
+    """One worker process, its pipe, its heartbeat and the tasks sent to it (the first one runs;
+    the next waits in the pipe, so the worker never waits for the parent between tasks)."""
 
     def __init__(self, context: BaseContext, fn: TaskFunction):
         self.conn, child_conn = context.Pipe()
-        # written by the worker: [time of its last beat, step, index of the task it runs]
+        # written by the worker: [time of its last beat, step, ticket of the task it runs]
         self.progress = context.RawArray("d", [0.0, -1.0, -1.0])  # type: ignore[attr-defined]
         self.process = context.Process(  # type: ignore[attr-defined]
             target=_worker_main, args=(child_conn, self.progress, fn, dict(os.environ)),
@@ -165,33 +166,44 @@ class _Slot:
         )
         self.process.start()
         child_conn.close()
-        self.task: int | None = None  # index of the task it runs, None when idle
-        self.ticket = -1  # number of that dispatch (unique over the pool's life)
+        self.queue: deque[tuple[int, int, Any]] = deque()  # (ticket, index, task) sent, not returned
         self.finished = 0  # tasks it returned
-        self.dispatched = 0.0
+        self.head_since = 0.0  # when the first queued task became the one to run
+
+    @property
+    def task(self) -> int | None:
+        """Index of the task it runs (or is about to), None when idle."""
+        return self.queue[0][1] if self.queue else None
 
     def send(self, ticket: int, index: int, task: Any) -> None:
-        self.task, self.ticket = index, ticket
-        self.dispatched = time.monotonic()
+        if not self.queue:
+            self.head_since = time.monotonic()
+        self.queue.append((ticket, index, task))
         try:
             self.conn.send((ticket, index, task))
         except OSError:
             pass  # the worker is gone: its sentinel reports the task as failed
 
+    def returned(self) -> None:
+        """The first task came back: the next one (if any) is now the one to run."""
+        self.queue.popleft()
+        self.finished += 1
+        self.head_since = time.monotonic()
+
     def started_task(self) -> bool:
-        """Whether the worker has picked up the task it was sent (a new one may still be starting)."""
-        return self.task is not None and self.progress[2] == self.ticket
+        """Whether the worker has picked up its first task (a new worker may still be starting)."""
+        return bool(self.queue) and self.progress[2] == self.queue[0][0]
 
     def idle_s(self) -> float:
-        """Seconds since the task's last progress (since it was sent, if not picked up yet)."""
-        return time.monotonic() - (self.progress[0] if self.started_task() else self.dispatched)
+        """Seconds since the running task's last progress (since it became first, if not picked up)."""
+        return time.monotonic() - (self.progress[0] if self.started_task() else self.head_since)
 
     def step(self) -> int | None:
         return int(self.progress[1]) if self.started_task() and self.progress[1] >= 0 else None
 
     def ask_to_stop(self) -> None:
         """An idle worker is asked to exit (None); a busy one gets SIGTERM."""
-        if self.task is None:
+        if not self.queue:
             try:
                 self.conn.send(None)
             except OSError:
@@ -215,6 +227,9 @@ class _Slot:
         if code < 0:
             return f"killed by {signal.Signals(-code).name}"
         return f"exit code {code}"
+
+
+_QUEUED = 2  # tasks sent to a worker at a time: the one it runs and the next
 
 
 class WatchedPool:
@@ -244,6 +259,7 @@ class WatchedPool:
         self.slots: list[_Slot] = []
         self.replaced = 0  # workers killed or lost and replaced, over the pool's life
         self._tickets = itertools.count()
+        self._pending: deque[tuple[int, Any]] = deque()
 
     def __enter__(self) -> WatchedPool:
         return self
@@ -259,52 +275,54 @@ class WatchedPool:
         self.slots = []
 
     def run(self, tasks: Sequence[Any]) -> Iterator[tuple[int, Any]]:
-        pending = deque(enumerate(tasks))
+        self._pending = deque(enumerate(tasks))
         while len(self.slots) < min(self.workers, len(tasks)):
             self.slots.append(_Slot(self.context, self.fn))
         poll_s = 0.5 if self.task_timeout is None else min(0.5, max(0.02, self.task_timeout / 10))
         try:
             while True:
-                for slot in self.slots:
-                    if slot.task is None and pending:
-                        slot.send(next(self._tickets), *pending.popleft())
-                busy = [slot for slot in self.slots if slot.task is not None]
+                for _ in range(_QUEUED):  # round-robin: each worker gets one before any gets two
+                    for i, slot in enumerate(self.slots):
+                        if len(slot.queue) < _QUEUED and self._pending:
+                            if not slot.queue and not slot.process.is_alive():  # died while idle
+                                slot.stop()
+                                slot = self.slots[i] = _Slot(self.context, self.fn)
+                                self.replaced += 1
+                            slot.send(next(self._tickets), *self._pending.popleft())
+                busy = [slot for slot in self.slots if slot.queue]
                 if not busy:
                     return
                 ready = set(wait([s.conn for s in busy] + [s.process.sentinel for s in busy], timeout=poll_s))
                 for i, slot in enumerate(self.slots):
-                    if slot.task is None:
+                    if not slot.queue:
                         continue
                     if slot.conn in ready or slot.process.sentinel in ready:
                         yield from self._receive(i, slot)
                     elif self._stuck(slot):
-                        yield slot.task, self._timeout(i, slot)
+                        yield self._fail(i, slot, self._timeout_failure(slot))
         except BaseException:
             self.close()  # a consumer that stops early or fails leaves no worker behind
             raise
 
     def _receive(self, i: int, slot: _Slot) -> Iterator[tuple[int, Any]]:
-        """The slot's finished task, or its failure if its worker died (then it is replaced)."""
+        """The slot's finished tasks, or the failure of its first one if its worker died."""
         try:
-            if slot.conn.poll():
+            while slot.queue and slot.conn.poll():
                 kind, index, payload = slot.conn.recv()
                 step = slot.step()
-                slot.task = None
-                slot.finished += 1
+                slot.returned()
                 yield index, payload if kind == "done" else TaskFailure("error", payload, step)
-                return
         except (EOFError, OSError):
             pass
-        if slot.task is not None and not slot.process.is_alive():
-            task, step, started = slot.task, slot.step(), slot.started_task()
+        if slot.queue and not slot.process.is_alive():
+            step, started = slot.step(), slot.started_task()
             how = slot.exit_description()
             if not started and slot.finished == 0:
                 raise WorkerStartError(
                     f"a worker process exited ({how}) before it could run a task; its error is printed above. "
                     "A worker starts by importing the calling script again (as __mp_main__): the script must "
                     "import cleanly and keep its main code under `if __name__ == \"__main__\":`")
-            self._replace(i, slot)
-            yield task, TaskFailure("died", f"its worker process died ({how})", step)
+            yield self._fail(i, slot, TaskFailure("died", f"its worker process died ({how})", step))
 
     def _stuck(self, slot: _Slot) -> bool:
         if self.task_timeout is None:
@@ -312,19 +330,21 @@ class WatchedPool:
         limit = self.task_timeout if slot.started_task() else max(self.task_timeout, _START_TIMEOUT_S)
         return slot.idle_s() > limit
 
-    def _timeout(self, i: int, slot: _Slot) -> TaskFailure:
-        step, started = slot.step(), slot.started_task()
-        self._replace(i, slot)
+    def _timeout_failure(self, slot: _Slot) -> TaskFailure:
         # no measured durations in the message: the record of a grid must not depend on timing
-        what = (f"no progress within the task timeout of {self.task_timeout:g}s" if started
+        what = (f"no progress within the task timeout of {self.task_timeout:g}s" if slot.started_task()
                 else f"its worker did not start within {max(self.task_timeout or 0, _START_TIMEOUT_S):g}s")
-        return TaskFailure("timeout", f"{what}; its worker process was killed and replaced", step)
+        return TaskFailure("timeout", f"{what}; its worker process was killed and replaced", slot.step())
 
-    def _replace(self, i: int, slot: _Slot) -> None:
+    def _fail(self, i: int, slot: _Slot, failure: TaskFailure) -> tuple[int, TaskFailure]:
+        """Replace the slot's worker; its first task fails, the ones queued behind it run again."""
+        index = slot.queue[0][1]
+        self._pending.extendleft((queued_index, task) for _, queued_index, task in reversed(list(slot.queue)[1:]))
         slot.ask_to_stop()
         slot.stop()
         self.replaced += 1
         self.slots[i] = _Slot(self.context, self.fn)
+        return index, failure
 
 
 __all__ = ["PRELOAD", "START_METHOD", "TaskFailure", "WatchedPool", "WorkerStartError", "init_worker",

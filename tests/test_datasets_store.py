@@ -192,17 +192,42 @@ def test_shipped_dataset_resolves_without_download(store, monkeypatch):
         delete("dream-gym/recorded-v0")
 
 
-def test_repo_shipped_dataset_when_present(monkeypatch):
+def test_repo_ships_recorded_v0_beside_the_default_dataset(monkeypatch):
     monkeypatch.delenv("DREAM_GYM_SHIPPED", raising=False)
     repo_shipped = Path(__file__).resolve().parents[1] / "recorded_worlds"
-    found = shipped_path()
-    if (repo_shipped / DATASET_FILE).is_file():
-        assert found == repo_shipped
-        dataset = find_dataset("dream-gym/recorded-v0")
-        assert dataset.shipped and dataset.world_names
-        assert resolve_world_path(f"dream-gym/recorded-v0/{dataset.world_names[0]}").is_dir()
-    else:
-        assert found is None
+    v0 = find_dataset("dream-gym/recorded-v0")
+    assert v0.shipped and v0.path == repo_shipped / "recorded-v0" and v0.world_names
+    assert resolve_world_path(f"dream-gym/recorded-v0/{v0.world_names[0]}").is_dir()
+    listed = {d.id: d for d in list_datasets()}
+    assert listed["dream-gym/recorded-v0"].shipped
+    if (repo_shipped / "recorded-v1" / DATASET_FILE).is_file():
+        assert shipped_path() == repo_shipped / "recorded-v1"  # the default dataset
+        assert listed["dream-gym/recorded-v1"].shipped
+
+
+def test_several_shipped_datasets_default_to_v1_and_keep_their_ids(store, monkeypatch):
+    import gymnasium as gym
+
+    from dream_gym.env import register_envs
+    from dream_gym.registry import list_worlds, shipped_env_ids
+
+    shipped = store / "recorded_worlds"
+    for version, world in ((0, "old-a"), (1, "new-a")):
+        make_world(store / "src" / world, world)
+        dataset = pack([store / "src" / world], f"dream-gym/recorded-v{version}")
+        (shipped / f"recorded-v{version}").parent.mkdir(parents=True, exist_ok=True)
+        dataset.path.rename(shipped / f"recorded-v{version}")
+    monkeypatch.setenv("DREAM_GYM_SHIPPED", str(shipped))
+    assert shipped_path() == shipped / "recorded-v1"
+    assert shipped_path("dream-gym/recorded-v0") == shipped / "recorded-v0"
+    assert [row["name"] for row in list_worlds()] == ["new-a", "old-a"]  # the default dataset first
+    assert [row["name"] for row in list_worlds("dream-gym/recorded-v0")] == ["old-a"]
+    assert shipped_env_ids() == {"DreamGym/new-a-v1": "new-a", "DreamGym/old-a-v0": "old-a"}
+    register_envs()
+    assert gym.make("DreamGym/old-a-v0").unwrapped.world.id == "old-a"
+    assert gym.make("DreamGym/new-a-v1").unwrapped.world.id == "new-a"
+    with pytest.raises(PermissionError, match="shipped"):
+        delete("dream-gym/recorded-v0")
 
 
 def test_gym_make_resolves_a_world_of_the_store(store):

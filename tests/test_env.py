@@ -16,7 +16,7 @@ from worldgen import make_world, node, random_records, write_folder
 
 import dream_gym  # noqa: F401  (registers the envs)
 from dream_gym.env import GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv
-from dream_gym.registry import shipped_world_names
+from dream_gym.registry import shipped_env_ids
 from dream_gym.replay import IllegalBatchError
 from dream_gym.session import ReplaySession
 
@@ -72,9 +72,9 @@ def test_unknown_world_reference_is_a_lookup_error(tmp_path: Path) -> None:
         gym.make("DreamGym/Replay-v0", world="no-such-world-anywhere")
 
 
-@pytest.mark.parametrize("name", shipped_world_names())
-def test_check_env_passes_on_every_shipped_world_with_default_arguments(name: str) -> None:
-    env = gym.make(f"DreamGym/{name}-v0", render_mode="ansi")
+@pytest.mark.parametrize("env_id", sorted(shipped_env_ids()))
+def test_check_env_passes_on_every_shipped_world_with_default_arguments(env_id: str) -> None:
+    env = gym.make(env_id, render_mode="ansi")  # DreamGym/<name>-v1 (default dataset), -v0 (recorded-v0)
     assert checked(env.unwrapped) == []
 
 

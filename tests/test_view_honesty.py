@@ -33,7 +33,7 @@ from worldgen import (
 from dream_gym.env import ReplayEnv
 from dream_gym.policy import run_episode
 from dream_gym.replay import Replay
-from dream_gym.rl import EpisodeParams, batch_features
+from dream_gym.rl import EpisodeParams, RoundPlan, batch_features, node_observation, view_features
 from dream_gym.session import ReplaySession
 from dream_gym.vector_env import ReplayVectorEnv
 from dream_gym.vector_replay import VectorReplay, WorldPool
@@ -369,6 +369,31 @@ def vector_trace(records, batches, workers: int, frontier: str) -> list[Any]:
     return out
 
 
+def rl_trace(records, batches, workers: int, frontier: str) -> list[Any]:
+    """What both RL observations show for the same batches: the macro env's features of each view,
+    and the node env's observation at every sub-step of building each batch (uncapped, and capped
+    at 3 candidate rows as in training)."""
+    session = ReplaySession(make_world(records, workers=workers, frontier=frontier), workers=workers)
+    out: list[Any] = []
+    for batch in [*batches, []]:
+        view = session.view()
+        out.append(view_features(view).tolist())
+        for capacity in (None, 3):
+            plan = RoundPlan(view, capacity)
+            pending: list[int] = []
+            for node_id in batch:
+                obs, available = node_observation(plan, pending, capacity)
+                out.append(({k: v.tolist() for k, v in obs.items()}, [plan.candidates[i] for i in available]))
+                if node_id not in plan.candidates:
+                    break  # capped out of the rows: the same cut whatever the unrevealed part holds
+                index = plan.candidates.index(node_id)
+                pending.append(index)
+        if not batch or session.done:
+            break
+        session.step(batch)
+    return out
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     base=world_records(min_nodes=2, max_nodes=25),
@@ -386,9 +411,11 @@ def test_unrevealed_nodes_never_change_what_is_seen(base, workers, frontier, rng
     c = vary_order(base, revealed, rng)
     abc = vary_order(vary_structure(vary_scores(base, revealed, rng), revealed, workers, rng), revealed, rng)
     expected_vector = vector_trace(base, batches, workers, frontier)
+    expected_rl = rl_trace(base, batches, workers, frontier)
     for name, variant in (("scores", a), ("structure", b), ("order", c), ("all", abc)):
         assert trace(variant, batches, workers, frontier) == expected, name
         assert vector_trace(variant, batches, workers, frontier) == expected_vector, name
+        assert rl_trace(variant, batches, workers, frontier) == expected_rl, name
 
 
 def test_metamorphic_variants_really_differ() -> None:
@@ -413,3 +440,7 @@ def test_changing_a_revealed_score_is_seen() -> None:
     changed[1]["score"] = 1.5
     assert trace(base, [[0]], 1, "leaves") != trace(changed, [[0]], 1, "leaves")
     assert vector_trace(base, [[0]], 1, "leaves") != vector_trace(changed, [[0]], 1, "leaves")
+    # both RL observations: the macro features and the node rows (a: 1.0 -> 1.5 changes the scale)
+    base.append(node("c", "root", 0.5))
+    changed.append(node("c", "root", 0.5))
+    assert rl_trace(base, [[0], [0, 1]], 2, "leaves") != rl_trace(changed, [[0], [0, 1]], 2, "leaves")

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 # Modules of this package that each add one or more sub-commands.
-COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo")
+COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train")
 
 
 def build_parser() -> argparse.ArgumentParser:

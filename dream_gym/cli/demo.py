@@ -10,7 +10,9 @@ from dream_gym.cli.options import add_jobs, add_workers
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help="evaluate the built-in baselines on the shipped held-out worlds",
-                              description="Leaderboard and plots of every built-in policy on the held-out split.")
+                              description="Leaderboard and plots of every built-in policy on the held-out split, then a "
+                                          "short improvement step on the train split and the chosen policy "
+                                          "beside the baselines.")
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="where results and plots go")
     p.add_argument("--split", default="heldout", help="split of the shipped dataset (default heldout)")
     add_workers(p)

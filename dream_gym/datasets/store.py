@@ -17,8 +17,9 @@ Layout (``DREAM_GYM_HOME`` overrides the default ``~/.dream_gym``)::
      "files": {"w1/world.json": "<sha256>", "w1/nodes.jsonl": "<sha256>", ...}}
 
 ``files`` lists every file of the dataset except ``dataset.json`` with its sha256; downloads
-and :func:`validate` check each one. The shipped dataset (``recorded_worlds/`` beside the
-package, or the folder named by ``DREAM_GYM_SHIPPED``) is resolved like a stored one.
+and :func:`validate` check each one. The shipped datasets (``recorded_worlds/recorded-vN/`` beside
+the package, or below the folder named by ``DREAM_GYM_SHIPPED``; :mod:`dream_gym.registry` finds
+them) are resolved like stored ones, after the local store.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dream_gym.datasets.ids import (
     parse_dataset_id,
     parse_world_ref,
 )
+from dream_gym.registry import DEFAULT_DATASET, shipped_dataset_dir, shipped_root
 from dream_gym.world import FORMAT as WORLD_FORMAT
 from dream_gym.world import NODE_FILES, WORLD_FILE, World, load_world, node_file, sha256_file
 
@@ -47,7 +49,7 @@ DATASET_FORMAT = "dream-gym-dataset/1"
 DATASET_FILE = "dataset.json"
 HOME_ENV = "DREAM_GYM_HOME"
 SHIPPED_ENV = "DREAM_GYM_SHIPPED"
-SHIPPED_ID = "dream-gym/recorded-v0"
+SHIPPED_ID = DEFAULT_DATASET  # the default shipped dataset; recorded-v0 is shipped too
 
 
 class DatasetError(ValueError):
@@ -75,18 +77,19 @@ def datasets_root() -> Path:
     return store_home() / "datasets"
 
 
-def shipped_path() -> Path | None:
-    """The folder of the dataset shipped with dream_gym, or None when there is none.
+def shipped_folders() -> list[Path]:
+    """Every folder holding a shipped dataset (``recorded_worlds/recorded-vN/``, or the shipped root
+    itself when it holds a dataset.json); broken ones included, so that listing can name them."""
+    root = shipped_root()
+    if (root / DATASET_FILE).is_file():
+        return [root]
+    return sorted(p for p in root.iterdir() if (p / DATASET_FILE).is_file()) if root.is_dir() else []
 
-    ``$DREAM_GYM_SHIPPED`` names it (as for :mod:`dream_gym.registry`); otherwise it is
-    ``recorded_worlds/`` beside the ``dream_gym`` package when that holds a dataset.json.
-    """
-    env = os.environ.get(SHIPPED_ENV)
-    if env:
-        candidate = Path(env).expanduser()
-    else:  # dream_gym/datasets/store.py -> the folder holding the dream_gym package
-        candidate = Path(__file__).resolve().parents[2] / "recorded_worlds"
-    return candidate if (candidate / DATASET_FILE).is_file() else None
+
+def shipped_path(dataset_id: str | None = None) -> Path | None:
+    """The folder of a shipped dataset, or None: ``dataset_id``, by default the default dataset
+    (``dream-gym/recorded-v1``; see :mod:`dream_gym.registry`)."""
+    return shipped_dataset_dir(None if dataset_id is None else str(parse_dataset_id(dataset_id)))
 
 
 def local_path(dataset_id: str | DatasetId) -> Path:
@@ -252,11 +255,9 @@ def find_dataset(dataset_id: str) -> Dataset:
         if dataset.id != str(did):
             raise DatasetError(f"{folder / DATASET_FILE}: says id {dataset.id!r}, stored as {did}")
         return dataset
-    shipped = shipped_path()
+    shipped = shipped_path(str(did))
     if shipped is not None:
-        dataset = open_dataset_folder(shipped, shipped=True)
-        if dataset.id == str(did):
-            return dataset
+        return open_dataset_folder(shipped, shipped=True)
     raise DatasetNotFoundError(
         f"dataset {did} is not in the local store ({datasets_root()}) nor shipped with dream_gym; "
         + download_hint(str(did))
@@ -301,19 +302,20 @@ def list_datasets() -> list[DatasetSummary]:
             found.append(
                 DatasetSummary(dataset.id, folder, len(dataset.world_names), str(dataset.meta.get("description", "")))
             )
-    shipped = shipped_path()
-    if shipped is not None:
+    for shipped in shipped_folders():
         try:
             dataset = open_dataset_folder(shipped, shipped=True)
-            if dataset.id not in seen:
-                found.append(
-                    DatasetSummary(
-                        dataset.id, shipped, len(dataset.world_names),
-                        str(dataset.meta.get("description", "")), shipped=True,
-                    )
-                )
         except DatasetError as exc:
             found.append(DatasetSummary("(shipped)", shipped, 0, "", shipped=True, problem=str(exc)))
+            continue
+        if dataset.id not in seen:
+            seen.add(dataset.id)
+            found.append(
+                DatasetSummary(
+                    dataset.id, shipped, len(dataset.world_names),
+                    str(dataset.meta.get("description", "")), shipped=True,
+                )
+            )
     return found
 
 
@@ -474,8 +476,8 @@ def delete(dataset_id: str) -> Path:
     did = parse_dataset_id(dataset_id)
     folder = local_path(did)
     if not (folder / DATASET_FILE).is_file():
-        shipped = shipped_path()
-        if shipped is not None and open_dataset_folder(shipped).id == str(did):
+        shipped = shipped_path(str(did))
+        if shipped is not None:
             raise PermissionError(f"dataset {did} is shipped with dream_gym ({shipped}); it cannot be deleted")
         raise DatasetNotFoundError(f"dataset {did} is not in the local store ({datasets_root()})")
     shutil.rmtree(folder)
@@ -504,6 +506,7 @@ __all__ = [
     "open_dataset_folder",
     "pack",
     "resolve_world_path",
+    "shipped_folders",
     "shipped_path",
     "store_home",
     "validate",

@@ -21,7 +21,8 @@ class ParentContext:
     """What the agent knows about the node it starts from.
 
     ``history`` is the branch from the root to the parent (root first, parent last), one dict per
-    node with keys ``score``, ``error``, ``fail_class`` and ``diagnostics``.
+    node with keys ``score``, ``error``, ``fail_class``, ``diagnostics`` and ``code`` (the node's program:
+    a workspace's earlier versions, which an agent may go back to).
     """
 
     code: str

@@ -218,7 +218,8 @@ def parent_context(records: list[dict[str, Any]], index_of: dict[str, int], inde
         cursor = None if parent_id is None else index_of[parent_id]
     chain.reverse()
     history = [
-        {k: r.get(k) for k in ("score", "error", "fail_class")} | {"diagnostics": str(r.get("diagnostics") or "")[:300]}
+        {k: r.get(k) for k in ("score", "error", "fail_class")}
+        | {"diagnostics": str(r.get("diagnostics") or "")[:300], "code": str(r.get("code") or "")}
         for r in chain[-HISTORY_LIMIT:]
     ]
     parent = records[index]

@@ -13,7 +13,9 @@
   ``(view, context)``). Only objects the file itself defines count (an imported ``make_policy``
   is ignored). The file must be self-contained: it may import installed packages, not helper
   files next to it;
-* a trained stable-baselines3 model ``.zip``: :class:`dream_gym.rl.SB3Policy`, in-process.
+* a trained stable-baselines3 model ``.zip``, or the name of a shipped one (``ppo-macro``,
+  ``ppo-node``: :data:`dream_gym.policies.trained.SHIPPED_MODELS`): :func:`dream_gym.rl.model_policy`
+  (macro or node-level, read off the model), in-process.
 
 :func:`resolve_in_process` builds the policy object of a spec in the current process; the
 parent uses it for trusted specs, the isolated child (:mod:`dream_gym.policy_files.child`) for
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.policies import POLICIES, make_policy
+from dream_gym.policies.trained import SHIPPED_MODELS
 from dream_gym.policy import FunctionPolicy, Policy
 from dream_gym.policy_files.errors import PolicyLoadError, PolicyNotFoundError
 
@@ -147,7 +150,9 @@ def check_policy_spec(spec: str | os.PathLike[str]) -> None:
     a missing file, module or attribute. Builds nothing (no model is loaded, no child started,
     no constructor runs), so a parent can check specs that only its workers will build."""
     spec = os.fspath(spec)
-    if spec.endswith(".zip") or is_file_spec(spec):
+    if spec in SHIPPED_MODELS:
+        _shipped_model_path(spec)  # raises when the shipped zip is missing
+    elif spec.endswith(".zip") or is_file_spec(spec):
         if not Path(spec).is_file():
             raise PolicyNotFoundError(f"{'model' if spec.endswith('.zip') else 'policy'} file {spec} does not exist")
     elif ":" in spec:
@@ -159,9 +164,9 @@ def check_policy_spec(spec: str | os.PathLike[str]) -> None:
 def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
                 params: Mapping[str, Any] | None = None, **limits: Any) -> Policy:
     """A policy from a built-in name, ``module:attr``, a ``.py`` file path, or a trained
-    stable-baselines3 model ``.zip`` (:class:`dream_gym.rl.SB3Policy`, in-process; an SB3 zip
-    holds pickled objects, so load only models from a trusted source; ``params`` such as
-    ``deterministic`` go to SB3Policy).
+    stable-baselines3 model: a ``.zip`` or a shipped model's name (``ppo-macro``, ``ppo-node``),
+    built by :func:`dream_gym.rl.model_policy` in-process (an SB3 zip holds pickled objects, so
+    load only models from a trusted source; ``params`` such as ``deterministic`` go to it).
 
     Args:
         spec: see the module docstring.
@@ -177,14 +182,17 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
     """
     spec = os.fspath(spec)
     params = dict(params or {})
-    if spec.endswith(".zip"):  # a trained SB3 model: pickled objects, so a trusted file, in-process
+    if spec.endswith(".zip") or spec in SHIPPED_MODELS:  # SB3 models hold pickled objects: trusted, in-process
         if isolate or limits:
             raise ValueError(f"{spec}: SB3 models load in-process only (no isolate=True, no limits)")
-        if not Path(spec).is_file():
+        path = Path(spec) if spec.endswith(".zip") else _shipped_model_path(spec)
+        if not path.is_file():
             raise PolicyNotFoundError(f"model file {spec} does not exist")
-        from dream_gym.rl import SB3Policy
+        from dream_gym.rl.sb3 import model_policy
 
-        return SB3Policy(spec, **params)
+        policy = model_policy(path, **params)
+        policy.name = spec if spec in SHIPPED_MODELS else policy.name
+        return policy
     is_file = is_file_spec(spec)
     if is_file and not Path(spec).is_file():
         raise PolicyNotFoundError(f"policy file {spec} does not exist")
@@ -199,6 +207,15 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
     from dream_gym.policy_files.isolated import IsolatedPolicy  # (isolated.py imports this module)
 
     return IsolatedPolicy(spec, params=params, **limits)
+
+
+def _shipped_model_path(name: str) -> Path:
+    from dream_gym.policies.trained import shipped_model
+
+    try:
+        return shipped_model(name)
+    except FileNotFoundError as exc:
+        raise PolicyNotFoundError(str(exc)) from None
 
 
 def where(exc: BaseException, source: str) -> str:

@@ -35,7 +35,7 @@ def frame(message: Mapping[str, Any], *, allow_nan: bool = True) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
-_VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(PrefixView) if f.name not in ("nodes", "_children"))
+_VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(PrefixView) if f.name != "nodes" and not f.name.startswith("_"))
 _NODE_FIELDS = NODE_FIELDS
 
 

@@ -11,11 +11,19 @@ in replay and online and never sees q, the world's best score or unrevealed node
   and their batched forms.
 * :mod:`~dream_gym.rl.pool_env`: :class:`MacroReplayEnv`, one episode at a time over a pool.
 * :mod:`~dream_gym.rl.vector`: :class:`MacroVectorEnv`, N episodes in numpy arrays.
-* :mod:`~dream_gym.rl.sb3`: :class:`SB3Policy` (a trained model as a policy) and
-  :func:`sb3_vec_env` (the vector env as an SB3 ``VecEnv``).
+* :mod:`~dream_gym.rl.node_features`, :mod:`~dream_gym.rl.node_env`: the node-level policy's
+  observation (:class:`RoundPlan`: one feature row per candidate) and :class:`NodeReplayEnv`
+  (a batch built by sequential masked selection, one candidate or "commit" a step);
+  :mod:`~dream_gym.rl.node_policy` (torch): the permutation-equivariant scorer as SB3 policies.
+* :mod:`~dream_gym.rl.sb3`: :class:`SB3Policy` / :class:`NodeSB3Policy` (trained models as
+  policies; :func:`model_policy` picks one) and :func:`sb3_vec_env` (the vector env as an SB3
+  ``VecEnv``).
+* :mod:`~dream_gym.rl.training`: ``dream-gym train`` (checkpoints, resume, TensorBoard logs,
+  periodic held-out evaluation).
 
 The envs take their observation (``features=``, a :class:`FeatureSet`) and their reward
-(``value_fn=``, see :mod:`dream_gym.values`) as arguments. Needs the ``rl`` extra
+(``value_fn=``, see :mod:`dream_gym.values`: V, or the beta-conditioned
+:class:`~dream_gym.values.PricedAttainment`) as arguments. Needs the ``rl`` extra
 (stable-baselines3, sb3-contrib, torch) only for the SB3 glue and for training.
 """
 
@@ -39,16 +47,21 @@ from dream_gym.rl.macro import (
     macro_masks,
     ranked_open,
 )
+from dream_gym.rl.node_env import N_GLOBAL_FEATURES, NodeReplayEnv, node_observation
+from dream_gym.rl.node_features import N_NODE_FEATURES, NODE_FEATURE_NAMES, RoundPlan
 from dream_gym.rl.pool_env import MacroReplayEnv
-from dream_gym.rl.sb3 import SB3Policy, sb3_vec_env
+from dream_gym.rl.sb3 import NodeSB3Policy, SB3Policy, is_node_model, load_model, model_policy, sb3_vec_env
 from dream_gym.rl.vector import MacroVectorEnv
-from dream_gym.values import Progress, ValueFn, replay_value
+from dream_gym.values import PricedAttainment, Progress, ValueFn, make_objective, replay_value
 
 __all__ = [
     "FEATURE_NAMES",
     "MACRO_ACTIONS",
     "MACRO_FEATURES",
+    "NODE_FEATURE_NAMES",
     "N_FEATURES",
+    "N_GLOBAL_FEATURES",
+    "N_NODE_FEATURES",
     "STOP",
     "EpisodeParams",
     "FeatureSet",
@@ -56,12 +69,21 @@ __all__ = [
     "MacroReplayEnv",
     "MacroTable",
     "MacroVectorEnv",
+    "NodeReplayEnv",
+    "NodeSB3Policy",
+    "PricedAttainment",
     "Progress",
+    "RoundPlan",
     "SB3Policy",
     "ValueFn",
     "batch_features",
     "batch_for",
     "batch_masks",
+    "is_node_model",
+    "load_model",
+    "make_objective",
+    "model_policy",
+    "node_observation",
     "macro_batches",
     "macro_masks",
     "ranked_open",

@@ -137,7 +137,7 @@ class MacroReplayEnv(gym.Env):  # type: ignore[type-arg]
         outcome = session.step(batch)
         self.view = session.view()
         value = float(self.value_fn(Progress(session.best_q, session.attempts, session.rounds, session.beta,
-                                             session.beta1, session.beta2)))
+                                             session.beta1, session.beta2, max(1, session.world.size - 1))))
         reward, self._value = value - self._value, value
         return self.features.from_view(self.view), reward, outcome.terminated, outcome.truncated, self._info(batch)
 

@@ -1,8 +1,10 @@
 """stable-baselines3 glue: a trained model as a dream_gym policy, and the vector macro env as an
 SB3 ``VecEnv`` (extra ``rl``: stable-baselines3, sb3-contrib, torch; imported lazily).
 
-* :class:`SB3Policy`: ``reset(context)`` / ``act(view)`` around a MaskablePPO or PPO model;
-  ``dream_gym.policy_files.load_policy("model.zip")`` builds one.
+* :class:`SB3Policy`: ``reset(context)`` / ``act(view)`` around a MaskablePPO or PPO model of
+  the macro env; :class:`NodeSB3Policy` the same for a model of the node env
+  (:class:`~dream_gym.rl.NodeReplayEnv`); :func:`model_policy` picks the right one for a zip, and
+  ``dream_gym.policy_files.load_policy("model.zip")`` (or a shipped model's name) calls it.
 * :func:`sb3_vec_env`: a :class:`~dream_gym.rl.vector.MacroVectorEnv` as an SB3 ``VecEnv``, so
   that ``MaskablePPO("MlpPolicy", sb3_vec_env(worlds, n_envs=1024))`` trains on it directly
   (masks through ``env_method("action_masks")``, as sb3-contrib's ``get_action_masks`` asks).
@@ -13,19 +15,24 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gymnasium import spaces
+
 from dream_gym.policy import RunContext
 from dream_gym.rl.features import MACRO_FEATURES, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
 from dream_gym.view import PrefixView
 
 
-def _load_model(path: str) -> Any:
+def load_model(path: str | os.PathLike[str]) -> Any:
     """A MaskablePPO or PPO model from an SB3 zip (chosen by the policy class saved in it)."""
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
     from stable_baselines3 import PPO
     from stable_baselines3.common.save_util import load_from_zip_file
 
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"model file {path} does not exist")
     data, _, _ = load_from_zip_file(path, device="cpu")
     policy_class = (data or {}).get("policy_class")
     maskable = isinstance(policy_class, type) and issubclass(policy_class, MaskableActorCriticPolicy)
@@ -48,14 +55,7 @@ class SB3Policy:
     """
 
     def __init__(self, model: Any, *, deterministic: bool = True, features: FeatureSet = MACRO_FEATURES):
-        if isinstance(model, (str, os.PathLike)):
-            path = os.fspath(model)
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"model file {path} does not exist")
-            self.name = os.path.splitext(os.path.basename(path))[0]
-            model = _load_model(path)
-        else:
-            self.name = "sb3"
+        self.name, model = _named_model(model)
         obs_shape = tuple(getattr(model.observation_space, "shape", ()) or ())
         n_actions = getattr(model.action_space, "n", None)
         if obs_shape != (features.size,) or n_actions != len(MACRO_ACTIONS):
@@ -87,6 +87,85 @@ class SB3Policy:
         return batch_for(view, int(action))
 
 
+def _named_model(model: Any) -> tuple[str, Any]:
+    """(name, loaded model) of a path (named after the file) or an already loaded model."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.path.splitext(os.path.basename(os.fspath(model)))[0], load_model(model)
+    return "sb3", model
+
+
+def is_node_model(model: Any) -> bool:
+    """Whether a loaded model was trained on the node env (its observation is the node Dict)."""
+    space = getattr(model, "observation_space", None)
+    return isinstance(space, spaces.Dict) and "nodes" in space.spaces
+
+
+class NodeSB3Policy:
+    """A model trained on :class:`~dream_gym.rl.NodeReplayEnv` as a dream_gym policy.
+
+    ``act(view)`` builds the batch the way the env does, one selection at a time: the candidates
+    of the view (:class:`~dream_gym.rl.node_features.RoundPlan`, **uncapped**: the scorer is
+    permutation-equivariant, so it scores every open node of a world of any size), the
+    :func:`~dream_gym.rl.node_env.node_observation` of the selections so far, the actor's
+    logits, and the most likely row (or a sampled one) until it picks commit, the batch holds W
+    selections or no candidate is left.
+
+    Args:
+        model: a path to an SB3 ``.zip`` or a loaded MaskablePPO / PPO model with a node policy.
+            **An SB3 zip holds pickled Python objects: load only files from a trusted source.**
+        deterministic: take the most likely row (True) or sample one (seeded per episode).
+    """
+
+    def __init__(self, model: Any, *, deterministic: bool = True):
+        self.name, model = _named_model(model)
+        if not is_node_model(model):
+            raise ValueError(f"model {self.name} was not trained on the node env (observation "
+                             f"{getattr(model, 'observation_space', None)})")
+        import torch
+
+        self.model, self.deterministic = model, deterministic
+        self.context: RunContext | None = None
+        self._torch = torch
+        self._generator = torch.Generator().manual_seed(0)
+
+    def reset(self, context: RunContext) -> None:
+        self.context = context
+        self._generator.manual_seed(context.seed)
+
+    def act(self, view: PrefixView) -> list[int]:
+        from dream_gym.rl.node_env import node_observation
+        from dream_gym.rl.node_features import RoundPlan
+
+        torch = self._torch
+        policy = self.model.policy
+        plan = RoundPlan(view)
+        pending: list[int] = []
+        while len(pending) < view.workers:
+            obs, available = node_observation(plan, pending)
+            if not len(available):
+                break
+            tensors = {key: torch.as_tensor(value).unsqueeze(0) for key, value in obs.items()}
+            with torch.no_grad():
+                logits = policy.mlp_extractor.forward_actor(policy.extract_features(tensors))[0]
+            if self.deterministic:
+                row = int(torch.argmax(logits))
+            else:
+                row = int(torch.multinomial(torch.softmax(logits, dim=0), 1, generator=self._generator))
+            if row >= len(available):  # commit
+                break
+            pending.append(int(available[row]))
+        return [plan.candidates[i] for i in pending]
+
+
+def model_policy(model: Any, **params: Any) -> SB3Policy | NodeSB3Policy:
+    """The policy of a trained model (path or loaded): :class:`NodeSB3Policy` for a node-env
+    model, else :class:`SB3Policy`. ``params``: ``deterministic``."""
+    name, loaded = _named_model(model)
+    policy = NodeSB3Policy(loaded, **params) if is_node_model(loaded) else SB3Policy(loaded, **params)
+    policy.name = name
+    return policy
+
+
 def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
     """A :class:`~dream_gym.rl.vector.MacroVectorEnv` of ``n_envs`` episodes as an SB3 ``VecEnv``.
 
@@ -101,4 +180,4 @@ def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
     return SB3MacroVecEnv(worlds, n_envs, **options)
 
 
-__all__ = ["SB3Policy", "sb3_vec_env"]
+__all__ = ["NodeSB3Policy", "SB3Policy", "is_node_model", "load_model", "model_policy", "sb3_vec_env"]

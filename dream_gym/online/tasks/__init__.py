@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dream_gym.online.tasks.autocorrelation import Autocorrelation
 from dream_gym.online.tasks.base import (
     HARD,
     REPAIRABLE,
@@ -29,6 +30,7 @@ TASKS: dict[str, Callable[[], Task]] = {
     "circle-packing-32": lambda: CirclePacking(32),
     "sum-difference": SumDifference,
     "lasso-path": LassoPath,
+    "autocorrelation": Autocorrelation,
     "sleep-task": SleepTask,
 }
 HIDDEN = frozenset({"sleep-task"})
@@ -49,4 +51,4 @@ def get_task(name: str) -> Task:
 
 
 __all__ = ["TASKS", "HARD", "REPAIRABLE", "Check", "Evaluation", "HarnessTask", "Limits", "Task",
-           "CirclePacking", "LassoPath", "SleepTask", "SumDifference", "env_digest", "get_task", "list_tasks"]
+           "Autocorrelation", "CirclePacking", "LassoPath", "SleepTask", "SumDifference", "env_digest", "get_task", "list_tasks"]

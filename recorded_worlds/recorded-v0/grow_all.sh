@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The exact commands that grew the shipped worlds (built-in agents, no LLM, W=4, 150 attempts each).
-# Run from the repository root: bash recorded_worlds/grow_all.sh [NAME ...]  (default: all).
+# Run from the repository root: bash recorded_worlds/recorded-v0/grow_all.sh [NAME ...]  (default: all).
 set -euo pipefail
 GROW=".venv/bin/dream-gym grow --workers 4 --rounds 200 --max-attempts 150 --beta 0.5 --quiet"
 FIXED="--policy fixed --policy-arg branches=10 --policy-arg depth=15"
@@ -42,10 +42,10 @@ ORDER=(sd-fixed-s0 sd-fixed-s1 sd-greedy-s0 sd-greedy-s1 sd-random-s0 sd-random-
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${ORDER[@]}")
 for name in "${names[@]}"; do
-  [ -f "recorded_worlds/$name/world.json" ] && grep -q sha256 "recorded_worlds/$name/world.json" && continue
-  resume=""; [ -f "recorded_worlds/$name/nodes.jsonl" ] && resume="--resume"
+  [ -f "recorded_worlds/recorded-v0/$name/world.json" ] && grep -q sha256 "recorded_worlds/recorded-v0/$name/world.json" && continue
+  resume=""; [ -f "recorded_worlds/recorded-v0/$name/nodes.jsonl" ] && resume="--resume"
   start=$(date +%s)
   # shellcheck disable=SC2086
-  $GROW ${WORLDS[$name]} --out "recorded_worlds/$name" $resume
-  echo "$name $(( $(date +%s) - start ))s" >> recorded_worlds/grow_times.txt
+  $GROW ${WORLDS[$name]} --out "recorded_worlds/recorded-v0/$name" $resume
+  echo "$name $(( $(date +%s) - start ))s" >> recorded_worlds/recorded-v0/grow_times.txt
 done

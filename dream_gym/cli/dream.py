@@ -1,0 +1,122 @@
+"""``dream-gym dream``: one improvement step of the exploration policy on replay."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dream_gym.cli.options import add_jobs
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+
+
+def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
+    """The replay-scoring options shared by ``dream`` and ``rsi``."""
+    grid = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
+    p.add_argument("--developer", default="builtin",
+                   help="'builtin' (Optuna over the parametric policy family, no LLM) or a litellm model string")
+    p.add_argument("--revisions", "-M", type=int, required=True,
+                   help="M: versions per phase, the incumbent included (M-1 new revisions)")
+    p.add_argument("--betas", default=grid, help=f"comma-separated beta grid (default {grid})")
+    p.add_argument("--select", choices=("V", "v2"), default="V",
+                   help="maximise the mean replay score V (the paper's V^m, default) or the Pareto objective v2")
+    p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server (LLM developer/agent)")
+    add_jobs(p, help="processes for the replay evaluations (default: the CPU count)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the developer and of every policy's RunContext")
+    p.add_argument("--max-rounds", type=int, default=None, help="replay round limit K2 (default: none)")
+    p.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
+    p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
+                   help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
+    p.add_argument("--lam", type=float, default=DEFAULT_LAMBDA, help=f"v2's parallel-penalty weight (default {DEFAULT_LAMBDA})")
+    p.add_argument("--decision-timeout", type=float, default=5.0,
+                   help="seconds an isolated policy may take for one decision (default 5)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "dream", help="improve an exploration policy on replay (one improvement step)",
+        description=(
+            "Build M versions of the policy (the incumbent and M-1 revisions by the developer), validate each, "
+            "evaluate each isolated on every history world at every beta (twice, in separate processes: "
+            "a nondeterministic revision is refused), and keep the argmax, the incumbent included."
+        ),
+    )
+    p.add_argument("--history", required=True, help="worlds to select on (a folder, dataset id, split, ...)")
+    p.add_argument("--policy", required=True, help="the incumbent: built-in name, module:Class or policy .py file")
+    p.add_argument("--validate", default=None, help="worlds not used for selection: report the gain there")
+    p.add_argument("--gate", action="store_true", help="deploy only when the validation score does not drop")
+    p.add_argument("--out", required=True, type=Path, help="the run folder")
+    add_scoring_arguments(p)
+    p.set_defaults(func=run)
+
+
+def scoring_settings(args: argparse.Namespace) -> Any:
+    from dream_gym.dream.scoring import ScoringSettings
+    from dream_gym.evaluate import _parse_betas
+
+    return ScoringSettings(
+        betas=_parse_betas(args.betas), select=args.select, lam=args.lam, beta1=args.beta1, beta2=args.beta2,
+        max_rounds=args.max_rounds, seed=args.seed, jobs=args.jobs, decision_timeout_s=args.decision_timeout,
+    )
+
+
+def version_line(record: Any, revisions: int, best: Any) -> str:
+    """One progress line for a finished version."""
+    score = "-" if record.score is None else f"{record.score:.4f}"
+    colour = {"incumbent": "bold", "ok": "green"}.get(record.status, "red")
+    text = (f"[{colour}]phase {record.phase} version {record.m}/{revisions - 1} {record.status:<16}[/{colour}] "
+            f"score {score}  best so far: version {best.m} ({best.score:.4f})  {record.seconds:.1f}s")
+    problem = record.error or record.warning
+    if problem:
+        text += f"\n    [dim]{problem[:300]}[/dim]"
+    return text
+
+
+def phase_table(result: Any) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"Phase {result.phase}: versions on the history")
+    for column in ("m", "status", "score", "vs incumbent", "notes / error"):
+        table.add_column(column, justify="right" if column in ("m", "score", "vs incumbent") else "left")
+    base = result.incumbent_score
+    for v in result.versions:
+        mark = " *" if v.m == result.deployed_m else ""
+        score = "-" if v.score is None else f"{v.score:.4f}"
+        delta = "-" if v.score is None or base is None else f"{v.score - base:+.4f}"
+        note = (v.error or v.warning or v.notes or "")[:90]
+        table.add_row(f"{v.m}{mark}", v.status, score, delta, note)
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from dream_gym.dream.improve import DreamRun, DreamSettings, run_dream
+
+    console = Console(stderr=True)
+    settings = DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), gate=args.gate)
+    dream_run = DreamRun(history=args.history, policy=args.policy, developer=args.developer, out=args.out,
+                         settings=settings, validate=args.validate, api_base=args.api_base, resume=args.resume)
+
+    def events(kind: str, data: dict[str, Any]) -> None:
+        if kind == "version" and not args.quiet:
+            console.print(version_line(data["record"], data["revisions"], data["best"]))
+
+    result = run_dream(dream_run, events)
+    out = Console()
+    if not out.is_terminal:  # a log or a pipe: whole lines, not cut to 80 columns
+        out = Console(width=200)
+    out.print(phase_table(result))
+    out.print(f"selected version {result.selected_m} (gain on the history {result.gain_history:+.4f}); "
+              f"deployed version {result.deployed_m}" + (" (the gate kept the incumbent)" if result.gated else ""))
+    if result.validation:
+        v = result.validation
+        out.print(f"validation worlds: incumbent {v['incumbent']:.4f}, selected {v['selected']:.4f} "
+                  f"(gain {v['gain']:+.4f})")
+    cost = result.cost
+    out.print(f"development cost: {cost['calls']:.0f} LLM calls, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
+              f"${cost['usd']:.4f}")
+    out.print(f"chosen policy: {args.out / 'chosen.py'}; ratchet plot: {args.out / 'ratchet.png'}")
+    return 0

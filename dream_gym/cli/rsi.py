@@ -1,0 +1,92 @@
+"""``dream-gym rsi``: the outer loop: online rollout, append to the history, dream, deploy, repeat."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from dream_gym.cli.dream import add_scoring_arguments, phase_table, scoring_settings, version_line
+from dream_gym.cli.options import add_workers
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "rsi", help="recursive self-improvement: grow a world with the policy, dream, deploy the winner, repeat",
+        description=(
+            "For each iteration: an online rollout with the current policy (W attempts per round, at most K1 "
+            "rounds) grows a world; the world joins the history; an improvement step builds M versions and "
+            "keeps the argmax on the history; the winner is deployed for the next rollout. Resumable after "
+            "kill -9 with --resume."
+        ),
+    )
+    p.add_argument("--task", required=True, help="built-in task name (sum-difference, circle-packing-26, ...)")
+    p.add_argument("--agent", default="builtin", help="discovery agent: 'builtin' or a litellm model string")
+    p.add_argument("--policy", required=True, help="START policy: built-in name, module:Class or policy .py file")
+    p.add_argument("--iterations", "-T", type=int, required=True, help="t: outer iterations")
+    add_workers(p, default=4, help="W: attempts per round online, each run by its own worker process (default 4)")
+    p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds of an online rollout")
+    p.add_argument("--history", default=None, help="extra worlds in the history from the start")
+    p.add_argument("--beta", type=float, default=0.5, help="budget preference the policy sees online (default 0.5)")
+    p.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
+                   help="the online worker pool")
+    p.add_argument("--out", required=True, type=Path, help="the run folder")
+    add_scoring_arguments(p)
+    p.set_defaults(func=run)
+
+
+def summary_table(records: list[Any]) -> Any:
+    from rich.table import Table
+
+    from dream_gym.dream.rsi import SUMMARY_COLUMNS, summary_cells
+
+    table = Table(title="dream-gym rsi: per iteration (discovery and development cost separately and summed)")
+    for column in SUMMARY_COLUMNS:
+        table.add_column(column, justify="right")
+    for record in records:
+        table.add_row(*summary_cells(record))
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from dream_gym.dream.improve import DreamSettings
+    from dream_gym.dream.rsi import RsiConfig, run_rsi
+
+    console = Console(stderr=True)
+    config = RsiConfig(
+        task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
+        settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args)),
+        agent=args.agent, developer=args.developer, workers=args.workers, rounds=args.rounds,
+        history=args.history, beta=args.beta, api_base=args.api_base, backend=args.backend, resume=args.resume,
+        command=shlex.join(["dream-gym", *args.argv]),
+    )
+
+    def events(kind: str, data: dict[str, Any]) -> None:
+        if args.quiet:
+            return
+        if kind == "iteration":
+            console.rule(f"iteration {data['t']}/{data['iterations']}: policy {data['policy']}")
+        elif kind == "round":
+            s = data["stats"]
+            best = "-" if s.best_score is None else f"{s.best_score:.6g}"
+            console.print(f"  rollout {data['t']} round {s.round}: {s.attempts} attempts, {s.failures} failed, "
+                          f"best {best}, {s.seconds:.1f}s")
+        elif kind == "rollout":
+            world = data["world"]
+            console.print(f"  rollout {data['t']} done: {world.size - 1} attempts in {world.id}; dreaming on the history")
+        elif kind == "version":
+            console.print("  " + version_line(data["record"], data["revisions"], data["best"]))
+        elif kind == "iteration_done":
+            console.print(phase_table(data["phase"]))
+
+    records = run_rsi(config, events)
+    out = Console()
+    if not out.is_terminal:  # a log or a pipe: the whole table, not one cut to 80 columns
+        out = Console(width=200)
+    out.print(summary_table(records))
+    out.print(f"summary: {args.out / 'summary.md'}; ratchet: {args.out / 'dream' / 'ratchet.png'}; "
+                    f"next policy: {args.out / records[-1].deployed}")
+    return 0

@@ -1,0 +1,343 @@
+"""The improvement step (one dreaming phase, SPEC §8): write, check, score and select versions.
+
+:func:`improvement_step` builds M versions π⁰ (the incumbent) … π^(M−1) of the exploration
+policy, each a policy file, and keeps the argmax on the history:
+
+1. π⁰ is the incumbent (a built-in or installed policy becomes a small wrapper file);
+2. for m = 1 … M−1 the developer reads the feedback (the incumbent's code and replay traces,
+   this phase's earlier revisions with their scores and errors) and writes revision m;
+3. each revision is validated (parse, interface, a short isolated episode on a tiny world),
+   then evaluated isolated on every world of the history at every beta, twice, in separate
+   processes (the determinism gate): a revision whose two evaluations differ is refused;
+4. the argmax over the selectable versions, the incumbent included, is selected (a tie keeps
+   the incumbent); with validation worlds the gain of the selected version on the history and
+   on the validation worlds is reported, and with ``gate`` it is deployed only when its
+   validation score does not drop below the incumbent's.
+
+Everything is written to the run folder as it happens (``dream.jsonl``: one line per finished
+version and one per finished phase; see :mod:`dream_gym.dream.versions` for the files of each
+version), so a run killed at any moment resumes where it was: finished versions and phases are
+read back, never redone, and an LLM call whose reply is in the journal is not sent again.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dream_gym.dream.developer import Developer, EarlierRevision, Feedback
+from dream_gym.dream.runfolder import JsonLog, read_jsonl, write_atomic, write_json
+from dream_gym.dream.scoring import Scored, ScoringSettings, first_difference, score_policy
+from dream_gym.dream.traces import policy_traces
+from dream_gym.dream.validate import validate_policy_file
+from dream_gym.dream.versions import (
+    TIE_TOLERANCE,
+    VersionRecord,
+    incumbent_source,
+    phase_dir,
+    select,
+    version_path,
+)
+from dream_gym.evaluate import load_results
+from dream_gym.world import World
+
+LEDGER_FILE = "dream.jsonl"
+#: PYTHONHASHSEED of the isolated children of the determinism gate's two evaluations.
+GATE_HASH_SEEDS = (1, 2)
+CHOSEN_FILE = "chosen.py"
+RATCHET_FILE = "ratchet.png"
+
+
+@dataclass(frozen=True)
+class DreamSettings:
+    """Settings of an improvement step (the same for every phase of a run)."""
+
+    revisions: int  # M, the incumbent included
+    scoring: ScoringSettings = field(default_factory=ScoringSettings)
+    gate: bool = False  # deploy only when the validation score does not drop
+    validation_rounds: int = 3  # decisions of the validation episode on the tiny world
+
+    def __post_init__(self) -> None:
+        if self.revisions < 1:
+            raise ValueError(f"revisions (M, the incumbent included) must be >= 1, got {self.revisions}")
+
+
+@dataclass
+class PhaseResult:
+    """What one phase selected and deployed."""
+
+    phase: int
+    incumbent: str  # file of version 0 (relative to the run folder)
+    incumbent_score: float | None
+    selected_m: int
+    selected_score: float | None
+    deployed_m: int
+    deployed: str  # file of the deployed version
+    gain_history: float  # selected - incumbent, on the history
+    history: list[str]
+    validation: dict[str, float] | None = None  # incumbent, selected, gain on the validation worlds
+    gated: bool = False  # the gate kept the incumbent although a revision scored higher on H
+    cost: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    versions: list[VersionRecord] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("versions")
+        return {"type": "phase", **data}
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any], versions: list[VersionRecord]) -> PhaseResult:
+        data = {k: v for k, v in row.items() if k != "type"}
+        return cls(**data, versions=versions)
+
+
+Events = Callable[[str, dict[str, Any]], None]
+
+
+def _no_events(kind: str, data: dict[str, Any]) -> None:
+    pass
+
+
+def _sum_costs(records: Sequence[VersionRecord]) -> dict[str, float]:
+    keys = ("calls", "tokens_in", "tokens_out", "usd", "seconds")
+    return {k: float(sum(r.cost.get(k, 0.0) for r in records)) for k in keys}
+
+
+class _Phase:
+    """One phase's state and steps (the public entry point is :func:`improvement_step`)."""
+
+    def __init__(self, out: Path, phase: int, history: Sequence[World], developer: Developer,
+                 settings: DreamSettings, events: Events):
+        self.out, self.phase, self.history = out, phase, list(history)
+        self.developer, self.settings, self.events = developer, settings, events
+        self.scoring = settings.scoring
+        self.ledger = JsonLog(out / LEDGER_FILE)
+        rows = [r for r in read_jsonl(self.ledger.path) if r.get("phase") == phase]
+        self.done_row = next((r for r in rows if r.get("type") == "phase"), None)
+        self.records: dict[int, VersionRecord] = {
+            r["m"]: VersionRecord.from_dict(r) for r in rows if r.get("type") == "revision"
+        }
+        self.reference = ""
+
+    def rel(self, path: Path) -> str:
+        return str(path.relative_to(self.out))
+
+    # -- one version ------------------------------------------------------------------------
+    def _evaluate(self, record: VersionRecord, path: Path, gate: bool) -> VersionRecord:
+        """Score a checked file on the history; with ``gate`` a second time in other processes."""
+        first = score_policy(path, self.history, self.scoring, extra_file_options={"hash_seed": GATE_HASH_SEEDS[0]},
+                             out=version_path(self.out, self.phase, record.m, ".results.jsonl"))
+        record.score, record.per_world = first.score, first.per_world
+        if first.errors:
+            more = f" (and {len(first.errors) - 1} more episodes)" if len(first.errors) > 1 else ""
+            record.status, record.error = "failed", first.errors[0] + more
+            return record
+        if gate:
+            second: Scored = score_policy(path, self.history, self.scoring,
+                                          extra_file_options={"hash_seed": GATE_HASH_SEEDS[1]})
+            difference = first_difference(first, second)
+            if difference is not None:
+                record.status = "nondeterministic"
+                record.error = f"refused as nondeterministic: two evaluations in separate processes differ: {difference}"
+        return record
+
+    def incumbent(self, spec: str) -> VersionRecord:
+        text, self.reference = incumbent_source(spec)
+        path = version_path(self.out, self.phase, 0)
+        if 0 in self.records:
+            return self.records[0]
+        started = time.perf_counter()
+        write_atomic(path, text)
+        record = VersionRecord(self.phase, 0, self.rel(path), "incumbent", notes=f"the incumbent: {spec}")
+        record = self._evaluate(record, path, gate=True)
+        if record.status != "incumbent":  # the fallback stays selectable; say what is wrong with it
+            record.warning, record.status, record.error = record.error, "incumbent", None
+        record.seconds = time.perf_counter() - started
+        self._finish(record)
+        return record
+
+    def revision(self, m: int) -> VersionRecord:
+        started = time.perf_counter()
+        revision = self.developer.propose(self._feedback(m))
+        path = version_path(self.out, self.phase, m)
+        if revision.prompt is not None:
+            write_atomic(version_path(self.out, self.phase, m, ".prompt.md"), revision.prompt)
+        if revision.reply is not None:
+            write_atomic(version_path(self.out, self.phase, m, ".reply.md"), revision.reply)
+        write_atomic(path, revision.code if revision.code is not None else "")
+        record = VersionRecord(self.phase, m, self.rel(path), "ok", notes=revision.notes, params=revision.params,
+                               cost=dict(revision.cost))
+        if revision.code is None:
+            record.status, record.error = "invalid", revision.error or "the developer returned no code"
+        else:
+            problem = validate_policy_file(
+                path, rounds=self.settings.validation_rounds, decision_timeout_s=self.scoring.decision_timeout_s,
+                episode_timeout_s=max(self.scoring.decision_timeout_s * self.settings.validation_rounds, 5.0),
+                memory_mb=self.scoring.memory_mb,
+            )
+            if problem is not None:
+                record.status, record.error = "invalid", f"validation failed: {problem}"
+            else:
+                record = self._evaluate(record, path, gate=True)
+        record.seconds = time.perf_counter() - started
+        self._finish(record)
+        return record
+
+    def _finish(self, record: VersionRecord) -> None:
+        write_json(version_path(self.out, self.phase, record.m, ".json"), record.to_dict())
+        self.ledger.append(record.to_dict())
+        self.records[record.m] = record
+        self.events("version", {"record": record, "revisions": self.settings.revisions,
+                                "best": select(list(self.records.values()))})
+
+    def _earlier(self, record: VersionRecord) -> EarlierRevision:
+        code = (self.out / record.file).read_text(encoding="utf-8")
+        return EarlierRevision(record.m, code, record.status, record.score if record.selectable else None,
+                               record.error, record.params)
+
+    def _feedback(self, m: int) -> Feedback:
+        incumbent = self.records[0]
+        results = load_results(version_path(self.out, self.phase, 0, ".results.jsonl"))
+        traces = policy_traces(self.history, results, beta1=self.scoring.beta1, beta2=self.scoring.beta2,
+                               max_rounds=self.scoring.max_rounds, lam=self.scoring.lam)
+        return Feedback(
+            phase=self.phase, m=m, revisions=self.settings.revisions, incumbent=self._earlier(incumbent),
+            traces=traces, earlier=tuple(self._earlier(self.records[k]) for k in range(1, m)),
+            select=self.scoring.select, betas=tuple(self.scoring.betas), history=tuple(w.id for w in self.history),
+            seed=self.scoring.seed, reference=self.reference,
+        )
+
+    # -- the phase --------------------------------------------------------------------------
+    def run(self, spec: str, validation: Sequence[World] | None) -> PhaseResult:
+        started = time.perf_counter()
+        versions = [self.incumbent(spec)]
+        for m in range(1, self.settings.revisions):
+            versions.append(self.records[m] if m in self.records else self.revision(m))
+        incumbent, selected = versions[0], select(versions)
+        deployed, gated, validation_scores = selected, False, None
+        if validation:
+            on_val = {v.m: score_policy(self.out / v.file, validation, self.scoring).score
+                      for v in {incumbent.m: incumbent, selected.m: selected}.values()}
+            validation_scores = {"incumbent": on_val[0], "selected": on_val[selected.m],
+                                 "gain": on_val[selected.m] - on_val[0]}
+            if self.settings.gate and on_val[selected.m] < on_val[0] - TIE_TOLERANCE:
+                deployed, gated = incumbent, True
+        gain = (selected.score or 0.0) - (incumbent.score or 0.0) if selected.score is not None else 0.0
+        result = PhaseResult(
+            phase=self.phase, incumbent=incumbent.file, incumbent_score=incumbent.score, selected_m=selected.m,
+            selected_score=selected.score, deployed_m=deployed.m, deployed=deployed.file, gain_history=gain,
+            history=[w.id for w in self.history], validation=validation_scores, gated=gated,
+            cost=_sum_costs(versions), seconds=time.perf_counter() - started, versions=versions,
+        )
+        shutil.copyfile(self.out / deployed.file, phase_dir(self.out, self.phase) / CHOSEN_FILE)
+        self.ledger.append(result.to_dict())
+        self.events("phase", {"result": result})
+        return result
+
+
+def improvement_step(out: str | Path, phase: int, incumbent: str, history: Sequence[World], developer: Developer,
+                     settings: DreamSettings, *, validation: Sequence[World] | None = None,
+                     events: Events | None = None) -> PhaseResult:
+    """Run (or resume, or read back) phase ``phase`` in the run folder ``out``.
+
+    Args:
+        out: the run folder (``dream.jsonl``, ``revisions/<phase>/``, ``chosen.py``, ``ratchet.png``).
+        phase: the phase number (1, 2, ... in ``dream-gym rsi``; 1 for ``dream-gym dream``).
+        incumbent: π⁰, a built-in name, ``module:Class`` or a policy ``.py`` file.
+        history: the worlds versions are scored and selected on.
+        developer: writes revisions 1 … M−1.
+        settings: M, the scoring settings and the gate.
+        validation: worlds not used for selection (the gain there is reported; ``gate`` uses it).
+        events: ``events(kind, data)`` for progress: ``"version"`` after each version, ``"phase"`` at the end.
+    """
+    out = Path(out)
+    ids = [w.id for w in history]
+    if not ids:
+        raise ValueError("the history holds no worlds")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"history worlds must have distinct ids: {sorted({i for i in ids if ids.count(i) > 1})}")
+    if settings.gate and not validation:
+        raise ValueError("the gate needs validation worlds (--validate)")
+    state = _Phase(out, phase, history, developer, settings, events or _no_events)
+    if state.done_row is not None:
+        versions = [state.records[m] for m in sorted(state.records)]
+        result = PhaseResult.from_dict(state.done_row, versions)
+    else:
+        result = state.run(incumbent, validation)
+    shutil.copyfile(out / result.deployed, out / CHOSEN_FILE)
+    from dream_gym.plots import plot_ratchet
+
+    plot_ratchet(read_jsonl(out / LEDGER_FILE), out / RATCHET_FILE)
+    return result
+
+
+# --------------------------------------------------------------------------- dream-gym dream
+
+
+def world_digest(world: World) -> str:
+    """The recorded checksum of a world's nodes (or one computed now): part of a run's fingerprint."""
+    if world.meta.get("sha256"):
+        return str(world.meta["sha256"])
+    if world.path is not None and (world.path / "nodes.jsonl").is_file():
+        from dream_gym.world import sha256_file
+
+        return sha256_file(world.path / "nodes.jsonl")
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(list(world.records), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def policy_digest(spec: str) -> str | None:
+    """sha256 of a policy file (None for a built-in name or module:Class)."""
+    if spec.endswith(".py") and Path(spec).is_file():
+        from dream_gym.world import sha256_file
+
+        return sha256_file(spec)
+    return None
+
+
+@dataclass(frozen=True)
+class DreamRun:
+    """Arguments of ``dream-gym dream`` (one improvement step as a command)."""
+
+    history: str  # worlds spec (see dream_gym.evaluate.resolve_worlds)
+    policy: str  # the incumbent
+    developer: str  # "builtin" or a litellm model string
+    out: Path
+    settings: DreamSettings
+    validate: str | None = None  # worlds spec, not used for selection
+    api_base: str | None = None
+    resume: bool = False
+
+
+def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
+    """Resolve the worlds, check the run folder's fingerprint, and run (or resume) the step."""
+    from dream_gym.dream.developer import make_developer
+    from dream_gym.dream.runfolder import check_fingerprint
+    from dream_gym.evaluate import resolve_worlds
+
+    history = resolve_worlds(run.history)
+    validation = resolve_worlds(run.validate) if run.validate else None
+    if validation:
+        overlap = {w.id for w in history} & {w.id for w in validation}
+        if overlap:
+            raise ValueError(f"validation worlds must not be in the history: {sorted(overlap)}")
+    scoring = run.settings.scoring
+    fingerprint = {
+        "history": {w.id: world_digest(w) for w in history},
+        "validate": {w.id: world_digest(w) for w in validation or []},
+        "policy": run.policy, "policy_sha256": policy_digest(run.policy), "developer": run.developer,
+        "revisions": run.settings.revisions, "gate": run.settings.gate, "betas": list(scoring.betas),
+        "select": scoring.select, "lam": scoring.lam, "beta1": scoring.beta1, "beta2": scoring.beta2,
+        "max_rounds": scoring.max_rounds, "seed": scoring.seed,
+    }
+    check_fingerprint(run.out, fingerprint, resume=run.resume, command="dream-gym dream")
+    developer = make_developer(run.developer, run.out, api_base=run.api_base, seed=scoring.seed)
+    return improvement_step(run.out, 1, run.policy, history, developer, run.settings, validation=validation,
+                            events=events)

@@ -1,0 +1,262 @@
+"""The outer loop (Dream-RSI's recursive self-improvement, SPEC §8): ``dream-gym rsi``.
+
+For t = 1 … T: an online rollout with π_t (the online module, ``dream_gym.online.loop.grow``:
+W attempts per round, at most K1 rounds) grows a new world; the world joins the history H (the
+``--history`` worlds plus every world grown so far); an improvement step builds M versions of
+π_t and keeps the argmax on H; the deployed version is π_(t+1). Only the policy changes: the
+task, the discovery agent, the evaluator and every interface stay fixed.
+
+The run folder::
+
+    fingerprint.json         settings; --resume with other settings is refused, naming the difference
+    rsi.jsonl                one line per finished rollout and per finished iteration (costs included)
+    worlds/iter-<t>/         the world grown in iteration t (resumed by grow after a crash)
+    dream/                   the improvement steps: dream.jsonl, journal.jsonl, revisions/<t>/, ratchet.png
+    policies/pi_<t>.py       the policy deployed for rollout t (t >= 2; pi_1 is --policy)
+    summary.json, summary.md per iteration: discovery and development cost, scores, attempts per round
+
+``kill -9`` at any moment, then ``--resume``: a finished rollout or phase is read back, an
+interrupted rollout continues the same world (no finished attempt is lost), an interrupted
+phase continues with its next version (no finished version is redone), and an LLM call whose
+reply is in the journal is not sent again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step, policy_digest, world_digest
+from dream_gym.dream.runfolder import JsonLog, check_fingerprint, read_jsonl, write_atomic, write_json
+from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world
+
+LEDGER_FILE = "rsi.jsonl"
+
+
+@dataclass(frozen=True)
+class RsiConfig:
+    """Arguments of ``dream-gym rsi``."""
+
+    task: str
+    policy: str  # START: π_1
+    out: Path
+    iterations: int  # T
+    settings: DreamSettings  # M and the replay scoring
+    agent: str = "builtin"
+    developer: str = "builtin"
+    workers: int = 4  # W
+    rounds: int = 10  # K1
+    history: str | None = None  # extra worlds in H from the start
+    beta: float = 0.5  # the budget preference the policy sees online
+    api_base: str | None = None
+    backend: str = "process"  # the online worker pool
+    resume: bool = False
+    command: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ValueError(f"iterations must be >= 1, got {self.iterations}")
+
+
+@dataclass
+class Iteration:
+    """One iteration's record (a line of rsi.jsonl and a row of the summary)."""
+
+    t: int
+    policy: str  # π_t
+    world: str  # the grown world's folder (relative to the run folder)
+    attempts: int
+    rounds: int
+    best_score: float | None  # best of this rollout (the task's own scale and direction)
+    best_so_far: float | None  # over every rollout up to t
+    attempts_per_round: float
+    discovery: dict[str, float] = field(default_factory=dict)  # attempts, tokens_in, tokens_out, usd
+    development: dict[str, float] = field(default_factory=dict)  # calls, tokens_in, tokens_out, usd, seconds
+    total_usd: float = 0.0
+    incumbent_score: float | None = None
+    deployed_score: float | None = None
+    deployed: str = ""  # π_(t+1)
+    deployed_m: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "iteration", **asdict(self)}
+
+
+Events = Callable[[str, dict[str, Any]], None]
+
+
+def _discovery_cost(world: World) -> dict[str, float]:
+    totals = {"attempts": float(world.size - 1), "tokens_in": 0.0, "tokens_out": 0.0, "usd": 0.0}
+    for record in world.records[1:]:
+        cost = record.get("cost")
+        if isinstance(cost, dict):
+            for key in ("tokens_in", "tokens_out", "usd"):
+                value = cost.get(key)
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    totals[key] += float(value)
+    return totals
+
+
+def _better(a: float | None, b: float | None, direction: str) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b) if direction == "maximize" else min(a, b)
+
+
+class _Run:
+    def __init__(self, config: RsiConfig, events: Events):
+        self.config, self.events = config, events
+        self.out = Path(config.out)
+        self.ledger = JsonLog(self.out / LEDGER_FILE)
+        self.rows = read_jsonl(self.ledger.path)
+        self.extra: list[World] = []
+        if config.history:
+            from dream_gym.evaluate import resolve_worlds
+
+            self.extra = resolve_worlds(config.history)
+
+    def fingerprint(self) -> dict[str, Any]:
+        c, s = self.config, self.config.settings.scoring
+        return {
+            "task": c.task, "agent": c.agent, "policy": c.policy, "policy_sha256": policy_digest(c.policy),
+            "developer": c.developer, "revisions": c.settings.revisions, "workers": c.workers, "rounds": c.rounds,
+            "max_rounds": s.max_rounds, "betas": list(s.betas), "beta1": s.beta1, "beta2": s.beta2,
+            "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
+            "history": {w.id: world_digest(w) for w in self.extra},
+        }
+
+    def policy_of(self, t: int) -> str:
+        return self.config.policy if t == 1 else str(self.out / "policies" / f"pi_{t}.py")
+
+    def world_dir(self, t: int) -> Path:
+        return self.out / "worlds" / f"iter-{t}"
+
+    # -- the online rollout -----------------------------------------------------------------
+    def rollout(self, t: int) -> World:
+        folder = self.world_dir(t)
+        if any(r.get("type") == "rollout" and r["t"] == t for r in self.rows):
+            return load_world(folder)
+        meta_path = folder / WORLD_FILE
+        finished = meta_path.is_file() and json.loads(meta_path.read_text(encoding="utf-8")).get("sha256")
+        if not finished:
+            self._grow(t, folder)
+        world = load_world(folder)
+        row = {"type": "rollout", "t": t, "world": str(folder.relative_to(self.out)), "nodes": world.size}
+        self.ledger.append(row)
+        self.rows.append(row)
+        return world
+
+    def _grow(self, t: int, folder: Path) -> None:
+        from dream_gym.online.loop import GrowConfig, grow, write_summary
+        from dream_gym.policy_files import load_policy
+
+        c = self.config
+        if (folder / WORLD_FILE).is_file() and not (folder / NODES_FILE).exists():
+            shutil.rmtree(folder)  # killed between creating world.json and nodes.jsonl: nothing recorded
+        grow_config = GrowConfig(
+            task=c.task, out=folder, agent=c.agent, policy=self.policy_of(t), workers=c.workers, rounds=c.rounds,
+            seed=c.settings.scoring.seed * 1000 + t, beta=c.beta, backend=c.backend, api_base=c.api_base,
+            world_id=f"{self.out.name}-iter{t}", resume=(folder / NODES_FILE).exists(), command=c.command,
+        )
+        policy = load_policy(self.policy_of(t))
+        try:
+            result = grow(grow_config, policy, on_round=lambda stats, _: self.events("round", {"t": t, "stats": stats}))
+        finally:
+            close = getattr(policy, "close", None)
+            if callable(close):
+                close()
+        write_summary(result)
+
+    # -- the improvement step and deployment ------------------------------------------------
+    def history(self, t: int) -> list[World]:
+        return [*self.extra, *(load_world(self.world_dir(i)) for i in range(1, t + 1))]
+
+    def dream(self, t: int) -> PhaseResult:
+        from dream_gym.dream.developer import make_developer
+
+        c = self.config
+        developer = make_developer(c.developer, self.out / "dream", api_base=c.api_base, seed=c.settings.scoring.seed)
+        return improvement_step(self.out / "dream", t, self.policy_of(t), self.history(t), developer, c.settings,
+                                events=self.events)
+
+    def iteration(self, t: int) -> Iteration:
+        done = next((r for r in self.rows if r.get("type") == "iteration" and r["t"] == t), None)
+        if done is not None:
+            return Iteration(**{k: v for k, v in done.items() if k != "type"})
+        self.events("iteration", {"t": t, "iterations": self.config.iterations, "policy": self.policy_of(t)})
+        world = self.rollout(t)
+        self.events("rollout", {"t": t, "world": world})
+        phase = self.dream(t)
+        deployed = self.out / "policies" / f"pi_{t + 1}.py"
+        write_atomic(deployed, (self.out / "dream" / phase.deployed).read_text(encoding="utf-8"))
+        previous = next((r for r in self.rows if r.get("type") == "iteration" and r["t"] == t - 1), None)
+        best_so_far = _better(previous["best_so_far"] if previous else None, _best_raw(world), world.direction)
+        discovery = _discovery_cost(world)
+        rounds = max((int(r.get("round") or 0) for r in world.records), default=0)
+        record = Iteration(
+            t=t, policy=self.policy_of(t), world=str(self.world_dir(t).relative_to(self.out)),
+            attempts=world.size - 1, rounds=rounds, best_score=_best_raw(world),
+            best_so_far=best_so_far, attempts_per_round=(world.size - 1) / max(1, rounds), discovery=discovery,
+            development=dict(phase.cost), total_usd=discovery["usd"] + phase.cost.get("usd", 0.0),
+            incumbent_score=phase.incumbent_score, deployed_score=next(
+                (v.score for v in phase.versions if v.m == phase.deployed_m), None),
+            deployed=str(deployed.relative_to(self.out)), deployed_m=phase.deployed_m,
+        )
+        self.ledger.append(record.to_dict())
+        self.rows.append(record.to_dict())
+        self.events("iteration_done", {"record": record, "phase": phase})
+        return record
+
+
+def _best_raw(world: World) -> float | None:
+    """The best recorded score of a world in the task's own scale (None when nothing scored)."""
+    scores = [r["score"] for r in world.records if r.get("score") is not None]
+    if not scores:
+        return None
+    return max(scores) if world.direction == "maximize" else min(scores)
+
+
+def run_rsi(config: RsiConfig, events: Events | None = None) -> list[Iteration]:
+    """Run (or resume) the outer loop; returns one record per iteration."""
+    events = events or (lambda kind, data: None)
+    run = _Run(config, events)
+    check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
+    records = [run.iteration(t) for t in range(1, config.iterations + 1)]
+    write_json(run.out / "summary.json", {"iterations": [asdict(r) for r in records]})
+    write_atomic(run.out / "summary.md", summary_markdown(records))
+    return records
+
+
+#: t, attempts N, rounds k, attempts per round, best of the rollout, best of rollouts 1..t, the incumbent's
+#: and the deployed version's score on H, the deployed version m*, the discovery attempts' tokens and
+#: USD, the development calls, their tokens and USD, and both summed.
+SUMMARY_COLUMNS = ("t", "N", "k", "N/k", "best", "best<=t", "H:π_t", "H:π_t+1", "m*", "disc tok", "disc $",
+                   "dev calls", "dev tok", "dev $", "total tok", "total $")
+
+
+def summary_cells(r: Iteration) -> list[str]:
+    def num(value: float | None, fmt: str = ".4f") -> str:
+        return "-" if value is None else format(value, fmt)
+
+    dev_tokens = r.development.get("tokens_in", 0.0) + r.development.get("tokens_out", 0.0)
+    disc_tokens = r.discovery.get("tokens_in", 0.0) + r.discovery.get("tokens_out", 0.0)
+    return [
+        str(r.t), str(r.attempts), str(r.rounds), f"{r.attempts_per_round:.2f}", num(r.best_score, ".6g"),
+        num(r.best_so_far, ".6g"), num(r.incumbent_score), num(r.deployed_score), str(r.deployed_m),
+        f"{disc_tokens:.0f}", f"{r.discovery.get('usd', 0.0):.4f}", f"{r.development.get('calls', 0.0):.0f}",
+        f"{dev_tokens:.0f}", f"{r.development.get('usd', 0.0):.4f}", f"{disc_tokens + dev_tokens:.0f}",
+        f"{r.total_usd:.4f}",
+    ]
+
+
+def summary_markdown(records: list[Iteration]) -> str:
+    lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---:|" * len(SUMMARY_COLUMNS)]
+    lines += ["| " + " | ".join(summary_cells(r)) + " |" for r in records]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,130 @@
+"""Durable files of a dreaming run: append-only JSON-lines logs, atomic writes, the fingerprint.
+
+* :class:`JsonLog` appends one JSON object a line, flushed and fsynced before ``append`` returns,
+  so ``kill -9`` loses at most the line being written; reading skips (and reopening cuts) a torn
+  last line.
+* :func:`write_atomic` writes a file through a temporary name and ``os.replace``.
+* :func:`check_fingerprint` stores the settings of a run in its folder on the first start and, on
+  ``--resume``, refuses other settings with a message naming every difference.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+FINGERPRINT_FILE = "fingerprint.json"
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become None, tuples lists, paths strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(_clean(value), allow_nan=False, default=str)
+
+
+class JsonLog:
+    """An append-only JSON-lines file (flush + fsync per line)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            raw = self.path.read_bytes()
+            if raw and not raw.endswith(b"\n"):  # a torn line from a crash: cut it
+                with open(self.path, "r+b") as handle:
+                    handle.truncate(raw.rfind(b"\n") + 1)
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        line = dumps(dict(record)).encode("utf-8") + b"\n"
+        with open(self.path, "ab") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(read_jsonl(self.path))
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The complete lines of a JSON-lines file (a torn last line is skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    raw = path.read_bytes()
+    complete = raw[: raw.rfind(b"\n") + 1] if not raw.endswith(b"\n") else raw
+    for number, line in enumerate(complete.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}, line {number}: not JSON ({exc})") from None
+    return rows
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file (never a half-written file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def write_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
+    return write_atomic(path, json.dumps(_clean(dict(data)), indent=2, allow_nan=False, default=str) + "\n")
+
+
+class SettingsChanged(ValueError):
+    """``--resume`` with settings other than the run's own; the message names each difference."""
+
+
+def check_fingerprint(folder: str | os.PathLike[str], settings: Mapping[str, Any], *, resume: bool,
+                      command: str) -> None:
+    """Record ``settings`` in ``folder/fingerprint.json``, or compare them on resume.
+
+    A new run refuses a folder that already has a fingerprint (pass ``--resume``); a resumed run
+    refuses settings that differ from the recorded ones, naming every difference.
+    """
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    path = Path(folder) / FINGERPRINT_FILE
+    current = _clean(dict(settings))
+    if not path.exists():
+        if any(Path(folder).iterdir()):
+            raise SettingsChanged(f"{folder} is not empty and has no {FINGERPRINT_FILE}: it is not a {command} "
+                                  "run folder; give a new or empty folder")
+        write_json(path, current)
+        return
+    if not resume:
+        raise FileExistsError(f"{folder} already holds a {command} run; pass --resume to continue it")
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    differences = [
+        f"{key}: the run has {recorded.get(key)!r}, this command gives {current.get(key)!r}"
+        for key in sorted(set(recorded) | set(current))
+        if recorded.get(key) != current.get(key)
+    ]
+    if differences:
+        raise SettingsChanged(
+            f"cannot resume {folder} with other settings ({len(differences)} difference"
+            f"{'s' if len(differences) != 1 else ''}): " + "; ".join(differences)
+        )

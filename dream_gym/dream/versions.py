@@ -1,0 +1,112 @@
+"""The versions of one improvement phase on disk: policy files, their records, selection.
+
+``revisions/<phase>/<m>.py`` is version m of a phase (0 is the incumbent), with ``<m>.json``
+(its :class:`VersionRecord`: status, score on the history and per world, error, notes,
+parameters, cost), ``<m>.results.jsonl`` (its episodes), and for an LLM developer
+``<m>.prompt.md`` and ``<m>.reply.md``.
+
+:func:`select` is the paper's argmax with the incumbent included: a revision replaces the
+incumbent only when it scores strictly higher (by more than :data:`TIE_TOLERANCE`), so a tie
+keeps the incumbent and the kept version never scores below the incumbent on the history.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+TIE_TOLERANCE = 1e-9
+STATUSES = ("incumbent", "ok", "invalid", "failed", "nondeterministic")
+
+
+@dataclass
+class VersionRecord:
+    """One version of a phase and what became of it.
+
+    ``status``: ``incumbent`` (m = 0), ``ok`` (valid, deterministic, evaluated without error),
+    ``invalid`` (no code, or validation failed), ``failed`` (an episode on the history ended with
+    an error), ``nondeterministic`` (the two evaluations differ). Only ``ok`` revisions and the
+    incumbent can be selected.
+    """
+
+    phase: int
+    m: int
+    file: str  # relative to the run folder
+    status: str
+    score: float | None = None  # selection score on the history
+    per_world: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    notes: str = ""
+    params: dict[str, Any] | None = None
+    cost: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    warning: str | None = None  # e.g. an incumbent that is nondeterministic (still the fallback)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "revision", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> VersionRecord:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in row.items() if k in names})
+
+    @property
+    def selectable(self) -> bool:
+        return self.score is not None and self.status in ("incumbent", "ok")
+
+
+def select(versions: Sequence[VersionRecord]) -> VersionRecord:
+    """The argmax over the selectable versions, the incumbent (m = 0) included; a tie keeps the
+    incumbent, and among equal revisions the earliest."""
+    incumbent = next(v for v in versions if v.m == 0)
+    best = incumbent
+    best_score = incumbent.score if incumbent.score is not None else float("-inf")
+    for version in sorted(versions, key=lambda v: v.m):
+        if version.m != 0 and version.selectable and version.score > best_score + TIE_TOLERANCE:  # type: ignore[operator]
+            best, best_score = version, float(version.score)  # type: ignore[arg-type]
+    return best
+
+
+def phase_dir(out: Path, phase: int) -> Path:
+    return out / "revisions" / str(phase)
+
+
+def version_path(out: Path, phase: int, m: int, suffix: str = ".py") -> Path:
+    return phase_dir(out, phase) / f"{m}{suffix}"
+
+
+def incumbent_source(spec: str) -> tuple[str, str]:
+    """The policy file text of version 0 for an incumbent spec, and the source of the built-in
+    it runs (empty for a file). A built-in name or ``module:attr`` becomes a small wrapper file
+    so that every version is evaluated, deployed and shared the same way, as an isolated file."""
+    if spec.endswith(".py"):
+        path = Path(spec)
+        if not path.is_file():
+            raise FileNotFoundError(f"policy file {spec} does not exist")
+        return path.read_text(encoding="utf-8"), ""
+    if spec.endswith(".zip"):
+        raise ValueError(f"{spec}: an SB3 model cannot be the incumbent of the dreaming loop (it loads "
+                         "in-process only); give a built-in name, module:Class or a policy .py file")
+    if ":" in spec:
+        module, _, attr = spec.partition(":")
+        text = (f'"""Version 0: the installed policy {spec} (a wrapper, so it runs isolated like every '
+                f'version)."""\n\nimport importlib\n\n\ndef make_policy():\n'
+                f"    obj = importlib.import_module({module!r})\n"
+                f"    for part in {attr!r}.split('.'):\n        obj = getattr(obj, part)\n"
+                "    return obj() if isinstance(obj, type) else obj\n")
+        return text, ""
+    from dream_gym.policies import POLICIES
+
+    if spec not in POLICIES:
+        raise LookupError(f"unknown built-in policy {spec!r}; known: {', '.join(sorted(POLICIES))}; "
+                          "or give module:Class or a path to a .py file")
+    cls = POLICIES[spec]
+    text = (f'"""Version 0: the built-in policy {spec!r} ({cls.__module__}.{cls.__name__}); a wrapper, so '
+            f'it runs isolated like every version."""\n\nfrom dream_gym.policies import make_policy as '
+            f"_builtin\n\n\ndef make_policy():\n    return _builtin({spec!r})\n")
+    owner = inspect.getmodule(cls)
+    reference = inspect.getsource(owner) if owner is not None else ""
+    return text, reference

@@ -1,0 +1,48 @@
+"""The shipped trained models: ``--policy ppo-macro`` and ``--policy ppo-node`` everywhere.
+
+Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.model_policy`
+(extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.
+
+They are small SB3 zips in ``agents/models/`` (``DREAM_GYM_MODELS`` moves the folder), trained
+by ``dream-gym train`` with the command recorded beside them (``agents/models/README.md``).
+``dream_gym.policy_files.load_policy`` resolves the names, so ``eval``, ``replay``, ``grow``,
+``dream`` and ``rsi`` accept them like built-in names. An SB3 zip holds pickled objects: these
+are trusted files of this repository, loaded in-process.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SHIPPED_MODELS: dict[str, str] = {
+    "ppo-macro": "ppo-macro.zip",  # MaskablePPO on the macro env, beta-priced objective
+    "ppo-node": "ppo-node.zip",  # MaskablePPO with the node-level scorer, beta-priced objective
+}
+
+
+def models_dir() -> Path:
+    """Where the shipped models live: ``$DREAM_GYM_MODELS``, else ``agents/models`` of the repo."""
+    override = os.environ.get("DREAM_GYM_MODELS")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / "agents" / "models"  # dream_gym/policies/ -> repo
+
+
+def shipped_model(name: str) -> Path:
+    """The zip of a shipped model; LookupError for an unknown name, FileNotFoundError when the
+    file is missing (e.g. an installed package without the repository's ``agents/``)."""
+    try:
+        filename = SHIPPED_MODELS[name]
+    except KeyError:
+        raise LookupError(f"unknown shipped model {name!r}; known: {', '.join(SHIPPED_MODELS)}") from None
+    path = models_dir() / filename
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"shipped model {name!r} is missing: {path} does not exist (set DREAM_GYM_MODELS to the "
+            "folder holding it, or train one with dream-gym train)"
+        )
+    return path
+
+
+__all__ = ["SHIPPED_MODELS", "models_dir", "shipped_model"]

@@ -1,0 +1,214 @@
+"""``NodeReplayEnv``: replay over a pool of worlds where the agent builds each batch one node at a time.
+
+The node-level counterpart of :class:`~dream_gym.rl.MacroReplayEnv`: instead of a macro action,
+each step scores the candidates (the root, which opens a new branch, and every open node) and
+picks one of them, or "commit". A batch is applied as one replay round when the agent commits,
+when it holds W selections, or when no candidate is left, so the reward (the change of
+``value_fn``) comes only at commits and an episode's rewards still sum to its value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from dream_gym.registry import resolve_world
+from dream_gym.rl.features import N_FEATURES, view_features
+from dream_gym.rl.node_features import N_NODE_FEATURES, RoundPlan
+from dream_gym.rl.pool_env import betas_of
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.session import ReplaySession
+from dream_gym.values import Progress, ValueFn, replay_value
+from dream_gym.world import World
+
+BATCH_FEATURE_NAMES: tuple[str, ...] = (
+    "batch_size",  # selections already in the batch / W
+    "batch_roots",  # of them, new branches (root selections) / W
+    "candidates",  # c / (c + W), c = candidates still selectable
+)
+GLOBAL_FEATURE_NAMES = ("view_features", *BATCH_FEATURE_NAMES)  # view_features' 21, then these
+N_GLOBAL_FEATURES = N_FEATURES + len(BATCH_FEATURE_NAMES)
+DEFAULT_CAPACITY = 16
+
+
+def node_observation(
+    plan: RoundPlan, pending: Sequence[int], capacity: int | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The observation of one sub-step, and the candidate index behind each of its rows.
+
+    ``{"globals": (N_GLOBAL_FEATURES,), "nodes": (rows, N_NODE_FEATURES), "mask": (rows + 1,)}``:
+    one row per candidate still selectable (zero rows pad up to ``capacity``; None: no padding),
+    the mask 1 for real rows, and its last entry (commit) always 1.
+    """
+    rows, available = plan.features(pending)
+    if capacity is not None and len(available) > capacity:
+        raise ValueError(f"{len(available)} candidates exceed the capacity {capacity}")  # RoundPlan caps them
+    size = len(available) if capacity is None else capacity
+    nodes = np.zeros((size, N_NODE_FEATURES), dtype=np.float32)
+    nodes[: len(available)] = rows
+    mask = np.zeros(size + 1, dtype=np.float32)
+    mask[: len(available)] = 1.0
+    mask[size] = 1.0
+    w = max(1, plan.view.workers)
+    roots = sum(1 for i in pending if plan.candidates[i] == 0)
+    batch = np.array([len(pending) / w, roots / w, len(available) / (len(available) + w)], dtype=np.float32)
+    if plan.view_features is None:  # once per round: the view does not change inside a batch
+        plan.view_features = view_features(plan.view)
+    return {"globals": np.concatenate([plan.view_features, batch]), "mask": mask, "nodes": nodes}, available
+
+
+class NodeReplayEnv(gym.Env):  # type: ignore[type-arg]
+    """Replay over a pool of worlds, one selection (or commit) a step.
+
+    ## Description
+    Each ``reset`` draws a world and a beta as :class:`~dream_gym.rl.MacroReplayEnv` does. Each
+    decision round the candidates are the root (while it may open a branch; it may be picked
+    up to ``root_slots`` times) and the open non-root nodes, best first, at most
+    ``max_candidates`` in all (:class:`~dream_gym.rl.node_features.RoundPlan`).
+
+    ## Action Space
+    ``Discrete(max_candidates + 1)``: ``i < max_candidates`` selects the i-th row of the
+    observation; ``max_candidates`` commits. Every action is valid: a padding row commits too.
+    Committing an empty batch stops the episode.
+
+    ## Observation Space
+    ``Dict(globals=Box(N_GLOBAL_FEATURES), mask=Box(max_candidates + 1), nodes=Box(max_candidates,
+    N_NODE_FEATURES))``: :func:`node_observation`, from the prefix view only.
+
+    ## Rewards
+    0 at a selection; at a commit, the change of ``value_fn`` (default V) since the last commit
+    (0 before the first), so an episode's rewards sum to its value.
+
+    ## Episode End
+    Terminated when an empty batch is committed or nothing is left to reveal; truncated at
+    ``max_rounds``.
+
+    ## Info
+    ``world`` (id), ``beta``, ``value`` (value_fn so far), ``replay_score`` (V so far) and
+    ``batch`` (the ids applied by this step; [] for a selection). ``env.view`` is the view.
+
+    ## Arguments
+    ``worlds``, ``workers``, ``beta``, ``beta1``, ``beta2``, ``max_rounds``, ``value_fn`` as for
+    MacroReplayEnv; ``max_candidates`` (rows of the observation, default 16).
+
+    ## Version History
+    * v0 (unreleased): initial version.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        worlds: Sequence[World | str | os.PathLike[str]],
+        *,
+        workers: int = 4,
+        beta: float | Sequence[float] = 0.5,
+        beta1: float = DEFAULT_BETA1,
+        beta2: float = DEFAULT_BETA2,
+        max_rounds: int | None = None,
+        value_fn: ValueFn = replay_value,
+        max_candidates: int = DEFAULT_CAPACITY,
+    ):
+        if not worlds:
+            raise ValueError("NodeReplayEnv needs at least one world")
+        if max_candidates < 1:
+            raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
+        self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
+        self.workers = int(workers)
+        self.betas = betas_of(beta)
+        self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
+        self.value_fn = value_fn
+        self.capacity = int(max_candidates)
+        self.action_space = spaces.Discrete(self.capacity + 1)
+        self.observation_space = spaces.Dict({
+            "globals": spaces.Box(-1.0, 1.0, shape=(N_GLOBAL_FEATURES,), dtype=np.float32),
+            "mask": spaces.Box(0.0, 1.0, shape=(self.capacity + 1,), dtype=np.float32),
+            "nodes": spaces.Box(-1.0, 1.0, shape=(self.capacity, N_NODE_FEATURES), dtype=np.float32),
+        })
+        self._sessions: dict[tuple[int, float], ReplaySession] = {}
+        self.session: ReplaySession | None = None
+        self._available = np.zeros(0, dtype=np.int64)
+        self._value = 0.0
+
+    def _session(self, world: int, beta: float) -> ReplaySession:
+        key = (world, beta)
+        if key not in self._sessions:  # kept: a session caches its world's node views
+            self._sessions[key] = ReplaySession(
+                self.worlds[world], workers=self.workers, beta=beta, beta1=self.beta1,
+                beta2=self.beta2, max_rounds=self.max_rounds, strict=True,
+            )
+        return self._sessions[key]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        world = int(options["world"]) if "world" in options else int(self.np_random.integers(len(self.worlds)))
+        if not 0 <= world < len(self.worlds):
+            raise ValueError(f"world index {world} out of range (pool of {len(self.worlds)})")
+        if "beta" in options:
+            beta = float(options["beta"])
+        else:
+            beta = self.betas[int(self.np_random.integers(len(self.betas)))] if len(self.betas) > 1 else self.betas[0]
+        self.session = self._session(world, beta)
+        self.session.reset()
+        self._value = 0.0
+        self._new_round()
+        return self._observe(), self._info([])
+
+    def _new_round(self) -> None:
+        assert self.session is not None
+        self.view = self.session.view()
+        self.plan = RoundPlan(self.view, self.capacity)
+        self.pending: list[int] = []
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        obs, self._available = node_observation(self.plan, self.pending, self.capacity)
+        return obs
+
+    def _info(self, batch: list[int]) -> dict[str, Any]:
+        assert self.session is not None
+        return {"world": self.session.world.id, "beta": self.session.beta, "value": self._value,
+                "replay_score": self.session.value, "batch": batch}
+
+    def action_masks(self) -> np.ndarray:
+        """Rows that hold a candidate, and commit (always allowed), for MaskablePPO."""
+        if self.session is None:
+            raise RuntimeError("call reset() before action_masks()")
+        mask = np.zeros(self.capacity + 1, dtype=bool)
+        mask[: len(self._available)] = True
+        mask[self.capacity] = True
+        return mask
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        session = self.session
+        if session is None:
+            raise RuntimeError("call reset() before step()")
+        if session.done:
+            raise RuntimeError("the episode is over; call reset() first")
+        row = int(action)
+        if 0 <= row < len(self._available):  # a selection
+            self.pending.append(int(self._available[row]))
+            obs = self._observe()
+            if len(self.pending) < self.view.workers and len(self._available):
+                return obs, 0.0, False, False, self._info([])
+        # commit: asked for (or a padding row), the batch is full, or no candidate is left
+        batch = [self.plan.candidates[i] for i in self.pending]
+        session.step(batch)
+        value = float(self.value_fn(Progress(session.best_q, session.attempts, session.rounds, session.beta,
+                                             session.beta1, session.beta2, max(1, session.world.size - 1))))
+        reward, self._value = value - self._value, value
+        if not session.done:
+            self._new_round()
+        else:
+            self.pending = []
+        return self._observe(), reward, session.terminated, session.truncated, self._info(batch)
+
+
+__all__ = ["BATCH_FEATURE_NAMES", "DEFAULT_CAPACITY", "N_GLOBAL_FEATURES", "NodeReplayEnv", "node_observation"]

@@ -1,0 +1,404 @@
+"""``dream-gym train``: (Maskable)PPO on a pool of worlds, crash-safe, with held-out curves.
+
+Read top to bottom, as CleanRL's scripts are: :class:`TrainConfig` (one line of doc per field),
+:func:`seed_everything`, the env (:func:`make_env`: the numba vector macro env, or the node env
+in SB3's ``DummyVecEnv``), the model (:func:`make_model`), then :func:`train`, which resumes from
+the last checkpoint when one exists. Each run folder holds:
+
+* ``config.json``: the configuration (a resumed run must match it, except ``timesteps``);
+* ``checkpoint.zip`` + ``progress.json``: written durably (temp file, fsync, rename) every
+  ``checkpoint_every`` steps, so a run killed with ``kill -9`` resumes from there (steps since
+  the last checkpoint are redone; episodes in flight restart, so a resumed run is not
+  bit-identical to an uninterrupted one);
+* ``evals.jsonl``: every ``eval_every`` steps, v2, mean V and % of the oracle limit of the
+  current policy on the train pool and on the held-out worlds (the held-out curve is reported,
+  never used to select anything: the model kept is the last one);
+* ``tb/``: TensorBoard logs (SB3's rollout and train scalars, plus ``eval/*``);
+* ``model.zip`` and ``summary.json`` at the end (steps, seconds, fps, last evaluation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dream_gym.evaluate import leaderboard, resolve_worlds
+from dream_gym.policy import EpisodeResult, run_episode
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, oracle_limit
+from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
+from dream_gym.world import World
+
+ALGOS = ("maskable-ppo", "ppo")
+ARCHS = ("macro", "node")
+GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
+
+
+@dataclass
+class TrainConfig:
+    algo: str = "maskable-ppo"
+    """maskable-ppo (sb3-contrib, with action masks) or ppo (stable-baselines3; no masks)"""
+    arch: str = "macro"
+    """macro (one of 10 macro actions a round) or node (one candidate node or commit a step)"""
+    worlds: str = "train"
+    """worlds to train on: a split (train), folder, folder of worlds, dataset id, comma list"""
+    heldout: str = "heldout"
+    """worlds of the periodic held-out evaluation (logged only, never used for selection; empty: none)"""
+    betas: str = GRID
+    """betas drawn per training episode (beta is a feature the policy sees), and the evaluation grid"""
+    objective: str = "v2"
+    """v2 (beta prices work: attainment - price(beta) * work - lam * rounds/attempts) or v (plain V)"""
+    price_high: float = DEFAULT_PRICE_HIGH
+    """v2 objective: the price of all of a world's recorded attempts at beta = 0"""
+    price_low: float = DEFAULT_PRICE_LOW
+    """v2 objective: the same at beta = 1 (geometric in between)"""
+    workers: int = 4
+    """W: attempts per decision round"""
+    timesteps: int = 200_000
+    """env steps to train for (macro: rounds; node: selections and commits)"""
+    seed: int = 0
+    """seed of python, numpy, torch and the envs (world and beta draws)"""
+    n_envs: int = 0
+    """parallel episodes (0: 64 for macro on the vector env, 8 for node)"""
+    n_steps: int = 0
+    """steps per env per rollout (0: 64 for macro, 256 for node)"""
+    batch_size: int = 512
+    """minibatch size"""
+    n_epochs: int = 10
+    """optimisation epochs per rollout"""
+    learning_rate: float = 3e-4
+    """Adam learning rate"""
+    gamma: float = 1.0
+    """discount (1: an episode's return is its objective)"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    clip_range: float = 0.2
+    """PPO clip range"""
+    ent_coef: float = 0.01
+    """entropy bonus"""
+    hidden: int = 0
+    """width of the hidden layers (0: 64 for macro (two layers), 32 for the node scorer)"""
+    max_candidates: int = 16
+    """node: candidate rows of the observation during training (inference scores all of them)"""
+    eval_every: int = 50_000
+    """steps between evaluations on the train pool and the held-out worlds (0: only at the end)"""
+    checkpoint_every: int = 20_000
+    """steps between durable checkpoints (rounded up to whole rollouts)"""
+    torch_threads: int = 1
+    """torch CPU threads (small networks gain nothing from more)"""
+    out: str = "out/train"
+    """run folder: config.json, checkpoint.zip, evals.jsonl, tb/, model.zip, summary.json"""
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGOS:
+            raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
+        if self.timesteps < 1:
+            raise ValueError(f"timesteps must be >= 1, got {self.timesteps}")
+        self.n_envs = self.n_envs or (64 if self.arch == "macro" else 8)
+        self.n_steps = self.n_steps or (64 if self.arch == "macro" else 256)
+        self.hidden = self.hidden or (64 if self.arch == "macro" else 32)
+
+    @property
+    def beta_grid(self) -> list[float]:
+        return [float(b) for b in self.betas.split(",") if b.strip()]
+
+    def value_fn(self) -> ValueFn:
+        if self.objective == "v2":
+            return make_objective("v2", price_high=self.price_high, price_low=self.price_low)
+        return make_objective(self.objective)
+
+
+def config_fields() -> list[tuple[str, Any, str]]:
+    """(name, default, one-line doc) of every TrainConfig field (the CLI is built from them)."""
+    import ast
+    import inspect
+
+    body = ast.parse(inspect.getsource(TrainConfig)).body[0].body  # type: ignore[attr-defined]
+    docs = {s.target.id: str(n.value.value) for s, n in zip(body, body[1:], strict=False)  # type: ignore[attr-defined]
+            if isinstance(s, ast.AnnAssign) and isinstance(n, ast.Expr) and isinstance(s.target, ast.Name)}
+    return [(f.name, f.default, docs.get(f.name, "")) for f in fields(TrainConfig)]
+
+
+def seed_everything(seed: int, threads: int = 1, deterministic: bool = True) -> dict[str, Any]:
+    """Seed python, numpy and torch, and pin what else changes torch's numbers on a CPU: the
+    intra-op thread count (a different count splits reductions differently), one inter-op
+    thread, and deterministic algorithms. Returns the settings (recorded in summary.json).
+
+    Same seed, same settings, same machine: bit-identical weights and figures. Another CPU can
+    round differently, and PPO amplifies any difference: hence figures as mean +- spread over seeds."""
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or inter-op work already ran in this process
+        pass
+    torch.use_deterministic_algorithms(deterministic)
+    return {"seed": seed, "torch": torch.__version__, "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
+
+
+# --------------------------------------------------------------------------- env and model
+
+
+def make_env(config: TrainConfig, worlds: Sequence[World]) -> Any:
+    """The SB3 VecEnv of the run: the vector macro env, or n_envs node envs in a DummyVecEnv
+    (env i seeded seed + i for its world and beta draws)."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from dream_gym.rl.node_env import NodeReplayEnv
+    from dream_gym.rl.sb3 import sb3_vec_env
+
+    value_fn = config.value_fn()
+    if config.arch == "macro":
+        env = sb3_vec_env(list(worlds), config.n_envs, workers=config.workers, beta=config.beta_grid,
+                          value_fn=value_fn)
+    else:
+        def one() -> NodeReplayEnv:
+            return NodeReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn,
+                                 max_candidates=config.max_candidates)
+
+        env = DummyVecEnv([one for _ in range(config.n_envs)])
+    env.seed(config.seed)
+    return env
+
+
+def algo_class(config: TrainConfig) -> Any:
+    if config.algo == "maskable-ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO
+    from stable_baselines3 import PPO
+
+    return PPO
+
+
+def make_model(config: TrainConfig, env: Any) -> Any:
+    """A fresh (Maskable)PPO with the arch's policy: an MLP on the macro features, or the
+    permutation-equivariant node scorer."""
+    if config.arch == "macro":
+        policy: Any = "MlpPolicy"
+        policy_kwargs: dict[str, Any] = {"net_arch": {"pi": [config.hidden] * 2, "vf": [config.hidden] * 2}}
+    else:
+        from dream_gym.rl.node_policy import MaskableNodePolicy, NodePolicy
+
+        policy = MaskableNodePolicy if config.algo == "maskable-ppo" else NodePolicy
+        policy_kwargs = {"hidden": config.hidden}
+    return algo_class(config)(
+        policy, env, learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
+        n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda, clip_range=config.clip_range,
+        ent_coef=config.ent_coef, policy_kwargs=policy_kwargs, seed=config.seed, device="cpu", verbose=0,
+    )
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def evaluate_policy(policy: Any, worlds: Sequence[World], betas: Sequence[float], workers: int,
+                    limits: dict[str, float] | None = None, seed: int = 0) -> dict[str, float]:
+    """v2, mean V and % of the oracle limit of a policy object over worlds x betas (in-process,
+    the evaluation fast path; ``limits`` caches the worlds' oracle limits)."""
+    limits = {} if limits is None else limits
+    results: list[EpisodeResult] = []
+    for world in worlds:
+        if world.id not in limits:
+            limits[world.id] = oracle_limit(world, workers, DEFAULT_BETA1, DEFAULT_BETA2).value
+        for beta in betas:
+            result = run_episode(policy, world, seed=seed, workers=workers, beta=beta)
+            result.policy, result.limit = "model", limits[world.id]
+            results.append(result)
+    row = leaderboard(results).overall[0]
+    return {"v2": row.v2, "auc": row.auc, "mean_v": row.mean_v, "limit_share": row.limit_share,
+            "attempts": row.attempts, "rounds": row.rounds}
+
+
+# --------------------------------------------------------------------------- durable files
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def durable_write(path: Path, write: Callable[[Path], object]) -> None:
+    """``write(tmp)`` then fsync and rename onto ``path``: a crash leaves the old file or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def durable_json(path: Path, data: Any) -> None:
+    durable_write(path, lambda tmp: tmp.write_text(json.dumps(data, indent=1), encoding="utf-8"))
+
+
+def save_model(model: Any, path: Path) -> None:
+    """``model.save`` made durable (SB3 writes the zip in place)."""
+    durable_write(path, model.save)
+
+
+def read_evals(path: Path, up_to: int | None = None) -> list[dict[str, Any]]:
+    """The evaluations of a run (those after step ``up_to`` are dropped: they will be redone)."""
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [r for r in rows if up_to is None or r["timesteps"] <= up_to]
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class _RunCallback:
+    """Checkpoints and evaluations at rollout ends (built lazily: SB3's BaseCallback needs sb3)."""
+
+    @staticmethod
+    def make(run: _Run) -> Any:
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class RunCallback(BaseCallback):  # type: ignore[misc]
+            def _on_step(self) -> bool:
+                return True
+
+            def _on_rollout_end(self) -> None:
+                run.on_rollout_end(self.model)
+
+        return RunCallback()
+
+
+class _Run:
+    """The state of one training run folder."""
+
+    def __init__(self, config: TrainConfig, worlds: list[World], heldout: list[World], log: Callable[[str], None]):
+        self.config, self.worlds, self.heldout, self.log = config, worlds, heldout, log
+        self.out = Path(config.out)
+        self.limits: dict[str, float] = {}
+        self.progress = {"timesteps": 0, "seconds": 0.0}
+        self._started = time.perf_counter()
+        self._seconds_before = 0.0  # training seconds of earlier sessions of a resumed run
+        self._eval_seconds = 0.0  # evaluations of this session (not training time)
+        self._next_checkpoint = config.checkpoint_every
+        self._next_eval = config.eval_every or config.timesteps
+
+    def seconds(self) -> float:
+        """Training seconds so far (all sessions of the run, evaluations excluded)."""
+        return self._seconds_before + time.perf_counter() - self._started - self._eval_seconds
+
+    def resume_from(self, progress: dict[str, Any]) -> None:
+        done = int(progress["timesteps"])
+        self.progress = dict(progress)
+        self._seconds_before = float(progress["seconds"])
+        every_c, every_e = self.config.checkpoint_every, self.config.eval_every
+        self._next_checkpoint = (done // every_c + 1) * every_c if every_c else self.config.timesteps
+        self._next_eval = (done // every_e + 1) * every_e if every_e else self.config.timesteps
+        kept = read_evals(self.out / "evals.jsonl", up_to=done)
+        durable_write(self.out / "evals.jsonl", lambda tmp: tmp.write_text(
+            "".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8"))
+
+    def evaluate(self, model: Any) -> dict[str, Any]:
+        from dream_gym.rl.sb3 import model_policy
+
+        started = time.perf_counter()
+        policy = model_policy(model)
+        row: dict[str, Any] = {"timesteps": int(model.num_timesteps), "seconds": round(self.seconds(), 3)}
+        betas = self.config.beta_grid
+        for label, worlds in (("train", self.worlds), ("heldout", self.heldout)):
+            if worlds:
+                for key, value in evaluate_policy(policy, worlds, betas, self.config.workers, self.limits).items():
+                    row[f"{label}_{key}"] = value
+                    model.logger.record(f"eval/{label}_{key}", value)
+        model.logger.dump(model.num_timesteps)
+        with open(self.out / "evals.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._eval_seconds += time.perf_counter() - started
+        self.log(f"step {row['timesteps']:>8}: " + "  ".join(
+            f"{k} {v:.4f}" for k, v in row.items() if k.endswith(("_v2", "_mean_v"))))
+        return row
+
+    def checkpoint(self, model: Any) -> None:
+        self.progress = {"timesteps": int(model.num_timesteps), "seconds": round(self.seconds(), 3)}
+        save_model(model, self.out / "checkpoint.zip")
+        durable_json(self.out / "progress.json", self.progress)
+
+    def on_rollout_end(self, model: Any) -> None:
+        steps = model.num_timesteps
+        if self.config.eval_every and steps >= self._next_eval and steps < self.config.timesteps:
+            self.evaluate(model)
+            self._next_eval = (steps // self.config.eval_every + 1) * self.config.eval_every
+        if self.config.checkpoint_every and steps >= self._next_checkpoint:
+            self.checkpoint(model)
+            self._next_checkpoint = (steps // self.config.checkpoint_every + 1) * self.config.checkpoint_every
+
+
+def _check_config(out: Path, config: TrainConfig) -> None:
+    """Refuse to resume a run folder with another configuration (timesteps may change)."""
+    path = out / "config.json"
+    mine = asdict(config)
+    if path.is_file():
+        theirs = json.loads(path.read_text(encoding="utf-8"))
+        differ = sorted(k for k in mine if k not in ("timesteps",) and theirs.get(k) != mine[k])
+        if differ:
+            raise ValueError(f"{out} holds a run with another configuration ({', '.join(differ)} differ): "
+                             "use another --out, or the same options to resume it")
+    durable_json(path, mine)
+
+
+def train(config: TrainConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train (or resume) the run of ``config``; return its summary (also in summary.json)."""
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_config(out, config)
+    settings = seed_everything(config.seed, config.torch_threads)
+    worlds = resolve_worlds(config.worlds)
+    heldout = resolve_worlds(config.heldout) if config.heldout else []
+    env = make_env(config, worlds)
+    run = _Run(config, worlds, heldout, log)
+
+    checkpoint = out / "checkpoint.zip"
+    if checkpoint.is_file() and (out / "progress.json").is_file():
+        model = algo_class(config).load(checkpoint, env=env, device="cpu")
+        run.resume_from(json.loads((out / "progress.json").read_text(encoding="utf-8")))
+        log(f"resuming {out} from step {model.num_timesteps}")
+    else:
+        model = make_model(config, env)
+        (out / "evals.jsonl").unlink(missing_ok=True)
+    from stable_baselines3.common.logger import configure
+
+    model.set_logger(configure(str(out / "tb"), ["tensorboard"]))
+    remaining = config.timesteps - model.num_timesteps
+    if remaining > 0:
+        model.learn(total_timesteps=remaining, callback=_RunCallback.make(run), reset_num_timesteps=False)
+    run.checkpoint(model)
+    seconds = run.seconds()
+    final = run.evaluate(model)
+    save_model(model, out / "model.zip")
+    summary = {"config": asdict(config), "determinism": settings, "timesteps": int(model.num_timesteps),
+               "seconds": seconds, "fps": model.num_timesteps / seconds if seconds else float("nan"),
+               "train_worlds": [w.id for w in worlds], "heldout_worlds": [w.id for w in heldout], "final": final}
+    durable_json(out / "summary.json", summary)
+    log(f"trained {summary['timesteps']} steps in {seconds:.1f}s ({summary['fps']:.0f} steps/s); "
+        f"saved {out / 'model.zip'}")
+    return summary
+
+
+__all__ = ["ALGOS", "ARCHS", "TrainConfig", "config_fields", "evaluate_policy", "make_env", "make_model",
+           "seed_everything", "train"]

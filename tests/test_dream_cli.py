@@ -1,0 +1,75 @@
+"""`dream-gym dream` and `dream-gym rsi`: the run folder layout, M counting the incumbent, the
+fingerprint refusing other settings by name, resuming a finished run, the all-in cost table."""
+
+from __future__ import annotations
+
+import json
+
+from dream_gym.cli import main
+from dream_gym.dream.runfolder import read_jsonl
+
+DREAM = ["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "--developer", "builtin", "--revisions", "2",
+         "--betas", "0.5", "-j", "1", "--quiet"]
+
+
+def test_dream_writes_the_run_folder_and_m_counts_the_incumbent(tmp_path, capsys):
+    out = tmp_path / "dream"
+    assert main([*DREAM, "--out", str(out)]) == 0
+    assert sorted(p.name for p in (out / "revisions" / "1").glob("*.py")) == ["0.py", "1.py", "chosen.py"]
+    for name in ("dream.jsonl", "chosen.py", "ratchet.png", "fingerprint.json"):
+        assert (out / name).exists(), name
+    rows = read_jsonl(out / "dream.jsonl")
+    assert [r["type"] for r in rows] == ["revision", "revision", "phase"]
+    printed = capsys.readouterr().out
+    assert "Phase 1: versions on the history" in printed and "chosen policy" in printed
+
+
+def test_dream_resume_with_other_settings_is_refused_naming_the_difference(tmp_path, capsys):
+    out = tmp_path / "dream"
+    assert main([*DREAM, "--out", str(out)]) == 0
+    assert main([*DREAM, "--out", str(out)]) == 2  # without --resume
+    assert "pass --resume" in capsys.readouterr().err
+    changed = [*DREAM, "--out", str(out), "--resume", "--select", "v2"]
+    assert main(changed) == 2
+    err = capsys.readouterr().err
+    assert "select: the run has 'V', this command gives 'v2'" in err
+    assert main([*DREAM, "--out", str(out), "--resume"]) == 0  # same settings: read back, nothing redone
+    assert len(read_jsonl(out / "dream.jsonl")) == 3
+
+
+RSI = ["rsi", "--task", "sum-difference", "--policy", "fixed", "--iterations", "2", "--revisions", "2",
+       "--workers", "2", "--rounds", "2", "--betas", "0.5", "-j", "1", "--backend", "serial", "--quiet"]
+
+
+def test_rsi_runs_rollout_dream_deploy_and_reports_all_in_cost(tmp_path, capsys):
+    out = tmp_path / "rsi"
+    assert main([*RSI, "--out", str(out)]) == 0
+    for name in ("worlds/iter-1/world.json", "worlds/iter-2/nodes.jsonl", "policies/pi_2.py", "policies/pi_3.py",
+                 "dream/dream.jsonl", "dream/ratchet.png", "summary.md", "summary.json", "fingerprint.json"):
+        assert (out / name).exists(), name
+    summary = json.loads((out / "summary.json").read_text())["iterations"]
+    assert [r["t"] for r in summary] == [1, 2]
+    for row in summary:
+        assert row["attempts"] == row["discovery"]["attempts"] > 0
+        assert row["total_usd"] == row["discovery"]["usd"] + row["development"]["usd"]
+        assert row["development"]["calls"] == 0  # the built-in developer calls no LLM
+    # phase 2's incumbent is what phase 1 deployed
+    phase2 = (out / "dream/revisions/2/0.py").read_text()
+    assert phase2 == (out / "policies/pi_2.py").read_text()
+    world2 = json.loads((out / "worlds/iter-2/world.json").read_text())
+    assert world2["policy"].endswith("policies/pi_2.py") and "dream-gym rsi" in world2["command"]
+    assert "disc $" in capsys.readouterr().out
+
+
+def test_rsi_resume_refuses_other_settings_and_redoes_nothing(tmp_path, capsys):
+    out = tmp_path / "rsi"
+    args = [a if a != "2" or i != RSI.index("--iterations") + 1 else "1" for i, a in enumerate(RSI)]
+    assert main([*args, "--out", str(out)]) == 0
+    capsys.readouterr()
+    workers = args.index("--workers") + 1
+    other = [*args[:workers], "3", *args[workers + 1:], "--out", str(out), "--resume"]
+    assert main(other) == 2
+    assert "workers: the run has 2, this command gives 3" in capsys.readouterr().err
+    before = (out / "rsi.jsonl").read_text()
+    assert main([*args, "--out", str(out), "--resume"]) == 0
+    assert (out / "rsi.jsonl").read_text() == before

@@ -1,0 +1,45 @@
+"""The LLM developer's prompt: readable templates, every interface field, the principles, and no
+placeholder left unfilled."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dream_gym.dream.developer import EarlierRevision, Feedback
+from dream_gym.dream.llm_developer import INTERFACE_TEMPLATE, PROMPTS_DIR, SYSTEM_TEMPLATE, build_messages
+from dream_gym.policy import RunContext
+from dream_gym.view import NodeView, PrefixView
+
+
+def test_interface_prompt_names_every_field_of_context_view_and_node():
+    text = (PROMPTS_DIR / INTERFACE_TEMPLATE).read_text()
+    names = {f.name for f in dataclasses.fields(RunContext)} | {f.name for f in dataclasses.fields(NodeView)}
+    names |= {f.name for f in dataclasses.fields(PrefixView) if not f.name.startswith("_")}
+    missing = sorted(n for n in names if f"`{n}`" not in text and f"`{n}`," not in text and n not in text)
+    assert not missing, missing
+
+
+def test_system_prompt_insists_on_the_principles():
+    text = " ".join((PROMPTS_DIR / SYSTEM_TEMPLATE).read_text().lower().split())
+    for phrase in ("classify a failed line of attack before you close it", "hard and unrecoverable",
+                   "repairable implementation failure", "under-explored", "repeatedly poor after enough valid evidence",
+                   "never conclude that an approach failed from one repairable error", "whole ordered trajectory",
+                   "portfolio", "at most one recovery attempt", "read beta once", "no fixed widen-everything"):
+        assert phrase in text, phrase
+
+
+def test_revision_prompt_fills_every_placeholder_and_reports_earlier_errors():
+    feedback = Feedback(
+        phase=2, m=3, revisions=5, incumbent=EarlierRevision(0, "def act(view):\n    return []\n", "incumbent", 0.61),
+        traces="### w1 ...", earlier=(EarlierRevision(1, "def act(v):\n", "invalid", None, "SyntaxError: x (line 1)"),
+                                      EarlierRevision(2, "def act(view):\n    return [0]\n", "ok", 0.55)),
+        select="v2", betas=(0.0, 1.0), history=("w1", "w2"), reference="class Builtin: ...",
+    )
+    system, user = build_messages(feedback)
+    assert system["role"] == "system" and user["role"] == "user"
+    text = user["content"]
+    assert "$" not in text.replace("$name", "")
+    assert "# Revision 3 of 4, phase 2" in text and "score 0.6100" in text and "w1, w2" in text
+    assert "### Revision 1: invalid, score none (refused)\nError: SyntaxError: x (line 1)" in text
+    assert "### Revision 2: ok, score 0.5500" in text and "Pareto objective v2" in text
+    assert "class Builtin" in text and "### w1 ..." in text

@@ -1,0 +1,53 @@
+"""The shipped trained models (agents/models/ppo-macro.zip, ppo-node.zip): they load by name, run
+in replay and eval (the same results with 1 and 2 processes), and run online in `grow` with the
+built-in agent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dream_gym.cli import main as cli_main
+from dream_gym.evaluate import evaluate
+from dream_gym.policies.trained import SHIPPED_MODELS, models_dir
+from dream_gym.policy_files import load_policy
+from dream_gym.rl import NodeSB3Policy, SB3Policy
+from dream_gym.world import load_world
+
+KINDS = {"ppo-macro": SB3Policy, "ppo-node": NodeSB3Policy}
+
+
+def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:
+    notes = (models_dir() / "README.md").read_text(encoding="utf-8")
+    for name, filename in SHIPPED_MODELS.items():
+        path = models_dir() / filename
+        assert path.is_file() and path.stat().st_size < 1_000_000, path  # small zips
+        assert f"`{filename}`" in notes and "dream-gym train" in notes
+        policy = load_policy(name)
+        assert isinstance(policy, KINDS[name]) and policy.name == name
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_MODELS))
+def test_a_shipped_model_replays_and_evaluates_deterministically(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["replay", "cp32-fixed-s0", "--policy", name, "--beta", "0.5", "--json"]) == 0
+    episode = json.loads(capsys.readouterr().out)
+    assert episode["error"] is None and episode["policy"] == name and episode["attempts"] > 0
+    worlds = "cp32-fixed-s0,sd-fixed-s1"
+    serial = evaluate([name], worlds, "0,0.5,1", jobs=1, progress=False)
+    pooled = evaluate([name], worlds, "0,0.5,1", jobs=2, progress=False)
+    assert [r.to_dict() for r in serial] == [r.to_dict() for r in pooled]
+    assert all(r.error is None for r in serial)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_MODELS))
+def test_a_shipped_model_grows_a_world_online_with_the_builtin_agent(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "world"
+    code = cli_main(["grow", "--task", "sum-difference", "--agent", "builtin", "--policy", name, "--workers", "2",
+                     "--rounds", "3", "--beta", "0.8", "--out", str(out), "--backend", "serial", "--quiet"])
+    assert code == 0
+    world = load_world(out)
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert world.size > 1 and summary["nodes"] == world.size
+    assert name in json.dumps(world.meta)  # the policy that grew it is recorded
