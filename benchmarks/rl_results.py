@@ -36,7 +36,7 @@ from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = {"macro": 250_000, "node": 300_000}
+STEPS = {"macro": 120_000, "node": 120_000}
 
 
 def train_command(arch: str, seed: int, out: Path, extra: list[str]) -> list[str]:

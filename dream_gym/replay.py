@@ -78,13 +78,14 @@ class Replay:
     def reset(self) -> None:
         """Back to the root alone; costs the same whatever the world's size."""
         self.order: list[int] = [ROOT]  # world index of each observed id
-        self._obs_of: dict[int, int] = {ROOT: 0}  # world index -> observed id, revealed nodes only
         self._revealed_children: dict[int, int] = {}  # world index -> revealed children (a prefix)
-        self._open: dict[int, None] = {}  # non-root frontier members (observed ids), in ascending order
+        # Non-root frontier members (observed id -> 1, the multiplicity a batch allows), ascending.
+        self._open: dict[int, int] = {}
         self.attempts = 0
         self.rounds = 0
         # How many times the root may appear in the next batch: at most W and the branches left.
         self.root_slots = min(self.workers, self._n_children[ROOT])
+        self.exhausted = not self.root_slots  # nothing left that a batch could reveal
 
     # -- what the policy may know ------------------------------------------------------
 
@@ -98,6 +99,13 @@ class Replay:
             return (ROOT, *self._open)
         return tuple(self._open)
 
+    def frontier_counts(self) -> dict[int, int]:
+        """The frontier as {observed id: how often a batch may hold it}: ``root_slots`` for the
+        root (when it may open a branch), 1 for the others; a fresh dict, in frontier order."""
+        if self.root_slots:
+            return {ROOT: self.root_slots, **self._open}
+        return self._open.copy()
+
     def is_open(self, obs_id: int) -> bool:
         """Whether a revealed non-root node is on the frontier."""
         return obs_id in self._open
@@ -106,18 +114,13 @@ class Replay:
         """The non-root frontier members, ascending."""
         return list(self._open)
 
-    @property
-    def exhausted(self) -> bool:
-        """Nothing left that a batch could reveal."""
-        return not self._open and not self.root_slots
-
     def world_index(self, obs_id: int) -> int:
         return self.order[obs_id]
 
     def observed_parent(self, obs_id: int) -> int:
-        """Observed id of a revealed node's parent (-1 for the root)."""
+        """Observed id of a revealed node's parent (-1 for the root); O(revealed nodes)."""
         parent = int(self.world.parent[self.order[obs_id]])
-        return -1 if parent < 0 else self._obs_of[parent]
+        return -1 if parent < 0 else self.order.index(parent)
 
     # -- the rules --------------------------------------------------------------------
     def why_illegal(self, obs_id: int) -> str:
@@ -186,28 +189,31 @@ class Replay:
         return self.apply_checked(self.check(batch))
 
     def apply_checked(self, ids: list[int]) -> list[int]:
-        """:meth:`apply` for ids that :meth:`check` (or :meth:`legal_part`) just returned."""
+        """:meth:`apply` for ids that :meth:`check` (or :meth:`legal_part`) just returned.
+
+        Each selection reveals its node's earliest-created unrevealed recorded child (the reveal
+        rule, inline: this runs every step).
+        """
         if not ids:
             raise IllegalBatchError("an empty batch stops the episode; it is not a round to apply")
-        reveal = self._reveal_child_of
-        new_ids = [reveal(obs_id) for obs_id in ids]
+        order, revealed, is_open = self.order, self._revealed_children, self._open
+        children, starts, n_children = self._children, self._children_start, self._n_children
+        new_ids = []
+        for obs_id in ids:
+            parent = order[obs_id]
+            rank = revealed.get(parent, 0) + 1  # the revealed children of parent, this one included
+            revealed[parent] = rank
+            new_id = len(order)
+            child = children[starts[parent] + rank - 1]
+            order.append(child)
+            if obs_id == ROOT:
+                self.root_slots = min(self.workers, n_children[ROOT] - rank)
+            elif self._leaves_rule or rank == n_children[parent]:
+                del is_open[obs_id]
+            if n_children[child]:
+                is_open[new_id] = 1
+            new_ids.append(new_id)
         self.attempts += len(new_ids)
         self.rounds += 1
+        self.exhausted = not is_open and not self.root_slots  # an attribute: read every step
         return new_ids
-
-    def _reveal_child_of(self, obs_id: int) -> int:
-        parent = self.order[obs_id]
-        revealed = self._revealed_children
-        rank = revealed.get(parent, 0)
-        child = self._children[self._children_start[parent] + rank]
-        revealed[parent] = rank + 1
-        if obs_id == ROOT:
-            self.root_slots = min(self.workers, self._n_children[ROOT] - rank - 1)
-        elif self._leaves_rule or rank + 1 == self._n_children[parent]:
-            del self._open[obs_id]
-        new_id = len(self.order)
-        self.order.append(child)
-        self._obs_of[child] = new_id
-        if self._n_children[child]:
-            self._open[new_id] = None
-        return new_id

@@ -8,9 +8,10 @@ rewards of an episode sum to its final V.
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
@@ -18,15 +19,28 @@ from dream_gym.view import NodeView, PrefixView, branch_of_child, fixed_fields, 
 from dream_gym.world import World
 
 _CHUNK = 32  # revealed nodes per immutable chunk of the views' node list
+_new_view = object.__new__
+
+# Per world, per world node, filled on first reveal and shared by every session on that world
+# (evaluation runs a fresh session per episode): (q, the view fields that do not depend on the
+# reveal order). All of it is derived from the world alone and immutable.
+_FIXED_BY_WORLD: weakref.WeakKeyDictionary[World, dict[int, tuple[float | None, dict[str, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-@dataclass(slots=True)
-class StepOutcome:
+class StepOutcome(NamedTuple):
+    """What one batch did. Built with ``tuple.__new__`` on the hot path (a NamedTuple's own
+    constructor is a Python function)."""
+
     new_ids: list[int]
     reward: float
     terminated: bool
     truncated: bool
-    dropped: list[tuple[object, str]] = field(default_factory=list)
+    dropped: list[tuple[object, str]]
+
+
+_new_outcome = tuple.__new__
 
 
 class ReplaySession:
@@ -62,6 +76,7 @@ class ReplaySession:
         self.world = world
         self.beta, self.beta1, self.beta2 = float(beta), float(beta1), float(beta2)
         self.max_rounds = max_rounds
+        self._round_limit = math.inf if max_rounds is None else max_rounds
         self.strict = strict
         self.replay = Replay(
             world,
@@ -70,9 +85,7 @@ class ReplaySession:
         )
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
         self._scores = world.score_list
-        # Per world node, filled on first reveal and reused by later episodes of this session:
-        # (q, the view fields that do not depend on the reveal order).
-        self._fixed: dict[int, tuple[float | None, dict[str, Any]]] = {}
+        self._fixed = _FIXED_BY_WORLD.setdefault(world, {})
         # The view fields that stay the same for the whole session (all immutable values).
         self._view_constants = {
             "baseline_score": world.baseline_score,
@@ -86,6 +99,7 @@ class ReplaySession:
             "frontier_rule": self.replay.frontier_rule,
             "max_rounds": max_rounds,
         }
+        self._view_template = {**self._view_constants, "_children": ()}
         self.reset()
 
     # -- state ------------------------------------------------------------------------
@@ -144,7 +158,7 @@ class ReplaySession:
             cached = self._fixed[index] = (self.normalizer.q(score), fixed)
         q, fixed = cached
         branch, self._branch_count = branch_of_child(parent, self._branch_count)
-        view = node_view(fixed, obs_id=obs_id, parent=parent_obs if parent_obs >= 0 else None, branch=branch)
+        view = node_view(fixed, obs_id, parent_obs if parent_obs >= 0 else None, branch)
         nodes.append(view)
         tail = self._tail
         tail.append(view)
@@ -159,8 +173,11 @@ class ReplaySession:
     # -- what the policy sees ---------------------------------------------------------
     def view(self) -> PrefixView:
         replay = self.replay
-        view = PrefixView.build(self._view_constants)
-        fields = view.__dict__  # filled directly: a view is built every step (see PrefixView.build)
+        view = _new_view(PrefixView)
+        # Filled directly (see PrefixView.build), from a template of the session's constant
+        # fields: a view is built every step.
+        fields = view.__dict__
+        fields.update(self._view_template)
         fields["_node_chunks"] = (self._chunks_tuple, tuple(self._tail))  # nodes: assembled on first use
         fields["frontier"] = replay.frontier()
         fields["root_slots"] = replay.root_slots
@@ -178,27 +195,30 @@ class ReplaySession:
         if self.done:
             raise RuntimeError("the episode is over; call reset() first")
         replay = self.replay
-        dropped: list[tuple[object, str]] = []
+        dropped: list[tuple[object, str]]
         if self.strict:
-            ids = replay.check(batch)
+            ids, dropped = replay.check(batch), []
         else:
             ids, dropped = replay.legal_part(batch)
         if ids:
             new_ids = replay.apply_checked(ids)
-            add = self._add_node
-            for obs_id, parent_obs in zip(new_ids, ids):  # noqa: B905 - same length by construction
-                add(obs_id, parent_obs)
+            if len(ids) == 1:
+                self._add_node(new_ids[0], ids[0])
+            else:
+                add = self._add_node
+                for obs_id, parent_obs in zip(new_ids, ids):  # noqa: B905 - same length by construction
+                    add(obs_id, parent_obs)
             self.batches.append(ids)
             terminated = replay.exhausted
         else:
             new_ids, terminated = [], True
         rounds, attempts = replay.rounds, replay.attempts
-        truncated = not terminated and self.max_rounds is not None and rounds >= self.max_rounds
+        truncated = not terminated and rounds >= self._round_limit
         self.terminated, self.truncated, self.done = terminated, truncated, terminated or truncated
         value = replay_score(self.best_q, attempts, rounds, self.beta1, self.beta2)
         reward = value - self.value
         self.value = value
-        return StepOutcome(new_ids, reward, terminated, truncated, dropped)
+        return _new_outcome(StepOutcome, (new_ids, reward, terminated, truncated, dropped))
 
     def truncate(self) -> None:
         """End the episode from outside (e.g. the env's observation capacity is full)."""

@@ -112,7 +112,7 @@ def fixed_fields(
     }
 
 
-def node_view(fixed: Mapping[str, Any], *, obs_id: int, parent: int | None, branch: int | None) -> NodeView:
+def node_view(fixed: Mapping[str, Any], obs_id: int, parent: int | None, branch: int | None) -> NodeView:
     """A node's view from its :func:`fixed_fields` and the three reveal-order fields.
 
     One node view is built per reveal, on replay's hot path: the instance dict is filled directly
