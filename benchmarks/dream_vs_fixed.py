@@ -1,7 +1,8 @@
 """Recursive Fixed Exploration vs the dreaming loop (the paper's comparison), built-in developer.
 
-    nice -n 5 .venv/bin/python benchmarks/dream_vs_fixed.py [--tasks sum-difference,circle-packing-26]
-        [--seeds 0,1,2,3,4] [--iterations 5] [--workers 4] [--rounds 8] [--revisions 8] [--betas 0.5]
+    nice -n 5 .venv/bin/python benchmarks/dream_vs_fixed.py [--tasks autocorrelation,circle-packing-26]
+        [--seeds 0,1,2,3,4] [--iterations 6] [--workers 4] [--rounds 16] [--revisions 8] [--carry 8]
+        [--betas 0.5] [--backend serial] [--history train]
 
 Both arms are ``dream-gym rsi`` runs with the same task, built-in agent, seed, W and K1 per
 iteration, starting from the same policy (``fixed``, the paper's fixed exploration):
@@ -9,10 +10,17 @@ iteration, starting from the same policy (``fixed``, the paper's fixed explorati
 * **fixed** (Recursive Fixed Exploration): ``--revisions 1``: only the incumbent, so ``fixed``
   is redeployed every iteration;
 * **dream**: ``--revisions M --developer builtin``: each phase writes M-1 revisions and deploys
-  the argmax on the history of all worlds grown so far, scored at ``--betas`` (default the
-  online beta 0.5: the one the deployed policy runs with).
+  the argmax on the history, scored at ``--betas`` (default the online beta 0.5: the one the
+  deployed policy runs with) with the replay round limit K2 = K1 (the budget it gets online).
+  The history is every world grown so far plus, with ``--history train`` (the default), the
+  shipped recorded-v1 train worlds of the task (grown earlier by the same agent under eight
+  other policies); ``--history none`` is the history of the arm's own rollouts only, where
+  ``fixed`` replays its own trees exactly and nothing can beat it (see the README).
 
-Iteration 1 of both arms is the same rollout (same policy, same seeds). Reported per task, over
+Iteration 1 of both arms is the same rollout (same policy, same seeds): the online backend is
+``serial`` by default, whose attempts are recorded in a fixed order, so a rollout is a function
+of (policy, seed) alone; with the ``process`` backend nodes are recorded in completion order,
+which changes branch numbering from run to run and makes two runs of the same policy diverge. Reported per task, over
 the seeds: the attempts each arm needed to first reach the fixed arm's final best score, the
 best score of each at equal attempts (the smaller of the two totals), and the deployed policy's
 attempts per round in each iteration. Runs live in OUT/<task>/s<seed>/<arm>/ and resume after a
@@ -31,6 +39,7 @@ from pathlib import Path
 from dream_gym.dream.improve import DreamSettings
 from dream_gym.dream.rsi import RsiConfig, run_rsi
 from dream_gym.dream.scoring import ScoringSettings
+from dream_gym.registry import list_worlds
 from dream_gym.world import load_world
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,12 +47,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass
 class Args:
-    tasks: str = "sum-difference,circle-packing-26"
+    tasks: str = "autocorrelation,circle-packing-26"
     seeds: str = "0,1,2,3,4"
-    iterations: int = 5  # t
+    iterations: int = 6  # t
     workers: int = 4  # W
-    rounds: int = 8  # K1
+    rounds: int = 16  # K1
     revisions: int = 8  # M of the dream arm
+    carry: int = 8  # earlier phases' versions each phase re-scores on the grown history (0: none)
+    backend: str = "serial"  # the online pool: serial records attempts in a fixed order (reproducible)
+    history: str = "train"  # extra history of the dream arm: "train" (the task's shipped train worlds) or "none"
     betas: str = "0.5"  # the selection grid: the beta the deployed policy runs with online
     start: str = "fixed"  # π_1 of both arms
     jobs: int = 2
@@ -62,11 +74,17 @@ def run_arm(args: Args, task: str, seed: int, arm: str) -> Path:
     if (out / "summary.json").is_file():
         return out
     revisions = 1 if arm == "fixed" else args.revisions
+    extra = None
+    if args.history == "train" and arm == "dream":
+        extra = ",".join(row["name"] for row in list_worlds("dream-gym/recorded-v1")
+                         if row["task"] == task and row["split"] == "train")
     config = RsiConfig(
         task=task, policy=args.start, out=out, iterations=args.iterations,
         settings=DreamSettings(revisions, ScoringSettings(betas=tuple(float(b) for b in args.betas.split(",")),
-                                                          jobs=args.jobs, seed=seed)),
-        agent="builtin", developer="builtin", workers=args.workers, rounds=args.rounds,
+                                                          jobs=args.jobs, seed=seed, max_rounds=args.rounds),
+                               carry=args.carry),
+        history=extra,
+        agent="builtin", developer="builtin", workers=args.workers, rounds=args.rounds, backend=args.backend,
         resume=out.exists(), command=f"benchmarks/dream_vs_fixed.py {arm} {task} seed {seed}",
     )
     started = time.perf_counter()
