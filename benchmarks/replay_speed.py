@@ -6,7 +6,8 @@ world load time/memory.
 Prints (1) env steps/s of DreamGym/Replay-v0 with single-node batches and default arguments
 (fresh observation arrays every step, capacity = the world's size) vs ``gym.make("CartPole-v1")``
 with sampled actions (both through gym.make's default wrappers), the same with
-``share_obs=True``, and the gymnasium-free ReplaySession, on 151- and 600-node worlds; (2)
+``share_obs=True``, and the gymnasium-free ReplaySession, on 151- and 600-node worlds (the
+target's sizes) and a 1,000-node one (the size of recorded-v1's bigger worlds); (2)
 episodes/s of one policy on a 150-node and a 100,000-node world of the same shape (a fresh
 session per episode, as evaluation runs them, and one session reset between episodes): the
 reset and set-up costs must not grow with the world; (3) load time and peak memory of 1k / 10k /
@@ -195,7 +196,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     args = parser.parse_args()
 
-    for nodes in (151, 600):
+    for nodes in (151, 600, 1000):
         step_speed(nodes, args.steps, args.repeats)
     reset_cost("fixed", max(3, args.repeats // 2))
     print("## World load (fresh process each)")
