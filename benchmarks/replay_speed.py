@@ -32,7 +32,8 @@ import dream_gym  # noqa: F401  (registers the env ids)
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
 from dream_gym.session import ReplaySession
-from dream_gym.world import build_world, new_meta
+from dream_gym.world import build_world
+from dream_gym.world_writer import new_meta
 
 
 def chain_world_records(n: int, branches: int, seed: int = 0) -> list[dict]:
