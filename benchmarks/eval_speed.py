@@ -40,7 +40,8 @@ from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
 from dream_gym.registry import load_cached
 from dream_gym.score import DEFAULT_BETA_GRID
-from dream_gym.world import NODES_FILE, WORLD_FILE, new_meta, write_world
+from dream_gym.world import NODES_FILE, WORLD_FILE
+from dream_gym.world_writer import new_meta, write_world
 
 GRID_TARGET_S = 10.0
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy, load_policy
-from dream_gym.world import build_world, new_meta
+from dream_gym.world import build_world
+from dream_gym.world_writer import new_meta
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "agents" / "example_policy.py"
 EXHAUSTIVE = """

@@ -6,7 +6,8 @@ world load time/memory.
 Prints (1) env steps/s of DreamGym/Replay-v0 with single-node batches and default arguments
 (fresh observation arrays every step, capacity = the world's size) vs ``gym.make("CartPole-v1")``
 with sampled actions (both through gym.make's default wrappers), the same with
-``share_obs=True``, and the gymnasium-free ReplaySession, on 151- and 600-node worlds; (2)
+``share_obs=True``, and the gymnasium-free ReplaySession, on 151- and 600-node worlds (the
+target's sizes) and a 1,000-node one (the size of recorded-v1's bigger worlds); (2)
 episodes/s of one policy on a 150-node and a 100,000-node world of the same shape (a fresh
 session per episode, as evaluation runs them, and one session reset between episodes): the
 reset and set-up costs must not grow with the world; (3) load time and peak memory of 1k / 10k /
@@ -31,7 +32,8 @@ import dream_gym  # noqa: F401  (registers the env ids)
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
 from dream_gym.session import ReplaySession
-from dream_gym.world import build_world, new_meta
+from dream_gym.world import build_world
+from dream_gym.world_writer import new_meta
 
 
 def chain_world_records(n: int, branches: int, seed: int = 0) -> list[dict]:
@@ -195,7 +197,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     args = parser.parse_args()
 
-    for nodes in (151, 600):
+    for nodes in (151, 600, 1000):
         step_speed(nodes, args.steps, args.repeats)
     reset_cost("fixed", max(3, args.repeats // 2))
     print("## World load (fresh process each)")

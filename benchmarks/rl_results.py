@@ -1,20 +1,23 @@
-"""The README's RL results: both architectures over seeds against every built-in policy.
+"""The README's RL results: every model kind over seeds against every built-in policy.
 
-    .venv/bin/python benchmarks/rl_results.py                                  # seeds 0,1,2; macro and node
+    .venv/bin/python benchmarks/rl_results.py                                  # seeds 0,1,2; every kind
     .venv/bin/python benchmarks/rl_results.py --seeds 0,1,2 --out out/rl --ship  # also copy the models shipped
 
-1. Trains ``dream-gym train --arch A --seed S --out OUT/A-sS --timesteps T_A`` for every arch and
-   seed, each in its own process (a finished run, i.e. one with ``summary.json``, is reused; a killed
-   one resumes from its checkpoint). Extra arguments after ``--`` go to every ``dream-gym train``.
+1. Trains ``dream-gym train --arch A --seed S --out OUT/A-sS --timesteps T_A`` for every model
+   kind and seed, each in its own process (a finished run, i.e. one with ``summary.json``, is reused;
+   a killed one resumes from its checkpoint). A kind is an arch (``macro``, ``node``: the beta-priced
+   objective v2) or an arch with ``-v`` (``macro-v``, ``node-v``: ``--objective v``, plain V). Extra
+   arguments after ``--`` go to every ``dream-gym train``.
 2. Evaluates every trained model and the nine built-ins over the default beta grid on the held-out
    split and on the real runs of ``../shared/external-runs`` imported with W = 4 (benchmarks/
-   world_stats.py's importer), and prints per set one leaderboard: each architecture as mean +-
+   world_stats.py's importer), and prints per set one leaderboard: each model kind as mean +-
    standard deviation over its seeds (v2, mean V, % of the oracle limit), each built-in once.
-3. Prints training time and fps per architecture and writes ``OUT/training_curves.png`` (v2 on the
-   train pool and on the held-out worlds against steps, from each run's ``evals.jsonl``).
-4. With ``--ship``: copies, per architecture, the seed with the best **train-pool** v2 (never a
-   held-out figure) to ``agents/models/ppo-<arch>.zip`` and records its command in
-   ``agents/models/README.md``.
+   ``--skip-real`` leaves out the real runs.
+3. Prints training time and fps per model kind and writes ``OUT/training_curves.png`` (v2 and
+   mean V on the train pool and on the held-out worlds against steps, from each run's ``evals.jsonl``).
+4. With ``--ship``: copies, per kind, the seed with the best **train-pool** score of its own
+   objective (v2, or mean V for a ``-v`` kind; never a held-out figure) to
+   ``agents/models/ppo-<kind>.zip`` and records its command in ``agents/models/README.md``.
 """
 
 from __future__ import annotations
@@ -39,17 +42,26 @@ REPO = Path(__file__).resolve().parents[1]
 STEPS = {"macro": 120_000, "node": 120_000}
 
 
-def train_command(arch: str, seed: int, out: Path, extra: list[str]) -> list[str]:
+def kind_options(kind: str) -> tuple[str, list[str]]:
+    """(arch, options) of a model kind: ``macro``/``node`` (objective v2), ``macro-v``/``node-v`` (V)."""
+    arch, _, objective = kind.partition("-")
+    if arch not in STEPS or objective not in ("", "v"):
+        raise ValueError(f"unknown model kind {kind!r}: an arch ({', '.join(STEPS)}), optionally with -v")
+    return arch, (["--objective", "v"] if objective else [])
+
+
+def train_command(kind: str, seed: int, out: Path, extra: list[str]) -> list[str]:
+    arch, options = kind_options(kind)
     return [sys.executable, "-m", "dream_gym", "train", "--arch", arch, "--seed", str(seed),
-            "--timesteps", str(STEPS[arch]), "--out", str(out), *extra]
+            "--timesteps", str(STEPS[arch]), "--out", str(out), *options, *extra]
 
 
 def shown(command: list[str]) -> str:
     return " ".join(["dream-gym", *command[3:]]).replace(str(REPO) + "/", "")
 
 
-def run(arch: str, seed: int, out: Path, extra: list[str]) -> dict[str, Any]:
-    command = train_command(arch, seed, out, extra)
+def run(kind: str, seed: int, out: Path, extra: list[str]) -> dict[str, Any]:
+    command = train_command(kind, seed, out, extra)
     if not (out / "summary.json").is_file():
         out.mkdir(parents=True, exist_ok=True)
         print(f"training: {shown(command)}", flush=True)
@@ -68,16 +80,17 @@ def cell(values: list[float], percent: bool = False) -> str:
 
 
 def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> str:
-    """One leaderboard: every model and built-in on ``worlds``; models grouped by architecture."""
+    """One leaderboard: every model and built-in on ``worlds``; models grouped by kind."""
     specs = [m for ms in models.values() for m in ms] + list(POLICIES)
-    board = leaderboard(evaluate(specs, worlds, None, jobs=jobs, progress=False))
+    results = evaluate(specs, worlds, None, jobs=jobs, progress=False)
+    board = leaderboard(results)
     rows = {r.policy: r for r in board.overall}
     lines = [f"**{title}** ({len(board.per_world)} worlds)", "",
              "| policy | v2 | mean V | % of limit | attempts | rounds |", "|---|---:|---:|---:|---:|---:|"]
     entries = []
-    for arch, ms in models.items():
+    for kind, ms in models.items():
         got = [rows[m] for m in ms]
-        entries.append((statistics.fmean(r.v2 for r in got), f"| **ppo-{arch}** ({len(got)} seeds) | "
+        entries.append((statistics.fmean(r.v2 for r in got), f"| **ppo-{kind}** ({len(got)} seeds) | "
                         f"{cell([r.v2 for r in got])} | {cell([r.mean_v for r in got])} | "
                         f"{cell([r.limit_share for r in got], percent=True)} | "
                         f"{statistics.fmean(r.attempts for r in got):.1f} | {statistics.fmean(r.rounds for r in got):.1f} |"))
@@ -86,7 +99,20 @@ def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> s
         entries.append((r.v2, f"| {name} | {r.v2:.4f} | {r.mean_v:.4f} | {100 * r.limit_share:.1f}% | "
                               f"{r.attempts:.1f} | {r.rounds:.1f} |"))
     lines += [line for _, line in sorted(entries, key=lambda e: -e[0])]
+    lines += ["", *spend(models, results)]
     return "\n".join(lines) + "\n"
+
+
+def spend(models: dict[str, list[str]], results: list[Any], betas: tuple[float, ...] = (0.0, 0.5, 1.0)) -> list[str]:
+    """Per kind, mean attempts and attainment at a few betas (over seeds and worlds): does beta move it?"""
+    lines = []
+    for kind, ms in models.items():
+        at = {b: [r for r in results if r.policy in ms and abs(r.beta - b) < 1e-9] for b in betas}
+        attempts = " / ".join(f"{statistics.fmean(r.attempts for r in at[b]):.1f}" for b in betas)
+        attain = " / ".join(f"{statistics.fmean(r.attainment for r in at[b]):.2f}" for b in betas)
+        lines.append(f"- ppo-{kind} at beta = {' / '.join(f'{b:g}' for b in betas)}: attempts {attempts}, "
+                     f"attainment {attain}")
+    return lines
 
 
 def curves(summaries: dict[str, dict[int, dict[str, Any]]], out: Path, runs: Path) -> Path:
@@ -95,19 +121,21 @@ def curves(summaries: dict[str, dict[int, dict[str, Any]]], out: Path, runs: Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
-    for ax, key, label in ((axes[0], "train_v2", "train pool"), (axes[1], "heldout_v2", "held-out worlds")):
-        for i, (arch, seeds) in enumerate(summaries.items()):
-            for j, seed in enumerate(seeds):
-                rows = [json.loads(x) for x in (runs / f"{arch}-s{seed}" / "evals.jsonl").read_text().splitlines()]
-                ax.plot([r["timesteps"] for r in rows], [r[key] for r in rows], color=f"C{i}", alpha=0.8,
-                        label=f"ppo-{arch}" if j == 0 else None)
-        ax.set_title(f"v2 on the {label}")
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6.4), sharex=True, sharey="row")
+    for row, (score, ylabel) in enumerate((("v2", "v2 (auc - 0.1 penalty)"), ("mean_v", "mean V"))):
+        for ax, part, label in ((axes[row, 0], "train", "train pool"), (axes[row, 1], "heldout", "held-out worlds")):
+            for i, (kind, seeds) in enumerate(summaries.items()):
+                for j, seed in enumerate(seeds):
+                    rows = [json.loads(x) for x in (runs / f"{kind}-s{seed}" / "evals.jsonl").read_text().splitlines()]
+                    ax.plot([r["timesteps"] for r in rows], [r[f"{part}_{score}"] for r in rows], color=f"C{i}",
+                            alpha=0.8, label=f"ppo-{kind}" if j == 0 else None)
+            ax.set_title(f"{ylabel.split(' (')[0]} on the {label}")
+            ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}")
+            ax.grid(alpha=0.3)
+        axes[row, 0].set_ylabel(ylabel)
+    for ax in axes[1]:
         ax.set_xlabel("env steps (thousands)")
-        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("v2 (auc - 0.1 penalty)")
-    axes[0].legend()
+    axes[0, 0].legend()
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     return out
@@ -119,30 +147,32 @@ def main(argv: list[str] | None = None) -> int:
     own = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--archs", default="macro,node")
+    parser.add_argument("--kinds", default="macro,node,macro-v,node-v", help="model kinds (see 1. above)")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "rl")
     parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="real runs to import (W = 4)")
     parser.add_argument("--heldout", default="heldout")
     parser.add_argument("-j", "--jobs", type=int, default=2)
-    parser.add_argument("--ship", action="store_true", help="copy the best train-pool seed per arch to agents/models")
+    parser.add_argument("--skip-real", action="store_true", help="leave out the real runs")
+    parser.add_argument("--ship", action="store_true", help="copy the best train-pool seed per kind to agents/models")
     args = parser.parse_args(own)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    archs = [a for a in args.archs.split(",") if a.strip()]
+    kinds = [a for a in args.kinds.split(",") if a.strip()]
 
-    summaries = {arch: {seed: run(arch, seed, args.out / f"{arch}-s{seed}", extra) for seed in seeds} for arch in archs}
-    models = {arch: [str(args.out / f"{arch}-s{seed}" / "model.zip") for seed in seeds] for arch in archs}
+    summaries = {kind: {seed: run(kind, seed, args.out / f"{kind}-s{seed}", extra) for seed in seeds} for kind in kinds}
+    models = {kind: [str(args.out / f"{kind}-s{seed}" / "model.zip") for seed in seeds] for kind in kinds}
     print("\n## Training\n")
-    for arch, runs in summaries.items():
+    for kind, runs in summaries.items():
         first = next(iter(runs.values()))
-        print(f"- ppo-{arch}: `{first['command']}` (seeds {', '.join(map(str, seeds))}): "
+        print(f"- ppo-{kind}: `{first['command']}` (seeds {', '.join(map(str, seeds))}): "
               f"{first['timesteps']} steps, {spread([s['seconds'] for s in runs.values()])} s, "
               f"{spread([s['fps'] for s in runs.values()])} steps/s; train-pool v2 "
-              f"{spread([s['final']['train_v2'] for s in runs.values()])}")
+              f"{spread([s['final']['train_v2'] for s in runs.values()])}, mean V "
+              f"{spread([s['final']['train_mean_v'] for s in runs.values()])}")
     print(f"- determinism: {first['determinism']}")
     print(f"- curves: {curves(summaries, args.out / 'training_curves.png', args.out)}\n")
 
     print(table("Held-out split", models, resolve_worlds(args.heldout), args.jobs))
-    if args.runs.is_dir():
+    if args.runs.is_dir() and not args.skip_real:
         with tempfile.TemporaryDirectory() as tmp:
             real = import_runs(args.runs, Path(tmp), 4, lambda _: None)
             real = [w for w in real if w.size > 1]  # a run recorded as its root alone has no limit
@@ -151,16 +181,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.ship:
         target = REPO / "agents" / "models"
         target.mkdir(parents=True, exist_ok=True)
-        notes = ["# Shipped models", "", "Trained by `benchmarks/rl_results.py --ship`: per architecture, of the seeds "
-                 "trained, the one with the best v2 on the **train** pool (held-out figures are never used to "
-                 "choose). Load them by name: `--policy ppo-macro`, `--policy ppo-node`.", ""]
-        for arch, runs in summaries.items():
-            best = max(runs, key=lambda s: runs[s]["final"]["train_v2"])
-            shutil.copyfile(args.out / f"{arch}-s{best}" / "model.zip", target / f"ppo-{arch}.zip")
-            notes += [f"- `ppo-{arch}.zip`: seed {best} of {seeds}, `{runs[best]['command']}` "
-                      f"(train-pool v2 {runs[best]['final']['train_v2']:.4f}, {runs[best]['seconds']:.0f} s)"]
+        notes = ["# Shipped models", "", "Trained by `benchmarks/rl_results.py --ship`: per model kind, of the seeds "
+                 "trained, the one with the best score of its own objective on the **train** pool (v2 for "
+                 "`ppo-macro`, `ppo-node`; mean V for the `-v` models, trained on plain V; held-out figures are "
+                 "never used to choose). Load them by name: "
+                 + ", ".join(f"`--policy ppo-{kind}`" for kind in summaries) + ".", ""]
+        for kind, runs in summaries.items():
+            key = "train_mean_v" if kind.endswith("-v") else "train_v2"
+            best = max(runs, key=lambda s: runs[s]["final"][key])
+            shutil.copyfile(args.out / f"{kind}-s{best}" / "model.zip", target / f"ppo-{kind}.zip")
+            notes += [f"- `ppo-{kind}.zip`: seed {best} of {seeds}, `{runs[best]['command']}` "
+                      f"(train-pool v2 {runs[best]['final']['train_v2']:.4f}, mean V "
+                      f"{runs[best]['final']['train_mean_v']:.4f}, {runs[best]['seconds']:.0f} s)"]
         (target / "README.md").write_text("\n".join(notes) + "\n", encoding="utf-8")
-        print(f"shipped: {', '.join(f'ppo-{a}' for a in archs)} -> {target}")
+        print(f"shipped: {', '.join(f'ppo-{a}' for a in kinds)} -> {target}")
     return 0
 
 

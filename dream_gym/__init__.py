@@ -10,7 +10,8 @@ from dream_gym.registry import list_worlds, resolve_world
 from dream_gym.replay import IllegalBatchError
 from dream_gym.session import ReplaySession
 from dream_gym.view import NodeView, PrefixView
-from dream_gym.world import World, WorldFormatError, WorldWriter, load_world
+from dream_gym.world import World, WorldFormatError, load_world
+from dream_gym.world_writer import WorldWriter
 
 __version__ = "0.1.0"
 

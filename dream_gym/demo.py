@@ -34,7 +34,7 @@ def dream_step(out: Path, split: str, jobs: int | None, revisions: int = DREAM_R
     from dream_gym.dream.builtin_developer import BuiltinDeveloper
     from dream_gym.dream.improve import DreamSettings, improvement_step
     from dream_gym.dream.scoring import ScoringSettings
-    from dream_gym.evaluate import resolve_worlds
+    from dream_gym.world_specs import resolve_worlds
 
     worlds = resolve_worlds(split)
     board = leaderboard(evaluate(sorted(POLICIES), worlds, DREAM_BETAS, jobs=jobs, progress=False), rank_by="V")

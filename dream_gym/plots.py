@@ -27,8 +27,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 
-from dream_gym.evaluate import read_results  # noqa: E402
 from dream_gym.registry import load_cached, resolve_world  # noqa: E402
+from dream_gym.results import read_results  # noqa: E402
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, pareto_front  # noqa: E402
 from dream_gym.session import ReplaySession  # noqa: E402
 from dream_gym.world import World  # noqa: E402

@@ -183,9 +183,18 @@ def test_agent_goes_back_to_the_branch_best_when_the_parent_regressed():
 @pytest.mark.slow
 def test_lasso_chain_gets_faster_and_sometimes_fails(tmp_path):
     task, root, records = chain("lasso-path", 25, 0, tmp_path)
-    scores = [ev.score for ev, _ in records if ev.valid]
-    assert scores and min(scores) < root                # minimise: seconds go down
-    assert sum(not ev.valid for ev, _ in records) <= 0.4 * len(records)
+    valid = sorted((ev.score, proposal.code) for ev, proposal in records if ev.valid)
+    assert valid and sum(not ev.valid for ev, _ in records) <= 0.4 * len(records)
+    # The score is wall-clock seconds: under a loaded machine the root may have been timed in a
+    # quiet moment and every child in a busy one. Re-time the root and the three fastest children
+    # interleaved (the same load for both), each at its best of two, before comparing.
+    codes = [task.initial_program()] + [code for _, code in valid[:3]]
+    timings: list[list[float]] = [[] for _ in codes]
+    for _ in range(2):
+        for i, code in enumerate(codes):
+            ev = task.evaluate(code, tmp_path)
+            timings[i].append(ev.score if ev.valid else float("inf"))
+    assert min(min(t) for t in timings[1:]) < min(timings[0])  # minimise: seconds go down
 
 
 def test_an_edit_that_helped_is_tried_again_more_often():

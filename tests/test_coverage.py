@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from dream_gym.datasets.coverage import coverage_report, plot_tree, render_text
-from dream_gym.world import build_world, new_meta
+from dream_gym.world import build_world
+from dream_gym.world_writer import new_meta
 
 
 def world_of(records, **meta):

@@ -24,7 +24,8 @@ from dream_gym.datasets.store import (
     store_home,
     validate,
 )
-from dream_gym.world import load_world, new_meta, write_world
+from dream_gym.world import load_world
+from dream_gym.world_writer import new_meta, write_world
 
 
 def make_world(folder: Path, world_id: str, scores=(1.0, 2.0, None, 3.0)) -> Path:

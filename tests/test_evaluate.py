@@ -14,7 +14,7 @@ from dream_gym.evaluate import evaluate, leaderboard, load_results, read_results
 from dream_gym.policies import POLICIES
 from dream_gym.policy import EpisodeResult
 from dream_gym.score import DEFAULT_BETA_GRID, v2_objective
-from dream_gym.world import new_meta, write_world
+from dream_gym.world_writer import new_meta, write_world
 
 HERE = Path(__file__).resolve().parent
 BETAS = (0.0, 0.5, 1.0)

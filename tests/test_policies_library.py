@@ -19,7 +19,8 @@ from dream_gym.policies.ucb import UCBPolicy
 from dream_gym.policy import RunContext, run_episode
 from dream_gym.session import ReplaySession
 from dream_gym.view import PrefixView
-from dream_gym.world import World, build_world, new_meta
+from dream_gym.world import World, build_world
+from dream_gym.world_writer import new_meta
 
 LIBRARY = ("ucb", "puct", "hyperband", "openevolve", "shinka", "stagnation")
 BETAS = (0.0, 0.5, 1.0)

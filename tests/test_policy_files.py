@@ -36,7 +36,8 @@ from dream_gym.policy_files import (
 )
 from dream_gym.session import ReplaySession
 from dream_gym.view import PrefixView
-from dream_gym.world import World, build_world, new_meta, write_world
+from dream_gym.world import World, build_world
+from dream_gym.world_writer import new_meta, write_world
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = Path(__file__).resolve().parent / "hostile_policies"

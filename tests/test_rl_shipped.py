@@ -1,4 +1,4 @@
-"""The shipped trained models (agents/models/ppo-macro.zip, ppo-node.zip): they load by name, run
+"""The shipped trained models (agents/models/ppo-{macro,node}[-v].zip): they load by name, run
 in replay and eval (the same results with 1 and 2 processes), and run online in `grow` with the
 built-in agent."""
 
@@ -16,7 +16,7 @@ from dream_gym.policy_files import load_policy
 from dream_gym.rl import NodeSB3Policy, SB3Policy
 from dream_gym.world import load_world
 
-KINDS = {"ppo-macro": SB3Policy, "ppo-node": NodeSB3Policy}
+KINDS = {"ppo-macro": SB3Policy, "ppo-node": NodeSB3Policy, "ppo-macro-v": SB3Policy, "ppo-node-v": NodeSB3Policy}
 
 
 def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:

@@ -11,15 +11,9 @@ import numpy as np
 import pytest
 from worldgen import jsonl, meta_for, node, random_records, write_folder, write_raw
 
-from dream_gym import world as world_mod
-from dream_gym.world import (
-    FORMAT,
-    WorldFormatError,
-    WorldWriter,
-    load_world,
-    new_meta,
-    write_world,
-)
+from dream_gym import world_writer as writer_mod
+from dream_gym.world import FORMAT, WorldFormatError, load_world
+from dream_gym.world_writer import WorldWriter, new_meta, write_world
 
 GOOD = [
     node("root", None, 1.0),
@@ -288,13 +282,13 @@ def test_single_root_world(tmp_path: Path) -> None:
 # -- the writer ---------------------------------------------------------------------------------
 def test_writer_flushes_and_fsyncs_every_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
-    real_fsync = world_mod.os.fsync
+    real_fsync = writer_mod.os.fsync
 
     def counting_fsync(fd: int) -> None:
         synced.append(fd)
         real_fsync(fd)
 
-    monkeypatch.setattr(world_mod.os, "fsync", counting_fsync)
+    monkeypatch.setattr(writer_mod.os, "fsync", counting_fsync)
     folder = tmp_path / "w"
     with WorldWriter.create(folder, meta_for()) as writer:
         for i, rec in enumerate(GOOD, start=1):

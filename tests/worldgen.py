@@ -16,7 +16,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from dream_gym.replay import ROOT, Replay
-from dream_gym.world import World, build_world, new_meta, validate_meta, write_world
+from dream_gym.world import World, build_world, validate_meta
+from dream_gym.world_writer import new_meta, write_world
 
 Record = dict[str, Any]
 

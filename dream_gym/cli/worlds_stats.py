@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _stats(args: argparse.Namespace) -> int:
     from dream_gym.datasets.stats import stats_json, stats_markdown, stats_rich, world_stats
-    from dream_gym.evaluate import resolve_worlds
+    from dream_gym.world_specs import resolve_worlds
 
     worlds = resolve_worlds(list(args.worlds))
     stats = [world_stats(w, args.workers, args.beta1, args.beta2, args.frontier) for w in worlds]
@@ -54,7 +54,8 @@ def _stats(args: argparse.Namespace) -> int:
 def _compress(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dream_gym.world import NODES_FILE, compress_world
+    from dream_gym.world import NODES_FILE
+    from dream_gym.world_writer import compress_world
 
     for folder in args.folders:
         plain = Path(folder) / NODES_FILE

@@ -27,7 +27,8 @@ from typing import Any
 
 from dream_gym.policy import run_episode
 from dream_gym.session import ReplaySession
-from dream_gym.world import World, build_world, new_meta
+from dream_gym.world import World, build_world
+from dream_gym.world_writer import new_meta
 
 POLICY_FACTORIES = ("make_policy",)
 POLICY_FUNCTIONS = ("act", "policy")

@@ -4,7 +4,7 @@ Each round the policy sees the prefix view of the real tree (the same view type 
 and returns a batch; each selection goes to one of W workers (a process pool, or Ray), which
 asks the agent for a new candidate from the parent's program, diagnostics and branch history,
 evaluates it in an isolated process, and returns the child. Children are written through the
-:class:`~dream_gym.world.WorldWriter` (flush + fsync) the moment they finish, with their round,
+:class:`~dream_gym.world_writer.WorldWriter` (flush + fsync) the moment they finish, with their round,
 so ``kill -9`` loses at most the attempts in flight and ``resume`` continues the same world.
 
 Rounds are synchronous: a round's attempts all finish before the next batch is chosen. The run
@@ -37,7 +37,8 @@ from dream_gym.replay import ROOT, IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
 from dream_gym.workers import init_worker, worker_context, worker_initargs
-from dream_gym.world import NODES_FILE, WorldWriter, build_world, new_meta
+from dream_gym.world import NODES_FILE, build_world
+from dream_gym.world_writer import WorldWriter, new_meta
 
 HISTORY_LIMIT = 12  # ancestors shown to the agent
 WORK_DIR = ".work"  # attempt workspaces inside the world folder, removed when the run ends

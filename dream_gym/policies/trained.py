@@ -1,4 +1,5 @@
-"""The shipped trained models: ``--policy ppo-macro`` and ``--policy ppo-node`` everywhere.
+"""The shipped trained models: ``--policy ppo-macro``, ``ppo-node`` (v2) and ``ppo-macro-v``,
+``ppo-node-v`` (plain V) everywhere.
 
 Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.model_policy`
 (extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.
@@ -18,6 +19,8 @@ from pathlib import Path
 SHIPPED_MODELS: dict[str, str] = {
     "ppo-macro": "ppo-macro.zip",  # MaskablePPO on the macro env, beta-priced objective
     "ppo-node": "ppo-node.zip",  # MaskablePPO with the node-level scorer, beta-priced objective
+    "ppo-macro-v": "ppo-macro-v.zip",  # the macro arch trained on plain V (--objective v): for mean V
+    "ppo-node-v": "ppo-node-v.zip",  # the node arch trained on plain V
 }
 
 

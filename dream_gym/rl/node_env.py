@@ -13,16 +13,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from dream_gym.registry import resolve_world
 from dream_gym.rl.features import N_FEATURES, view_features
 from dream_gym.rl.node_features import N_NODE_FEATURES, RoundPlan
-from dream_gym.rl.pool_env import betas_of
+from dream_gym.rl.pool_env import PoolEpisodes
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.session import ReplaySession
 from dream_gym.values import Progress, ValueFn, replay_value
 from dream_gym.world import World
 
@@ -62,7 +59,7 @@ def node_observation(
     return {"globals": np.concatenate([plan.view_features, batch]), "mask": mask, "nodes": nodes}, available
 
 
-class NodeReplayEnv(gym.Env):  # type: ignore[type-arg]
+class NodeReplayEnv(PoolEpisodes):
     """Replay over a pool of worlds, one selection (or commit) a step.
 
     ## Description
@@ -114,14 +111,9 @@ class NodeReplayEnv(gym.Env):  # type: ignore[type-arg]
         value_fn: ValueFn = replay_value,
         max_candidates: int = DEFAULT_CAPACITY,
     ):
-        if not worlds:
-            raise ValueError("NodeReplayEnv needs at least one world")
         if max_candidates < 1:
             raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
-        self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
-        self.workers = int(workers)
-        self.betas = betas_of(beta)
-        self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
+        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds)
         self.value_fn = value_fn
         self.capacity = int(max_candidates)
         self.action_space = spaces.Discrete(self.capacity + 1)
@@ -130,35 +122,12 @@ class NodeReplayEnv(gym.Env):  # type: ignore[type-arg]
             "mask": spaces.Box(0.0, 1.0, shape=(self.capacity + 1,), dtype=np.float32),
             "nodes": spaces.Box(-1.0, 1.0, shape=(self.capacity, N_NODE_FEATURES), dtype=np.float32),
         })
-        self._sessions: dict[tuple[int, float], ReplaySession] = {}
-        self.session: ReplaySession | None = None
         self._available = np.zeros(0, dtype=np.int64)
-        self._value = 0.0
-
-    def _session(self, world: int, beta: float) -> ReplaySession:
-        key = (world, beta)
-        if key not in self._sessions:  # kept: a session caches its world's node views
-            self._sessions[key] = ReplaySession(
-                self.worlds[world], workers=self.workers, beta=beta, beta1=self.beta1,
-                beta2=self.beta2, max_rounds=self.max_rounds, strict=True,
-            )
-        return self._sessions[key]
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        super().reset(seed=seed)
-        options = options or {}
-        world = int(options["world"]) if "world" in options else int(self.np_random.integers(len(self.worlds)))
-        if not 0 <= world < len(self.worlds):
-            raise ValueError(f"world index {world} out of range (pool of {len(self.worlds)})")
-        if "beta" in options:
-            beta = float(options["beta"])
-        else:
-            beta = self.betas[int(self.np_random.integers(len(self.betas)))] if len(self.betas) > 1 else self.betas[0]
-        self.session = self._session(world, beta)
-        self.session.reset()
-        self._value = 0.0
+        self._start_episode(seed, options)
         self._new_round()
         return self._observe(), self._info([])
 

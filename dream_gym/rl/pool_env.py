@@ -27,7 +27,57 @@ def betas_of(beta: float | Sequence[float]) -> tuple[float, ...]:
     return betas
 
 
-class MacroReplayEnv(gym.Env):  # type: ignore[type-arg]
+class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
+    """What the single pool envs share: the pool's worlds, a world and a beta drawn per episode
+    (or given in ``reset``'s options), and one ReplaySession per (world, beta), kept since a
+    session caches its world's node views."""
+
+    def _init_pool(
+        self,
+        worlds: Sequence[World | str | os.PathLike[str]],
+        workers: int,
+        beta: float | Sequence[float],
+        beta1: float,
+        beta2: float,
+        max_rounds: int | None,
+    ) -> None:
+        if not worlds:
+            raise ValueError(f"{type(self).__name__} needs at least one world")
+        self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
+        self.workers = int(workers)
+        self.betas = betas_of(beta)
+        self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
+        self._sessions: dict[tuple[int, float], ReplaySession] = {}
+        self.session: ReplaySession | None = None
+        self._value = 0.0
+
+    def _session(self, world: int, beta: float) -> ReplaySession:
+        key = (world, beta)
+        if key not in self._sessions:
+            self._sessions[key] = ReplaySession(
+                self.worlds[world], workers=self.workers, beta=beta, beta1=self.beta1,
+                beta2=self.beta2, max_rounds=self.max_rounds, strict=True,
+            )
+        return self._sessions[key]
+
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> ReplaySession:
+        """Seed, draw (or take) the world and beta, reset their session; the value restarts at 0."""
+        gym.Env.reset(self, seed=seed)
+        options = options or {}
+        world = int(options["world"]) if "world" in options else int(self.np_random.integers(len(self.worlds)))
+        if not 0 <= world < len(self.worlds):
+            raise ValueError(f"world index {world} out of range (pool of {len(self.worlds)})")
+        if "beta" in options:
+            beta = float(options["beta"])
+        else:
+            beta = self.betas[int(self.np_random.integers(len(self.betas)))] if len(self.betas) > 1 else self.betas[0]
+        self.session = self._session(world, beta)
+        self.session.reset()
+        self._value = 0.0
+        return self.session
+
+
+class MacroReplayEnv(PoolEpisodes):
     """Replay over a pool of worlds with :data:`MACRO_ACTIONS` and :func:`view_features`.
 
     ## Description
@@ -79,45 +129,16 @@ class MacroReplayEnv(gym.Env):  # type: ignore[type-arg]
         features: FeatureSet = MACRO_FEATURES,
         value_fn: ValueFn = replay_value,
     ):
-        if not worlds:
-            raise ValueError("MacroReplayEnv needs at least one world")
-        self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
-        self.workers = int(workers)
-        self.betas = betas_of(beta)
-        self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
+        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds)
         self.features, self.value_fn = features, value_fn
         self.action_space = spaces.Discrete(len(MACRO_ACTIONS))
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(features.size,), dtype=np.float32)
-        self._sessions: dict[tuple[int, float], ReplaySession] = {}
-        self.session: ReplaySession | None = None
         self.view: PrefixView | None = None
-        self._value = 0.0
-
-    def _session(self, world: int, beta: float) -> ReplaySession:
-        key = (world, beta)
-        if key not in self._sessions:  # kept: a session caches its world's node views
-            self._sessions[key] = ReplaySession(
-                self.worlds[world], workers=self.workers, beta=beta, beta1=self.beta1,
-                beta2=self.beta2, max_rounds=self.max_rounds, strict=True,
-            )
-        return self._sessions[key]
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
-        options = options or {}
-        world = int(options["world"]) if "world" in options else int(self.np_random.integers(len(self.worlds)))
-        if not 0 <= world < len(self.worlds):
-            raise ValueError(f"world index {world} out of range (pool of {len(self.worlds)})")
-        if "beta" in options:
-            beta = float(options["beta"])
-        else:
-            beta = self.betas[int(self.np_random.integers(len(self.betas)))] if len(self.betas) > 1 else self.betas[0]
-        self.session = self._session(world, beta)
-        self.session.reset()
-        self.view = self.session.view()
-        self._value = 0.0
+        self.view = self._start_episode(seed, options).view()
         return self.features.from_view(self.view), self._info([])
 
     def _info(self, batch: list[int]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.world import DIRECTIONS, new_meta, write_world
+from dream_gym.world import DIRECTIONS
+from dream_gym.world_writer import new_meta, write_world
 
 from .values import world_name_from
 

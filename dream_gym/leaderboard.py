@@ -1,0 +1,271 @@
+"""The leaderboard: episodes aggregated per (policy, world) and per policy over its worlds.
+
+Columns: mean V over the betas, the v2 objective ``auc - lambda * penalty`` (SPEC §4), its auc
+and penalty, attainment, attempts, rounds, errors, and V as a share of the world's oracle limit
+("% of limit", recorded on every episode by :func:`dream_gym.evaluate.evaluate`) with the regret.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_gym.policy import EpisodeResult
+from dream_gym.results import result_from_row
+from dream_gym.score import DEFAULT_LAMBDA, v2_objective
+
+TIE_TOLERANCE = 1e-9
+AGGREGATE = "(mean over worlds)"
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    """One policy on one world (or the mean over worlds)."""
+
+    rank: int
+    policy: str
+    world: str
+    worlds: int  # worlds averaged (1 for a per-world row)
+    episodes: int
+    mean_v: float  # mean replay score V over the betas
+    v2: float  # auc - lam * penalty
+    auc: float
+    penalty: float
+    attainment: float  # mean over the betas of clip(best q, 0, 1)
+    attempts: float  # mean attempts per episode
+    rounds: float  # mean rounds per episode
+    errors: int  # episodes that ended with an error
+    limit: float = math.nan  # the world's oracle limit (overall: mean over worlds); NaN: unknown
+    limit_share: float = math.nan  # mean_v / limit (overall: mean of the per-world shares)
+    regret: float = math.nan  # limit - mean_v (overall: mean over worlds)
+
+
+@dataclass
+class Leaderboard:
+    """Rows ranked by the v2 objective (then mean V); equal values share a rank."""
+
+    overall: list[LeaderboardRow]
+    per_world: dict[str, list[LeaderboardRow]]
+    lam: float
+    betas: tuple[float, ...]
+    rank_by: str = "v2"
+    errors: list[tuple[str, str, float, str]] = field(default_factory=list)  # policy, world, beta, message
+
+    COLUMNS = ("rank", "policy", "v2", "auc", "penalty", "mean V", "% of limit", "regret", "quality", "attempts",
+               "rounds", "errors")
+    # terminal tables: short labels, and no regret column (it is V* - V; the titles give V*)
+    SHORT_COLUMNS = ("#", "policy", "v2", "auc", "pen", "V", "%lim", None, "q", "N", "k", "err")
+
+    def _cells(self, row: LeaderboardRow, ties: set[int]) -> list[str]:
+        rank = f"{row.rank}=" if row.rank in ties else str(row.rank)
+        return [
+            rank, row.policy, f"{row.v2:.4f}", f"{row.auc:.4f}", f"{row.penalty:.3f}", f"{row.mean_v:.4f}",
+            "n/a" if math.isnan(row.limit_share) else f"{100 * row.limit_share:.1f}%",
+            "n/a" if math.isnan(row.regret) else f"{row.regret:.4f}",
+            f"{row.attainment:.3f}", f"{row.attempts:.1f}", f"{row.rounds:.1f}",
+            f"{row.errors}/{row.episodes}" if row.errors else "0",
+        ]
+
+    @staticmethod
+    def _ties(rows: Sequence[LeaderboardRow]) -> set[int]:
+        ranks = [r.rank for r in rows]
+        return {r for r in ranks if ranks.count(r) > 1}
+
+    def tables(self, per_world: bool = True) -> list[tuple[str, list[LeaderboardRow]]]:
+        n = len(self.per_world)
+        out = [(f"Leaderboard: mean over {n} world{'s' if n != 1 else ''}", self.overall)]
+        if per_world and n > 1:
+            for name, rows in self.per_world.items():
+                limit = rows[0].limit if rows else math.nan
+                out.append((f"World {name}" + ("" if math.isnan(limit) else f" (limit V* {limit:.4f})"), rows))
+        return out
+
+    def legend(self) -> str:
+        """What the short column names mean (printed under the terminal tables)."""
+        return (
+            f"ranked by {self.rank_by}; v2 = auc - {self.lam:g}*penalty over betas "
+            f"{', '.join(f'{b:g}' for b in self.betas)}; pen = mean rounds/attempts, V = mean replay score, "
+            "%lim = V as a share of the world's oracle limit V* (overall: mean over worlds), "
+            "q = mean attainment, N/k = mean attempts/rounds, err = episodes with an error; "
+            "'=' after a rank marks a tie"
+        )
+
+    def to_rich(self, per_world: bool = True) -> list[Any]:
+        """rich Tables: overall first, then one per world when there are several."""
+        from rich import box
+        from rich.table import Table
+
+        tables = []
+        parts = self.tables(per_world)
+        for title, rows in parts:
+            table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+            shown = [(j, column) for j, column in enumerate(self.SHORT_COLUMNS) if column is not None]
+            for _, column in shown:
+                if column == "policy":
+                    width = min(40, max([len(r.policy) for r in rows] + [6]))
+                    table.add_column(column, justify="left", min_width=width, overflow="fold")
+                else:
+                    table.add_column(column, justify="right", no_wrap=True)
+            ties = self._ties(rows)
+            for row in rows:
+                cells = self._cells(row, ties)
+                table.add_row(*(cells[j] for j, _ in shown), style="red" if row.errors else None)
+            tables.append(table)
+        return tables
+
+    def print(self, console: Any = None, per_world: bool = True) -> None:
+        from rich.console import Console
+
+        console = console or Console()
+        for table in self.to_rich(per_world):
+            console.print(table)
+        # Not a table caption: rich crops a caption wider than its table; plain text wraps.
+        console.print(self.legend(), style="dim", highlight=False)
+        for policy, world, beta, message in self.errors[:20]:
+            console.print(f"[red]error[/red] {policy} on {world} (beta {beta:g}): {message}")
+        if len(self.errors) > 20:
+            console.print(f"... and {len(self.errors) - 20} more errors")
+
+    def to_markdown(self, per_world: bool = True) -> str:
+        """GitHub-flavoured markdown tables (for files and READMEs)."""
+        lines: list[str] = []
+        for title, rows in self.tables(per_world):
+            lines += [f"### {title}", "", "| " + " | ".join(self.COLUMNS) + " |",
+                      "|" + "|".join("---" if c == "policy" else "---:" for c in self.COLUMNS) + "|"]
+            ties = self._ties(rows)
+            lines += ["| " + " | ".join(self._cells(row, ties)) + " |" for row in rows]
+            lines.append("")
+        lines.append(
+            f"Ranked by {self.rank_by}; v2 = auc - {self.lam:g} x penalty over betas "
+            f"{', '.join(f'{b:g}' for b in self.betas)}; % of limit = mean V over the betas / the world's "
+            "oracle limit V* (the best V any policy can reach; overall: mean over worlds); regret = V* - mean V; "
+            "`=` after a rank marks a tie."
+        )
+        return "\n".join(lines) + "\n"
+
+    def to_text(self, per_world: bool = True) -> str:
+        """Plain aligned text (no markup)."""
+        chunks = []
+        for title, rows in self.tables(per_world):
+            ties = self._ties(rows)
+            cells = [list(self.COLUMNS)] + [self._cells(r, ties) for r in rows]
+            widths = [max(len(row[i]) for row in cells) for i in range(len(self.COLUMNS))]
+            body = [
+                "  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+                for row in cells
+            ]
+            chunks.append("\n".join([title, *body]))
+        return "\n\n".join(chunks) + "\n"
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _mean_known(values: Sequence[float]) -> float:
+    """The mean of the values that are not NaN (NaN when none is known)."""
+    return _mean([v for v in values if not math.isnan(v)])
+
+
+def _limit_fields(episodes: Sequence[EpisodeResult], mean_v: float) -> dict[str, float]:
+    limits = {r.limit for r in episodes if r.limit is not None}
+    if len(limits) != 1:  # unknown (older results files), or episodes of different settings
+        return {}
+    limit = float(limits.pop())
+    return {"limit": limit, "limit_share": mean_v / limit if limit > 0 else math.nan, "regret": limit - mean_v}
+
+
+def _rank(rows: list[LeaderboardRow], key: Callable[[LeaderboardRow], tuple[float, ...]]) -> list[LeaderboardRow]:
+    """Sort best first; rows whose keys are equal (within TIE_TOLERANCE) share a rank (1, 1, 3)."""
+    ordered = sorted(rows, key=lambda r: (tuple(-k for k in key(r)), r.policy))
+    ranked: list[LeaderboardRow] = []
+    for i, row in enumerate(ordered):
+        if ranked and all(
+            abs(a - b) <= TIE_TOLERANCE for a, b in zip(key(row), key(ordered[i - 1]), strict=True)
+        ):
+            rank = ranked[-1].rank
+        else:
+            rank = i + 1
+        ranked.append(_replace(row, rank=rank))
+    return ranked
+
+
+def _replace(row: LeaderboardRow, **changes: Any) -> LeaderboardRow:
+    from dataclasses import replace
+
+    return replace(row, **changes)
+
+
+def _as_result(item: EpisodeResult | Mapping[str, Any]) -> EpisodeResult:
+    return item if isinstance(item, EpisodeResult) else result_from_row(item)
+
+
+def leaderboard(
+    results: Iterable[EpisodeResult | Mapping[str, Any]], lam: float = DEFAULT_LAMBDA, rank_by: str = "v2"
+) -> Leaderboard:
+    """Aggregate episodes per (policy, world) and per policy (mean over its worlds).
+
+    Per (policy, world), over its betas: mean V, the v2 objective (score.v2_objective on the
+    (work, attainment, rounds, attempts) points), mean attainment ("quality reached"), mean
+    attempts and rounds, and the number of episodes that ended with an error. The overall row
+    of a policy is the mean of its per-world rows (errors and episodes are summed).
+    Ranked by ``rank_by`` ("v2" or "V"), the other as tie-break; equal values share a rank.
+
+    With the oracle limit recorded on the episodes (:func:`evaluate` does it), rows also give V
+    as a share of the world's limit (``limit_share``; overall: the mean of the per-world shares,
+    over the worlds whose limit is positive) and the regret ``limit - mean V``.
+    """
+    if rank_by not in ("v2", "V"):
+        raise ValueError(f"rank_by must be 'v2' or 'V', got {rank_by!r}")
+    items = [_as_result(r) for r in results]
+    if not items:
+        raise ValueError("no results to rank")
+    groups: dict[tuple[str, str], list[EpisodeResult]] = {}
+    for result in items:
+        groups.setdefault((result.policy, result.world), []).append(result)
+    betas = tuple(sorted({r.beta for r in items}))
+
+    def key(row: LeaderboardRow) -> tuple[float, float]:
+        return (row.v2, row.mean_v) if rank_by == "v2" else (row.mean_v, row.v2)
+
+    per_world: dict[str, list[LeaderboardRow]] = {}
+    by_policy: dict[str, list[LeaderboardRow]] = {}
+    for (policy, world), episodes in groups.items():
+        episodes.sort(key=lambda r: r.beta)
+        v2 = v2_objective([(r.work, r.attainment, r.rounds, r.attempts) for r in episodes], lam=lam)
+        mean_v = _mean([r.replay_score for r in episodes])
+        row = LeaderboardRow(
+            rank=0, policy=policy, world=world, worlds=1, episodes=len(episodes),
+            mean_v=mean_v, v2=v2.value, auc=v2.auc, penalty=v2.penalty,
+            attainment=_mean([r.attainment for r in episodes]),
+            attempts=_mean([float(r.attempts) for r in episodes]),
+            rounds=_mean([float(r.rounds) for r in episodes]),
+            errors=sum(1 for r in episodes if r.error),
+            **_limit_fields(episodes, mean_v),
+        )
+        per_world.setdefault(world, []).append(row)
+        by_policy.setdefault(policy, []).append(row)
+    overall = []
+    for policy, rows in by_policy.items():
+        overall.append(
+            LeaderboardRow(
+                rank=0, policy=policy, world=AGGREGATE, worlds=len(rows), episodes=sum(r.episodes for r in rows),
+                mean_v=_mean([r.mean_v for r in rows]), v2=_mean([r.v2 for r in rows]),
+                auc=_mean([r.auc for r in rows]), penalty=_mean([r.penalty for r in rows]),
+                attainment=_mean([r.attainment for r in rows]), attempts=_mean([r.attempts for r in rows]),
+                rounds=_mean([r.rounds for r in rows]), errors=sum(r.errors for r in rows),
+                limit=_mean_known([r.limit for r in rows]), limit_share=_mean_known([r.limit_share for r in rows]),
+                regret=_mean_known([r.regret for r in rows]),
+            )
+        )
+    errors = [(r.policy, r.world, r.beta, str(r.error)) for r in items if r.error]
+    return Leaderboard(
+        overall=_rank(overall, key),
+        per_world={world: _rank(rows, key) for world, rows in sorted(per_world.items())},
+        lam=lam,
+        betas=betas,
+        rank_by=rank_by,
+        errors=errors,
+    )

@@ -1,0 +1,69 @@
+"""Results files (``dream-gym-results/1``): one JSON line per evaluated episode.
+
+Written by :func:`dream_gym.evaluate.evaluate`, read by the leaderboard, the plots and the
+dreaming loop. Non-finite floats are stored as ``null`` so every line is strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from dream_gym.policy import EpisodeResult
+from dream_gym.world import World
+
+RESULT_FORMAT = "dream-gym-results/1"
+
+
+def result_row(result: EpisodeResult, world: World | None = None, **extra: Any) -> dict[str, Any]:
+    """The JSON line of one episode (the EpisodeResult fields, plus the world's folder)."""
+    row: dict[str, Any] = {"format": RESULT_FORMAT, **result.to_dict()}
+    if world is not None and world.path is not None:
+        row["world_path"] = str(world.path)
+    row.update(extra)
+    return row
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps_row(row: Mapping[str, Any]) -> str:
+    """One results-file line: strict JSON, non-finite floats as null."""
+    return json.dumps(_finite(dict(row)), allow_nan=False)
+
+
+def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of a results file written by :func:`evaluate` (one dict per episode)."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}, line {number}: not JSON ({exc})") from None
+    return rows
+
+
+_RESULT_FIELDS = {f.name for f in fields(EpisodeResult)}
+
+
+def result_from_row(row: Mapping[str, Any]) -> EpisodeResult:
+    """An EpisodeResult from a results-file row (extra keys are ignored)."""
+    return EpisodeResult(**{k: v for k, v in row.items() if k in _RESULT_FIELDS})
+
+
+def load_results(path: str | os.PathLike[str]) -> list[EpisodeResult]:
+    return [result_from_row(row) for row in read_results(path)]
