@@ -19,9 +19,9 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from dream_gym.durable import write_atomic
 from dream_gym.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files import check_policy_spec, load_policy
@@ -295,14 +295,10 @@ def evaluate(
         world_of = {i: world for i, world in enumerate(world_list)}
         extra = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam,
                  "seed": seed}
-        out_path = Path(out)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_path.with_name(out_path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as handle:
-            for key in sorted(by_key):
-                for result in by_key[key]:
-                    handle.write(dumps_row(result_row(result, world_of[key[1]], **extra)) + "\n")
-        os.replace(tmp, out_path)
+        write_atomic(out, "".join(
+            dumps_row(result_row(result, world_of[key[1]], **extra)) + "\n"
+            for key in sorted(by_key) for result in by_key[key]
+        ))
     return ordered
 
 

@@ -11,8 +11,10 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
+from dream_gym.durable import read_jsonl
 from dream_gym.policy import EpisodeResult
 from dream_gym.world import World
 
@@ -44,17 +46,11 @@ def dumps_row(row: Mapping[str, Any]) -> str:
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a results file written by :func:`evaluate` (one dict per episode)."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}, line {number}: not JSON ({exc})") from None
-    return rows
+    """The rows of a results file written by :func:`dream_gym.evaluate.evaluate` (one dict per
+    episode). The file is written whole, so every line counts, the last one too."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no results file at {path}")
+    return read_jsonl(path, torn_tail=False)
 
 
 _RESULT_FIELDS = {f.name for f in fields(EpisodeResult)}

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dream_gym.durable import write_atomic, write_json_atomic
 from dream_gym.world import (
     FORMAT,
     NODE_FILES,
@@ -37,15 +38,6 @@ from dream_gym.world import (
     sha256_file,
     validate_meta,
 )
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def _finish_interrupted(folder: Path, meta: Mapping[str, Any]) -> bytes:
@@ -80,9 +72,9 @@ def compress_world(folder: str | os.PathLike[str]) -> Path:
         if plain.is_file() and not meta.get("sha256"):
             raise WorldFormatError(plain, "the world is not finished (no sha256 in world.json); finish it first")
         load_world(folder)
-        _write_bytes_atomic(packed, gzip.compress(plain.read_bytes(), compresslevel=9, mtime=0))
+        write_atomic(packed, gzip.compress(plain.read_bytes(), compresslevel=9, mtime=0))
     meta["sha256"] = sha256_file(packed)
-    _write_json_atomic(folder / WORLD_FILE, meta)
+    write_world_json(folder / WORLD_FILE, meta)
     plain.unlink()
     return packed
 
@@ -97,15 +89,20 @@ def decompress_world(folder: str | os.PathLike[str]) -> Path:
     elif packed.is_file():
         load_world(folder)
         data = decompressed(packed, packed.read_bytes())
-        _write_bytes_atomic(plain, data)
+        write_atomic(plain, data)
     else:
         node_file(folder)  # names what is missing
         return plain
     if meta.get("sha256"):
         meta["sha256"] = hashlib.sha256(data).hexdigest()
-        _write_json_atomic(folder / WORLD_FILE, meta)
+        write_world_json(folder / WORLD_FILE, meta)
     packed.unlink()
     return plain
+
+
+def write_world_json(path: Path, meta: Mapping[str, Any]) -> None:
+    """world.json, key order kept (it is read by people too), written atomically."""
+    write_json_atomic(path, dict(meta))
 
 
 def new_meta(
@@ -133,16 +130,6 @@ def new_meta(
         meta["baseline_score"] = baseline_score
     meta.update(extra)
     return validate_meta("<new world.json>", meta)
-
-
-def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=False, allow_nan=False)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 class WorldWriter:
@@ -175,7 +162,7 @@ class WorldWriter:
         if any((folder / name).exists() for name in (*NODE_FILES, WORLD_FILE)):
             raise FileExistsError(f"{folder} already holds a world; use WorldWriter.open to resume it")
         folder.mkdir(parents=True, exist_ok=True)
-        _write_json_atomic(folder / WORLD_FILE, meta)
+        write_world_json(folder / WORLD_FILE, meta)
         (folder / NODES_FILE).touch()
         return cls(folder, meta, [])
 
@@ -217,7 +204,7 @@ class WorldWriter:
         if records:
             build_world(meta, records, source=nodes_path)  # validates every line
         if meta.pop("sha256", None) is not None:
-            _write_json_atomic(meta_path, meta)  # the file is about to change
+            write_world_json(meta_path, meta)  # the file is about to change
         writer = cls(folder, meta, records)
         writer.repaired = repaired
         return writer
@@ -258,7 +245,7 @@ class WorldWriter:
         self.meta.update(changes)
         self.meta = validate_meta(self.folder / WORLD_FILE, self.meta)
         self.meta.pop("sha256", None)
-        _write_json_atomic(self.folder / WORLD_FILE, self.meta)
+        write_world_json(self.folder / WORLD_FILE, self.meta)
 
     def finish(self, compress: bool = False) -> str:
         """Mark the world finished: record the sha256 of nodes.jsonl in world.json.
@@ -270,7 +257,7 @@ class WorldWriter:
         os.fsync(self._handle.fileno())
         digest = sha256_file(self.folder / NODES_FILE)
         self.meta["sha256"] = digest
-        _write_json_atomic(self.folder / WORLD_FILE, self.meta)
+        write_world_json(self.folder / WORLD_FILE, self.meta)
         if compress:
             self.close()
             digest = sha256_file(compress_world(self.folder))

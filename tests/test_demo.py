@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dream_gym.demo import DREAMED, dream_step, run_demo
-from dream_gym.dream.runfolder import read_jsonl
+from dream_gym.durable import read_jsonl
 from dream_gym.evaluate import resolve_worlds
 
 

@@ -16,8 +16,8 @@ from dream_gym.dream.builtin_developer import BuiltinDeveloper, family_file
 from dream_gym.dream.carry import Carried, choose, code_key
 from dream_gym.dream.developer import EarlierRevision, Feedback, Revision
 from dream_gym.dream.improve import DreamSettings, improvement_step
-from dream_gym.dream.runfolder import read_jsonl
 from dream_gym.dream.scoring import ScoringSettings, score_policy
+from dream_gym.durable import read_jsonl
 from dream_gym.evaluate import resolve_worlds
 from tests import dream_revisions as revs
 

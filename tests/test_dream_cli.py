@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from dream_gym.cli import main
-from dream_gym.dream.runfolder import read_jsonl
+from dream_gym.durable import read_jsonl
 
 DREAM = ["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "--developer", "builtin", "--revisions", "2",
          "--betas", "0.5", "-j", "1", "--quiet"]

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from dream_gym.dream.builtin_developer import BuiltinDeveloper
 from dream_gym.dream.developer import Feedback, Revision
 from dream_gym.dream.improve import DreamSettings, improvement_step
-from dream_gym.dream.runfolder import read_jsonl
 from dream_gym.dream.scoring import ScoringSettings, score_policy
 from dream_gym.dream.versions import TIE_TOLERANCE, VersionRecord, incumbent_source, select
+from dream_gym.durable import read_jsonl
 from dream_gym.evaluate import resolve_worlds
 from tests import dream_revisions as revs
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dream_gym.dream.journal import JOURNAL_FILE, Journal, request_key
-from dream_gym.dream.runfolder import JsonLog, read_jsonl
+from dream_gym.dream.runfolder import JsonLog
+from dream_gym.durable import read_jsonl
 from dream_gym.llm import LLMClient
 from tests.openai_server import OpenAICompatServer, Reply
 

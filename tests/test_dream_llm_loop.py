@@ -14,8 +14,8 @@ import pytest
 from dream_gym.dream.improve import DreamSettings, improvement_step
 from dream_gym.dream.journal import JOURNAL_FILE
 from dream_gym.dream.llm_developer import LLMDeveloper
-from dream_gym.dream.runfolder import read_jsonl
 from dream_gym.dream.scoring import ScoringSettings
+from dream_gym.durable import read_jsonl
 from dream_gym.evaluate import resolve_worlds
 from tests import dream_revisions as revs
 from tests.openai_server import OpenAICompatServer

@@ -36,7 +36,7 @@ from typing import Any
 
 from dream_gym.dream.carry import DEFAULT_CARRY, Carried, choose, code_key, complete, earlier_versions
 from dream_gym.dream.developer import Developer, EarlierRevision, Feedback
-from dream_gym.dream.runfolder import JsonLog, read_jsonl, write_atomic, write_json
+from dream_gym.dream.runfolder import JsonLog, write_json
 from dream_gym.dream.scoring import Scored, ScoringSettings, first_difference, score_policy
 from dream_gym.dream.traces import policy_traces
 from dream_gym.dream.validate import validate_policy_file
@@ -48,6 +48,7 @@ from dream_gym.dream.versions import (
     select,
     version_path,
 )
+from dream_gym.durable import read_jsonl, write_atomic
 from dream_gym.evaluate import load_results
 from dream_gym.world import World
 

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.dream.runfolder import JsonLog, read_jsonl
+from dream_gym.dream.runfolder import JsonLog
+from dream_gym.durable import read_jsonl
 from dream_gym.llm import Completion, LLMClient
 
 JOURNAL_FILE = "journal.jsonl"

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step, policy_digest, world_digest
-from dream_gym.dream.runfolder import JsonLog, check_fingerprint, read_jsonl, write_atomic, write_json
+from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
+from dream_gym.durable import read_jsonl, write_atomic
 from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world
 
 LEDGER_FILE = "rsi.jsonl"

@@ -3,7 +3,7 @@
 * :class:`JsonLog` appends one JSON object a line, flushed and fsynced before ``append`` returns,
   so ``kill -9`` loses at most the line being written; reading skips (and reopening cuts) a torn
   last line.
-* :func:`write_atomic` writes a file through a temporary name and ``os.replace``.
+* :func:`write_json` writes run data atomically (:mod:`dream_gym.durable`).
 * :func:`check_fingerprint` stores the settings of a run in its folder on the first start and, on
   ``--resume``, refuses other settings with a message naming every difference.
 """
@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from dream_gym.durable import read_jsonl, write_json_atomic
 
 FINGERPRINT_FILE = "fingerprint.json"
 
@@ -60,39 +62,9 @@ class JsonLog:
         return iter(read_jsonl(self.path))
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The complete lines of a JSON-lines file (a torn last line is skipped)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows = []
-    raw = path.read_bytes()
-    complete = raw[: raw.rfind(b"\n") + 1] if not raw.endswith(b"\n") else raw
-    for number, line in enumerate(complete.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}, line {number}: not JSON ({exc})") from None
-    return rows
-
-
-def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file (never a half-written file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    return path
-
-
 def write_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
-    return write_atomic(path, json.dumps(_clean(dict(data)), indent=2, allow_nan=False, default=str) + "\n")
+    """A JSON document of run data (non-finite floats as null, paths as strings), atomically."""
+    return write_json_atomic(path, _clean(dict(data)), default=str)
 
 
 class SettingsChanged(ValueError):

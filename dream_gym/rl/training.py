@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dream_gym.durable import write_json_atomic, write_via
 from dream_gym.evaluate import leaderboard, resolve_worlds
 from dream_gym.policy import EpisodeResult, run_episode
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, oracle_limit
@@ -228,31 +229,13 @@ def evaluate_policy(policy: Any, worlds: Sequence[World], betas: Sequence[float]
 # --------------------------------------------------------------------------- durable files
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def durable_write(path: Path, write: Callable[[Path], object]) -> None:
-    """``write(tmp)`` then fsync and rename onto ``path``: a crash leaves the old file or the new one."""
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    with open(tmp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 def durable_json(path: Path, data: Any) -> None:
-    durable_write(path, lambda tmp: tmp.write_text(json.dumps(data, indent=1), encoding="utf-8"))
+    write_json_atomic(path, data, indent=1, allow_nan=True)  # progress may hold NaN shares
 
 
 def save_model(model: Any, path: Path) -> None:
     """``model.save`` made durable (SB3 writes the zip in place)."""
-    durable_write(path, model.save)
+    write_via(path, model.save)
 
 
 def read_evals(path: Path, up_to: int | None = None) -> list[dict[str, Any]]:
@@ -309,7 +292,7 @@ class _Run:
         self._next_checkpoint = (done // every_c + 1) * every_c if every_c else self.config.timesteps
         self._next_eval = (done // every_e + 1) * every_e if every_e else self.config.timesteps
         kept = read_evals(self.out / "evals.jsonl", up_to=done)
-        durable_write(self.out / "evals.jsonl", lambda tmp: tmp.write_text(
+        write_via(self.out / "evals.jsonl", lambda tmp: tmp.write_text(
             "".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8"))
 
     def evaluate(self, model: Any) -> dict[str, Any]:

@@ -1,0 +1,74 @@
+"""Durable files: what every long loop (grow, dream, rsi, train) and every writer of a finished
+file uses, so a ``kill -9`` at any moment leaves the old file or the new one, never half of one.
+
+* :func:`write_via` lets a writer (``model.save``, numpy, text) write a temporary file, then
+  fsyncs it, renames it onto the target and fsyncs the folder (so the rename itself survives).
+* :func:`write_atomic` and :func:`write_json_atomic` are that for text/bytes and a JSON document.
+* :func:`read_jsonl` reads a JSON-lines file that is appended to line by line: a torn last line
+  (the one being written when the process died) is skipped; a bad complete line is an error.
+
+This module imports nothing of dream_gym (every layer may use it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_via(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
+    """``write(tmp)``, then fsync ``tmp``, rename it onto ``path`` and fsync the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    return path
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` through a temporary file."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    return write_via(path, lambda tmp: tmp.write_bytes(payload))
+
+
+def write_json_atomic(
+    path: str | os.PathLike[str], data: Any, *, indent: int = 2, default: Any = None, allow_nan: bool = False
+) -> Path:
+    """One JSON document, newline-terminated, written atomically (strict JSON unless allow_nan)."""
+    return write_atomic(path, json.dumps(data, indent=indent, allow_nan=allow_nan, default=default) + "\n")
+
+
+def read_jsonl(path: str | os.PathLike[str], *, torn_tail: bool = True) -> list[dict[str, Any]]:
+    """The complete lines of a JSON-lines file, [] when it does not exist. A torn last line (no
+    newline yet) is skipped when ``torn_tail`` (files appended to while a loop runs), else read
+    like the others (files written whole); a line that is not JSON raises ValueError naming file
+    and line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    complete = raw if raw.endswith(b"\n") or not torn_tail else raw[: raw.rfind(b"\n") + 1]
+    rows = []
+    for number, line in enumerate(complete.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}, line {number}: not JSON ({exc})") from None
+    return rows
