@@ -127,7 +127,8 @@ def view_features(view: PrefixView) -> np.ndarray:
         view.rounds / view.max_rounds if view.max_rounds else 0.0,
         w / (w + 4.0),
     )
-    return np.clip(np.asarray(features, dtype=np.float32), -1.0, 1.0)
+    # clip in float64 first: a huge score ratio would overflow the float32 cast (same result, no warning)
+    return np.clip(np.asarray(features, dtype=np.float64), -1.0, 1.0).astype(np.float32)
 
 
 @dataclass(frozen=True)
