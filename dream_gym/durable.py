@@ -4,6 +4,7 @@ file uses, so a ``kill -9`` at any moment leaves the old file or the new one, ne
 * :func:`write_via` lets a writer (``model.save``, numpy, text) write a temporary file, then
   fsyncs it, renames it onto the target and fsyncs the folder (so the rename itself survives).
 * :func:`write_atomic` and :func:`write_json_atomic` are that for text/bytes and a JSON document.
+* :func:`json_safe` makes a value strict-JSON-ready (non-finite floats as null).
 * :func:`read_jsonl` reads a JSON-lines file that is appended to line by line: a torn last line
   (the one being written when the process died) is skipped; a bad complete line is an error.
 
@@ -13,10 +14,24 @@ This module imports nothing of dream_gym (every layer may use it).
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+
+def json_safe(value: Any) -> Any:
+    """A JSON-safe copy: non-finite floats become None, tuples lists, keys and paths strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -7,14 +7,13 @@ dreaming loop. Non-finite floats are stored as ``null`` so every line is strict 
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from dream_gym.durable import read_jsonl
+from dream_gym.durable import json_safe, read_jsonl
 from dream_gym.policy import EpisodeResult
 from dream_gym.world import World
 
@@ -30,19 +29,9 @@ def result_row(result: EpisodeResult, world: World | None = None, **extra: Any) 
     return row
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 def dumps_row(row: Mapping[str, Any]) -> str:
     """One results-file line: strict JSON, non-finite floats as null."""
-    return json.dumps(_finite(dict(row)), allow_nan=False)
+    return json.dumps(json_safe(dict(row)), allow_nan=False)
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

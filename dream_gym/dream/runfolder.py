@@ -11,32 +11,18 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.durable import read_jsonl, write_json_atomic
+from dream_gym.durable import json_safe, read_jsonl, write_json_atomic
 
 FINGERPRINT_FILE = "fingerprint.json"
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe copy: non-finite floats become None, tuples lists, paths strings."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value
-
-
 def dumps(value: Any) -> str:
-    return json.dumps(_clean(value), allow_nan=False, default=str)
+    return json.dumps(json_safe(value), allow_nan=False, default=str)
 
 
 class JsonLog:
@@ -64,7 +50,7 @@ class JsonLog:
 
 def write_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
     """A JSON document of run data (non-finite floats as null, paths as strings), atomically."""
-    return write_json_atomic(path, _clean(dict(data)), default=str)
+    return write_json_atomic(path, json_safe(dict(data)), default=str)
 
 
 class SettingsChanged(ValueError):
@@ -80,7 +66,7 @@ def check_fingerprint(folder: str | os.PathLike[str], settings: Mapping[str, Any
     """
     Path(folder).mkdir(parents=True, exist_ok=True)
     path = Path(folder) / FINGERPRINT_FILE
-    current = _clean(dict(settings))
+    current = json_safe(dict(settings))
     if not path.exists():
         if any(Path(folder).iterdir()):
             raise SettingsChanged(f"{folder} is not empty and has no {FINGERPRINT_FILE}: it is not a {command} "
