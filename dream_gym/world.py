@@ -361,6 +361,24 @@ def build_world(
     )
 
 
+def prefix_world(world: World, attempts: int) -> World:
+    """The world of the same run stopped after its first ``attempts`` attempts.
+
+    Nodes are stored in creation order and every parent precedes its children, so the first
+    ``attempts + 1`` lines are exactly what the run had recorded at that moment: a valid world,
+    with its own best recorded score (q is renormalised to it). Its id is ``<id>@<attempts>``.
+    Training pools use prefixes to cover run lengths the recorded worlds do not (a policy never
+    sees a world's size, so it must do well on short runs and long ones alike).
+    """
+    if not 1 <= attempts < world.size - 1:
+        raise ValueError(f"{world.id}: a prefix keeps 1 to {world.size - 2} attempts (the world has "
+                         f"{world.size - 1}), got {attempts}")
+    meta = {k: v for k, v in world.meta.items() if k != "sha256"}
+    meta["id"] = f"{world.id}@{attempts}"
+    meta["prefix_of"] = {"id": world.id, "attempts": attempts}
+    return build_world(meta, [dict(r) for r in world.records[: attempts + 1]], source=f"<{meta['id']}>")
+
+
 def node_file(folder: str | os.PathLike[str]) -> Path:
     """The node file a world folder stores: ``nodes.jsonl`` or ``nodes.jsonl.gz`` (not both)."""
     folder = Path(folder)

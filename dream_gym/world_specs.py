@@ -2,7 +2,8 @@
 
 A spec is a world folder, a folder of worlds, a dataset id (``namespace/name-vN``), a shipped
 world's name or ``ns/name-vN/<world>``, a split name of the default dataset (``train``,
-``heldout``), or a comma-separated list of any of these (:func:`resolve_worlds`).
+``heldout``), a split of any dataset (``ns/name-vN:train``), or a comma-separated list of any
+of these (:func:`resolve_worlds`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ def _dataset_worlds(dataset_id: str) -> list[World]:
     return [load_cached(dataset.world_path(name)) for name in dataset.world_names]
 
 
+def _dataset_split_worlds(dataset_id: str, name: str) -> list[World]:
+    from dream_gym.datasets.store import find_dataset
+
+    dataset = find_dataset(dataset_id)
+    split = dataset.split
+    for key in SPLIT_ALIASES.get(name, (name,)):
+        if key in split:
+            return [load_cached(dataset.world_path(world)) for world in split[key]]
+    raise LookupError(f"dataset {dataset_id} has no split {name!r}; it has: {', '.join(split) or 'none'}")
+
+
 def _looks_like_dataset_id(text: str) -> bool:
     try:
         from dream_gym.datasets.ids import is_dataset_id
@@ -79,12 +91,16 @@ def _resolve_one(spec: str) -> list[World]:
         return _split_worlds(spec)
     if _looks_like_dataset_id(spec):
         return _dataset_worlds(spec)
+    dataset_id, colon, split_name = spec.rpartition(":")
+    if colon and _looks_like_dataset_id(dataset_id):
+        return _dataset_split_worlds(dataset_id, split_name)
     try:
         return [resolve_world(spec)]  # a shipped world name or ns/name-vN/<world>
     except LookupError as exc:
         raise LookupError(
             f"cannot resolve worlds {spec!r}: not a world folder, a folder of worlds, a dataset id "
-            f"'namespace/name-vN', a split name (train, heldout) or a shipped world ({exc})"
+            f"'namespace/name-vN', a split name (train, heldout), a dataset split 'namespace/name-vN:train' "
+            f"or a shipped world ({exc})"
         ) from None
 
 
@@ -93,7 +109,8 @@ def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.Path
 
     ``spec`` is a world folder, a folder of world folders (sorted by name), a dataset id
     (``ns/name-vN``), a world of a dataset (``ns/name-vN/world``), a shipped world's name, a
-    split of the shipped dataset (``train`` or ``heldout``), a World, or a comma-separated
+    split of the shipped dataset (``train`` or ``heldout``), a split of any dataset
+    (``ns/name-vN:train``), a World, or a comma-separated
     string / list of these. Raises LookupError naming what could not be resolved.
     """
     items: list[str | World] = []

@@ -109,6 +109,15 @@ def test_resolve_worlds_dataset_id_from_the_store(worlds_dir: Path, tmp_path: Pa
         resolve_worlds("me/other-v1")
 
 
+def test_resolve_worlds_split_of_any_dataset_by_id_colon_split() -> None:
+    card = json.loads((Path(__file__).resolve().parents[1] / "recorded_worlds" / "recorded-v0" / "dataset.json")
+                      .read_text())
+    assert [w.id for w in resolve_worlds("dream-gym/recorded-v0:train")] == card["split"]["train"]
+    assert [w.id for w in resolve_worlds("dream-gym/recorded-v0:heldout")] == card["split"]["held_out"]
+    with pytest.raises(LookupError, match="recorded-v0 has no split 'nope'; it has: train, held_out"):
+        resolve_worlds("dream-gym/recorded-v0:nope")
+
+
 def test_resolve_worlds_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DREAM_GYM_SHIPPED", str(tmp_path / "nothing-shipped"))
     with pytest.raises(LookupError, match="no-such-world"):

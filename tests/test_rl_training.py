@@ -113,3 +113,16 @@ def test_a_beta_priced_policy_spends_more_at_higher_beta(tmp_path: Path) -> None
     heldout = resolve_worlds("sd-fixed-s1,lasso-fixed-s1,cp32-fixed-s0")
     work = {beta: sum(run_episode(policy, w, workers=4, beta=beta).work for w in heldout) for beta in (0.0, 0.5, 1.0)}
     assert work[0.0] < work[0.5] < work[1.0], work
+
+
+def test_the_training_pool_adds_prefixes_shorter_than_each_world(tmp_path: Path) -> None:
+    from dream_gym.rl.training import training_pool
+
+    pool = training_pool(tiny(tmp_path, prefixes="50,100,150,1000"))  # the POOL worlds have 151 nodes
+    names = [w.id for w in pool]
+    worlds = POOL.split(",")
+    assert names == worlds + [f"{w}@{n}" for w in worlds for n in (50, 100)]
+    with pytest.raises(ValueError, match="prefixes must be a comma list of positive attempt counts"):
+        tiny(tmp_path, prefixes="50,x")
+    with pytest.raises(ValueError, match="prefixes must be a comma list"):
+        tiny(tmp_path, prefixes="0")

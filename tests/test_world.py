@@ -439,3 +439,37 @@ def test_open_refuses_a_finished_world_that_fails_its_checksum(tmp_path: Path) -
     with pytest.raises(WorldFormatError, match="checksum mismatch"):
         WorldWriter.open(folder)
     assert "checksum mismatch" in str(load_error(folder))  # not laundered into a new checksum
+
+
+# --------------------------------------------------------------------------- prefixes
+
+
+def test_a_prefix_is_the_run_stopped_after_its_first_attempts() -> None:
+    import random
+
+    from worldgen import make_world
+
+    from dream_gym.world import prefix_world
+
+    full = make_world(random_records(random.Random(3), 40), world_id="run")
+    short = prefix_world(full, 12)
+    assert short.size == 13 and short.ids == full.ids[:13]
+    assert short.parent.tolist() == full.parent[:13].tolist()
+    assert np.array_equal(short.score, full.score[:13], equal_nan=True)
+    assert short.best_score == float(np.nanmax(full.score[:13]))  # q renormalised to the prefix's best
+    assert short.baseline_score == full.baseline_score
+    assert short.id == "run@12" and short.meta["prefix_of"] == {"id": "run", "attempts": 12}
+    assert all(c < 13 for i in range(13) for c in short.children_of(i).tolist())
+
+
+@pytest.mark.parametrize("attempts", [0, 39, 40])
+def test_a_prefix_must_be_shorter_than_the_world(attempts: int) -> None:
+    import random
+
+    from worldgen import make_world
+
+    from dream_gym.world import prefix_world
+
+    full = make_world(random_records(random.Random(3), 40), world_id="run")
+    with pytest.raises(ValueError, match="run: a prefix keeps 1 to 38 attempts"):
+        prefix_world(full, attempts)

@@ -35,7 +35,7 @@ from dream_gym.evaluate import leaderboard, resolve_worlds
 from dream_gym.policy import EpisodeResult, run_episode
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, oracle_limit
 from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
-from dream_gym.world import World
+from dream_gym.world import World, prefix_world
 
 ALGOS = ("maskable-ppo", "ppo")
 ARCHS = ("macro", "node")
@@ -50,6 +50,8 @@ class TrainConfig:
     """macro (one of 10 macro actions a round) or node (one candidate node or commit a step)"""
     worlds: str = "train"
     """worlds to train on: a split (train), folder, folder of worlds, dataset id, comma list"""
+    prefixes: str = ""
+    """also train on each world stopped after its first n attempts, n from this comma list (runs of every length)"""
     heldout: str = "heldout"
     """worlds of the periodic held-out evaluation (logged only, never used for selection; empty: none)"""
     betas: str = GRID
@@ -104,9 +106,19 @@ class TrainConfig:
             raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
         if self.timesteps < 1:
             raise ValueError(f"timesteps must be >= 1, got {self.timesteps}")
+        try:
+            bad = [n for n in self.prefix_attempts if n < 1]
+        except ValueError:
+            bad = [self.prefixes]
+        if bad:
+            raise ValueError(f"prefixes must be a comma list of positive attempt counts, got {self.prefixes!r}")
         self.n_envs = self.n_envs or (64 if self.arch == "macro" else 8)
         self.n_steps = self.n_steps or (64 if self.arch == "macro" else 256)
         self.hidden = self.hidden or (64 if self.arch == "macro" else 32)
+
+    @property
+    def prefix_attempts(self) -> list[int]:
+        return [int(n) for n in self.prefixes.split(",") if n.strip()]
 
     @property
     def beta_grid(self) -> list[float]:
@@ -153,6 +165,14 @@ def seed_everything(seed: int, threads: int = 1, deterministic: bool = True) -> 
 
 
 # --------------------------------------------------------------------------- env and model
+
+
+def training_pool(config: TrainConfig) -> list[World]:
+    """The worlds of ``config.worlds`` and, per ``config.prefixes`` entry n shorter than a world,
+    that world stopped after n attempts (:func:`dream_gym.world.prefix_world`)."""
+    worlds = resolve_worlds(config.worlds)
+    prefixes = [prefix_world(w, n) for w in worlds for n in config.prefix_attempts if n < w.size - 1]
+    return [*worlds, *prefixes]
 
 
 def make_env(config: TrainConfig, worlds: Sequence[World]) -> Any:
@@ -338,7 +358,8 @@ def _check_config(out: Path, config: TrainConfig) -> None:
     mine = asdict(config)
     if path.is_file():
         theirs = json.loads(path.read_text(encoding="utf-8"))
-        differ = sorted(k for k in mine if k not in ("timesteps",) and theirs.get(k) != mine[k])
+        defaults = asdict(TrainConfig(arch=config.arch))  # a field added since the run keeps its default
+        differ = sorted(k for k in mine if k not in ("timesteps",) and theirs.get(k, defaults[k]) != mine[k])
         if differ:
             raise ValueError(f"{out} holds a run with another configuration ({', '.join(differ)} differ): "
                              "use another --out, or the same options to resume it")
@@ -351,7 +372,7 @@ def train(config: TrainConfig, log: Callable[[str], None] = print) -> dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     _check_config(out, config)
     settings = seed_everything(config.seed, config.torch_threads)
-    worlds = resolve_worlds(config.worlds)
+    worlds = training_pool(config)
     heldout = resolve_worlds(config.heldout) if config.heldout else []
     env = make_env(config, worlds)
     run = _Run(config, worlds, heldout, log)
@@ -384,4 +405,4 @@ def train(config: TrainConfig, log: Callable[[str], None] = print) -> dict[str, 
 
 
 __all__ = ["ALGOS", "ARCHS", "TrainConfig", "config_fields", "evaluate_policy", "make_env", "make_model",
-           "seed_everything", "train"]
+           "seed_everything", "train", "training_pool"]
