@@ -107,10 +107,10 @@ class TrainConfig:
         if self.timesteps < 1:
             raise ValueError(f"timesteps must be >= 1, got {self.timesteps}")
         try:
-            bad = [n for n in self.prefix_attempts if n < 1]
+            valid = all(n >= 1 for n in self.prefix_attempts)
         except ValueError:
-            bad = [self.prefixes]
-        if bad:
+            valid = False
+        if not valid:
             raise ValueError(f"prefixes must be a comma list of positive attempt counts, got {self.prefixes!r}")
         self.n_envs = self.n_envs or (64 if self.arch == "macro" else 8)
         self.n_steps = self.n_steps or (64 if self.arch == "macro" else 256)
