@@ -101,15 +101,17 @@ def test_features_depend_on_the_revealed_prefix_only() -> None:
     assert checked > 50
 
 
-def test_features_are_scale_free() -> None:
-    """Scores times a positive factor (baseline included) give the same features."""
+@pytest.mark.parametrize(("factor", "shift"), [(1000.0, 0.0), (1.0, 1e4), (0.01, -250.0)])
+def test_features_are_invariant_under_positive_affine_score_maps(factor: float, shift: float) -> None:
+    """Scores mapped by s -> factor * s + shift (baseline included) give the same features, as q, V
+    and v2 are the same (a gain relative to |baseline| would change under the shift)."""
     rng = random.Random(3)
     records = random_records(rng, 40, root_score=2.0)
-    scaled = copy.deepcopy(records)
-    for r in scaled:
+    mapped = copy.deepcopy(records)
+    for r in mapped:
         if r["score"] is not None:
-            r["score"] *= 1000.0
-    a, b = ReplaySession(make_world(records, workers=3)), ReplaySession(make_world(scaled, workers=3))
+            r["score"] = factor * r["score"] + shift
+    a, b = ReplaySession(make_world(records, workers=3)), ReplaySession(make_world(mapped, workers=3))
     for step in range(12):
         np.testing.assert_allclose(view_features(a.view()), view_features(b.view()), atol=1e-5)
         batch = batch_for(a.view(), 1 + step % (len(MACRO_ACTIONS) - 1))

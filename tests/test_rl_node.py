@@ -317,3 +317,15 @@ def test_shipped_model_names_resolve(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert isinstance(policy, NodeSB3Policy) and policy.name == "ppo-node"
     with pytest.raises(ValueError, match="in-process"):
         load_policy("ppo-node", isolate=True)
+
+
+def test_a_node_model_of_another_observation_is_refused_naming_it(node_model: Path) -> None:
+    from gymnasium import spaces
+    from sb3_contrib import MaskablePPO
+
+    model = MaskablePPO.load(node_model, device="cpu")
+    old = dict(model.observation_space.spaces)
+    old["globals"] = spaces.Box(-1.0, 1.0, shape=(old["globals"].shape[0] - 1,), dtype=np.float32)
+    model.observation_space = spaces.Dict(old)  # as a model of an earlier feature set has it
+    with pytest.raises(ValueError, match="model old-node was trained on another node observation .*retrain"):
+        NodeSB3Policy(model, name="old-node")

@@ -15,7 +15,6 @@ another observation can be trained on the same envs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "root_slots",  # root_slots / W: how many branches the next batch may open
     "open",  # n / (n + W), n = open (frontier) non-root nodes
     "branches",  # b / (b + W), b = branches opened so far
-    "gain",  # best improvement over the baseline relative to |baseline|, sign-aware, log-compressed
+    "stale_share",  # share of the attempts so far made since the best node was revealed
     "improved",  # 1 when some revealed score beats the baseline
     "stale",  # s / (s + 3), s = attempts since the best node was revealed, in units of W
     "recent_gain",  # share of the total gain reached by the last W attempts
@@ -50,18 +49,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "parallel",  # beta2 * N / max(1, k): V's parallelism bonus so far (clipped to 1)
     "round_limit",  # k / max_rounds (0 without a round limit)
     "workers",  # W / (W + 4)
+    "late_gain",  # share of the total gain reached in the second half of the attempts so far
 )
 N_FEATURES = len(FEATURE_NAMES)
-
-_GAIN_SCALE = 100.0  # relative gains of 1% map to ~0.1, 100% to ~0.67, >= 10x to 1
-_LOG_RANGE = math.log1p(10.0 * _GAIN_SCALE)
-
-
-def _compress(x: float) -> float:
-    """Signed log compression of a relative change onto [-1, 1]."""
-    y = math.log1p(abs(x) * _GAIN_SCALE) / _LOG_RANGE
-    return math.copysign(min(1.0, y), x)
-
 
 def _share(count: int, total: int) -> float:
     return count / total if total else 0.0
@@ -71,10 +61,12 @@ def view_features(view: PrefixView) -> np.ndarray:
     """The observation of the macro env: a float32 vector of :data:`FEATURE_NAMES`, each in [-1, 1].
 
     Computed from the prefix view alone, never from q or the world's best score, so the same
-    features exist online. Every entry is scale-free: scores enter only as differences relative
-    to the baseline (or to the best gain so far), so tasks whose raw scores differ by orders of
-    magnitude look alike. Decision rounds are not recorded per node, so "recent" means the last
-    W revealed attempts (observed ids are in reveal order).
+    features exist online. Every entry is invariant under ``score -> a * score + b`` (a > 0), as q,
+    V and v2 are: scores enter only through comparisons and ratios of gains over the baseline, so
+    tasks whose raw scores differ by orders of magnitude, or sit far from zero, look alike (a
+    gain relative to |baseline| would make a 0.5 % gain on a task scored near 100 look like no
+    progress at all). Decision rounds are not recorded per node, so "recent" means the last W
+    revealed attempts and "late" the last half of them (observed ids are in reveal order).
     """
     nodes = view.nodes
     w = max(1, view.workers)
@@ -85,12 +77,16 @@ def view_features(view: PrefixView) -> np.ndarray:
     best_score = best.score if best.score is not None else baseline
     gain = best_score - baseline
     improved = gain > 0
-    relative = gain / abs(baseline) if baseline != 0 else (math.copysign(10.0, gain) if gain else 0.0)
+
+    def gain_after(cut: int) -> float:
+        """Share of the gain reached by the attempts with ids >= cut."""
+        before = [n.score for n in nodes[:cut] if n.score is not None]
+        best_before = max(before) if before else baseline
+        return (best_score - max(best_before, baseline)) / gain if improved else 0.0
 
     recent = nodes[max(1, len(nodes) - w) :]
-    before = [n.score for n in nodes[: max(1, len(nodes) - w)] if n.score is not None]
-    best_before = max(before) if before else baseline
-    recent_gain = (best_score - max(best_before, baseline)) / gain if improved else 0.0
+    recent_gain = gain_after(max(1, len(nodes) - w))
+    late_gain = gain_after(max(1, len(nodes) - (attempts + 1) // 2))
 
     valid_open = [n for n in opened if n.score is not None]
     if valid_open:
@@ -110,7 +106,7 @@ def view_features(view: PrefixView) -> np.ndarray:
         view.root_slots / w,
         len(opened) / (len(opened) + w),
         view.n_branches / (view.n_branches + w),
-        _compress(relative),
+        (attempts - best.id) / attempts if attempts else 0.0,
         1.0 if improved else 0.0,
         stale / (stale + 3.0),
         recent_gain,
@@ -126,6 +122,7 @@ def view_features(view: PrefixView) -> np.ndarray:
         view.beta2 * view.attempts / max(1, view.rounds),
         view.rounds / view.max_rounds if view.max_rounds else 0.0,
         w / (w + 4.0),
+        late_gain,
     )
     # clip in float64 first: a huge score ratio would overflow the float32 cast (same result, no warning)
     return np.clip(np.asarray(features, dtype=np.float64), -1.0, 1.0).astype(np.float32)
@@ -149,7 +146,7 @@ def batch_features(replay: VectorReplay, params: EpisodeParams, top_open: np.nda
     ``top_open``: each episode's best-ranked open node (``replay.ranked_open(k)[:, 0]``, -1 when
     none), which the macro actions need as well. With ``out`` and ``rows``, only those rows of
     ``out`` are (re)written. The compiled loop repeats view_features' arithmetic operation for
-    operation (and math.log1p is the C library's in both), so the two agree to the last bit.
+    operation, so the two agree to the last bit.
     """
     if out is None:
         out = np.empty((replay.num_envs, N_FEATURES), dtype=np.float32)
@@ -178,17 +175,13 @@ def _features_kernel(rows: Any, workers: int, pool: Any, baselines: Any, ep: Any
         best = best_score[e] if has_best[e] else baseline
         gain = best - baseline
         improved = gain > 0
-        if baseline != 0:
-            relative = gain / abs(baseline)
-        elif gain != 0:
-            relative = math.copysign(10.0, gain)
-        else:
-            relative = 0.0
-        y = math.log1p(abs(relative) * _GAIN_SCALE) / _LOG_RANGE
         cut = max(1, n - w)  # ids < cut come before the last W attempts
         before = prefix_best[e, cut - 1]
         best_before = before if before > -np.inf else baseline
         recent_gain = (best - max(best_before, baseline)) / gain if improved else 0.0
+        late = prefix_best[e, max(1, n - (attempts + 1) // 2) - 1]  # ids before the last half
+        late_before = late if late > -np.inf else baseline
+        late_gain = (best - max(late_before, baseline)) / gain if improved else 0.0
         invalid = prefix_invalid[e, n - 1]
         invalid_recent = invalid - prefix_invalid[e, cut - 1]
         recent = n - cut
@@ -210,7 +203,7 @@ def _features_kernel(rows: Any, workers: int, pool: Any, baselines: Any, ep: Any
         values[2] = root_slots / w
         values[3] = opened / (opened + w)
         values[4] = branches / (branches + w)
-        values[5] = math.copysign(min(1.0, y), relative)
+        values[5] = (attempts - best_id[e]) / attempts if attempts else 0.0
         values[6] = 1.0 if improved else 0.0
         values[7] = stale / (stale + 3.0)
         values[8] = recent_gain
@@ -226,6 +219,7 @@ def _features_kernel(rows: Any, workers: int, pool: Any, baselines: Any, ep: Any
         values[18] = beta2 * attempts / max(1, k)
         values[19] = k / max_rounds if max_rounds else 0.0
         values[20] = w / (w + 4.0)
+        values[21] = late_gain
         for i in range(N_FEATURES):  # float32 and clipped, as view_features' np.clip(np.asarray(..., float32))
             out[e, i] = min(max(np.float32(values[i]), np.float32(-1.0)), np.float32(1.0))
 

@@ -54,14 +54,16 @@ class SB3Policy:
         features: the observation the model was trained on.
     """
 
-    def __init__(self, model: Any, *, deterministic: bool = True, features: FeatureSet = MACRO_FEATURES):
-        self.name, model = _named_model(model)
+    def __init__(self, model: Any, *, deterministic: bool = True, features: FeatureSet = MACRO_FEATURES,
+                 name: str | None = None):
+        self.name, model = _named_model(model, name)
         obs_shape = tuple(getattr(model.observation_space, "shape", ()) or ())
         n_actions = getattr(model.action_space, "n", None)
         if obs_shape != (features.size,) or n_actions != len(MACRO_ACTIONS):
             raise ValueError(
-                f"model spaces {obs_shape} -> {n_actions} do not match the macro env "
-                f"({features.size} features -> {len(MACRO_ACTIONS)} actions)"
+                f"model {self.name}: spaces {obs_shape} -> {n_actions} do not match the macro env "
+                f"({features.size} features -> {len(MACRO_ACTIONS)} actions): a model trained on another "
+                "observation (another feature set or an earlier version of it) must be retrained"
             )
         from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
@@ -87,11 +89,11 @@ class SB3Policy:
         return batch_for(view, int(action))
 
 
-def _named_model(model: Any) -> tuple[str, Any]:
-    """(name, loaded model) of a path (named after the file) or an already loaded model."""
+def _named_model(model: Any, name: str | None = None) -> tuple[str, Any]:
+    """(name, loaded model) of a path (named after the file, unless ``name``) or a loaded model."""
     if isinstance(model, (str, os.PathLike)):
-        return os.path.splitext(os.path.basename(os.fspath(model)))[0], load_model(model)
-    return "sb3", model
+        return name or os.path.splitext(os.path.basename(os.fspath(model)))[0], load_model(model)
+    return name or "sb3", model
 
 
 def is_node_model(model: Any) -> bool:
@@ -116,11 +118,19 @@ class NodeSB3Policy:
         deterministic: take the most likely row (True) or sample one (seeded per episode).
     """
 
-    def __init__(self, model: Any, *, deterministic: bool = True):
-        self.name, model = _named_model(model)
+    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None):
+        self.name, model = _named_model(model, name)
         if not is_node_model(model):
             raise ValueError(f"model {self.name} was not trained on the node env (observation "
                              f"{getattr(model, 'observation_space', None)})")
+        from dream_gym.rl.node_env import N_GLOBAL_FEATURES
+        from dream_gym.rl.node_features import N_NODE_FEATURES
+
+        shapes = (model.observation_space["globals"].shape, model.observation_space["nodes"].shape[-1:])
+        if shapes != ((N_GLOBAL_FEATURES,), (N_NODE_FEATURES,)):
+            raise ValueError(f"model {self.name} was trained on another node observation ({shapes[0][0]} global, "
+                             f"{shapes[1][0]} per-node features; this version has {N_GLOBAL_FEATURES} and "
+                             f"{N_NODE_FEATURES}): retrain it with this version's dream-gym train")
         import torch
 
         self.model, self.deterministic = model, deterministic
@@ -161,9 +171,9 @@ def model_policy(model: Any, **params: Any) -> SB3Policy | NodeSB3Policy:
     """The policy of a trained model (path or loaded): :class:`NodeSB3Policy` for a node-env
     model, else :class:`SB3Policy`. ``params``: ``deterministic``."""
     name, loaded = _named_model(model)
-    policy = NodeSB3Policy(loaded, **params) if is_node_model(loaded) else SB3Policy(loaded, **params)
-    policy.name = name
-    return policy
+    if is_node_model(loaded):
+        return NodeSB3Policy(loaded, name=name, **params)
+    return SB3Policy(loaded, name=name, **params)
 
 
 def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:

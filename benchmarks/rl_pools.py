@@ -1,0 +1,110 @@
+"""The README's choice of the RL training pool, made on a validation set that is never a test set.
+
+    nice -n 5 .venv/bin/python benchmarks/rl_pools.py --out out/rl-pools
+
+A policy never sees a world's size, and recorded-v1's train worlds are all long (250 or 1,000
+attempts) with progress that keeps coming; discovery runs come in every length, and many saturate
+early. Three pools, each trained with ``dream-gym train --arch macro`` for both objectives (v2,
+``--objective v``) and every seed:
+
+* ``A``: recorded-v1's train split (16 worlds), the default;
+* ``B``: A plus each world stopped after 50, 100 and 200 attempts (``--prefixes 50,100,200``);
+* ``C``: B's construction over recorded-v1's and recorded-v0's train splits (16 + 13 worlds).
+
+The rule, fixed before the runs: per objective, the pool with the best mean over seeds on the
+**validation set**, recorded-v0's held-out split (11 worlds of 151 nodes; v2 for the v2 objective,
+mean V for ``--objective v``). The two test sets — recorded-v1's held-out split and the real runs
+of ``../shared/external-runs`` (imported with W = 4) — are printed for every pool as well, marked
+"reported, not used": they are never part of the choice. Finished runs (``summary.json``) are
+reused; a killed one resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rl_results import cell, run
+from world_stats import DEFAULT_RUNS, import_runs
+
+from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
+from dream_gym.policies import POLICIES
+
+REPO = Path(__file__).resolve().parents[1]
+PREFIXES = "50,100,200"
+POOLS = {
+    "A": [],
+    "B": ["--prefixes", PREFIXES],
+    "C": ["--worlds", "train,dream-gym/recorded-v0:train", "--prefixes", PREFIXES],
+}
+KINDS = {"macro": "v2", "macro-v": "mean_v"}  # model kind -> the score its objective is chosen by
+VALIDATION = "dream-gym/recorded-v0:heldout"
+
+
+def scores(models: dict[str, list[str]], worlds: Any, jobs: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(leaderboard rows by policy, best built-in row per score) of the models and built-ins."""
+    specs = [m for ms in models.values() for m in ms] + list(POLICIES)
+    board = leaderboard(evaluate(specs, worlds, None, jobs=jobs, progress=False))
+    rows = {r.policy: r for r in board.overall}
+    best = {key: max((rows[p] for p in POLICIES), key=lambda r: getattr(r, key)) for key in ("v2", "mean_v")}
+    return rows, best
+
+
+def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> tuple[str, dict[str, float]]:
+    """A markdown table, one row per (kind, pool), and each row's mean of its kind's score."""
+    rows, best = scores(models, worlds, jobs)
+    lines = [f"**{title}** ({len(worlds)} worlds)", "", "| model | pool | v2 | mean V | % of limit | attempts |",
+             "|---|---|---:|---:|---:|---:|"]
+    means = {}
+    for label, ms in models.items():
+        kind, pool = label.split("/")
+        got = [rows[m] for m in ms]
+        means[label] = statistics.fmean(getattr(r, KINDS[kind]) for r in got)
+        lines.append(f"| ppo-{kind} | {pool} | {cell([r.v2 for r in got])} | {cell([r.mean_v for r in got])} | "
+                     f"{cell([r.limit_share for r in got], percent=True)} | "
+                     f"{statistics.fmean(r.attempts for r in got):.1f} |")
+    lines.append(f"| best built-in | | {best['v2'].v2:.4f} ({best['v2'].policy}) | "
+                 f"{best['mean_v'].mean_v:.4f} ({best['mean_v'].policy}) | | |")
+    return "\n".join(lines) + "\n", means
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--out", type=Path, default=REPO / "out" / "rl-pools")
+    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="real runs to import (W = 4)")
+    parser.add_argument("--skip-tests", action="store_true", help="print the validation table only")
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+
+    models: dict[str, list[str]] = {}
+    for kind in KINDS:
+        for pool, options in POOLS.items():
+            outs = [args.out / f"{kind}-{pool}-s{seed}" for seed in seeds]
+            for seed, out in zip(seeds, outs, strict=True):
+                run(kind, seed, out, options)
+            models[f"{kind}/{pool}"] = [str(out / "model.zip") for out in outs]
+
+    text, means = table(f"Validation: {VALIDATION}", models, resolve_worlds(VALIDATION), args.jobs)
+    print(text)
+    for kind, key in KINDS.items():
+        chosen = max(POOLS, key=lambda pool: means[f"{kind}/{pool}"])
+        print(f"chosen for ppo-{kind} (best validation {'v2' if key == 'v2' else 'mean V'}): pool {chosen} "
+              f"{' '.join(POOLS[chosen]) or '(the default)'}")
+    if args.skip_tests:
+        return 0
+    print("\n" + table("Reported, not used: recorded-v1 held-out split", models, resolve_worlds("heldout"),
+                       args.jobs)[0])
+    if args.runs.is_dir():
+        with tempfile.TemporaryDirectory() as tmp:
+            real = [w for w in import_runs(args.runs, Path(tmp), 4, lambda _: None) if w.size > 1]
+            print(table("Reported, not used: real runs imported with W = 4", models, real, args.jobs)[0])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
