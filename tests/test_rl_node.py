@@ -329,3 +329,39 @@ def test_a_node_model_of_another_observation_is_refused_naming_it(node_model: Pa
     model.observation_space = spaces.Dict(old)  # as a model of an earlier feature set has it
     with pytest.raises(ValueError, match="model old-node was trained on another node observation .*retrain"):
         NodeSB3Policy(model, name="old-node")
+
+
+def test_node_observations_are_invariant_under_positive_affine_score_maps() -> None:
+    """Scores mapped by s -> 40 * s - 700 (baseline included): the same node observation at every
+    sub-step, as q, V and v2 do not change (both RL observations are affine-invariant)."""
+    import copy
+
+    from dream_gym.session import ReplaySession
+
+    rng = random.Random(11)
+    records = random_records(rng, 45, root_score=3.0)
+    mapped = copy.deepcopy(records)
+    for r in mapped:
+        if r["score"] is not None:
+            r["score"] = 40.0 * r["score"] - 700.0
+    a, b = ReplaySession(make_world(records, workers=3)), ReplaySession(make_world(mapped, workers=3))
+    compared = 0
+    while not a.done and compared < 60:
+        plan_a, plan_b = RoundPlan(a.view()), RoundPlan(b.view())
+        assert plan_a.candidates == plan_b.candidates
+        pending: list[int] = []
+        for _ in range(3):
+            obs_a, available = node_observation(plan_a, pending)
+            obs_b, _ = node_observation(plan_b, pending)
+            for key in obs_a:
+                np.testing.assert_allclose(obs_a[key], obs_b[key], atol=1e-5)
+            compared += 1
+            if not len(available):
+                break
+            pending.append(int(available[rng.randrange(len(available))]))
+        batch = [plan_a.candidates[i] for i in pending]
+        if not batch:
+            break
+        a.step(batch)
+        b.step(batch)
+    assert compared >= 20
