@@ -49,7 +49,7 @@ class TrainConfig:
     arch: str = "macro"
     """macro (one of 10 macro actions a round) or node (one candidate node or commit a step)"""
     worlds: str = "train"
-    """worlds to train on: a split (train), folder, folder of worlds, dataset id, comma list"""
+    """worlds to train on: a split (train), a dataset split (ns/name-vN:train), folder, dataset id, comma list"""
     prefixes: str = ""
     """also train on each world stopped after its first n attempts, n from this comma list (runs of every length)"""
     heldout: str = "heldout"
