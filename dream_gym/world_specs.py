@@ -37,6 +37,14 @@ def _shipped_dataset_meta() -> tuple[Path, dict[str, Any]] | None:
     return root, json.loads((root / "dataset.json").read_text(encoding="utf-8"))
 
 
+def _split_members(split: dict[str, Any], name: str, owner: str) -> list[str]:
+    """The world names of split ``name`` (either spelling of held-out); LookupError naming the splits."""
+    for key in SPLIT_ALIASES.get(name, (name,)):
+        if key in split:
+            return [str(world) for world in split[key]]
+    raise LookupError(f"{owner} has no split {name!r}; it has: {', '.join(split) or 'none'}")
+
+
 def _split_worlds(name: str) -> list[World]:
     found = _shipped_dataset_meta()
     if found is None:
@@ -45,11 +53,8 @@ def _split_worlds(name: str) -> list[World]:
             "$DREAM_GYM_SHIPPED), which is not present"
         )
     root, meta = found
-    split = meta.get("split") or {}
-    for key in SPLIT_ALIASES[name]:
-        if key in split:
-            return [load_cached(root / str(world)) for world in split[key]]
-    raise LookupError(f"the shipped dataset {root} has no split {name!r}; it has: {', '.join(split) or 'none'}")
+    members = _split_members(meta.get("split") or {}, name, f"the shipped dataset {root}")
+    return [load_cached(root / world) for world in members]
 
 
 def _dataset_worlds(dataset_id: str) -> list[World]:
@@ -63,11 +68,7 @@ def _dataset_split_worlds(dataset_id: str, name: str) -> list[World]:
     from dream_gym.datasets.store import find_dataset
 
     dataset = find_dataset(dataset_id)
-    split = dataset.split
-    for key in SPLIT_ALIASES.get(name, (name,)):
-        if key in split:
-            return [load_cached(dataset.world_path(world)) for world in split[key]]
-    raise LookupError(f"dataset {dataset_id} has no split {name!r}; it has: {', '.join(split) or 'none'}")
+    return [load_cached(dataset.world_path(world)) for world in _split_members(dataset.split, name, f"dataset {dataset_id}")]
 
 
 def _looks_like_dataset_id(text: str) -> bool:

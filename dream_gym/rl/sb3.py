@@ -126,11 +126,12 @@ class NodeSB3Policy:
         from dream_gym.rl.node_env import N_GLOBAL_FEATURES
         from dream_gym.rl.node_features import N_NODE_FEATURES
 
-        shapes = (model.observation_space["globals"].shape, model.observation_space["nodes"].shape[-1:])
-        if shapes != ((N_GLOBAL_FEATURES,), (N_NODE_FEATURES,)):
-            raise ValueError(f"model {self.name} was trained on another node observation ({shapes[0][0]} global, "
-                             f"{shapes[1][0]} per-node features; this version has {N_GLOBAL_FEATURES} and "
-                             f"{N_NODE_FEATURES}): retrain it with this version's dream-gym train")
+        space = model.observation_space.spaces
+        globals_size = space["globals"].shape[0] if "globals" in space else None
+        if (globals_size, space["nodes"].shape[-1]) != (N_GLOBAL_FEATURES, N_NODE_FEATURES):
+            raise ValueError(f"model {self.name} was trained on another node observation ({globals_size} global, "
+                             f"{space['nodes'].shape[-1]} per-node features; this version has {N_GLOBAL_FEATURES} "
+                             f"and {N_NODE_FEATURES}): retrain it with this version's dream-gym train")
         import torch
 
         self.model, self.deterministic = model, deterministic
