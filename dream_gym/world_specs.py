@@ -68,7 +68,8 @@ def _dataset_split_worlds(dataset_id: str, name: str) -> list[World]:
     from dream_gym.datasets.store import find_dataset
 
     dataset = find_dataset(dataset_id)
-    return [load_cached(dataset.world_path(world)) for world in _split_members(dataset.split, name, f"dataset {dataset_id}")]
+    members = _split_members(dataset.split, name, f"dataset {dataset_id}")
+    return [load_cached(dataset.world_path(world)) for world in members]
 
 
 def _looks_like_dataset_id(text: str) -> bool:
