@@ -1,13 +1,16 @@
 """The README's choice of the v2 objective's price range, made on the train split only.
 
     nice -n 5 .venv/bin/python benchmarks/rl_price_range.py --out out/rl-price
+    nice -n 5 .venv/bin/python benchmarks/rl_price_range.py --worlds POOL --out DIR -- --prefixes 50,100,200
 
 The train split (16 worlds of recorded-v1) is cut in two by :func:`inner_split`: per task, the
 worlds in the split's order alternate between the part trained on ("fit") and the part scored
 ("check"). For each candidate range ``HIGH:LOW`` it trains ``dream-gym train --arch macro --seed 0
 --price-high HIGH --price-low LOW --worlds FIT --heldout CHECK`` (and, as a reference row, the same
 with ``--objective v``), then evaluates every model and the nine built-ins over the default beta
-grid on the check part and prints one table. The held-out split never enters.
+grid on the check part and prints one table. The held-out split never enters. Arguments after
+``--`` go to every ``dream-gym train`` (e.g. ``--prefixes``: the fit part's prefixes are trained on,
+the check part is scored as recorded).
 
 The rule, fixed before the runs: the chosen range is the candidate with the largest v2 + mean V on
 the check part (the two targets weighted alike; both are scores on [0, 1]-like scales). Finished
@@ -17,6 +20,7 @@ runs (``summary.json``) are reused; a killed one resumes from its checkpoint.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rl_results import run
@@ -43,6 +47,9 @@ def inner_split(worlds: list[World]) -> tuple[list[World], list[World]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--candidates", default=CANDIDATES, help="comma list of HIGH:LOW price ranges")
     parser.add_argument("--seed", type=int, default=0)
@@ -65,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     summaries = {}
     for i, (label, options) in enumerate(variants.items()):
         out = args.out / f"c{i}-s{args.seed}"
-        summaries[label] = run("macro", args.seed, out, [*pools, *options])
+        summaries[label] = run("macro", args.seed, out, [*pools, *options, *extra])
         models[label] = str(out / "model.zip")
 
     board = leaderboard(evaluate([*models.values(), *POLICIES], check, None, jobs=args.jobs, progress=False))
