@@ -27,8 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rl_results import cell, run
-from world_stats import DEFAULT_RUNS, import_runs
+from rl_results import best_builtins, cell, real_runs, run
+from world_stats import DEFAULT_RUNS
 
 from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
@@ -52,8 +52,7 @@ def scores(models: dict[str, list[str]], worlds: Any, jobs: int) -> tuple[dict[s
     specs = [m for ms in models.values() for m in ms] + list(POLICIES)
     board = leaderboard(evaluate(specs, worlds, None, jobs=jobs, progress=False))
     rows = {r.policy: r for r in board.overall}
-    best = {key: max((rows[p] for p in POLICIES), key=lambda r: getattr(r, key)) for key in ("v2", "mean_v")}
-    return rows, best
+    return rows, best_builtins(rows)
 
 
 def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> tuple[str, dict[str, float]]:
@@ -104,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                        args.jobs)[0])
     if args.runs.is_dir():
         with tempfile.TemporaryDirectory() as tmp:
-            real = [w for w in import_runs(args.runs, Path(tmp), 4, lambda _: None) if w.size > 1]
-            print(table("Reported, not used: real runs imported with W = 4", models, real, args.jobs)[0])
+            print(table("Reported, not used: real runs imported with W = 4", models, real_runs(args.runs, Path(tmp)),
+                        args.jobs)[0])
     return 0
 
 

@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rl_results import run
+from rl_results import best_builtins, run, split_extra
 
 from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
@@ -47,9 +47,7 @@ def inner_split(worlds: list[World]) -> tuple[list[World], list[World]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
+    argv, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--candidates", default=CANDIDATES, help="comma list of HIGH:LOW price ranges")
     parser.add_argument("--seed", type=int, default=0)
@@ -77,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     board = leaderboard(evaluate([*models.values(), *POLICIES], check, None, jobs=args.jobs, progress=False))
     rows = {r.policy: r for r in board.overall}
-    best_v2 = max(rows[name].v2 for name in POLICIES)
-    best_v = max(rows[name].mean_v for name in POLICIES)
+    best = best_builtins(rows)
     print(f"\n**Inner split of the train pool** (macro, seed {args.seed}, "
           f"{summaries[next(iter(summaries))]['timesteps']} steps; fit {len(fit)} worlds, scored on the "
           f"{len(check)} check worlds)\n")
@@ -88,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         r = rows[path]
         print(f"| {label} | {summaries[label]['final']['train_v2']:.4f} | {r.v2:.4f} | {r.mean_v:.4f} | "
               f"{100 * r.limit_share:.1f}% | {r.attempts:.1f} |")
-    print(f"| best built-in | | {best_v2:.4f} ({max(POLICIES, key=lambda n: rows[n].v2)}) | "
-          f"{best_v:.4f} ({max(POLICIES, key=lambda n: rows[n].mean_v)}) | | |")
+    print(f"| best built-in | | {best['v2'].v2:.4f} ({best['v2'].policy}) | "
+          f"{best['mean_v'].mean_v:.4f} ({best['mean_v'].policy}) | | |")
     priced = [label for label in models if label.startswith("v2 ")]
     chosen = max(priced, key=lambda label: rows[models[label]].v2 + rows[models[label]].mean_v)
     print(f"\nchosen (largest check v2 + mean V): {chosen}")

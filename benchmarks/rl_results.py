@@ -56,6 +56,24 @@ def train_command(kind: str, seed: int, out: Path, extra: list[str]) -> list[str
             "--timesteps", str(STEPS[arch]), "--out", str(out), *options, *extra]
 
 
+def split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(own arguments, arguments after ``--`` for every ``dream-gym train``)."""
+    if "--" not in argv:
+        return argv, []
+    return argv[: argv.index("--")], argv[argv.index("--") + 1:]
+
+
+def best_builtins(rows: dict[str, Any]) -> dict[str, Any]:
+    """The built-in's leaderboard row with the best v2 and the one with the best mean V."""
+    return {key: max((rows[p] for p in POLICIES), key=lambda r: getattr(r, key)) for key in ("v2", "mean_v")}
+
+
+def real_runs(runs: Path, into: Path) -> list[Any]:
+    """The real runs imported with W = 4 (benchmarks/world_stats.py's importer) into ``into``; a run
+    recorded as its root alone has no limit and is left out."""
+    return [w for w in import_runs(runs, into, 4, lambda _: None) if w.size > 1]
+
+
 def shown(command: list[str]) -> str:
     return " ".join(["dream-gym", *command[3:]]).replace(str(REPO) + "/", "")
 
@@ -142,9 +160,7 @@ def curves(summaries: dict[str, dict[int, dict[str, Any]]], out: Path, runs: Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    own = argv[: argv.index("--")] if "--" in argv else argv
+    own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--kinds", default="macro,node,macro-v,node-v", help="model kinds (see 1. above)")
@@ -174,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table("Held-out split", models, resolve_worlds(args.heldout), args.jobs))
     if args.runs.is_dir() and not args.skip_real:
         with tempfile.TemporaryDirectory() as tmp:
-            real = import_runs(args.runs, Path(tmp), 4, lambda _: None)
-            real = [w for w in real if w.size > 1]  # a run recorded as its root alone has no limit
-            print(table("Real runs imported with W = 4", models, real, args.jobs))
+            print(table("Real runs imported with W = 4", models, real_runs(args.runs, Path(tmp)), args.jobs))
 
     if args.ship:
         target = REPO / "agents" / "models"
