@@ -22,16 +22,13 @@ reused; a killed one resumes from its checkpoint.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from rl_results import best_builtins, cell, real_runs, run
+from rl_results import own_score, real_runs, run, variants_table
 from world_stats import DEFAULT_RUNS
 
-from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
-from dream_gym.policies import POLICIES
+from dream_gym.evaluate import resolve_worlds
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIXES = "50,100,200"
@@ -40,37 +37,12 @@ POOLS = {
     "B": ["--prefixes", PREFIXES],
     "C": ["--worlds", "train,dream-gym/recorded-v0:train", "--prefixes", PREFIXES],
 }
-KINDS = {"macro": "v2", "macro-v": "mean_v"}  # model kind -> the score its objective is chosen by
+KINDS = ("macro", "macro-v")  # each chosen by its own objective's score (v2, mean V)
 # The v2 runs use the price range in force when the pool was chosen; the range was re-chosen on pool
 # C afterwards (benchmarks/rl_price_range.py), which moved the default to 2 -> 0.5.
 KIND_OPTIONS = {"macro": ["--price-high", "2", "--price-low", "0.1"], "macro-v": []}
+STEPS = 120_000  # the macro budget when the pool was chosen
 VALIDATION = "dream-gym/recorded-v0:heldout"
-
-
-def scores(models: dict[str, list[str]], worlds: Any, jobs: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(leaderboard rows by policy, best built-in row per score) of the models and built-ins."""
-    specs = [m for ms in models.values() for m in ms] + list(POLICIES)
-    board = leaderboard(evaluate(specs, worlds, None, jobs=jobs, progress=False))
-    rows = {r.policy: r for r in board.overall}
-    return rows, best_builtins(rows)
-
-
-def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> tuple[str, dict[str, float]]:
-    """A markdown table, one row per (kind, pool), and each row's mean of its kind's score."""
-    rows, best = scores(models, worlds, jobs)
-    lines = [f"**{title}** ({len(worlds)} worlds)", "", "| model | pool | v2 | mean V | % of limit | attempts |",
-             "|---|---|---:|---:|---:|---:|"]
-    means = {}
-    for label, ms in models.items():
-        kind, pool = label.split("/")
-        got = [rows[m] for m in ms]
-        means[label] = statistics.fmean(getattr(r, KINDS[kind]) for r in got)
-        lines.append(f"| ppo-{kind} | {pool} | {cell([r.v2 for r in got])} | {cell([r.mean_v for r in got])} | "
-                     f"{cell([r.limit_share for r in got], percent=True)} | "
-                     f"{statistics.fmean(r.attempts for r in got):.1f} |")
-    lines.append(f"| best built-in | | {best['v2'].v2:.4f} ({best['v2'].policy}) | "
-                 f"{best['mean_v'].mean_v:.4f} ({best['mean_v'].policy}) | | |")
-    return "\n".join(lines) + "\n", means
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,28 +55,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
 
-    models: dict[str, list[str]] = {}
+    models: dict[tuple[str, str], list[str]] = {}
     for kind in KINDS:
         for pool, options in POOLS.items():
             outs = [args.out / f"{kind}-{pool}-s{seed}" for seed in seeds]
             for seed, out in zip(seeds, outs, strict=True):
-                run(kind, seed, out, [*options, *KIND_OPTIONS[kind]])
-            models[f"{kind}/{pool}"] = [str(out / "model.zip") for out in outs]
+                run(kind, seed, out, STEPS, [*options, *KIND_OPTIONS[kind]])
+            models[kind, pool] = [str(out / "model.zip") for out in outs]
 
-    text, means = table(f"Validation: {VALIDATION}", models, resolve_worlds(VALIDATION), args.jobs)
+    text, means = variants_table(f"Validation: {VALIDATION}", models, "pool", resolve_worlds(VALIDATION), args.jobs)
     print(text)
-    for kind, key in KINDS.items():
-        chosen = max(POOLS, key=lambda pool: means[f"{kind}/{pool}"])
-        print(f"chosen for ppo-{kind} (best validation {'v2' if key == 'v2' else 'mean V'}): pool {chosen} "
+    for kind in KINDS:
+        chosen = max(POOLS, key=lambda pool: means[kind, pool])
+        print(f"chosen for ppo-{kind} (best validation {own_score(kind).replace('mean_v', 'mean V')}): pool {chosen} "
               f"{' '.join(POOLS[chosen]) or '(the default)'}")
     if args.skip_tests:
         return 0
-    print("\n" + table("Reported, not used: recorded-v1 held-out split", models, resolve_worlds("heldout"),
-                       args.jobs)[0])
+    print("\n" + variants_table("Reported, not used: recorded-v1 held-out split", models, "pool",
+                                resolve_worlds("heldout"), args.jobs)[0])
     if args.runs.is_dir():
         with tempfile.TemporaryDirectory() as tmp:
-            print(table("Reported, not used: real runs imported with W = 4", models, real_runs(args.runs, Path(tmp)),
-                        args.jobs)[0])
+            print(variants_table("Reported, not used: real runs imported with W = 4", models, "pool",
+                                 real_runs(args.runs, Path(tmp)), args.jobs)[0])
     return 0
 
 

@@ -23,14 +23,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from rl_results import best_builtins, run, split_extra
+from rl_results import best_builtins, run, scored, split_extra
 
-from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
+from dream_gym.evaluate import resolve_worlds
 from dream_gym.policies import POLICIES
 from dream_gym.world import World
 
 REPO = Path(__file__).resolve().parents[1]
 CANDIDATES = "5:0.1,2:0.1,1:0.05,2:0.5"
+STEPS = 120_000  # the macro budget of both recorded runs
 
 
 def inner_split(worlds: list[World]) -> tuple[list[World], list[World]]:
@@ -70,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     summaries = {}
     for i, (label, options) in enumerate(variants.items()):
         out = args.out / f"c{i}-s{args.seed}"
-        summaries[label] = run("macro", args.seed, out, [*pools, *options, *extra])
+        summaries[label] = run("macro", args.seed, out, STEPS, [*pools, *options, *extra])
         models[label] = str(out / "model.zip")
 
-    board = leaderboard(evaluate([*models.values(), *POLICIES], check, None, jobs=args.jobs, progress=False))
+    board = scored([*models.values(), *POLICIES], check, args.jobs)[0]
     rows = {r.policy: r for r in board.overall}
     best = best_builtins(rows)
     print(f"\n**Inner split of the train pool** (macro, seed {args.seed}, "

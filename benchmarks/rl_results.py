@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/rl_results.py                                  # seeds 0,1,2; every kind
     .venv/bin/python benchmarks/rl_results.py --seeds 0,1,2 --out out/rl --ship  # also copy the models shipped
 
-1. Trains ``dream-gym train --arch A --seed S --out OUT/A-sS --timesteps T_A`` for every model
-   kind and seed, each in its own process (a finished run, i.e. one with ``summary.json``, is reused;
+1. Trains ``dream-gym train --arch A --seed S --out OUT/K-sS --timesteps STEPS[K]`` for every model
+   kind K and seed, each in its own process (a finished run, i.e. one with ``summary.json``, is reused;
    a killed one resumes from its checkpoint). A kind is an arch (``macro``, ``node``: the beta-priced
    objective v2) or an arch with ``-v`` (``macro-v``, ``node-v``: ``--objective v``, plain V). Extra
    arguments after ``--`` go to every ``dream-gym train``.
@@ -39,21 +39,29 @@ from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = {"macro": 120_000, "node": 240_000}  # node: 1 of 3 V seeds still on its plateau at 120k
+# The final runs' budget and options per model kind, each chosen on the validation set by a rule
+# fixed before its runs (README, "The training budget" and "PPO's entropy coefficient"): env steps
+# (benchmarks/rl_budget.py; the long runs evaluate every 120k steps, not the default 50k, which would
+# evaluate the 103-world pool ten times) and macro's entropy coefficient. The choice scripts pass
+# their own, earlier, budgets and options.
+STEPS = {"macro": 120_000, "node": 240_000, "macro-v": 480_000, "node-v": 480_000}
+OPTIONS = {"macro": ["--ent-coef", "0.003"], "macro-v": ["--eval-every", "120000"],
+           "node-v": ["--eval-every", "120000"]}
 
 
 def kind_options(kind: str) -> tuple[str, list[str]]:
     """(arch, options) of a model kind: ``macro``/``node`` (objective v2), ``macro-v``/``node-v`` (V)."""
     arch, _, objective = kind.partition("-")
-    if arch not in STEPS or objective not in ("", "v"):
-        raise ValueError(f"unknown model kind {kind!r}: an arch ({', '.join(STEPS)}), optionally with -v")
+    if arch not in ("macro", "node") or objective not in ("", "v"):
+        raise ValueError(f"unknown model kind {kind!r}: an arch (macro, node), optionally with -v")
     return arch, (["--objective", "v"] if objective else [])
 
 
-def train_command(kind: str, seed: int, out: Path, extra: list[str]) -> list[str]:
+def train_command(kind: str, seed: int, out: Path, steps: int, extra: list[str]) -> list[str]:
+    """The ``dream-gym train`` command of a kind and seed: ``steps`` env steps, options ``extra``."""
     arch, options = kind_options(kind)
     return [sys.executable, "-m", "dream_gym", "train", "--arch", arch, "--seed", str(seed),
-            "--timesteps", str(STEPS[arch]), "--out", str(out), *options, *extra]
+            "--timesteps", str(steps), "--out", str(out), *options, *extra]
 
 
 def split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -61,6 +69,18 @@ def split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
     if "--" not in argv:
         return argv, []
     return argv[: argv.index("--")], argv[argv.index("--") + 1:]
+
+
+def scored(specs: list[str], worlds: Any, jobs: int) -> tuple[Any, list[Any]]:
+    """(leaderboard, results) of ``specs`` on ``worlds``; refuses any episode that ended with an
+    error (a model whose worker timed out under load, say): a table must not average it in."""
+    results = evaluate(specs, worlds, None, jobs=jobs, progress=False)
+    board = leaderboard(results)
+    if board.errors:
+        policy, world, beta, message = board.errors[0]
+        raise RuntimeError(f"{len(board.errors)} episodes ended with an error, e.g. {policy} on {world} "
+                           f"(beta {beta:g}): {message}; re-run on a less loaded machine or with fewer --jobs")
+    return board, results
 
 
 def best_builtins(rows: dict[str, Any]) -> dict[str, Any]:
@@ -78,8 +98,8 @@ def shown(command: list[str]) -> str:
     return " ".join(["dream-gym", *command[3:]]).replace(str(REPO) + "/", "")
 
 
-def run(kind: str, seed: int, out: Path, extra: list[str]) -> dict[str, Any]:
-    command = train_command(kind, seed, out, extra)
+def run(kind: str, seed: int, out: Path, steps: int, extra: list[str]) -> dict[str, Any]:
+    command = train_command(kind, seed, out, steps, extra)
     if not (out / "summary.json").is_file():
         out.mkdir(parents=True, exist_ok=True)
         print(f"training: {shown(command)}", flush=True)
@@ -97,11 +117,36 @@ def cell(values: list[float], percent: bool = False) -> str:
     return f"{mean:.1f}% ± {sd:.1f}" if percent else f"{mean:.4f} ± {sd:.4f}"
 
 
+def variants_table(title: str, models: dict[tuple[str, str], list[str]], column: str, worlds: Any,
+                   jobs: int) -> tuple[str, dict[tuple[str, str], float]]:
+    """A markdown table of model variants, one row per (kind, variant) with mean +- sd over its seeds
+    and the best built-in per score; and each row's mean of its kind's own score (v2, or mean V for a
+    ``-v`` kind), the number a variant is chosen by."""
+    specs = [m for ms in models.values() for m in ms] + list(POLICIES)
+    rows = {r.policy: r for r in scored(specs, worlds, jobs)[0].overall}
+    best = best_builtins(rows)
+    lines = [f"**{title}** ({len(worlds)} worlds)", "", f"| model | {column} | v2 | mean V | % of limit | attempts |",
+             "|---|---|---:|---:|---:|---:|"]
+    means = {}
+    for (kind, variant), ms in models.items():
+        got = [rows[m] for m in ms]
+        means[kind, variant] = statistics.fmean(getattr(r, own_score(kind)) for r in got)
+        lines.append(f"| ppo-{kind} | {variant} | {cell([r.v2 for r in got])} | {cell([r.mean_v for r in got])} | "
+                     f"{cell([r.limit_share for r in got], percent=True)} | "
+                     f"{statistics.fmean(r.attempts for r in got):.1f} |")
+    lines.append(f"| best built-in | | {best['v2'].v2:.4f} ({best['v2'].policy}) | "
+                 f"{best['mean_v'].mean_v:.4f} ({best['mean_v'].policy}) | | |")
+    return "\n".join(lines) + "\n", means
+
+
+def own_score(kind: str) -> str:
+    """The leaderboard score a kind's objective is judged by: mean V for a ``-v`` kind, else v2."""
+    return "mean_v" if kind.endswith("-v") else "v2"
+
+
 def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> str:
     """One leaderboard: every model and built-in on ``worlds``; models grouped by kind."""
-    specs = [m for ms in models.values() for m in ms] + list(POLICIES)
-    results = evaluate(specs, worlds, None, jobs=jobs, progress=False)
-    board = leaderboard(results)
+    board, results = scored([m for ms in models.values() for m in ms] + list(POLICIES), worlds, jobs)
     rows = {r.policy: r for r in board.overall}
     lines = [f"**{title}** ({len(board.per_world)} worlds)", "",
              "| policy | v2 | mean V | % of limit | attempts | rounds |", "|---|---:|---:|---:|---:|---:|"]
@@ -174,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     kinds = [a for a in args.kinds.split(",") if a.strip()]
 
-    summaries = {kind: {seed: run(kind, seed, args.out / f"{kind}-s{seed}", extra) for seed in seeds} for kind in kinds}
+    summaries = {kind: {seed: run(kind, seed, args.out / f"{kind}-s{seed}", STEPS[kind], [*OPTIONS.get(kind, []), *extra])
+                        for seed in seeds} for kind in kinds}
     models = {kind: [str(args.out / f"{kind}-s{seed}" / "model.zip") for seed in seeds] for kind in kinds}
     print("\n## Training\n")
     for kind, runs in summaries.items():
@@ -201,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                  "never used to choose). Load them by name: "
                  + ", ".join(f"`--policy ppo-{kind}`" for kind in summaries) + ".", ""]
         for kind, runs in summaries.items():
-            key = "train_mean_v" if kind.endswith("-v") else "train_v2"
+            key = f"train_{own_score(kind)}"
             best = max(runs, key=lambda s: runs[s]["final"][key])
             shutil.copyfile(args.out / f"{kind}-s{best}" / "model.zip", target / f"ppo-{kind}.zip")
             notes += [f"- `ppo-{kind}.zip`: seed {best} of {seeds}, `{runs[best]['command']}` "

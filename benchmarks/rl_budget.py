@@ -1,0 +1,84 @@
+"""The README's choice of the RL training budget, made on a validation set that is never a test set.
+
+    nice -n 5 .venv/bin/python benchmarks/rl_budget.py --base out/rl-v1d --out out/rl-v1e \\
+        -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200
+
+At the budget ``rl_results.py`` used before this choice (120k macro, 240k node steps) the train-pool
+curves of every kind were still rising. Per model kind two budgets, each over the same seeds and with
+every other option as given after ``--`` (the final table's pool):
+
+* that budget, ``SHORT[arch]``: the runs ``BASE/<kind>-s<seed>`` of ``rl_results.py`` (reused);
+* ``--long`` steps (480k): new runs ``OUT/<kind>-s<seed>``, evaluated every ``--eval-every`` steps.
+
+The rule, fixed before the runs: per kind, the budget with the better mean over seeds of the kind's
+own score (v2, or mean V for a ``-v`` kind) on the **validation set**, recorded-v0's held-out split;
+a gain below ``--margin`` (0.005) keeps the shorter budget. The two test sets — recorded-v1's held-out
+split and the real runs (imported with W = 4) — are printed for every variant too, marked "reported,
+not used". Finished runs (``summary.json``) are reused; a killed one resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from rl_pools import VALIDATION
+from rl_results import kind_options, own_score, real_runs, run, split_extra, variants_table
+from world_stats import DEFAULT_RUNS
+
+from dream_gym.evaluate import resolve_worlds
+
+REPO = Path(__file__).resolve().parents[1]
+SHORT = {"macro": 120_000, "node": 240_000}  # rl_results.py's STEPS when the budget was chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--kinds", default="macro,macro-v,node,node-v")
+    parser.add_argument("--base", type=Path, default=REPO / "out" / "rl", help="rl_results.py's run folders")
+    parser.add_argument("--out", type=Path, default=REPO / "out" / "rl-budget", help="the long runs' folders")
+    parser.add_argument("--long", type=int, default=480_000, help="the longer budget, in env steps")
+    parser.add_argument("--eval-every", type=int, default=120_000, help="the long runs' evaluation period")
+    parser.add_argument("--margin", type=float, default=0.005, help="a smaller validation gain keeps the shorter budget")
+    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="real runs to import (W = 4)")
+    parser.add_argument("--skip-tests", action="store_true", help="print the validation table only")
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    args = parser.parse_args(own)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    kinds = [k for k in args.kinds.split(",") if k.strip()]
+
+    models: dict[tuple[str, str], list[str]] = {}
+    for kind in kinds:
+        short = SHORT[kind_options(kind)[0]]
+        for steps, folder, options in ((short, args.base, []), (args.long, args.out, ["--eval-every", str(args.eval_every)])):
+            outs = [folder / f"{kind}-s{seed}" for seed in seeds]
+            for seed, out in zip(seeds, outs, strict=True):
+                run(kind, seed, out, steps, [*extra, *options])
+            models[kind, f"{steps // 1000}k"] = [str(out / "model.zip") for out in outs]
+
+    text, means = variants_table(f"Validation: {VALIDATION}", models, "steps", resolve_worlds(VALIDATION), args.jobs)
+    print(text)
+    for kind in kinds:
+        short, long = (budget for k, budget in models if k == kind)
+        gain = means[kind, long] - means[kind, short]
+        chosen = long if gain >= args.margin else short
+        print(f"chosen for ppo-{kind}: {chosen} steps (validation {own_score(kind).replace('mean_v', 'mean V')} "
+              f"{means[kind, short]:.4f} at {short}, {means[kind, long]:.4f} at {long}; gain {gain:+.4f}, "
+              f"margin {args.margin})")
+    if args.skip_tests:
+        return 0
+    print("\n" + variants_table("Reported, not used: recorded-v1 held-out split", models, "steps",
+                                resolve_worlds("heldout"), args.jobs)[0])
+    if args.runs.is_dir():
+        with tempfile.TemporaryDirectory() as tmp:
+            print(variants_table("Reported, not used: real runs imported with W = 4", models, "steps",
+                                 real_runs(args.runs, Path(tmp)), args.jobs)[0])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
