@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
-from rl_pools import VALIDATION
-from rl_results import kind_options, own_score, real_runs, run, split_extra, variants_table
+from rl_choice import choose, report_tests
+from rl_results import kind_options, run, split_extra
 from world_stats import DEFAULT_RUNS
-
-from dream_gym.evaluate import resolve_worlds
 
 REPO = Path(__file__).resolve().parents[1]
 SHORT = {"macro": 120_000, "node": 240_000}  # rl_results.py's STEPS when the budget was chosen
@@ -60,23 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                 run(kind, seed, out, steps, [*extra, *options])
             models[kind, f"{steps // 1000}k"] = [str(out / "model.zip") for out in outs]
 
-    text, means = variants_table(f"Validation: {VALIDATION}", models, "steps", resolve_worlds(VALIDATION), args.jobs)
-    print(text)
-    for kind in kinds:
-        short, long = (budget for k, budget in models if k == kind)
-        gain = means[kind, long] - means[kind, short]
-        chosen = long if gain >= args.margin else short
-        print(f"chosen for ppo-{kind}: {chosen} steps (validation {own_score(kind).replace('mean_v', 'mean V')} "
-              f"{means[kind, short]:.4f} at {short}, {means[kind, long]:.4f} at {long}; gain {gain:+.4f}, "
-              f"margin {args.margin})")
-    if args.skip_tests:
-        return 0
-    print("\n" + variants_table("Reported, not used: recorded-v1 held-out split", models, "steps",
-                                resolve_worlds("heldout"), args.jobs)[0])
-    if args.runs.is_dir():
-        with tempfile.TemporaryDirectory() as tmp:
-            print(variants_table("Reported, not used: real runs imported with W = 4", models, "steps",
-                                 real_runs(args.runs, Path(tmp)), args.jobs)[0])
+    choose(models, "steps", args.margin, args.jobs)
+    if not args.skip_tests:
+        report_tests(models, "steps", args.runs, args.jobs)
     return 0
 
 

@@ -22,13 +22,11 @@ reused; a killed one resumes from its checkpoint.
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
-from rl_results import own_score, real_runs, run, variants_table
+from rl_choice import choose, report_tests
+from rl_results import run
 from world_stats import DEFAULT_RUNS
-
-from dream_gym.evaluate import resolve_worlds
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIXES = "50,100,200"
@@ -42,7 +40,6 @@ KINDS = ("macro", "macro-v")  # each chosen by its own objective's score (v2, me
 # C afterwards (benchmarks/rl_price_range.py), which moved the default to 2 -> 0.5.
 KIND_OPTIONS = {"macro": ["--price-high", "2", "--price-low", "0.1"], "macro-v": []}
 STEPS = 120_000  # the macro budget when the pool was chosen
-VALIDATION = "dream-gym/recorded-v0:heldout"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,20 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                 run(kind, seed, out, STEPS, [*options, *KIND_OPTIONS[kind]])
             models[kind, pool] = [str(out / "model.zip") for out in outs]
 
-    text, means = variants_table(f"Validation: {VALIDATION}", models, "pool", resolve_worlds(VALIDATION), args.jobs)
-    print(text)
-    for kind in KINDS:
-        chosen = max(POOLS, key=lambda pool: means[kind, pool])
-        print(f"chosen for ppo-{kind} (best validation {own_score(kind).replace('mean_v', 'mean V')}): pool {chosen} "
-              f"{' '.join(POOLS[chosen]) or '(the default)'}")
-    if args.skip_tests:
-        return 0
-    print("\n" + variants_table("Reported, not used: recorded-v1 held-out split", models, "pool",
-                                resolve_worlds("heldout"), args.jobs)[0])
-    if args.runs.is_dir():
-        with tempfile.TemporaryDirectory() as tmp:
-            print(variants_table("Reported, not used: real runs imported with W = 4", models, "pool",
-                                 real_runs(args.runs, Path(tmp)), args.jobs)[0])
+    choose(models, "pool", 0.0, args.jobs)
+    if not args.skip_tests:
+        report_tests(models, "pool", args.runs, args.jobs)
     return 0
 
 

@@ -117,28 +117,6 @@ def cell(values: list[float], percent: bool = False) -> str:
     return f"{mean:.1f}% ± {sd:.1f}" if percent else f"{mean:.4f} ± {sd:.4f}"
 
 
-def variants_table(title: str, models: dict[tuple[str, str], list[str]], column: str, worlds: Any,
-                   jobs: int) -> tuple[str, dict[tuple[str, str], float]]:
-    """A markdown table of model variants, one row per (kind, variant) with mean +- sd over its seeds
-    and the best built-in per score; and each row's mean of its kind's own score (v2, or mean V for a
-    ``-v`` kind), the number a variant is chosen by."""
-    specs = [m for ms in models.values() for m in ms] + list(POLICIES)
-    rows = {r.policy: r for r in scored(specs, worlds, jobs)[0].overall}
-    best = best_builtins(rows)
-    lines = [f"**{title}** ({len(worlds)} worlds)", "", f"| model | {column} | v2 | mean V | % of limit | attempts |",
-             "|---|---|---:|---:|---:|---:|"]
-    means = {}
-    for (kind, variant), ms in models.items():
-        got = [rows[m] for m in ms]
-        means[kind, variant] = statistics.fmean(getattr(r, own_score(kind)) for r in got)
-        lines.append(f"| ppo-{kind} | {variant} | {cell([r.v2 for r in got])} | {cell([r.mean_v for r in got])} | "
-                     f"{cell([r.limit_share for r in got], percent=True)} | "
-                     f"{statistics.fmean(r.attempts for r in got):.1f} |")
-    lines.append(f"| best built-in | | {best['v2'].v2:.4f} ({best['v2'].policy}) | "
-                 f"{best['mean_v'].mean_v:.4f} ({best['mean_v'].policy}) | | |")
-    return "\n".join(lines) + "\n", means
-
-
 def own_score(kind: str) -> str:
     """The leaderboard score a kind's objective is judged by: mean V for a ``-v`` kind, else v2."""
     return "mean_v" if kind.endswith("-v") else "v2"
