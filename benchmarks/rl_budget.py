@@ -7,8 +7,13 @@ At the budget ``rl_results.py`` used before this choice (120k macro, 240k node s
 curves of every kind were still rising. Per model kind two budgets, each over the same seeds and with
 every other option as given after ``--`` (the final table's pool):
 
-* that budget, ``SHORT[arch]``: the runs ``BASE/<kind>-s<seed>`` of ``rl_results.py`` (reused);
-* ``--long`` steps (480k): new runs ``OUT/<kind>-s<seed>``, evaluated every ``--eval-every`` steps.
+* that budget, ``SHORT[arch]`` (or ``--short``): the runs ``BASE/<kind>-s<seed>`` (reused);
+* ``--long`` steps (480k): new runs ``OUT/<kind>-s<seed>``.
+
+Runs longer than ``SHORT[arch]`` are evaluated every ``--eval-every`` (120k) steps. The second use,
+``--kinds macro-v --seeds 0,1,2,3,4 --short 480000 --long 960000 --base out/rl-v1e --out out/rl-v1g``,
+asked the same question one step further for the V macro model, whose train-pool curve was still
+rising at 480k.
 
 The rule, fixed before the runs: per kind, the budget with the better mean over seeds of the kind's
 own score (v2, or mean V for a ``-v`` kind) on the **validation set**, recorded-v0's held-out split;
@@ -38,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default="macro,macro-v,node,node-v")
     parser.add_argument("--base", type=Path, default=REPO / "out" / "rl", help="rl_results.py's run folders")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "rl-budget", help="the long runs' folders")
+    parser.add_argument("--short", type=int, default=0, help="the shorter budget (default: SHORT of the arch)")
     parser.add_argument("--long", type=int, default=480_000, help="the longer budget, in env steps")
     parser.add_argument("--eval-every", type=int, default=120_000, help="the long runs' evaluation period")
     parser.add_argument("--margin", type=float, default=0.005, help="a smaller validation gain keeps the shorter budget")
@@ -50,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
 
     models: dict[tuple[str, str], list[str]] = {}
     for kind in kinds:
-        short = SHORT[kind_options(kind)[0]]
-        for steps, folder, options in ((short, args.base, []), (args.long, args.out, ["--eval-every", str(args.eval_every)])):
+        arch = kind_options(kind)[0]
+        for steps, folder in ((args.short or SHORT[arch], args.base), (args.long, args.out)):
+            # runs longer than rl_results.py's first budget are evaluated every --eval-every steps
+            options = ["--eval-every", str(args.eval_every)] if steps > SHORT[arch] else []
             outs = [folder / f"{kind}-s{seed}" for seed in seeds]
             for seed, out in zip(seeds, outs, strict=True):
                 run(kind, seed, out, steps, [*extra, *options])
