@@ -28,9 +28,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rl_choice import choose, report_tests
-from rl_results import kind_options, run, split_extra
-from world_stats import DEFAULT_RUNS
+from rl_choice import add_choice_arguments, choose, report_tests, seed_list, train_variant
+from rl_results import kind_options, split_extra
 
 REPO = Path(__file__).resolve().parents[1]
 SHORT = {"macro": 120_000, "node": 240_000}  # rl_results.py's STEPS when the budget was chosen
@@ -39,7 +38,6 @@ SHORT = {"macro": 120_000, "node": 240_000}  # rl_results.py's STEPS when the bu
 def main(argv: list[str] | None = None) -> int:
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--kinds", default="macro,macro-v,node,node-v")
     parser.add_argument("--base", type=Path, default=REPO / "out" / "rl", help="rl_results.py's run folders")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "rl-budget", help="the long runs' folders")
@@ -47,11 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long", type=int, default=480_000, help="the longer budget, in env steps")
     parser.add_argument("--eval-every", type=int, default=120_000, help="the long runs' evaluation period")
     parser.add_argument("--margin", type=float, default=0.005, help="a smaller validation gain keeps the shorter budget")
-    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="real runs to import (W = 4)")
-    parser.add_argument("--skip-tests", action="store_true", help="print the validation table only")
-    parser.add_argument("-j", "--jobs", type=int, default=2)
+    add_choice_arguments(parser)
     args = parser.parse_args(own)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    seeds = seed_list(args.seeds)
     kinds = [k for k in args.kinds.split(",") if k.strip()]
 
     models: dict[tuple[str, str], list[str]] = {}
@@ -60,10 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         for steps, folder in ((args.short or SHORT[arch], args.base), (args.long, args.out)):
             # runs longer than rl_results.py's first budget are evaluated every --eval-every steps
             options = ["--eval-every", str(args.eval_every)] if steps > SHORT[arch] else []
-            outs = [folder / f"{kind}-s{seed}" for seed in seeds]
-            for seed, out in zip(seeds, outs, strict=True):
-                run(kind, seed, out, steps, [*extra, *options])
-            models[kind, f"{steps // 1000}k"] = [str(out / "model.zip") for out in outs]
+            models[kind, f"{steps // 1000}k"] = train_variant(kind, seeds, folder, kind, steps, [*extra, *options])
 
     choose(models, "steps", args.margin, args.jobs)
     if not args.skip_tests:

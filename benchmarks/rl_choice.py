@@ -8,18 +8,40 @@ the kind's incumbent (the option in force before the choice) first.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from rl_results import best_builtins, cell, own_score, real_runs, scored
+from rl_results import best_builtins, cell, own_score, real_runs, run, scored
+from world_stats import DEFAULT_RUNS
 
 from dream_gym.evaluate import resolve_worlds
 from dream_gym.policies import POLICIES
 
 VALIDATION = "dream-gym/recorded-v0:heldout"  # no test set: 11 short runs of recorded-v0's tasks
 Models = dict[tuple[str, str], list[str]]
+
+
+def add_choice_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every choice script has: seeds, the real runs, skipping the test sets, jobs."""
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="real runs to import (W = 4)")
+    parser.add_argument("--skip-tests", action="store_true", help="print the validation table only")
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+
+
+def seed_list(text: str) -> list[int]:
+    return [int(s) for s in text.split(",") if s.strip()]
+
+
+def train_variant(kind: str, seeds: list[int], folder: Path, name: str, steps: int, options: list[str]) -> list[str]:
+    """Train (or reuse) one variant of a kind over the seeds, in ``folder/<name>-s<seed>``; its model zips."""
+    outs = [folder / f"{name}-s{seed}" for seed in seeds]
+    for seed, out in zip(seeds, outs, strict=True):
+        run(kind, seed, out, steps, options)
+    return [str(out / "model.zip") for out in outs]
 
 
 def variants_table(title: str, models: Models, column: str, worlds: Any, jobs: int) -> tuple[str, dict[tuple[str, str], float]]:

@@ -20,9 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rl_choice import Models, choose, report_tests
-from rl_results import run, split_extra
-from world_stats import DEFAULT_RUNS
+from rl_choice import Models, add_choice_arguments, choose, report_tests, seed_list, train_variant
+from rl_results import split_extra
 
 REPO = Path(__file__).resolve().parents[1]
 INCUMBENT = "0.01"  # dream-gym train's default
@@ -31,30 +30,23 @@ STEPS = {"macro": 120_000, "node": 240_000}  # the v2 models' budget (rl_budget.
 
 def train_variants(arch: str, values: list[str], seeds: list[int], base: Path, out: Path, extra: list[str]) -> Models:
     """The incumbent runs of ``base`` and one run per value and seed under ``out``."""
-    models: Models = {(arch, INCUMBENT): [str(base / f"{arch}-s{seed}" / "model.zip") for seed in seeds]}
-    for seed in seeds:
-        run(arch, seed, base / f"{arch}-s{seed}", STEPS[arch], extra)
+    models: Models = {(arch, INCUMBENT): train_variant(arch, seeds, base, arch, STEPS[arch], extra)}
     for value in values:
-        outs = [out / f"{arch}-e{value}-s{seed}" for seed in seeds]
-        for seed, folder in zip(seeds, outs, strict=True):
-            run(arch, seed, folder, STEPS[arch], [*extra, "--ent-coef", value])
-        models[arch, value] = [str(folder / "model.zip") for folder in outs]
+        models[arch, value] = train_variant(arch, seeds, out, f"{arch}-e{value}", STEPS[arch],
+                                            [*extra, "--ent-coef", value])
     return models
 
 
 def main(argv: list[str] | None = None) -> int:
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--values", default="0.003,0.03", help="entropy coefficients tried beside 0.01")
     parser.add_argument("--base", type=Path, default=REPO / "out" / "rl", help="rl_results.py's run folders")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "rl-ent")
     parser.add_argument("--margin", type=float, default=0.005, help="a smaller validation gain keeps 0.01")
-    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="real runs to import (W = 4)")
-    parser.add_argument("--skip-tests", action="store_true", help="print the validation tables only")
-    parser.add_argument("-j", "--jobs", type=int, default=2)
+    add_choice_arguments(parser)
     args = parser.parse_args(own)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    seeds = seed_list(args.seeds)
     values = [v for v in args.values.split(",") if v.strip()]
 
     models = train_variants("macro", values, seeds, args.base, args.out, extra)

@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rl_choice import choose, report_tests
-from rl_results import run
-from world_stats import DEFAULT_RUNS
+from rl_choice import add_choice_arguments, choose, report_tests, seed_list, train_variant
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIXES = "50,100,200"
@@ -44,21 +42,16 @@ STEPS = 120_000  # the macro budget when the pool was chosen
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "rl-pools")
-    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="real runs to import (W = 4)")
-    parser.add_argument("--skip-tests", action="store_true", help="print the validation table only")
-    parser.add_argument("-j", "--jobs", type=int, default=2)
+    add_choice_arguments(parser)
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    seeds = seed_list(args.seeds)
 
     models: dict[tuple[str, str], list[str]] = {}
     for kind in KINDS:
         for pool, options in POOLS.items():
-            outs = [args.out / f"{kind}-{pool}-s{seed}" for seed in seeds]
-            for seed, out in zip(seeds, outs, strict=True):
-                run(kind, seed, out, STEPS, [*options, *KIND_OPTIONS[kind]])
-            models[kind, pool] = [str(out / "model.zip") for out in outs]
+            models[kind, pool] = train_variant(kind, seeds, args.out, f"{kind}-{pool}", STEPS,
+                                               [*options, *KIND_OPTIONS[kind]])
 
     choose(models, "pool", 0.0, args.jobs)
     if not args.skip_tests:
