@@ -18,6 +18,12 @@
 4. With ``--ship``: copies, per kind, the seed with the best **train-pool** score of its own
    objective (v2, or mean V for a ``-v`` kind; never a held-out figure) to
    ``agents/models/ppo-<kind>.zip`` and records its command in ``agents/models/README.md``.
+
+``--ensemble node`` (kinds adopted as seed ensembles on the validation set, README "Seed
+ensembles") also trains the seeds of ``--ensemble-groups`` (default 0-4,5-9,10-14) and reports
+each group's :class:`dream_gym.rl.EnsemblePolicy` (spec ``a.zip+b.zip+...``) as one row, mean +- sd
+over the groups; ``--ship`` then ships the first group's members as that kind's shipped model
+(the files ``dream_gym.policies.trained.SHIPPED_MODELS`` names).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from world_stats import DEFAULT_RUNS, import_runs
 
 from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
+from dream_gym.policies.trained import SHIPPED_MODELS
 
 REPO = Path(__file__).resolve().parents[1]
 # The final runs' budget and options per model kind, each chosen on the validation set by a rule
@@ -131,7 +138,8 @@ def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> s
     entries = []
     for kind, ms in models.items():
         got = [rows[m] for m in ms]
-        entries.append((statistics.fmean(r.v2 for r in got), f"| **ppo-{kind}** ({len(got)} seeds) | "
+        unit = "ensembles" if "+" in ms[0] else "seeds"
+        entries.append((statistics.fmean(r.v2 for r in got), f"| **ppo-{kind}** ({len(got)} {unit}) | "
                         f"{cell([r.v2 for r in got])} | {cell([r.mean_v for r in got])} | "
                         f"{cell([r.limit_share for r in got], percent=True)} | "
                         f"{statistics.fmean(r.attempts for r in got):.1f} | {statistics.fmean(r.rounds for r in got):.1f} |"))
@@ -182,6 +190,48 @@ def curves(summaries: dict[str, dict[int, dict[str, Any]]], out: Path, runs: Pat
     return out
 
 
+def seed_groups(text: str) -> list[list[int]]:
+    """``0-4,5-9`` -> [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]] (each group two or more seeds)."""
+    groups = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        first, _, last = part.partition("-")
+        groups.append(list(range(int(first), int(last or first) + 1)))
+        if len(groups[-1]) < 2:
+            raise ValueError(f"an ensemble group needs two or more seeds, got {part!r}")
+    return groups
+
+
+def ensemble_label(kind: str, groups: list[list[int]]) -> str:
+    return f"{kind} ×{len(groups[0])}"
+
+
+def ship(kind: str, runs: dict[int, dict[str, Any]], out: Path, target: Path,
+         groups: list[list[int]] | None) -> str:
+    """Copy a kind's shipped model (the best train-pool seed, or the first ensemble group's members)
+    to the files SHIPPED_MODELS names; returns its line of agents/models/README.md."""
+    files = SHIPPED_MODELS[f"ppo-{kind}"].split("+")
+    if groups is None:
+        if len(files) != 1:
+            raise ValueError(f"ppo-{kind} ships {len(files)} members (an ensemble): pass --ensemble {kind}")
+        key = f"train_{own_score(kind)}"
+        best = max(runs, key=lambda s: runs[s]["final"][key])
+        shutil.copyfile(out / f"{kind}-s{best}" / "model.zip", target / files[0])
+        return (f"- `{files[0]}`: seed {best} of {sorted(runs)}, `{runs[best]['command']}` (train-pool v2 "
+                f"{runs[best]['final']['train_v2']:.4f}, mean V {runs[best]['final']['train_mean_v']:.4f}, "
+                f"{runs[best]['seconds']:.0f} s)")
+    members = groups[0]
+    if len(files) != len(members):
+        raise ValueError(f"SHIPPED_MODELS names {len(files)} files for ppo-{kind}, the first group has {len(members)}")
+    for filename, seed in zip(files, members, strict=True):
+        shutil.copyfile(out / f"{kind}-s{seed}" / "model.zip", target / filename)
+    command = runs[members[0]]["command"].replace(f"--seed {members[0]} ", "--seed S ").replace(
+        f"{kind}-s{members[0]} ", f"{kind}-sS ")
+    return (f"- `{'`, `'.join(files)}`: the seed ensemble of seeds {members} (in this order; spec "
+            f"`ppo-{kind}`), each `{command}` (S = the seed; train-pool v2 of the members "
+            f"{spread([runs[s]['final']['train_v2'] for s in members])}, "
+            f"{spread([runs[s]['seconds'] for s in members])} s each)")
+
+
 def main(argv: list[str] | None = None) -> int:
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,13 +243,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--skip-real", action="store_true", help="leave out the real runs")
     parser.add_argument("--ship", action="store_true", help="copy the best train-pool seed per kind to agents/models")
+    parser.add_argument("--ensemble", default="", help="kinds also reported (and shipped) as seed ensembles")
+    parser.add_argument("--ensemble-groups", default="0-4,5-9,10-14", help="the seeds of each ensemble")
     args = parser.parse_args(own)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     kinds = [a for a in args.kinds.split(",") if a.strip()]
+    ensembles = [a for a in args.ensemble.split(",") if a.strip()]
+    groups = seed_groups(args.ensemble_groups)
+    if not set(ensembles) <= set(kinds):
+        raise SystemExit(f"--ensemble {args.ensemble}: not among --kinds {args.kinds}")
 
-    summaries = {kind: {seed: run(kind, seed, args.out / f"{kind}-s{seed}", STEPS[kind], [*OPTIONS.get(kind, []), *extra])
-                        for seed in seeds} for kind in kinds}
-    models = {kind: [str(args.out / f"{kind}-s{seed}" / "model.zip") for seed in seeds] for kind in kinds}
+    def trained(kind: str, seed: int) -> dict[str, Any]:
+        return run(kind, seed, args.out / f"{kind}-s{seed}", STEPS[kind], [*OPTIONS.get(kind, []), *extra])
+
+    def zip_of(kind: str, seed: int) -> str:
+        return str(args.out / f"{kind}-s{seed}" / "model.zip")
+
+    summaries = {kind: {seed: trained(kind, seed) for seed in seeds} for kind in kinds}
+    members = {kind: {seed: trained(kind, seed) for g in groups for seed in g} for kind in ensembles}
+    models = {kind: [zip_of(kind, seed) for seed in seeds] for kind in kinds}
+    for kind in ensembles:
+        models[ensemble_label(kind, groups)] = ["+".join(zip_of(kind, seed) for seed in g) for g in groups]
     print("\n## Training\n")
     for kind, runs in summaries.items():
         first = next(iter(runs.values()))
@@ -208,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{spread([s['fps'] for s in runs.values()])} steps/s; train-pool v2 "
               f"{spread([s['final']['train_v2'] for s in runs.values()])}, mean V "
               f"{spread([s['final']['train_mean_v'] for s in runs.values()])}")
+    for kind, runs in members.items():
+        print(f"- ppo-{ensemble_label(kind, groups)}: ensembles of seeds {groups}, trained as above; train-pool v2 "
+              f"of the {len(runs)} members {spread([s['final']['train_v2'] for s in runs.values()])}")
     print(f"- determinism: {first['determinism']}")
     print(f"- curves: {curves(summaries, args.out / 'training_curves.png', args.out)}\n")
 
@@ -222,15 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         notes = ["# Shipped models", "", "Trained by `benchmarks/rl_results.py --ship`: per model kind, of the seeds "
                  "trained, the one with the best score of its own objective on the **train** pool (v2 for "
                  "`ppo-macro`, `ppo-node`; mean V for the `-v` models, trained on plain V; held-out figures are "
-                 "never used to choose). Load them by name: "
+                 "never used to choose), or, for a kind adopted as a seed ensemble on the validation set, the "
+                 "first ensemble's members. Load them by name: "
                  + ", ".join(f"`--policy ppo-{kind}`" for kind in summaries) + ".", ""]
         for kind, runs in summaries.items():
-            key = f"train_{own_score(kind)}"
-            best = max(runs, key=lambda s: runs[s]["final"][key])
-            shutil.copyfile(args.out / f"{kind}-s{best}" / "model.zip", target / f"ppo-{kind}.zip")
-            notes += [f"- `ppo-{kind}.zip`: seed {best} of {seeds}, `{runs[best]['command']}` "
-                      f"(train-pool v2 {runs[best]['final']['train_v2']:.4f}, mean V "
-                      f"{runs[best]['final']['train_mean_v']:.4f}, {runs[best]['seconds']:.0f} s)"]
+            notes.append(ship(kind, {**runs, **members.get(kind, {})}, args.out, target,
+                              groups if kind in ensembles else None))
         (target / "README.md").write_text("\n".join(notes) + "\n", encoding="utf-8")
         print(f"shipped: {', '.join(f'ppo-{a}' for a in kinds)} -> {target}")
     return 0

@@ -27,3 +27,47 @@ def test_a_table_refuses_results_with_errored_episodes_naming_one(tmp_path: Path
     assert not board.errors and len(results) == len({r.beta for r in results}) > 1
     with pytest.raises(RuntimeError, match=r"episodes ended with an error, e\.g\. .*raises\.py on toy-bench"):
         scored(["greedy", str(HERE / "hostile_policies" / "raises.py")], [world], jobs=1)
+
+
+def fake_runs(folder: Path, kind: str, seeds: list[int]) -> dict[int, dict[str, object]]:
+    runs: dict[int, dict[str, object]] = {}
+    for seed in seeds:
+        (folder / f"{kind}-s{seed}").mkdir(parents=True)
+        (folder / f"{kind}-s{seed}" / "model.zip").write_text(f"seed {seed}")
+        runs[seed] = {"final": {"train_v2": seed / 10, "train_mean_v": 0.5}, "seconds": 9.0,
+                      "command": f"dream-gym train --arch node --seed {seed} --out out/{kind}-s{seed} --x 1"}
+    return runs
+
+
+def test_an_ensemble_kind_ships_its_first_groups_members_under_the_shipped_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rl_results
+
+    monkeypatch.setitem(rl_results.SHIPPED_MODELS, "ppo-node", "a.zip+b.zip")
+    runs, target = fake_runs(tmp_path, "node", [3, 4, 5, 6]), tmp_path / "models"
+    target.mkdir()
+    line = rl_results.ship("node", runs, tmp_path, target, [[3, 4], [5, 6]])
+    assert (target / "a.zip").read_text() == "seed 3" and (target / "b.zip").read_text() == "seed 4"
+    assert "--seed S --out out/node-sS --x 1" in line and "seeds [3, 4]" in line
+    with pytest.raises(ValueError, match="ships 2 members .*pass --ensemble node"):
+        rl_results.ship("node", runs, tmp_path, target, None)
+    with pytest.raises(ValueError, match="names 2 files for ppo-node, the first group has 3"):
+        rl_results.ship("node", runs, tmp_path, target, [[3, 4, 5]])
+
+
+def test_a_single_model_kind_ships_its_best_train_pool_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rl_results
+
+    monkeypatch.setitem(rl_results.SHIPPED_MODELS, "ppo-node", "one.zip")
+    target = tmp_path / "models"
+    target.mkdir()
+    rl_results.ship("node", fake_runs(tmp_path, "node", [0, 2, 1]), tmp_path, target, None)
+    assert (target / "one.zip").read_text() == "seed 2"  # the best train-pool v2, never a held-out figure
+
+
+def test_ensemble_groups_parse_and_refuse_one_seed_groups() -> None:
+    from rl_results import seed_groups
+
+    assert seed_groups("0-4,5-9") == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    with pytest.raises(ValueError, match="two or more seeds, got '7'"):
+        seed_groups("0-4,7")

@@ -32,20 +32,22 @@ def models_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "agents" / "models"  # dream_gym/policies/ -> repo
 
 
-def shipped_model(name: str) -> Path:
-    """The zip of a shipped model; LookupError for an unknown name, FileNotFoundError when the
-    file is missing (e.g. an installed package without the repository's ``agents/``)."""
+def shipped_files(name: str) -> list[Path]:
+    """The zips of a shipped model (one, or the members of a seed ensemble: ``a.zip+b.zip``);
+    LookupError for an unknown name, FileNotFoundError when a file is missing (e.g. an
+    installed package without the repository's ``agents/``)."""
     try:
-        filename = SHIPPED_MODELS[name]
+        filenames = SHIPPED_MODELS[name].split("+")
     except KeyError:
         raise LookupError(f"unknown shipped model {name!r}; known: {', '.join(SHIPPED_MODELS)}") from None
-    path = models_dir() / filename
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"shipped model {name!r} is missing: {path} does not exist (set DREAM_GYM_MODELS to the "
-            "folder holding it, or train one with dream-gym train)"
-        )
-    return path
+    paths = [models_dir() / filename for filename in filenames]
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"shipped model {name!r} is missing: {path} does not exist (set DREAM_GYM_MODELS to the "
+                "folder holding it, or train one with dream-gym train)"
+            )
+    return paths
 
 
-__all__ = ["SHIPPED_MODELS", "models_dir", "shipped_model"]
+__all__ = ["SHIPPED_MODELS", "models_dir", "shipped_files"]

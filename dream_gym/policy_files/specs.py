@@ -15,7 +15,8 @@
   files next to it;
 * a trained stable-baselines3 model ``.zip``, or the name of a shipped one (``ppo-macro``,
   ``ppo-node``: :data:`dream_gym.policies.trained.SHIPPED_MODELS`): :func:`dream_gym.rl.model_policy`
-  (macro or node-level, read off the model), in-process.
+  (macro or node-level, read off the model), in-process; zips joined by ``+``
+  (``a.zip+b.zip+c.zip``) are a seed ensemble (:class:`dream_gym.rl.ensemble.EnsemblePolicy`).
 
 :func:`resolve_in_process` builds the policy object of a spec in the current process; the
 parent uses it for trusted specs, the isolated child (:mod:`dream_gym.policy_files.child`) for
@@ -150,11 +151,11 @@ def check_policy_spec(spec: str | os.PathLike[str]) -> None:
     a missing file, module or attribute. Builds nothing (no model is loaded, no child started,
     no constructor runs), so a parent can check specs that only its workers will build."""
     spec = os.fspath(spec)
-    if spec in SHIPPED_MODELS:
-        _shipped_model_path(spec)  # raises when the shipped zip is missing
-    elif spec.endswith(".zip") or is_file_spec(spec):
+    if is_model_spec(spec):
+        model_files(spec)  # raises when a zip is missing
+    elif is_file_spec(spec):
         if not Path(spec).is_file():
-            raise PolicyNotFoundError(f"{'model' if spec.endswith('.zip') else 'policy'} file {spec} does not exist")
+            raise PolicyNotFoundError(f"policy file {spec} does not exist")
     elif ":" in spec:
         _module_attr(spec)
     elif spec not in POLICIES:
@@ -182,17 +183,10 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
     """
     spec = os.fspath(spec)
     params = dict(params or {})
-    if spec.endswith(".zip") or spec in SHIPPED_MODELS:  # SB3 models hold pickled objects: trusted, in-process
+    if is_model_spec(spec):  # SB3 models hold pickled objects: trusted, in-process
         if isolate or limits:
             raise ValueError(f"{spec}: SB3 models load in-process only (no isolate=True, no limits)")
-        path = Path(spec) if spec.endswith(".zip") else _shipped_model_path(spec)
-        if not path.is_file():
-            raise PolicyNotFoundError(f"model file {spec} does not exist")
-        from dream_gym.rl.sb3 import model_policy
-
-        policy = model_policy(path, **params)
-        policy.name = spec if spec in SHIPPED_MODELS else policy.name
-        return policy
+        return _model_policy(spec, model_files(spec), params)
     is_file = is_file_spec(spec)
     if is_file and not Path(spec).is_file():
         raise PolicyNotFoundError(f"policy file {spec} does not exist")
@@ -209,13 +203,44 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
     return IsolatedPolicy(spec, params=params, **limits)
 
 
-def _shipped_model_path(name: str) -> Path:
-    from dream_gym.policies.trained import shipped_model
+def is_model_spec(spec: str) -> bool:
+    """A trained model: a ``.zip``, zips joined by ``+`` (a seed ensemble) or a shipped model's name."""
+    return spec.endswith(".zip") or spec in SHIPPED_MODELS
 
-    try:
-        return shipped_model(name)
-    except FileNotFoundError as exc:
-        raise PolicyNotFoundError(str(exc)) from None
+
+def model_files(spec: str) -> list[Path]:
+    """The zips of a model spec (a file whose name holds ``+`` is itself, not an ensemble);
+    PolicyNotFoundError naming a missing one."""
+    from dream_gym.policies.trained import shipped_files
+
+    if spec in SHIPPED_MODELS:
+        try:
+            return shipped_files(spec)
+        except FileNotFoundError as exc:
+            raise PolicyNotFoundError(str(exc)) from None
+    paths = [Path(spec)] if Path(spec).is_file() else [Path(part) for part in spec.split("+")]
+    for path in paths:
+        if not path.name.endswith(".zip"):
+            raise PolicyNotFoundError(f"{spec}: an ensemble joins model zips with '+', and {path} is no .zip")
+        if not path.is_file():
+            raise PolicyNotFoundError(f"model file {path} does not exist")
+    return paths
+
+
+def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any]) -> Policy:
+    """One model's policy (:func:`dream_gym.rl.model_policy`), or the ensemble of several."""
+    if len(paths) == 1:
+        from dream_gym.rl.sb3 import model_policy
+
+        policy: Any = model_policy(paths[0], **params)
+    else:
+        from dream_gym.rl.ensemble import EnsemblePolicy
+
+        if dict(params) not in ({}, {"deterministic": True}):
+            raise ValueError(f"{spec}: an ensemble acts deterministically (most likely action); params {dict(params)}")
+        policy = EnsemblePolicy(paths)
+    policy.name = spec if spec in SHIPPED_MODELS else policy.name
+    return policy  # type: ignore[no-any-return]
 
 
 def where(exc: BaseException, source: str) -> str:
@@ -227,4 +252,4 @@ def where(exc: BaseException, source: str) -> str:
     return f" (at {Path(f.filename).name} line {f.lineno}, in {f.name})"
 
 
-__all__ = ["check_policy_spec", "is_file_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]
+__all__ = ["check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]

@@ -17,7 +17,8 @@ in replay and online and never sees q, the world's best score or unrevealed node
   :mod:`~dream_gym.rl.node_policy` (torch): the permutation-equivariant scorer as SB3 policies.
 * :mod:`~dream_gym.rl.sb3`: :class:`SB3Policy` / :class:`NodeSB3Policy` (trained models as
   policies; :func:`model_policy` picks one) and :func:`sb3_vec_env` (the vector env as an SB3
-  ``VecEnv``).
+  ``VecEnv``); :mod:`~dream_gym.rl.ensemble`: :class:`EnsemblePolicy` (seeds of one kind as
+  one policy, their action probabilities averaged; spec ``a.zip+b.zip``).
 * :mod:`~dream_gym.rl.training`: ``dream-gym train`` (checkpoints, resume, TensorBoard logs,
   periodic held-out evaluation).
 
@@ -27,6 +28,7 @@ The envs take their observation (``features=``, a :class:`FeatureSet`) and their
 (stable-baselines3, sb3-contrib, torch) only for the SB3 glue and for training.
 """
 
+from dream_gym.rl.ensemble import EnsemblePolicy
 from dream_gym.rl.features import (
     FEATURE_NAMES,
     MACRO_FEATURES,
@@ -55,6 +57,7 @@ from dream_gym.rl.vector import MacroVectorEnv
 from dream_gym.values import PricedAttainment, Progress, ValueFn, make_objective, replay_value
 
 __all__ = [
+    "EnsemblePolicy",
     "FEATURE_NAMES",
     "MACRO_ACTIONS",
     "MACRO_FEATURES",

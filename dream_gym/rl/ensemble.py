@@ -1,0 +1,109 @@
+"""Seed ensembles: several trained models of one kind acting as one policy.
+
+PPO runs that differ only in their seed end in different policies (the README's tables give their
+spread). :class:`EnsemblePolicy` averages the members' action probabilities at every decision
+and takes the most likely action: for macro models the masked distribution over
+:data:`~dream_gym.rl.macro.MACRO_ACTIONS`, for node models the softmax over candidate rows and
+commit at every sub-step of the batch. Members must share their arch and observation (one kind).
+
+Spec: ``a.zip+b.zip+c.zip`` (``+`` joins the zips; ``dream_gym.policy_files.load_policy`` reads
+it, so every ``--policy`` option takes it), in-process like every SB3 model (pickled objects: load
+only files from a trusted source).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dream_gym.policy import RunContext
+from dream_gym.rl.macro import batch_for, macro_masks
+from dream_gym.rl.sb3 import NodeSB3Policy, SB3Policy, model_policy
+from dream_gym.view import PrefixView
+
+
+class EnsemblePolicy:
+    """The members' averaged action probabilities, most likely action first (deterministic).
+
+    Args:
+        models: two or more model paths or loaded models of one kind (all macro, or all node,
+            with the same observation; macro members all MaskablePPO or all PPO).
+        name: the policy's name (default: ``ensemble-<first member>-x<K>``).
+    """
+
+    def __init__(self, models: Sequence[Any], name: str | None = None):
+        if len(models) < 2:
+            raise ValueError(f"an ensemble needs two or more models, got {len(models)}")
+        self.members: list[SB3Policy | NodeSB3Policy] = [model_policy(m) for m in models]
+        kinds = {type(p) for p in self.members}
+        if len(kinds) > 1:
+            raise ValueError("ensemble members must all be macro models or all node models, got both")
+        self.node = kinds == {NodeSB3Policy}
+        spaces = {repr(p.model.observation_space) for p in self.members}
+        if len(spaces) > 1:
+            raise ValueError(f"ensemble members were trained on different observations: {sorted(spaces)}")
+        maskable = {getattr(p, "maskable", True) for p in self.members}
+        if len(maskable) > 1:
+            raise ValueError("ensemble members must all be MaskablePPO models or all PPO models, got both")
+        self.maskable = maskable == {True}  # a plain PPO macro member has no masks: a masked action stops
+        self.name = name or f"ensemble-{self.members[0].name}-x{len(self.members)}"
+        import torch
+
+        self._torch = torch
+        self.context: RunContext | None = None
+
+    def reset(self, context: RunContext) -> None:
+        self.context = context
+        for member in self.members:
+            member.reset(context)
+
+    def act(self, view: PrefixView) -> list[int]:
+        return self._act_node(view) if self.node else self._act_macro(view)
+
+    def _act_macro(self, view: PrefixView) -> list[int]:
+        torch = self._torch
+        masks = macro_masks(view)
+        probs = np.zeros(len(masks))
+        for member in self.members:
+            assert isinstance(member, SB3Policy)
+            obs, _ = member.model.policy.obs_to_tensor(member.features.from_view(view))
+            with torch.no_grad():
+                if self.maskable:
+                    dist = member.model.policy.get_distribution(obs, action_masks=masks)
+                else:
+                    dist = member.model.policy.get_distribution(obs)
+            probs += dist.distribution.probs[0].numpy()
+        if self.maskable:
+            probs[~masks] = -1.0  # (their probability is 0 already; ties at 0 must not pick one)
+        return batch_for(view, int(np.argmax(probs)))
+
+    def _act_node(self, view: PrefixView) -> list[int]:
+        from dream_gym.rl.node_env import node_observation
+        from dream_gym.rl.node_features import RoundPlan
+
+        torch = self._torch
+        plan = RoundPlan(view)
+        pending: list[int] = []
+        while len(pending) < view.workers:
+            obs, available = node_observation(plan, pending)
+            if not len(available):
+                break
+            tensors = {key: torch.as_tensor(value).unsqueeze(0) for key, value in obs.items()}
+            probs = None
+            with torch.no_grad():
+                for member in self.members:
+                    policy = member.model.policy
+                    logits = policy.mlp_extractor.forward_actor(policy.extract_features(tensors))[0]
+                    p = torch.softmax(logits, dim=0)
+                    probs = p if probs is None else probs + p
+            assert probs is not None
+            row = int(torch.argmax(probs))
+            if row >= len(available):  # commit
+                break
+            pending.append(int(available[row]))
+        return [plan.candidates[i] for i in pending]
+
+
+__all__ = ["EnsemblePolicy"]
