@@ -49,10 +49,11 @@ REPO = Path(__file__).resolve().parents[1]
 # The final runs' budget and options per model kind, each chosen on the validation set by a rule
 # fixed before its runs (README, "The training budget" and "PPO's entropy coefficient"): env steps
 # (benchmarks/rl_budget.py; the long runs evaluate every 120k steps, not the default 50k, which would
-# evaluate the 103-world pool ten times) and macro's entropy coefficient. The choice scripts pass
+# evaluate the 103-world pool ten times) and the macro models' entropy coefficients
+# (benchmarks/rl_entropy.py, for the v2 and the V objective). The choice scripts pass
 # their own, earlier, budgets and options.
 STEPS = {"macro": 120_000, "node": 240_000, "macro-v": 480_000, "node-v": 480_000}
-OPTIONS = {"macro": ["--ent-coef", "0.003"], "macro-v": ["--eval-every", "120000"],
+OPTIONS = {"macro": ["--ent-coef", "0.003"], "macro-v": ["--eval-every", "120000", "--ent-coef", "0.003"],
            "node-v": ["--eval-every", "120000"]}
 
 

@@ -308,13 +308,21 @@ def test_load_policy_and_evaluate_a_node_model_deterministically(node_model: Pat
 
 def test_shipped_model_names_resolve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node_model: Path) -> None:
     from dream_gym.policy_files import PolicyNotFoundError, load_policy
+    from dream_gym.rl import EnsemblePolicy
 
     monkeypatch.setenv("DREAM_GYM_MODELS", str(tmp_path))
-    with pytest.raises(PolicyNotFoundError, match="ppo-node"):
+    with pytest.raises(PolicyNotFoundError, match="ppo-node-v"):
+        load_policy("ppo-node-v")
+    (tmp_path / "ppo-node-v.zip").write_bytes(node_model.read_bytes())
+    policy = load_policy("ppo-node-v")
+    assert isinstance(policy, NodeSB3Policy) and policy.name == "ppo-node-v"
+    for i in range(1, 5):  # ppo-node is a seed ensemble of five zips: the missing fifth is named
+        (tmp_path / f"ppo-node-{i}.zip").write_bytes(node_model.read_bytes())
+    with pytest.raises(PolicyNotFoundError, match="ppo-node-5.zip does not exist"):
         load_policy("ppo-node")
-    (tmp_path / "ppo-node.zip").write_bytes(node_model.read_bytes())
-    policy = load_policy("ppo-node")
-    assert isinstance(policy, NodeSB3Policy) and policy.name == "ppo-node"
+    (tmp_path / "ppo-node-5.zip").write_bytes(node_model.read_bytes())
+    ensemble = load_policy("ppo-node")
+    assert isinstance(ensemble, EnsemblePolicy) and ensemble.name == "ppo-node" and len(ensemble.members) == 5
     with pytest.raises(ValueError, match="in-process"):
         load_policy("ppo-node", isolate=True)
 

@@ -1,6 +1,6 @@
-"""The shipped trained models (agents/models/ppo-{macro,node}[-v].zip): they load by name, run
-in replay and eval (the same results with 1 and 2 processes), and run online in `grow` with the
-built-in agent."""
+"""The shipped trained models (agents/models/: ppo-macro[-v].zip, ppo-node-v.zip, and ppo-node,
+a seed ensemble of five zips): they load by name, run in replay and eval (the same results with 1
+and 2 processes), and run online in `grow` with the built-in agent."""
 
 from __future__ import annotations
 
@@ -13,20 +13,23 @@ from dream_gym.cli import main as cli_main
 from dream_gym.evaluate import evaluate
 from dream_gym.policies.trained import SHIPPED_MODELS, models_dir
 from dream_gym.policy_files import load_policy
-from dream_gym.rl import NodeSB3Policy, SB3Policy
+from dream_gym.rl import EnsemblePolicy, NodeSB3Policy, SB3Policy
 from dream_gym.world import load_world
 
-KINDS = {"ppo-macro": SB3Policy, "ppo-node": NodeSB3Policy, "ppo-macro-v": SB3Policy, "ppo-node-v": NodeSB3Policy}
+KINDS = {"ppo-macro": SB3Policy, "ppo-node": EnsemblePolicy, "ppo-macro-v": SB3Policy, "ppo-node-v": NodeSB3Policy}
 
 
 def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:
     notes = (models_dir() / "README.md").read_text(encoding="utf-8")
-    for name, filename in SHIPPED_MODELS.items():
-        path = models_dir() / filename
-        assert path.is_file() and path.stat().st_size < 1_000_000, path  # small zips
-        assert f"`{filename}`" in notes and "dream-gym train" in notes
+    for name, filenames in SHIPPED_MODELS.items():
+        for filename in filenames.split("+"):
+            path = models_dir() / filename
+            assert path.is_file() and path.stat().st_size < 1_000_000, path  # small zips
+            assert f"`{filename}`" in notes and "dream-gym train" in notes
         policy = load_policy(name)
         assert isinstance(policy, KINDS[name]) and policy.name == name
+    ensemble = load_policy("ppo-node")
+    assert isinstance(ensemble, EnsemblePolicy) and ensemble.node and len(ensemble.members) == 5
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_MODELS))

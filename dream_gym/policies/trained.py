@@ -18,7 +18,8 @@ from pathlib import Path
 
 SHIPPED_MODELS: dict[str, str] = {
     "ppo-macro": "ppo-macro.zip",  # MaskablePPO on the macro env, beta-priced objective
-    "ppo-node": "ppo-node.zip",  # MaskablePPO with the node-level scorer, beta-priced objective
+    # MaskablePPO with the node-level scorer, beta-priced objective: a seed ensemble of five (README, "Seed ensembles")
+    "ppo-node": "+".join(f"ppo-node-{i}.zip" for i in range(1, 6)),
     "ppo-macro-v": "ppo-macro-v.zip",  # the macro arch trained on plain V (--objective v): for mean V
     "ppo-node-v": "ppo-node-v.zip",  # the node arch trained on plain V
 }
