@@ -3,7 +3,7 @@
     nice -n 5 .venv/bin/python benchmarks/rl_entropy.py --base out/rl-v1d --out out/rl-ent \\
         -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200
     nice -n 5 .venv/bin/python benchmarks/rl_entropy.py --kinds macro-v,node-v --seeds 0,1,2,3,4 \\
-        --base out/rl-v1f --out out/rl-ent -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200
+        --base out/rl-v1e --out out/rl-ent -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200
 
 With the budget chosen (``rl_budget.py``: 120k macro, 240k node steps for the v2 models), the v2
 models sat 0.06 below the best built-in's v2 on the validation set. PPO's entropy bonus

@@ -16,8 +16,9 @@
 3. Prints training time and fps per model kind and writes ``OUT/training_curves.png`` (v2 and
    mean V on the train pool and on the held-out worlds against steps, from each run's ``evals.jsonl``).
 4. With ``--ship``: copies, per kind, the seed with the best **train-pool** score of its own
-   objective (v2, or mean V for a ``-v`` kind; never a held-out figure) to
-   ``agents/models/ppo-<kind>.zip`` and records its command in ``agents/models/README.md``.
+   objective (v2, or mean V for a ``-v`` kind; never a held-out figure) to the file
+   ``dream_gym.policies.trained.SHIPPED_MODELS`` names (``agents/models/ppo-<kind>.zip``) and
+   records its command in ``agents/models/README.md``.
 
 ``--ensemble node`` (kinds adopted as seed ensembles on the validation set, README "Seed
 ensembles") also trains the seeds of ``--ensemble-groups`` (default 0-4,5-9,10-14) and reports
