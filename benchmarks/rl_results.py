@@ -132,8 +132,11 @@ def own_score(kind: str) -> str:
 
 
 def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> str:
-    """One leaderboard: every model and built-in on ``worlds``; models grouped by kind."""
-    board, results = scored([m for ms in models.values() for m in ms] + list(POLICIES), worlds, jobs)
+    """One leaderboard: every model and built-in on ``worlds``; models grouped by kind. An ensemble
+    row's members are evaluated alone too, for :func:`members_lines`."""
+    members = [part for ms in models.values() for m in ms if "+" in m for part in m.split("+")]
+    specs = list(dict.fromkeys([m for ms in models.values() for m in ms] + members))
+    board, results = scored(specs + list(POLICIES), worlds, jobs)
     rows = {r.policy: r for r in board.overall}
     lines = [f"**{title}** ({len(board.per_world)} worlds)", "",
              "| policy | v2 | mean V | % of limit | attempts | rounds |", "|---|---:|---:|---:|---:|---:|"]
@@ -150,8 +153,25 @@ def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> s
         entries.append((r.v2, f"| {name} | {r.v2:.4f} | {r.mean_v:.4f} | {100 * r.limit_share:.1f}% | "
                               f"{r.attempts:.1f} | {r.rounds:.1f} |"))
     lines += [line for _, line in sorted(entries, key=lambda e: -e[0])]
-    lines += ["", *spend(models, results)]
+    lines += ["", *spend(models, results), *members_lines(models, rows)]
     return "\n".join(lines) + "\n"
+
+
+def members_lines(models: dict[str, list[str]], rows: dict[str, Any]) -> list[str]:
+    """Per ensemble row, each ensemble against the mean of its members alone, and all members' mean."""
+    lines = []
+    for label, ms in models.items():
+        groups = [m.split("+") for m in ms if "+" in m]
+        for group, ensemble in zip(groups, ms, strict=False):
+            got = [rows[m] for m in group]
+            lines.append(f"- ppo-{label}, members {', '.join(group)}: members' mean v2 "
+                         f"{statistics.fmean(r.v2 for r in got):.4f}, mean V {statistics.fmean(r.mean_v for r in got):.4f}"
+                         f" -> ensemble v2 {rows[ensemble].v2:.4f}, mean V {rows[ensemble].mean_v:.4f}")
+        if groups:
+            every = [rows[m] for g in groups for m in g]
+            lines.append(f"- ppo-{label}: all {len(every)} members alone: v2 {cell([r.v2 for r in every])}, "
+                         f"mean V {cell([r.mean_v for r in every])}")
+    return lines
 
 
 def spend(models: dict[str, list[str]], results: list[Any], betas: tuple[float, ...] = (0.0, 0.5, 1.0)) -> list[str]:

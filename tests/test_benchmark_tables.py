@@ -71,3 +71,18 @@ def test_ensemble_groups_parse_and_refuse_one_seed_groups() -> None:
     assert seed_groups("0-4,5-9") == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
     with pytest.raises(ValueError, match="two or more seeds, got '7'"):
         seed_groups("0-4,7")
+
+
+def test_an_ensemble_row_is_set_against_the_mean_of_its_members_alone() -> None:
+    from types import SimpleNamespace
+
+    from rl_results import members_lines
+
+    rows = {name: SimpleNamespace(v2=v2, mean_v=v2 / 2) for name, v2 in
+            {"a.zip": 0.5, "b.zip": 0.7, "c.zip": 0.2, "d.zip": 0.4, "a.zip+b.zip": 0.9, "c.zip+d.zip": 0.1}.items()}
+    lines = members_lines({"node": ["a.zip", "b.zip"], "node ×2": ["a.zip+b.zip", "c.zip+d.zip"]}, rows)
+    assert lines == [
+        "- ppo-node ×2, members a.zip, b.zip: members' mean v2 0.6000, mean V 0.3000 -> ensemble v2 0.9000, mean V 0.4500",
+        "- ppo-node ×2, members c.zip, d.zip: members' mean v2 0.3000, mean V 0.1500 -> ensemble v2 0.1000, mean V 0.0500",
+        "- ppo-node ×2: all 4 members alone: v2 0.4500 ± 0.2082, mean V 0.2250 ± 0.1041",
+    ]
