@@ -20,7 +20,7 @@ import numpy as np
 
 from dream_gym.policy import RunContext
 from dream_gym.rl.macro import batch_for, macro_masks
-from dream_gym.rl.sb3 import NodeSB3Policy, SB3Policy, model_policy
+from dream_gym.rl.sb3 import NodeSB3Policy, SB3Policy, model_policy, node_batch
 from dream_gym.view import PrefixView
 
 
@@ -80,30 +80,12 @@ class EnsemblePolicy:
         return batch_for(view, int(np.argmax(probs)))
 
     def _act_node(self, view: PrefixView) -> list[int]:
-        from dream_gym.rl.node_env import node_observation
-        from dream_gym.rl.node_features import RoundPlan
+        return node_batch(view, self._pick_row)
 
+    def _pick_row(self, tensors: dict[str, Any]) -> int:
         torch = self._torch
-        plan = RoundPlan(view)
-        pending: list[int] = []
-        while len(pending) < view.workers:
-            obs, available = node_observation(plan, pending)
-            if not len(available):
-                break
-            tensors = {key: torch.as_tensor(value).unsqueeze(0) for key, value in obs.items()}
-            probs = None
-            with torch.no_grad():
-                for member in self.members:
-                    policy = member.model.policy
-                    logits = policy.mlp_extractor.forward_actor(policy.extract_features(tensors))[0]
-                    p = torch.softmax(logits, dim=0)
-                    probs = p if probs is None else probs + p
-            assert probs is not None
-            row = int(torch.argmax(probs))
-            if row >= len(available):  # commit
-                break
-            pending.append(int(available[row]))
-        return [plan.candidates[i] for i in pending]
-
+        probs = sum(torch.softmax(member.logits(tensors), dim=0) for member in self.members
+                    if isinstance(member, NodeSB3Policy))
+        return int(torch.argmax(probs))
 
 __all__ = ["EnsemblePolicy"]

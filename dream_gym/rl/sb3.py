@@ -13,6 +13,7 @@ SB3 ``VecEnv`` (extra ``rl``: stable-baselines3, sb3-contrib, torch; imported la
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from gymnasium import spaces
@@ -144,28 +145,43 @@ class NodeSB3Policy:
         self._generator.manual_seed(context.seed)
 
     def act(self, view: PrefixView) -> list[int]:
-        from dream_gym.rl.node_env import node_observation
-        from dream_gym.rl.node_features import RoundPlan
+        return node_batch(view, self._pick)
 
-        torch = self._torch
+    def logits(self, tensors: dict[str, Any]) -> Any:
+        """The actor's logits over the rows (candidates, padding, commit) of one observation."""
         policy = self.model.policy
-        plan = RoundPlan(view)
-        pending: list[int] = []
-        while len(pending) < view.workers:
-            obs, available = node_observation(plan, pending)
-            if not len(available):
-                break
-            tensors = {key: torch.as_tensor(value).unsqueeze(0) for key, value in obs.items()}
-            with torch.no_grad():
-                logits = policy.mlp_extractor.forward_actor(policy.extract_features(tensors))[0]
-            if self.deterministic:
-                row = int(torch.argmax(logits))
-            else:
-                row = int(torch.multinomial(torch.softmax(logits, dim=0), 1, generator=self._generator))
-            if row >= len(available):  # commit
-                break
-            pending.append(int(available[row]))
-        return [plan.candidates[i] for i in pending]
+        with self._torch.no_grad():
+            return policy.mlp_extractor.forward_actor(policy.extract_features(tensors))[0]
+
+    def _pick(self, tensors: dict[str, Any]) -> int:
+        torch, logits = self._torch, self.logits(tensors)
+        if self.deterministic:
+            return int(torch.argmax(logits))
+        return int(torch.multinomial(torch.softmax(logits, dim=0), 1, generator=self._generator))
+
+
+def node_batch(view: PrefixView, pick: Callable[[dict[str, Any]], int]) -> list[int]:
+    """The batch a node model builds on a view, one selection at a time: the candidates of the view
+    (:class:`~dream_gym.rl.node_features.RoundPlan`, uncapped), the
+    :func:`~dream_gym.rl.node_env.node_observation` of the selections so far (as a batch of one
+    tensor each) and ``pick``'s row, until it picks commit (a row past the candidates), the batch
+    holds W selections or no candidate is left."""
+    import torch
+
+    from dream_gym.rl.node_env import node_observation
+    from dream_gym.rl.node_features import RoundPlan
+
+    plan = RoundPlan(view)
+    pending: list[int] = []
+    while len(pending) < view.workers:
+        obs, available = node_observation(plan, pending)
+        if not len(available):
+            break
+        row = pick({key: torch.as_tensor(value).unsqueeze(0) for key, value in obs.items()})
+        if row >= len(available):  # commit
+            break
+        pending.append(int(available[row]))
+    return [plan.candidates[i] for i in pending]
 
 
 def model_policy(model: Any, **params: Any) -> SB3Policy | NodeSB3Policy:
@@ -191,4 +207,4 @@ def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
     return SB3MacroVecEnv(worlds, n_envs, **options)
 
 
-__all__ = ["NodeSB3Policy", "SB3Policy", "is_node_model", "load_model", "model_policy", "sb3_vec_env"]
+__all__ = ["NodeSB3Policy", "SB3Policy", "is_node_model", "load_model", "model_policy", "node_batch", "sb3_vec_env"]
