@@ -66,9 +66,12 @@ class EnsemblePolicy:
         torch = self._torch
         masks = macro_masks(view)
         probs = np.zeros(len(masks))
+        first = self.members[0]
+        assert isinstance(first, SB3Policy)
+        features = first.features.from_view(view)  # one feature set for all: model_policy builds the default
         for member in self.members:
             assert isinstance(member, SB3Policy)
-            obs, _ = member.model.policy.obs_to_tensor(member.features.from_view(view))
+            obs, _ = member.model.policy.obs_to_tensor(features)
             with torch.no_grad():
                 if self.maskable:
                     dist = member.model.policy.get_distribution(obs, action_masks=masks)
@@ -84,8 +87,11 @@ class EnsemblePolicy:
 
     def _pick_row(self, tensors: dict[str, Any]) -> int:
         torch = self._torch
-        probs = sum(torch.softmax(member.logits(tensors), dim=0) for member in self.members
-                    if isinstance(member, NodeSB3Policy))
+        probs = 0
+        for member in self.members:
+            assert isinstance(member, NodeSB3Policy)
+            probs = probs + torch.softmax(member.logits(tensors), dim=0)
         return int(torch.argmax(probs))
+
 
 __all__ = ["EnsemblePolicy"]
