@@ -53,16 +53,21 @@ REPO = Path(__file__).resolve().parents[1]
 # evaluate the 103-world pool ten times) and the macro models' entropy coefficients
 # (benchmarks/rl_entropy.py, for the v2 and the V objective). The choice scripts pass
 # their own, earlier, budgets and options.
-STEPS = {"macro": 120_000, "node": 240_000, "macro-v": 480_000, "node-v": 480_000}
+# The options kinds (README "Options over the built-ins") take the macro kinds' entropy and, fixed
+# before their first run, the macro v2 budget and half the macro V budget.
+STEPS = {"macro": 120_000, "node": 240_000, "macro-v": 480_000, "node-v": 480_000, "options": 120_000,
+         "options-v": 240_000}
 OPTIONS = {"macro": ["--ent-coef", "0.003"], "macro-v": ["--eval-every", "120000", "--ent-coef", "0.003"],
-           "node-v": ["--eval-every", "120000"]}
+           "node-v": ["--eval-every", "120000"], "options": ["--ent-coef", "0.003"],
+           "options-v": ["--eval-every", "120000", "--ent-coef", "0.003"]}
 
 
 def kind_options(kind: str) -> tuple[str, list[str]]:
-    """(arch, options) of a model kind: ``macro``/``node`` (objective v2), ``macro-v``/``node-v`` (V)."""
+    """(arch, options) of a model kind: ``macro``/``node``/``options`` (objective v2), or the same with
+    ``-v`` (V)."""
     arch, _, objective = kind.partition("-")
-    if arch not in ("macro", "node") or objective not in ("", "v"):
-        raise ValueError(f"unknown model kind {kind!r}: an arch (macro, node), optionally with -v")
+    if arch not in ("macro", "node", "options") or objective not in ("", "v"):
+        raise ValueError(f"unknown model kind {kind!r}: an arch (macro, node, options), optionally with -v")
     return arch, (["--objective", "v"] if objective else [])
 
 
@@ -254,6 +259,18 @@ def ship(kind: str, runs: dict[int, dict[str, Any]], out: Path, target: Path,
             f"{spread([runs[s]['seconds'] for s in members])} s each)")
 
 
+def kept_lines(readme: Path) -> dict[str, str]:
+    """The shipped models' lines of an agents/models/README.md, by shipped name (a line names its
+    first file, whose name is the shipped name's first member)."""
+    lines: dict[str, str] = {}
+    if readme.is_file():
+        for line in readme.read_text(encoding="utf-8").splitlines():
+            for name, files in SHIPPED_MODELS.items():
+                if line.startswith(f"- `{files.split('+')[0]}`"):
+                    lines[name] = line
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -308,15 +325,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.ship:
         target = REPO / "agents" / "models"
         target.mkdir(parents=True, exist_ok=True)
+        lines = kept_lines(target / "README.md")  # the other kinds' models stay, with their lines
+        for kind, runs in summaries.items():
+            lines[f"ppo-{kind}"] = ship(kind, {**runs, **members.get(kind, {})}, args.out, target,
+                                        groups if kind in ensembles else None)
         notes = ["# Shipped models", "", "Trained by `benchmarks/rl_results.py --ship`: per model kind, of the seeds "
                  "trained, the one with the best score of its own objective on the **train** pool (v2 for "
-                 "`ppo-macro`, `ppo-node`; mean V for the `-v` models, trained on plain V; held-out figures are "
-                 "never used to choose), or, for a kind adopted as a seed ensemble on the validation set, the "
-                 "first ensemble's members. Load them by name: "
-                 + ", ".join(f"`--policy ppo-{kind}`" for kind in summaries) + ".", ""]
-        for kind, runs in summaries.items():
-            notes.append(ship(kind, {**runs, **members.get(kind, {})}, args.out, target,
-                              groups if kind in ensembles else None))
+                 "`ppo-macro`, `ppo-node`, `ppo-options`; mean V for the `-v` models, trained on plain V; held-out "
+                 "figures are never used to choose), or, for a kind adopted as a seed ensemble on the validation "
+                 "set, the first ensemble's members. Load them by name: "
+                 + ", ".join(f"`--policy {name}`" for name in SHIPPED_MODELS if name in lines) + ".", "",
+                 *(lines[name] for name in SHIPPED_MODELS if name in lines)]
         (target / "README.md").write_text("\n".join(notes) + "\n", encoding="utf-8")
         print(f"shipped: {', '.join(f'ppo-{a}' for a in kinds)} -> {target}")
     return 0

@@ -65,6 +65,19 @@ def test_a_single_model_kind_ships_its_best_train_pool_seed(tmp_path: Path, monk
     assert (target / "one.zip").read_text() == "seed 2"  # the best train-pool v2, never a held-out figure
 
 
+def test_shipping_some_kinds_keeps_the_other_kinds_lines(tmp_path: Path) -> None:
+    from rl_results import kept_lines
+
+    readme = tmp_path / "README.md"
+    readme.write_text("# Shipped models\n\nintro\n\n- `ppo-macro.zip`: seed 0 (macro)\n"
+                      "- `ppo-node-1.zip`, `ppo-node-2.zip`: the ensemble (node)\n- `ppo-node-v.zip`: seed 3 (node v)\n")
+    lines = kept_lines(readme)
+    assert lines == {"ppo-macro": "- `ppo-macro.zip`: seed 0 (macro)",
+                     "ppo-node": "- `ppo-node-1.zip`, `ppo-node-2.zip`: the ensemble (node)",
+                     "ppo-node-v": "- `ppo-node-v.zip`: seed 3 (node v)"}
+    assert kept_lines(tmp_path / "missing.md") == {}
+
+
 def test_ensemble_groups_parse_and_refuse_one_seed_groups() -> None:
     from rl_results import seed_groups
 

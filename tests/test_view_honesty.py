@@ -31,9 +31,10 @@ from worldgen import (
 )
 
 from dream_gym.env import ReplayEnv
-from dream_gym.policy import run_episode
+from dream_gym.policy import RunContext, run_episode
 from dream_gym.replay import Replay
 from dream_gym.rl import EpisodeParams, RoundPlan, batch_features, node_observation, view_features
+from dream_gym.rl.options import OptionSet, option_features
 from dream_gym.session import ReplaySession
 from dream_gym.vector_env import ReplayVectorEnv
 from dream_gym.vector_replay import VectorReplay, WorldPool
@@ -370,14 +371,18 @@ def vector_trace(records, batches, workers: int, frontier: str) -> list[Any]:
 
 
 def rl_trace(records, batches, workers: int, frontier: str) -> list[Any]:
-    """What both RL observations show for the same batches: the macro env's features of each view,
-    and the node env's observation at every sub-step of building each batch (uncapped, and capped
-    at 3 candidate rows as in training)."""
+    """What the RL observations show for the same batches: the macro env's features of each view,
+    the options env's (the built-ins' proposals on the real history included), and the node env's
+    observation at every sub-step of building each batch (uncapped, and capped at 3 candidate rows
+    as in training)."""
     session = ReplaySession(make_world(records, workers=workers, frontier=frontier), workers=workers)
+    options = OptionSet()
+    options.reset(RunContext.from_view(session.view(), seed=0))
     out: list[Any] = []
     for batch in [*batches, []]:
         view = session.view()
         out.append(view_features(view).tolist())
+        out.append(option_features(view, options.propose(view)).tolist())
         for capacity in (None, 3):
             plan = RoundPlan(view, capacity)
             pending: list[int] = []

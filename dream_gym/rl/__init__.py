@@ -15,8 +15,11 @@ in replay and online and never sees q, the world's best score or unrevealed node
   observation (:class:`RoundPlan`: one feature row per candidate) and :class:`NodeReplayEnv`
   (a batch built by sequential masked selection, one candidate or "commit" a step);
   :mod:`~dream_gym.rl.node_policy` (torch): the permutation-equivariant scorer as SB3 policies.
-* :mod:`~dream_gym.rl.sb3`: :class:`SB3Policy` / :class:`NodeSB3Policy` (trained models as
-  policies; :func:`model_policy` picks one) and :func:`sb3_vec_env` (the vector env as an SB3
+* :mod:`~dream_gym.rl.options`, :mod:`~dream_gym.rl.options_env`: the options arch, a
+  meta-controller over the built-ins (:data:`OPTION_POLICIES`): each round it runs one built-in's
+  proposal or stops (:class:`OptionsReplayEnv`).
+* :mod:`~dream_gym.rl.sb3`: :class:`SB3Policy` / :class:`NodeSB3Policy` / :class:`OptionsSB3Policy`
+  (trained models as policies; :func:`model_policy` picks one) and :func:`sb3_vec_env` (the vector env as an SB3
   ``VecEnv``); :mod:`~dream_gym.rl.ensemble`: :class:`EnsemblePolicy` (seeds of one kind as
   one policy, their action probabilities averaged; spec ``a.zip+b.zip``).
 * :mod:`~dream_gym.rl.training`: ``dream-gym train`` (checkpoints, resume, TensorBoard logs,
@@ -51,8 +54,19 @@ from dream_gym.rl.macro import (
 )
 from dream_gym.rl.node_env import N_GLOBAL_FEATURES, NodeReplayEnv, node_observation
 from dream_gym.rl.node_features import N_NODE_FEATURES, NODE_FEATURE_NAMES, RoundPlan
+from dream_gym.rl.options import OPTION_POLICIES, OptionSet, option_features
+from dream_gym.rl.options_env import OptionsReplayEnv
 from dream_gym.rl.pool_env import MacroReplayEnv
-from dream_gym.rl.sb3 import NodeSB3Policy, SB3Policy, is_node_model, load_model, model_policy, sb3_vec_env
+from dream_gym.rl.sb3 import (
+    NodeSB3Policy,
+    OptionsSB3Policy,
+    SB3Policy,
+    is_node_model,
+    is_options_model,
+    load_model,
+    model_policy,
+    sb3_vec_env,
+)
 from dream_gym.rl.vector import MacroVectorEnv
 from dream_gym.values import PricedAttainment, Progress, ValueFn, make_objective, replay_value
 
@@ -62,6 +76,7 @@ __all__ = [
     "MACRO_ACTIONS",
     "MACRO_FEATURES",
     "NODE_FEATURE_NAMES",
+    "OPTION_POLICIES",
     "N_FEATURES",
     "N_GLOBAL_FEATURES",
     "N_NODE_FEATURES",
@@ -74,6 +89,9 @@ __all__ = [
     "MacroVectorEnv",
     "NodeReplayEnv",
     "NodeSB3Policy",
+    "OptionSet",
+    "OptionsReplayEnv",
+    "OptionsSB3Policy",
     "PricedAttainment",
     "Progress",
     "RoundPlan",
@@ -83,10 +101,12 @@ __all__ = [
     "batch_for",
     "batch_masks",
     "is_node_model",
+    "is_options_model",
     "load_model",
     "make_objective",
     "model_policy",
     "node_observation",
+    "option_features",
     "macro_batches",
     "macro_masks",
     "ranked_open",

@@ -36,7 +36,11 @@ class EnsemblePolicy:
     def __init__(self, models: Sequence[Any], name: str | None = None):
         if len(models) < 2:
             raise ValueError(f"an ensemble needs two or more models, got {len(models)}")
-        self.members: list[SB3Policy | NodeSB3Policy] = [model_policy(m) for m in models]
+        members = [model_policy(m) for m in models]
+        if any(not isinstance(p, (SB3Policy, NodeSB3Policy)) for p in members):
+            raise ValueError("ensemble members must be macro or node models: an options model's members would each "
+                             "keep their own built-ins, so options models are not ensembled")
+        self.members: list[SB3Policy | NodeSB3Policy] = members  # type: ignore[assignment]
         kinds = {type(p) for p in self.members}
         if len(kinds) > 1:
             raise ValueError("ensemble members must all be macro models or all node models, got both")

@@ -160,6 +160,60 @@ class NodeSB3Policy:
         return int(torch.multinomial(torch.softmax(logits, dim=0), 1, generator=self._generator))
 
 
+def is_options_model(model: Any) -> bool:
+    """Whether a loaded model was trained on the options env (38 features -> 9 actions)."""
+    from dream_gym.rl.options import N_OPTION_ACTIONS, N_OPTION_FEATURES
+
+    shape = tuple(getattr(model.observation_space, "shape", ()) or ())
+    return shape == (N_OPTION_FEATURES,) and getattr(model.action_space, "n", None) == N_OPTION_ACTIONS
+
+
+class OptionsSB3Policy:
+    """A model trained on :class:`~dream_gym.rl.options_env.OptionsReplayEnv` as a dream_gym policy.
+
+    ``reset`` resets its own :class:`~dream_gym.rl.options.OptionSet` with the episode's context;
+    ``act(view)`` asks every option for its batch (once per round, as in training), then runs the
+    proposal the model picks (with the options' masks for a MaskablePPO model; a plain PPO model's
+    empty pick stops). Deterministic by default.
+
+    Args:
+        model: a path to an SB3 ``.zip`` or a loaded MaskablePPO / PPO model of the options env.
+            **An SB3 zip holds pickled Python objects: load only files from a trusted source.**
+        deterministic: take the most likely action (True) or sample one (seeded per episode).
+    """
+
+    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None):
+        self.name, model = _named_model(model, name)
+        if not is_options_model(model):
+            raise ValueError(f"model {self.name} was not trained on the options env (spaces "
+                             f"{getattr(model, 'observation_space', None)} -> {getattr(model, 'action_space', None)})")
+        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+        from dream_gym.rl.options import OptionSet
+
+        self.model, self.deterministic = model, deterministic
+        self.maskable = isinstance(model.policy, MaskableActorCriticPolicy)
+        self.options = OptionSet()
+        self.context: RunContext | None = None
+
+    def reset(self, context: RunContext) -> None:
+        self.context = context
+        self.options.reset(context)
+        if not self.deterministic:
+            import torch
+
+            torch.manual_seed(context.seed)
+
+    def act(self, view: PrefixView) -> list[int]:
+        from dream_gym.rl.options import option_features
+
+        proposals = self.options.propose(view)
+        obs = option_features(view, proposals)
+        masks = {"action_masks": proposals.masks()} if self.maskable else {}
+        action, _ = self.model.predict(obs, deterministic=self.deterministic, **masks)
+        return proposals.batch(int(action))
+
+
 def node_batch(view: PrefixView, pick: Callable[[dict[str, Any]], int]) -> list[int]:
     """The batch a node model builds on a view, one selection at a time: the candidates of the view
     (:class:`~dream_gym.rl.node_features.RoundPlan`, uncapped), the
@@ -184,12 +238,15 @@ def node_batch(view: PrefixView, pick: Callable[[dict[str, Any]], int]) -> list[
     return [plan.candidates[i] for i in pending]
 
 
-def model_policy(model: Any, **params: Any) -> SB3Policy | NodeSB3Policy:
+def model_policy(model: Any, **params: Any) -> SB3Policy | NodeSB3Policy | OptionsSB3Policy:
     """The policy of a trained model (path or loaded): :class:`NodeSB3Policy` for a node-env
-    model, else :class:`SB3Policy`. ``params``: ``deterministic``."""
+    model, :class:`OptionsSB3Policy` for an options-env model, else :class:`SB3Policy`.
+    ``params``: ``deterministic``."""
     name, loaded = _named_model(model)
     if is_node_model(loaded):
         return NodeSB3Policy(loaded, name=name, **params)
+    if is_options_model(loaded):
+        return OptionsSB3Policy(loaded, name=name, **params)
     return SB3Policy(loaded, name=name, **params)
 
 
@@ -207,4 +264,4 @@ def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
     return SB3MacroVecEnv(worlds, n_envs, **options)
 
 
-__all__ = ["NodeSB3Policy", "SB3Policy", "is_node_model", "load_model", "model_policy", "node_batch", "sb3_vec_env"]
+__all__ = ["NodeSB3Policy", "OptionsSB3Policy", "SB3Policy", "is_node_model", "is_options_model", "load_model", "model_policy", "node_batch", "sb3_vec_env"]

@@ -38,7 +38,7 @@ from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, mak
 from dream_gym.world import World, prefix_world
 
 ALGOS = ("maskable-ppo", "ppo")
-ARCHS = ("macro", "node")
+ARCHS = ("macro", "node", "options")
 GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
 
 
@@ -47,7 +47,7 @@ class TrainConfig:
     algo: str = "maskable-ppo"
     """maskable-ppo (sb3-contrib, with action masks) or ppo (stable-baselines3; no masks)"""
     arch: str = "macro"
-    """macro (one of 10 macro actions a round) or node (one candidate node or commit a step)"""
+    """macro (one of 10 macro actions a round), node (one candidate node or commit a step) or options (one built-in's batch a round)"""
     worlds: str = "train"
     """worlds to train on: a split (train), a dataset split (ns/name-vN:train), folder, dataset id, comma list"""
     prefixes: str = ""
@@ -69,9 +69,9 @@ class TrainConfig:
     seed: int = 0
     """seed of python, numpy, torch and the envs (world and beta draws)"""
     n_envs: int = 0
-    """parallel episodes (0: 64 for macro on the vector env, 8 for node)"""
+    """parallel episodes (0: 64 for macro on the vector env, 8 for node and options)"""
     n_steps: int = 0
-    """steps per env per rollout (0: 64 for macro, 256 for node)"""
+    """steps per env per rollout (0: 64 for macro, 256 for node and options)"""
     batch_size: int = 512
     """minibatch size"""
     n_epochs: int = 10
@@ -87,7 +87,7 @@ class TrainConfig:
     ent_coef: float = 0.01
     """entropy bonus"""
     hidden: int = 0
-    """width of the hidden layers (0: 64 for macro (two layers), 32 for the node scorer)"""
+    """width of the hidden layers (0: 64 for macro and options (two layers), 32 for the node scorer)"""
     max_candidates: int = 16
     """node: candidate rows of the observation during training (inference scores all of them)"""
     eval_every: int = 50_000
@@ -114,7 +114,7 @@ class TrainConfig:
             raise ValueError(f"prefixes must be a comma list of positive attempt counts, got {self.prefixes!r}")
         self.n_envs = self.n_envs or (64 if self.arch == "macro" else 8)
         self.n_steps = self.n_steps or (64 if self.arch == "macro" else 256)
-        self.hidden = self.hidden or (64 if self.arch == "macro" else 32)
+        self.hidden = self.hidden or (32 if self.arch == "node" else 64)
 
     @property
     def prefix_attempts(self) -> list[int]:
@@ -176,17 +176,23 @@ def training_pool(config: TrainConfig) -> list[World]:
 
 
 def make_env(config: TrainConfig, worlds: Sequence[World]) -> Any:
-    """The SB3 VecEnv of the run: the vector macro env, or n_envs node envs in a DummyVecEnv
-    (env i seeded seed + i for its world and beta draws)."""
+    """The SB3 VecEnv of the run: the vector macro env, or n_envs node (or options) envs in a
+    DummyVecEnv (env i seeded seed + i for its world and beta draws)."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from dream_gym.rl.node_env import NodeReplayEnv
+    from dream_gym.rl.options_env import OptionsReplayEnv
     from dream_gym.rl.sb3 import sb3_vec_env
 
     value_fn = config.value_fn()
     if config.arch == "macro":
         env = sb3_vec_env(list(worlds), config.n_envs, workers=config.workers, beta=config.beta_grid,
                           value_fn=value_fn)
+    elif config.arch == "options":
+        def option_env() -> OptionsReplayEnv:
+            return OptionsReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn)
+
+        env = DummyVecEnv([option_env for _ in range(config.n_envs)])
     else:
         def one() -> NodeReplayEnv:
             return NodeReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn,
@@ -208,9 +214,9 @@ def algo_class(config: TrainConfig) -> Any:
 
 
 def make_model(config: TrainConfig, env: Any) -> Any:
-    """A fresh (Maskable)PPO with the arch's policy: an MLP on the macro features, or the
-    permutation-equivariant node scorer."""
-    if config.arch == "macro":
+    """A fresh (Maskable)PPO with the arch's policy: an MLP on the macro (or options) features, or
+    the permutation-equivariant node scorer."""
+    if config.arch in ("macro", "options"):
         policy: Any = "MlpPolicy"
         policy_kwargs: dict[str, Any] = {"net_arch": {"pi": [config.hidden] * 2, "vf": [config.hidden] * 2}}
     else:
