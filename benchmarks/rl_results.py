@@ -18,7 +18,8 @@
 4. With ``--ship``: copies, per kind, the seed with the best **train-pool** score of its own
    objective (v2, or mean V for a ``-v`` kind; never a held-out figure) to the file
    ``dream_gym.policies.trained.SHIPPED_MODELS`` names (``agents/models/ppo-<kind>.zip``) and
-   records its command in ``agents/models/README.md``.
+   records its command in ``agents/models/README.md`` (the other kinds' lines stay). ``--ship-only``
+   ships from the runs without evaluating the tables again.
 
 ``--ensemble node`` (kinds adopted as seed ensembles on the validation set, README "Seed
 ensembles") also trains the seeds of ``--ensemble-groups`` (default 0-4,5-9,10-14) and reports
@@ -282,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--skip-real", action="store_true", help="leave out the real runs")
     parser.add_argument("--ship", action="store_true", help="copy the best train-pool seed per kind to agents/models")
+    parser.add_argument("--ship-only", action="store_true",
+                        help="--ship from the runs (trained or reused) without evaluating the tables again")
     parser.add_argument("--ensemble", default="", help="kinds also reported (and shipped) as seed ensembles")
     parser.add_argument("--ensemble-groups", default="0-4,5-9,10-14", help="the seeds of each ensemble")
     args = parser.parse_args(own)
@@ -315,14 +318,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- ppo-{ensemble_label(kind, groups)}: ensembles of seeds {groups}, trained as above; train-pool v2 "
               f"of the {len(runs)} members {spread([s['final']['train_v2'] for s in runs.values()])}")
     print(f"- determinism: {first['determinism']}")
-    print(f"- curves: {curves(summaries, args.out / 'training_curves.png', args.out)}\n")
+    if not args.ship_only:
+        print(f"- curves: {curves(summaries, args.out / 'training_curves.png', args.out)}\n")
+        print(table("Held-out split", models, resolve_worlds(args.heldout), args.jobs))
+        if args.runs.is_dir() and not args.skip_real:
+            with tempfile.TemporaryDirectory() as tmp:
+                print(table("Real runs imported with W = 4", models, real_runs(args.runs, Path(tmp)), args.jobs))
 
-    print(table("Held-out split", models, resolve_worlds(args.heldout), args.jobs))
-    if args.runs.is_dir() and not args.skip_real:
-        with tempfile.TemporaryDirectory() as tmp:
-            print(table("Real runs imported with W = 4", models, real_runs(args.runs, Path(tmp)), args.jobs))
-
-    if args.ship:
+    if args.ship or args.ship_only:
         target = REPO / "agents" / "models"
         target.mkdir(parents=True, exist_ok=True)
         lines = kept_lines(target / "README.md")  # the other kinds' models stay, with their lines

@@ -1,5 +1,5 @@
-"""The shipped trained models: ``--policy ppo-macro``, ``ppo-node`` (v2) and ``ppo-macro-v``,
-``ppo-node-v`` (plain V) everywhere.
+"""The shipped trained models: ``--policy ppo-macro``, ``ppo-node``, ``ppo-options`` (v2) and
+``ppo-macro-v``, ``ppo-node-v``, ``ppo-options-v`` (plain V) everywhere.
 
 Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.model_policy`
 (extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.
@@ -22,6 +22,9 @@ SHIPPED_MODELS: dict[str, str] = {
     "ppo-node": "+".join(f"ppo-node-{i}.zip" for i in range(1, 6)),
     "ppo-macro-v": "ppo-macro-v.zip",  # the macro arch trained on plain V (--objective v): for mean V
     "ppo-node-v": "ppo-node-v.zip",  # the node arch trained on plain V
+    # the options arch (a meta-controller over the built-ins' proposals; README "Options over the built-ins")
+    "ppo-options": "ppo-options.zip",  # beta-priced objective
+    "ppo-options-v": "ppo-options-v.zip",  # plain V
 }
 
 
