@@ -3,7 +3,7 @@ SB3 ``VecEnv`` (extra ``rl``: stable-baselines3, sb3-contrib, torch; imported la
 
 * :class:`SB3Policy`: ``reset(context)`` / ``act(view)`` around a MaskablePPO or PPO model of
   the macro env; :class:`NodeSB3Policy` the same for a model of the node env
-  (:class:`~dream_gym.rl.NodeReplayEnv`); :func:`model_policy` picks the right one for a zip, and
+  (:class:`~dream_gym.rl.NodeReplayEnv`), :class:`OptionsSB3Policy` for the options env; :func:`model_policy` picks the right one for a zip, and
   ``dream_gym.policy_files.load_policy("model.zip")`` (or a shipped model's name) calls it.
 * :func:`sb3_vec_env`: a :class:`~dream_gym.rl.vector.MacroVectorEnv` as an SB3 ``VecEnv``, so
   that ``MaskablePPO("MlpPolicy", sb3_vec_env(worlds, n_envs=1024))`` trains on it directly
@@ -264,4 +264,5 @@ def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
     return SB3MacroVecEnv(worlds, n_envs, **options)
 
 
-__all__ = ["NodeSB3Policy", "OptionsSB3Policy", "SB3Policy", "is_node_model", "is_options_model", "load_model", "model_policy", "node_batch", "sb3_vec_env"]
+__all__ = ["NodeSB3Policy", "OptionsSB3Policy", "SB3Policy", "is_node_model", "is_options_model", "load_model",
+           "model_policy", "node_batch", "sb3_vec_env"]

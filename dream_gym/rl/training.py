@@ -47,7 +47,7 @@ class TrainConfig:
     algo: str = "maskable-ppo"
     """maskable-ppo (sb3-contrib, with action masks) or ppo (stable-baselines3; no masks)"""
     arch: str = "macro"
-    """macro (one of 10 macro actions a round), node (one candidate node or commit a step) or options (one built-in's batch a round)"""
+    """macro (one of 10 macro actions a round), node (a candidate node or commit a step), options (a built-in's batch a round)"""
     worlds: str = "train"
     """worlds to train on: a split (train), a dataset split (ns/name-vN:train), folder, dataset id, comma list"""
     prefixes: str = ""
