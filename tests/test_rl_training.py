@@ -31,13 +31,16 @@ def tiny(tmp_path: Path, **changes) -> TrainConfig:
     return TrainConfig(**options)
 
 
-@pytest.mark.parametrize(("algo", "arch"), [("maskable-ppo", "macro"), ("maskable-ppo", "node"), ("ppo", "node")])
+@pytest.mark.parametrize(("algo", "arch"), [("maskable-ppo", "macro"), ("maskable-ppo", "node"), ("ppo", "node"),
+                                           ("maskable-ppo", "options")])
 def test_a_run_folder_holds_model_checkpoint_evals_and_tensorboard_logs(tmp_path: Path, algo: str, arch: str) -> None:
     config = tiny(tmp_path, algo=algo, arch=arch, n_steps=64 if arch == "macro" else 32)
     summary = train(config, log=lambda _: None)
     out = Path(config.out)
-    for name in ("config.json", "checkpoint.zip", "progress.json", "evals.jsonl", "model.zip", "summary.json"):
+    for name in ("config.json", "progress.json", "evals.jsonl", "model.zip", "summary.json"):
         assert (out / name).is_file(), name
+    named = json.loads((out / "progress.json").read_text())["checkpoint"]  # the one checkpoint, named by progress
+    assert [p.name for p in out.glob("checkpoint*.zip")] == [named] == [f"checkpoint-{summary['timesteps']}.zip"]
     assert list((out / "tb").glob("events.out.tfevents.*"))
     evals = [json.loads(line) for line in (out / "evals.jsonl").read_text().splitlines()]
     assert [e["timesteps"] for e in evals] == sorted({e["timesteps"] for e in evals}) and len(evals) >= 2

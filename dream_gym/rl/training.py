@@ -6,8 +6,8 @@ in SB3's ``DummyVecEnv``), the model (:func:`make_model`), then :func:`train`, w
 the last checkpoint when one exists. Each run folder holds:
 
 * ``config.json``: the configuration (a resumed run must match it, except ``timesteps``);
-* ``checkpoint.zip`` + ``progress.json``: written durably (temp file, fsync, rename) every
-  ``checkpoint_every`` steps, so a run killed with ``kill -9`` resumes from there (steps since
+* ``checkpoint-<step>.zip`` + ``progress.json`` (which names it): written durably (temp file,
+  fsync, rename) every ``checkpoint_every`` steps, the checkpoint first, older ones deleted last, so a run killed with ``kill -9`` resumes from there (steps since
   the last checkpoint are redone; episodes in flight restart, so a resumed run is not
   bit-identical to an uninterrupted one);
 * ``evals.jsonl``: every ``eval_every`` steps, v2, mean V and % of the oracle limit of the
@@ -97,7 +97,7 @@ class TrainConfig:
     torch_threads: int = 1
     """torch CPU threads (small networks gain nothing from more)"""
     out: str = "out/train"
-    """run folder: config.json, checkpoint.zip, evals.jsonl, tb/, model.zip, summary.json"""
+    """run folder: config.json, checkpoint-<step>.zip, progress.json, evals.jsonl, tb/, model.zip, summary.json"""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
@@ -299,7 +299,7 @@ class _Run:
         self.config, self.worlds, self.heldout, self.log = config, worlds, heldout, log
         self.out = Path(config.out)
         self.limits: dict[str, float] = {}
-        self.progress = {"timesteps": 0, "seconds": 0.0}
+        self.progress: dict[str, Any] = {"timesteps": 0, "seconds": 0.0}
         self._started = time.perf_counter()
         self._seconds_before = 0.0  # training seconds of earlier sessions of a resumed run
         self._eval_seconds = 0.0  # evaluations of this session (not training time)
@@ -344,9 +344,17 @@ class _Run:
         return row
 
     def checkpoint(self, model: Any) -> None:
-        self.progress = {"timesteps": int(model.num_timesteps), "seconds": round(self.seconds(), 3)}
-        save_model(model, self.out / "checkpoint.zip")
+        """Write the checkpoint under a name of its own, then progress.json naming it, then drop the
+        older ones: a kill at any point leaves progress.json and the checkpoint it names in step (one
+        file written over the other could be killed between the two writes)."""
+        name = f"checkpoint-{int(model.num_timesteps)}.zip"
+        self.progress = {"timesteps": int(model.num_timesteps), "seconds": round(self.seconds(), 3),
+                         "checkpoint": name}
+        save_model(model, self.out / name)
         durable_json(self.out / "progress.json", self.progress)
+        for old in self.out.glob("checkpoint*.zip"):
+            if old.name != name:
+                old.unlink()
 
     def on_rollout_end(self, model: Any) -> None:
         steps = model.num_timesteps
@@ -383,10 +391,11 @@ def train(config: TrainConfig, log: Callable[[str], None] = print) -> dict[str, 
     env = make_env(config, worlds)
     run = _Run(config, worlds, heldout, log)
 
-    checkpoint = out / "checkpoint.zip"
-    if checkpoint.is_file() and (out / "progress.json").is_file():
+    progress = json.loads((out / "progress.json").read_text(encoding="utf-8")) if (out / "progress.json").is_file() else {}
+    checkpoint = out / progress.get("checkpoint", "checkpoint.zip")  # runs of earlier versions: checkpoint.zip
+    if progress and checkpoint.is_file():
         model = algo_class(config).load(checkpoint, env=env, device="cpu")
-        run.resume_from(json.loads((out / "progress.json").read_text(encoding="utf-8")))
+        run.resume_from(progress)
         log(f"resuming {out} from step {model.num_timesteps}")
     else:
         model = make_model(config, env)
