@@ -20,7 +20,7 @@ from dream_gym.rl.features import N_FEATURES, view_features
 from dream_gym.rl.node_features import N_NODE_FEATURES, RoundPlan
 from dream_gym.rl.pool_env import PoolEpisodes
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.values import Progress, ValueFn, replay_value
+from dream_gym.values import ValueFn, replay_value
 from dream_gym.world import World
 
 BATCH_FEATURE_NAMES: tuple[str, ...] = (
@@ -170,9 +170,7 @@ class NodeReplayEnv(PoolEpisodes):
         # commit: asked for (or a padding row), the batch is full, or no candidate is left
         batch = [self.plan.candidates[i] for i in self.pending]
         session.step(batch)
-        value = float(self.value_fn(Progress(session.best_q, session.attempts, session.rounds, session.beta,
-                                             session.beta1, session.beta2, max(1, session.world.size - 1))))
-        reward, self._value = value - self._value, value
+        reward = self._reward()
         if not session.done:
             self._new_round()
         else:

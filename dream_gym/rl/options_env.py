@@ -13,7 +13,7 @@ from dream_gym.policy import RunContext
 from dream_gym.rl.options import N_OPTION_ACTIONS, N_OPTION_FEATURES, OptionSet, Proposals, option_features
 from dream_gym.rl.pool_env import PoolEpisodes
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.values import Progress, ValueFn, replay_value
+from dream_gym.values import ValueFn, replay_value
 from dream_gym.view import PrefixView
 from dream_gym.world import World
 
@@ -90,22 +90,13 @@ class OptionsReplayEnv(PoolEpisodes):
         self.options.reset(RunContext.from_view(session.view(), seed=int(self.np_random.integers(2**31))))
         return self._observe(), self._info([])
 
-    def _info(self, batch: list[int]) -> dict[str, Any]:
-        assert self.session is not None
-        return {"world": self.session.world.id, "beta": self.session.beta, "replay_score": self.session.value,
-                "batch": batch}
-
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.session is None or self.proposals is None:
             raise RuntimeError("call reset() before step()")
         session = self.session
         batch = self.proposals.batch(int(action))  # a masked action gives [] and stops
         outcome = session.step(batch)
-        obs = self._observe()
-        value = float(self.value_fn(Progress(session.best_q, session.attempts, session.rounds, session.beta,
-                                             session.beta1, session.beta2, max(1, session.world.size - 1))))
-        reward, self._value = value - self._value, value
-        return obs, reward, outcome.terminated, outcome.truncated, self._info(batch)
+        return self._observe(), self._reward(), outcome.terminated, outcome.truncated, self._info(batch)
 
     def action_masks(self) -> np.ndarray:
         if self.proposals is None:

@@ -32,6 +32,8 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
     (or given in ``reset``'s options), and one ReplaySession per (world, beta), kept since a
     session caches its world's node views."""
 
+    value_fn: ValueFn  # set by each env: the value whose changes are the rewards (see _reward)
+
     def _init_pool(
         self,
         worlds: Sequence[World | str | os.PathLike[str]],
@@ -75,6 +77,21 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
         self.session.reset()
         self._value = 0.0
         return self.session
+
+    def _reward(self) -> float:
+        """The change of ``self.value_fn`` since the last call (0 at the episode's start), so an
+        episode's rewards sum to the value of its final state."""
+        session = self.session
+        assert session is not None
+        value = float(self.value_fn(Progress(session.best_q, session.attempts, session.rounds, session.beta,
+                                             session.beta1, session.beta2, max(1, session.world.size - 1))))
+        reward, self._value = value - self._value, value
+        return reward
+
+    def _info(self, batch: list[int]) -> dict[str, Any]:
+        assert self.session is not None
+        return {"world": self.session.world.id, "beta": self.session.beta, "replay_score": self.session.value,
+                "batch": batch}
 
 
 class MacroReplayEnv(PoolEpisodes):
@@ -141,15 +158,6 @@ class MacroReplayEnv(PoolEpisodes):
         self.view = self._start_episode(seed, options).view()
         return self.features.from_view(self.view), self._info([])
 
-    def _info(self, batch: list[int]) -> dict[str, Any]:
-        assert self.session is not None
-        return {
-            "world": self.session.world.id,
-            "beta": self.session.beta,
-            "replay_score": self.session.value,
-            "batch": batch,
-        }
-
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.session is None or self.view is None:
             raise RuntimeError("call reset() before step()")
@@ -157,10 +165,8 @@ class MacroReplayEnv(PoolEpisodes):
         batch = batch_for(self.view, int(action))  # a masked action gives [] and stops
         outcome = session.step(batch)
         self.view = session.view()
-        value = float(self.value_fn(Progress(session.best_q, session.attempts, session.rounds, session.beta,
-                                             session.beta1, session.beta2, max(1, session.world.size - 1))))
-        reward, self._value = value - self._value, value
-        return self.features.from_view(self.view), reward, outcome.terminated, outcome.truncated, self._info(batch)
+        return self.features.from_view(self.view), self._reward(), outcome.terminated, outcome.truncated, \
+            self._info(batch)
 
     def action_masks(self) -> np.ndarray:
         if self.view is None:
