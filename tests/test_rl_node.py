@@ -19,6 +19,7 @@ from worldgen import (
     make_world,
     node,
     random_legal_batch,
+    random_pool,
     random_records,
     workers_st,
     world_records,
@@ -45,10 +46,7 @@ from dream_gym.world import World
 
 
 def random_worlds(seed: int, count: int) -> list[World]:
-    rng = random.Random(seed)
-    return [make_world(random_records(rng, rng.randint(2, 50), root_score=rng.choice([0.0, 3.0, -2.0])),
-                       world_id=f"r{seed}-{i}", workers=rng.randint(1, 4), frontier=rng.choice(("leaves", "any")))
-            for i in range(count)]
+    return random_pool(seed, count, "r")
 
 
 # -- the objective ----------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import warnings
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from worldgen import frontier_st, make_world, random_records, workers_st, world_records
+from worldgen import frontier_st, make_world, random_pool, workers_st, world_records
 
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
@@ -31,10 +30,7 @@ from dream_gym.world import World
 
 
 def random_worlds(seed: int, count: int) -> list[World]:
-    rng = random.Random(seed)
-    return [make_world(random_records(rng, rng.randint(2, 50), root_score=rng.choice([0.0, 3.0, -2.0])),
-                       world_id=f"o{seed}-{i}", workers=rng.randint(1, 4), frontier=rng.choice(("leaves", "any")))
-            for i in range(count)]
+    return random_pool(seed, count, "o")
 
 
 def test_options_env_passes_the_env_checker() -> None:

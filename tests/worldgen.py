@@ -81,6 +81,15 @@ def make_world(records: Sequence[Record], **meta_kwargs: Any) -> World:
     return build_world(meta, copy.deepcopy(list(records)))
 
 
+def random_pool(seed: int, count: int, prefix: str = "r") -> list[World]:
+    """``count`` small random worlds (2-50 nodes, root scores 0, 3 or -2, W 1-4, either frontier
+    rule), ids ``{prefix}{seed}-{i}``: a pool for the RL envs' tests."""
+    rng = random.Random(seed)
+    return [make_world(random_records(rng, rng.randint(2, 50), root_score=rng.choice([0.0, 3.0, -2.0])),
+                       world_id=f"{prefix}{seed}-{i}", workers=rng.randint(1, 4), frontier=rng.choice(("leaves", "any")))
+            for i in range(count)]
+
+
 def write_folder(folder: Path, records: Sequence[Record], **meta_kwargs: Any) -> Path:
     """A finished world folder (with checksum) written through ``write_world``."""
     return write_world(folder, meta_for(**meta_kwargs), records)
