@@ -99,10 +99,19 @@ def shipped_env_ids() -> dict[str, str]:
     return ids
 
 
+def is_path(path: str | os.PathLike[str], test: str = "exists") -> bool:
+    """Whether ``path`` names an existing path (``test``: "exists", "is_dir" or "is_file"); a string
+    no file system accepts as a name (a long comma list of world ids, say) names none."""
+    try:
+        return bool(getattr(Path(path).expanduser(), test)())
+    except (OSError, ValueError):  # ENAMETOOLONG and the like: pathlib ignores only "not found"
+        return False
+
+
 def _shipped_world_folder(name: str) -> Path | None:
     datasets = shipped_datasets() or {"": shipped_root()}
     for folder in datasets.values():
-        if (folder / name / WORLD_FILE).is_file():
+        if is_path(folder / name / WORLD_FILE, "is_file"):
             return folder / name
     return None
 
@@ -131,7 +140,7 @@ def resolve_world(ref: World | str | os.PathLike[str]) -> World:
     if isinstance(ref, World):
         return ref
     path = Path(ref).expanduser()
-    if path.is_dir():
+    if is_path(path, "is_dir"):
         return load_cached(path)
     text = str(ref)
     if _looks_like_dataset_ref(text):

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dream_gym.registry import load_cached, resolve_world, shipped_worlds_dir
+from dream_gym.registry import is_path, load_cached, resolve_world, shipped_worlds_dir
 from dream_gym.world import WORLD_FILE, World
 
 SPLIT_ALIASES = {"train": ("train",), "heldout": ("heldout", "held_out"), "held_out": ("held_out", "heldout")}
@@ -82,7 +82,7 @@ def _looks_like_dataset_id(text: str) -> bool:
 
 def _resolve_one(spec: str) -> list[World]:
     path = Path(spec).expanduser()
-    if path.is_dir():
+    if is_path(spec, "is_dir"):
         if _is_world_folder(path):
             return [load_cached(path)]
         children = sorted(p for p in path.iterdir() if p.is_dir() and _is_world_folder(p))
@@ -120,7 +120,7 @@ def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.Path
         items = [spec]
     elif isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec)
-        items = [part.strip() for part in text.split(",") if part.strip()] if not Path(text).exists() else [text]
+        items = [part.strip() for part in text.split(",") if part.strip()] if not is_path(text) else [text]
     else:
         for item in spec:
             items.extend(resolve_worlds(item))

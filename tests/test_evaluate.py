@@ -79,6 +79,16 @@ def test_resolve_worlds_folder_folder_of_worlds_and_lists(worlds_dir: Path) -> N
     assert [w.id for w in resolve_worlds([str(worlds_dir / "w1"), worlds_dir / "w0"])] == ["w1", "w0"]
 
 
+def test_resolve_worlds_comma_list_longer_than_a_file_name() -> None:
+    # A list of world ids past the file system's name limit (255 bytes) is a list, not a path to test.
+    ids = resolve_worlds("train,dream-gym/recorded-v0:train")
+    spec = ",".join(w.id for w in ids)
+    assert len(spec) > 255
+    assert [w.id for w in resolve_worlds(spec)] == [w.id for w in ids]
+    with pytest.raises(LookupError, match="x" * 300):  # one over-long name: a clear "cannot resolve"
+        resolve_worlds("x" * 300)
+
+
 def test_resolve_worlds_splits_of_the_shipped_dataset(worlds_dir: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     shipped = tmp_path / "shipped"
