@@ -55,21 +55,26 @@ REPO = Path(__file__).resolve().parents[1]
 # (benchmarks/rl_entropy.py, for the v2 and the V objective). The choice scripts pass
 # their own, earlier, budgets and options.
 # The options kinds (README "Options over the built-ins") take the macro kinds' entropy and, fixed
-# before their first run, the macro v2 budget and half the macro V budget.
+# before their first run, the macro v2 budget and half the macro V budget. ``options-long`` is
+# ``options`` at the price range benchmarks/rl_price_range.py chose for it on recorded-v1's long train
+# worlds (README "Options priced for long runs").
 STEPS = {"macro": 120_000, "node": 240_000, "macro-v": 480_000, "node-v": 480_000, "options": 120_000,
-         "options-v": 240_000}
+         "options-v": 240_000, "options-long": 120_000}
 OPTIONS = {"macro": ["--ent-coef", "0.003"], "macro-v": ["--eval-every", "120000", "--ent-coef", "0.003"],
            "node-v": ["--eval-every", "120000"], "options": ["--ent-coef", "0.003"],
-           "options-v": ["--eval-every", "120000", "--ent-coef", "0.003"]}
+           "options-v": ["--eval-every", "120000", "--ent-coef", "0.003"],
+           "options-long": ["--ent-coef", "0.003", "--price-high", "2", "--price-low", "0.1"]}
+# A kind is an arch, optionally with a variant: -v trains on plain V, -long is priced by its OPTIONS.
+VARIANTS = {"": [], "v": ["--objective", "v"], "long": []}
 
 
 def kind_options(kind: str) -> tuple[str, list[str]]:
     """(arch, options) of a model kind: ``macro``/``node``/``options`` (objective v2), or the same with
-    ``-v`` (V)."""
-    arch, _, objective = kind.partition("-")
-    if arch not in ("macro", "node", "options") or objective not in ("", "v"):
-        raise ValueError(f"unknown model kind {kind!r}: an arch (macro, node, options), optionally with -v")
-    return arch, (["--objective", "v"] if objective else [])
+    ``-v`` (V) or ``-long`` (v2 at the price in OPTIONS)."""
+    arch, _, variant = kind.partition("-")
+    if kind not in STEPS:
+        raise ValueError(f"unknown model kind {kind!r}: one of {', '.join(STEPS)}")
+    return arch, VARIANTS[variant]
 
 
 def train_command(kind: str, seed: int, out: Path, steps: int, extra: list[str]) -> list[str]:

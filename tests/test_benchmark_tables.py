@@ -99,3 +99,33 @@ def test_an_ensemble_row_is_set_against_the_mean_of_its_members_alone() -> None:
         "- ppo-node ×2, members c.zip, d.zip: members' mean v2 0.3000, mean V 0.1500 -> ensemble v2 0.1000, mean V 0.0500",
         "- ppo-node ×2: all 4 members alone: v2 0.4500 ± 0.2082, mean V 0.2250 ± 0.1041",
     ]
+
+
+def test_a_kind_names_its_arch_and_objective_and_unknown_kinds_are_refused() -> None:
+    from rl_results import OPTIONS, kind_options, train_command
+
+    assert kind_options("node") == ("node", [])
+    assert kind_options("macro-v") == ("macro", ["--objective", "v"])
+    assert kind_options("options-long") == ("options", [])  # v2; its price comes from OPTIONS
+    command = train_command("options-long", 3, Path("o"), 10, OPTIONS["options-long"])
+    assert command[command.index("--price-low") + 1] == "0.1" and "--objective" not in command
+    for bad in ("node-long", "macro-x", "tree", "options-"):
+        with pytest.raises(ValueError, match="unknown model kind"):
+            kind_options(bad)
+
+
+def test_the_price_choice_can_score_one_pools_check_half_and_train_on_the_rest(tmp_path: Path) -> None:
+    from rl_price_range import inner_split, parts
+
+    from dream_gym.evaluate import resolve_worlds
+
+    for task, seeds in (("aa", 4), ("bb", 2)):
+        for seed in range(seeds):
+            write_world(tmp_path / f"{task}-w{seed}", new_meta(f"{task}-w{seed}", task, workers=2),
+                        [{"id": "r", "parent": None, "score": 0.0}, {"id": "a", "parent": "r", "score": 1.0}])
+    pool = resolve_worlds(str(tmp_path))
+    long_ones = [w for w in pool if w.id in ("aa-w0", "aa-w1", "bb-w0", "bb-w1")]
+    fit, check = parts(pool, long_ones)
+    assert [w.id for w in check] == ["aa-w1", "bb-w1"]  # the check half of the inner split of `within`
+    assert [w.id for w in fit] == ["aa-w0", "aa-w2", "aa-w3", "bb-w0"]  # every other world of the pool
+    assert parts(pool, None) == inner_split(pool)
