@@ -164,8 +164,14 @@ def table(title: str, models: dict[str, list[str]], worlds: Any, jobs: int) -> s
         entries.append((r.v2, f"| {name} | {r.v2:.4f} | {r.mean_v:.4f} | {100 * r.limit_share:.1f}% | "
                               f"{r.attempts:.1f} | {r.rounds:.1f} |"))
     lines += [line for _, line in sorted(entries, key=lambda e: -e[0])]
-    lines += ["", *spend(models, results), *members_lines(models, rows)]
+    lines += ["", *spend(models, results), *seed_lines(models, rows), *members_lines(models, rows)]
     return "\n".join(lines) + "\n"
+
+
+def seed_lines(models: dict[str, list[str]], rows: dict[str, Any]) -> list[str]:
+    """Per kind, v2 and mean V of each seed's model (or ensemble) in order: how many seeds pass a line."""
+    return [f"- ppo-{kind} per seed: v2 {', '.join(f'{rows[m].v2:.4f}' for m in ms)}; mean V "
+            f"{', '.join(f'{rows[m].mean_v:.4f}' for m in ms)}" for kind, ms in models.items()]
 
 
 def members_lines(models: dict[str, list[str]], rows: dict[str, Any]) -> list[str]:
@@ -339,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                                         groups if kind in ensembles else None)
         notes = ["# Shipped models", "", "Trained by `benchmarks/rl_results.py --ship`: per model kind, of the seeds "
                  "trained, the one with the best score of its own objective on the **train** pool (v2 for "
-                 "`ppo-macro`, `ppo-node`, `ppo-options`; mean V for the `-v` models, trained on plain V; held-out "
+                 "`ppo-macro`, `ppo-node`, `ppo-options`, `ppo-options-long`; mean V for the `-v` models, trained on plain V; held-out "
                  "figures are never used to choose), or, for a kind adopted as a seed ensemble on the validation "
                  "set, the first ensemble's members. Load them by name: "
                  + ", ".join(f"`--policy {name}`" for name in SHIPPED_MODELS if name in lines) + ".", "",

@@ -101,6 +101,16 @@ def test_an_ensemble_row_is_set_against_the_mean_of_its_members_alone() -> None:
     ]
 
 
+def test_a_kind_row_is_followed_by_each_seeds_scores_in_seed_order() -> None:
+    from types import SimpleNamespace
+
+    from rl_results import seed_lines
+
+    rows = {"s0.zip": SimpleNamespace(v2=0.7, mean_v=0.5), "s1.zip": SimpleNamespace(v2=0.6, mean_v=0.55)}
+    assert seed_lines({"options-long": ["s0.zip", "s1.zip"]}, rows) == [
+        "- ppo-options-long per seed: v2 0.7000, 0.6000; mean V 0.5000, 0.5500"]
+
+
 def test_a_kind_names_its_arch_and_objective_and_unknown_kinds_are_refused() -> None:
     from rl_results import OPTIONS, kind_options, train_command
 

@@ -1,4 +1,4 @@
-"""The shipped trained models (agents/models/: ppo-macro[-v].zip, ppo-node-v.zip, ppo-options[-v].zip,
+"""The shipped trained models (agents/models/: ppo-macro[-v].zip, ppo-node-v.zip, ppo-options[-v|-long].zip,
 and ppo-node, a seed ensemble of five zips): they load by name, run in replay and eval (the same results with 1
 and 2 processes), and run online in `grow` with the built-in agent."""
 
@@ -17,7 +17,7 @@ from dream_gym.rl import EnsemblePolicy, NodeSB3Policy, OptionsSB3Policy, SB3Pol
 from dream_gym.world import load_world
 
 KINDS = {"ppo-macro": SB3Policy, "ppo-node": EnsemblePolicy, "ppo-macro-v": SB3Policy, "ppo-node-v": NodeSB3Policy,
-         "ppo-options": OptionsSB3Policy, "ppo-options-v": OptionsSB3Policy}
+         "ppo-options": OptionsSB3Policy, "ppo-options-v": OptionsSB3Policy, "ppo-options-long": OptionsSB3Policy}
 
 
 def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:

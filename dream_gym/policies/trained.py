@@ -25,6 +25,8 @@ SHIPPED_MODELS: dict[str, str] = {
     # the options arch (a meta-controller over the built-ins' proposals; README "Options over the built-ins")
     "ppo-options": "ppo-options.zip",  # beta-priced objective
     "ppo-options-v": "ppo-options-v.zip",  # plain V
+    # beta-priced at the range chosen on long runs (README "Options priced for long runs")
+    "ppo-options-long": "ppo-options-long.zip",
 }
 
 
