@@ -6,7 +6,8 @@
 1. Trains ``dream-gym train --arch A --seed S --out OUT/K-sS --timesteps STEPS[K]`` for every model
    kind K and seed, each in its own process (a finished run, i.e. one with ``summary.json``, is reused;
    a killed one resumes from its checkpoint). A kind is an arch (``macro``, ``node``: the beta-priced
-   objective v2) or an arch with ``-v`` (``macro-v``, ``node-v``: ``--objective v``, plain V). Extra
+   objective v2), an arch with ``-v`` (``macro-v``, ``node-v``: ``--objective v``, plain V) or
+   ``options-long`` (v2 at the price chosen for long runs, in OPTIONS). Extra
    arguments after ``--`` go to every ``dream-gym train``.
 2. Evaluates every trained model and the nine built-ins over the default beta grid on the held-out
    split and on the real runs of ``../shared/external-runs`` imported with W = 4 (benchmarks/
