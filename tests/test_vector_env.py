@@ -42,6 +42,7 @@ def random_actions(env: ReplayVectorEnv, rng: np.random.Generator) -> np.ndarray
 def run_against_singles(env: ReplayVectorEnv, worlds: list[World], steps: int, seed: int, **single) -> int:
     """Step the vector env and one ReplayEnv per sub-env with the same actions; compare all."""
     rng = np.random.default_rng(seed)
+    env.action_space.seed(seed)  # reset(seed=) leaves the action space unseeded: the run must not vary
     singles = [ReplayEnv(worlds[i % len(worlds)], max_nodes=env.max_nodes, **single) for i in range(env.num_envs)]
     obs, info = env.reset(seed=seed)
     for i, single_env in enumerate(singles):
