@@ -82,7 +82,7 @@ def _looks_like_dataset_id(text: str) -> bool:
 
 def _resolve_one(spec: str) -> list[World]:
     path = Path(spec).expanduser()
-    if is_path(spec, "is_dir"):
+    if is_path(path, "is_dir"):
         if _is_world_folder(path):
             return [load_cached(path)]
         children = sorted(p for p in path.iterdir() if p.is_dir() and _is_world_folder(p))

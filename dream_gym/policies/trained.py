@@ -1,5 +1,5 @@
-"""The shipped trained models: ``--policy ppo-macro``, ``ppo-node``, ``ppo-options`` (v2) and
-``ppo-macro-v``, ``ppo-node-v``, ``ppo-options-v`` (plain V) everywhere.
+"""The shipped trained models: ``--policy ppo-macro``, ``ppo-node``, ``ppo-options``,
+``ppo-options-long`` (v2) and ``ppo-macro-v``, ``ppo-node-v``, ``ppo-options-v`` (plain V) everywhere.
 
 Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.model_policy`
 (extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.

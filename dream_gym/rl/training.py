@@ -7,9 +7,9 @@ the last checkpoint when one exists. Each run folder holds:
 
 * ``config.json``: the configuration (a resumed run must match it, except ``timesteps``);
 * ``checkpoint-<step>.zip`` + ``progress.json`` (which names it): written durably (temp file,
-  fsync, rename) every ``checkpoint_every`` steps, the checkpoint first, older ones deleted last, so a run killed with ``kill -9`` resumes from there (steps since
-  the last checkpoint are redone; episodes in flight restart, so a resumed run is not
-  bit-identical to an uninterrupted one);
+  fsync, rename) every ``checkpoint_every`` steps, the checkpoint first, older ones deleted last,
+  so a run killed with ``kill -9`` resumes from there (steps since the last checkpoint are redone;
+  episodes in flight restart, so a resumed run is not bit-identical to an uninterrupted one);
 * ``evals.jsonl``: every ``eval_every`` steps, v2, mean V and % of the oracle limit of the
   current policy on the train pool and on the held-out worlds (the held-out curve is reported,
   never used to select anything: the model kept is the last one);
