@@ -13,9 +13,11 @@ This module imports nothing of dream_gym (every layer may use it).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,16 +45,40 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def write_via(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
-    """``write(tmp)``, then fsync ``tmp``, rename it onto ``path`` and fsync the folder."""
+    """``write(tmp)``, then fsync ``tmp``, rename it onto ``path`` and fsync the folder.
+
+    ``tmp`` is a new file of its own beside ``path`` (``.<name>.<random>.tmp``, already created,
+    empty), so two writers of one target never write or rename each other's temporary file; it
+    is removed when ``write`` or the rename fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    with open(tmp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.chmod(tmp, _new_file_mode())  # mkstemp makes it 0600; the target gets the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(path.parent)
     return path
+
+
+@functools.cache
+def _new_file_mode() -> int:
+    """The mode ``open(path, "w")`` would give a new file: 0666 less this process's umask (read
+    from /proc where it can be, since setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
