@@ -1,33 +1,30 @@
-"""Run untrusted Python code in a child process with time, memory and output limits.
+"""Run an untrusted Python program in the sandbox, with time, memory and output limits.
 
 Used by the online evaluators (candidate programs written by a discovery agent) and by the
-isolated policy files (:mod:`dream_gym.policy_files`). What a child gets:
+survival check. What a child gets:
 
+* the **sandbox** of :mod:`dream_gym.sandbox`, in force before the program's first line:
+  reads only of Python's runtime and of its own folder, writes only below its own folder (the
+  ``cwd``: an attempt's workspace, outside every world), no other process's ``/proc``, no
+  network, no new processes, no signals to anything but itself, no exec; namespaces where the
+  kernel allows them; everything it started dies with it, and with the parent;
 * a **scrubbed environment** (:func:`scrubbed_env`): PATH, HOME/TMPDIR (the work folder), LANG,
   PYTHONHASHSEED=0, PYTHONDONTWRITEBYTECODE=1 and single-threaded BLAS/OpenMP — nothing else of
-  the parent's environment, so API keys and cloud credentials never reach candidate code;
-* **resource limits** set before any candidate code runs: address space (RLIMIT_AS), CPU
-  seconds (RLIMIT_CPU, then SIGKILL one second later), no core files, a cap on file sizes and,
-  for non-root users, on the number of processes;
-* its **own session / process group**, killed as a whole on timeout and after exit, so grandchildren
-  it forked cannot outlive the run;
+  the parent's environment;
+* **resource limits**: address space (RLIMIT_AS), CPU seconds (RLIMIT_CPU, then SIGKILL one
+  second later), no core files, a cap on file sizes;
+* its **own session / process group**, killed as a whole on timeout and after exit;
 * a **wall-clock deadline** enforced by the parent;
 * **bounded output capture**: stdout and stderr keep their first and last ``max_output_bytes / 2``
   bytes with a marker in between, so a flood cannot exhaust the parent's memory.
 
-The child interpreter runs as ``python -s -B`` with the scrubbed environment and a boot prelude
-that drops the current folder from ``sys.path``: the equivalent of ``-I`` (isolated mode), except
-that ``PYTHONHASHSEED=0`` is honoured so runs are reproducible.
-
-Limits are applied inside the child by that prelude rather than with ``preexec_fn``: the child
-is started by fork + exec only (``subprocess`` without ``preexec_fn``), which is safe in a parent
-with threads, whereas Python code run between fork and exec can deadlock there.
+The child is started by fork + exec only (``subprocess`` without ``preexec_fn``), which is safe
+in a parent with threads; limits and confinement are applied by the sandbox's warden.
 """
 
 from __future__ import annotations
 
 import collections
-import inspect
 import os
 import selectors
 import signal
@@ -38,7 +35,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Variables copied from the parent when present; everything else is dropped.
@@ -74,64 +71,6 @@ def scrubbed_env(extra: Mapping[str, str] | None = None, home: str | os.PathLike
     if extra:
         env.update(extra)
     return env
-
-
-def apply_limits(memory_mb: int | None, cpu_s: float | None, fsize_mb: int | None = 256,
-                 nproc: int | None = None) -> None:
-    """Set hard resource limits on the current process (they cannot be raised again).
-
-    ``memory_mb`` caps the address space (allocations beyond it fail with MemoryError);
-    ``cpu_s`` caps CPU time (SIGXCPU, then SIGKILL one second later); core dumps are off;
-    ``fsize_mb`` caps any file written; ``nproc`` caps processes of the user (ignored by the
-    kernel for root).
-    """
-    import resource as _resource  # local import: this function's source also runs in the child
-
-    def _set(which: int, value: int) -> None:
-        soft, hard = _resource.getrlimit(which)
-        if hard != _resource.RLIM_INFINITY:
-            value = min(value, hard)
-        _resource.setrlimit(which, (value, value))
-
-    _set(_resource.RLIMIT_CORE, 0)
-    if memory_mb is not None:
-        _set(_resource.RLIMIT_AS, int(memory_mb) << 20)
-    if cpu_s is not None:
-        seconds = max(1, int(cpu_s + 0.999))
-        soft, hard = _resource.getrlimit(_resource.RLIMIT_CPU)
-        limit_hard = seconds + 1 if hard == _resource.RLIM_INFINITY else min(seconds + 1, hard)
-        _resource.setrlimit(_resource.RLIMIT_CPU, (min(seconds, limit_hard), limit_hard))
-    if fsize_mb is not None:
-        _set(_resource.RLIMIT_FSIZE, int(fsize_mb) << 20)
-    if nproc is not None:
-        _set(_resource.RLIMIT_NPROC, int(nproc))
-
-
-def _nproc_budget(margin: int = 256) -> int | None:
-    """The user's current process count plus a margin (a fork-bomb guard); None for root."""
-    if os.geteuid() == 0:
-        return None  # root is exempt from RLIMIT_NPROC; setting it would only mislead
-    uid = os.geteuid()
-    count = 0
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if entry.name.isdigit():
-            try:
-                count += entry.stat().st_uid == uid
-            except OSError:
-                continue
-    return count + margin if count else None
-
-
-_BOOT = """
-import os, sys
-{limits_src}
-apply_limits({memory_mb!r}, {cpu_s!r}, {fsize_mb!r}, {nproc!r})
-del apply_limits
-sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
-sys.argv = {argv!r}
-import runpy
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
 
 
 class _Capture:
@@ -222,6 +161,7 @@ class IsolatedProcess:
     max_output_bytes: int
     started: float = field(default_factory=time.monotonic)
     timed_out: bool = False
+    lifeline: Any = None  # the sandbox's Launched: released when the run ends
 
     def __post_init__(self) -> None:
         self._out = _Capture(self.max_output_bytes)
@@ -301,6 +241,8 @@ class IsolatedProcess:
             self._pump(min(self.deadline - now, 0.05))
         self.kill()
         self.proc.wait()
+        if self.lifeline is not None:
+            self.lifeline.release()
         ended = time.monotonic()
         # Drain what is left; grandchildren are dead, so the pipes reach EOF quickly.
         drain_until = time.monotonic() + 1.0
@@ -343,37 +285,50 @@ def start_python(
     max_output_bytes: int = 1 << 20,
     env_extra: Mapping[str, str] | None = None,
     stdin_bytes: bytes | None = None,
+    unsafe_no_sandbox: bool | None = None,
 ) -> IsolatedProcess:
-    """Start ``script`` in an isolated child and return it for line-by-line interaction.
+    """Start ``script`` in the sandbox (:mod:`dream_gym.sandbox`) and return it for line-by-line
+    interaction, once the sandbox is in force (the script has not run a line before).
 
-    ``cpu_s`` defaults to ``wall_s`` (rounded up): on one core CPU time cannot exceed wall time.
-    With ``stdin_bytes`` the child reads them from a file (no pipe that could fill up and block
-    the parent) and :meth:`IsolatedProcess.send` is unavailable.
+    The script may read Python's runtime and itself, and read and write only below ``cwd``
+    (default: the script's folder), its HOME and TMPDIR. ``cpu_s`` defaults to ``wall_s``
+    (rounded up): on one core CPU time cannot exceed wall time. With ``stdin_bytes`` the child
+    reads them from a file (no pipe that could fill up and block the parent) and
+    :meth:`IsolatedProcess.send` is unavailable. Raises
+    :class:`~dream_gym.sandbox.SandboxUnavailable` where the kernel cannot sandbox it
+    (``unsafe_no_sandbox`` runs it unconfined instead).
     """
+    from dream_gym.sandbox import launch
+
     script = Path(script).resolve()
     workdir = Path(cwd) if cwd is not None else script.parent
     argv_child = [str(script), *map(str, args)]
-    boot = _BOOT.format(
-        limits_src=inspect.getsource(apply_limits), memory_mb=memory_mb,
-        cpu_s=wall_s if cpu_s is None else cpu_s, fsize_mb=256, nproc=_nproc_budget(),
-        argv=argv_child,
-    )
-    argv = [sys.executable, "-s", "-B", "-c", boot, *argv_child]
     stdin: int | IO[bytes] = subprocess.PIPE
     if stdin_bytes is not None:
         stdin = tempfile.TemporaryFile()
         stdin.write(stdin_bytes)
         stdin.seek(0)
+    started = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv, cwd=workdir, env=scrubbed_env(env_extra, home=workdir), stdin=stdin,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True, start_new_session=True,
+        launched = launch(
+            {"script": str(script), "args": argv_child[1:]}, env=scrubbed_env(env_extra, home=workdir),
+            cwd=workdir, read_files=[script], write=[workdir], stdin=stdin, unsafe=unsafe_no_sandbox,
+            limits={"memory_mb": memory_mb, "cpu_s": wall_s if cpu_s is None else cpu_s, "fsize_mb": 256},
         )
     finally:
         if not isinstance(stdin, int):
             stdin.close()
-    shown = [sys.executable, "-s", "-B", "-c", "<dream_gym boot: limits>", *argv_child]
-    return IsolatedProcess(proc, shown, time.monotonic() + wall_s, max_output_bytes)
+    try:
+        launched.confined(max(wall_s, 30.0))
+    except BaseException:
+        IsolatedProcess(launched.proc, [], 0.0, 1).kill()
+        launched.proc.wait()
+        launched.release()
+        raise
+    shown = [sys.executable, "-s", "-B", "<dream_gym sandbox>", *argv_child]
+    child = IsolatedProcess(launched.proc, shown, started + wall_s, max_output_bytes, started=started)
+    child.lifeline = launched
+    return child
 
 
 def run_python(
@@ -388,6 +343,7 @@ def run_python(
     cpu_s: float | None = None,
     max_output_bytes: int = 1 << 20,
     env_extra: Mapping[str, str] | None = None,
+    unsafe_no_sandbox: bool | None = None,
 ) -> RunOutcome:
     """Run a Python file (``script``) or source text (``code``) isolated; return its outcome.
 
@@ -404,8 +360,9 @@ def run_python(
         assert script is not None
         child = start_python(script, args=args, cwd=cwd if cwd is not None else tmp, wall_s=wall_s,
                              memory_mb=memory_mb, cpu_s=cpu_s, max_output_bytes=max_output_bytes,
-                             env_extra=env_extra, stdin_bytes=stdin_bytes)
+                             env_extra=env_extra, stdin_bytes=stdin_bytes,
+                             unsafe_no_sandbox=unsafe_no_sandbox)
         return child.finish()
 
 
-__all__ = ["RunOutcome", "IsolatedProcess", "scrubbed_env", "apply_limits", "start_python", "run_python"]
+__all__ = ["RunOutcome", "IsolatedProcess", "scrubbed_env", "start_python", "run_python"]

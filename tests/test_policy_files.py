@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from worldgen import random_records
 
@@ -182,16 +183,22 @@ def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.Monkey
     with IsolatedPolicy(EXAMPLE, **FAST) as policy:
         pid = policy.pid
         assert pid is not None and os.getpgid(pid) == pid and os.getsid(pid) == pid
-        environ = Path(f"/proc/{pid}/environ").read_bytes().decode()
-        for name, value in SECRETS.items():
-            assert name not in environ and value not in environ
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        sandbox = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        assert len(sandbox) == 3  # the warden, the namespace's init, the template
+        for process in sandbox:
+            environ = Path(f"/proc/{process.pid}/environ").read_bytes().decode()
+            for name, value in SECRETS.items():
+                assert name not in environ and value not in environ
+            assert os.getpgid(process.pid) == pid  # one process group, killed as a whole
+        template = sandbox[-1].pid
+        cmdline = Path(f"/proc/{template}/cmdline").read_bytes().split(b"\0")
         assert b"-s" in cmdline and b"-E" not in cmdline and b"-I" not in cmdline  # -I would ignore PYTHONHASHSEED
-        fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        fds = {int(fd): os.readlink(f"/proc/{template}/fd/{fd}") for fd in os.listdir(f"/proc/{template}/fd")}
         assert all(target.startswith(("pipe:", "/dev/null")) for target in fds.values()), fds
         assert len(fds) <= 5, fds  # stdin, stdout, stderr and the two protocol pipes
-        assert Path(os.readlink(f"/proc/{pid}/cwd")).name.startswith("dream_gym_policy_")
-        assert policy.hardening == ["seccomp", "audit-hook"]
+        assert Path(os.readlink(f"/proc/{template}/cwd")).name.startswith("dream_gym_policy_")
+        assert policy.hardening[0] == "namespaces" and policy.hardening[2:] == ["seccomp", "audit-hook"]
+        assert policy.hardening[1].startswith("landlock-abi")
 
 
 def test_hash_seed_sets_the_childs_string_hashes(tmp_path: Path, world: World) -> None:
@@ -304,6 +311,13 @@ def test_fork_refused_when_hardened(world: World, good: IsolatedPolicy, referenc
     _assert_good_still_works(good, world, reference)
 
 
+def test_fork_refused_by_the_kernel_without_the_audit_hook(world: World) -> None:
+    policy, result = _hostile("forks_child.py", world, harden=False)
+    with policy:
+        assert result.error.startswith("PolicyException: ")
+        assert "PermissionError: [Errno 1] Operation not permitted (at forks_child.py line 9" in result.error
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -313,14 +327,16 @@ def _alive(pid: int) -> bool:
 
 
 def test_forked_grandchild_dies_with_the_group(world: World, good: IsolatedPolicy, reference: Any) -> None:
-    policy, result = _hostile("forks_child.py", world, harden=False)
+    """Even with no sandbox at all (the explicit opt-out), what a policy forks dies with it."""
+    policy, result = _hostile("forks_child.py", world, harden=False, unsafe_no_sandbox=True)
     with policy:
         assert result.error.startswith("PolicyException: ") and "FORKED=" in result.error
         grandchild = int(re.search(r"FORKED=(\d+)", result.error).group(1))  # type: ignore[union-attr]
-        deadline = time.monotonic() + 5
-        while _alive(grandchild) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(grandchild)
+        assert _alive(grandchild)
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)  # closing the policy killed its process group
     _assert_good_still_works(good, world, reference)
 
 
@@ -354,16 +370,20 @@ def test_spy_parent_finds_nothing(world: World, good: IsolatedPolicy, reference:
     _assert_good_still_works(good, world, reference)
 
 
+def test_spy_parent_finds_nothing_without_the_audit_hook(world: World) -> None:
+    policy, result = _hostile("spy_parent.py", world, harden=False)
+    with policy:
+        assert _found(result.error) == []
+
+
 @pytest.mark.slow
-def test_spy_parent_control_unhardened(world: World) -> None:
-    """Without the hardening layer the same spy gets into the parent (where the kernel allows
-    it): the hardened test above is not passing by accident."""
-    policy, result = _hostile("spy_parent.py", world, harden=False, decision_timeout_s=30.0)
+def test_spy_parent_control_without_sandbox(world: World) -> None:
+    """Without the sandbox (the explicit opt-out) the same spy gets into its parent: the tests
+    above do not pass by accident."""
+    policy, result = _hostile("spy_parent.py", world, harden=False, unsafe_no_sandbox=True, decision_timeout_s=30.0)
     with policy:
         found = _found(result.error)
-    if not found:
-        pytest.skip("this kernel already forbids a child to read its parent's /proc files")
-    assert "read /proc/<ppid>/environ" in found
+    assert "read /proc/<ppid>/environ" in found and "may signal the parent" in found
 
 
 def test_spy_disk_finds_no_world_file(tmp_path: Path, world: World, good: IsolatedPolicy, reference: Any) -> None:

@@ -1,16 +1,13 @@
-"""Hardening of the isolated policy child, installed before the policy file is loaded.
+"""The second layer of an isolated policy episode: a Python audit hook.
 
-* a **seccomp filter** (:func:`install_seccomp`): execve, execveat, ptrace, process_vm_readv/
-  writev, setsid and setpgid fail with EPERM (Linux x86_64 and aarch64);
-* a **Python audit hook** (:func:`install_audit_hook`) that refuses: opening files outside the
-  Python installation, the ``dream_gym`` package and the policy file (so no world files, no
-  ``/proc/<parent>``), any file write, listing other folders, subprocesses and exec,
-  ``os.fork``, signals to other processes, ctypes, sockets and sqlite.
-
-This is defence in depth against curious or sloppy code, not a jail against a determined
-attacker with native code: run truly hostile code in a container or as another user. The
-limits on time, memory and output, the scrubbed environment and the process group are set by
-:mod:`dream_gym.policy_files.isolated` and :mod:`dream_gym.isolation`.
+The guarantee is the kernel's (:mod:`dream_gym.sandbox`: Landlock, seccomp, namespaces). On top
+of it, :func:`install_audit_hook` refuses in Python, with a clear PermissionError: opening files
+outside the Python installation, the ``dream_gym`` package and the policy file, any file write,
+listing other folders, subprocesses and exec, ``os.fork``, signals to other processes, ctypes,
+sockets and sqlite. Python can undo a hook (through ``gc``, or by editing its module), so nothing
+relies on it: it only turns an attempt into an early, readable error. Every value it compares
+with is bound when it is installed, not looked up when it runs (reassigning ``os.devnull`` or
+``os.path.realpath`` changes nothing).
 """
 
 from __future__ import annotations
@@ -23,62 +20,13 @@ from pathlib import Path
 from typing import Any
 
 
-def harden(policy_file: str | None) -> list[str]:
-    """Install both layers in this process; return notes for the parent (``seccomp`` or why it
-    is missing, then ``audit-hook``). ``policy_file`` is the one extra file the child may read."""
-    import numpy  # noqa: F401  (imported before the audit hook: it loads ctypes)
-
+def read_roots_of_python() -> list[str]:
+    """The folders the audit hook lets a policy read: the Python installation and dream_gym."""
     import dream_gym
 
-    notes = [install_seccomp() or "seccomp"]
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              str(Path(dream_gym.__file__).resolve().parent)}
-    install_audit_hook(sorted(os.path.realpath(r) for r in roots), [policy_file] if policy_file else [])
-    notes.append("audit-hook")
-    return notes
-
-
-def install_seccomp() -> str | None:
-    """Refuse execve, ptrace and friends with EPERM (Linux x86_64/aarch64); a note on failure."""
-    import ctypes
-
-    tables = {
-        "x86_64": (0xC000003E, (59, 322, 101, 310, 311, 112, 109)),
-        "aarch64": (0xC00000B7, (221, 281, 117, 270, 271, 157, 154)),
-    }  # execve, execveat, ptrace, process_vm_readv, process_vm_writev, setsid, setpgid
-    machine = os.uname().machine
-    if machine not in tables:
-        return f"no seccomp filter for {machine}"
-    arch, numbers = tables[machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    deny, allow = 0x00050000 | errno.EPERM, 0x7FFF0000
-    program = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld, 0, 0, 0)]
-    if machine == "x86_64":
-        program += [(jge, 0, 1, 0x40000000), (ret, 0, 0, deny)]  # the x32 ABI
-    for number in numbers:
-        program += [(jeq, 0, 1, number), (ret, 0, 0, deny)]
-    program.append((ret, 0, 0, allow))
-
-    class SockFilter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                    ("k", ctypes.c_uint)]
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
-
-    filters = (SockFilter * len(program))(*[SockFilter(*ins) for ins in program])
-    prog = SockFprog(len(program), filters)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-        prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-        if prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-            return f"no_new_privs failed: errno {ctypes.get_errno()}"
-        if prctl(22, 2, ctypes.addressof(prog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
-            return f"seccomp failed: errno {ctypes.get_errno()}"
-    except (OSError, AttributeError) as exc:
-        return f"seccomp unavailable: {exc}"
-    return None
+    return sorted(os.path.realpath(r) for r in roots)
 
 
 DENIED_EVENTS = frozenset({
@@ -95,15 +43,15 @@ DENIED_PREFIXES = ("ctypes.", "socket.", "_ssl.", "os.exec", "os.spawn", "os.pos
 
 def install_audit_hook(read_roots: Sequence[str], read_files: Sequence[str]) -> None:
     """Refuse what an exploration policy has no business doing (see the module docstring)."""
-    realpath, fsdecode, getpid = os.path.realpath, os.fsdecode, os.getpid
-    roots = tuple(r.rstrip(os.sep) + os.sep for r in read_roots)
+    realpath, fsdecode, getpid, sep = os.path.realpath, os.fsdecode, os.getpid, os.sep
+    devnull = "/dev/null"
+    roots = tuple(r.rstrip(sep) + sep for r in read_roots)
     files = frozenset(read_files) | {"/dev/urandom", "/dev/random", "/dev/zero"}
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    startswith = str.startswith
 
     def readable(path: str) -> bool:
-        own = f"/proc/{getpid()}"
-        return (path in files or path.startswith(roots) or path == own
-                or path.startswith(own + os.sep))
+        return path in files or startswith(path, roots)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
@@ -111,7 +59,7 @@ def install_audit_hook(read_roots: Sequence[str], read_files: Sequence[str]) -> 
             if target is None or isinstance(target, int):
                 return  # an already open descriptor
             path = realpath(fsdecode(target))
-            if path == os.devnull:
+            if path == devnull:
                 return
             writing = (isinstance(flags, int) and flags & write_flags) or (
                 isinstance(mode, str) and any(c in mode for c in "wax+"))
@@ -124,7 +72,7 @@ def install_audit_hook(read_roots: Sequence[str], read_files: Sequence[str]) -> 
             if isinstance(target, int):
                 return
             path = realpath(fsdecode(target if target is not None else "."))
-            if not readable(path.rstrip(os.sep) + os.sep) and path not in files:
+            if not readable(path.rstrip(sep) + sep) and path not in files:
                 raise PermissionError(errno.EACCES, "an isolated policy may not list this folder", path)
         elif event in ("os.kill", "os.killpg"):
             pid = args[0] if args else None
@@ -136,4 +84,4 @@ def install_audit_hook(read_roots: Sequence[str], read_files: Sequence[str]) -> 
     sys.addaudithook(hook)
 
 
-__all__ = ["DENIED_EVENTS", "DENIED_PREFIXES", "harden", "install_audit_hook", "install_seccomp"]
+__all__ = ["DENIED_EVENTS", "DENIED_PREFIXES", "install_audit_hook", "read_roots_of_python"]

@@ -1,32 +1,30 @@
-"""IsolatedPolicy: a policy that runs in its own child process, with limits.
+"""IsolatedPolicy: a policy that runs in the sandbox, a fresh process for every episode.
 
-An :class:`IsolatedPolicy` runs the policy in ONE child process (reused across episodes,
-restarted after any failure): ``python -s -B`` with a scrubbed environment (no API keys or other
-secrets), rlimits on address space and CPU, its own session and process group, a fresh temp
-folder as working directory, and only two pipes for the protocol
-(:mod:`dream_gym.policy_files.wire`). It never receives a world object or a world path: only
-the :class:`~dream_gym.policy.RunContext` and prefix views. The child's stdout and stderr are
-separate pipes drained by a thread with a bounded tail, so printing cannot block or flood the
-parent. The parent enforces a per-decision timeout and a per-episode budget of policy time by
-killing the process group. With ``harden=True`` (default) the child also installs the seccomp
-filter and audit hook of :mod:`dream_gym.policy_files.hardening` before loading the file.
+An :class:`IsolatedPolicy` starts one sandbox (:mod:`dream_gym.sandbox`: namespaces, Landlock,
+seccomp, no capabilities, rlimits, its own session) whose payload is the policy's *template*
+(:mod:`dream_gym.policy_files.child`): trusted code that compiled the policy file and forks one
+episode process per ``reset``, so no state of an earlier episode survives into the next. The
+template is reused across episodes and restarted only when it breaks (a timeout, a broken
+protocol). It never receives a world object or a world path: only the
+:class:`~dream_gym.policy.RunContext` and prefix views, over two pipes
+(:mod:`dream_gym.policy_files.wire`). The child's stdout and stderr are drained by a thread
+with a bounded tail, so printing cannot block or flood the parent. The parent enforces a
+per-decision timeout and a per-episode budget of policy time by killing the process group.
 
-The child is started by ``subprocess.Popen`` (fork + exec of a fresh interpreter, no
-``preexec_fn``: limits are set by the child's boot code), so a parent with threads (torch,
-the output drain threads, a worker pool) is safe.
+Where the kernel cannot enforce the sandbox, construction raises
+:class:`~dream_gym.sandbox.SandboxUnavailable`; ``unsafe_no_sandbox=True`` (or
+``DREAM_GYM_UNSAFE_NO_SANDBOX=1``) runs the file with no confinement at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import os
 import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,9 +33,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.isolation import apply_limits, scrubbed_env
+from dream_gym.isolation import scrubbed_env
 from dream_gym.policy import RunContext
-from dream_gym.policy_files.child import BOOT
 from dream_gym.policy_files.errors import (
     PolicyCrashed,
     PolicyError,
@@ -51,6 +48,7 @@ from dream_gym.policy_files.errors import (
 )
 from dream_gym.policy_files.specs import is_file_spec
 from dream_gym.policy_files.wire import HEADER, MAX_BATCH, MAX_MESSAGE_BYTES, encode_view, frame
+from dream_gym.sandbox import Launched, SandboxUnavailable, launch
 from dream_gym.view import NodeView, PrefixView
 
 _TAIL_BYTES = 8192
@@ -112,9 +110,11 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _cleanup(proc: subprocess.Popen[bytes], fds: list[int], tmp: str) -> None:
+def _cleanup(launched: Launched, fds: list[int], tmp: str) -> None:
     """Kill the process group, reap, close our pipe ends, remove the temp folder."""
+    proc = launched.proc
     _kill_group(proc.pid)
+    launched.release()
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:  # pragma: no cover (SIGKILL cannot be ignored)
@@ -142,19 +142,21 @@ class IsolatedPolicy:
         spec: a ``.py`` file path (or a built-in name / ``module:Class``, run isolated anyway).
         decision_timeout_s: wall time allowed for one ``reset`` or ``act``.
         episode_timeout_s: policy time allowed for a whole episode (the sum over its decisions).
-        memory_mb: address-space limit of the child (Python itself and numpy take ~150 MB).
+        memory_mb: address-space limit of each process (Python itself and numpy take ~150 MB).
         max_output_bytes: how much the policy may print per episode (stdout + stderr).
-        cpu_s: CPU-seconds limit of each process of the group (default 4x the episode budget);
-            the child is restarted before an episode that could exceed it.
+        cpu_s: CPU-seconds limit of each episode's process (default: the episode budget + 5 s).
         startup_timeout_s: time allowed to start the interpreter and import the file.
-        harden: seccomp filter and audit hook in the child (:mod:`dream_gym.policy_files.hardening`).
+        harden: the audit hook in each episode (:mod:`dream_gym.policy_files.hardening`), a
+            second layer over the kernel's sandbox.
+        unsafe_no_sandbox: run the file with NO sandbox (it can read every file you can, use the
+            network, signal your processes). Default: ``DREAM_GYM_UNSAFE_NO_SANDBOX``, else off.
         hash_seed: the child's ``PYTHONHASHSEED`` (default 0, so set iteration order and
             ``hash(str)`` are the same in every run; another value gives another order, which is
             how a determinism check tells a policy that depends on it).
         params: constructor parameters (built-in or ``module:Class`` specs only).
 
-    Raises at construction: PolicyNotFoundError, PolicyLoadError, or a PolicyError when the
-    child cannot start. Use as a context manager, or call :meth:`close`; the child is also
+    Raises at construction: PolicyNotFoundError, PolicyLoadError, SandboxUnavailable, or a
+    PolicyError when the child cannot start. Use as a context manager, or call :meth:`close`; the child is also
     killed when the object is garbage collected and at interpreter exit.
     """
 
@@ -171,6 +173,7 @@ class IsolatedPolicy:
         harden: bool = True,
         hash_seed: int = 0,
         params: Mapping[str, Any] | None = None,
+        unsafe_no_sandbox: bool | None = None,
     ):
         spec = os.fspath(spec)
         if is_file_spec(spec):
@@ -183,13 +186,14 @@ class IsolatedPolicy:
         self.episode_timeout_s = float(episode_timeout_s)
         self.memory_mb = int(memory_mb)
         self.max_output_bytes = int(max_output_bytes)
-        self.cpu_s = float(cpu_s) if cpu_s is not None else max(60.0, 4 * self.episode_timeout_s)
+        self.cpu_s = float(cpu_s) if cpu_s is not None else self.episode_timeout_s + 5.0
         self.startup_timeout_s = float(startup_timeout_s)
         self.harden = bool(harden)
         self.hash_seed = int(hash_seed)
         if not 0 <= self.hash_seed <= 4294967295:
             raise ValueError(f"hash_seed must be in [0, 4294967295], got {hash_seed}")
         self.params = dict(params or {})
+        self.unsafe_no_sandbox = unsafe_no_sandbox
         self.hardening: list[str] = []
         self.starts = 0
         self.episode_time_s = 0.0
@@ -198,6 +202,7 @@ class IsolatedPolicy:
         self._finalizer: Callable[[], None] | None = None
         self._fd_to = self._fd_from = -1
         self._restart_needed = False
+        self._episode_over = True
         self._sent: tuple[NodeView, ...] = ()
         self._start()
 
@@ -208,23 +213,21 @@ class IsolatedPolicy:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         config = {"spec": self.spec, "params": self.params, "harden": self.harden}
-        boot = BOOT.format(limits_src=inspect.getsource(apply_limits), memory_mb=self.memory_mb,
-                            cpu_s=self.cpu_s)
-        # -s -B, not -I: -I implies -E, which would ignore PYTHONHASHSEED; the environment is
-        # scrubbed anyway, and BOOT drops the working folder from sys.path as -I would.
-        argv = [sys.executable, "-s", "-B", "-c", boot, str(to_child_r), str(from_child_w),
-                json.dumps(config)]
+        payload = {"call": "dream_gym.policy_files.child:main",
+                   "args": [str(to_child_r), str(from_child_w), json.dumps(config)]}
         try:
-            proc = subprocess.Popen(
-                argv, cwd=tmp, env=scrubbed_env({"PYTHONHASHSEED": str(self.hash_seed)}, home=tmp), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(to_child_r, from_child_w),
-                close_fds=True, start_new_session=True,
+            launched = launch(
+                payload, env=scrubbed_env({"PYTHONHASHSEED": str(self.hash_seed)}, home=tmp), cwd=tmp,
+                read_files=[self.spec] if is_file_spec(self.spec) else [],
+                limits={"memory_mb": self.memory_mb, "cpu_s": self.cpu_s, "fsize_mb": 16},
+                keep_fds=(to_child_r, from_child_w), unsafe=self.unsafe_no_sandbox,
             )
         except BaseException:
             for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
                 os.close(fd)
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        proc = launched.proc
         os.close(to_child_r)
         os.close(from_child_w)
         os.set_blocking(to_child_w, False)
@@ -233,7 +236,7 @@ class IsolatedPolicy:
         assert proc.stdout is not None and proc.stderr is not None
         threading.Thread(target=_drain, args=({"stdout": proc.stdout, "stderr": proc.stderr}, self._output),
                          name=f"dream_gym-policy-{proc.pid}-output", daemon=True).start()
-        self._finalizer = weakref.finalize(self, _cleanup, proc, [to_child_w, from_child_r], tmp)
+        self._finalizer = weakref.finalize(self, _cleanup, launched, [to_child_w, from_child_r], tmp)
         self.starts += 1
         self._restart_needed = False
         self._sent = ()
@@ -243,6 +246,8 @@ class IsolatedPolicy:
             error = str(hello.get("error", "unknown error"))
             if hello.get("kind") == "notfound":
                 raise PolicyNotFoundError(error)
+            if hello.get("kind") == "sandbox":
+                raise SandboxUnavailable(f"policy {self.name}: untrusted code did not run: {error}")
             if hello.get("kind") == "memory":
                 raise PolicyMemoryError(f"policy {self.name}: ran out of memory ({self.memory_mb} MB) while loading: {error}")
             raise PolicyLoadError(f"policy {self.name}: loading failed in the isolated process: {error}")
@@ -282,18 +287,19 @@ class IsolatedPolicy:
 
     # -- the Policy interface -----------------------------------------------------------------
     def reset(self, context: RunContext) -> None:
-        if (self._proc is None or self._proc.poll() is not None or self._restart_needed
-                or self._cpu_used() + self.episode_timeout_s > self.cpu_s):
+        """Start a new episode: a fresh process forked from the template, a fresh policy object."""
+        if self._proc is None or self._proc.poll() is not None or self._restart_needed:
             self._start()
         assert self._output is not None
         with self._output.lock:
             self._output.episode_bytes = 0
         self.episode_time_s = 0.0
         self._sent = ()
+        self._episode_over = False
         self._call({"op": "reset", "context": dataclasses.asdict(context)}, "reset")
 
     def act(self, view: PrefixView) -> list[Any]:
-        if self._proc is None or self._restart_needed:
+        if self._proc is None or self._restart_needed or self._episode_over:
             raise PolicyError(f"policy {self.name}: act() after a failure; call reset() first")
         sent = self._sent
         known = len(sent) if len(view.nodes) >= len(sent) and all(
@@ -303,7 +309,7 @@ class IsolatedPolicy:
         batch = reply.get("batch")
         if not isinstance(batch, list) or len(batch) > MAX_BATCH or not all(
                 item is None or isinstance(item, (int, float, str)) for item in batch):
-            self._fail()
+            self._episode_over = True
             raise PolicyProtocolError(f"policy {self.name}: malformed batch message {str(batch)[:200]!r}")
         return batch
 
@@ -319,9 +325,13 @@ class IsolatedPolicy:
             self.episode_time_s += time.monotonic() - started
         if reply.get("ok"):
             return reply
-        self._fail()
+        self._episode_over = True  # the template ends that episode's process at the next reset
         error = str(reply.get("error", "unknown error"))
         kind = reply.get("kind")
+        if kind == "died":
+            raise self._died_error(what, reply.get("signal"), reply.get("exit"))
+        if kind == "load":
+            raise PolicyException(f"policy {self.name}: building the policy failed in {what}(): {error}")
         if kind == "memory":
             raise PolicyMemoryError(f"policy {self.name} exceeded its memory limit ({self.memory_mb} MB) in {what}(): {error}")
         if kind == "protocol":
@@ -415,7 +425,7 @@ class IsolatedPolicy:
                                  "in one episode (max_output_bytes); process killed")
 
     def _death(self, what: str) -> PolicyError:
-        """The error for a child that closed its pipe (it died, or is about to)."""
+        """The error for a template that closed its pipe (it died, or is about to)."""
         assert self._proc is not None
         self._restart_needed = True
         try:
@@ -426,8 +436,15 @@ class IsolatedPolicy:
         time.sleep(0.05)  # let the drain thread collect the last words
         if self._output is not None and self._output.overflow:
             return self._overflow_error()
-        tail = self.output_tail("stderr")
         sig = signal.Signals(-code).name if code < 0 else None
+        return self._died_error(what, sig, code if code >= 0 else None)
+
+    def _died_error(self, what: str, sig: str | None, code: int | None) -> PolicyError:
+        """The error for a process of the policy that died: by ``sig`` or with exit ``code``."""
+        time.sleep(0.02)  # let the drain thread collect the last words
+        if self._output is not None and self._output.overflow:
+            return self._overflow_error()
+        tail = self.output_tail("stderr")
         how = f"killed by {sig}" if sig else f"exit code {code}"
         tail_note = f"; stderr tail: {tail[-800:].strip()}" if tail.strip() else ""
         if sig == "SIGXCPU":
@@ -436,18 +453,7 @@ class IsolatedPolicy:
             return PolicyMemoryError(f"policy {self.name}: process died during {what}(), probably out of "
                                      f"memory (limit {self.memory_mb} MB; {how}){tail_note}")
         return PolicyCrashed(f"policy {self.name}: process died during {what}() ({how}){tail_note}",
-                             exit_code=code if code >= 0 else None, signal_name=sig, stderr_tail=tail)
-
-    def _cpu_used(self) -> float:
-        """CPU seconds the child used so far (0 when unknown)."""
-        if self._proc is None:
-            return 0.0
-        try:
-            stat = Path(f"/proc/{self._proc.pid}/stat").read_text()
-        except OSError:
-            return 0.0
-        fields = stat.rsplit(")", 1)[-1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                             exit_code=code, signal_name=sig, stderr_tail=tail)
 
     def __repr__(self) -> str:
         return f"IsolatedPolicy({self.spec!r}, pid={self.pid})"

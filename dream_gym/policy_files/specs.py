@@ -26,11 +26,11 @@ the file it was started for.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import re
 import sys
 import traceback
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -80,26 +80,33 @@ def _module_name_for(path: Path) -> str:
     return "dream_gym_policy_file_" + re.sub(r"\W", "_", path.stem)
 
 
+def policy_from_code(code: types.CodeType, path: str) -> Policy:
+    """Execute a policy file's compiled code as a new module and return its policy."""
+    name = _module_name_for(Path(path))
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module  # dataclasses and pickling look the module up
+    exec(code, module.__dict__)
+    return policy_from_namespace(vars(module), path)
+
+
 def load_policy_file(path: str | os.PathLike[str]) -> Policy:
     """Import a policy file IN THIS PROCESS (trusted files only) and return its policy."""
     path = Path(path).resolve()
     if not path.is_file():
         raise PolicyNotFoundError(f"policy file {path} does not exist")
-    name = _module_name_for(path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise PolicyLoadError(f"{path} cannot be imported as a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling look the module up
     try:
-        spec.loader.exec_module(module)
+        code = compile(path.read_bytes(), str(path), "exec")
+        namespace_policy = policy_from_code(code, str(path))
+    except PolicyLoadError:
+        raise
     except Exception as exc:
-        sys.modules.pop(name, None)
+        sys.modules.pop(_module_name_for(path), None)
         raise PolicyLoadError(f"importing {path} failed: {type(exc).__name__}: {exc}{where(exc, str(path))}") from exc
-    return policy_from_namespace(vars(module), str(path))
+    return namespace_policy
 
 
-def _module_attr(spec: str) -> Any:
+def module_attr(spec: str) -> Any:
     """The object ``module:attr`` names (the module is imported; nothing is built)."""
     module_name, _, attr = spec.partition(":")
     try:
@@ -114,8 +121,8 @@ def _module_attr(spec: str) -> Any:
     return obj
 
 
-def _load_module_attr(spec: str, params: Mapping[str, Any]) -> Policy:
-    obj = _module_attr(spec)
+def load_module_attr(spec: str, params: Mapping[str, Any]) -> Policy:
+    obj = module_attr(spec)
     attr = spec.partition(":")[2]
     if isinstance(obj, type):
         return _checked(obj(**params), spec, f"{attr}()")
@@ -139,7 +146,7 @@ def resolve_in_process(spec: str, params: Mapping[str, Any]) -> Policy:
             raise ValueError(f"policy file {spec}: parameters cannot be passed to a file's policy")
         return load_policy_file(spec)
     if ":" in spec:
-        return _load_module_attr(spec, params)
+        return load_module_attr(spec, params)
     try:
         return make_policy(spec, **params)
     except LookupError as exc:
@@ -157,7 +164,7 @@ def check_policy_spec(spec: str | os.PathLike[str]) -> None:
         if not Path(spec).is_file():
             raise PolicyNotFoundError(f"policy file {spec} does not exist")
     elif ":" in spec:
-        _module_attr(spec)
+        module_attr(spec)
     elif spec not in POLICIES:
         resolve_in_process(spec, {})  # raises the error that lists the built-in names
 

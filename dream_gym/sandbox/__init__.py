@@ -1,0 +1,23 @@
+"""The sandbox for untrusted code: policy files and online candidates (see the README's
+"Security model").
+
+* :mod:`~dream_gym.sandbox.warden`: the program that starts inside the sandbox and confines
+  itself (namespaces, Landlock, seccomp, no capabilities), standard library only;
+* :mod:`~dream_gym.sandbox.launch`: the parent's side (what may be read, starting the warden,
+  the kernel probe and the explicit opt-out).
+"""
+
+from dream_gym.sandbox.launch import (
+    UNSAFE_ENV,
+    KernelSupport,
+    Launched,
+    SandboxUnavailable,
+    kernel_support,
+    launch,
+    read_roots,
+    require_sandbox,
+    unsafe_requested,
+)
+
+__all__ = ["UNSAFE_ENV", "KernelSupport", "Launched", "SandboxUnavailable", "kernel_support", "launch",
+           "read_roots", "require_sandbox", "unsafe_requested"]

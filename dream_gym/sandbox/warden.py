@@ -1,0 +1,513 @@
+"""The warden: runs one untrusted Python program in a sandbox that the kernel enforces.
+
+The parent (:mod:`dream_gym.sandbox.launch`) starts this file by path, ``python -s -B warden.py
+CONFIG``, with a fresh session. It imports only the standard library and ``pyseccomp``, so a
+candidate's evaluation does not pay for importing dream_gym. With namespaces the processes are::
+
+    parent (dream_gym, trusted)
+      └─ warden      host PID namespace; watches the lifeline pipe, reports the payload's status
+           └─ init   PID 1 of new user, PID, network, IPC and UTS namespaces; reaps, reports
+                └─ payload   the policy template or a candidate's harness, confined
+                     └─ episodes   (policy files) one fork of the template per episode
+
+Without namespaces (the kernel refuses them) the warden starts the payload itself.
+
+Three things end every process of a sandbox with its parent, whatever the payload does: the
+warden polls a *lifeline* pipe whose write end only the parent holds (EOF: the parent is gone)
+and then kills init, whose death makes the kernel kill the whole PID namespace; the payload
+cannot leave the process group the parent kills (``setsid``/``setpgid`` are refused); and the
+payload's CPU time is capped by ``RLIMIT_CPU``.
+
+:func:`confine` is what makes the payload harmless, in this order, each layer by the kernel:
+
+* ``PR_SET_NO_NEW_PRIVS`` and every capability dropped (also the bounding and ambient sets);
+* **Landlock** (any ABI): reads only below the read roots it is given (Python's runtime, the
+  code of dream_gym, the program's own inputs), writes only below the write roots (a
+  candidate's own working folder; a policy has none), no TCP (ABI 4+), no signals and no
+  abstract Unix sockets to processes outside the sandbox (ABI 6+). ``/proc`` is not a read
+  root: no process's environment, memory or command line can be read, including the parent's;
+* **seccomp** (:func:`_load_seccomp`): no ``execve``, ``ptrace``, ``process_vm_*``, sockets,
+  SysV IPC or POSIX message queues, namespace or mount changes, BPF, io_uring, keyrings,
+  ``setsid``/``setpgid``, raising rlimits; and for untrusted code no new processes (threads
+  only) and signals only to itself.
+
+Where a layer is refused by the kernel, :func:`confine` raises :class:`SandboxRefused` and the
+payload exits with :data:`EXIT_REFUSED` before any untrusted code runs, unless the parent asked
+for the loudly named opt-out (``unsafe``), which runs the program with no confinement at all.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import select
+import signal
+import struct
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+#: Exit code of a payload whose sandbox the kernel refused (the message is on stderr).
+EXIT_REFUSED = 125
+REFUSED_PREFIX = "dream_gym sandbox refused: "
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT = 38, 24, 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_CLONE_NEWIPC, _CLONE_NEWUTS, _CLONE_THREAD = 0x08000000, 0x04000000, 0x00010000
+_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+
+class SandboxRefused(RuntimeError):
+    """The kernel refused a layer of the sandbox; no untrusted code ran."""
+
+
+def _errno_text() -> str:
+    code = ctypes.get_errno()
+    return f"{errno.errorcode.get(code, code)} ({os.strerror(code)})"
+
+
+# -- Landlock -------------------------------------------------------------------------------
+_LL_CREATE, _LL_ADD_RULE, _LL_RESTRICT = 444, 445, 446  # the same numbers on every architecture
+_LL_VERSION_FLAG, _LL_RULE_PATH_BENEATH = 1, 1
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when Landlock is missing or disabled."""
+    version = _libc.syscall(_LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_LL_VERSION_FLAG))
+    return max(0, int(version))
+
+
+def _fs_rights(abi: int) -> int:
+    rights = (1 << 13) - 1  # ABI 1: execute ... make_sym
+    if abi >= 2:
+        rights |= _FS_REFER
+    if abi >= 3:
+        rights |= _FS_TRUNCATE
+    if abi >= 5:
+        rights |= _FS_IOCTL_DEV
+    return rights
+
+
+def _file_rights(abi: int) -> int:
+    """The rights a rule on a regular file (not a folder) may hold."""
+    return _fs_rights(abi) & (_FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV)
+
+
+def _ruleset(abi: int, fs: int, net: int, scoped: int) -> int:
+    size = 8 if abi < 4 else (16 if abi < 6 else 24)
+    attr = _RulesetAttr(fs, net if abi >= 4 else 0, scoped if abi >= 6 else 0)
+    fd = _libc.syscall(_LL_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        raise SandboxRefused(f"Landlock: creating a ruleset failed: {_errno_text()}")
+    return int(fd)
+
+
+def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # a root that does not exist grants nothing
+    try:
+        rule = _PathBeneath(rights, fd)
+        if _libc.syscall(_LL_ADD_RULE, ruleset, _LL_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+            raise SandboxRefused(f"Landlock: a rule for {path} was refused: {_errno_text()}")
+    finally:
+        os.close(fd)
+
+
+def _restrict(ruleset: int) -> None:
+    try:
+        if _libc.syscall(_LL_RESTRICT, ruleset, 0) != 0:
+            raise SandboxRefused(f"Landlock: restrict_self failed: {_errno_text()}")
+    finally:
+        os.close(ruleset)
+
+
+def _landlock(abi: int, read: Mapping[str, Sequence[str]], write: Sequence[str]) -> None:
+    """Reads below ``read`` (``{"tree": [...], "list": [...], "file": [...]}``), writes below
+    ``write``, no TCP and no signals or abstract sockets out of the sandbox."""
+    fs = _fs_rights(abi)
+    ruleset = _ruleset(abi, fs, _NET_BIND_TCP | _NET_CONNECT_TCP, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
+    try:
+        for path in read.get("list", ()):  # folder names only: a finder lists site-packages
+            _add_path_rule(ruleset, path, _FS_READ_DIR)
+        for path in read.get("tree", ()):
+            rights = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+            _add_path_rule(ruleset, path, rights if os.path.isdir(path) else rights & _file_rights(abi))
+        for path in read.get("file", ()):
+            _add_path_rule(ruleset, path, _FS_READ_FILE & _file_rights(abi))
+        for path in write:
+            _add_path_rule(ruleset, path, fs if os.path.isdir(path) else _file_rights(abi))
+    except BaseException:
+        os.close(ruleset)
+        raise
+    _restrict(ruleset)
+
+
+def _landlock_scope_only(abi: int) -> None:
+    """A nested domain that only scopes signals and abstract sockets: an episode can no longer
+    signal the template it was forked from (the template, in the outer domain, can still end it)."""
+    if abi >= 6:
+        _restrict(_ruleset(abi, 0, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL))
+
+
+# -- seccomp --------------------------------------------------------------------------------
+#: Refused (EPERM) for every confined process, trusted template included.
+DENIED_SYSCALLS = (
+    "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise",
+    "setsid", "setpgid", "socket", "connect", "bind", "listen", "accept",
+    "accept4", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "move_mount",
+    "open_tree", "fsopen", "fsmount", "fsconfig", "fspick", "mount_setattr",
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "keyctl", "add_key", "request_key", "kexec_load", "kexec_file_load", "init_module",
+    "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "syslog", "quotactl",
+    "name_to_handle_at", "open_by_handle_at", "pidfd_getfd", "kcmp", "fanotify_init",
+    "lookup_dcookie", "shmget", "shmat", "shmctl", "msgget", "msgsnd",
+    "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl", "mq_open", "mq_unlink",
+    "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "personality", "vhangup",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
+    "iopl", "ioperm", "uselib", "nfsservctl", "modify_ldt",
+)
+#: Also refused for untrusted code (a policy episode, a candidate): new processes and signals
+#: to anything but itself. ``clone3`` answers ENOSYS so that glibc falls back to ``clone``,
+#: whose flags a filter can read (threads stay allowed).
+DENIED_FOR_UNTRUSTED = ("fork", "vfork", "tkill", "pidfd_send_signal", "pidfd_open")
+
+
+def _load_seccomp(untrusted: bool) -> None:
+    import pyseccomp as sc
+
+    rules = sc.SyscallFilter(sc.ALLOW)
+    eperm = sc.ERRNO(errno.EPERM)
+
+    def deny(name: str, *args: Any, action: int = eperm) -> None:
+        try:
+            rules.add_rule(action, name, *args)
+        except (OSError, ValueError, RuntimeError):
+            pass  # a syscall this architecture does not have
+
+    for name in DENIED_SYSCALLS:
+        deny(name)
+    if untrusted:
+        me = os.getpid()
+        for name in DENIED_FOR_UNTRUSTED:
+            deny(name)
+        deny("clone3", action=sc.ERRNO(errno.ENOSYS))
+        deny("clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))  # a process, not a thread
+        for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
+            deny(name, sc.Arg(0, sc.NE, me))
+    deny("prlimit64", sc.Arg(0, sc.NE, 0))  # another process's limits (its own: no capability to raise)
+    rules.load()
+
+
+# -- capabilities and privileges ------------------------------------------------------------
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_privileges() -> None:
+    """No new privileges ever; no capabilities (root in a user namespace, or root without one,
+    keeps none: no CAP_SYS_RESOURCE to raise limits, no CAP_KILL, no CAP_DAC_OVERRIDE)."""
+    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SandboxRefused(f"no_new_privs failed: {_errno_text()}")
+    for cap in range(64):
+        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last cap, EPERM without SETPCAP
+    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    number = _CAPSET.get(os.uname().machine)
+    if number is None:
+        return
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if _libc.syscall(number, ctypes.byref(header), data) != 0:
+        raise SandboxRefused(f"dropping capabilities failed: {_errno_text()}")
+
+
+# -- confinement ----------------------------------------------------------------------------
+class Confinement:
+    """What the payload is allowed (built from the parent's config) and the calls that apply it.
+
+    ``confine()`` applies the whole sandbox to this process; ``confine_episode()`` tightens a
+    process forked from an already confined template (untrusted code runs next). Both return
+    notes for the parent (the layers in force) and raise :class:`SandboxRefused`.
+    """
+
+    def __init__(self, spec: Mapping[str, Any], notes: Sequence[str]):
+        self.read: Mapping[str, Sequence[str]] = spec.get("read", {})
+        self.write: Sequence[str] = spec.get("write", ())
+        self.unsafe = bool(spec.get("unsafe", False))
+        self.notes = list(notes)
+
+    def confine(self, untrusted: bool = True) -> list[str]:
+        if self.unsafe:
+            self.notes.append("UNSAFE: no sandbox (opted out)")
+            return self.notes
+        missing = []
+        try:  # before Landlock: finding libseccomp runs ldconfig
+            import pyseccomp  # noqa: F401
+        except (ImportError, OSError, RuntimeError) as exc:
+            missing.append(f"seccomp filters cannot be built ({type(exc).__name__}: {exc})")
+        _drop_privileges()
+        abi = landlock_abi()
+        if abi < 1:
+            missing.append(f"Landlock is not available in this kernel ({_errno_text()})")
+        else:
+            _landlock(abi, self.read, self.write)
+            self.notes.append(f"landlock-abi{abi}")
+        if not missing:
+            try:
+                _load_seccomp(untrusted)
+                self.notes.append("seccomp")
+            except (OSError, RuntimeError, ValueError) as exc:
+                missing.append(f"seccomp is not available ({type(exc).__name__}: {exc})")
+        if missing:
+            raise SandboxRefused("; ".join(missing))
+        return self.notes
+
+    def confine_episode(self) -> None:
+        if self.unsafe:
+            return
+        _landlock_scope_only(landlock_abi())
+        _load_seccomp(untrusted=True)
+
+
+# -- processes ------------------------------------------------------------------------------
+def _enter_namespaces() -> str:
+    """New user, PID, network, IPC and UTS namespaces for the processes forked next (a note
+    saying which, or why none: the sandbox's other layers do not depend on them)."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
+    if _libc.unshare(flags) != 0:
+        return f"no namespaces ({_errno_text()})"
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as handle:
+                handle.write(text)
+    except OSError as exc:
+        return f"namespaces without an id map ({exc.strerror})"
+    return "namespaces"
+
+
+def _close_fds(keep: Iterable[int]) -> None:
+    """Close every descriptor above stderr except ``keep``."""
+    low = 3
+    for fd in sorted(k for k in set(keep) if k >= 3):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _quiet_stdio() -> None:
+    """Point this trusted process's stdio at /dev/null, so the parent's pipes reach EOF when
+    the payload (the only writer left) ends."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _end_like(status: int) -> None:
+    """End this process the way a child with wait ``status`` ended (signal or exit code)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _watch(child: int, lifeline: int, status_pipe: int | None, namespaced: bool) -> None:
+    """Wait for ``child``; if the lifeline closes first (the parent died), kill everything."""
+    poller = select.poll()
+    poller.register(lifeline, select.POLLIN | select.POLLHUP)
+    pidfd = os.pidfd_open(child)
+    poller.register(pidfd, select.POLLIN)
+    while True:
+        events = dict(poller.poll())
+        if pidfd in events:
+            break
+        if lifeline in events:
+            os.kill(child, signal.SIGKILL)  # init's death ends its whole PID namespace
+            if not namespaced:
+                os.killpg(0, signal.SIGKILL)  # the payload cannot have left our group
+            os.waitpid(child, 0)
+            os._exit(128 + signal.SIGKILL)
+    _, status = os.waitpid(child, 0)
+    if status_pipe is not None:
+        reported = os.read(status_pipe, 4)
+        if len(reported) == 4:
+            status = struct.unpack("i", reported)[0]
+    _end_like(status)
+
+
+def _init(config: Mapping[str, Any], status_pipe: int, notes: list[str]) -> None:
+    """PID 1 of the namespace: start the payload, reap every orphan, report the payload's status."""
+    payload = os.fork()
+    if payload == 0:
+        os.close(status_pipe)
+        _payload(config, notes)
+    _close_fds([status_pipe])
+    _quiet_stdio()
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        if pid == payload:
+            os.write(status_pipe, struct.pack("i", status))
+            os._exit(0)
+
+
+def _apply_limits(limits: Mapping[str, Any]) -> None:
+    import resource
+
+    def cap(which: int, value: int, hard: int | None = None) -> None:
+        _, current = resource.getrlimit(which)
+        top = value if hard is None else hard
+        if current != resource.RLIM_INFINITY:
+            value, top = min(value, current), min(top, current)
+        resource.setrlimit(which, (value, top))
+
+    cap(resource.RLIMIT_CORE, 0)
+    if limits.get("memory_mb") is not None:
+        cap(resource.RLIMIT_AS, int(limits["memory_mb"]) << 20)
+    if limits.get("cpu_s") is not None:
+        seconds = max(1, int(float(limits["cpu_s"]) + 0.999))
+        cap(resource.RLIMIT_CPU, seconds, seconds + 1)  # SIGXCPU, then SIGKILL a second later
+    if limits.get("fsize_mb") is not None:
+        cap(resource.RLIMIT_FSIZE, int(limits["fsize_mb"]) << 20)
+
+
+def _finish(code: int) -> None:
+    """End the payload as the interpreter would: exit handlers, flushed streams, then exit."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - a failing handler does not change the exit
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _confine_script(confinement: Confinement, report_fd: int | None) -> None:
+    """Confine, then tell the parent on the report pipe (closed before the script runs, so
+    the script cannot speak on it): ``{"ok": true, "notes": [...]}`` or the refusal."""
+    try:
+        reply: dict[str, Any] = {"ok": True, "notes": confinement.confine(untrusted=True)}
+    except Exception as exc:  # noqa: BLE001 - whatever failed, nothing untrusted may run
+        reply = {"ok": False, "error": str(exc) if isinstance(exc, SandboxRefused) else f"{type(exc).__name__}: {exc}"}
+    if report_fd is not None:
+        os.write(report_fd, json.dumps(reply).encode())
+        os.close(report_fd)
+    if not reply["ok"]:
+        raise SandboxRefused(reply["error"])
+
+
+def _print_exception(exc: BaseException) -> None:
+    """The traceback as ``python script.py`` prints it: without the warden's and runpy's frames."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, getattr(sys.modules.get("runpy"), "__file__", "")):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def _payload(config: Mapping[str, Any], notes: list[str]) -> None:
+    """Run the payload (never returns): a script, confined before it starts, or a trusted
+    function that confines itself after its own imports."""
+    _close_fds(config.get("keep_fds", ()))
+    _apply_limits(config.get("limits", {}))
+    confinement = Confinement(config.get("confine", {}), notes)
+    payload = config["payload"]
+    code = 0
+    try:
+        if "script" in payload:
+            import runpy
+
+            _confine_script(confinement, config.get("report_fd"))
+            sys.argv = [payload["script"], *payload.get("args", ())]
+            runpy.run_path(payload["script"], run_name="__main__")
+        else:
+            import importlib
+
+            module, _, name = payload["call"].partition(":")
+            function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+            function(payload.get("args", []), confinement)
+    except SandboxRefused as exc:
+        sys.stderr.write(REFUSED_PREFIX + str(exc) + "\n")
+        code = EXIT_REFUSED
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            sys.stderr.write(f"{exc.code}\n")
+    except BaseException as exc:  # noqa: BLE001 - reported like an uncaught exception of `python script`
+        _print_exception(exc)
+        code = 1
+    _finish(code)
+
+
+def main(argv: Sequence[str]) -> None:
+    config = json.loads(argv[0])
+    lifeline = int(config["lifeline"])
+    notes: list[str] = []
+    namespaced = False
+    if config.get("namespaces", True) and not config.get("confine", {}).get("unsafe"):
+        note = _enter_namespaces()
+        namespaced = note == "namespaces"
+        notes.append(note)
+    status_r, status_w = os.pipe() if namespaced else (None, None)
+    child = os.fork()
+    if child == 0:
+        os.close(lifeline)
+        if status_r is not None and status_w is not None:
+            os.close(status_r)
+            _init(config, status_w, notes)
+        _payload(config, notes)
+    if status_w is not None:
+        os.close(status_w)
+    _close_fds([lifeline] + ([status_r] if status_r is not None else []))
+    _quiet_stdio()
+    _watch(child, lifeline, status_r, namespaced)
+
+
+if __name__ == "__main__":
+    # Started by path: drop this folder from sys.path, so that nothing here shadows a module
+    # the payload imports.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]
+    main(sys.argv[1:])
