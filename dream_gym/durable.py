@@ -3,12 +3,13 @@ file uses, so a ``kill -9`` at any moment leaves the old file or the new one, ne
 
 * :func:`write_via` lets a writer (``model.save``, numpy, text) write a temporary file, then
   fsyncs it, renames it onto the target and fsyncs the folder (so the rename itself survives).
-* :func:`write_atomic` and :func:`write_json_atomic` are that for text/bytes and a JSON document.
+* :func:`write_atomic` and :func:`write_json_atomic` are that for text/bytes and a JSON document;
+  text and JSON are redacted first (:mod:`dream_gym.redact`: no secret reaches a file).
 * :func:`json_safe` makes a value strict-JSON-ready (non-finite floats as null).
 * :func:`read_jsonl` reads a JSON-lines file that is appended to line by line: a torn last line
   (the one being written when the process died) is skipped; a bad complete line is an error.
 
-This module imports nothing of dream_gym (every layer may use it).
+This module imports nothing of dream_gym but :mod:`dream_gym.redact` (every layer may use it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from dream_gym.redact import redact, redact_value
 
 
 def json_safe(value: Any) -> Any:
@@ -82,16 +85,19 @@ def _new_file_mode() -> int:
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
-    """Write ``data`` (text as UTF-8) to ``path`` through a temporary file."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    """Write ``data`` (text as UTF-8, secrets redacted; bytes as they are) to ``path`` through a
+    temporary file."""
+    payload = redact(data).encode("utf-8") if isinstance(data, str) else data
     return write_via(path, lambda tmp: tmp.write_bytes(payload))
 
 
 def write_json_atomic(
     path: str | os.PathLike[str], data: Any, *, indent: int = 2, default: Any = None, allow_nan: bool = False
 ) -> Path:
-    """One JSON document, newline-terminated, written atomically (strict JSON unless allow_nan)."""
-    return write_atomic(path, json.dumps(data, indent=indent, allow_nan=allow_nan, default=default) + "\n")
+    """One JSON document, newline-terminated, written atomically (strict JSON unless allow_nan),
+    its strings redacted before they are escaped (a secret holding a quote would hide in JSON)."""
+    text = json.dumps(redact_value(data), indent=indent, allow_nan=allow_nan, default=default)
+    return write_atomic(path, text + "\n")
 
 
 def read_jsonl(path: str | os.PathLike[str], *, torn_tail: bool = True) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dream_gym.policy import EpisodeResult
+from dream_gym.redact import redact
 from dream_gym.results import result_from_row
 from dream_gym.score import DEFAULT_LAMBDA, v2_objective
 
@@ -260,7 +261,8 @@ def leaderboard(
                 regret=_mean_known([r.regret for r in rows]),
             )
         )
-    errors = [(r.policy, r.world, r.beta, str(r.error)) for r in items if r.error]
+    # an error is untrusted text (a policy's exception) and the board is printed and shared
+    errors = [(r.policy, r.world, r.beta, redact(str(r.error))) for r in items if r.error]
     return Leaderboard(
         overall=_rank(overall, key),
         per_world={world: _rank(rows, key) for world, rows in sorted(per_world.items())},

@@ -5,6 +5,8 @@
   logged (a keyless local OpenAI-compatible server gets :data:`LOCAL_PLACEHOLDER_KEY`), secrets
   scrubbed from error messages, and the response read into a :class:`Completion` (reply text,
   finish reason, tokens, USD from ``litellm.completion_cost``, 0.0 with a note when unpriced).
+  Every message sent and every reply is passed through :mod:`dream_gym.redact` (a secret that
+  leaked into an error or a reply is never sent to the LLM nor recorded).
 * :func:`extract_code`: the program in a reply (never raises).
 
 litellm is an optional dependency (``pip install 'dream-gym[llm]'``) imported only when a client
@@ -24,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from dream_gym.redact import redact, redact_value, register_secret
 
 #: Placeholder key sent to a keyless local OpenAI-compatible server (the OpenAI client refuses to
 #: send a request without one). It is not a secret.
@@ -250,6 +254,7 @@ class LLMClient:
         self.model = model
         self.api_base = api_base
         self._api_key = api_key
+        register_secret(api_key, "LLM_API_KEY")  # redacted from records and prompts like an env key
         self.temperature = float(temperature)
         self.max_tokens = int(max_tokens)
         self.timeout_s = float(timeout_s)
@@ -279,11 +284,12 @@ class LLMClient:
         for s in sorted(secrets, key=len, reverse=True):
             if s:
                 text = text.replace(s, "***")
-        return text
+        return redact(text)  # the encodings and the other secret names
 
     def request(self, messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
-        """The request's content without transport details or secrets (what a journal keys on)."""
-        return {"model": self.model, "messages": messages, "temperature": self.temperature,
+        """The request's content without transport details or secrets (what a journal keys on,
+        and what is sent): the messages are redacted."""
+        return {"model": self.model, "messages": redact_value(messages), "temperature": self.temperature,
                 "max_tokens": self.max_tokens, "seed": seed}
 
     # -- the call -------------------------------------------------------------------------------
@@ -349,7 +355,7 @@ class LLMClient:
         if cost_note:
             notes.append(cost_note)
         return Completion(
-            reply=content if isinstance(content, str) else "", finish_reason=finish,
+            reply=redact(content) if isinstance(content, str) else "", finish_reason=finish,
             tokens_in=tokens_in, tokens_out=tokens_out, usd=usd, seconds=seconds, attempts=attempts,
             notes=tuple(notes),
         )

@@ -1,7 +1,8 @@
 """Results files (``dream-gym-results/1``): one JSON line per evaluated episode.
 
 Written by :func:`dream_gym.evaluate.evaluate`, read by the leaderboard, the plots and the
-dreaming loop. Non-finite floats are stored as ``null`` so every line is strict JSON.
+dreaming loop. Non-finite floats are stored as ``null`` so every line is strict JSON, and
+secrets are redacted (:mod:`dream_gym.redact`; an episode's ``error`` is untrusted text).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from dream_gym.durable import json_safe, read_jsonl
 from dream_gym.policy import EpisodeResult
+from dream_gym.redact import redact_value
 from dream_gym.world import World
 
 RESULT_FORMAT = "dream-gym-results/1"
@@ -30,8 +32,8 @@ def result_row(result: EpisodeResult, world: World | None = None, **extra: Any) 
 
 
 def dumps_row(row: Mapping[str, Any]) -> str:
-    """One results-file line: strict JSON, non-finite floats as null."""
-    return json.dumps(json_safe(dict(row)), allow_nan=False)
+    """One results-file line: strict JSON, non-finite floats as null, secrets redacted."""
+    return json.dumps(redact_value(json_safe(dict(row))), allow_nan=False)
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

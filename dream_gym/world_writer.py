@@ -3,7 +3,9 @@
 
 Every write is atomic or append-and-fsync, so a world folder interrupted at any point (``kill -9``
 while growing, compressing or decompressing) is resumed or finished by running the same call again;
-the format and its validation are :mod:`dream_gym.world`'s.
+the format and its validation are :mod:`dream_gym.world`'s. Every node and world.json are
+redacted before they are written (:mod:`dream_gym.redact`): a secret that leaked into a
+candidate's error, code or prompt never reaches a world.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dream_gym.durable import write_atomic, write_json_atomic
+from dream_gym.redact import redact_value
 from dream_gym.world import (
     FORMAT,
     NODE_FILES,
@@ -157,7 +160,7 @@ class WorldWriter:
     def create(cls, folder: str | os.PathLike[str], meta: Mapping[str, Any]) -> WorldWriter:
         """Start a new world; refuses a folder that already holds one."""
         folder = Path(folder)
-        meta = validate_meta(folder / WORLD_FILE, dict(meta))
+        meta = validate_meta(folder / WORLD_FILE, redact_value(dict(meta)))
         meta.pop("sha256", None)
         if any((folder / name).exists() for name in (*NODE_FILES, WORLD_FILE)):
             raise FileExistsError(f"{folder} already holds a world; use WorldWriter.open to resume it")
@@ -221,8 +224,8 @@ class WorldWriter:
         return node_id in self._index_of
 
     def append(self, record: Mapping[str, Any]) -> None:
-        """Validate one node and write it durably (flush + fsync) before returning."""
-        record = dict(record)
+        """Redact and validate one node and write it durably (flush + fsync) before returning."""
+        record = dict(redact_value(record))  # the kept record is the written one
         path = self.folder / NODES_FILE
         check_node(path, len(self._records) + 1, record, self._index_of)
         try:
@@ -242,7 +245,7 @@ class WorldWriter:
             self.append(record)
 
     def update_meta(self, **changes: Any) -> None:
-        self.meta.update(changes)
+        self.meta.update(redact_value(changes))
         self.meta = validate_meta(self.folder / WORLD_FILE, self.meta)
         self.meta.pop("sha256", None)
         write_world_json(self.folder / WORLD_FILE, self.meta)

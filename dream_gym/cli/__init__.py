@@ -1,7 +1,9 @@
 """The ``dream-gym`` command line: argument parsing only.
 
 Each sub-command lives in its own module of this package, which defines
-``register(subparsers)``; the handler it installs calls one library function.
+``register(subparsers)``; the handler it installs calls one library function. Everything a
+command prints goes through :func:`dream_gym.redact.redacted_output` (an error from untrusted
+code may quote a secret).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+from dream_gym.redact import redacted_output
 
 # Modules of this package that each add one or more sub-commands.
 COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train")
@@ -31,6 +35,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv  # provenance: `grow` records the exact command in world.json
+    with redacted_output():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -31,6 +31,7 @@ from typing import Any
 from dream_gym.dream.developer import EarlierRevision, Feedback, Revision
 from dream_gym.dream.journal import Journal
 from dream_gym.llm import LLMClient, clip, extract_code, one_line
+from dream_gym.redact import redact_value
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "agents" / "prompts"
 SYSTEM_TEMPLATE = "policy_developer_system.md"
@@ -127,7 +128,8 @@ class LLMDeveloper:
         self.name = f"litellm:{model}"
 
     def propose(self, feedback: Feedback) -> Revision:
-        messages = build_messages(feedback, self.prompts_dir)
+        # the feedback quotes errors of untrusted revisions: the prompt kept is the one sent
+        messages = redact_value(build_messages(feedback, self.prompts_dir))
         call = self.journal.complete(self.client, messages, seed=request_seed(self.seed, feedback.phase, feedback.m),
                                      phase=feedback.phase, revision=feedback.m)
         done = call.completion

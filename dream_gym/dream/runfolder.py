@@ -2,7 +2,8 @@
 
 * :class:`JsonLog` appends one JSON object a line, flushed and fsynced before ``append`` returns,
   so ``kill -9`` loses at most the line being written; reading skips (and reopening cuts) a torn
-  last line.
+  last line. Every line is redacted (:mod:`dream_gym.redact`): ``dream.jsonl``, the journal of
+  LLM calls and the rsi ledger never hold a secret.
 * :func:`write_json` writes run data atomically (:mod:`dream_gym.durable`).
 * :func:`check_fingerprint` stores the settings of a run in its folder on the first start and, on
   ``--resume``, refuses other settings with a message naming every difference.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.durable import json_safe, read_jsonl, write_json_atomic
+from dream_gym.redact import redact_value
 
 FINGERPRINT_FILE = "fingerprint.json"
 
@@ -38,7 +40,7 @@ class JsonLog:
                     handle.truncate(raw.rfind(b"\n") + 1)
 
     def append(self, record: Mapping[str, Any]) -> None:
-        line = dumps(dict(record)).encode("utf-8") + b"\n"
+        line = dumps(redact_value(dict(record))).encode("utf-8") + b"\n"
         with open(self.path, "ab") as handle:
             handle.write(line)
             handle.flush()
@@ -66,7 +68,7 @@ def check_fingerprint(folder: str | os.PathLike[str], settings: Mapping[str, Any
     """
     Path(folder).mkdir(parents=True, exist_ok=True)
     path = Path(folder) / FINGERPRINT_FILE
-    current = json_safe(dict(settings))
+    current = redact_value(json_safe(dict(settings)))  # as the file holds them
     if not path.exists():
         if any(Path(folder).iterdir()):
             raise SettingsChanged(f"{folder} is not empty and has no {FINGERPRINT_FILE}: it is not a {command} "

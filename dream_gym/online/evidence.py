@@ -2,7 +2,8 @@
 failure classes, and the survival check of the final best candidate.
 
 * :class:`EvidenceLedger` appends one admissible record per executed attempt to
-  ``evidence.jsonl`` beside the world (flush + fsync, like the world itself).
+  ``evidence.jsonl`` beside the world (flush + fsync, like the world itself), secrets redacted
+  (:mod:`dream_gym.redact`).
 * :func:`stagnation_class` marks a *valid* attempt ``hard`` when its branch has produced
   ``window`` valid attempts in a row without beating the branch's best: "sustained poor score".
   Invalid attempts are classified by the task's evaluator (``repairable``: syntax, import,
@@ -21,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from dream_gym.redact import redact_value
 
 EVIDENCE_FILE = "evidence.jsonl"
 STAGNATION_WINDOW = 3
@@ -43,7 +46,8 @@ class EvidenceLedger:
                 handle.truncate(raw.rfind(b"\n") + 1)
 
     def append(self, record: Mapping[str, Any]) -> None:
-        self._handle.write(json.dumps(dict(record), allow_nan=False, default=str).encode() + b"\n")
+        line = json.dumps(redact_value(dict(record)), allow_nan=False, default=str)
+        self._handle.write(line.encode() + b"\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
 

@@ -24,7 +24,9 @@ shared with the dreaming loop's policy developer.
 
 API keys come from the provider's usual environment variables (``OPENAI_API_KEY``,
 ``ANTHROPIC_API_KEY`` ...) or the ``api_key`` argument. They are never logged, never part of the
-prompt, notes or cost, hidden from ``repr`` and scrubbed from error messages.
+prompt, notes or cost, hidden from ``repr`` and scrubbed from error messages. Any secret that
+leaked into the parent's error, diagnostics or code is redacted from the prompt
+(:mod:`dream_gym.redact`), so ``Proposal.prompt`` is what was sent.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from dream_gym.llm import (
     redact_url,
 )
 from dream_gym.online.agent_base import ParentContext, Proposal
+from dream_gym.redact import redact_value
 
 if TYPE_CHECKING:
     import numpy as np
@@ -217,8 +220,8 @@ class LiteLLMAgent:
         """One chat completion → one candidate program. Raises :class:`AgentError` only when the
         LLM cannot be reached or rejects the request; a bad reply still yields a Proposal."""
         seed = int(rng.integers(0, 2**31 - 1))
-        messages = build_messages(task, parent, system_prompt=self.system_prompt,
-                                  max_history=self.max_history)
+        messages = redact_value(build_messages(task, parent, system_prompt=self.system_prompt,
+                                               max_history=self.max_history))
         done = self.client.complete(messages, seed)
         ext = extract_code(done.reply)
         notes = [f"model={self.model}", f"seed={seed}", f"attempts={done.attempts}",

@@ -33,6 +33,7 @@ from dream_gym.online.agent_base import ParentContext
 from dream_gym.online.evidence import EvidenceLedger, Survival, stagnation_class, survival_check
 from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, RunContext, batch_from
+from dream_gym.redact import redact_value
 from dream_gym.replay import ROOT, IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
@@ -465,5 +466,6 @@ def _best(records: list[dict[str, Any]], negate: bool) -> float | None:
 
 def write_summary(result: GrowResult) -> Path:
     path = result.folder / "run_summary.json"
-    path.write_text(json.dumps(result.summary(), indent=2, default=str) + "\n", encoding="utf-8")
+    # the summary quotes the survival check's note, which may quote a candidate's error
+    path.write_text(json.dumps(redact_value(result.summary()), indent=2, default=str) + "\n", encoding="utf-8")
     return path
