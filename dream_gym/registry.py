@@ -20,12 +20,11 @@ many envs on one world parses it once.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from dream_gym.world import WORLD_FILE, World, decompressed, load_world, node_file
+from dream_gym.world import WORLD_FILE, World, count_node_lines, load_world, node_file, read_json_document
 
 _CACHE: dict[tuple[str, int, int], World] = {}
 DEFAULT_DATASET = "dream-gym/recorded-v1"
@@ -52,7 +51,7 @@ def shipped_datasets() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for folder in folders:
         try:
-            dataset_id = json.loads((folder / DATASET_FILE).read_text(encoding="utf-8"))["id"]
+            dataset_id = read_json_document(folder / DATASET_FILE)["id"]
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a broken dataset.json is reported by dream_gym.datasets.store, not here
         found.setdefault(str(dataset_id), folder)
@@ -171,13 +170,13 @@ def list_worlds(dataset: str | None = None) -> list[dict[str, Any]]:
         split: dict[str, str] = {}
         card = root / DATASET_FILE
         if card.is_file():
-            data = json.loads(card.read_text(encoding="utf-8"))
+            data = read_json_document(card)
             for part, names in (data.get("split") or {}).items():
                 for name in names:
                     split[name] = part
         version = max(_version(dataset_id), 0)
         for name in _world_names(root):
-            meta = json.loads((root / name / WORLD_FILE).read_text(encoding="utf-8"))
+            meta = read_json_document(root / name / WORLD_FILE)
             rows.append(
                 {
                     "name": name,
@@ -197,5 +196,4 @@ def list_worlds(dataset: str | None = None) -> list[dict[str, Any]]:
 
 
 def _count_nodes(folder: Path) -> int:
-    stored = node_file(folder)
-    return decompressed(stored, stored.read_bytes()).count(b"\n")
+    return count_node_lines(node_file(folder))

@@ -20,12 +20,19 @@ A world is a folder with two files (the node file stored plain or gzip-compresse
     line numbers in errors count lines of the decompressed text); a folder holding both files
     is an error, since either could be the stale one.
 
+Bounds (:mod:`dream_gym.limits`): node files are read as a stream, a line at a time; the node
+lines of a world may hold at most 256 MB (``DREAM_GYM_MAX_DECOMPRESSED_MB``, counted after
+decompression), a line (and world.json) at most 16 MB (``DREAM_GYM_MAX_LINE_MB``), a JSON value
+nests at most 100 deep; ``workers`` is at most :data:`MAX_WORKERS` and a node's ``round`` at most
+:data:`MAX_ROUND`. Each error names the file, the line, the limit and how to raise it.
+
 In memory a :class:`World` holds numpy arrays (parent index, oriented score, children in
 creation order as CSR) so that replay is pointer work. ``direction: minimize`` is handled here:
 scores are negated at load time so that everything downstream reads "higher is better".
 
 Writing worlds (:class:`~dream_gym.world_writer.WorldWriter`, :func:`~dream_gym.world_writer.new_meta`,
-compression) lives in :mod:`dream_gym.world_writer`. This module imports nothing else of dream_gym.
+compression) lives in :mod:`dream_gym.world_writer`. This module imports nothing else of dream_gym
+but :mod:`dream_gym.limits`.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import io
 import json
 import math
 import os
@@ -40,9 +48,21 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import numpy as np
+
+from dream_gym.limits import (
+    LimitError,
+    Readable,
+    bounded_lines,
+    decompressed_limit_problem,
+    line_limit_problem,
+    loads_bounded,
+    max_decompressed_bytes,
+    max_line_bytes,
+    read_bounded,
+)
 
 FORMAT = "dream-gym-world/1"
 FORMAT_NAME, FORMAT_MAJOR = FORMAT.split("/")
@@ -52,6 +72,11 @@ NODES_GZ_FILE = "nodes.jsonl.gz"
 NODE_FILES = (NODES_FILE, NODES_GZ_FILE)
 DIRECTIONS = ("maximize", "minimize")
 FRONTIER_RULES = ("leaves", "any")
+#: The most workers a world may declare: W sizes every batch, action space and mask downstream,
+#: so an absurd W (10**12) would ask for terabytes; the real runs here use 1 to 8.
+MAX_WORKERS = 4096
+#: The highest round number a node may carry (the real runs here reach 993 rounds).
+MAX_ROUND = 1_000_000
 
 
 class WorldFormatError(ValueError):
@@ -73,8 +98,14 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"non-finite number {name} is not allowed")
 
 
-def loads_strict(text: str) -> Any:
+def _loads_finite(text: str | bytes) -> Any:
     return json.loads(text, parse_constant=_reject_constant)
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Strict JSON (no NaN/Infinity), nested at most ``limits.MAX_JSON_DEPTH`` deep; a deeper value
+    raises ``limits.LimitError`` (a ValueError)."""
+    return loads_bounded(text, _loads_finite)
 
 
 def _is_number(value: Any) -> bool:
@@ -140,8 +171,8 @@ def validate_meta(path: str | os.PathLike[str], meta: Any) -> dict[str, Any]:
     if meta["frontier"] not in FRONTIER_RULES:
         raise WorldFormatError(path, f"'frontier' must be one of {FRONTIER_RULES}, got {meta['frontier']!r}")
     workers = meta.get("workers", 1)
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise WorldFormatError(path, f"'workers' must be a positive integer, got {workers!r}")
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
+        raise WorldFormatError(path, f"'workers' must be an integer from 1 to {MAX_WORKERS}, got {_short(workers)}")
     meta["workers"] = workers
     baseline = meta.get("baseline_score")
     problem = check_score(baseline)
@@ -149,8 +180,14 @@ def validate_meta(path: str | os.PathLike[str], meta: Any) -> dict[str, Any]:
         raise WorldFormatError(path, f"'baseline_score': {problem}")
     checksum = meta.get("sha256")
     if checksum is not None and not (isinstance(checksum, str) and len(checksum) == 64):
-        raise WorldFormatError(path, f"'sha256' must be 64 hex digits, got {checksum!r}")
+        raise WorldFormatError(path, f"'sha256' must be 64 hex digits, got {_short(checksum)}")
     return meta
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """repr of a bad value, cut so that an error message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,39 +274,66 @@ class World:
 
 
 def parse_node_lines(path: Path, raw: bytes) -> list[dict[str, Any]]:
-    if not raw.strip():
-        raise WorldFormatError(path, "file is empty: a world needs at least its root line")
-    lines = raw.split(b"\n")
-    torn_tail = not raw.endswith(b"\n")
-    if not torn_tail:
-        lines.pop()  # the empty string after the final newline
+    """The node records of node-file text held in memory (see :func:`read_node_lines`)."""
+    return read_node_lines(path, io.BytesIO(raw))
+
+
+def read_node_lines(path: Path, stream: Readable) -> list[dict[str, Any]]:
+    """Parse node lines from a binary stream (decompressed already), a line at a time, within
+    the limits of :mod:`dream_gym.limits`; raise :class:`WorldFormatError` naming file and line."""
     records: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            raise WorldFormatError(path, "blank line (every line must hold one node)", number)
-        try:
-            record = loads_strict(line.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            if torn_tail and number == len(lines):
-                raise WorldFormatError(
-                    path,
-                    "truncated last line (no newline and not valid JSON): the writer was "
-                    "probably interrupted; remove the line or resume with WorldWriter.open",
-                    number,
-                ) from None
-            raise WorldFormatError(path, f"bad JSON: {exc}", number) from None
-        if not isinstance(record, dict):
-            raise WorldFormatError(path, f"must be a JSON object, got {type(record).__name__}", number)
-        records.append(record)
-    if torn_tail:
-        # Every line the writer writes ends with a newline; WorldWriter.open would cut this one.
-        raise WorldFormatError(
-            path,
-            "truncated last line (no trailing newline): the writer was probably interrupted; "
-            "resume with WorldWriter.open (which cuts it) or end the line with a newline",
-            len(lines),
-        )
+    first_blank: int | None = None  # blank lines before the root: an error unless the file is all blank
+    torn_at: int | None = None
+    try:
+        for number, line, ended in bounded_lines(stream, max_line=max_line_bytes(), max_total=max_decompressed_bytes()):
+            if not line.strip():
+                if records:
+                    raise WorldFormatError(path, "blank line (every line must hold one node)", number)
+                first_blank = first_blank or number
+                continue
+            if first_blank is not None:
+                raise WorldFormatError(path, "blank line (every line must hold one node)", first_blank)
+            records.append(_parse_node_line(path, number, line, ended))
+            torn_at = None if ended else number
+            del line  # a long line is not kept while the next one is read
+    except LimitError as exc:
+        raise WorldFormatError(path, exc.problem, exc.line) from None
+    if not records:
+        raise WorldFormatError(path, "file is empty: a world needs at least its root line")
+    if torn_at is not None:
+        raise WorldFormatError(path, _torn_problem(path, valid_json=True), torn_at)
     return records
+
+
+def _is_compressed(path: Path) -> bool:
+    return path.name.endswith(".gz")
+
+
+def _torn_problem(path: Path, *, valid_json: bool) -> str:
+    """What a last line without its newline means: in a plain node file, an interrupted writer
+    (WorldWriter.open cuts the line); a compressed one is written whole, so it is damaged."""
+    if _is_compressed(path):
+        return ("truncated last line (no newline" + (")" if valid_json else " and not valid JSON)")
+                + ": a compressed world is written whole, so this file is damaged or was not made by dream_gym")
+    if not valid_json:
+        return ("truncated last line (no newline and not valid JSON): the writer was probably interrupted; "
+                "remove the line or resume with WorldWriter.open")
+    return ("truncated last line (no trailing newline): the writer was probably interrupted; "
+            "resume with WorldWriter.open (which cuts it) or end the line with a newline")
+
+
+def _parse_node_line(path: Path, number: int, line: bytes, ended: bool) -> dict[str, Any]:
+    try:
+        record = loads_strict(line.decode("utf-8"))
+    except LimitError as exc:
+        raise WorldFormatError(path, exc.problem, number) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        if not ended:
+            raise WorldFormatError(path, _torn_problem(path, valid_json=False), number) from None
+        raise WorldFormatError(path, f"bad JSON: {exc}", number) from None
+    if not isinstance(record, dict):
+        raise WorldFormatError(path, f"must be a JSON object, got {type(record).__name__}", number)
+    return record
 
 
 def check_node(
@@ -289,6 +353,7 @@ def check_node(
     problem = check_score(record["score"])
     if problem:
         raise WorldFormatError(path, f"node {node_id!r}: {problem}", number)
+    _check_round(path, number, node_id, record.get("round"))
     parent_id = record["parent"]
     if parent_id is None:
         if index_of:
@@ -303,6 +368,15 @@ def check_node(
             path, f"node {node_id!r}: parent {parent_id!r} is not defined on an earlier line", number
         )
     return index_of[parent_id]
+
+
+def _check_round(path: Path, number: int, node_id: str, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_ROUND:
+        raise WorldFormatError(
+            path, f"node {node_id!r}: 'round' must be an integer from 0 to {MAX_ROUND}, got {_short(value)}", number
+        )
 
 
 def build_world(
@@ -396,29 +470,84 @@ def node_file(folder: str | os.PathLike[str]) -> Path:
     return present[0]
 
 
+def _gzip_problem(exc: BaseException) -> str:
+    return f"not a valid gzip file ({exc}); the file is truncated or corrupt"
+
+
+def open_node_text(path: Path) -> IO[bytes]:
+    """A binary stream of a node file's lines (inflated on the fly for ``.gz``)."""
+    return cast(IO[bytes], gzip.open(path, "rb")) if path.name == NODES_GZ_FILE else open(path, "rb")
+
+
+def read_node_file(path: Path) -> list[dict[str, Any]]:
+    """The node records of a stored node file, streamed within the limits (see the module docstring)."""
+    with open_node_text(path) as stream:
+        try:
+            return read_node_lines(path, stream)
+        except (OSError, EOFError, zlib.error) as exc:
+            if not _is_compressed(path):
+                raise
+            raise WorldFormatError(path, _gzip_problem(exc)) from None
+
+
 def decompressed(path: Path, stored: bytes) -> bytes:
-    """The node lines of a stored node file (gzip-decompressed for ``.gz``)."""
+    """The node lines of a stored node file (gzip-decompressed for ``.gz``), at most
+    ``limits.max_decompressed_bytes()`` of them: a larger inflation stops there with an error."""
     if path.name != NODES_GZ_FILE:
         return stored
+    limit = max_decompressed_bytes()
     try:
-        return gzip.decompress(stored)
+        with gzip.GzipFile(fileobj=io.BytesIO(stored)) as stream:
+            data = read_bounded(stream, limit)
     except (OSError, EOFError, zlib.error) as exc:
-        raise WorldFormatError(path, f"not a valid gzip file ({exc}); the file is truncated or corrupt") from None
+        raise WorldFormatError(path, _gzip_problem(exc)) from None
+    if data is None:
+        raise WorldFormatError(path, decompressed_limit_problem(limit))
+    return data
+
+
+def count_node_lines(path: Path) -> int:
+    """Lines of a stored node file, counted as a stream (nothing is held in memory)."""
+    lines, total, limit = 0, 0, max_decompressed_bytes()
+    with open_node_text(path) as stream:
+        try:
+            while block := stream.read(1 << 20):
+                total += len(block)
+                if total > limit:
+                    raise WorldFormatError(path, decompressed_limit_problem(limit))
+                lines += block.count(b"\n")
+        except (OSError, EOFError, zlib.error) as exc:
+            if not _is_compressed(path):
+                raise
+            raise WorldFormatError(path, _gzip_problem(exc)) from None
+    return lines
+
+
+def read_json_document(path: Path) -> Any:
+    """A whole JSON file (world.json, dataset.json) of at most ``limits.max_line_bytes()``,
+    strict and nested within the limit; :class:`WorldFormatError` names the file."""
+    limit = max_line_bytes()
+    with open(path, "rb") as handle:
+        raw = read_bounded(handle, limit)
+    if raw is None:
+        raise WorldFormatError(path, line_limit_problem(limit, "file"))
+    try:
+        return loads_strict(raw.decode("utf-8"))
+    except LimitError as exc:
+        raise WorldFormatError(path, exc.problem) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WorldFormatError(path, f"bad JSON: {exc}") from None
 
 
 def read_meta(meta_path: Path) -> dict[str, Any]:
     if not meta_path.is_file():
         raise WorldFormatError(meta_path, "missing (a world folder holds world.json and nodes.jsonl)")
-    try:
-        meta_raw = loads_strict(meta_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WorldFormatError(meta_path, f"bad JSON: {exc}") from None
-    return validate_meta(meta_path, meta_raw)
+    return validate_meta(meta_path, read_json_document(meta_path))
 
 
-def _check_sha256(meta: Mapping[str, Any], path: Path, stored: bytes, consequence: str = "") -> None:
+def _check_sha256(meta: Mapping[str, Any], path: Path, consequence: str = "") -> None:
     if meta.get("sha256"):
-        actual = hashlib.sha256(stored).hexdigest()
+        actual = sha256_file(path)
         if actual != meta["sha256"]:
             raise WorldFormatError(
                 path, f"checksum mismatch: world.json says sha256 {meta['sha256']}, the file has {actual}{consequence}"
@@ -432,7 +561,6 @@ def load_world(folder: str | os.PathLike[str]) -> World:
         raise WorldFormatError(folder, "is not a world folder (no such directory)")
     meta = read_meta(folder / WORLD_FILE)
     nodes_path = node_file(folder)
-    stored = nodes_path.read_bytes()
-    _check_sha256(meta, nodes_path, stored)
-    records = parse_node_lines(nodes_path, decompressed(nodes_path, stored))
+    _check_sha256(meta, nodes_path)
+    records = read_node_file(nodes_path)
     return build_world(meta, records, source=nodes_path, path=folder)

@@ -13,12 +13,15 @@ A remote is a folder-like location. A dataset ``ns/name-vN`` sits there either a
 
 Downloads check ``dataset.json``'s format version before fetching anything (as Minari checks
 its version specifier), then verify every file's sha256: a tampered or corrupt file is refused
-with its name and nothing is added to the store.
+with its name and nothing is added to the store. Nothing fetched can exhaust memory or disk:
+dataset.json is read within the limits of :mod:`dream_gym.limits`, a file larger than the limit
+on decompressed data (256 MB, ``DREAM_GYM_MAX_DECOMPRESSED_MB``) is refused before it is
+fetched, archives are unpacked as bounded streams (:mod:`dream_gym.datasets.archive`) and every
+world is loaded as a bounded stream.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -26,22 +29,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.datasets.archive import make_archive, safe_extract
+from dream_gym.datasets.archive import UnsafeArchiveError, make_archive, safe_extract
 from dream_gym.datasets.ids import parse_dataset_id
 from dream_gym.datasets.store import (
     DATASET_FILE,
     Dataset,
     DatasetError,
     DatasetNotFoundError,
+    check_declared_size,
     find_dataset,
     local_path,
     open_dataset_folder,
+    parse_dataset_json,
     read_dataset_meta,
     safe_relative_path,
-    validate_dataset_meta,
     verify_files,
 )
-from dream_gym.world import load_world, sha256_file
+from dream_gym.limits import decompressed_limit_problem, max_decompressed_bytes
+from dream_gym.world import World, WorldFormatError, load_world, sha256_file
 
 
 class RemoteError(OSError):
@@ -79,7 +84,8 @@ def list_remote(remote: str) -> list[RemoteDataset]:
     found: list[RemoteDataset] = []
     for path in sorted(fs.glob(_join(root, "*", "*", DATASET_FILE))):
         try:
-            meta = json.loads(fs.cat_file(path))
+            with fs.open(path, "rb") as stream:
+                meta = parse_dataset_json(path, stream, validate=False)[1]
             found.append(
                 RemoteDataset(str(meta.get("id")), str(path).rsplit("/", 1)[0], "folder",
                               str(meta.get("description", "")), len(meta.get("worlds", [])))
@@ -135,8 +141,10 @@ def download(dataset_id: str, remote: str, *, overwrite: bool = False) -> Datase
     staging = Path(tempfile.mkdtemp(prefix=f".download-{did.name}-v{did.version}.", dir=target.parent))
     try:
         if fs.exists(_join(folder, DATASET_FILE)):
+            source = folder
             _download_folder(fs, folder, staging, str(did))
         elif fs.exists(archive):
+            source = archive
             _download_archive(fs, archive, staging, str(did))
         else:
             raise DatasetNotFoundError(
@@ -145,7 +153,8 @@ def download(dataset_id: str, remote: str, *, overwrite: bool = False) -> Datase
             )
         staged = read_dataset_meta(staging)
         for entry in staged["worlds"]:
-            load_world(staging / entry["name"])  # world format version and structure
+            world = _load_staged(source, staging, entry["name"])  # world format version and structure
+            check_declared_size(staging / DATASET_FILE, entry, world)
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
@@ -155,6 +164,17 @@ def download(dataset_id: str, remote: str, *, overwrite: bool = False) -> Datase
     return open_dataset_folder(target)
 
 
+def _load_staged(source: str, staging: Path, name: str) -> World:
+    """Load a fetched world; an error names it in the remote's terms (the staging folder is
+    deleted once the download is refused)."""
+    try:
+        return load_world(staging / name)
+    except WorldFormatError as exc:
+        where = Path(exc.path).relative_to(staging).as_posix() if Path(exc.path).is_relative_to(staging) else exc.path
+        line = "" if exc.line is None else f", line {exc.line}"
+        raise DatasetError(f"{source}: {where}{line}: {exc.problem}; download refused") from None
+
+
 def _check_id(where: str, meta: dict[str, Any], expected: str) -> None:
     if meta.get("id") != expected:
         raise DatasetError(f"{where}: holds dataset {meta.get('id')!r}, not {expected!r}")
@@ -162,17 +182,15 @@ def _check_id(where: str, meta: dict[str, Any], expected: str) -> None:
 
 def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None:
     meta_url = _join(folder, DATASET_FILE)
-    raw = fs.cat_file(meta_url)
-    try:
-        meta = json.loads(raw)
-    except ValueError as exc:
-        raise DatasetError(f"{meta_url}: bad JSON: {exc}") from None
-    validate_dataset_meta(meta_url, meta)  # format/version check before any world is fetched
+    with fs.open(meta_url, "rb") as stream:
+        raw, meta = parse_dataset_json(meta_url, stream)  # format/version check before any world is fetched
     _check_id(meta_url, meta, expected)
+    limit = max_decompressed_bytes()
     for rel, digest in meta["files"].items():
         safe_relative_path(meta_url, rel)
         local = staging / rel
         local.parent.mkdir(parents=True, exist_ok=True)
+        _check_remote_size(fs, _join(folder, rel), limit)
         fs.get_file(_join(folder, rel), str(local))
         actual = sha256_file(local)
         if actual != digest:
@@ -183,11 +201,24 @@ def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None
     (staging / DATASET_FILE).write_bytes(raw)
 
 
+def _check_remote_size(fs: Any, url: str, limit: int) -> None:
+    """Refuse a remote file larger than the limit before fetching it (no dataset file is larger)."""
+    try:
+        size = fs.size(url)
+    except (OSError, NotImplementedError):
+        return  # the file system cannot tell: the world loader's own limits still apply
+    if size is not None and size > limit:
+        raise DatasetError(f"{url}: " + decompressed_limit_problem(limit, f"holds {size} bytes,") + "; download refused")
+
+
 def _download_archive(fs: Any, archive: str, staging: Path, expected: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "dataset.tar.gz"
         fs.get_file(archive, str(local))
-        safe_extract(local, staging)
+        try:
+            safe_extract(local, staging)
+        except UnsafeArchiveError as exc:  # named by the remote's address, not the temporary copy
+            raise UnsafeArchiveError(str(exc).replace(str(local), archive, 1) + "; download refused") from None
     meta = read_dataset_meta(staging)
     _check_id(archive, meta, expected)
     listed = set(meta["files"]) | {DATASET_FILE}

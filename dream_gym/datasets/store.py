@@ -17,9 +17,12 @@ Layout (``DREAM_GYM_HOME`` overrides the default ``~/.dream_gym``)::
      "files": {"w1/world.json": "<sha256>", "w1/nodes.jsonl": "<sha256>", ...}}
 
 ``files`` lists every file of the dataset except ``dataset.json`` with its sha256; downloads
-and :func:`validate` check each one. The shipped datasets (``recorded_worlds/recorded-vN/`` beside
-the package, or below the folder named by ``DREAM_GYM_SHIPPED``; :mod:`dream_gym.registry` finds
-them) are resolved like stored ones, after the local store.
+and :func:`validate` check each one, and the ``nodes`` a world entry declares (a positive
+integer) must be the world's size. dataset.json is read within the limits of
+:mod:`dream_gym.limits` (at most 16 MB, ``DREAM_GYM_MAX_LINE_MB``; JSON nested at most 100
+deep). The shipped datasets (``recorded_worlds/recorded-vN/`` beside the package, or below the
+folder named by ``DREAM_GYM_SHIPPED``; :mod:`dream_gym.registry` finds them) are resolved like
+stored ones, after the local store.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from dream_gym.datasets.ids import (
     parse_dataset_id,
     parse_world_ref,
 )
+from dream_gym.limits import LimitError, line_limit_problem, loads_bounded, max_line_bytes, read_bounded
 from dream_gym.registry import DEFAULT_DATASET, shipped_dataset_dir, shipped_root
 from dream_gym.world import FORMAT as WORLD_FORMAT
 from dream_gym.world import NODE_FILES, WORLD_FILE, World, load_world, node_file, sha256_file
@@ -167,6 +171,9 @@ def validate_dataset_meta(path: Path | str, meta: Any) -> dict[str, Any]:
             names.append(check_world_name(entry["name"]))
         except DatasetIdError as exc:
             raise DatasetError(f"{path}: {exc}") from None
+        nodes = entry.get("nodes")
+        if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1):
+            raise DatasetError(f"{path}: world {entry['name']!r}: 'nodes' must be a positive integer, got {nodes!r:.80}")
     if len(set(names)) != len(names):
         raise DatasetError(f"{path}: duplicate world names in 'worlds'")
     files = meta.get("files")
@@ -193,15 +200,35 @@ def validate_dataset_meta(path: Path | str, meta: Any) -> dict[str, Any]:
     return meta
 
 
+def parse_dataset_json(path: Path | str, stream: Any, *, validate: bool = True) -> tuple[bytes, Any]:
+    """Read a dataset.json from a binary stream within the limits; return its bytes and its
+    contents (validated unless ``validate`` is false). Raises :class:`DatasetError` naming ``path``."""
+    limit = max_line_bytes()
+    raw = read_bounded(stream, limit)
+    if raw is None:
+        raise DatasetError(f"{path}: " + line_limit_problem(limit, "file"))
+    try:
+        meta = loads_bounded(raw.decode("utf-8"))
+    except LimitError as exc:
+        raise DatasetError(f"{path}: {exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: bad JSON: {exc}") from None
+    return raw, validate_dataset_meta(path, meta) if validate else meta
+
+
 def read_dataset_meta(folder: Path) -> dict[str, Any]:
     path = folder / DATASET_FILE
     if not path.is_file():
         raise DatasetError(f"{path}: missing (a dataset folder holds a {DATASET_FILE})")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: bad JSON: {exc}") from None
-    return validate_dataset_meta(path, meta)
+    with open(path, "rb") as stream:
+        return parse_dataset_json(path, stream)[1]
+
+
+def check_declared_size(path: Path | str, entry: Mapping[str, Any], world: World) -> None:
+    """A world entry's declared ``nodes`` must be what the world holds."""
+    declared = entry.get("nodes")
+    if declared is not None and declared != world.size:
+        raise DatasetError(f"{path}: world {entry['name']!r} declares {declared} nodes but holds {world.size}")
 
 
 @dataclass
@@ -368,8 +395,10 @@ def validate(target: str | os.PathLike[str]) -> ValidationResult:
         meta = read_dataset_meta(path)
         verify_files(path, meta)
         result = ValidationResult(path, "dataset", str(meta["id"]))
-        for name in (w["name"] for w in meta["worlds"]):
-            result.worlds[name] = load_world(path / name).size
+        for entry in meta["worlds"]:
+            world = load_world(path / entry["name"])
+            check_declared_size(path / DATASET_FILE, entry, world)
+            result.worlds[entry["name"]] = world.size
         return result
     if any((path / name).is_file() for name in (WORLD_FILE, *NODE_FILES)):
         world = load_world(path)
