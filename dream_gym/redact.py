@@ -49,9 +49,11 @@ import os
 import re
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, TextIO, TypeVar
 from urllib.parse import quote, quote_plus, urlsplit
 
@@ -322,9 +324,17 @@ class RedactingStream:
         return getattr(self._stream, name)
 
 
+def _redacting_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, exc, tb))))
+
+
 @contextmanager
 def redacted_output() -> Iterator[None]:
-    """Redact everything printed to ``sys.stdout`` and ``sys.stderr`` inside the block."""
+    """Redact everything printed to ``sys.stdout`` and ``sys.stderr`` inside the block, and the
+    traceback of an exception that escapes it (Python prints that one after the block, so the
+    default ``sys.excepthook`` is replaced by a redacting one for the rest of the process)."""
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = _redacting_excepthook
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RedactingStream(saved[0]), RedactingStream(saved[1])  # type: ignore[assignment]
     try:

@@ -209,6 +209,18 @@ def test_printed_output_is_redacted(key: str, capsys: pytest.CaptureFixture[str]
     assert out == f"error: {MARK}\n" and err == f"warning: {MARK}\n"
 
 
+def test_a_traceback_escaping_the_cli_is_redacted(key: str, tmp_path: Path) -> None:
+    """An exception the CLI does not handle is printed by Python after main() returns."""
+    import subprocess
+    import sys
+
+    code = ("import os\nfrom dream_gym.redact import redacted_output\n"
+            "with redacted_output():\n    raise KeyError(os.environ['OPENAI_API_KEY'])\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "KeyError" in run.stderr and MARK in run.stderr
+    assert_no_leak(run.stdout + run.stderr, key, "the traceback")
+
+
 # ------------------------------------------------------------------------------------------------
 # each writer on its own
 # ------------------------------------------------------------------------------------------------
