@@ -21,6 +21,7 @@ import concurrent.futures as cf
 import json
 import math
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dream_gym.locks import folder_lock
 from dream_gym.online.agent_base import ParentContext
 from dream_gym.online.evidence import EvidenceLedger, Survival, stagnation_class, survival_check
 from dream_gym.online.tasks import get_task
@@ -42,7 +44,7 @@ from dream_gym.world import NODES_FILE, build_world
 from dream_gym.world_writer import WorldWriter, new_meta
 
 HISTORY_LIMIT = 12  # ancestors shown to the agent
-WORK_DIR = ".work"  # attempt workspaces inside the world folder, removed when the run ends
+WORKSPACE_PREFIX = "dream_gym_grow_"  # the run's attempt workspaces: a temp folder outside the world
 
 
 @dataclass
@@ -139,7 +141,10 @@ def run_attempt(job: AttemptJob) -> AttemptResult:
     started = time.time()
     proposal = agent.propose(task, job.parent, rng)
     workdir = Path(job.workdir)
-    evaluation = task.evaluate(proposal.code, workdir)
+    try:
+        evaluation = task.evaluate(proposal.code, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     node: dict[str, Any] = {
         "id": job.node_id,
         "parent": job.parent_id,
@@ -305,28 +310,32 @@ class AttemptFailed(RuntimeError):
 
 # -- the run -------------------------------------------------------------------------------
 def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
+    """The world's writer, which holds the folder's lock for the whole run. The lock is taken
+    before anything is looked at, so a second grow of the same folder is refused naming the
+    first (not told to pass --resume); the writer takes it again (re-entrant) and keeps it."""
     folder = Path(config.out)
-    if (folder / NODES_FILE).exists():
-        if not config.resume:
-            raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
-        writer = WorldWriter.open(folder)
-        if writer.meta["task"]["name"] != task.name:
-            raise ValueError(f"{folder} holds a world of task {writer.meta['task']['name']!r}, not {task.name!r}")
-        return writer
-    meta = new_meta(
-        config.world_id or folder.name, task.name, task.description, direction=task.direction,
-        workers=config.workers, frontier=config.frontier,
-        source="dream-gym grow (online discovery loop)", licence="CC-BY-4.0",
-        policy=config.policy, agent=config.agent, seed=config.seed, beta=config.beta,
-        best_known=task.best_known, command=config.command,
-    )
-    writer = WorldWriter.create(folder, meta)
-    return writer
+    with folder_lock(folder):
+        if (folder / NODES_FILE).exists():
+            if not config.resume:
+                raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
+            writer = WorldWriter.open(folder)
+            if writer.meta["task"]["name"] != task.name:
+                writer.close()
+                raise ValueError(f"{folder} holds a world of task {writer.meta['task']['name']!r}, not {task.name!r}")
+            return writer
+        meta = new_meta(
+            config.world_id or folder.name, task.name, task.description, direction=task.direction,
+            workers=config.workers, frontier=config.frontier,
+            source="dream-gym grow (online discovery loop)", licence="CC-BY-4.0",
+            policy=config.policy, agent=config.agent, seed=config.seed, beta=config.beta,
+            best_known=task.best_known, command=config.command,
+        )
+        return WorldWriter.create(folder, meta)
 
 
-def _evaluate_root(task: Any, folder: Path, ledger: EvidenceLedger) -> dict[str, Any]:
+def _evaluate_root(task: Any, workspaces: Path, ledger: EvidenceLedger) -> dict[str, Any]:
     code = task.initial_program()
-    evaluation = task.evaluate(code, folder / WORK_DIR / "root")
+    evaluation = task.evaluate(code, workspaces / "root")
     if not evaluation.valid:
         raise RuntimeError(f"the initial program of {task.name!r} is invalid: {evaluation.error}")
     ledger.append({**evaluation.evidence, "node": "root", "round": 0, "agent": None})
@@ -349,9 +358,12 @@ def grow(
     negate = task.direction == "minimize"
     backend = _Backend(config.backend, config.workers)
     result = GrowResult(folder, 0, 0, 0, 0, None, 0.0, "rounds", None, repaired=writer.repaired)
+    # Candidates work outside the world (they may write only their own workspace), so none can
+    # touch the world it is grown into.
+    workspaces = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))
     try:
         if not writer.records:
-            writer.append(_evaluate_root(task, folder, ledger))
+            writer.append(_evaluate_root(task, workspaces, ledger))
         records = writer.records
         index_of = {r["id"]: i for i, r in enumerate(records)}
         done_rounds = max((int(r.get("round") or 0) for r in records), default=0)
@@ -371,7 +383,8 @@ def grow(
                 result.stopped_by = "policy"
                 break
             round_started = time.time()
-            jobs = [_job(config, records, index_of, parent, round_no, slot, folder) for slot, parent in enumerate(batch)]
+            jobs = [_job(config, records, index_of, parent, round_no, slot, workspaces)
+                    for slot, parent in enumerate(batch)]
             failures = 0
             errors: list[BaseException] = []
             for attempt in backend.run(jobs):
@@ -414,7 +427,7 @@ def grow(
         backend.close()
         ledger.close()
         writer.close()
-        shutil.rmtree(folder / WORK_DIR, ignore_errors=True)
+        shutil.rmtree(workspaces, ignore_errors=True)
     result.nodes = len(writer.records)
     result.attempts = result.nodes - 1
     result.rounds = max((int(r.get("round") or 0) for r in writer.records), default=0)
@@ -424,13 +437,13 @@ def grow(
 
 
 def _job(config: GrowConfig, records: list[dict[str, Any]], index_of: dict[str, int], parent: int,
-         round_no: int, slot: int, folder: Path) -> AttemptJob:
+         round_no: int, slot: int, workspaces: Path) -> AttemptJob:
     node_id = f"r{round_no}w{slot}"
     return AttemptJob(
         task=config.task, agent=config.agent, api_base=config.api_base,
         parent=parent_context(records, index_of, parent), parent_id=records[parent]["id"],
         node_id=node_id, round=round_no, worker=slot, seed=[config.seed, round_no, slot],
-        workdir=str(folder / WORK_DIR / node_id),
+        workdir=str(workspaces / node_id),
     )
 
 

@@ -250,6 +250,34 @@ def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any]) -> Po
     return policy  # type: ignore[no-any-return]
 
 
+class PolicySource:
+    """A fresh policy object for every episode of one spec: no state crosses episodes.
+
+    * a policy file: one :class:`~dream_gym.policy_files.isolated.IsolatedPolicy`, whose every
+      ``reset`` runs in a new process forked from its template (its own guarantee);
+    * a built-in or ``module:Class``: :meth:`new` builds a new object (a module's globals and
+      class attributes are trusted code's business: they are not reset);
+    * a model: its zips are loaded once per process, and :meth:`new` wraps them in a new policy.
+
+    Args: the spec and ``file_options`` (IsolatedPolicy options, for policy files only).
+    """
+
+    def __init__(self, spec: str, file_options: Mapping[str, Any] | None = None):
+        self.spec = spec
+        self._isolated: Policy | None = None
+        if is_file_spec(spec) and not is_model_spec(spec):
+            self._isolated = load_policy(spec, **dict(file_options or {}))
+
+    def new(self) -> Policy:
+        """The policy for the next episode."""
+        return self._isolated if self._isolated is not None else load_policy(self.spec)
+
+    def close(self) -> None:
+        close = getattr(self._isolated, "close", None)
+        if callable(close):
+            close()
+
+
 def where(exc: BaseException, source: str) -> str:
     """' (at file.py line N, in fn)' for the innermost frame in the policy file."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == source]
@@ -259,4 +287,4 @@ def where(exc: BaseException, source: str) -> str:
     return f" (at {Path(f.filename).name} line {f.lineno}, in {f.name})"
 
 
-__all__ = ["check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]
+__all__ = ["PolicySource", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]

@@ -12,6 +12,7 @@ SB3 ``VecEnv`` (extra ``rl``: stable-baselines3, sb3-contrib, torch; imported la
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -91,10 +92,24 @@ class SB3Policy:
 
 
 def _named_model(model: Any, name: str | None = None) -> tuple[str, Any]:
-    """(name, loaded model) of a path (named after the file, unless ``name``) or a loaded model."""
+    """(name, loaded model) of a path (named after the file, unless ``name``) or a loaded model.
+    A path is loaded once per process and file version (:func:`_shared_model`)."""
     if isinstance(model, (str, os.PathLike)):
-        return name or os.path.splitext(os.path.basename(os.fspath(model)))[0], load_model(model)
+        return name or os.path.splitext(os.path.basename(os.fspath(model)))[0], _shared_model(model)
     return name or "sb3", model
+
+
+def _shared_model(path: str | os.PathLike[str]) -> Any:
+    """The loaded model of a zip, shared by every policy built from it: a policy only predicts
+    with it (its per-episode state lives in the policy object, built fresh for each episode)."""
+    real = os.path.realpath(path)
+    stat = os.stat(real) if os.path.isfile(real) else None
+    return _load_shared(real, stat.st_mtime_ns if stat else 0, stat.st_size if stat else 0)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_shared(path: str, mtime_ns: int, size: int) -> Any:
+    return load_model(path)
 
 
 def is_node_model(model: Any) -> bool:
