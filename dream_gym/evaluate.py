@@ -15,6 +15,7 @@ worlds as resolved, betas as given), so serial, process and Ray runs give identi
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dream_gym.durable import write_atomic
+from dream_gym.eval_journal import EvalJournal, run_identity
 from dream_gym.leaderboard import Leaderboard, LeaderboardRow, leaderboard
+from dream_gym.locks import file_lock
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files import check_policy_spec, load_policy
 from dream_gym.registry import load_cached
@@ -216,6 +219,7 @@ def evaluate(
     task_timeout: float | None = DEFAULT_TASK_TIMEOUT_S,
     chunk_size: int | None = None,
     file_options: Mapping[str, Any] | None = None,
+    resume: bool = False,
 ) -> list[EpisodeResult]:
     """Run every (policy, world, beta) episode and return the results in canonical order.
 
@@ -242,6 +246,14 @@ def evaluate(
         chunk_size: (policy, world) tasks per Ray task (default: balanced for the jobs).
         file_options: IsolatedPolicy options for policy files (``decision_timeout_s``,
             ``episode_timeout_s``, ``memory_mb``, ``hash_seed``, ...).
+        resume: continue the run into ``out`` that was killed: the (policy, world) tasks its
+            journal ``<out>.partial`` holds are kept, only the others run (the journal must be
+            of the same policies, worlds, betas and options; see :mod:`dream_gym.eval_journal`).
+
+    With ``out``, the run holds the lock of ``out`` (``<out>.lock``, :mod:`dream_gym.locks`):
+    a second run into the same file is refused with LockedError naming this one. Each finished
+    task is journaled durably, so a killed run loses only the tasks in flight; without
+    ``resume``, a journal left by a killed run is an error (FileExistsError).
 
     A policy that raises, returns an illegal batch, cannot be loaded, hangs (``task_timeout``)
     or kills its worker gets its error in ``EpisodeResult.error``; every other episode still
@@ -258,6 +270,8 @@ def evaluate(
         check_policy_spec(spec)
     if task_timeout is not None and not task_timeout > 0:
         raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
+    if resume and out is None:
+        raise ValueError("resume needs out: a run resumes from the journal beside its results file")
     world_list = resolve_worlds(worlds)
     if not world_list:
         raise LookupError("no worlds to evaluate")
@@ -272,34 +286,60 @@ def evaluate(
     jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
     if backend == "process" and jobs == 1:
         backend = "serial"
+    identity = {"policies": policies, "worlds": world_list, "betas": beta_grid,
+                "options": {**options, "lam": lam}, "file_options": file_options}
+    with _results_output(out, identity, resume) as journal:
+        by_key: dict[tuple[int, int], list[EpisodeResult]] = dict(journal.finished) if journal else {}
+        pending = [t for t in tasks if (t.policy_index, t.world_index) not in by_key]
+        label = f"{len(policies)}x{len(world_list)}x{len(beta_grid)} episodes ({backend})"
+        with _progress_bar(progress, len(tasks) * len(beta_grid), label) as advance:
+            advance(sum(len(results) for results in by_key.values()))  # resumed from the journal
+            for index, outcome in _runner(pending, backend, jobs, task_timeout, chunk_size):
+                task = pending[index]
+                if isinstance(outcome, TaskFailure):
+                    outcome = _failed_task(task, world_list[task.world_index], outcome)
+                by_key[(task.policy_index, task.world_index)] = outcome
+                if journal is not None:
+                    journal.append((task.policy_index, task.world_index), outcome)
+                advance(len(outcome))
+        _record_limits(by_key, world_list, options)
+        if out is not None:
+            extra = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam,
+                     "seed": seed}
+            write_atomic(out, "".join(
+                dumps_row(result_row(result, world_list[key[1]], **extra)) + "\n"
+                for key in sorted(by_key) for result in by_key[key]
+            ))
+        if journal is not None:
+            journal.remove()  # only once the results file is whole
+    return [r for key in sorted(by_key) for r in by_key[key]]
+
+
+def _runner(tasks: list[_Task], backend: str, jobs: int, task_timeout: float | None,
+            chunk_size: int | None) -> Outcomes:
+    """The outcomes of ``tasks`` (indices into it), on the backend asked for."""
+    if not tasks:  # a resumed run whose journal holds every task: start no worker
+        return iter(())
     if backend == "ray":
-        runner = _ray(tasks, jobs, chunk_size)
-    elif backend == "serial" and task_timeout is None:
-        runner = _in_process(tasks)
-    else:
-        runner = _watched(tasks, jobs if backend == "process" else 1, task_timeout)
-    total = len(tasks) * len(beta_grid)
-    by_task: dict[int, list[EpisodeResult]] = {}
-    label = f"{len(policies)}x{len(world_list)}x{len(beta_grid)} episodes ({backend})"
-    with _progress_bar(progress, total, label) as advance:
-        for index, outcome in runner:
-            task = tasks[index]
-            if isinstance(outcome, TaskFailure):
-                outcome = _failed_task(task, world_list[task.world_index], outcome)
-            by_task[index] = outcome
-            advance(len(outcome))
-    by_key = {(tasks[i].policy_index, tasks[i].world_index): results for i, results in by_task.items()}
-    _record_limits(by_key, world_list, options)
-    ordered = [r for key in sorted(by_key) for r in by_key[key]]
-    if out is not None:
-        world_of = {i: world for i, world in enumerate(world_list)}
-        extra = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam,
-                 "seed": seed}
-        write_atomic(out, "".join(
-            dumps_row(result_row(result, world_of[key[1]], **extra)) + "\n"
-            for key in sorted(by_key) for result in by_key[key]
-        ))
-    return ordered
+        return _ray(tasks, jobs, chunk_size)
+    if backend == "serial" and task_timeout is None:
+        return _in_process(tasks)
+    return _watched(tasks, jobs if backend == "process" else 1, task_timeout)
+
+
+@contextlib.contextmanager
+def _results_output(out: str | os.PathLike[str] | None, identity: Mapping[str, Any],
+                    resume: bool) -> Iterator[EvalJournal | None]:
+    """With a results file: its lock for the whole run, and the journal of finished tasks."""
+    if out is None:
+        yield None
+        return
+    with file_lock(out):
+        journal = EvalJournal.open(out, run_identity(**identity), resume=resume)
+        try:
+            yield journal
+        finally:
+            journal.close()
 
 
 def _record_limits(

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dream_gym.durable import write_atomic, write_json_atomic
+from dream_gym.locks import WriterLock, folder_lock
 from dream_gym.redact import redact_value
 from dream_gym.world import (
     FORMAT,
@@ -140,7 +141,9 @@ class WorldWriter:
 
     A crash loses at most the line being written; :meth:`open` repairs such a torn last line
     (and reports it in ``repaired``) so that a run can resume. Nodes are validated before they
-    are written, so a bad node never reaches the file::
+    are written, so a bad node never reaches the file. From :meth:`create` or :meth:`open` to
+    :meth:`close` the writer holds the folder's lock (``<folder>/.lock``, dream_gym.locks): a
+    second writer of the same world, in another process, gets LockedError naming this one::
 
         with WorldWriter.create("worlds/cp26", new_meta("cp26", "circle-packing-26")) as w:
             w.append({"id": "root", "parent": None, "score": 0.96, "code": "..."})
@@ -148,12 +151,14 @@ class WorldWriter:
             w.finish()   # writes the sha256 of nodes.jsonl into world.json
     """
 
-    def __init__(self, folder: Path, meta: dict[str, Any], records: list[dict[str, Any]]):
+    def __init__(self, folder: Path, meta: dict[str, Any], records: list[dict[str, Any]],
+                 lock: WriterLock | None = None):
         self.folder = folder
         self.meta = meta
         self.repaired: str | None = None
         self._index_of = {r["id"]: i for i, r in enumerate(records)}
         self._records = records
+        self._lock = lock  # released by close()
         self._handle = open(folder / NODES_FILE, "ab")
 
     @classmethod
@@ -162,20 +167,34 @@ class WorldWriter:
         folder = Path(folder)
         meta = validate_meta(folder / WORLD_FILE, redact_value(dict(meta)))
         meta.pop("sha256", None)
-        if any((folder / name).exists() for name in (*NODE_FILES, WORLD_FILE)):
-            raise FileExistsError(f"{folder} already holds a world; use WorldWriter.open to resume it")
-        folder.mkdir(parents=True, exist_ok=True)
-        write_world_json(folder / WORLD_FILE, meta)
-        (folder / NODES_FILE).touch()
-        return cls(folder, meta, [])
+        lock = folder_lock(folder).acquire()  # before looking, so two creators cannot both see no world
+        try:
+            if any((folder / name).exists() for name in (*NODE_FILES, WORLD_FILE)):
+                raise FileExistsError(f"{folder} already holds a world; use WorldWriter.open to resume it")
+            write_world_json(folder / WORLD_FILE, meta)
+            (folder / NODES_FILE).touch()
+            return cls(folder, meta, [], lock)
+        except BaseException:
+            lock.release()
+            raise
 
     @classmethod
     def open(cls, folder: str | os.PathLike[str]) -> WorldWriter:
         """Reopen a world to append more nodes, cutting a torn last line if a crash left one."""
         folder = Path(folder)
-        meta_path, nodes_path = folder / WORLD_FILE, folder / NODES_FILE
+        meta_path = folder / WORLD_FILE
         if not meta_path.is_file():
             raise WorldFormatError(meta_path, "missing: nothing to resume")
+        lock = folder_lock(folder).acquire()  # before the torn-line repair: another writer may be mid-line
+        try:
+            return cls._reopen(folder, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _reopen(cls, folder: Path, lock: WriterLock) -> WorldWriter:
+        meta_path, nodes_path = folder / WORLD_FILE, folder / NODES_FILE
         try:
             meta = validate_meta(meta_path, loads_strict(meta_path.read_text(encoding="utf-8")))
         except ValueError as exc:
@@ -208,7 +227,7 @@ class WorldWriter:
             build_world(meta, records, source=nodes_path)  # validates every line
         if meta.pop("sha256", None) is not None:
             write_world_json(meta_path, meta)  # the file is about to change
-        writer = cls(folder, meta, records)
+        writer = cls(folder, meta, records, lock)
         writer.repaired = repaired
         return writer
 
@@ -268,8 +287,12 @@ class WorldWriter:
         return digest
 
     def close(self) -> None:
+        """Close the node file and release the folder's lock (a second close does nothing)."""
         if not self._handle.closed:
             self._handle.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> WorldWriter:
         return self

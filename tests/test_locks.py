@@ -181,3 +181,240 @@ def test_a_failed_write_leaves_no_temporary_file_and_the_old_content(tmp_path: P
     with pytest.raises(OSError, match="disk full"):
         write_via(target, broken)
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+# --------------------------------------------------------------------------- eval --out, --resume
+
+
+class SlowGreedy:
+    """greedy, 2 ms slower a decision: a grid that runs long enough to be killed midway
+    (sleeping changes no decision, so results are those of greedy, labelled by this spec)."""
+
+    name = "slow-greedy"
+
+    def __init__(self) -> None:
+        from dream_gym.policies import make_policy
+
+        self.inner = make_policy("greedy")
+
+    def reset(self, context: object) -> None:
+        self.inner.reset(context)
+
+    def act(self, view: object) -> object:
+        time.sleep(0.002)
+        return self.inner.act(view)
+
+
+GRID = ["-p", "test_locks:SlowGreedy", "-p", "random", "-p", "ucb", "-w", "heldout", "--betas", "0,0.5,1", "-j", "2",
+        "--no-progress", "--summary"]
+
+
+def _task_lines(journal: Path) -> int:
+    return journal.read_bytes().count(b"\n") - 1 if journal.is_file() else 0
+
+
+@pytest.mark.slow
+def test_a_killed_eval_grid_resumes_to_the_bytes_of_an_uninterrupted_run(tmp_path: Path) -> None:
+    out, clean = tmp_path / "results.jsonl", tmp_path / "clean.jsonl"
+    journal = tmp_path / "results.jsonl.partial"
+    first = _dream_gym("eval", *GRID, "--out", str(out))
+    try:
+        _wait_for(lambda: _task_lines(journal) >= 2, first, "two finished tasks in the journal")
+    finally:
+        _kill(first)  # kill -9 of the whole session: the CLI, its fork server and its workers
+    done = _task_lines(journal)
+    assert not out.exists() and 2 <= done < 48, done  # killed mid-grid (3 policies x 16 worlds)
+
+    again = _run_cli("eval", *GRID, "--out", str(out))  # without --resume: refused, told to pass it
+    assert again.returncode != 0 and "--resume" in again.stderr and str(journal) in again.stderr
+    other = _run_cli("eval", *GRID, "--betas", "0,1", "--out", str(out), "--resume")  # the last --betas counts
+    assert other.returncode != 0 and "betas: the journal has [0.0, 0.5, 1.0], this command gives [0.0, 1.0]" in other.stderr
+
+    resumed = _run_cli("eval", *GRID, "--out", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert not journal.exists() and not Path(f"{out}.lock").exists()
+    assert _run_cli("eval", *GRID, "--out", str(clean)).returncode == 0
+    assert out.read_bytes() == clean.read_bytes()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3 * 16 * 3 and all(r["limit"] is not None for r in rows)  # limits on resumed rows too
+
+
+class StopOnce:
+    """greedy, except that while ``armed`` its first decision raises KeyboardInterrupt (Ctrl-C in
+    the middle of a grid run in this process)."""
+
+    name = "stop-once"
+    armed = False
+
+    def __init__(self) -> None:
+        from dream_gym.policies import make_policy
+
+        self.inner = make_policy("greedy")
+
+    def reset(self, context: object) -> None:
+        self.inner.reset(context)
+
+    def act(self, view: object) -> object:
+        if StopOnce.armed:
+            StopOnce.armed = False
+            raise KeyboardInterrupt
+        return self.inner.act(view)
+
+
+def test_resume_keeps_the_journaled_tasks_and_refuses_a_journal_of_another_run(tmp_path: Path) -> None:
+    from dream_gym.eval_journal import JournalMismatch
+    from dream_gym.evaluate import evaluate
+
+    policies, worlds = ["greedy", "test_locks:StopOnce"], "sd-fixed-s0,lasso-greedy-s0"
+    options = {"betas": (0.0, 1.0), "backend": "serial", "task_timeout": None, "progress": False}
+    clean, out = tmp_path / "clean.jsonl", tmp_path / "results.jsonl"
+    evaluate(policies, worlds, out=clean, **options)
+    StopOnce.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(policies, worlds, out=out, **options)
+    journal = tmp_path / "results.jsonl.partial"
+    assert _task_lines(journal) == 2 and not out.exists()  # greedy's two tasks, then the interrupt
+    kept = journal.read_bytes()
+
+    with pytest.raises(FileExistsError, match="pass --resume"):
+        evaluate(policies, worlds, out=out, **options)
+    with pytest.raises(JournalMismatch, match=r"betas: the journal has \[0.0, 1.0\], this command gives \[0.0\]"):
+        evaluate(policies, worlds, out=out, resume=True, **{**options, "betas": (0.0,)})
+    with pytest.raises(JournalMismatch, match="seed: the journal has 0, this command gives 1"):
+        evaluate(policies, worlds, out=out, resume=True, seed=1, **options)
+    assert journal.read_bytes() == kept  # refusals leave the journal as it was
+
+    resumed = evaluate(policies, worlds, out=out, resume=True, **options)
+    assert out.read_bytes() == clean.read_bytes() and not journal.exists() and len(resumed) == 8
+
+    # The journal's episodes are kept, not re-run: a value changed in it reaches the results.
+    identity, task, *rest = kept.decode().splitlines(keepends=True)
+    changed = json.loads(task)
+    changed["episodes"][0]["replay_score"] = 1234.5
+    journal.write_text(identity + json.dumps(changed) + "\n" + "".join(rest))
+    evaluate(policies, worlds, out=out, resume=True, **options)
+    assert json.loads(out.read_text().splitlines()[0])["replay_score"] == 1234.5
+
+
+EVAL = ["eval", *GRID, "--betas", "0,0.25,0.5,0.75,1"]  # the same grid, longer: still running when refused
+
+
+def test_a_second_eval_into_the_same_file_is_refused_naming_the_first(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    first = _dream_gym(*EVAL, "--out", str(out))
+    try:
+        _wait_for(_holds(first, out, folder=False), first, "the first eval to lock its results file")
+        for extra in ([], ["--resume"]):
+            _refused_naming(_run_cli(*EVAL, "--out", str(out), *extra), first, out)
+        assert first.wait(timeout=120) == 0, first.communicate()
+    finally:
+        _kill(first)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3 * 16 * 5 and not Path(f"{out}.partial").exists()  # the first run's file, whole
+
+
+# --------------------------------------------------------------------------- grow, dream, rsi, train
+
+
+GROW = ["grow", "--task", "sleep-task", "-W", "1", "--rounds", "2", "--backend", "serial", "--quiet"]  # ~0.5 s an attempt
+
+
+def test_a_second_grow_of_the_same_world_is_refused_naming_the_first(tmp_path: Path) -> None:
+    from dream_gym.world import load_world
+
+    world = tmp_path / "world"
+    first = _dream_gym(*GROW, "--out", str(world))
+    try:
+        _wait_for(_holds(first, world, folder=True), first, "the first grow to lock its world folder")
+        for extra in (["--resume"], []):  # without --resume too: told who writes it, not to pass --resume
+            _refused_naming(_run_cli(*GROW, "--out", str(world), *extra), first, world)
+        assert first.wait(timeout=120) == 0, first.communicate()
+    finally:
+        _kill(first)
+    grown = load_world(world)  # validates every line: nothing of the second run is in it
+    assert grown.size == 3 and grown.meta["sha256"] and not (world / ".lock").exists()
+
+
+DREAM = ["dream", "--history", "sd-fixed-s0,lasso-greedy-s0", "--policy", "greedy", "--developer", "builtin",
+         "--revisions", "3", "--betas", "0,0.5,1", "-j", "1", "--quiet"]
+
+
+@pytest.mark.slow
+def test_a_second_dream_of_the_same_run_folder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    from dream_gym.durable import read_jsonl
+
+    run = tmp_path / "dream"
+    first = _dream_gym(*DREAM, "--out", str(run))
+    try:
+        _wait_for(_holds(first, run, folder=True), first, "the first dream to lock its run folder")
+        _refused_naming(_run_cli(*DREAM, "--out", str(run), "--resume"), first, run)
+        assert first.wait(timeout=120) == 0, first.communicate()
+    finally:
+        _kill(first)
+    rows = read_jsonl(run / "dream.jsonl")
+    assert [(r["type"], r.get("m")) for r in rows] == [("revision", 0), ("revision", 1), ("revision", 2),
+                                                        ("phase", None)]  # each version written once
+
+
+RSI = ["rsi", "--task", "sleep-task", "--policy", "fixed", "--iterations", "1", "--revisions", "2", "--workers", "1",
+       "--rounds", "1", "--betas", "0.5", "-j", "1", "--backend", "serial", "--quiet"]
+
+
+@pytest.mark.slow
+def test_a_second_rsi_of_the_same_run_folder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    from dream_gym.durable import read_jsonl
+
+    run = tmp_path / "rsi"
+    first = _dream_gym(*RSI, "--out", str(run))
+    try:
+        _wait_for(_holds(first, run, folder=True), first, "the first rsi to lock its run folder")
+        _refused_naming(_run_cli(*RSI, "--out", str(run), "--resume"), first, run)
+        assert first.wait(timeout=120) == 0, first.communicate()
+    finally:
+        _kill(first)
+    assert [r["type"] for r in read_jsonl(run / "rsi.jsonl")] == ["rollout", "iteration"]
+
+
+TRAIN = ["train", "--worlds", "sd-fixed-s0,lasso-greedy-s0", "--heldout", "", "--betas", "0,1", "--n-envs", "8",
+         "--n-steps", "32", "--batch-size", "128", "--n-epochs", "1", "--eval-every", "256", "--checkpoint-every", "256"]
+
+
+@pytest.mark.slow
+def test_a_second_train_of_the_same_run_folder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    first = _dream_gym(*TRAIN, "--timesteps", "100000", "--out", str(run))
+    try:
+        _wait_for(_holds(first, run, folder=True), first, "the first train to lock its run folder")
+        _wait_for(lambda: (run / "progress.json").is_file(), first, "the first checkpoint")
+        config = (run / "config.json").read_bytes()
+        _refused_naming(_run_cli(*TRAIN, "--timesteps", "100000", "--out", str(run)), first, run)
+        assert first.poll() is None  # still training, untouched by the refused one
+    finally:
+        _kill(first)
+    assert (run / "config.json").read_bytes() == config
+    steps = [json.loads(line)["timesteps"] for line in (run / "evals.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps))  # one writer: no row twice
+
+
+def test_a_finished_train_run_again_trains_nothing_and_appends_nothing(tmp_path: Path) -> None:
+    from dream_gym.rl.training import TrainConfig, train
+
+    run = tmp_path / "run"
+    command = [*TRAIN, "--timesteps", "512", "--out", str(run)]
+    config = TrainConfig(worlds="sd-fixed-s0,lasso-greedy-s0", heldout="", betas="0,1", n_envs=8, n_steps=32,
+                         batch_size=128, n_epochs=1, eval_every=256, checkpoint_every=256, timesteps=512, out=str(run))
+    train(config, log=lambda _: None)  # the command's run, in this process
+    files = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    again = _run_cli(*command)
+    assert again.returncode == 0, again.stderr
+    assert f"{run} is finished (512 steps); nothing to do" in again.stdout
+    assert "train pool: v2" in again.stdout  # the recorded result, printed as after the run
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == files
+
+    # Killed after the final evaluation was appended, before model.zip and summary.json: the
+    # re-run finishes the run with the evaluation it finds, not a second final row.
+    (run / "model.zip").unlink()
+    (run / "summary.json").unlink()
+    train(config, log=lambda _: None)
+    assert (run / "evals.jsonl").read_bytes() == files["evals.jsonl"]
+    assert json.loads((run / "summary.json").read_bytes())["final"] == json.loads(files["summary.json"])["final"]

@@ -35,7 +35,12 @@ def register(subparsers: Any) -> None:
                     help="end a (policy, world) task that makes no decision for this long and record the "
                          f"timeout on its episodes (default {DEFAULT_TASK_TIMEOUT_S:g}; 0: no watchdog, "
                          "and -j 1 then runs in this process)")
-    ev.add_argument("--out", "-o", type=Path, default=None, help="write one JSON line per episode here")
+    ev.add_argument("--out", "-o", type=Path, default=None,
+                    help="write one JSON line per episode here (locked while the run writes it: OUT.lock; "
+                         "finished tasks are journaled in OUT.partial until the file is whole)")
+    ev.add_argument("--resume", action="store_true",
+                    help="continue a killed run into --out: keep the tasks its journal OUT.partial holds and "
+                         "run only the others (the same policies, worlds, betas and options are required)")
     ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
     ev.add_argument("--max-rounds", type=int, default=None, help="round limit K2 (default: none)")
     ev.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
@@ -81,6 +86,7 @@ def run_eval(args: argparse.Namespace) -> int:
         lam=args.lam,
         seed=args.seed,
         task_timeout=args.task_timeout or None,
+        resume=args.resume,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     console = Console()

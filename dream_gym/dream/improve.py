@@ -49,7 +49,9 @@ from dream_gym.dream.versions import (
     version_path,
 )
 from dream_gym.durable import read_jsonl, write_atomic
+from dream_gym.eval_journal import journal_path
 from dream_gym.evaluate import load_results
+from dream_gym.locks import folder_lock
 from dream_gym.world import World
 
 LEDGER_FILE = "dream.jsonl"
@@ -145,6 +147,8 @@ class _Phase:
     def _gated(self, path: Path, worlds: Sequence[World], out: Path | None = None) -> tuple[Scored, str, str | None]:
         """Score a checked file on ``worlds`` twice, in processes with other hash seeds: the
         first evaluation, and its status ("ok", "failed" or "nondeterministic") with the reason."""
+        if out is not None:  # a journal left by a killed run: the phase redoes an unfinished version whole
+            journal_path(out).unlink(missing_ok=True)
         first = score_policy(path, worlds, self.scoring, extra_file_options={"hash_seed": GATE_HASH_SEEDS[0]},
                              out=out)
         if first.errors:
@@ -324,16 +328,17 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
         raise ValueError(f"history worlds must have distinct ids: {sorted({i for i in ids if ids.count(i) > 1})}")
     if settings.gate and not validation:
         raise ValueError("the gate needs validation worlds (--validate)")
-    state = _Phase(out, phase, history, developer, settings, events or _no_events)
-    if state.done_row is not None:
-        versions = [state.records[m] for m in sorted(state.records)]
-        result = PhaseResult.from_dict(state.done_row, versions)
-    else:
-        result = state.run(incumbent, validation)
-    shutil.copyfile(out / result.deployed, out / CHOSEN_FILE)
-    from dream_gym.plots import plot_ratchet
+    with folder_lock(out):  # one writer per run folder: a second one would write the same versions
+        state = _Phase(out, phase, history, developer, settings, events or _no_events)
+        if state.done_row is not None:
+            versions = [state.records[m] for m in sorted(state.records)]
+            result = PhaseResult.from_dict(state.done_row, versions)
+        else:
+            result = state.run(incumbent, validation)
+        shutil.copyfile(out / result.deployed, out / CHOSEN_FILE)
+        from dream_gym.plots import plot_ratchet
 
-    plot_ratchet(read_jsonl(out / LEDGER_FILE), out / RATCHET_FILE)
+        plot_ratchet(read_jsonl(out / LEDGER_FILE), out / RATCHET_FILE)
     return result
 
 
@@ -399,7 +404,8 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
         "select": scoring.select, "lam": scoring.lam, "beta1": scoring.beta1, "beta2": scoring.beta2,
         "max_rounds": scoring.max_rounds, "seed": scoring.seed,
     }
-    check_fingerprint(run.out, fingerprint, resume=run.resume, command="dream-gym dream")
-    developer = make_developer(run.developer, run.out, api_base=run.api_base, seed=scoring.seed)
-    return improvement_step(run.out, 1, run.policy, history, developer, run.settings, validation=validation,
-                            events=events)
+    with folder_lock(run.out):  # held from the fingerprint check on (improvement_step takes it again)
+        check_fingerprint(run.out, fingerprint, resume=run.resume, command="dream-gym dream")
+        developer = make_developer(run.developer, run.out, api_base=run.api_base, seed=scoring.seed)
+        return improvement_step(run.out, 1, run.policy, history, developer, run.settings, validation=validation,
+                                events=events)

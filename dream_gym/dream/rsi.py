@@ -34,6 +34,7 @@ from typing import Any
 from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step, policy_digest, world_digest
 from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
 from dream_gym.durable import read_jsonl, write_atomic
+from dream_gym.locks import folder_lock
 from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world
 
 LEDGER_FILE = "rsi.jsonl"
@@ -228,11 +229,12 @@ def _best_raw(world: World) -> float | None:
 def run_rsi(config: RsiConfig, events: Events | None = None) -> list[Iteration]:
     """Run (or resume) the outer loop; returns one record per iteration."""
     events = events or (lambda kind, data: None)
-    run = _Run(config, events)
-    check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
-    records = [run.iteration(t) for t in range(1, config.iterations + 1)]
-    write_json(run.out / "summary.json", {"iterations": [asdict(r) for r in records]})
-    write_atomic(run.out / "summary.md", summary_markdown(records))
+    with folder_lock(config.out):  # one writer per run folder, taken before rsi.jsonl is read
+        run = _Run(config, events)
+        check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
+        records = [run.iteration(t) for t in range(1, config.iterations + 1)]
+        write_json(run.out / "summary.json", {"iterations": [asdict(r) for r in records]})
+        write_atomic(run.out / "summary.md", summary_markdown(records))
     return records
 
 

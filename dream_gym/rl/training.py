@@ -32,6 +32,7 @@ import numpy as np
 
 from dream_gym.durable import write_json_atomic, write_via
 from dream_gym.evaluate import leaderboard, resolve_worlds
+from dream_gym.locks import folder_lock
 from dream_gym.policy import EpisodeResult, run_episode
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, oracle_limit
 from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
@@ -343,6 +344,13 @@ class _Run:
             f"{k} {v:.4f}" for k, v in row.items() if k.endswith(("_v2", "_mean_v"))))
         return row
 
+    def final_evaluation(self, model: Any) -> dict[str, Any]:
+        """The evaluation at the last step: the one evals.jsonl already holds when a run was killed
+        after writing it (its re-run then appends no second final row), else a new one."""
+        steps = int(model.num_timesteps)
+        done = [row for row in read_evals(self.out / "evals.jsonl") if row["timesteps"] == steps]
+        return done[-1] if done else self.evaluate(model)
+
     def checkpoint(self, model: Any) -> None:
         """Write the checkpoint under a name of its own, then progress.json naming it, then drop the
         older ones: a kill at any point leaves progress.json and the checkpoint it names in step (one
@@ -381,10 +389,37 @@ def _check_config(out: Path, config: TrainConfig) -> None:
 
 
 def train(config: TrainConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train (or resume) the run of ``config``; return its summary (also in summary.json)."""
+    """Train (or resume) the run of ``config``; return its summary (also in summary.json).
+
+    The run holds its folder's lock (``<out>/.lock``, dream_gym.locks): a second train of the
+    same folder is refused with LockedError naming this one. A finished run (its summary is of
+    ``timesteps`` steps or more, and no checkpoint is past it) is returned as recorded: the same
+    command run again trains nothing, evaluates nothing and appends nothing."""
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    _check_config(out, config)
+    with folder_lock(out):
+        _check_config(out, config)
+        recorded = finished_summary(out, config)
+        if recorded is not None:
+            log(f"{out} is finished ({recorded['timesteps']} steps); nothing to do")
+            return recorded
+        return _train(config, out, log)
+
+
+def finished_summary(out: Path, config: TrainConfig) -> dict[str, Any] | None:
+    """The summary of a finished run of at least ``config.timesteps`` steps (else None)."""
+    summary_path, progress_path = out / "summary.json", out / "progress.json"
+    if not (summary_path.is_file() and progress_path.is_file() and (out / "model.zip").is_file()):
+        return None
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    progress = json.loads(progress_path.read_text(encoding="utf-8"))
+    steps = int(summary.get("timesteps", 0))
+    # a longer run resumed from this one and killed before its end has a later checkpoint: not finished
+    if steps < config.timesteps or int(progress.get("timesteps", 0)) != steps:
+        return None
+    return dict(summary)
+
+
+def _train(config: TrainConfig, out: Path, log: Callable[[str], None]) -> dict[str, Any]:
     settings = seed_everything(config.seed, config.torch_threads)
     worlds = training_pool(config)
     heldout = resolve_worlds(config.heldout) if config.heldout else []
@@ -408,7 +443,7 @@ def train(config: TrainConfig, log: Callable[[str], None] = print) -> dict[str, 
         model.learn(total_timesteps=remaining, callback=_RunCallback.make(run), reset_num_timesteps=False)
     run.checkpoint(model)
     seconds = run.seconds()
-    final = run.evaluate(model)
+    final = run.final_evaluation(model)
     save_model(model, out / "model.zip")
     summary = {"config": asdict(config), "determinism": settings, "timesteps": int(model.num_timesteps),
                "seconds": seconds, "fps": model.num_timesteps / seconds if seconds else float("nan"),
