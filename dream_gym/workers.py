@@ -17,6 +17,16 @@ state, so policies and tasks must be importable (a built-in name, ``module:Class
 objects patched into the parent at runtime. Each worker caps BLAS/OpenMP/torch at one thread:
 the pools already run one process per core.
 
+**Nothing outlives the parent.** A worker's parent is the fork server, not the process that
+asked for it, so a ``kill -9`` of that process would leave the server, its workers and
+multiprocessing's resource tracker running for good: each worker holds a copy of the server's
+"alive" pipe (the server waits for every copy to close before it exits), and an idle worker
+waits on a queue that its siblings keep open. :func:`init_worker` therefore (on Linux) closes the
+worker's copy of that pipe, so the server exits as soon as the parent is gone, and asks the
+kernel for SIGKILL when its own parent, the server, exits (``PR_SET_PDEATHSIG``); if the server
+was already gone by then, the worker exits at once. The resource tracker exits by itself once
+the parent, the server and the workers have closed their ends of its pipe.
+
 **Watchdog.** :class:`WatchedPool` runs a function on tasks in worker processes. The function
 reports progress by calling ``beat()`` (a timestamp in shared memory: no message, no lock). A
 task that makes no progress for ``task_timeout`` seconds is ended: its worker is killed and
@@ -26,6 +36,7 @@ on. A worker that dies (a segfault, the OOM killer) is reported and replaced the
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import multiprocessing
 import os
@@ -79,8 +90,11 @@ def _ensure_fork_server(context: Any) -> None:
                 os.environ[name] = value
 
 
-def init_worker(environ: Mapping[str, str] | None = None) -> None:
-    """Run first in every worker: take the parent's environment, one thread per library."""
+def init_worker(environ: Mapping[str, str] | None = None, owner: int | None = None) -> None:
+    """Run first in every worker: die with ``owner`` (the pid of the process that started the
+    pool; see the module docstring), take its environment, one thread per library."""
+    if owner is not None:
+        _die_with_owner(owner)
     if environ is not None:
         os.environ.clear()
         os.environ.update(environ)
@@ -91,9 +105,42 @@ def init_worker(environ: Mapping[str, str] | None = None) -> None:
         sys.modules["torch"].set_num_threads(int(threads) if threads.isdigit() else 1)
 
 
-def worker_initargs() -> tuple[dict[str, str]]:
-    """``initargs`` for :func:`init_worker` in a pool started now."""
-    return (dict(os.environ),)
+def worker_initargs() -> tuple[dict[str, str], int]:
+    """``initargs`` for :func:`init_worker` in a pool started now by this process."""
+    return dict(os.environ), os.getpid()
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_owner(owner: int) -> None:
+    """Tie a fork-server worker's life to ``owner``, the process that asked the server for it."""
+    from multiprocessing import forkserver
+
+    parent = os.getppid()
+    if parent == owner or not sys.platform.startswith("linux"):
+        return  # a child of the owner itself (spawn), whose thread may end before the owner does
+    alive_fd = forkserver._forkserver._forkserver_alive_fd  # type: ignore[attr-defined]
+    if alive_fd is not None:  # this copy would keep the server alive after the owner dies
+        os.close(alive_fd)
+        forkserver._forkserver._forkserver_alive_fd = None  # type: ignore[attr-defined]
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # refused (a seccomp filter, say): the closed pipe still ends the server
+    # The server may have exited (its owner gone) before the signal was asked for: then this
+    # process was handed to init or a subreaper, whose parent is not the owner.
+    if _parent_pid(os.getppid()) != owner:
+        os._exit(1)
+
+
+def _parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid`` (from /proc), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2 :].split()[1])  # fields after the command name: state, ppid
 
 
 # -- the watched pool ---------------------------------------------------------------------------
@@ -117,9 +164,10 @@ Beat = Callable[..., None]  # beat(step: int | None = None)
 TaskFunction = Callable[[Any, Beat], Any]
 
 
-def _worker_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mapping[str, str]) -> None:
+def _worker_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mapping[str, str],
+                 owner: int) -> None:
     """A worker: run ``fn(task, beat)`` for each task received and send back what it returns."""
-    init_worker(environ)
+    init_worker(environ, owner)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     clock = time.monotonic
 
@@ -161,7 +209,7 @@ class _Slot:
         # written by the worker: [time of its last beat, step, ticket of the task it runs]
         self.progress = context.RawArray("d", [0.0, -1.0, -1.0])  # type: ignore[attr-defined]
         self.process = context.Process(  # type: ignore[attr-defined]
-            target=_worker_main, args=(child_conn, self.progress, fn, dict(os.environ)),
+            target=_worker_main, args=(child_conn, self.progress, fn, *worker_initargs()),
             name="dream_gym-worker", daemon=True,
         )
         self.process.start()

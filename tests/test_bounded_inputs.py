@@ -140,7 +140,6 @@ LOAD_BOTH_WAYS = """
 """
 
 
-@pytest.mark.slow
 def test_a_2_gib_gzip_bomb_of_one_line_stops_at_the_line_limit_in_little_memory(tmp_path):
     bomb = zeros_bomb()
     assert len(bomb) < 3 * MB
@@ -154,7 +153,6 @@ def test_a_2_gib_gzip_bomb_of_one_line_stops_at_the_line_limit_in_little_memory(
     assert report["peak_mb"] < PEAK_MB, report
 
 
-@pytest.mark.slow
 def test_a_2_gib_gzip_bomb_of_valid_lines_stops_at_the_decompressed_limit_in_little_memory(tmp_path):
     folder = _world(tmp_path / "bomb", padded_lines_bomb(), gz=True)
     report = _run_python(LOAD_BOTH_WAYS.format(folder=str(folder)))
@@ -165,7 +163,6 @@ def test_a_2_gib_gzip_bomb_of_valid_lines_stops_at_the_decompressed_limit_in_lit
     assert report["peak_mb"] < PEAK_MB, report
 
 
-@pytest.mark.slow
 def test_a_bomb_of_kept_lines_costs_memory_by_the_limit_not_by_the_bomb(tmp_path):
     """Valid lines are kept (a world holds its nodes), so the limit is what bounds memory: with
     a 32 MB limit a 2 GiB bomb of 4 MiB code lines stops within it."""
@@ -236,7 +233,6 @@ def store(tmp_path, monkeypatch):
     return {"DREAM_GYM_HOME": str(home), "DREAM_GYM_SHIPPED": str(tmp_path / "none")}
 
 
-@pytest.mark.slow
 def test_worlds_download_of_a_bomb_archive_fails_in_one_line_in_little_memory_and_keeps_the_stored_copy(
         tmp_path, store):
     good = write_world(tmp_path / "good" / "w", _meta(id="w"), [json.loads(ROOT)])
@@ -269,7 +265,6 @@ def _tar_gz_with_member_claiming(tmp_path: Path, size: int, kind: bytes = tarfil
     return path
 
 
-@pytest.mark.slow
 def test_an_archive_member_larger_than_the_limit_is_refused_from_its_header(tmp_path, store):
     archive = _tar_gz_with_member_claiming(tmp_path, 2 << 30)
     with pytest.raises(UnsafeArchiveError, match=f"{archive}: member 'w/nodes.jsonl' holds more than 256 MB"):
@@ -281,7 +276,6 @@ def test_an_archive_member_larger_than_the_limit_is_refused_from_its_header(tmp_
     assert not local_path("me/bomb-v0").exists()
 
 
-@pytest.mark.slow
 def test_an_archive_header_that_claims_a_gigabyte_of_its_own_data_is_refused_in_little_memory(tmp_path):
     """tarfile reads a pax header's data whole: the bounded stream refuses the read itself."""
     archive = _tar_gz_with_member_claiming(tmp_path, 1 << 30, tarfile.XHDTYPE)
