@@ -15,7 +15,7 @@ import gzip
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +62,21 @@ def compress_world(folder: str | os.PathLike[str]) -> Path:
 
     The world is validated first. Each step is durable and ordered (gzip file written, then
     world.json's sha256, then nodes.jsonl removed), and running it again finishes an
-    interrupted run. The gzip bytes are reproducible (no timestamp, no file name).
+    interrupted run. The gzip bytes are reproducible (no timestamp, no file name). It holds the
+    folder's lock while it works: a world being grown is refused (LockedError naming the grower).
     """
-    folder = Path(folder)
+    return _locked(Path(folder), _compress_world)
+
+
+def _locked(folder: Path, change: Callable[[Path], Path]) -> Path:
+    """``change(folder)`` under the folder's lock (a missing folder: ``change`` names what is missing)."""
+    if not folder.is_dir():
+        return change(folder)
+    with folder_lock(folder):
+        return change(folder)
+
+
+def _compress_world(folder: Path) -> Path:
     plain, packed = folder / NODES_FILE, folder / NODES_GZ_FILE
     meta = read_meta(folder / WORLD_FILE)
     if packed.is_file() and plain.is_file():
@@ -85,7 +97,10 @@ def compress_world(folder: str | os.PathLike[str]) -> Path:
 
 def decompress_world(folder: str | os.PathLike[str]) -> Path:
     """The inverse of :func:`compress_world` (e.g. to resume growing a world); return the path."""
-    folder = Path(folder)
+    return _locked(Path(folder), _decompress_world)
+
+
+def _decompress_world(folder: Path) -> Path:
     plain, packed = folder / NODES_FILE, folder / NODES_GZ_FILE
     meta = read_meta(folder / WORLD_FILE)
     if packed.is_file() and plain.is_file():

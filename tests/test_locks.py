@@ -418,3 +418,45 @@ def test_a_finished_train_run_again_trains_nothing_and_appends_nothing(tmp_path:
     train(config, log=lambda _: None)
     assert (run / "evals.jsonl").read_bytes() == files["evals.jsonl"]
     assert json.loads((run / "summary.json").read_bytes())["final"] == json.loads(files["summary.json"])["final"]
+
+
+HOLD_FILE = """
+import sys, time
+from dream_gym.locks import file_lock
+lock = file_lock(sys.argv[1]).acquire()
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_pack_into_a_dataset_being_installed_is_refused_naming_the_installer(tmp_path: Path) -> None:
+    from dream_gym.world_writer import new_meta, write_world
+
+    world = write_world(tmp_path / "w", new_meta("toy", "toy-task"), [{"id": "root", "parent": None, "score": 1.0}])
+    env = {**ENV, "DREAM_GYM_HOME": str(tmp_path / "home")}
+    target = tmp_path / "home" / "datasets" / "me" / "toy-v0"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_FILE, str(target)], env=env, stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)  # the lock a pack or download installs under
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        packed = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "pack", str(world), "--id", "me/toy-v0"],
+                                env=env, capture_output=True, text=True, timeout=120)
+        _refused_naming(packed, holder, target)
+        assert sorted(p.name for p in target.parent.iterdir()) == ["toy-v0.lock"]  # no staging left, nothing installed
+    finally:
+        _kill(holder)
+
+
+def test_compressing_a_world_being_written_is_refused_naming_its_writer(tmp_path: Path) -> None:
+    from dream_gym.world_writer import compress_world, new_meta, write_world
+
+    world = write_world(tmp_path / "w", new_meta("toy", "toy-task"), [{"id": "root", "parent": None, "score": 1.0}])
+    holder = _python(HOLD.format(target=str(world), then=""))  # the lock every WorldWriter holds
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        with pytest.raises(LockedError, match=f"pid {holder.pid}"):
+            compress_world(world)
+        assert (world / "nodes.jsonl").is_file() and not (world / "nodes.jsonl.gz").exists()
+    finally:
+        _kill(holder)
+    assert compress_world(world).name == "nodes.jsonl.gz"

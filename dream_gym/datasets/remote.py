@@ -22,7 +22,6 @@ world is loaded as a bounded stream.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from dream_gym.datasets.store import (
     DatasetNotFoundError,
     check_declared_size,
     find_dataset,
+    install_staged,
     local_path,
     open_dataset_folder,
     parse_dataset_json,
@@ -155,9 +155,7 @@ def download(dataset_id: str, remote: str, *, overwrite: bool = False) -> Datase
         for entry in staged["worlds"]:
             world = _load_staged(source, staging, entry["name"])  # world format version and structure
             check_declared_size(staging / DATASET_FILE, entry, world)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+        install_staged(staging, target, f"dataset {did}", overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

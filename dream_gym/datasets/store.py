@@ -45,6 +45,7 @@ from dream_gym.datasets.ids import (
     parse_world_ref,
 )
 from dream_gym.limits import LimitError, line_limit_problem, loads_bounded, max_line_bytes, read_bounded
+from dream_gym.locks import file_lock
 from dream_gym.registry import DEFAULT_DATASET, shipped_dataset_dir, shipped_root
 from dream_gym.world import FORMAT as WORLD_FORMAT
 from dream_gym.world import NODE_FILES, WORLD_FILE, World, load_world, node_file, sha256_file
@@ -491,13 +492,23 @@ def pack(
         }
         validate_dataset_meta(staging / DATASET_FILE, meta)
         (staging / DATASET_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+        install_staged(staging, target, f"dataset {did}", overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return open_dataset_folder(target)
+
+
+def install_staged(staging: Path, target: Path, what: str, *, overwrite: bool) -> None:
+    """Move a staged dataset folder onto ``target`` under the lock ``<target>.lock`` (one writer
+    of a dataset at a time: a second pack or download of the same id, started while the first
+    copies, is refused naming it, instead of deleting the folder the first just installed)."""
+    with file_lock(target):
+        if (target / DATASET_FILE).exists() and not overwrite:  # installed while this one was staging
+            raise FileExistsError(f"{target}: {what} already exists in the local store (use --force)")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
 
 
 def delete(dataset_id: str) -> Path:
