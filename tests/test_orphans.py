@@ -172,7 +172,7 @@ def test_kill_9_of_grow_leaves_no_worker_fork_server_tracker_or_evaluator(tmp_pa
     out = tmp_path / "world"
     command = _dream_gym("grow", "--task", "sum-difference", "--policy", "random", "--policy-arg", "p_stop=0",
                          "--workers", "2", "--rounds", "1000", "--seed", "5", "--out", str(out), "--quiet")
-    workers_then_attempts = _workers_and("resource tracker")
+    workers_then_attempts = _workers_and("resource tracker", "isolated child")
     _kill_9_leaves_nothing(tmp_path, command, lambda run: workers_then_attempts(run) and _lines(out / "nodes.jsonl") >= 6,
                            expected=("resource tracker", "fork server or worker", "isolated child"))
 
@@ -207,7 +207,7 @@ def test_kill_9_of_rsi_mid_rollout_leaves_no_worker_or_evaluator(tmp_path):
                          "--revisions", "2", "--workers", "2", "--rounds", "200", "--betas", "0.5", "-j", "2",
                          "--out", str(out), "--quiet")
     nodes = out / "worlds" / "iter-1" / "nodes.jsonl"
-    workers = _workers_and()
+    workers = _workers_and("isolated child")
     _kill_9_leaves_nothing(tmp_path, command, lambda run: workers(run) and _lines(nodes) >= 6,
                            expected=("fork server or worker", "isolated child"))
 
