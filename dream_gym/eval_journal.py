@@ -15,7 +15,8 @@ identity differs from the command's is refused, naming what differs, and a comma
 ``resume`` refuses a journal too: results of two runs are never mixed silently.
 
 The journal is private to the run that holds the results file's lock (dream_gym.locks);
-its lines may hold NaN and Infinity (Python's JSON), so that episodes round-trip exactly.
+its lines may hold NaN and Infinity (Python's JSON), so that episodes round-trip exactly, and
+are redacted like the results file (dream_gym.redact: an episode's error is untrusted text).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 
 from dream_gym.durable import json_safe, read_jsonl, write_atomic
 from dream_gym.policy import EpisodeResult
+from dream_gym.redact import redact_value
 from dream_gym.world import World, sha256_file
 
 JOURNAL_FORMAT = "dream-gym-eval-journal/1"
@@ -130,7 +132,8 @@ def _plain(value: Any) -> Any:
 
 
 def _task_line(key: TaskKey, results: Sequence[EpisodeResult]) -> bytes:
-    row = {"type": "task", "policy": key[0], "world": key[1], "episodes": [r.to_dict() for r in results]}
+    row = {"type": "task", "policy": key[0], "world": key[1],
+           "episodes": [redact_value(r.to_dict()) for r in results]}
     return json.dumps(row, allow_nan=True, default=_plain).encode("utf-8") + b"\n"
 
 

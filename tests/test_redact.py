@@ -228,7 +228,9 @@ def test_a_traceback_escaping_the_cli_is_redacted(key: str, tmp_path: Path) -> N
 def test_every_writer_of_records_redacts(key: str, tmp_path: Path) -> None:
     from dream_gym.dream.runfolder import JsonLog, write_json
     from dream_gym.durable import write_atomic, write_json_atomic
+    from dream_gym.eval_journal import EvalJournal
     from dream_gym.online.evidence import EvidenceLedger
+    from dream_gym.policy import EpisodeResult
     from dream_gym.results import dumps_row
     from dream_gym.world_writer import WorldWriter, new_meta
 
@@ -247,10 +249,15 @@ def test_every_writer_of_records_redacts(key: str, tmp_path: Path) -> None:
     write_json_atomic(tmp_path / "run" / "summary.json", {"iterations": [{"note": leak}]})
     write_atomic(tmp_path / "run" / "0.prompt.md", f"## Error\n{leak}\n")
     (tmp_path / "run" / "0.results.jsonl").write_text(dumps_row({"policy": "p", "error": leak}) + "\n")
+    journal = EvalJournal.open(tmp_path / "eval" / "results.jsonl", {"policies": ["p"]}, resume=False)
+    journal.append((0, 0), [EpisodeResult(world="w", policy="p", beta=0.5, replay_score=0.0, best_q=0.0,
+                                          best_score=None, attempts=0, rounds=1, work=0.0, attainment=0.0,
+                                          error=leak)])
+    journal.close()
     texts = folder_text(tmp_path)
-    assert {"world/nodes.jsonl.gz", "world/world.json", "world/evidence.jsonl"} <= set(texts)
+    assert {"world/nodes.jsonl.gz", "world/world.json", "world/evidence.jsonl", "eval/results.jsonl.partial"} <= set(texts)
     for name, text in texts.items():
-        if name.endswith((".gz", ".json", ".jsonl", ".md")):
+        if name.endswith((".gz", ".json", ".jsonl", ".md", ".partial")):
             assert MARK in text, name
         assert_no_leak(text, key, name)
 
