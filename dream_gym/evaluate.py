@@ -27,9 +27,11 @@ from dream_gym.eval_journal import EvalJournal, run_identity
 from dream_gym.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from dream_gym.locks import file_lock
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
-from dream_gym.policy_files import check_policy_spec, load_policy
+from dream_gym.policy_files import check_policy_spec
+from dream_gym.policy_files.specs import PolicySource, is_file_spec, is_model_spec
 from dream_gym.registry import load_cached
 from dream_gym.results import dumps_row, load_results, read_results, result_from_row, result_row
+from dream_gym.sandbox import require_sandbox
 from dream_gym.score import (
     DEFAULT_BETA1,
     DEFAULT_BETA2,
@@ -49,18 +51,7 @@ def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -
     """A fresh policy for a spec (``dream_gym.policy_files.load_policy``); ``file_options``
     (IsolatedPolicy options such as ``decision_timeout_s`` or ``hash_seed``) apply to policy
     files only."""
-    if file_options and spec.endswith(".py"):
-        return load_policy(spec, **file_options)
-    return load_policy(spec)
-
-
-def _close(policy: object) -> None:
-    close = getattr(policy, "close", None)
-    if callable(close):
-        try:
-            close()
-        except Exception:  # noqa: BLE001 - closing a broken policy must not end the evaluation
-            pass
+    return PolicySource(spec, file_options).new()
 
 
 # --------------------------------------------------------------------------- episodes
@@ -114,14 +105,18 @@ def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[Epi
     seed = int(options.pop("seed", 0))
     beat(0)
     try:
-        policy: Policy | None = load_policy_spec(task.policy, task.file_options)
+        source: PolicySource | None = PolicySource(task.policy, task.file_options)
         load_error = None
     except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
-        policy, load_error = None, f"{type(exc).__name__}: {exc}"
+        source, load_error = None, f"{type(exc).__name__}: {exc}"
     results: list[EpisodeResult] = []
     try:
         for i, beta in enumerate(task.betas):
             beat(i)
+            try:
+                policy = source.new() if source is not None else None  # a fresh object every episode
+            except Exception as exc:  # noqa: BLE001 - recorded on the episode
+                policy, load_error = None, f"{type(exc).__name__}: {exc}"
             if policy is None:
                 result = result_from_session(ReplaySession(world, beta=beta, **options), task.policy, load_error)
             else:
@@ -130,7 +125,8 @@ def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[Epi
             result.policy = task.policy  # the spec names the policy in the results, not its class
             results.append(result)
     finally:
-        _close(policy)
+        if source is not None:
+            source.close()
     return results
 
 
@@ -268,6 +264,8 @@ def evaluate(
         raise ValueError(f"policies repeat: {policies}")
     for spec in policies:  # fail fast on an unknown name, module or file; built only in workers
         check_policy_spec(spec)
+    if any(is_file_spec(spec) and not is_model_spec(spec) for spec in policies):
+        require_sandbox()  # policy files run only where the kernel can sandbox them
     if task_timeout is not None and not task_timeout > 0:
         raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
     if resume and out is None:

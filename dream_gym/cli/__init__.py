@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from dream_gym.redact import redacted_output
+from dream_gym.sandbox.launch import UNSAFE_ENV
 
 # Modules of this package that each add one or more sub-commands.
 COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train")
+# Sub-commands that run untrusted code (policy files, candidates): they take the opt-out.
+UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
+    for name in UNTRUSTED_COMMANDS:
+        subparsers.choices[name].add_argument(
+            "--unsafe-no-sandbox", action="store_true",
+            help="run policy files and candidates WITHOUT the sandbox (only where the kernel cannot "
+                 "provide it; they can then read your files and keys, use the network, signal processes)")
     return parser
 
 
@@ -35,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv  # provenance: `grow` records the exact command in world.json
+    if getattr(args, "unsafe_no_sandbox", False):
+        os.environ[UNSAFE_ENV] = "1"  # read by every sandbox launch, in workers too
     with redacted_output():
         return _run(args)
 

@@ -52,6 +52,7 @@ from dream_gym.durable import read_jsonl, write_atomic
 from dream_gym.eval_journal import journal_path
 from dream_gym.evaluate import load_results
 from dream_gym.locks import folder_lock
+from dream_gym.sandbox import require_sandbox
 from dream_gym.world import World
 
 LEDGER_FILE = "dream.jsonl"
@@ -320,6 +321,7 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
         validation: worlds not used for selection (the gain there is reported; ``gate`` uses it).
         events: ``events(kind, data)`` for progress: ``"version"`` after each version, ``"phase"`` at the end.
     """
+    require_sandbox()  # revisions are policy files: they run only where the kernel can sandbox them
     out = Path(out)
     ids = [w.id for w in history]
     if not ids:

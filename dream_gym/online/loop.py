@@ -37,6 +37,7 @@ from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.redact import redact_value
 from dream_gym.replay import ROOT, IllegalBatchError
+from dream_gym.sandbox import require_sandbox
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
 from dream_gym.workers import init_worker, worker_context, worker_initargs
@@ -350,6 +351,7 @@ def grow(
     config: GrowConfig, policy: Policy, *, on_round: Callable[[RoundStats, GrowResult], None] | None = None,
 ) -> GrowResult:
     """Run the online loop; every finished node is on disk before the next is awaited."""
+    require_sandbox()  # candidates run only where the kernel can sandbox them
     task = get_task(config.task)
     started = time.time()
     writer = _open_world(config, task)

@@ -1,0 +1,416 @@
+"""The hostile suite: untrusted code attacks dream_gym through its own commands.
+
+Policy files and candidates are written by an LLM and, in the dreaming loop, selected by their
+replay score, so each attack here is what selection would find if it worked. Every attack must
+be contained by the kernel (the sandbox of :mod:`dream_gym.sandbox`) and recorded as the
+attacker's own error, with every other policy's results unchanged. Each attack also has a
+control where it is shown to work (in-process, or with the explicit opt-out), so no test passes
+because the attacker is blind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from worldgen import random_records
+
+from dream_gym.evaluate import evaluate
+from dream_gym.policy import run_episode
+from dream_gym.policy_files import IsolatedPolicy, load_policy
+from dream_gym.results import read_results
+from dream_gym.world import load_world
+from dream_gym.world_writer import new_meta, write_world
+
+HOSTILE = Path(__file__).resolve().parent / "hostile_policies"
+REPO = Path(__file__).resolve().parents[1]
+SECRET = "sk-hostile-suite-" + "9f2c41d7e0"
+MEMORY_FILE = Path("/tmp/dream_gym_hostile_memory")
+FAST: dict[str, Any] = dict(decision_timeout_s=20.0, episode_timeout_s=60.0, memory_mb=512)
+
+
+class Listener:
+    """A TCP server on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.sock.close()
+
+
+def _found(error: str | None) -> list[str]:
+    assert error is not None and "FOUND=" in error, error
+    return list(json.loads(error.split("FOUND=", 1)[1].split("]", 1)[0] + "]"))
+
+
+def _facts_world(tmp_path: Path, listener: Listener, *, dangerous: bool) -> tuple[Path, Path]:
+    """A world whose task description tells the attacker where to strike; and a folder it
+    must not write to."""
+    out = tmp_path / "must-stay-empty"
+    out.mkdir()
+    target = write_world(tmp_path / "target-world", new_meta("target", "toy", "x", workers=2),
+                         random_records(random.Random(2), 20))
+    facts = {"parent_pid": os.getpid(), "port": listener.port, "world": str(target / "nodes.jsonl"),
+             "secret": SECRET, "out": str(out), "dangerous": dangerous}
+    folder = write_world(tmp_path / "hostile-world", new_meta("hostile", "toy", json.dumps(facts), workers=3),
+                         random_records(random.Random(3), 60))
+    return folder, out
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dream_gym", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=env)
+
+
+# -- escapes through `dream-gym eval` --------------------------------------------------------------
+def test_escapes_are_contained_through_eval_and_other_policies_are_unchanged(
+        tmp_path: Path, listener: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)  # this process is an ancestor of the policy
+    world, out = _facts_world(tmp_path, listener, dangerous=True)
+    both, alone = tmp_path / "both.jsonl", tmp_path / "alone.jsonl"
+    run = _cli("eval", "--policy", str(HOSTILE / "escapes.py"), "--policy", "greedy", "--worlds", str(world),
+               "--betas", "0.5", "-j", "2", "--out", str(both), env=dict(os.environ))
+    assert both.exists(), run.stderr  # eval survived its SIGKILLs
+    rows = {r["policy"]: r for r in read_results(both)}
+    assert _found(rows[str(HOSTILE / "escapes.py")]["error"]) == []
+    assert rows[str(HOSTILE / "escapes.py")]["error"].startswith("PolicyException: ")
+    _cli("eval", "--policy", "greedy", "--worlds", str(world), "--betas", "0.5", "--out", str(alone))
+    assert [r for r in read_results(alone)] == [rows["greedy"]]  # the attacker changed nothing else
+    assert listener.accepted == 0 and list(out.iterdir()) == []
+    assert not Path("/tmp/dream_gym_escaped.txt").exists()
+    assert SECRET not in both.read_text() and SECRET not in run.stdout + run.stderr
+
+
+def test_escapes_are_contained_by_the_kernel_alone(tmp_path: Path, listener: Listener,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the audit hook (the Python layer) the kernel's layers hold by themselves."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    world, out = _facts_world(tmp_path, listener, dangerous=True)
+    with IsolatedPolicy(HOSTILE / "escapes.py", harden=False, **FAST) as policy:
+        result = run_episode(policy, load_world(world), on_error="record")
+    assert _found(result.error) == []
+    assert listener.accepted == 0 and list(out.iterdir()) == []
+
+
+def test_escapes_control_without_the_sandbox_finds_everything(tmp_path: Path, listener: Listener) -> None:
+    """The same file through the same command with the explicit opt-out (its audit hook still
+    on, which it switches off): each escape reported above as refused works here, so the tests
+    above are not blind."""
+    world, out = _facts_world(tmp_path, listener, dangerous=False)
+    results = tmp_path / "unsafe.jsonl"
+    try:
+        run = _cli("eval", "--policy", str(HOSTILE / "escapes.py"), "--worlds", str(world), "--betas", "0.5",
+                   "-j", "1", "--out", str(results), "--unsafe-no-sandbox",
+                   env={**os.environ, "OPENAI_API_KEY": SECRET})
+        found = set(_found(read_results(results)[0]["error"]))
+    finally:
+        Path("/tmp/dream_gym_escaped.txt").unlink(missing_ok=True)
+    assert "WITHOUT the sandbox" in run.stderr
+    assert {"secret in /proc/pid/environ", "secret in an ancestor's environ through libc", "read a world file",
+            "read /etc/passwd", "wrote into the out folder", "wrote /tmp", "connected to 127.0.0.1", "forked",
+            "cloned by raw syscall", "new session", "ptrace of the parent",
+            "may signal the evaluating process"} <= found, found
+    assert listener.accepted >= 1 and list(out.iterdir())
+
+
+# -- memory across episodes -------------------------------------------------------------------------
+def _forget_memory() -> None:
+    """Remove what the in-process control of remembers_tree.py left behind."""
+    for folder in ("/tmp", "/dev/shm", Path.home(), Path.cwd()):
+        (Path(folder) / MEMORY_FILE.name).unlink(missing_ok=True)
+    for name in ("dream_gym_hostile_memory",):
+        os.environ.pop(name, None)
+        sys.modules.pop(name, None)
+    libc = ctypes.CDLL(None, use_errno=True)
+    shmid = libc.shmget(0x44524D47, 4096, 0o600)
+    if shmid >= 0:
+        libc.shmctl(shmid, 0, None)  # IPC_RMID
+
+
+@pytest.fixture
+def memory_world(tmp_path: Path) -> Iterator[Path]:
+    _forget_memory()
+    yield write_world(tmp_path / "memory-world", new_meta("memory", "toy", "a toy task", workers=3),
+                      random_records(random.Random(11), 120))
+    _forget_memory()
+
+
+def test_memory_across_episodes_gains_nothing_through_eval(memory_world: Path, tmp_path: Path) -> None:
+    """The file reveals everything at beta 0 and remembers it everywhere it can; at beta 0.5 and
+    1 it would walk straight to the best node. Isolated, each of those episodes scores exactly
+    what it scores in a process of its own."""
+    spec = str(HOSTILE / "remembers_tree.py")
+    grid = evaluate([spec], [memory_world], betas="0,0.5,1", jobs=1, progress=False)
+    for alone in (evaluate([spec], [memory_world], betas=str(b), jobs=1, progress=False)[0] for b in (0.5, 1.0)):
+        same = next(r for r in grid if r.beta == alone.beta)
+        assert same.error is None and same == alone
+    # the control: one process kept across episodes (as a reused child did) lets the file cheat
+    _forget_memory()
+    trusted = load_policy(spec, isolate=False)
+    cheating = [run_episode(trusted, load_world(memory_world), beta=b) for b in (0.0, 0.5)][1]
+    honest = next(r for r in grid if r.beta == 0.5)
+    assert honest.limit is not None and cheating.replay_score >= 0.99 * honest.limit  # the oracle's score
+    assert cheating.replay_score > honest.replay_score + 0.05 and cheating.attempts < honest.attempts / 3
+
+
+def test_memory_across_episodes_through_the_cli_grid(memory_world: Path, tmp_path: Path) -> None:
+    spec = str(HOSTILE / "remembers_tree.py")
+    grid, alone = tmp_path / "grid.jsonl", tmp_path / "alone.jsonl"
+    assert _cli("eval", "--policy", spec, "--worlds", str(memory_world), "--betas", "0,0.5",
+                "--out", str(grid)).returncode == 0
+    assert _cli("eval", "--policy", spec, "--worlds", str(memory_world), "--betas", "0.5",
+                "--out", str(alone)).returncode == 0
+    assert [r for r in read_results(grid) if r["beta"] == 0.5] == read_results(alone)
+
+
+# -- candidates through `dream-gym grow` -------------------------------------------------------------
+CANDIDATE = '''
+import ctypes, json, os, signal, socket, sys, time
+
+FACTS = json.loads({facts!r})
+
+
+def _try(found, label, action):
+    try:
+        if action() is not False:
+            found.append(label)
+    except Exception:
+        pass
+
+
+def _environs():
+    hits = []
+    pids = []
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        pass
+    for pid in pids + [str(FACTS["parent_pid"]), "1"]:
+        try:
+            with open(f"/proc/{{pid}}/environ", "rb") as handle:
+                if FACTS["secret"].encode() in handle.read():
+                    hits.append("read a secret from /proc/" + pid)
+        except OSError:
+            pass
+    return hits
+
+
+def _daemon(found):
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    found.append(f"left a daemon {{pid}}")
+    return False
+
+
+def _tamper(path):
+    with open(path, "a") as handle:
+        handle.write("{{}}\\n")
+
+
+def construct_set():
+    found = _environs()
+    world = FACTS["world"]
+    _try(found, "appended to the world", lambda: _tamper(os.path.join(world, "nodes.jsonl")))
+    _try(found, "rewrote world.json", lambda: open(os.path.join(world, "world.json"), "w").write("{{}}"))
+    _try(found, "wrote into the project", lambda: open(os.path.join(FACTS["project"], "escaped.py"), "w").write("x"))
+    _try(found, "wrote into the virtualenv", lambda: open(os.path.join(FACTS["venv"], "escaped.pth"), "w").write("x"))
+    _try(found, "connected to 127.0.0.1", lambda: socket.create_connection(("127.0.0.1", FACTS["port"]), 2))
+    _try(found, "", lambda: _daemon(found))
+    _try(found, "new session", os.setsid)
+    _try(found, "signalled the grow process", lambda: os.kill(FACTS["parent_pid"], signal.SIGKILL))
+    _try(found, "signalled everyone", lambda: os.kill(-1, 0))
+    raise RuntimeError("FOUND=" + json.dumps(found))
+'''
+
+
+@pytest.mark.slow
+def test_candidates_are_contained_through_grow(tmp_path: Path, listener: Listener) -> None:
+    """A candidate that hunts for the user's key in its ancestors' environments, tampers with
+    the world it is grown into, writes into the project and the virtualenv, opens a socket,
+    leaves a daemon and signals the grow process: all refused, recorded as its own error."""
+    from tests.openai_server import OpenAICompatServer
+
+    world = tmp_path / "grown"
+    env = {**os.environ, "OPENAI_API_KEY": SECRET}
+    with OpenAICompatServer() as server:
+        grow = subprocess.Popen(
+            [sys.executable, "-m", "dream_gym", "grow", "--task", "sum-difference", "--agent", "openai/local",
+             "--api-base", server.base_url, "--policy", "fixed", "--policy-arg", "branches=2",
+             "--policy-arg", "depth=1", "-W", "2", "--rounds", "2", "--out", str(world), "--quiet"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        facts = {"parent_pid": grow.pid, "port": listener.port, "world": str(world), "secret": SECRET,
+                 "project": str(REPO), "venv": sys.prefix}
+        server.responder = lambda request: "```python\n" + CANDIDATE.format(facts=json.dumps(facts)) + "```"
+        _, stderr = grow.communicate(timeout=300)
+        prompts = [r.text() for r in server.requests]
+    assert grow.returncode == 0, stderr
+    grown = load_world(world)  # the world loads: its checksum and every line are intact
+    assert grown.records[0]["parent"] is None and grown.records[0]["score"] is not None
+    errors = [r["error"] for r in grown.records[1:]]
+    assert len(errors) == 2 and all(_found(e) == [] for e in errors)
+    assert _cli("worlds", "validate", str(world)).returncode == 0
+    assert listener.accepted == 0
+    assert not (REPO / "escaped.py").exists() and not Path(sys.prefix, "escaped.pth").exists()
+    for path in world.rglob("*"):
+        assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path
+    assert all(SECRET not in prompt for prompt in prompts)
+    survivors = [p for p in _processes() if "time.sleep(600)" in p or "dream_gym_grow_" in p]
+    assert survivors == []
+
+
+def test_candidate_control_without_the_sandbox_escapes(tmp_path: Path, listener: Listener) -> None:
+    """The same candidate, unconfined (the explicit opt-out), against a scratch world and a
+    stand-in for the grow process: its attacks work, so the test above is not blind."""
+    from dream_gym.isolation import run_python
+
+    scratch = write_world(tmp_path / "scratch", new_meta("scratch", "toy", "x"), random_records(random.Random(5), 5))
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    facts = {"parent_pid": stand_in.pid, "port": listener.port, "world": str(scratch), "secret": SECRET,
+             "project": str(tmp_path), "venv": str(tmp_path)}
+    code = CANDIDATE.format(facts=json.dumps(facts)) + "\nconstruct_set()\n"
+    try:
+        with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):
+            out = run_python(code=code, wall_s=30, unsafe_no_sandbox=True)
+        found = _found(out.stderr.strip().splitlines()[-1])
+    finally:
+        stand_in.kill()
+    daemons = [int(f.rsplit(" ", 1)[1]) for f in found if f.startswith("left a daemon")]
+    for pid in daemons:
+        os.kill(pid, 9)
+    assert daemons and stand_in.wait() == -9
+    assert {"appended to the world", "rewrote world.json", "wrote into the project", "wrote into the virtualenv",
+            "connected to 127.0.0.1", "signalled the grow process", "signalled everyone"} <= set(found), found
+
+
+def _processes() -> list[str]:
+    """The command lines of this machine's processes."""
+    lines = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                continue
+    return lines
+
+
+# -- revisions through `dream-gym dream` and `dream-gym rsi` ---------------------------------------
+KEY_HUNTER = '''
+import os, signal
+
+
+def act(view):
+    os.devnull = "/"
+    found = []
+    pids = []
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        pass
+    for pid in pids + ["1", str(os.getppid())]:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                for item in handle.read().split(b"\\0"):
+                    if item.startswith(b"OPENAI_API_KEY="):
+                        found.append(item.decode())
+        except OSError:
+            pass
+    for action in (lambda: os.kill(os.getppid(), signal.SIGKILL), lambda: os.killpg(0, signal.SIGKILL),
+                   lambda: os.kill(-1, 0)):
+        try:
+            action()
+            found.append("signalled")
+        except OSError:
+            pass
+    raise ValueError("FOUND=" + str(found).replace("'", '"'))
+'''
+
+
+def _revision_replies(*sources: str):
+    def answer(body: dict[str, Any]) -> str:
+        import re
+
+        m = int(re.search(r"# Revision (\d+) of", body["messages"][-1]["content"]).group(1))  # type: ignore[union-attr]
+        return "```python\n" + sources[m - 1] + "\n```"
+
+    return answer
+
+
+def _no_secret_under(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        assert not path.is_file() or SECRET.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.slow
+def test_revisions_are_contained_through_dream(memory_world: Path, tmp_path: Path) -> None:
+    """The developer proposes a file that cheats with memory across episodes and one that hunts
+    the user's key in every process's environment and signals the dreaming process: the cheat
+    scores what it scores honestly, the hunter finds nothing, and no key reaches any record."""
+    from dream_gym.durable import read_jsonl
+    from tests.openai_server import OpenAICompatServer
+
+    remembers = (HOSTILE / "remembers_tree.py").read_text()
+    out = tmp_path / "run"
+    with OpenAICompatServer() as server:
+        server.responder = _revision_replies(remembers, KEY_HUNTER)
+        run = _cli("dream", "--history", str(memory_world), "--policy", "greedy", "--developer", "openai/dev",
+                   "--api-base", server.base_url, "-M", "3", "--betas", "0,0.5,1", "-j", "2", "--out", str(out),
+                   "--quiet", env={**os.environ, "OPENAI_API_KEY": SECRET})
+        prompts = [r.text() for r in server.requests]
+    assert run.returncode == 0, run.stderr
+    versions = {r["m"]: r for r in read_jsonl(out / "dream.jsonl") if r["type"] == "revision"}
+    per_beta = [evaluate([str(out / "revisions/1/1.py")], [memory_world], betas=str(b), jobs=1, progress=False)[0]
+                for b in (0.0, 0.5, 1.0)]
+    assert versions[1]["score"] == pytest.approx(sum(r.replay_score for r in per_beta) / 3, abs=1e-12)
+    assert "FOUND=[]" in str(versions[2].get("error"))
+    _no_secret_under(out)
+    assert all(SECRET not in prompt for prompt in prompts)
+    assert SECRET not in run.stdout + run.stderr
+
+
+@pytest.mark.slow
+def test_a_hostile_start_policy_is_contained_through_rsi(tmp_path: Path) -> None:
+    """rsi deploys its start policy online (grow) and scores it on replay (dream): a start
+    policy that hunts the key and signals its parents is refused in both, as its own error."""
+    start = tmp_path / "hunter.py"
+    start.write_text(KEY_HUNTER)
+    out = tmp_path / "rsi"
+    run = _cli("rsi", "--task", "sum-difference", "--policy", str(start), "-T", "1", "-W", "2", "--rounds", "2",
+               "-M", "2", "--betas", "0.5", "-j", "1", "--out", str(out), "--quiet",
+               env={**os.environ, "OPENAI_API_KEY": SECRET})
+    assert run.returncode != 0  # the start policy fails online: the run stops and says why
+    assert "policy hunter raised in act(): ValueError: FOUND=[]" in run.stderr
+    _no_secret_under(out)
+    assert SECRET not in run.stdout + run.stderr

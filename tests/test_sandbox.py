@@ -1,0 +1,164 @@
+"""dream_gym.sandbox: what the kernel enforces, where it cannot, and that nothing outlives the parent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dream_gym.isolation import run_python
+from dream_gym.sandbox import kernel_support, read_roots
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "agents" / "example_policy.py"
+# Runs a command under a seccomp filter that makes the kernel answer "no Landlock" (ENOSYS):
+# what a user on an older or differently configured kernel sees.
+WITHOUT_LANDLOCK = textwrap.dedent("""
+    import errno, os, sys
+    import pyseccomp as sc
+    rules = sc.SyscallFilter(sc.ALLOW)
+    rules.add_rule(sc.ERRNO(errno.ENOSYS), "landlock_create_ruleset")
+    rules.load()
+    os.execv(sys.executable, [sys.executable, "-m", "dream_gym", *sys.argv[1:]])
+""")
+
+
+def _without_landlock(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", WITHOUT_LANDLOCK, *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+
+
+def test_this_kernel_supports_the_sandbox() -> None:
+    support = kernel_support()
+    assert support.ok and support.landlock_abi >= 1 and support.seccomp, support.problems
+
+
+def test_where_the_kernel_refuses_the_sandbox_no_policy_file_runs(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    refused = _without_landlock("eval", "--policy", str(EXAMPLE), "--worlds", "sd-fixed-s0", "--betas", "0.5",
+                                "--out", str(out))
+    assert refused.returncode != 0 and not out.exists()
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Landlock is not available" in lines[0] and "--unsafe-no-sandbox" in lines[0], lines
+    allowed = _without_landlock("eval", "--policy", str(EXAMPLE), "--worlds", "sd-fixed-s0", "--betas", "0.5",
+                                "--out", str(out), "--unsafe-no-sandbox")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "WITHOUT the sandbox" in allowed.stderr and json.loads(out.read_text().splitlines()[0])["error"] is None
+
+
+def test_where_the_kernel_refuses_the_sandbox_no_candidate_runs(tmp_path: Path) -> None:
+    refused = _without_landlock("grow", "--task", "sum-difference", "-W", "1", "--rounds", "1",
+                                "--out", str(tmp_path / "world"), "--quiet")
+    assert refused.returncode != 0 and "Landlock is not available" in refused.stderr
+    assert not (tmp_path / "world" / "nodes.jsonl").exists()  # not even the root ran
+
+
+def test_built_in_policies_need_no_sandbox(tmp_path: Path) -> None:
+    """Trusted code (built-in names) runs in-process, so it works on any kernel."""
+    out = tmp_path / "results.jsonl"
+    run = _without_landlock("eval", "--policy", "greedy", "--worlds", "sd-fixed-s0", "--betas", "0.5", "--out", str(out))
+    assert run.returncode == 0, run.stderr
+
+
+def test_read_roots_hold_code_not_data(tmp_path: Path) -> None:
+    roots = read_roots([tmp_path / "policy.py"])
+    package = REPO / "dream_gym"
+    trees = {Path(p) for p in roots["tree"]}
+    assert package / "sandbox" in trees and package / "world.py" in trees
+    assert REPO not in trees and REPO / "recorded_worlds" not in trees and REPO / "agents" not in trees
+    assert not any(str(p).startswith(("/tmp", "/proc", "/home", "/root/.")) for p in trees if "pyenv" not in str(p))
+    assert str((tmp_path / "policy.py").resolve()) in roots["file"]
+
+
+def test_a_candidate_reads_and_writes_only_its_own_folder(tmp_path: Path) -> None:
+    work, other = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    (other / "secret.txt").write_text("not yours")
+    code = textwrap.dedent(f"""
+        import json, os
+        report = {{}}
+        for label, action in [("own write", lambda: open("mine.txt", "w").write("x")),
+                              ("own read", lambda: open("mine.txt").read()),
+                              ("sibling read", lambda: open({str(other / 'secret.txt')!r}).read()),
+                              ("sibling write", lambda: open({str(other / 'new.txt')!r}, "w").write("x")),
+                              ("parent environ", lambda: open("/proc/%d/environ" % os.getppid(), "rb").read())]:
+            try:
+                action()
+                report[label] = "allowed"
+            except OSError as exc:
+                report[label] = exc.strerror
+        print(json.dumps(report))
+    """)
+    out = run_python(code=code, cwd=work, wall_s=20)
+    report = json.loads(out.stdout)
+    assert report == {"own write": "allowed", "own read": "allowed", "sibling read": "Permission denied",
+                      "sibling write": "Permission denied", "parent environ": "Permission denied"}, out.stderr
+    assert not (other / "new.txt").exists()
+
+
+# -- nothing outlives the parent -------------------------------------------------------------------
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from dream_gym.policy_files import IsolatedPolicy
+    from dream_gym.isolation import start_python
+    policy = IsolatedPolicy(sys.argv[1], decision_timeout_s=600, episode_timeout_s=600)
+    from dream_gym.policy import RunContext
+    from dream_gym.session import ReplaySession
+    from dream_gym.registry import resolve_world
+    view = ReplaySession(resolve_world("sd-fixed-s0")).view()
+    policy.reset(RunContext.from_view(view))
+    import threading
+    threading.Thread(target=policy.act, args=(view,), daemon=True).start()  # spins forever
+    candidate = start_python(sys.argv[2], wall_s=600)
+    print("READY", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_every_sandbox_process_dies_with_its_parent(tmp_path: Path) -> None:
+    """kill -9 of a process that runs a policy episode and a candidate, both busy: the
+    wardens see their lifelines close and end everything they started, at once."""
+    spinner = tmp_path / "spin.py"
+    spinner.write_text("def act(view):\n    while True:\n        pass\n")
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text("while True:\n    pass\n")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(spinner), str(candidate)], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "READY"
+        started = psutil.Process(holder.pid).children(recursive=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and sum(p.status() == psutil.STATUS_RUNNING for p in started) < 2:
+            time.sleep(0.1)  # the episode and the script both spin
+        assert len(started) == 7  # two wardens, two inits, the template, its episode, the script
+        assert sum(p.status() == psutil.STATUS_RUNNING for p in started) >= 2
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in started):
+        time.sleep(0.05)
+    assert [p.pid for p in started if _alive(p)] == []
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize("attack", ["os.kill(-1, 9)", "os.killpg(0, 9)", "os.kill(os.getppid(), 9)", "os.kill(1, 9)"])
+def test_a_candidate_cannot_signal_anything_but_itself(attack: str) -> None:
+    out = run_python(code=f"import os\ntry:\n    {attack}\n    print('SENT')\nexcept OSError as exc:\n    print(exc.strerror)\n",
+                     wall_s=20)
+    assert out.stdout.strip() == "Operation not permitted", out.stderr
