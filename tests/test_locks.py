@@ -31,14 +31,52 @@ def _python(code: str) -> subprocess.Popen[str]:
                             text=True, start_new_session=True)
 
 
-def _dream_gym(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "dream_gym", *args], env=ENV, stdout=subprocess.PIPE,
+def _dream_gym(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "dream_gym", *args], env=env or ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dream_gym", *args], env=ENV, capture_output=True, text=True,
+def _run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dream_gym", *args], env=env or ENV, capture_output=True, text=True,
                           timeout=120)
+
+
+GATE_ENV = "DREAM_GYM_TEST_GATE"
+
+
+class _Gated:
+    """A built-in policy that waits, before each decision, until the file named by
+    $DREAM_GYM_TEST_GATE exists: a test's first writer holds its lock until the test opens the
+    gate, whatever the machine's speed (waiting changes no decision)."""
+
+    inner_name = "greedy"
+
+    def __init__(self) -> None:
+        from dream_gym.policies import make_policy
+
+        self.inner = make_policy(self.inner_name)
+
+    def reset(self, context: object) -> None:
+        self.inner.reset(context)
+
+    def act(self, view: object) -> object:
+        gate, deadline = Path(os.environ[GATE_ENV]), time.monotonic() + 60
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.inner.act(view)
+
+
+class GatedGreedy(_Gated):
+    inner_name = "greedy"
+
+
+class GatedFixed(_Gated):
+    inner_name = "fixed"
+
+
+def _gated_env(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    gate = tmp_path / "gate"
+    return {**ENV, GATE_ENV: str(gate)}, gate
 
 
 def _wait_for(condition: Callable[[], bool], process: subprocess.Popen[str], what: str, timeout: float = 60) -> None:
@@ -296,43 +334,49 @@ def test_resume_keeps_the_journaled_tasks_and_refuses_a_journal_of_another_run(t
     assert json.loads(out.read_text().splitlines()[0])["replay_score"] == 1234.5
 
 
-EVAL = ["eval", *GRID, "--betas", "0,0.25,0.5,0.75,1"]  # the same grid, longer: still running when refused
+EVAL = ["eval", "-p", "test_locks:GatedGreedy", "-p", "random", "-w", "sd-fixed-s0,lasso-greedy-s0", "--betas", "0,1",
+        "-j", "2", "--no-progress", "--summary"]
 
 
 def test_a_second_eval_into_the_same_file_is_refused_naming_the_first(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
-    first = _dream_gym(*EVAL, "--out", str(out))
+    env, gate = _gated_env(tmp_path)
+    first = _dream_gym(*EVAL, "--out", str(out), env=env)
     try:
         _wait_for(_holds(first, out, folder=False), first, "the first eval to lock its results file")
         for extra in ([], ["--resume"]):
-            _refused_naming(_run_cli(*EVAL, "--out", str(out), *extra), first, out)
+            _refused_naming(_run_cli(*EVAL, "--out", str(out), *extra, env=env), first, out)
+        gate.touch()
         assert first.wait(timeout=120) == 0, first.communicate()
     finally:
         _kill(first)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 3 * 16 * 5 and not Path(f"{out}.partial").exists()  # the first run's file, whole
+    assert len(rows) == 2 * 2 * 2 and not Path(f"{out}.partial").exists()  # the first run's file, whole
 
 
 # --------------------------------------------------------------------------- grow, dream, rsi, train
 
 
-GROW = ["grow", "--task", "sleep-task", "-W", "1", "--rounds", "2", "--backend", "serial", "--quiet"]  # ~0.5 s an attempt
+GROW = ["grow", "--task", "sum-difference", "--policy", "test_locks:GatedFixed", "-W", "2", "--rounds", "2",
+        "--backend", "serial", "--quiet"]
 
 
 def test_a_second_grow_of_the_same_world_is_refused_naming_the_first(tmp_path: Path) -> None:
     from dream_gym.world import load_world
 
     world = tmp_path / "world"
-    first = _dream_gym(*GROW, "--out", str(world))
+    env, gate = _gated_env(tmp_path)
+    first = _dream_gym(*GROW, "--out", str(world), env=env)
     try:
         _wait_for(_holds(first, world, folder=True), first, "the first grow to lock its world folder")
         for extra in (["--resume"], []):  # without --resume too: told who writes it, not to pass --resume
-            _refused_naming(_run_cli(*GROW, "--out", str(world), *extra), first, world)
+            _refused_naming(_run_cli(*GROW, "--out", str(world), *extra, env=env), first, world)
+        gate.touch()
         assert first.wait(timeout=120) == 0, first.communicate()
     finally:
         _kill(first)
     grown = load_world(world)  # validates every line: nothing of the second run is in it
-    assert grown.size == 3 and grown.meta["sha256"] and not (world / ".lock").exists()
+    assert grown.size == 5 and grown.meta["sha256"] and not (world / ".lock").exists()
 
 
 DREAM = ["dream", "--history", "sd-fixed-s0,lasso-greedy-s0", "--policy", "greedy", "--developer", "builtin",
@@ -357,7 +401,7 @@ def test_a_second_dream_of_the_same_run_folder_is_refused_naming_the_first(tmp_p
 
 
 RSI = ["rsi", "--task", "sleep-task", "--policy", "fixed", "--iterations", "1", "--revisions", "2", "--workers", "1",
-       "--rounds", "1", "--betas", "0.5", "-j", "1", "--backend", "serial", "--quiet"]
+       "--rounds", "2", "--betas", "0.5", "-j", "1", "--backend", "serial", "--quiet"]
 
 
 @pytest.mark.slow
