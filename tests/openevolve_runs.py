@@ -16,8 +16,8 @@ Nothing here is copied from a real run; the layout and the records follow OpenEv
   ``dirname(initial_program)/openevolve_output``;
 * ``examples/circle_packing/README.md`` ("Running the Example"): the next phase is a fresh run
   whose initial program is ``.../checkpoints/checkpoint_N/best_program.py``, so its output lands
-  in ``checkpoint_N/openevolve_output/`` (nested once per resume, as in the public circle-packing
-  run of issue 8: four phases).
+  in ``checkpoint_N/openevolve_output/`` (nested once per resume, as in a public circle-packing
+  run of four phases).
 
 The simulated evaluator is deterministic: each child's score moves a little from its parent's, and
 every ``invalid_every``-th child fails with an ``error`` metric, as real evaluators report.

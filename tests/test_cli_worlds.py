@@ -78,16 +78,16 @@ def test_show_a_world_folder_with_plot(env, capsys):
 
 @pytest.mark.skipif(not EXTERNAL.is_dir(), reason=f"real OpenEvolve runs not found at {EXTERNAL}")
 def test_import_real_openevolve_run(env, capsys):
-    out = env / "qos"
-    assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "qos-error-mitigation"),
-                 "--out", str(out), "--id", "qos"]) == 0
+    out = env / "fnmin"
+    assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "fnmin-mig_fast_config_s42"),
+                 "--out", str(out), "--id", "fnmin"]) == 0
     text = capsys.readouterr().out
-    assert "migrant and island copies collapsed 3" in text and "frontier 'any'" in text
-    assert "world qos  (task" in text and "stopped leaves" in text  # the coverage report follows
+    assert "migrant and island copies collapsed 18" in text and "frontier 'any'" in text
+    assert "world fnmin  (task" in text and "stopped leaves" in text  # the coverage report follows
     assert "World statistics" in text and "oracle limit V*" in text and "successive new bests" in text
     assert main(["worlds", "validate", str(out)]) == 0
-    assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "no-three-in-line"),
-                 "--out", str(env / "n3"), "--metric", "nope"]) == 2
+    assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "fnmin-islands10_config_s42"),
+                 "--out", str(env / "f10"), "--metric", "nope"]) == 2
     assert "overall_score" in capsys.readouterr().err
 
 

@@ -90,8 +90,8 @@ def test_check_env_passes_on_a_600_node_bushy_world(tmp_path: Path) -> None:
 def test_check_env_passes_on_an_imported_openevolve_run(tmp_path: Path) -> None:
     from dream_gym.datasets.importers.openevolve import import_openevolve
 
-    import_openevolve(EXTERNAL / "qos-error-mitigation", tmp_path / "qos")
-    env = gym.make("DreamGym/Replay-v0", world=tmp_path / "qos")
+    import_openevolve(EXTERNAL / "binpack-null-islands-s42", tmp_path / "binpack")
+    env = gym.make("DreamGym/Replay-v0", world=tmp_path / "binpack")
     assert env.unwrapped.max_nodes == env.unwrapped.world.size > 150
     assert checked(env.unwrapped) == []
 

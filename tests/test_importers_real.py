@@ -31,8 +31,8 @@ OPENEVOLVE_RUNS = {
     "fnmin-mig_fast_config_s42": ("combined_score", 625, 120, 102, 18, 0, 0.997358227973649),
     "fnmin-no_migration_config_s42": ("combined_score", 573, 102, 102, 0, 4, 0.999617866209002),
     "fnmin-single_island_config_s42": ("combined_score", 566, 101, 101, 0, 2, 0.9970640123775331),
-    "no-three-in-line": ("overall_score", 327, 81, 81, 0, 12, 75.0),
-    "qos-error-mitigation": ("combined_score", 668, 204, 201, 3, 0, 0.5060616171727284),
+    "yunmin-nbody": ("combined_score", 52, 52, 51, 1, 35, 1.5707),
+    "yunmin-stencil": ("gflops", 47, 47, 46, 1, 1, 8.90988),
 }
 SHINKA_RUNS = {
     "circle-packing-example": ("combined_score", 3, 5, 1, 4, 0, 0.9597642169962064),
@@ -140,14 +140,17 @@ def test_real_shinkaevolve_run_is_imported_faithfully(name, tmp_path):
 
 
 @needs_runs
-def test_qos_migrants_collapse_and_prompts_stay(tmp_path):
-    report, world = _import("openevolve", EXTERNAL / "openevolve" / "qos-error-mitigation", tmp_path / "w")
+def test_migrants_collapse_and_prompts_stay(tmp_path):
+    src = EXTERNAL / "openevolve" / "fnmin-mig_fast_config_s42"
+    report, world = _import("openevolve", src, tmp_path / "w")
     index = {node_id: i for i, node_id in enumerate(world.ids)}
-    copied = world.records[index["98108acb-7f07-41f3-bea7-91d48ec6750d"]]
-    assert {"3e2ec1f4-8ecf-46b7-996a-699d601547ea", "901f2ff2-c4c5-47ca-ab25-3fe82b6c03c0"} <= set(copied["copies"])
-    assert world.baseline_score == pytest.approx(0.33222591362126247)
-    assert world.frontier_rule == "any" and report.max_children_non_root == 26
-    files = (EXTERNAL / "openevolve" / "qos-error-mitigation").rglob("programs/*.json")
+    best = "fe8b8554-1d74-44bc-a72f-09ee1366bb53"  # the best program, migrated onto islands 1 and 4
+    assert world.records[index[best]]["score"] == world.best_score == report.best
+    assert {f"{best}_migrant_1", f"{best}_migrant_4"} <= set(world.records[index[best]]["copies"])
+    assert report.migrants_collapsed == 18 and world.size == 102
+    assert world.baseline_score == pytest.approx(0.7796537424534681)
+    assert world.frontier_rule == "any" and report.max_children_non_root == 5
+    files = src.rglob("programs/*.json")
     with_prompts = {d["id"] for d in map(json.loads, (f.read_text() for f in files)) if d.get("prompts")}
     with_prompts &= set(world.ids)
     assert with_prompts and {r["id"] for r in world.records if "prompts" in r} == with_prompts
@@ -165,18 +168,22 @@ def test_fnmin_metrics_under_other_names(tmp_path):
 
 
 @needs_runs
-def test_no_three_in_line_default_metric_names_the_others_and_run_best_is_explained(tmp_path):
-    src = EXTERNAL / "openevolve" / "no-three-in-line"
-    with pytest.raises(ImportError_, match="overall_score"):
-        import_run("openevolve", src, tmp_path / "x")
-    report, world = _import("openevolve", src, tmp_path / "w", metric="overall_score")
+def test_another_metric_failures_and_the_run_best_is_explained(tmp_path):
+    src = EXTERNAL / "openevolve" / "fnmin-no_migration_config_s42"
+    report, world = _import("openevolve", src, tmp_path / "w", metric="value_score")
     failed = [r for r in world.records if r["score"] is None]
-    assert any("valid_solution=0" in r["error"] for r in failed)
-    # best/best_program_info.json says 72 (written before iteration 81 found 75): the note says so
-    assert any("run's own best" in n and "72.0" in n for n in report.notes)
-    minimised = import_run("openevolve", src, tmp_path / "m", metric="runtime", direction="minimize")
+    assert len(failed) == report.invalid == 4
+    assert all("evaluator reported error=" in r["error"] and "metric 'value_score' missing" in r["error"]
+               for r in failed)
+    # best/best_program_info.json is the best by combined_score, not the best by value_score: the note says so
+    info = json.loads((src / "best" / "best_program_info.json").read_text())
+    assert info["metrics"]["value_score"] == 0.9996855385836881 < report.best == 0.9996856891551625
+    assert any("run's own best" in n and "0.9996855385836881" in n for n in report.notes)
+    # minimising a latency: failed programs (p99 0.0 beside an error) are not the best
+    minimised = import_run("openevolve", EXTERNAL / "openevolve" / "yunmin-nbody", tmp_path / "m",
+                           metric="p99_latency_us", direction="minimize")
     raw = [r["score"] for r in load_world(tmp_path / "m").records if r["score"] is not None]
-    assert minimised.best == min(raw)
+    assert minimised.invalid == 35 and minimised.best == min(raw) == 2512.162
 
 
 @needs_runs
