@@ -85,9 +85,12 @@ def kept_lines_bomb(lines: int = 512) -> bytes:
 
 def _run_python(code: str, env: dict | None = None) -> dict:
     """Run ``code`` in a fresh interpreter; it sets ``out``; return it with the process's peak RSS."""
+    # VmHWM, not ru_maxrss: ru_maxrss keeps the peak of the forked copy of this (large) process
+    # from before the exec, VmHWM is the new program's own.
     script = textwrap.dedent(code) + textwrap.dedent("""
-        import json as _json, resource as _resource
-        print(_json.dumps({"out": out, "peak_mb": _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss / 1024}))
+        import json as _json, re as _re
+        _hwm = int(_re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+        print(_json.dumps({"out": out, "peak_mb": _hwm / 1024}))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **(env or {})})
