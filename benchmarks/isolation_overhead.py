@@ -4,8 +4,11 @@
 
 The policies are agents/example_policy.py (stops after a few rounds) and a tiny "exhaustive" file
 policy that keeps extending the frontier until the world runs out (~50 decisions per episode);
-the world is a random ~150-node tree (W=3, frontier rule "any"). Each episode is a full replay: the isolated run pays one child round trip per decision (length-prefixed JSON
-over pipes, views sent incrementally), not a process start (the child is reused).
+the world is a random ~150-node tree (W=3, frontier rule "any"). Each episode is a full replay.
+The isolated run pays, per episode, one fork of the sandboxed template (a fresh process, the
+policy file's module executed afresh, the episode's confinement: seccomp, a nested Landlock
+domain and, hardened, the audit hook), and one round trip per decision (length-prefixed JSON
+over pipes, relayed by the template, views sent incrementally); the sandbox itself starts once.
 """
 
 from __future__ import annotations
@@ -67,8 +70,8 @@ def compare(path: Path, world, episodes: int, beta: float) -> None:
     per_decision_ms = (1 / slow - 1 / fast) * 1000 * episodes / decisions
     print(f"{path.name}: {decisions / episodes:.1f} decisions/episode")
     print(f"  in-process:           {fast:8.1f} episodes/s")
-    print(f"  isolated (hardened):  {slow:8.1f} episodes/s")
-    print(f"  isolated (harden=0):  {slow_nh:8.1f} episodes/s")
+    print(f"  isolated (sandbox + audit hook): {slow:8.1f} episodes/s")
+    print(f"  isolated (sandbox alone):        {slow_nh:8.1f} episodes/s")
     print(f"  ratio in-process / isolated: {fast / slow:.1f}x  "
           f"(~{per_decision_ms:.2f} ms extra per decision; child start {startup * 1000:.0f} ms, once)")
 

@@ -195,7 +195,13 @@ DENIED_SYSCALLS = (
 DENIED_FOR_UNTRUSTED = ("fork", "vfork", "tkill", "pidfd_send_signal", "pidfd_open")
 
 
-def _load_seccomp(untrusted: bool) -> None:
+_SIGNALLERS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # the pid is their first argument
+
+
+def _seccomp_filter(untrusted: bool, own_pid: int | None) -> Any:
+    """The filter: :data:`DENIED_SYSCALLS`; for untrusted code also no new processes and no
+    signal to a group, to every process or to pid 0; with ``own_pid``, to no pid but that one
+    (without it, Landlock's signal scope keeps signals inside the sandbox's own domain)."""
     import pyseccomp as sc
 
     rules = sc.SyscallFilter(sc.ALLOW)
@@ -210,15 +216,47 @@ def _load_seccomp(untrusted: bool) -> None:
     for name in DENIED_SYSCALLS:
         deny(name)
     if untrusted:
-        me = os.getpid()
         for name in DENIED_FOR_UNTRUSTED:
             deny(name)
         deny("clone3", action=sc.ERRNO(errno.ENOSYS))
         deny("clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))  # a process, not a thread
-        for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
-            deny(name, sc.Arg(0, sc.NE, me))
+        for name in _SIGNALLERS:
+            deny(name, sc.Arg(0, sc.MASKED_EQ, 0xFFFFFFFF, 0))  # pid 0: its process group
+            deny(name, sc.Arg(0, sc.MASKED_EQ, 0x80000000, 0x80000000))  # -1 (everyone) or -pgid
+            if own_pid is not None:
+                deny(name, sc.Arg(0, sc.NE, own_pid))
     deny("prlimit64", sc.Arg(0, sc.NE, 0))  # another process's limits (its own: no capability to raise)
-    rules.load()
+    return rules
+
+
+def _load_seccomp(untrusted: bool) -> None:
+    _seccomp_filter(untrusted, os.getpid() if untrusted else None).load()
+
+
+def _compiled(rules: Any) -> bytes:
+    """The filter as the kernel's BPF program (built once, loaded by every episode)."""
+    fd = os.memfd_create("dream_gym-seccomp")
+    try:
+        with os.fdopen(os.dup(fd), "wb") as handle:
+            rules.export_bpf(handle)
+        return os.pread(fd, 1 << 20, 0)
+    finally:
+        os.close(fd)
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _load_compiled(program: bytes) -> None:
+    buffer = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // ctypes.sizeof(_SockFilter), ctypes.cast(buffer, ctypes.c_void_p))
+    if _libc.prctl(22, 2, ctypes.addressof(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise SandboxRefused(f"seccomp: loading the episode filter failed: {_errno_text()}")
 
 
 # -- capabilities and privileges ------------------------------------------------------------
@@ -262,6 +300,7 @@ class Confinement:
         self.write: Sequence[str] = spec.get("write", ())
         self.unsafe = bool(spec.get("unsafe", False))
         self.notes = list(notes)
+        self._episode_program: bytes | None = None
 
     def confine(self, untrusted: bool = True) -> list[str]:
         if self.unsafe:
@@ -281,6 +320,8 @@ class Confinement:
             self.notes.append(f"landlock-abi{abi}")
         if not missing:
             try:
+                if not untrusted:  # a template: compile its episodes' filter while it may still write
+                    self._episode_program = _compiled(_seccomp_filter(True, None))
                 _load_seccomp(untrusted)
                 self.notes.append("seccomp")
             except (OSError, RuntimeError, ValueError) as exc:
@@ -292,8 +333,12 @@ class Confinement:
     def confine_episode(self) -> None:
         if self.unsafe:
             return
-        _landlock_scope_only(landlock_abi())
-        _load_seccomp(untrusted=True)
+        abi = landlock_abi()
+        _landlock_scope_only(abi)
+        if abi >= 6 and self._episode_program is not None:
+            _load_compiled(self._episode_program)  # Landlock scopes signals: no pid in the filter
+        else:
+            _load_seccomp(untrusted=True)
 
 
 # -- processes ------------------------------------------------------------------------------
