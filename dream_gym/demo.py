@@ -18,6 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
+from dream_gym.eval_journal import journal_path
 from dream_gym.evaluate import evaluate, leaderboard
 from dream_gym.plots import plot_results
 from dream_gym.policies import POLICIES
@@ -59,7 +60,9 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     results_path = out / "results.jsonl"
-    results = evaluate(sorted(POLICIES), split, jobs=jobs, workers=workers, out=results_path)
+    # A demo killed during its evaluation continues it (the same grid, so the journal matches).
+    results = evaluate(sorted(POLICIES), split, jobs=jobs, workers=workers, out=results_path,
+                       resume=journal_path(results_path).exists())
     board = leaderboard(results)
     board.print(per_world=False)  # the per-world tables go to leaderboard.md
     (out / "leaderboard.md").write_text(board.to_markdown() + "\n", encoding="utf-8")
