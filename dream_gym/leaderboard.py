@@ -43,6 +43,40 @@ class LeaderboardRow:
     regret: float = math.nan  # limit - mean_v (overall: mean over worlds)
 
 
+@dataclass(frozen=True)
+class PolicyFailures:
+    """The episodes of one policy that ended with an error: how many, and the first one."""
+
+    policy: str
+    failed: int
+    episodes: int
+    world: str  # of the first failed episode (canonical order)
+    beta: float
+    first: str  # its error message
+
+    def line(self) -> str:
+        """``policy p.py: 22 of 22 episodes failed; first: SyntaxError: ... (on w, beta 0)``."""
+        return (f"policy {self.policy}: {self.failed} of {self.episodes} episodes failed; first: {self.first} "
+                f"(on {self.world}, beta {self.beta:g})")
+
+
+def shorten_middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis in the middle (the start and the
+    end of a path or name say the most: ``agents/my_…_policy.py``)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    head = (width - 1) * 2 // 5
+    tail = width - 1 - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+ELLIPSIS = "\u2026"
+MIN_POLICY_WIDTH = 12  # below this the policy column wraps instead of shortening further
+MAX_POLICY_WIDTH = 40
+
+
 @dataclass
 class Leaderboard:
     """Rows ranked by the v2 objective (then mean V); equal values share a rank."""
@@ -53,6 +87,10 @@ class Leaderboard:
     betas: tuple[float, ...]
     rank_by: str = "v2"
     errors: list[tuple[str, str, float, str]] = field(default_factory=list)  # policy, world, beta, message
+    # what the figures were measured at, said under every table (the CLI sets it: the W each world
+    # was replayed at and the betas), and each world's W for the per-world titles
+    conditions: str = ""
+    world_w: dict[str, int] = field(default_factory=dict)
 
     COLUMNS = ("rank", "policy", "v2", "auc", "penalty", "mean V", "% of limit", "regret", "quality", "attempts",
                "rounds", "errors")
@@ -80,54 +118,87 @@ class Leaderboard:
         if per_world and n > 1:
             for name, rows in self.per_world.items():
                 limit = rows[0].limit if rows else math.nan
-                out.append((f"World {name}" + ("" if math.isnan(limit) else f" (limit V* {limit:.4f})"), rows))
+                notes = ([f"W {self.world_w[name]}"] if name in self.world_w else []) + (
+                    [] if math.isnan(limit) else [f"limit V* {limit:.4f}"])
+                out.append((f"World {name}" + (f" ({', '.join(notes)})" if notes else ""), rows))
         return out
+
+    def failures(self) -> list[PolicyFailures]:
+        """One entry per policy with failed episodes: the count and its first error."""
+        episodes = {row.policy: row.episodes for row in self.overall}
+        first: dict[str, tuple[str, float, str]] = {}
+        counts: dict[str, int] = {}
+        for policy, world, beta, message in self.errors:
+            first.setdefault(policy, (world, beta, message))
+            counts[policy] = counts.get(policy, 0) + 1
+        return [PolicyFailures(policy, counts[policy], episodes.get(policy, counts[policy]), *first[policy])
+                for policy in first]
 
     def legend(self) -> str:
         """What the short column names mean (printed under the terminal tables)."""
+        measured = (f"{self.conditions}; " if self.conditions
+                    else f"betas {', '.join(f'{b:g}' for b in self.betas)}; ")
         return (
-            f"ranked by {self.rank_by}; v2 = auc - {self.lam:g}*penalty over betas "
-            f"{', '.join(f'{b:g}' for b in self.betas)}; pen = mean rounds/attempts, V = mean replay score, "
+            f"{measured}ranked by {self.rank_by}; v2 = auc - {self.lam:g}*penalty over the betas; "
+            "pen = mean rounds/attempts, V = mean replay score, "
             "%lim = V as a share of the world's oracle limit V* (overall: mean over worlds), "
             "q = mean attainment, N/k = mean attempts/rounds, err = episodes with an error; "
-            "'=' after a rank marks a tie"
+            f"'=' after a rank marks a tie; '{ELLIPSIS}' shortens a long policy name"
         )
 
-    def to_rich(self, per_world: bool = True) -> list[Any]:
-        """rich Tables: overall first, then one per world when there are several."""
+    def to_rich(self, per_world: bool = True, width: int | None = None) -> list[Any]:
+        """rich Tables: overall first, then one per world when there are several.
+
+        ``width`` (a console's width): every table fits in it with all its columns. The gaps
+        between columns narrow first, then long policy names are shortened in the middle; on a
+        console too narrow even for that, a table is split in parts of whole columns (each with
+        the rank and the policy), so no column is ever dropped or cut.
+        """
         from rich import box
         from rich.table import Table
 
         tables = []
-        parts = self.tables(per_world)
-        for title, rows in parts:
-            table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-            shown = [(j, column) for j, column in enumerate(self.SHORT_COLUMNS) if column is not None]
-            for _, column in shown:
-                if column == "policy":
-                    width = min(40, max([len(r.policy) for r in rows] + [6]))
-                    table.add_column(column, justify="left", min_width=width, overflow="fold")
-                else:
-                    table.add_column(column, justify="right", no_wrap=True)
+        shown = [(j, column) for j, column in enumerate(self.SHORT_COLUMNS) if column is not None]
+        for title, rows in self.tables(per_world):
             ties = self._ties(rows)
-            for row in rows:
-                cells = self._cells(row, ties)
-                table.add_row(*(cells[j] for j, _ in shown), style="red" if row.errors else None)
-            tables.append(table)
+            cells = [self._cells(row, ties) for row in rows]
+            widths = [max([len(column)] + [len(c[j]) for c in cells]) for j, column in shown]
+            natural = min(MAX_POLICY_WIDTH, max([len(r.policy) for r in rows] + [6]))
+            gap, policy_width, parts = _fit(widths, natural, width)
+            padding: tuple[int, int, int, int] = {3: (0, 1, 0, 1), 2: (0, 1, 0, 0), 1: (0, 0, 0, 0)}[gap]
+            for k, part in enumerate(parts):
+                table = Table(title=title if k == 0 else f"{title} (continued)", box=box.SIMPLE_HEAD,
+                              padding=padding, pad_edge=False, show_edge=False)
+                columns = [0, 1, *part]
+                for i in columns:
+                    if shown[i][1] == "policy":
+                        table.add_column("policy", justify="left", min_width=policy_width, max_width=policy_width,
+                                         no_wrap=True)
+                    else:
+                        table.add_column(shown[i][1], justify="right", no_wrap=True)
+                for row, row_cells in zip(rows, cells, strict=True):
+                    values = [row_cells[shown[i][0]] for i in columns]
+                    values[1] = shorten_middle(values[1], policy_width)
+                    table.add_row(*values, style="red" if row.errors else None)
+                tables.append(table)
         return tables
 
-    def print(self, console: Any = None, per_world: bool = True) -> None:
+    def print(self, console: Any = None, per_world: bool = True, errors: bool = True) -> None:
+        """The tables at the console's width, the legend and (``errors``) one line per policy
+        whose episodes failed, with its first error."""
         from rich.console import Console
+        from rich.markup import escape
 
         console = console or Console()
-        for table in self.to_rich(per_world):
+        for i, table in enumerate(self.to_rich(per_world, width=console.width)):
+            if i:
+                console.print()
             console.print(table)
         # Not a table caption: rich crops a caption wider than its table; plain text wraps.
         console.print(self.legend(), style="dim", highlight=False)
-        for policy, world, beta, message in self.errors[:20]:
-            console.print(f"[red]error[/red] {policy} on {world} (beta {beta:g}): {message}")
-        if len(self.errors) > 20:
-            console.print(f"... and {len(self.errors) - 20} more errors")
+        if errors:
+            for failure in self.failures():
+                console.print(f"[red]error[/red] {escape(failure.line())}", highlight=False)
 
     def to_markdown(self, per_world: bool = True) -> str:
         """GitHub-flavoured markdown tables (for files and READMEs)."""
@@ -142,7 +213,7 @@ class Leaderboard:
             f"Ranked by {self.rank_by}; v2 = auc - {self.lam:g} x penalty over betas "
             f"{', '.join(f'{b:g}' for b in self.betas)}; % of limit = mean V over the betas / the world's "
             "oracle limit V* (the best V any policy can reach; overall: mean over worlds); regret = V* - mean V; "
-            "`=` after a rank marks a tie."
+            "`=` after a rank marks a tie." + (f" Conditions: {self.conditions}." if self.conditions else "")
         )
         return "\n".join(lines) + "\n"
 
@@ -159,6 +230,36 @@ class Leaderboard:
             ]
             chunks.append("\n".join([title, *body]))
         return "\n\n".join(chunks) + "\n"
+
+
+def _fit(widths: Sequence[int], natural: int, width: int | None) -> tuple[int, int, list[list[int]]]:
+    """The layout of a terminal table: (gap between columns, policy column width, parts).
+
+    ``widths`` are the columns' widths (rank, policy, then the figures), ``natural`` the policy
+    names' width. Each part lists the figure columns (indices into ``widths``) of one table;
+    there is one part unless the width cannot hold every column even with names shortened.
+    """
+    rank, figures = widths[0], list(range(2, len(widths)))
+    body = rank + sum(widths[i] for i in figures)
+    gaps = len(widths) - 1
+    if width is None:
+        return 3, natural, [figures]
+    for gap in (3, 2, 1):  # the widest gaps that keep every name whole
+        if body + natural + gap * gaps <= width:
+            return gap, natural, [figures]
+    room = width - body - gaps
+    if room >= min(natural, MIN_POLICY_WIDTH):  # names shortened in the middle
+        return 1, room, [figures]
+    gap, name = 2, min(natural, MIN_POLICY_WIDTH)
+    parts: list[list[int]] = [[]]
+    used = rank + gap + name
+    for i in figures:
+        if parts[-1] and used + gap + widths[i] > width:
+            parts.append([])
+            used = rank + gap + name
+        parts[-1].append(i)
+        used += gap + widths[i]
+    return gap, name, parts
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -38,4 +38,6 @@ def test_replay_records_a_policy_error_and_exits_1(tmp_path, capsys):
     bad = tmp_path / "bad_policy.py"
     bad.write_text("def act(view):\n    return [999]\n")
     assert main(["replay", str(folder), "--policy", str(bad)]) == 1
-    assert "error: IllegalBatchError: id 999 is not an observed node" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "1 of 1 episodes failed; first: IllegalBatchError: id 999 is not an observed node" in captured.err
+    assert "IllegalBatchError" not in captured.out  # said once, on stderr

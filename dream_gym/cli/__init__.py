@@ -57,6 +57,15 @@ def _run(args: argparse.Namespace) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except (ValueError, OSError, LookupError, RuntimeError) as exc:
-        # Library errors name the problem already; show them without a traceback.
-        print(f"dream-gym {args.command}: error: {exc}", file=sys.stderr)
+        # Library errors name the problem already; show them once, without a traceback.
+        print(f"dream-gym {args.command}: error: {error_text(exc)}", file=sys.stderr)
         return 2
+
+
+def error_text(exc: BaseException) -> str:
+    """The message of an error: a KeyError's own text, not its quoted repr."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str) and " " in exc.args[0]:
+        text = exc.args[0]
+    else:
+        text = str(exc) or type(exc).__name__
+    return text

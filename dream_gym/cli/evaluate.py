@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import add_jobs, add_workers
+from dream_gym.cli.options import add_allow_errors, add_jobs, add_workers, parse_betas_option, report_failures
 from dream_gym.evaluate import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
@@ -18,7 +18,9 @@ def register(subparsers: Any) -> None:
         help="run policies on recorded worlds over a beta grid and print the leaderboard",
         description=(
             "Run every (policy, world, beta) episode on the replay fast path and rank the policies "
-            "by the v2 objective (auc - lambda * parallel penalty) and mean replay score V."
+            "by the v2 objective (auc - lambda * parallel penalty) and mean replay score V. "
+            "Exits 1 when an episode ended with an error (each failing policy is named on stderr with "
+            "its first error), unless --allow-errors."
         ),
     )
     ev.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
@@ -52,6 +54,7 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--seed", type=int, default=0, help="seed given to every policy (default 0)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.add_argument("--summary", action="store_true", help="print only the table over all worlds")
+    add_allow_errors(ev)
     ev.set_defaults(func=run_eval)
 
     plot = subparsers.add_parser(
@@ -69,12 +72,16 @@ def register(subparsers: Any) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from dream_gym.cli.names import betas_note, check_policies, resolve_world_specs, w_note
     from dream_gym.evaluate import evaluate, leaderboard
 
+    check_policies(args.policies)
+    worlds = resolve_world_specs(args.worlds)
+    betas = parse_betas_option(args.betas)
     results = evaluate(
         args.policies,
-        args.worlds,
-        args.betas,
+        worlds,
+        betas,
         jobs=args.jobs,
         workers=args.workers,
         backend=args.backend,
@@ -89,14 +96,16 @@ def run_eval(args: argparse.Namespace) -> int:
         resume=args.resume,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
+    board.conditions = f"replayed {w_note(worlds, args.workers)}; betas {betas_note(board.betas)}"
+    board.world_w = {w.id: args.workers or w.workers for w in worlds}
     console = Console()
-    board.print(console, per_world=not args.summary)
+    board.print(console, per_world=not args.summary, errors=False)  # the errors go to stderr, once
     if args.markdown is not None:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(board.to_markdown(), encoding="utf-8")
     if args.out is not None:
         console.print(f"{len(results)} episodes written to {args.out}")
-    return 0
+    return report_failures("eval", [f.line() for f in board.failures()], args.allow_errors)
 
 
 def run_plot(args: argparse.Namespace) -> int:

@@ -39,3 +39,46 @@ class _Renamed(argparse.Action):
 
 def refuse_old_spellings(parser: argparse.ArgumentParser, spellings: tuple[str, ...], new: str) -> None:
     parser.add_argument(*spellings, action=_Renamed, new=new, dest=argparse.SUPPRESS)
+
+
+def add_allow_errors(parser: argparse.ArgumentParser) -> None:
+    """``--allow-errors``: exit 0 even when episodes failed (they are still counted and named)."""
+    parser.add_argument("--allow-errors", action="store_true",
+                        help="exit 0 even when episodes ended with an error (each failing policy is still "
+                             "named on stderr with its first error, and the table counts them)")
+
+
+def parse_betas_option(text: str, option: str = "--betas") -> tuple[float, ...]:
+    """The beta grid of a comma-separated option, with an error naming the option and the bad value."""
+    from dream_gym.evaluate import parse_betas
+
+    for part in text.split(","):
+        try:
+            float(part)
+        except ValueError:
+            if part.strip():
+                raise ValueError(f"{option}: {part.strip()!r} is not a number (give betas in [0, 1], "
+                                 "comma-separated: 0,0.5,1)") from None
+    try:
+        return parse_betas(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None
+
+
+def one_line(message: str) -> str:
+    """A message on one line (an error from a policy may span several)."""
+    return " ".join(message.split())
+
+
+def report_failures(command: str, lines: list[str], allow_errors: bool) -> int:
+    """Name each failing policy once on stderr; the exit status: 1, or 0 with ``--allow-errors``."""
+    import sys
+
+    if not lines:
+        return 0
+    for line in lines:
+        print(f"dream-gym {command}: {one_line(line)}", file=sys.stderr)
+    if allow_errors:
+        return 0
+    print(f"dream-gym {command}: exit status 1 because episodes failed (--allow-errors exits 0)", file=sys.stderr)
+    return 1

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from dream_gym.cli.options import add_workers
+from dream_gym.cli.options import add_allow_errors, add_workers, report_failures
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("replay", help="replay a policy on one recorded world",
-                              description="Replay one policy on one world; print its result and the revealed tree.")
+                              description="Replay one policy on one world; print its result and the revealed tree. "
+                                          "Exits 1 when the episode ended with an error (on stderr), unless "
+                                          "--allow-errors.")
     p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
     p.add_argument("--policy", default="greedy", help="built-in name, module:Class, or a policy .py file")
     p.add_argument("--beta", type=float, default=0.5, help="budget preference in [0, 1]")
@@ -20,27 +22,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
     p.add_argument("--json", action="store_true", help="print the episode record as JSON")
+    add_allow_errors(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dream_gym.cli.names import check_policy, resolve_one_world
     from dream_gym.policy import run_episode
     from dream_gym.policy_files import load_policy
-    from dream_gym.registry import resolve_world
     from dream_gym.session import ReplaySession
     from dream_gym.view import render_tree
 
-    session = ReplaySession(resolve_world(args.world), workers=args.workers, beta=args.beta,
+    world = resolve_one_world(args.world)
+    policy = load_policy(check_policy(args.policy))
+    session = ReplaySession(world, workers=args.workers, beta=args.beta,
                             max_rounds=args.max_rounds, frontier=args.frontier)
-    result = run_episode(load_policy(args.policy), session, seed=args.seed, on_error="record")
+    result = run_episode(policy, session, seed=args.seed, on_error="record")
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
-        print(f"world {result.world}  policy {result.policy}  beta {result.beta}")
+        w = session.replay.workers
+        print(f"world {result.world}  policy {result.policy}  beta {result.beta:g}  "
+              f"W {w}{' (recorded)' if args.workers is None else ''}")
         print(f"V = {result.replay_score:.4f}   best q = {result.best_q:.4f}   best score = {result.best_score}   "
               f"attempts N = {result.attempts}   rounds k = {result.rounds}")
-        if result.error:
-            print(f"error: {result.error}")
     if args.tree:
         print(render_tree(session.view()))
-    return 1 if result.error else 0
+    failed = [f"policy {args.policy}: 1 of 1 episodes failed; first: {result.error} "
+              f"(on {result.world}, beta {result.beta:g})"] if result.error else []
+    return report_failures("replay", failed, args.allow_errors)

@@ -1,0 +1,204 @@
+"""Names the user types (worlds, policies, tasks): checked before a command starts, and when one
+is unknown the error is one line with the nearest known names ("did you mean ...?",
+:func:`difflib.get_close_matches`) and the command that lists them, never the whole list of
+names nor a quoted ``KeyError``."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+LIST_WORLDS = "`dream-gym worlds list` lists the datasets, `dream-gym worlds show DATASET` their worlds"
+
+
+class UnknownName(LookupError):
+    """A name the user typed that names nothing; the message is the whole explanation."""
+
+
+def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
+    """``"; did you mean 'a' or 'b'?"`` for the known names close to ``name`` (empty if none)."""
+    candidates = sorted(set(known))
+    matches = difflib.get_close_matches(name, candidates, n=n, cutoff=0.6)
+    if matches:  # only the ones about as close as the closest
+        ratio = [difflib.SequenceMatcher(None, name, m).ratio() for m in matches]
+        matches = [m for m, r in zip(matches, ratio, strict=True) if r >= ratio[0] - 0.08]
+    lowered = {c.lower(): c for c in candidates}
+    if not matches and name.lower() in lowered:
+        matches = [lowered[name.lower()]]
+    if not matches and len(name) >= 3:  # a part of a long name ("cp26-puct" for cp26-puct-w4-s1)
+        matches = [c for c in candidates if name in c][:n]
+    if not matches:
+        return ""
+    quoted = [f"'{m}'" for m in matches]
+    return "; did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
+
+
+# --------------------------------------------------------------------------- worlds
+def _shipped_world_names() -> list[str]:
+    from dream_gym.registry import list_worlds
+
+    return [str(row["name"]) for row in list_worlds()]
+
+
+def _dataset_ids() -> list[str]:
+    from dream_gym.datasets.store import list_datasets
+
+    return [d.id for d in list_datasets()]
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith((".", "/", "~")) or os.sep in text or text.endswith(".json")
+
+
+def _explain_world(part: str, exc: LookupError, single: bool = False) -> LookupError:
+    """The one-line error for a world spec the library could not resolve (``single``: a spec of
+    one world, so no split or dataset is suggested)."""
+    from dream_gym.world_specs import SPLIT_ALIASES, _looks_like_dataset_id
+
+    path = Path(part).expanduser()
+    if path.exists() or part in SPLIT_ALIASES:
+        return exc  # the library says what is wrong with it (not a world folder, a broken dataset, ...)
+    dataset_id, colon, split = part.rpartition(":")
+    if colon and _looks_like_dataset_id(dataset_id):
+        known_ids = _dataset_ids()
+        if dataset_id not in known_ids:
+            return UnknownName(f"unknown dataset {dataset_id!r}{did_you_mean(dataset_id, known_ids)} ({LIST_WORLDS})")
+        return exc  # the dataset exists: the library names its splits
+    if _looks_like_dataset_id(part):
+        known_ids = _dataset_ids()
+        hint = did_you_mean(part, known_ids)
+        return UnknownName(f"{exc}{hint}") if hint else exc  # the library says how to get a dataset
+    if part.count("/") >= 2 and not part.startswith((".", "/", "~")):  # ns/name-vN/<world>
+        dataset_id, _, world = part.rpartition("/")
+        try:
+            from dream_gym.datasets.store import find_dataset
+
+            names = list(find_dataset(dataset_id).world_names)
+        except (LookupError, OSError, ValueError):
+            names = []
+        if names and world not in names:
+            return UnknownName(f"dataset {dataset_id} has no world {world!r}{did_you_mean(world, names)} "
+                               f"(`dream-gym worlds show {dataset_id}` lists its worlds)")
+        if not names and _looks_like_dataset_id(dataset_id):
+            return UnknownName(f"unknown dataset {dataset_id!r}{did_you_mean(dataset_id, _dataset_ids())} "
+                               f"({LIST_WORLDS})")
+        return exc
+    if _looks_like_path(part):
+        where = "" if str(path.resolve()) == part else f" ({path.resolve()})"
+        return UnknownName(f"{'unknown world' if single else 'cannot resolve worlds'} {part!r}: "
+                           f"no such folder{where}")
+    if single:
+        known = _shipped_world_names()
+        what = "not a world folder, a shipped world or a dataset's world namespace/name-vN/<world>"
+    else:
+        known = [*_shipped_world_names(), *(a for a in SPLIT_ALIASES if a != "held_out"), *_dataset_ids()]
+        what = "not a world folder, a shipped world, a split (train, heldout) or a dataset id namespace/name-vN"
+    hint = did_you_mean(part, known)
+    return UnknownName(f"unknown world {part!r}{hint or ': ' + what} ({LIST_WORLDS})")
+
+
+def resolve_world_specs(spec: str, option: str = "--worlds") -> list[Any]:
+    """The worlds a comma-separated spec names (as :func:`dream_gym.world_specs.resolve_worlds`),
+    each part checked on its own so that an unknown one is named with its nearest matches."""
+    from dream_gym.registry import is_path
+    from dream_gym.world_specs import resolve_worlds
+
+    parts = [spec] if is_path(spec) else [p.strip() for p in spec.split(",") if p.strip()]
+    if not parts:
+        raise UnknownName(f"{option}: no worlds given")
+    worlds: list[Any] = []
+    for part in parts:
+        try:
+            found = resolve_worlds(part)
+        except LookupError as exc:
+            raise _explain_world(part, exc) from None
+        worlds += [w for w in found if all(w is not seen for seen in worlds)]
+    return worlds
+
+
+def resolve_one_world(ref: str) -> Any:
+    """One world (a folder, a shipped world, ``ns/name-vN/<world>``), as
+    :func:`dream_gym.registry.resolve_world`, with the one-line error of an unknown one."""
+    from dream_gym.registry import resolve_world
+
+    try:
+        return resolve_world(ref)
+    except LookupError as exc:
+        raise _explain_world(ref, exc, single=True) from None
+
+
+def recorded_w(worlds: Sequence[Any]) -> str:
+    """``"4"`` or ``"4-8"``: the W the worlds were recorded at."""
+    ws = sorted({int(w.workers) for w in worlds})
+    if not ws:
+        return "?"
+    return str(ws[0]) if len(ws) == 1 else f"{ws[0]}-{ws[-1]}"
+
+
+def w_note(worlds: Sequence[Any], workers: int | None) -> str:
+    """How the worlds are replayed: ``"at W = 2"`` or ``"at each world's recorded W (4-8)"``."""
+    if workers is not None:
+        return f"at W = {workers}"
+    return f"at each world's recorded W ({recorded_w(worlds)})"
+
+
+def betas_note(betas: Sequence[float]) -> str:
+    """``"0,0.1,...,1"`` for an even grid of more than four, else every beta: ``"0.1,0.9"``."""
+    values = [float(b) for b in betas]
+    if len(values) > 4:
+        steps = {round(b - a, 9) for a, b in zip(values, values[1:], strict=False)}
+        if len(steps) == 1:
+            return f"{values[0]:g},{values[1]:g},...,{values[-1]:g}"
+    return ",".join(f"{b:g}" for b in values)
+
+
+# --------------------------------------------------------------------------- policies
+def check_policy(spec: str) -> str:
+    """``spec`` if it can name a policy; UnknownName (with the nearest names) if it cannot."""
+    from dream_gym.policies import POLICIES
+    from dream_gym.policies.trained import SHIPPED_MODELS
+    from dream_gym.policy_files.specs import is_file_spec, is_model_spec
+
+    if ":" in spec or is_model_spec(spec):
+        return spec  # module:attr and model zips: the library names a missing module or file
+    if is_file_spec(spec):
+        path = Path(spec).expanduser()
+        if path.is_file():
+            return spec
+        folder = path.parent if path.parent.is_dir() else None
+        nearby = [str(folder / p.name) if str(path.parent) != "." else p.name
+                  for p in sorted(folder.glob("*.py"))] if folder is not None else []
+        hint = did_you_mean(spec, nearby)
+        where = "" if folder is not None else f" (no folder {str(path.parent)!r})"
+        raise UnknownName(f"policy file {spec} does not exist{where}{hint}")
+    if spec in POLICIES:
+        return spec
+    known = [*POLICIES, *SHIPPED_MODELS]
+    if Path(spec + ".py").is_file():
+        known.append(spec + ".py")
+    hint = did_you_mean(spec, known)
+    raise UnknownName(
+        f"unknown policy {spec!r}{hint} (built-ins: {', '.join(sorted(POLICIES))}; shipped models: "
+        f"{', '.join(SHIPPED_MODELS)}; or module:Class, a .py policy file or a model .zip)"
+    )
+
+
+def check_policies(specs: Sequence[str]) -> list[str]:
+    return [check_policy(s) for s in specs]
+
+
+# --------------------------------------------------------------------------- tasks
+def check_task(name: str) -> str:
+    """``name`` if it is a registered task; UnknownName with the nearest names if not."""
+    from dream_gym.online.tasks import TASKS, list_tasks
+
+    if name in TASKS:
+        return name
+    raise UnknownName(f"unknown task {name!r}{did_you_mean(name, TASKS)} (tasks: {', '.join(sorted(list_tasks()))})")
+
+
+__all__ = ["UnknownName", "betas_note", "check_policies", "check_policy", "check_task", "did_you_mean",
+           "recorded_w", "resolve_one_world", "resolve_world_specs", "w_note"]
