@@ -18,9 +18,9 @@ from dream_gym.redact import redacted_output
 from dream_gym.sandbox.launch import UNSAFE_ENV
 
 # Modules of this package that each add one or more sub-commands.
-COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train")
+COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train", "openevolve", "serve_agent")
 # Sub-commands that run untrusted code (policy files, candidates): they take the opt-out.
-UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi")
+UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi", "openevolve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,85 @@
+"""``dream-gym openevolve``: run OpenEvolve 0.4 with a dream_gym policy choosing the parents."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from dream_gym.cli.options import add_workers
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("openevolve", help="run OpenEvolve with a dream_gym exploration policy (extra openevolve)",
+                              description="OpenEvolve 0.4 with the parents chosen by a dream_gym policy.")
+    sub = p.add_subparsers(dest="openevolve_command", required=True, metavar="ACTION")
+    run = sub.add_parser("run", help="run OpenEvolve, recorded as a world folder",
+                         description="Run OpenEvolve with --policy choosing the parents (or 'native': OpenEvolve's "
+                                     "own sampling), recorded as a dream_gym world in --out as it goes.")
+    run.add_argument("--task", required=True,
+                     help="a built-in task (circle-packing-26, sum-difference, ...) or initial_program.py,evaluator.py")
+    run.add_argument("--policy", default="native",
+                     help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
+                          "or 'native' for OpenEvolve's own parent sampling")
+    run.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
+                     help="parameter of a built-in policy (repeatable)")
+    add_workers(run, default=2, help="W: OpenEvolve's parallel evaluations, and the most selections per round")
+    run.add_argument("--iterations", type=int, required=True, help="OpenEvolve iterations (attempts)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--out", required=True, type=Path, help="the world folder to write")
+    run.add_argument("--resume", action="store_true", help="continue the run in --out")
+    run.add_argument("--model", default=None,
+                     help="an OpenAI-compatible model (openai/<name> or <name>); default: the task's built-in "
+                          "agent behind a local agent server (no LLM, no key)")
+    run.add_argument("--api-base", default=None, help="base URL of the OpenAI-compatible server of --model")
+    run.add_argument("--config", dest="config_path", type=Path, default=None,
+                     help="an OpenEvolve config.yaml to start from (W, budget, seed and model are set from the options)")
+    run.add_argument("--beta", type=float, default=0.5, help="budget preference shown to the policy, in [0, 1]")
+    run.add_argument("--frontier", choices=("any", "leaves"), default="any",
+                     help="which programs the policy may continue (default any: OpenEvolve continues any program)")
+    run.add_argument("--checkpoint-interval", type=int, default=10)
+    run.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
+    run.set_defaults(func=run_command)
+    files = sub.add_parser("task", help="write a built-in task as OpenEvolve files (initial_program.py, evaluator.py)",
+                           description="Write initial_program.py and evaluator.py of a built-in task for openevolve-run; "
+                                       "with --api-base also a config.yaml pointing at that server (dream-gym serve-agent).")
+    files.add_argument("task", help="built-in task name")
+    files.add_argument("--out", required=True, type=Path)
+    files.add_argument("--api-base", default=None, help="write config.yaml for this OpenAI-compatible server")
+    files.add_argument("-W", "--workers", type=int, default=2, metavar="W")
+    files.set_defaults(func=task_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from dream_gym.cli.grow import parse_policy_args
+    from dream_gym.integrations.openevolve import BridgeConfig, run_openevolve
+
+    config = BridgeConfig(
+        task=args.task, out=args.out, policy=args.policy, workers=args.workers, iterations=args.iterations,
+        seed=args.seed, model=args.model, api_base=args.api_base, config_path=args.config_path, beta=args.beta,
+        frontier=args.frontier, resume=args.resume, checkpoint_interval=args.checkpoint_interval,
+        world_id=args.world_id, command=shlex.join(["dream-gym", *args.argv]),
+        policy_params=parse_policy_args(args.policy_arg),
+    )
+    result = run_openevolve(config)
+    console = Console(stderr=True)
+    console.print(
+        f"{result.nodes} nodes ({result.invalid} invalid), {result.iterations} iterations in {result.rounds} rounds, "
+        f"best combined_score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s "
+        f"(OpenEvolve {result.openevolve})"
+    )
+    console.print(f"world: {result.folder}  OpenEvolve output: {result.folder / 'openevolve'}")
+    return 0
+
+
+def task_command(args: argparse.Namespace) -> int:
+    from dream_gym.integrations.openevolve.evaluator import write_config, write_task_files
+
+    initial, evaluator = write_task_files(args.task, args.out)
+    print(initial)
+    print(evaluator)
+    if args.api_base:
+        print(write_config(args.out / "config.yaml", api_base=args.api_base, workers=args.workers))
+    return 0

@@ -1,0 +1,32 @@
+"""``dream-gym serve-agent``: an OpenAI-compatible server answering with a built-in agent."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve-agent", help="serve a built-in discovery agent as an OpenAI-compatible chat API (no LLM)",
+        description="An OpenAI-compatible chat-completions server on 127.0.0.1 whose answers come from the "
+                    "built-in agent of --task: OpenEvolve (or any OpenAI-compatible system) runs without an LLM.")
+    p.add_argument("--task", required=True, help="built-in task whose agent answers (circle-packing-26, ...)")
+    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: a free one; default 8000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the agent's answers (same request, same answer)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from dream_gym.online.agent_server import MODEL_NAME, AgentServer
+
+    server = AgentServer(args.task, port=args.port, seed=args.seed)
+    print(f"serving the built-in agent of {args.task} as model {MODEL_NAME!r} at {server.base_url} "
+          "(POST /chat/completions; Ctrl-C stops)", file=sys.stderr, flush=True)
+    print(server.base_url, flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.stop()
+    return 0

@@ -1,0 +1,5 @@
+"""Bridges between dream_gym and the discovery systems users run (extras, imported lazily).
+
+* :mod:`dream_gym.integrations.openevolve` (extra ``openevolve``): run OpenEvolve 0.4 with a
+  dream_gym exploration policy choosing the parents, recorded as a world as it goes.
+"""

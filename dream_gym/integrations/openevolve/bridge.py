@@ -1,0 +1,336 @@
+"""Run OpenEvolve 0.4 with a dream_gym exploration policy choosing the parents.
+
+How the hook works (what of OpenEvolve it touches, all documented hooks or overridable methods
+of its public classes; nothing is patched in place):
+
+* :class:`PolicyDatabase`, a ``ProgramDatabase`` subclass, overrides ``sample_from_island`` (the
+  one place OpenEvolve's controller asks for a parent: ``ProcessParallelController.
+  _submit_iteration``): it hands out the parents the policy chose, in order, and draws the
+  inspirations with OpenEvolve's own ``_sample_inspirations``. It also overrides ``add`` and
+  ``increment_island_generation`` to record every admitted program (migrant copies excepted)
+  as a world node, through the :class:`~dream_gym.world_writer.WorldWriter`, once its
+  artifacts are stored.
+* The ``island_selector`` hook places each iteration on its parent's island, so children land
+  where OpenEvolve's own sampling would put them.
+* :class:`PolicyOpenEvolve`, an ``OpenEvolve`` subclass, replaces the controller's database with
+  the subclass and overrides ``_run_evolution_with_checkpoints`` (the controller's evolution
+  phase): per round it asks the policy for a batch of at most W selections (W =
+  ``evaluator.parallel_evaluations``) and runs OpenEvolve's own ``run_evolution`` for exactly
+  those iterations, whose processing (database, artifacts, trace, checkpoints, island
+  generations, migration) is OpenEvolve's. Rounds are synchronous, as in ``dream-gym grow``:
+  the policy sees every program of the earlier rounds. An empty batch stops the run through
+  the controller's ``request_shutdown``; a final checkpoint is saved.
+
+The policy sees the run as a :class:`~dream_gym.view.PrefixView` built by
+:func:`dream_gym.online.loop.tree_view` from the nodes written so far (every program so far,
+with its parent, ``combined_score`` and failure), so the same policy object runs unchanged here,
+in ``grow`` and in replay. A parent MAP-Elites has dropped from the database is put back into
+its program table when the policy continues from it (the worker needs its code). A population
+smaller than the run is raised to hold it (``database.population_size``), so nothing the policy
+saw is pruned before it can choose it.
+
+``policy=None`` (``--policy native``) runs OpenEvolve's own sampling unchanged (its
+pipelined schedule, 2W iterations in flight) and only records the world; its ``round`` is then
+``(iteration - 1) // W + 1``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from openevolve.controller import OpenEvolve
+from openevolve.database import Program as OEProgram
+from openevolve.database import ProgramDatabase
+
+from dream_gym.datasets.importers.openevolve import _program as imported_program
+from dream_gym.online.loop import check_online_batch, tree_view
+from dream_gym.policy import Policy, RunContext, batch_from
+
+METRIC = "combined_score"
+
+
+@dataclass
+class RunState:
+    """The bridge's side of one run: the world being written and the policy's queue."""
+
+    writer: Any  # WorldWriter
+    policy: Policy | None
+    workers: int
+    seed: int = 0
+    beta: float = 0.5
+    frontier: str = "any"
+    total_iterations: int = 0
+    round: int = 0
+    queue: deque[str] = field(default_factory=deque)
+    slot_of: dict[int, int] = field(default_factory=dict)
+    pending: list[Any] = field(default_factory=list)
+    known: dict[str, Any] = field(default_factory=dict)  # every program recorded (to restore pruned parents)
+    recording: bool = True
+    reset_done: bool = False
+    restored_parents: int = 0
+    stopped_by: str = "iterations"
+    batches: list[int] = field(default_factory=list)
+
+    # -- recording ------------------------------------------------------------------------------
+    def admitted(self, program: Any) -> None:
+        if not self.recording or program.metadata.get("migrant") or program.id in self.writer:
+            return
+        self.flush()
+        self.pending.append(program)
+        self.known[program.id] = program
+
+    def flush(self) -> None:
+        while self.pending:
+            self.writer.append(self.node_of(self.pending.pop(0)))
+
+    def node_of(self, program: Any) -> dict[str, Any]:
+        """The node of one program: the importer's own reading of it (score, error, code, metrics,
+        diagnostics, OpenEvolve fields), with this run's round and worker slot."""
+        raw = program.to_dict()
+        parsed = imported_program(raw, METRIC, None, None)
+        record: dict[str, Any] = {"id": parsed.id, "parent": parsed.parent, "score": parsed.score}
+        iteration = int(program.iteration_found or 0)
+        if parsed.parent is None:
+            record["round"] = 0
+        elif self.policy is None:
+            record["round"] = (max(iteration, 1) - 1) // self.workers + 1
+        else:
+            record["round"] = self.round
+            record["worker"] = self.slot_of.get(iteration, 0)
+        if parsed.score is None:
+            record["error"] = parsed.error or "no valid score"
+        if parsed.code is not None:
+            record["code"] = parsed.code
+        for key, value in parsed.extra.items():
+            record.setdefault(key, value)
+        usage = program.metadata.get("token_usage") if isinstance(program.metadata, dict) else None
+        if isinstance(usage, dict):
+            record["cost"] = {"tokens_in": int(usage.get("prompt_tokens") or 0),
+                              "tokens_out": int(usage.get("completion_tokens") or 0), "usd": 0.0}
+        return record
+
+    # -- the policy -----------------------------------------------------------------------------
+    def next_batch(self, limit: int) -> list[str]:
+        """The policy's next batch (program ids, at most ``limit``), queued for the controller."""
+        assert self.policy is not None
+        self.flush()
+        records = self.writer.records
+        view = tree_view(records, self.writer.meta, workers=self.workers, beta=self.beta,
+                         frontier=self.frontier, rounds=self.round, max_rounds=None)
+        if not self.reset_done:
+            self.policy.reset(RunContext.from_view(view, seed=self.seed))
+            self.reset_done = True
+        batch = check_online_batch(view, batch_from(self.policy.act(view)))[: max(0, limit)]
+        ids = [str(records[i]["id"]) for i in batch]
+        self.queue.extend(ids)
+        if ids:
+            self.round += 1
+            self.batches.append(len(ids))
+        return ids
+
+    def next_parent_island(self, database: Any) -> int:
+        program = self._program(database, self.queue[0]) if self.queue else None
+        island = program.metadata.get("island", 0) if program is not None else 0
+        return int(island or 0) % len(database.islands)
+
+    def take_parent(self, database: Any) -> Any:
+        if not self.queue:
+            raise RuntimeError("the controller asked for more parents than the policy chose")
+        program_id = self.queue.popleft()
+        program = self._program(database, program_id)
+        if program is None:
+            raise RuntimeError(f"parent {program_id} is neither in the database nor recorded")
+        if program_id not in database.programs:  # dropped by MAP-Elites: the worker needs it
+            database.programs[program_id] = program
+            self.restored_parents += 1
+        return program
+
+    def _program(self, database: Any, program_id: str) -> Any:
+        return database.programs.get(program_id) or self.known.get(program_id)
+
+
+class PolicyDatabase(ProgramDatabase):  # type: ignore[misc]
+    """OpenEvolve's database with the parents chosen by the policy and every program recorded."""
+
+    def __init__(self, config: Any, state: RunState, population_strategy: Any = None):
+        super().__init__(config, population_strategy=population_strategy)
+        self.dream_state = state
+
+    def add(self, program: Any, iteration: int | None = None, target_island: int | None = None) -> str | None:
+        admitted = super().add(program, iteration=iteration, target_island=target_island)
+        if admitted is not None:
+            self.dream_state.admitted(program)
+        return admitted  # type: ignore[no-any-return]
+
+    def increment_island_generation(self, island_idx: int | None = None) -> None:
+        super().increment_island_generation(island_idx)
+        self.dream_state.flush()  # the child's artifacts, trace and prompt are stored by now
+
+    def sample_from_island(self, island_id: int, num_inspirations: int | None = None) -> tuple[Any, list[Any]]:
+        if self.dream_state.policy is None:
+            return super().sample_from_island(island_id, num_inspirations)  # type: ignore[no-any-return]
+        parent = self.dream_state.take_parent(self)
+        count = 5 if num_inspirations is None else num_inspirations
+        inspirations = self._sample_inspirations(parent, n=count, island_id=island_id % len(self.islands))
+        return parent, inspirations
+
+
+class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
+    """OpenEvolve whose evolution phase runs the policy's batches (see the module docstring)."""
+
+    def __init__(self, initial_program_path: str, evaluation_file: str, config: Any, state: RunState,
+                 output_dir: str | None = None):
+        selector = None if state.policy is None else self._parent_island
+        super().__init__(initial_program_path, evaluation_file, config, output_dir=output_dir,
+                         island_selector=selector)
+        self.dream_state = state
+        self.database = PolicyDatabase(self.config.database, state)
+        self.evaluator.database = self.database
+
+    def _parent_island(self, _context: Any) -> int:
+        """The ``island_selector`` hook: the island of the parent queued for this iteration."""
+        return self.dream_state.next_parent_island(self.database)
+
+    async def _run_evolution_with_checkpoints(self, start_iteration: int, max_iterations: int,
+                                              target_score: float | None) -> None:
+        state = self.dream_state
+        state.flush()  # the initial program
+        controller = self.parallel_controller
+        iteration = max(start_iteration, self.database.last_iteration + 1, 1)
+        end = state.total_iterations + 1
+        if state.policy is None:  # OpenEvolve's own sampling and schedule, from where the world ends
+            if iteration < end:
+                await super()._run_evolution_with_checkpoints(iteration, end - iteration, target_score)
+            state.flush()
+            return
+        completed = successful = 0
+        last_saved = None
+        while iteration < end and not controller.shutdown_event.is_set():
+            batch = state.next_batch(end - iteration)
+            if not batch:
+                state.stopped_by = "policy"
+                break
+            for slot in range(len(batch)):
+                state.slot_of[iteration + slot] = slot
+            await controller.run_evolution(iteration, len(batch), target_score,
+                                           checkpoint_callback=self._save_checkpoint)
+            state.flush()
+            completed += controller.completed_iterations
+            successful += controller.successful_iterations
+            if iteration + len(batch) - 1 >= 1 and (iteration + len(batch) - 1) % self.config.checkpoint_interval == 0:
+                last_saved = iteration + len(batch) - 1
+            iteration += len(batch)
+            if controller.early_stopping_triggered:
+                state.stopped_by = "early_stopping"
+                break
+            if target_score is not None and _best_combined(self.database) >= target_score:
+                state.stopped_by = "target_score"
+                break
+        else:
+            if controller.shutdown_event.is_set():
+                state.stopped_by = "shutdown"
+        final = iteration - 1
+        if final > 0 and final != last_saved:
+            self._save_checkpoint(final)  # the whole run, for the importer
+        if state.stopped_by == "policy":
+            controller.request_shutdown()  # the empty batch is OpenEvolve's shutdown
+        controller.completed_iterations = completed
+        controller.successful_iterations = successful
+        controller.produced_no_candidates = completed > 0 and successful == 0
+
+
+def _best_combined(database: Any) -> float:
+    best = database.get_best_program()
+    value = best.metrics.get(METRIC) if best is not None else None
+    return float(value) if isinstance(value, (int, float)) else float("-inf")
+
+
+# -- resume ----------------------------------------------------------------------------------------
+def restore_database(database: Any, records: list[dict[str, Any]], state: RunState) -> None:
+    """Rebuild OpenEvolve's database from the world's nodes, in their order, the way the
+    controller built it (add, island generation, migration when due); nothing is re-recorded."""
+    state.recording = False
+    try:
+        for record in records:
+            program = program_from_node(record)
+            island = (record.get("openevolve") or {}).get("island")
+            database.add(program, iteration=program.iteration_found,
+                         target_island=None if island is None else int(island))
+            state.known[program.id] = program
+            diagnostics = record.get("diagnostics")
+            if isinstance(diagnostics, dict) and diagnostics:
+                database.store_artifacts(program.id, {str(k): str(v) for k, v in diagnostics.items()})
+            if record.get("parent") is not None:
+                database.increment_island_generation(island_idx=program.metadata.get("island"))
+                if database.should_migrate():
+                    database.migrate_programs()
+    finally:
+        state.recording = True
+    state.round = max((int(r.get("round") or 0) for r in records), default=0)
+
+
+def program_from_node(record: dict[str, Any]) -> Any:
+    extra = record.get("openevolve") or {}
+    metadata = dict(extra.get("metadata") or {})
+    if extra.get("island") is not None:
+        metadata["island"] = int(extra["island"])
+    if extra.get("changes"):
+        metadata["changes"] = extra["changes"]
+    return OEProgram(
+        id=str(record["id"]), code=str(record.get("code") or ""), parent_id=record.get("parent"),
+        language=extra.get("language") or "python", generation=int(extra.get("generation") or 0),
+        timestamp=float(extra.get("timestamp") or time.time()),
+        iteration_found=int(extra.get("iteration_found") or 0),
+        metrics=dict(record.get("metrics") or {}), metadata=metadata,
+        changes_description=str(extra.get("changes") or ""),
+    )
+
+
+# -- processes -------------------------------------------------------------------------------------
+_OWNER: dict[str, Any] = {"pid": None}
+_PR_SET_PDEATHSIG = 1
+
+
+def _after_fork_in_child() -> None:
+    """OpenEvolve forks its workers from this process: a direct child closes its copies of the
+    locks this process holds (so a worker left behind cannot keep the world locked) and dies
+    with it (``kill -9`` of the run ends its workers too)."""
+    owner = _OWNER["pid"]
+    if owner is None or os.getppid() != owner:
+        return
+    from dream_gym import locks
+
+    for held in list(locks._held.values()):
+        if held.pid == owner:
+            try:
+                os.close(held.fd)
+            except OSError:
+                pass
+    locks._held.clear()
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != owner:
+            os._exit(1)
+
+
+_HOOKED = {"done": False}
+
+
+def guard_forks() -> None:
+    """Install :func:`_after_fork_in_child` for this process (once)."""
+    _OWNER["pid"] = os.getpid()
+    if not _HOOKED["done"]:
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _HOOKED["done"] = True
+
+
+def stop_guarding_forks() -> None:
+    _OWNER["pid"] = None

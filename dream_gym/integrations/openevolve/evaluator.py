@@ -1,0 +1,136 @@
+"""dream_gym's task evaluators as OpenEvolve evaluator files.
+
+OpenEvolve imports an evaluator file and calls ``evaluate(program_path)``; it expects a dict of
+metrics with ``combined_score`` (higher is better) or an ``EvaluationResult`` (metrics plus
+artifacts, which its prompt shows under "Last Execution Output"). :func:`evaluate_program` runs
+the candidate through the task's own evaluator (``Task.evaluate``: the isolated harness, the
+sandbox, time and memory limits; the candidate never reports its own score) and returns:
+
+* ``combined_score``: the task's score when it maximises, ``1 / score`` when it minimises (every
+  built-in minimised score is positive: seconds, an autocorrelation constant), so it is higher-is-
+  better and positive; 0.0 for an invalid candidate, which also gets ``error`` (the evaluator's
+  reason), as OpenEvolve's own examples do;
+* ``score``: the task's own score (its direction), only when valid; the task's numeric metrics;
+* artifacts ``diagnostics`` (what was measured or what failed, written for the agent),
+  ``error`` and ``fail_class`` (``repairable`` | ``hard``).
+
+:func:`write_task_files` writes ``initial_program.py`` and ``evaluator.py`` for a built-in task,
+the two files ``openevolve-run`` takes.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EVALUATOR_TEMPLATE = '''"""OpenEvolve evaluator for the dream_gym task {task!r} (written by dream-gym).
+
+Runs each candidate through dream_gym's own evaluator of the task (isolated, sandboxed,
+time- and memory-limited); combined_score is higher-is-better.
+"""
+
+from dream_gym.integrations.openevolve.evaluator import evaluate_program
+
+TASK = {task!r}
+
+
+def evaluate(program_path):
+    return evaluate_program(TASK, program_path)
+'''
+
+
+def combined_score(score: float, direction: str) -> float:
+    """The task's score turned higher-is-better and positive for OpenEvolve."""
+    if direction == "maximize":
+        return float(score)
+    return 1.0 / score if score > 0 else -float(score)
+
+
+def task_score(combined: float, direction: str) -> float:
+    """The inverse of :func:`combined_score` (for a valid candidate)."""
+    if direction == "maximize":
+        return float(combined)
+    return 1.0 / combined if combined > 0 else -float(combined)
+
+
+def evaluation_metrics(task: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """(metrics, artifacts) of one dream_gym ``Evaluation`` in OpenEvolve's form."""
+    metrics: dict[str, Any] = {}
+    for name, value in (evaluation.metrics or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            metrics[str(name)] = float(value)
+    artifacts = {"diagnostics": str(evaluation.diagnostics or "")}
+    if evaluation.valid and evaluation.score is not None:
+        metrics["score"] = float(evaluation.score)
+        metrics["combined_score"] = combined_score(float(evaluation.score), task.direction)
+    else:
+        metrics["combined_score"] = 0.0
+        metrics["error"] = str(evaluation.error or "invalid")
+        artifacts["error"] = str(evaluation.error or "invalid")
+        artifacts["fail_class"] = str(evaluation.fail_class or "repairable")
+    return metrics, artifacts
+
+
+def evaluate_code(task_name: str, code: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Evaluate a candidate's source with the task's evaluator, in a fresh work folder."""
+    from dream_gym.online.tasks import get_task
+
+    task = get_task(task_name)
+    workdir = Path(tempfile.mkdtemp(prefix="dream_gym_openevolve_eval_"))
+    try:
+        evaluation = task.evaluate(code, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return evaluation_metrics(task, evaluation)
+
+
+def evaluate_program(task_name: str, program_path: str) -> Any:
+    """OpenEvolve's ``evaluate(program_path)``: an ``EvaluationResult`` (metrics with
+    ``combined_score``, and artifacts) when OpenEvolve is installed, else the metrics dict."""
+    code = Path(program_path).read_text(encoding="utf-8", errors="replace")
+    metrics, artifacts = evaluate_code(task_name, code)
+    try:
+        from openevolve.evaluation_result import EvaluationResult
+    except ImportError:  # any other caller: the plain dict of metrics
+        return metrics
+    return EvaluationResult(metrics=metrics, artifacts=dict(artifacts))
+
+
+def write_task_files(task_name: str, folder: str | Path) -> tuple[Path, Path]:
+    """Write ``initial_program.py`` (the task's baseline) and ``evaluator.py`` into ``folder``."""
+    from dream_gym.online.tasks import get_task
+
+    task = get_task(task_name)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    initial = folder / "initial_program.py"
+    evaluator = folder / "evaluator.py"
+    initial.write_text(task.initial_program(), encoding="utf-8")
+    evaluator.write_text(EVALUATOR_TEMPLATE.format(task=task_name), encoding="utf-8")
+    return initial, evaluator
+
+
+CONFIG_TEMPLATE = """# OpenEvolve config for a dream_gym task served by `dream-gym serve-agent` (written by dream-gym)
+max_iterations: 20
+random_seed: 0
+max_code_length: 100000
+llm:
+  api_base: {api_base}
+  api_key: sk-no-key-required
+  models:
+    - name: dream-gym-builtin
+      weight: 1.0
+evaluator:
+  parallel_evaluations: {workers}
+  cascade_evaluation: false
+"""
+
+
+def write_config(path: str | Path, *, api_base: str, workers: int = 2) -> Path:
+    """An OpenEvolve ``config.yaml`` whose model is the agent server at ``api_base``."""
+    path = Path(path)
+    path.write_text(CONFIG_TEMPLATE.format(api_base=api_base, workers=workers), encoding="utf-8")
+    return path

@@ -1,0 +1,345 @@
+"""An OpenAI-compatible chat-completions server whose "model" is a built-in discovery agent.
+
+``dream-gym serve-agent --task T`` lets OpenEvolve (or any system that speaks the OpenAI chat API)
+run on a laptop without an LLM or a key: each request is answered by ``builtin_agent(T)``
+(:mod:`dream_gym.online.agents`), the same no-LLM agent ``dream-gym grow --agent builtin`` uses.
+
+* **What it reads.** The parent program is the fenced block under ``# Current Program`` of the
+  last user message (OpenEvolve's ``diff_user`` and ``full_rewrite_user`` templates); any other
+  client's prompt: its last fenced code block. The parent's error and diagnostics come from the
+  ``### error`` / ``### diagnostics`` artifacts OpenEvolve shows under "Last Execution Output"
+  (the evaluator files of :mod:`dream_gym.integrations.openevolve.evaluator` return them), its
+  score from ``- Fitness:``. The agent reads programs as text and never runs them.
+* **What it answers.** When the prompt asks for SEARCH/REPLACE blocks (diff mode), the agent's
+  new program as SEARCH/REPLACE blocks against the parent (small hunks, each SEARCH unique in the
+  parent, checked by applying them the way OpenEvolve does; one block of the whole program when
+  hunks cannot be made unambiguous); otherwise the whole program in one fenced block.
+* **Deterministic for a seed**: the agent's random generator is seeded from the server's seed,
+  the request's ``seed`` (OpenEvolve sends one per iteration when it has a random seed) and the
+  sha256 of the messages, so the same request gets the same answer, whatever the thread.
+* Listens on 127.0.0.1 only. ``POST /v1/chat/completions`` (and ``/chat/completions``),
+  ``GET /v1/models``; ``usage`` counts tokens as characters / 4 (nothing is billed).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+from dream_gym.online.agent_base import ParentContext
+
+HOST = "127.0.0.1"
+MODEL_NAME = "dream-gym-builtin"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+SEARCH, DIVIDER, REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
+
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)\n```[ \t]*(?=\n|$)", re.DOTALL)
+_FITNESS = re.compile(r"^- Fitness:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
+
+
+@dataclass
+class ParsedPrompt:
+    """What the server read off one request."""
+
+    code: str | None
+    diff_mode: bool
+    fitness: float | None
+    error: str | None
+    diagnostics: str
+
+
+def message_text(content: Any) -> str:
+    """A message's content as text (a string, or OpenAI content parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def parse_prompt(messages: Sequence[dict[str, Any]]) -> ParsedPrompt:
+    """The parent program, the mode asked for and the parent's feedback from a chat request."""
+    users = [message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    text = users[-1] if users else ""
+    code: str | None = None
+    after = text
+    header = text.rfind("# Current Program")
+    if header >= 0:
+        match = _FENCE.search(text, header)
+        if match:
+            code, after = match.group(1), text[match.end():]
+    if code is None:
+        blocks = list(_FENCE.finditer(text))
+        if blocks:
+            code, after = blocks[-1].group(1), text[blocks[-1].end():]
+    fitness = None
+    found = _FITNESS.search(text)
+    if found:
+        try:
+            fitness = float(found.group(1))
+        except ValueError:
+            fitness = None
+    outputs = text[: header if header >= 0 else len(text)]
+    start = outputs.find("Last Execution Output")
+    outputs = outputs[start:] if start >= 0 else ""
+    return ParsedPrompt(
+        code=code, diff_mode=SEARCH in after, fitness=fitness,
+        error=_artifact(outputs, "error"), diagnostics=_artifact(outputs, "diagnostics") or "",
+    )
+
+
+def _artifact(section: str, key: str) -> str | None:
+    match = re.search(rf"^### {re.escape(key)}\n```\n(.*?)\n```", section, flags=re.MULTILINE | re.DOTALL)
+    return match.group(1) if match else None
+
+
+# -- SEARCH/REPLACE blocks ------------------------------------------------------------------------
+def apply_blocks(parent: str, blocks: Sequence[tuple[str, str]]) -> str:
+    """Apply SEARCH/REPLACE blocks as OpenEvolve 0.4 does: line-wise, in order, each at the first
+    match in the text so far (exact, then ignoring trailing spaces), texts right-stripped."""
+    lines = parent.split("\n")
+    for search_text, replace_text in blocks:
+        search = search_text.rstrip().split("\n")
+        replace = replace_text.rstrip().split("\n")
+        index = _find(lines, search)
+        if index >= 0:
+            lines[index:index + len(search)] = replace
+    return "\n".join(lines)
+
+
+def _find(lines: list[str], search: list[str]) -> int:
+    size = len(search)
+    for i in range(len(lines) - size + 1):
+        if lines[i:i + size] == search:
+            return i
+    stripped = [s.rstrip() for s in search]
+    for i in range(len(lines) - size + 1):
+        if [s.rstrip() for s in lines[i:i + size]] == stripped:
+            return i
+    return -1
+
+
+def _count(lines: list[str], search: list[str]) -> int:
+    size = len(search)
+    stripped = [s.rstrip() for s in search]
+    return sum(1 for i in range(len(lines) - size + 1) if [s.rstrip() for s in lines[i:i + size]] == stripped)
+
+
+def diff_blocks(parent: str, child: str, context: int = 1) -> list[tuple[str, str]]:
+    """SEARCH/REPLACE blocks that turn ``parent`` into ``child`` under :func:`apply_blocks`.
+
+    One block per group of changed lines, each widened until its SEARCH text is non-blank and
+    occurs once in the parent; when the result does not reproduce the child exactly (the rules
+    right-strip texts and match the first occurrence), one block of the whole program."""
+    old, new = parent.split("\n"), child.split("\n")
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    blocks: list[tuple[str, str]] = []
+    for group in matcher.get_grouped_opcodes(context):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        while True:
+            search = old[i1:i2]
+            if "".join(search).strip() and _count(old, search) == 1:
+                break
+            if i1 == 0 and i2 == len(old):
+                break
+            if i1 > 0:
+                i1, j1 = i1 - 1, j1 - 1
+            if i2 < len(old):
+                i2, j2 = i2 + 1, j2 + 1
+        blocks.append(("\n".join(old[i1:i2]), "\n".join(new[j1:j2])))
+    if blocks and _same(apply_blocks(parent, blocks), child) and not _overlap(blocks, old):
+        return blocks
+    return [(parent, child)]
+
+
+def _same(a: str, b: str) -> bool:
+    return a.rstrip() == b.rstrip()
+
+
+def _overlap(blocks: list[tuple[str, str]], old: list[str]) -> bool:
+    """Blocks must hit disjoint, increasing regions of the parent (else widen to one block)."""
+    spans = []
+    for search, _ in blocks:
+        lines = search.rstrip().split("\n")
+        spans.append((_find(old, lines), len(lines)))
+    return any(a[0] < 0 or a[0] + a[1] > b[0] for a, b in zip(spans, spans[1:], strict=False)) or spans[0][0] < 0
+
+
+def format_diff(blocks: Sequence[tuple[str, str]]) -> str:
+    parts = [f"{SEARCH}\n{search.rstrip()}\n{DIVIDER}\n{replace.rstrip()}\n{REPLACE}" for search, replace in blocks]
+    return "\n\n".join(parts)
+
+
+# -- the agent behind the server --------------------------------------------------------------------
+class AgentResponder:
+    """Turns a chat request into the built-in agent's reply (thread-safe: no shared state)."""
+
+    def __init__(self, task_name: str, seed: int = 0):
+        from dream_gym.online.agents import builtin_agent
+        from dream_gym.online.tasks import get_task
+
+        self.task_name = task_name
+        self.seed = int(seed)
+        self.task = get_task(task_name)
+        builtin_agent(task_name)  # fail now for a task without a built-in agent
+
+    def rng_for(self, body: dict[str, Any]) -> np.random.Generator:
+        digest = hashlib.sha256(json.dumps(body.get("messages", []), sort_keys=True).encode()).digest()
+        words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+        request_seed = body.get("seed")
+        extra = int(request_seed) % 2**32 if isinstance(request_seed, int) and not isinstance(request_seed, bool) else 0
+        return np.random.default_rng([self.seed % 2**32, extra, *words])
+
+    def reply(self, body: dict[str, Any]) -> str:
+        from dream_gym.integrations.openevolve.evaluator import task_score
+        from dream_gym.online.agents import builtin_agent
+
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise ValueError("the request has no 'messages' list")
+        parsed = parse_prompt(messages)
+        if parsed.code is None:
+            return ("I found no program to improve in this prompt: put the current program in a fenced "
+                    "code block (OpenEvolve's '# Current Program' section).")
+        score = None if parsed.error or parsed.fitness is None or parsed.fitness <= 0 else task_score(
+            parsed.fitness, self.task.direction)
+        parent = ParentContext(
+            code=parsed.code, score=score, diagnostics=parsed.diagnostics, error=parsed.error,
+            history=[{"score": score, "error": parsed.error, "fail_class": None,
+                      "diagnostics": parsed.diagnostics[:300], "code": parsed.code}],
+        )
+        proposal = builtin_agent(self.task_name).propose(self.task, parent, self.rng_for(body))
+        note = proposal.notes.replace("\n", " ")
+        if parsed.diff_mode:
+            return f"Change: {note}\n\n{format_diff(diff_blocks(parsed.code, proposal.code))}\n"
+        return f"Change: {note}\n\n```python\n{proposal.code.rstrip()}\n```\n"
+
+
+class AgentServer:
+    """The HTTP server (a daemon thread, or :meth:`serve_forever` in the foreground)."""
+
+    def __init__(self, task_name: str, *, port: int = 0, seed: int = 0, host: str = HOST):
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the agent server listens on the loopback interface only, not {host!r}")
+        self.responder = AgentResponder(task_name, seed)
+        self.requests = 0
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer((host, port), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The ``api_base`` to give an OpenAI client (ends with ``/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> AgentServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="dream-gym-agent-server",
+                                        kwargs={"poll_interval": 0.1}, daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.2)
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> AgentServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+                self._send(status, {"error": {"message": message, "type": kind, "code": status}})
+
+            def do_GET(self) -> None:  # noqa: N802
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if path in ("/v1/models", "/models"):
+                    self._send(200, {"object": "list", "data": [
+                        {"id": MODEL_NAME, "object": "model", "owned_by": "dream-gym",
+                         "task": server.responder.task_name}]})
+                elif path in ("/health", "/v1/health"):
+                    self._send(200, {"status": "ok", "task": server.responder.task_name})
+                else:
+                    self._error(404, f"no route {self.path}", "not_found")
+
+            def do_POST(self) -> None:  # noqa: N802
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if path not in ("/v1/chat/completions", "/chat/completions"):
+                    self._error(404, f"no route {self.path}", "not_found")
+                    return
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_BODY_BYTES:
+                    self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
+                    return
+                try:
+                    body = json.loads(self.rfile.read(length) if length else b"{}")
+                except json.JSONDecodeError:
+                    self._error(400, "invalid JSON")
+                    return
+                if not isinstance(body, dict):
+                    self._error(400, "the body must be a JSON object")
+                    return
+                if body.get("stream"):
+                    self._error(400, "streaming is not supported: send stream=false")
+                    return
+                try:
+                    content = server.responder.reply(body)
+                except ValueError as exc:
+                    self._error(400, str(exc))
+                    return
+                with server._lock:
+                    server.requests += 1
+                    number = server.requests
+                prompt_chars = sum(len(message_text(m.get("content"))) for m in body.get("messages", [])
+                                   if isinstance(m, dict))
+                usage = {"prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": max(1, len(content) // 4)}
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+                self._send(200, {
+                    "id": f"chatcmpl-dream-gym-{number}", "object": "chat.completion", "created": int(time.time()),
+                    "model": str(body.get("model") or MODEL_NAME),
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                 "finish_reason": "stop", "logprobs": None}],
+                    "usage": usage,
+                })
+
+        return Handler
