@@ -1,13 +1,21 @@
-"""Figures of an evaluation (matplotlib, Agg backend: no display needed).
+"""Figures of an evaluation (matplotlib), drawn without pyplot: importing this module or calling
+its functions never changes the caller's backend (a notebook keeps its inline figures).
 
-* :func:`plot_anytime`: best quality q reached vs attempts and vs rounds, per policy (mean over
-  its worlds and betas), recomputed by replaying each episode's recorded batches on its world.
-* :func:`plot_pareto`: per world, each policy's (work, attainment) points over the beta grid
-  and their Pareto front (the staircase whose area is the v2 ``auc``).
-* :func:`plot_tree`: one world's recorded tree with the nodes a policy revealed highlighted.
+Each figure comes two ways: a ``*_figure`` function returns a :class:`matplotlib.figure.Figure`
+(show it in a notebook, save it yourself), and a ``plot_*`` function writes it to a PNG and returns
+the path. One panel can be drawn on an axes of your own: :func:`draw_tree`, :func:`draw_pareto`,
+:func:`draw_ratchet` take the ``ax`` first.
+
+* :func:`anytime_figure` / :func:`plot_anytime`: best quality q reached vs attempts and vs rounds,
+  per policy (mean over its worlds and betas), recomputed by replaying each episode's recorded
+  batches on its world.
+* :func:`pareto_figure` / :func:`plot_pareto`: per world, each policy's (work, attainment) points
+  over the beta grid and their Pareto front (the staircase whose area is the v2 ``auc``).
+* :func:`tree_figure` / :func:`plot_tree`: one world's recorded tree with the nodes a policy
+  revealed, coloured by q (one colour bar for the figure), the best one starred, depth downwards.
 * :func:`plot_results`: all three from a results file written by ``dream-gym eval --out``.
-* :func:`plot_ratchet`: the dreaming loop's ratchet (every version's score per phase, the
-  deployed one marked) from a ``dream.jsonl`` ledger.
+* :func:`ratchet_figure` / :func:`plot_ratchet`: the dreaming loop's ratchet (every version's
+  score per phase, the deployed one marked) from a ``dream.jsonl`` ledger.
 """
 
 from __future__ import annotations
@@ -19,19 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.collections import LineCollection
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.collections import LineCollection  # noqa: E402
-
-from dream_gym.registry import load_cached, resolve_world  # noqa: E402
-from dream_gym.results import read_results  # noqa: E402
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, pareto_front  # noqa: E402
-from dream_gym.session import ReplaySession  # noqa: E402
-from dream_gym.world import World  # noqa: E402
+from dream_gym.registry import load_cached, resolve_world
+from dream_gym.results import read_results
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, pareto_front
+from dream_gym.session import ReplaySession
+from dream_gym.world import World
 
 MAX_PARETO_PANELS = 9
 
@@ -96,11 +105,11 @@ def _policies(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(str(r["policy"]) for r in rows))
 
 
-def plot_anytime(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str],
-                 cache: dict[str, World] | None = None) -> Path:
+def anytime_figure(rows: Sequence[Mapping[str, Any]], cache: dict[str, World] | None = None) -> Figure:
     """Best q vs attempts and vs rounds, one line per policy (mean over its episodes)."""
     cache = {} if cache is None else cache
-    fig, (ax_a, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    ax_a, ax_r = fig.subplots(1, 2)
     for policy in _policies(rows):
         traces = [replay_trace(world_of_row(r, cache), r) for r in rows if r["policy"] == policy]
         for ax, axis in ((ax_a, "attempts"), (ax_r, "rounds")):
@@ -110,44 +119,64 @@ def plot_anytime(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]
         ax.set_xlabel(label)
         ax.set_ylabel("best quality q (mean over worlds and betas)")
         ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     ax_a.set_title("anytime: quality vs attempts")
     ax_r.set_title("anytime: quality vs rounds")
     ax_r.legend(loc="lower right", fontsize="small")
-    return _save(fig, path)
+    return fig
 
 
-def plot_pareto(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
+def plot_anytime(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str],
+                 cache: dict[str, World] | None = None) -> Path:
+    """:func:`anytime_figure` written to ``path`` (PNG)."""
+    return _save(anytime_figure(rows, cache), path)
+
+
+def draw_pareto(ax: Axes, rows: Sequence[Mapping[str, Any]], world: str,
+                colors: Mapping[str, str] | None = None) -> None:
+    """One world's panel: each policy's (work, attainment) points over beta and its front."""
+    colors = colors or {p: f"C{i % 10}" for i, p in enumerate(_policies(rows))}
+    for policy, color in colors.items():
+        points = [(float(r["work"]), float(r["attainment"])) for r in rows
+                  if r["world"] == world and r["policy"] == policy]
+        if not points:
+            continue
+        ax.scatter([w for w, _ in points], [a for _, a in points], color=color, s=14, alpha=0.6)
+        front = [(min(max(w, 0.0), 1.0), min(max(a, 0.0), 1.0)) for w, a in pareto_front(points)]
+        xs, ys = [front[0][0]], [0.0]
+        for i, (w, a) in enumerate(front):
+            xs += [w, front[i + 1][0] if i + 1 < len(front) else 1.0]
+            ys += [a, a]
+        ax.plot(xs, ys, color=color, drawstyle="default", label=policy)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.05)
+    ax.set_title(world, fontsize="small")
+    ax.set_xlabel("work (attempts / recorded attempts)")
+    ax.set_ylabel("attainment")
+    ax.grid(alpha=0.3)
+
+
+def pareto_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
     """Per world (first 9), each policy's (work, attainment) points over beta and its front."""
     worlds = list(dict.fromkeys(str(r["world"]) for r in rows))[:MAX_PARETO_PANELS]
     cols = min(3, len(worlds))
     nrows = math.ceil(len(worlds) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.8 * nrows), squeeze=False)
+    fig = Figure(figsize=(4.2 * cols, 3.8 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, cols, squeeze=False)
     colors = {p: f"C{i % 10}" for i, p in enumerate(_policies(rows))}
     for ax, world in zip(axes.flat, worlds, strict=False):
-        for policy, color in colors.items():
-            points = [(float(r["work"]), float(r["attainment"])) for r in rows
-                      if r["world"] == world and r["policy"] == policy]
-            if not points:
-                continue
-            ax.scatter(*zip(*points, strict=True), color=color, s=14, alpha=0.6)
-            front = [(min(max(w, 0.0), 1.0), min(max(a, 0.0), 1.0)) for w, a in pareto_front(points)]
-            xs, ys = [front[0][0]], [0.0]
-            for i, (w, a) in enumerate(front):
-                xs += [w, front[i + 1][0] if i + 1 < len(front) else 1.0]
-                ys += [a, a]
-            ax.plot(xs, ys, color=color, drawstyle="default", label=policy)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.05)
-        ax.set_title(world, fontsize="small")
-        ax.set_xlabel("work (attempts / recorded attempts)")
-        ax.set_ylabel("attainment")
-        ax.grid(alpha=0.3)
+        draw_pareto(ax, rows, world, colors)
     for ax in list(axes.flat)[len(worlds):]:
-        ax.axis("off")
+        ax.set_visible(False)
     axes.flat[0].legend(loc="lower right", fontsize="small")
     fig.suptitle("Pareto fronts over beta (v2 auc = area under each staircase)")
-    return _save(fig, path)
+    return fig
+
+
+def plot_pareto(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
+    """:func:`pareto_figure` written to ``path`` (PNG)."""
+    return _save(pareto_figure(rows), path)
 
 
 def tree_layout(world: World) -> tuple[np.ndarray, np.ndarray]:
@@ -174,53 +203,111 @@ def tree_layout(world: World) -> tuple[np.ndarray, np.ndarray]:
     return x, depth
 
 
-def plot_tree(world: World, revealed: Mapping[str, Sequence[int]], path: str | os.PathLike[str]) -> Path:
-    """The recorded tree (grey) with each policy's revealed nodes highlighted, one panel each.
+TREE_CMAP = "viridis"
+
+
+def tree_quality(world: World) -> np.ndarray:
+    """q of every node (0 = the baseline, 1 = the world's best; NaN: a failed attempt)."""
+    span = max(world.best_score - world.baseline_score, 1e-12)
+    return np.asarray((world.score - world.baseline_score) / span, dtype=float)
+
+
+Q_FLOOR = -0.5  # q below this (far worse than the baseline) all get the colour of the floor
+
+
+def tree_norm(worlds_q: Sequence[np.ndarray]) -> Normalize:
+    """The colour scale of q: from min(0, the lowest q drawn) to 1, but not below Q_FLOOR."""
+    finite = [float(np.nanmin(q)) for q in worlds_q if q.size and np.isfinite(q).any()]
+    return Normalize(vmin=max(Q_FLOOR, min([0.0, *finite])), vmax=1.0, clip=True)
+
+
+def draw_tree(ax: Axes, world: World, nodes: Sequence[int], norm: Normalize | None = None,
+              title: str | None = None, layout: tuple[np.ndarray, np.ndarray] | None = None) -> ScalarMappable:
+    """One panel: the recorded tree in grey, depth downwards (integer ticks), the ``nodes``
+    revealed coloured by q, failed ones as crosses, the best one starred; a legend of what is drawn.
+
+    Returns the colour mapping of q (for one colour bar shared by every panel: see :func:`tree_figure`).
+    """
+    x, depth = layout if layout is not None else tree_layout(world)
+    parents = world.parent
+    q = tree_quality(world)
+    shown = np.asarray(sorted({int(i) for i in nodes}), dtype=np.int64)
+    norm = norm or tree_norm([q[shown]])
+    size = 18 if world.size <= 500 else 5
+    segments = [[(x[p], depth[p]), (x[i], depth[i])] for i, p in enumerate(parents) if p >= 0]
+    if segments:
+        ax.add_collection(LineCollection(segments, colors="0.85", linewidths=0.6, zorder=1))
+    hidden = np.setdiff1d(np.arange(world.size), shown)
+    if len(hidden):
+        ax.scatter(x[hidden], depth[hidden], s=size, c="0.8", zorder=2, label="recorded, not revealed")
+    if len(shown):
+        edges = [[(x[parents[i]], depth[parents[i]]), (x[i], depth[i])] for i in shown if parents[i] >= 0]
+        if edges:
+            ax.add_collection(LineCollection(edges, colors="tab:blue", linewidths=1.2, zorder=3))
+        scored = shown[np.isfinite(q[shown])]
+        failed = shown[~np.isfinite(q[shown])]
+        if len(scored):
+            ax.scatter(x[scored], depth[scored], s=size * 2, c=q[scored], cmap=TREE_CMAP, norm=norm, zorder=4,
+                       edgecolors="k", linewidths=0.3, label="revealed (colour: q)")
+        if len(failed):
+            ax.scatter(x[failed], depth[failed], s=size * 2, marker="x", c="tab:red", zorder=4,
+                       linewidths=1.0, label="revealed, failed (no score)")
+        if len(scored):
+            best = int(scored[int(np.argmax(q[scored]))])
+            ax.scatter([x[best]], [depth[best]], marker="*", s=size * 12, c="red", edgecolors="k",
+                       linewidths=0.5, zorder=5, label=f"best revealed (q {q[best]:.2f}, depth {int(depth[best])})")
+    ax.set_title(title or f"{world.id}: {len(shown)} of {world.size} nodes revealed", fontsize="small")
+    ax.set_xlabel("recorded nodes, depth-first")
+    ax.set_ylabel("depth")
+    ax.set_xticks([])
+    ax.autoscale()
+    ax.set_ylim(float(depth.max()) + 0.8, -0.8)  # the root on top, depth downwards
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if ax.get_legend_handles_labels()[0]:  # under the panel, where it hides no node
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize="x-small", frameon=False)
+    return ScalarMappable(norm=norm, cmap=TREE_CMAP)
+
+
+def tree_figure(world: World, revealed: Mapping[str, Sequence[int]]) -> Figure:
+    """The recorded tree with each policy's revealed nodes, one panel each, one colour bar.
 
     Args:
         revealed: policy label -> world indices of the nodes it revealed.
     """
-    x, depth = tree_layout(world)
-    parents = world.parent
-    segments = [[(x[p], -depth[p]), (x[i], -depth[i])] for i, p in enumerate(parents) if p >= 0]
-    span = max(world.best_score - world.baseline_score, 1e-12)
-    q = (world.score - world.baseline_score) / span
+    layout = tree_layout(world)
+    q = tree_quality(world)
     panels = list(revealed.items()) or [("recorded tree", [])]
     cols = min(3, len(panels))
     nrows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.5 * cols, 4.5 * nrows), squeeze=False)
+    fig = Figure(figsize=(5.5 * cols + 1.0, 4.5 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, cols, squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    size = 18 if world.size <= 500 else 4
-    for ax, (label, nodes) in zip(axes.flat, panels, strict=False):
-        if len(segments):
-            ax.add_collection(LineCollection(segments, colors="0.85", linewidths=0.6))
-        ax.scatter(x, -depth, s=size, c="0.8", zorder=2)
-        shown = np.asarray(sorted(set(int(i) for i in nodes)), dtype=np.int64)
-        if len(shown):
-            edges = [[(x[parents[i]], -depth[parents[i]]), (x[i], -depth[i])] for i in shown if parents[i] >= 0]
-            if edges:
-                ax.add_collection(LineCollection(edges, colors="tab:blue", linewidths=1.2, zorder=3))
-            qs = np.nan_to_num(q[shown], nan=-0.2)
-            points = ax.scatter(x[shown], -depth[shown], s=size * 2, c=qs, cmap="viridis", vmin=0, vmax=1,
-                                zorder=4, edgecolors="k", linewidths=0.3)
-            best = shown[int(np.argmax(qs))]
-            ax.scatter([x[best]], [-depth[best]], marker="*", s=size * 12, c="red", zorder=5)
-            fig.colorbar(points, ax=ax, label="q (invalid shown below 0)", shrink=0.8)
-        ax.set_title(f"{label}: {len(shown)} of {world.size} nodes revealed", fontsize="small")
-        ax.set_xlabel("recorded nodes (depth-first)")
-        ax.set_ylabel("-depth")
-        ax.autoscale()
+    shown = [np.asarray(sorted({int(i) for i in nodes}), dtype=np.int64) for _, nodes in panels]
+    norm = tree_norm([q[s] for s in shown])
+    used = list(axes.flat[:len(panels)])
+    mappable = None
+    for ax, (label, nodes) in zip(used, panels, strict=True):
+        title = f"{label}: {len(set(nodes))} of {world.size} nodes revealed"
+        mappable = draw_tree(ax, world, nodes, norm=norm, title=title, layout=layout)
+    if mappable is not None and any(np.isfinite(q[s]).any() for s in shown):
+        lowest = min(float(np.nanmin(q[s])) for s in shown if np.isfinite(q[s]).any())
+        below = lowest < float(norm.vmin)  # lower q are drawn at the floor: the bar says so
+        fig.colorbar(mappable, ax=used, shrink=0.85, extend="min" if below else "neither",
+                     label=f"q (0 = baseline, 1 = world best{f'; ▼ below {norm.vmin:g}' if below else ''})")
     fig.suptitle(f"world {world.id}")
-    return _save(fig, path)
+    return fig
 
 
-def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+def plot_tree(world: World, revealed: Mapping[str, Sequence[int]], path: str | os.PathLike[str]) -> Path:
+    """:func:`tree_figure` written to ``path`` (PNG)."""
+    return _save(tree_figure(world, revealed), path)
+
+
+def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
     fig.savefig(out, dpi=110)
-    plt.close(fig)
     return out
 
 
@@ -257,11 +344,11 @@ def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLik
 REFUSED_STYLE = {"invalid": "x", "failed": "X", "nondeterministic": "d"}
 
 
-def plot_ratchet(ledger: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
+def draw_ratchet(ax: Axes, ledger: Sequence[Mapping[str, Any]]) -> None:
     """The dreaming ratchet from a ``dream.jsonl`` ledger: every version's score on the history,
     per phase (the incumbent as a square, revisions as dots, refused ones in red at their score
     or, without one, below the lowest), the deployed version of each phase as a star, and the
-    deployed score across phases as a step line."""
+    deployed score across phases as a step line; the legend lists only what is drawn."""
     versions = [r for r in ledger if r.get("type") == "revision"]
     phases = {int(r["phase"]): r for r in ledger if r.get("type") == "phase"}
     if not versions:
@@ -269,7 +356,7 @@ def plot_ratchet(ledger: Sequence[Mapping[str, Any]], path: str | os.PathLike[st
     scored = [float(r["score"]) for r in versions if r.get("score") is not None]
     floor = (min(scored) - 0.05 * (max(scored) - min(scored) + 1e-9)) if scored else 0.0
     per_phase = max(int(r["m"]) for r in versions) + 1
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len({r["phase"] for r in versions}) + 4), 4.2))
+    drawn: set[str] = set()
     steps_x: list[float] = []
     steps_y: list[float] = []
     for phase in sorted({int(r["phase"]) for r in versions}):
@@ -280,34 +367,53 @@ def plot_ratchet(ledger: Sequence[Mapping[str, Any]], path: str | os.PathLike[st
             status = str(row.get("status"))
             if status in REFUSED_STYLE:
                 ax.scatter(x, y, marker=REFUSED_STYLE[status], color="tab:red", s=30)
+                drawn.add("refused")
             elif status == "incumbent":
                 ax.scatter(x, y, marker="s", color="black", s=30, zorder=3)
+                drawn.add("incumbent")
             else:
                 ax.scatter(x, y, marker="o", color="tab:blue", s=20)
+                drawn.add("revision")
         done = phases.get(phase)
         if done is not None:
             deployed = next((r for r in rows if int(r["m"]) == int(done["deployed_m"])), None)
             if deployed is not None and deployed.get("score") is not None:
                 x = phase + 0.8 * int(deployed["m"]) / per_phase
                 ax.scatter(x, deployed["score"], marker="*", color="gold", edgecolor="black", s=180, zorder=4)
+                drawn.add("deployed")
                 steps_x += [phase, phase + 0.8]
                 steps_y += [float(deployed["score"])] * 2
     if steps_x:
         ax.plot(steps_x, steps_y, color="gold", linewidth=1.5, zorder=2)
-    legend = [
-        plt.Line2D([], [], marker="s", color="black", linestyle="", label="incumbent (version 0)"),
-        plt.Line2D([], [], marker="o", color="tab:blue", linestyle="", label="revision"),
-        plt.Line2D([], [], marker="x", color="tab:red", linestyle="", label="refused (invalid / failed / nondet.)"),
-        plt.Line2D([], [], marker="*", color="gold", markeredgecolor="black", markersize=12, linestyle="",
-                   label="deployed"),
-    ]
-    ax.legend(handles=legend, fontsize=8, loc="best")
+    legend = {
+        "incumbent": Line2D([], [], marker="s", color="black", linestyle="", label="incumbent (version 0)"),
+        "revision": Line2D([], [], marker="o", color="tab:blue", linestyle="", label="revision"),
+        "refused": Line2D([], [], marker="x", color="tab:red", linestyle="",
+                          label="refused (invalid / failed / nondet.)"),
+        "deployed": Line2D([], [], marker="*", color="gold", markeredgecolor="black", markersize=12, linestyle="",
+                           label="deployed"),
+    }
+    ax.legend(handles=[handle for kind, handle in legend.items() if kind in drawn], fontsize=8, loc="best")
     ax.set_xticks(sorted({int(r["phase"]) for r in versions}))
     ax.set_xlabel("phase (versions left to right)")
     ax.set_ylabel("score on the history")
     ax.set_title("The dreaming ratchet")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
 
 
-__all__ = ["Trace", "plot_anytime", "plot_ratchet", "plot_pareto", "plot_results", "plot_tree", "replay_trace", "tree_layout"]
+def ratchet_figure(ledger: Sequence[Mapping[str, Any]]) -> Figure:
+    """:func:`draw_ratchet` on a figure of its own."""
+    phases = len({r["phase"] for r in ledger if r.get("type") == "revision"})
+    fig = Figure(figsize=(max(6.0, 1.2 * phases + 4), 4.2), layout="constrained")
+    draw_ratchet(fig.subplots(), ledger)
+    return fig
+
+
+def plot_ratchet(ledger: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
+    """:func:`ratchet_figure` written to ``path`` (PNG)."""
+    return _save(ratchet_figure(ledger), path)
+
+
+__all__ = ["Trace", "anytime_figure", "draw_pareto", "draw_ratchet", "draw_tree", "pareto_figure", "plot_anytime",
+           "plot_pareto", "plot_ratchet", "plot_results", "plot_tree", "ratchet_figure", "replay_trace", "tree_figure",
+           "tree_layout", "tree_quality"]
