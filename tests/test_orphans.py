@@ -186,7 +186,10 @@ def test_kill_9_of_eval_with_a_hanging_policy_file_leaves_no_worker_or_policy_ch
 
 
 def test_kill_9_of_eval_of_a_policy_file_mid_grid_leaves_nothing(tmp_path):
-    policy = REPO / "agents" / "example_policy.py"
+    policy = tmp_path / "slow_example.py"  # the example, slowed so the grid is surely mid-way when killed
+    policy.write_text((REPO / "agents" / "example_policy.py").read_text()
+                      + "\n\n_act = Policy.act\n\n\ndef _slow_act(self, view):\n"
+                      "    import time\n    time.sleep(0.05)\n    return _act(self, view)\n\n\nPolicy.act = _slow_act\n")
     command = _dream_gym("eval", "--policy", str(policy), "--worlds", "train", "-j", "2", "--no-progress",
                          "--out", str(tmp_path / "results.jsonl"))
     _kill_9_leaves_nothing(tmp_path, command, _workers_and("isolated child"),
