@@ -1,17 +1,19 @@
-"""Gymnasium adapter over a replay session: ``gym.make("DreamGym/Replay-v0", world=...)``."""
+"""Gymnasium adapter over a replay session: ``gym.make("DreamGym/Replay-v1", world=...)``."""
 
 from __future__ import annotations
 
+import os
 import struct
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from dream_gym.registry import resolve_world, shipped_env_ids
+from dream_gym.registry import is_path, resolve_world, shipped_datasets, shipped_env_ids, shipped_world_names
 from dream_gym.replay import ROOT
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession
@@ -29,6 +31,15 @@ _ROW = struct.Struct(f"={_WIDTH}i")  # one row of "nodes" (native int32)
 _ROW_BYTES = _ROW.size
 _pack_row = _ROW.pack_into
 _pack_globals = struct.Struct(f"={len(GLOBAL_COLUMNS)}d").pack_into  # "globals" (native float64)
+
+# The observation capacity when ``max_nodes`` is not given: a constant, so that the shape of an
+# observation never tells a policy how big the world is. 1,024 holds every shipped world (the
+# largest has 1,001 nodes) and every imported real run (at most 201).
+DEFAULT_MAX_NODES = 1024
+# The behaviour version of ReplayEnv: the N of "DreamGym/Replay-vN" and "DreamGym/<world>-vN".
+# The dataset a world comes from has its own version, in the world reference of the id's kwargs.
+ENV_VERSION = 1
+RENDER_MODES = ("ansi", "rgb_array")
 
 
 def observation_space(max_nodes: int, workers: int) -> spaces.Dict:
@@ -49,6 +60,26 @@ def observation_space(max_nodes: int, workers: int) -> spaces.Dict:
     )
 
 
+def capacity_for(max_nodes: int | None, world_size: int, workers: int, what: str = "the world") -> int:
+    """The observation capacity: ``max_nodes``, or :data:`DEFAULT_MAX_NODES` when it is None.
+
+    A world bigger than the default capacity is an error here, at make time, rather than episodes
+    cut short without the caller asking for it.
+    """
+    if max_nodes is None:
+        if world_size > DEFAULT_MAX_NODES:
+            raise ValueError(
+                f"{what} has {world_size} nodes, more than the default capacity max_nodes={DEFAULT_MAX_NODES}: "
+                f"pass max_nodes={world_size} (or more) to hold every episode whole, or a smaller max_nodes "
+                "to truncate episodes when the next batch might not fit"
+            )
+        return DEFAULT_MAX_NODES
+    if max_nodes < world_size and max_nodes < workers + 1:
+        raise ValueError(f"max_nodes must exceed W={workers} (or hold all {world_size} nodes of {what}), "
+                         f"got {max_nodes}")
+    return int(max_nodes)
+
+
 class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     """Replay of a recorded discovery tree: choose where the next attempts start.
 
@@ -56,8 +87,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     A recorded world is the search tree of a finished AI discovery run (root = the initial
     program; every other node one generate-and-evaluate attempt). Each step the agent submits a
     batch of at most W selections from the revealed tree; each selection reveals one recorded
-    attempt (SPEC §3): selecting the root (id 0) opens the next branch in creation order and may
-    be repeated up to ``root_slots`` times; selecting a revealed non-root node reveals its
+    attempt: selecting the root (id 0) opens the next branch in creation order and may be
+    repeated up to ``root_slots`` times; selecting a revealed non-root node reveals its
     earliest-created unrevealed recorded child. Nothing is generated: replay only reveals what
     was recorded.
 
@@ -71,7 +102,15 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     reward 0; ``info["illegal_stop"]`` is True when the action was not empty). Programmatic
     callers may pass any sequence of ids (``[0, 0, 3]``). With ``strict=True`` an illegal
     selection raises :class:`dream_gym.replay.IllegalBatchError` naming the id and the reason
-    instead. ``action_masks()`` gives the per-slot masks MaskablePPO expects.
+    instead.
+
+    Masks, as Gymnasium's Taxi gives them: ``info["action_mask"]`` is a tuple of W ``int8``
+    arrays of length ``max_nodes + 1`` (1 where the slot may hold that value: the frontier, the
+    padding value, and the root in the first ``root_slots`` slots), so
+    ``env.action_space.sample(mask=info["action_mask"])`` draws a selection per slot from the
+    legal ones (two slots may still draw the same non-root node: the second is dropped).
+    ``action_masks()`` gives the same masks as one flat bool array, the layout sb3-contrib's
+    MaskablePPO expects.
 
     ## Observation Space
     A ``Dict`` of three boxes; observed ids index the rows:
@@ -86,16 +125,21 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     | globals | (4,)           | float64 | root_slots, baseline, rounds (k), attempts (N)     |
 
     Column names: :data:`NODE_COLUMNS`, :data:`GLOBAL_COLUMNS`. Scores are raw, never
-    normalised: q depends on the world's best recorded score, which a policy must not learn. The
-    observation never depends on unrevealed nodes, except through the frontier (a revealed leaf
-    off the frontier is where the original run stopped) and through its capacity: by default
-    ``max_nodes`` is the world's size, so the shape tells the size (pass ``max_nodes`` to hide
-    it). Each observation is a fresh copy (``share_obs=True``: read-only views of the env's
-    buffers, overwritten by the next step, for callers that copy what they keep).
+    normalised: q depends on the world's best recorded score, which a policy must not learn.
+    The capacity ``max_nodes`` is :data:`DEFAULT_MAX_NODES` (1,024) unless given, whatever the
+    world: the shape of an observation never tells the world's size. Nothing in the
+    observation, the spaces or the info depends on unrevealed nodes, except through the frontier
+    (a revealed leaf off the frontier is where the original run stopped; ``root_slots`` tells
+    how many more branches the root may open, capped at W). Each observation is a fresh copy
+    (``share_obs=True``: read-only views of the env's buffers, overwritten by the next step, for
+    callers that copy what they keep; the action mask too).
 
     ## Rewards
     The change of the replay score ``V = max q - beta1 * N + beta2 * N / max(1, k)`` caused by
-    the step (V is 0 before the first step), so an episode's rewards sum to its final V.
+    the step (V is 0 before the first step), so an episode's rewards sum to its final V. q is 0
+    at the baseline and 1 at the world's best recorded score: the reward is the one quantity a
+    step returns that depends on a recorded fact the policy has not seen (the best recorded
+    score, through q's scale). It is the training signal, never part of the observation or info.
 
     ## Starting State
     Only the root is revealed. The env is deterministic: ``seed`` changes nothing.
@@ -103,24 +147,52 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     ## Episode End
     Terminated when the batch has no legal selection (see Action Space) or nothing is left to
     reveal. Truncated when ``k`` reaches ``max_rounds``, or, with an explicit ``max_nodes``
-    smaller than the world, when fewer than W free rows remain (``info["capacity_full"]``, and a
-    warning the first time). With the default capacity no episode is ever cut short.
+    smaller than the world, when the next batch might not fit in the free rows (fewer free rows
+    than ``min(W, root_slots + open nodes)``: decided from the frontier alone;
+    ``info["capacity_full"]``, and a warning the first time). A world that fits the capacity is
+    never cut short; one bigger than the default capacity is an error at make time.
 
     ## Info
     ``view`` (a :class:`dream_gym.view.PrefixView`, the policy interface's input),
-    ``frontier`` ({id: allowed multiplicity}), ``replay_score`` (V so far), ``attempts`` (N),
-    ``rounds`` (k), ``new_ids``, ``dropped`` ([(selection, reason)], empty unless strict=False
-    dropped something) and, when they apply, ``illegal_stop`` and ``capacity_full``.
+    ``frontier`` ({id: allowed multiplicity}), ``action_mask`` (see Action Space), ``attempts``
+    (N), ``rounds`` (k), ``new_ids``, ``dropped`` ([(selection, reason)], empty unless
+    strict=False dropped something) and, when they apply, ``illegal_stop`` and
+    ``capacity_full``. V so far is the sum of the rewards (``env.unwrapped.session.value``).
+    Infos, observations, views and the env itself pickle and deep-copy (async vector envs and
+    SB3's vector envs need it); a copied or unpickled env continues the same episode.
+
+    ## Rendering
+    ``render_mode="ansi"``: a text drawing of the revealed tree. ``"rgb_array"``: the revealed
+    tree as an image (``uint8`` array, 480 x 640 x 3; nodes at their depth, coloured by score,
+    the frontier ringed, the best revealed node starred), drawn with matplotlib's Agg canvas
+    without touching pyplot or the caller's backend, so ``gymnasium.wrappers.RecordVideo`` and
+    SB3's ``make_vec_env`` (which asks for ``rgb_array``) work.
 
     ## Arguments
     ``world`` (folder, shipped world name, ``namespace/name-vN/<world>`` or a World),
     ``workers`` (W, default the world's), ``beta`` (budget preference shown to policies, in
     [0, 1]), ``beta1``, ``beta2`` (score coefficients), ``max_rounds`` (K2, default none),
     ``frontier`` ("leaves" | "any", default the world's), ``max_nodes`` (observation capacity,
-    default the world's size), ``strict`` (default False), ``share_obs`` (default False),
-    ``render_mode`` (None | "ansi").
+    default :data:`DEFAULT_MAX_NODES`), ``strict`` (default False), ``share_obs`` (default
+    False), ``render_mode`` (None | "ansi" | "rgb_array").
+
+    ## Registered ids
+    ``DreamGym/Replay-v1`` (pass ``world=``) and one ``DreamGym/<world>-v1`` per shipped world,
+    whose kwargs hold the full dataset reference (``{"world": "dream-gym/recorded-v1/<world>"}``).
+    The ``-vN`` of an id is this env's behaviour version (below); the dataset's own version is
+    the ``-vN`` inside that reference. All have ``vector_entry_point``
+    :class:`dream_gym.vector_env.ReplayVectorEnv`.
 
     ## Version History
+    * v1 (2026-12): the default capacity is the constant :data:`DEFAULT_MAX_NODES` instead of
+      the world's size (which the observation's shape told); a world bigger than it is an error
+      at make time naming ``max_nodes``; an explicit smaller capacity truncates when the next
+      batch might not fit (from the frontier; before, from the world's size).
+      ``info["replay_score"]`` removed (through q it told the world's best recorded score);
+      ``info["action_mask"]`` added; ``render_mode="rgb_array"``; the env, its infos and views
+      pickle and deep-copy. The v0 ids (``DreamGym/Replay-v0``, ``DreamGym/<world>-v0`` of
+      recorded-v0 worlds) stay registered as aliases of v1; Gymnasium warns that they are out
+      of date.
     * v0 (unreleased; changes before the first release are listed here):
       - 2026-12: every element of the action space is valid (``strict=False`` by default; an
         action with no legal selection stops); capacity defaults to the world's size; the
@@ -130,11 +202,11 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
       - 2026-11: initial version.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
     def __init__(
         self,
-        world: World | str,
+        world: World | str | os.PathLike[str],
         workers: int | None = None,
         beta: float = 0.5,
         beta1: float = DEFAULT_BETA1,
@@ -146,8 +218,14 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         share_obs: bool = False,
         render_mode: str | None = None,
     ):
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if render_mode is not None and render_mode not in RENDER_MODES:
+            raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
+        # What pickling rebuilds the env from (a copy replays the episode's batches on it).
+        self._arguments: dict[str, Any] = {
+            "world": _portable_reference(world), "workers": workers, "beta": beta, "beta1": beta1, "beta2": beta2,
+            "max_rounds": max_rounds, "frontier": frontier, "max_nodes": max_nodes, "strict": strict,
+            "share_obs": share_obs, "render_mode": render_mode,
+        }
         self.session = ReplaySession(
             resolve_world(world),
             workers=workers,
@@ -161,14 +239,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self.world = self.session.world
         self._replay = self.session.replay
         workers = self.session.workers
-        if max_nodes is None:
-            max_nodes = self.world.size
-        elif max_nodes < self.world.size and max_nodes < workers + 1:
-            raise ValueError(f"max_nodes must exceed W={workers} (or hold the world's {self.world.size} nodes), "
-                             f"got {max_nodes}")
-        self.max_nodes = int(max_nodes)
-        # Only a capacity below the world's size can fill up.
-        self._can_fill = self.max_nodes < self.world.size
+        self.max_nodes = capacity_for(max_nodes, self.world.size, workers, f"world {self.world.id!r}")
+        # Truncation is checked only once fewer than W rows are free: before, any batch fits.
+        self._rows_safe = self.max_nodes - workers
         self._warned_full = False
         self.share_obs = bool(share_obs)
         self.render_mode = render_mode
@@ -179,12 +252,18 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._globals = np.zeros(len(GLOBAL_COLUMNS), dtype=np.float64)
         self._baseline = self.world.baseline_score
         self._globals[BASELINE] = self._baseline
+        # Per-slot action masks (W, max_nodes + 1), kept up to date like the observation rows.
+        self._mask = np.zeros((workers, self.max_nodes + 1), dtype=np.int8)
+        self._mask[:, self.max_nodes] = 1
+        self._slot_starts = tuple(range(0, workers * (self.max_nodes + 1), self.max_nodes + 1))
         # flat memoryviews for single-element writes (typed Any: numpy arrays are buffers)
         self._flat_nodes: Any = memoryview(self._nodes).cast("B").cast("i")  # type: ignore[arg-type]
         self._flat_scores: Any = memoryview(self._scores)  # type: ignore[arg-type]
         self._flat_globals: Any = memoryview(self._globals)  # type: ignore[arg-type]
+        self._flat_mask: Any = memoryview(self._mask).cast("B").cast("b")  # type: ignore[arg-type]
         self._shared = {key: self._read_only(array) for key, array in self._buffers().items()}
-        self._used = 0  # rows of _nodes written in this episode
+        self._shared_mask = tuple(self._read_only(self._mask)[slot] for slot in range(workers))
+        self._used = 0  # rows of _nodes written in this episode (0: never reset)
 
     def _buffers(self) -> dict[str, np.ndarray]:
         return {"nodes": self._nodes, "score": self._scores, "globals": self._globals}
@@ -197,64 +276,81 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
     # -- observation encoding: only the rows a step changed are written -------------------
     def _write_step(self, new_ids: Sequence[int], parents: Sequence[int]) -> None:
-        """Write the rows of the new nodes and the frontier flags the step changed (``parents``:
-        the new nodes' parents, i.e. the batch, whose members may leave the frontier).
+        """Write the rows of the new nodes, and the frontier flags and mask columns the step
+        changed (``parents``: the new nodes' parents, i.e. the batch, whose members may leave
+        the frontier).
 
         A node's row is packed in one ``struct`` call and single elements go through flat
         memoryviews: a fraction of the cost of numpy indexing for the few elements a step changes.
         """
         replay = self._replay
         # the hot path reads the session's node list and the replay's frontier set directly
-        views, is_open, flat = self.session._nodes, replay._open, self._flat_nodes
+        views, is_open, flat, mask, slots = self.session._nodes, replay._open, self._flat_nodes, self._flat_mask, \
+            self._slot_starts
         root_selected = False
         for obs_id, parent in zip(new_ids, parents):  # noqa: B905 - same length by construction
             view = views[obs_id]
             score = view.score
+            opened = obs_id in is_open
             if score is None:
-                _pack_row(flat, obs_id * _ROW_BYTES, 1, parent, view.depth, 0, obs_id in is_open)
+                _pack_row(flat, obs_id * _ROW_BYTES, 1, parent, view.depth, 0, opened)
             else:
                 self._flat_scores[obs_id] = score
-                _pack_row(flat, obs_id * _ROW_BYTES, 1, parent, view.depth, 1, obs_id in is_open)
+                _pack_row(flat, obs_id * _ROW_BYTES, 1, parent, view.depth, 1, opened)
+            if opened:
+                for start in slots:
+                    mask[start + obs_id] = 1
             if parent == ROOT:
                 root_selected = True
             elif parent not in is_open:  # a selected node leaves the frontier, or stays on it ("any")
                 flat[parent * _WIDTH + FRONTIER] = 0
+                for start in slots:
+                    mask[start + parent] = 0
         glob = self._flat_globals
-        if root_selected:  # the root's flag and slots change only when it is selected
+        if root_selected:  # the root's flag, slots and mask change only when it is selected
             root_slots = replay.root_slots
             flat[ROOT * _WIDTH + FRONTIER] = 1 if root_slots else 0
             glob[ROOT_SLOTS] = root_slots
+            self._write_root_mask(root_slots)
         glob[ROUNDS] = replay.rounds
         glob[ATTEMPTS] = replay.attempts
         self._used = new_ids[-1] + 1
 
+    def _write_root_mask(self, root_slots: int) -> None:
+        mask = self._flat_mask
+        for slot, start in enumerate(self._slot_starts):
+            mask[start + ROOT] = 1 if slot < root_slots else 0
+
     def _write_reset(self) -> None:
         """Back to the root alone: clear the rows the last episode wrote, write the root's."""
-        self._nodes[: self._used] = PADDING_ROW  # only the rows the last episode wrote
-        self._scores[: self._used] = 0.0
+        used = self._used
+        self._nodes[:used] = PADDING_ROW  # only the rows the last episode wrote
+        self._scores[:used] = 0.0
+        self._mask[:, :used] = 0
         replay = self.session.replay
         root = self.session.node(ROOT)
         if root.score is not None:
             self._scores[ROOT] = root.score
         _pack_row(self._flat_nodes, 0, 1, -1, 0, root.score is not None, replay.root_slots > 0)
         _pack_globals(self._flat_globals, 0, replay.root_slots, self._baseline, 0, 0)
+        self._write_root_mask(replay.root_slots)
         self._used = 1
 
     def _result(self, new_ids: list[int], dropped: list[tuple[object, str]]) -> tuple[dict[str, np.ndarray],
                                                                                      dict[str, Any]]:
         """The observation (fresh copies unless ``share_obs``) and the info of the current state."""
         if self.share_obs:
-            obs = self._shared
+            obs, action_mask = self._shared, self._shared_mask
         else:
             obs = {"nodes": self._nodes.copy(), "score": self._scores.copy(), "globals": self._globals.copy()}
-        session = self.session
-        view = session.view()
+            action_mask = tuple(self._mask.copy())
+        replay = self._replay
         return obs, {
-            "view": view,
-            "frontier": self._replay.frontier_counts(),
-            "replay_score": session.value,
-            "attempts": view.attempts,
-            "rounds": view.rounds,
+            "view": self.session.view(),
+            "frontier": replay.frontier_counts(),
+            "action_mask": action_mask,
+            "attempts": replay.attempts,
+            "rounds": replay.rounds,
             "new_ids": new_ids,
             "dropped": dropped,
         }
@@ -277,8 +373,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         new_ids, reward, terminated, truncated, dropped = session.step(batch)
         if new_ids:
             self._write_step(new_ids, session.batches[-1])
-            full = self._can_fill and not session.done and self._used + session.workers > self.max_nodes
-            if full:  # an explicit capacity below the world's size: fewer than W free rows left
+            full = self._used > self._rows_safe and not session.done and self._next_batch_may_overflow()
+            if full:  # the capacity cannot hold the next batch
                 session.truncate()
                 truncated = True
                 self._warn_full()
@@ -291,13 +387,21 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
                 info["illegal_stop"] = True
         return obs, reward, terminated, truncated, info
 
+    def _next_batch_may_overflow(self) -> bool:
+        """Whether the largest batch the frontier allows next would need more rows than are free.
+        Only the frontier decides (never the world's size), so the cut is the same for any two
+        worlds that agree on what is revealed."""
+        replay = self._replay
+        largest = min(replay.workers, replay.root_slots + len(replay._open))
+        return self._used + largest > self.max_nodes
+
     def _warn_full(self) -> None:
         if not self._warned_full:
             self._warned_full = True
             warnings.warn(
-                f"max_nodes={self.max_nodes} is smaller than world {self.world.id!r} ({self.world.size} nodes): "
-                "the episode was truncated when fewer than W free observation rows remained "
-                "(info['capacity_full']); leave max_nodes unset to hold the whole world",
+                f"max_nodes={self.max_nodes}: the episode was truncated when the next batch might not fit in "
+                "the free observation rows (info['capacity_full']); leave max_nodes unset, or pass at least the "
+                "world's size, to hold every episode whole",
                 stacklevel=3,
             )
 
@@ -312,33 +416,115 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         return [a for a in action if a != pad or not isinstance(a, (int, np.integer)) or isinstance(a, bool)]
 
     def action_masks(self) -> np.ndarray:
-        """Per-slot legality masks, concatenated (sb3-contrib's MultiDiscrete mask layout).
+        """Per-slot legality masks, concatenated (sb3-contrib's MultiDiscrete mask layout): the
+        masks of ``info["action_mask"]`` as one flat bool array.
 
         Every slot may hold the padding value; slots beyond ``root_slots`` cannot hold the root.
         Duplicate non-root selections across slots cannot be masked per slot: they are dropped.
         """
-        replay = self.session.replay
-        workers, width = self.session.workers, self.max_nodes + 1
-        masks = np.zeros((workers, width), dtype=bool)
-        masks[:, self.max_nodes] = True
-        masks[:, replay.open_ids()] = True
-        masks[: replay.root_slots, ROOT] = True
-        return masks.reshape(-1)
+        return self._mask.astype(bool).reshape(-1)
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        return render_tree(self.session.view())
+    def render(self) -> Any:
+        if self.render_mode == "ansi":
+            return render_tree(self.session.view())
+        if self.render_mode == "rgb_array":
+            from dream_gym.tree_image import tree_image  # matplotlib loads on the first frame only
+
+            return tree_image(self.session.view())
+        return None
+
+    # -- copies: rebuilt from the arguments, the episode replayed ------------------------
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_env, (type(self), self._arguments, self._episode_state()))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ReplayEnv:
+        # The world is immutable: the copy shares it instead of copying every record.
+        return _restore_env(type(self), {**self._arguments, "world": self.world}, self._episode_state())
+
+    def _episode_state(self) -> dict[str, Any]:
+        session = self.session
+        return {
+            "started": self._used > 0,
+            "batches": [list(batch) for batch in session.batches],
+            "stopped": session.terminated and not self._replay.exhausted,  # by an empty batch
+            "warned_full": self._warned_full,
+            "np_random": self._np_random,
+            "np_random_seed": self._np_random_seed,
+        }
+
+
+def _portable_reference(world: World | str | os.PathLike[str]) -> World | str:
+    """A world reference that resolves the same in another process: folders become absolute."""
+    if isinstance(world, World):
+        return world
+    if is_path(world, "is_dir"):
+        return str(Path(world).expanduser().resolve())
+    return os.fspath(world)
+
+
+def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[str, Any]) -> ReplayEnv:
+    """An env built from ``arguments`` and brought to the state of the episode it was copied in
+    (the replay is deterministic: the same batches give the same observations and flags)."""
+    env = cls(**arguments)
+    env._np_random, env._np_random_seed = state["np_random"], state["np_random_seed"]
+    if state["started"]:
+        env.session.reset()
+        env._write_reset()
+        env._warned_full = True  # the original warned already, or will
+        for batch in state["batches"]:
+            env.step(batch)
+        if state["stopped"] and not env.session.done:
+            env.session.step([])
+    env._warned_full = state["warned_full"]
+    return env
+
+
+# -- registration ------------------------------------------------------------------------------
+def shipped_world_ids() -> dict[str, str]:
+    """``DreamGym/<world>-v1`` -> the full dataset reference ``<dataset id>/<world>``, for every
+    world of every shipped dataset (world names are unique across them; the default dataset wins)."""
+    ids: dict[str, str] = {}
+    for dataset_id in shipped_datasets():
+        for name in shipped_world_names(dataset_id):
+            ids.setdefault(f"DreamGym/{name}-v{ENV_VERSION}", f"{dataset_id}/{name}")
+    return ids
+
+
+# The RL training envs (dream_gym.rl.gym_envs): id -> factory. Their default kwargs are the pool
+# the shipped models were trained on, written out in full so that ``env.spec`` names it.
+TRAINING_ENVS = {
+    "DreamGym/Macro-v0": "dream_gym.rl.gym_envs:macro_env",
+    "DreamGym/Node-v0": "dream_gym.rl.gym_envs:node_env",
+    "DreamGym/Options-v0": "dream_gym.rl.gym_envs:options_env",
+}
+TRAINING_VECTOR_ENVS = {"DreamGym/Macro-v0": "dream_gym.rl.gym_envs:macro_vector_env"}
+SHIPPED_MODELS_POOL: dict[str, Any] = {
+    "worlds": "dream-gym/recorded-v1:train,dream-gym/recorded-v0:train",
+    "prefixes": [50, 100, 200],
+    "objective": "v2",
+}
 
 
 def register_envs() -> None:
-    """Register ``DreamGym/Replay-v0`` (with its native vector env) and one ``DreamGym/<world>-v<N>``
-    per shipped world (N: the version of its dataset: -v0 for recorded-v0, -v1 for recorded-v1)."""
-    vector_entry_point = "dream_gym.vector_env:ReplayVectorEnv"
-    if "DreamGym/Replay-v0" not in gym.registry:
-        gym.register(id="DreamGym/Replay-v0", entry_point="dream_gym.env:ReplayEnv",
-                     vector_entry_point=vector_entry_point)
-    for env_id, name in shipped_env_ids().items():
+    """Register ``DreamGym/Replay-v1``, one ``DreamGym/<world>-v1`` per shipped world (kwargs: the
+    world's dataset reference), the v0 ids as aliases, and the RL training envs of
+    :data:`TRAINING_ENVS`. Entry points are strings: nothing is imported until an env is made."""
+    entry_point, vector_entry_point = "dream_gym.env:ReplayEnv", "dream_gym.vector_env:ReplayVectorEnv"
+
+    def register(env_id: str, **kwargs: Any) -> None:
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point="dream_gym.env:ReplayEnv", kwargs={"world": name},
-                         vector_entry_point=vector_entry_point)
+            gym.register(id=env_id, entry_point=entry_point, vector_entry_point=vector_entry_point, kwargs=kwargs)
+
+    register(f"DreamGym/Replay-v{ENV_VERSION}")
+    register("DreamGym/Replay-v0")  # the old id: an alias of v1 (Gymnasium warns it is out of date)
+    world_ids = shipped_world_ids()
+    for env_id, reference in world_ids.items():
+        register(env_id, world=reference)
+    references = {reference.rsplit("/", 1)[-1]: reference for reference in world_ids.values()}
+    for env_id, name in shipped_env_ids().items():  # the old ids DreamGym/<world>-v<dataset version>
+        register(f"DreamGym/{name}-v{ENV_VERSION}", world=references.get(name, name))
+        register(env_id, world=references.get(name, name))
+    for env_id, factory in TRAINING_ENVS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=factory, kwargs=dict(SHIPPED_MODELS_POOL),
+                         vector_entry_point=TRAINING_VECTOR_ENVS.get(env_id))

@@ -1,6 +1,6 @@
 """Native vector replay: N episodes in numpy arrays, stepped in one call.
 
-``gym.make_vec("DreamGym/Replay-v0", num_envs=N, vectorization_mode="vector_entry_point",
+``gym.make_vec("DreamGym/Replay-v1", num_envs=N, vectorization_mode="vector_entry_point",
 world=...)`` builds :class:`ReplayVectorEnv`: the node-level env of :mod:`dream_gym.env` for N
 episodes at once on :class:`~dream_gym.vector_replay.VectorReplay`, with the same spaces (one
 row per sub-env), rewards, flags and action convention, and autoreset as Gymnasium 1.x defines
@@ -36,6 +36,7 @@ from dream_gym.env import (
     ROOT_SLOTS,
     ROUNDS,
     SCORED,
+    capacity_for,
     observation_space,
 )
 from dream_gym.registry import resolve_world
@@ -151,12 +152,14 @@ class ReplayVectorEnv(VectorReplayEnv):
     Sub-env i plays ``world[i % len(world)]`` (one world reference or a sequence of them). The
     spaces are ReplayEnv's, batched: actions (N, W) node ids with ``max_nodes`` for "no
     selection"; observations ``nodes`` (N, max_nodes, 5) int32, ``score`` (N, max_nodes) and
-    ``globals`` (N, 4) float64, fresh arrays every step. Capacity defaults to the largest world
-    (a smaller explicit ``max_nodes`` truncates, flags ``info["capacity_full"]`` and warns once).
-    Every action is valid: illegal selections are dropped (counted in ``info["dropped"]``; the
-    reasons are the single env's) and a row with no legal selection stops that episode
-    (``info["illegal_stop"]``). ``strict=True`` raises instead. Also in ``info``:
-    ``replay_score``, ``attempts``, ``rounds`` (arrays).
+    ``globals`` (N, 4) float64, fresh arrays every step. Capacity: the single env's,
+    :data:`~dream_gym.env.DEFAULT_MAX_NODES` unless given (a bigger world is an error naming
+    ``max_nodes``; a smaller explicit one truncates an episode when its next batch might not fit,
+    flags ``info["capacity_full"]`` and warns once). Every action is valid: illegal selections
+    are dropped (counted in ``info["dropped"]``; the reasons are the single env's) and a row with
+    no legal selection stops that episode (``info["illegal_stop"]``). ``strict=True`` raises
+    instead. Also in ``info``: ``attempts``, ``rounds`` (arrays). V so far is the sum of an
+    episode's rewards (not in ``info``: through q it would tell the world's best recorded score).
 
     Every episode is the one a :class:`~dream_gym.env.ReplayEnv` gives for the same actions
     (tests/test_vector_env.py checks it on random actions over mixed-size worlds).
@@ -196,14 +199,8 @@ class ReplayVectorEnv(VectorReplayEnv):
         self._init_episodes(num_envs, autoreset_mode, replay_value, beta1, beta2)
         self.beta[:] = beta
         self.workers, self.max_rounds, self.strict = int(workers), max_rounds, strict
-        if max_nodes is None:
-            max_nodes = self.pool.max_size
-        elif max_nodes < self.pool.max_size and max_nodes < workers + 1:
-            raise ValueError(f"max_nodes must exceed W={workers} (or hold the largest world's "
-                             f"{self.pool.max_size} nodes), got {max_nodes}")
-        self.max_nodes = m = int(max_nodes)
+        self.max_nodes = m = capacity_for(max_nodes, self.pool.max_size, workers, "the largest world")
         self.world_of = np.arange(self.num_envs) % len(worlds)
-        self._can_fill = self.pool.sizes[self.world_of] > m
         self._warned_full = False
         self.single_action_space = spaces.MultiDiscrete(np.full(workers, m + 1, dtype=np.int64))
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -257,7 +254,9 @@ class ReplayVectorEnv(VectorReplayEnv):
         terminated = empty | (active & replay.exhausted())
         truncated = active & ~terminated
         truncated &= (replay.rounds >= self.max_rounds) if self.max_rounds is not None else False
-        full = active & ~terminated & ~truncated & self._can_fill & (replay.observed + self.workers > self.max_nodes)
+        # the single env's rule: the largest batch the frontier allows next must fit (never the world's size)
+        largest = np.minimum(self.workers, replay.root_slots + replay.open_count)
+        full = active & ~terminated & ~truncated & (replay.observed + largest > self.max_nodes)
         if full.any():
             self._warn_full()
         info = {"dropped": dropped.sum(axis=1), "illegal_stop": empty & dropped.any(axis=1), "capacity_full": full}
@@ -267,9 +266,9 @@ class ReplayVectorEnv(VectorReplayEnv):
         if not self._warned_full:
             self._warned_full = True
             warnings.warn(
-                f"max_nodes={self.max_nodes} is smaller than the largest world ({self.pool.max_size} nodes): "
-                "episodes were truncated when fewer than W free observation rows remained "
-                "(info['capacity_full']); leave max_nodes unset to hold every world",
+                f"max_nodes={self.max_nodes}: episodes were truncated when their next batch might not fit in "
+                "the free observation rows (info['capacity_full']); leave max_nodes unset, or pass at least the "
+                "largest world's size, to hold every episode whole",
                 stacklevel=3,
             )
 
@@ -280,7 +279,7 @@ class ReplayVectorEnv(VectorReplayEnv):
 
     def _info(self) -> dict[str, Any]:
         replay = self.replay
-        return {"replay_score": self._value.copy(), "attempts": replay.attempts, "rounds": replay.rounds.copy()}
+        return {"attempts": replay.attempts, "rounds": replay.rounds.copy()}
 
     def action_masks(self) -> np.ndarray:
         """Per-slot legality masks of every sub-env, (N, W * (max_nodes + 1)) (sb3-contrib's layout)."""

@@ -16,18 +16,58 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from types import MappingProxyType
 from typing import Any
 
 
+class FrozenDict(Mapping[str, Any]):
+    """A read-only mapping that pickles and copies (``types.MappingProxyType`` does neither,
+    and Gymnasium's async vector envs and SB3's vector envs pickle or deep-copy every info).
+
+    Immutable, so ``copy`` and ``deepcopy`` return the object itself.
+    """
+
+    __slots__ = ("_data",)
+    _data: dict[str, Any]
+
+    def __init__(self, data: Mapping[str, Any] = ()) -> None:  # type: ignore[assignment]
+        object.__setattr__(self, "_data", dict(data))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._data,))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        return self
+
+
 def freeze(value: Any) -> Any:
-    """A deep, immutable copy of JSON-like data (dicts become read-only mappings, lists tuples)."""
+    """A deep, immutable copy of JSON-like data (dicts become :class:`FrozenDict`, lists tuples)."""
     if value is None or isinstance(value, (str, int, float)):
         return value  # the common case first: ABC isinstance checks are slow on the hot path
     if isinstance(value, Mapping):
-        return MappingProxyType({str(k): freeze(v) for k, v in value.items()})
+        return FrozenDict({str(k): freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     return value
@@ -61,6 +101,14 @@ class NodeView:
     cost: Any = None
     duration_s: float | None = None
     metrics: Any = None
+
+    # Immutable (its containers are FrozenDicts and tuples): a copy is the node itself, so SB3's
+    # per-step deepcopy of infos costs nothing here. Pickling is the dataclass default.
+    def __copy__(self) -> NodeView:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NodeView:
+        return self
 
 
 NODE_FIELDS = tuple(f.name for f in fields(NodeView))
@@ -187,6 +235,16 @@ class PrefixView:
         view = cls.__new__(cls)
         view.__dict__.update(constants, **fields, _children=())
         return view
+
+    # Immutable (the lazily assembled ``nodes`` and ``_children`` are derived from immutable
+    # fields): a copy is the view itself, so SB3's per-step deepcopy of infos does not copy every
+    # revealed node. Pickling (async vector envs send infos between processes) is the dataclass
+    # default: the instance dict, node chunks included.
+    def __copy__(self) -> PrefixView:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PrefixView:
+        return self
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes missing from the instance: ``nodes`` of a view that replay

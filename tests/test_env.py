@@ -15,8 +15,7 @@ from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, Time
 from worldgen import make_world, node, random_records, write_folder
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv
-from dream_gym.registry import shipped_env_ids
+from dream_gym.env import DEFAULT_MAX_NODES, GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv, shipped_world_ids
 from dream_gym.replay import IllegalBatchError
 from dream_gym.session import ReplaySession
 
@@ -59,30 +58,30 @@ def checked(env: gym.Env) -> list[str]:
 # -- registration and spaces ---------------------------------------------------------------------
 def test_make_with_folder_and_with_world(folder: Path) -> None:
     for world in (folder, str(folder), dream_gym.load_world(folder)):
-        env = gym.make("DreamGym/Replay-v0", world=world)
+        env = gym.make("DreamGym/Replay-v1", world=world)
         assert isinstance(env.unwrapped, ReplayEnv)
         obs, info = env.reset(seed=3)
-        assert column(obs, "revealed") == [1, 0, 0, 0, 0, 0, 0]
-        assert env.action_space == gym.spaces.MultiDiscrete([8, 8])  # capacity = the world's 7 nodes
+        assert column(obs, "revealed") == [1] + [0] * (DEFAULT_MAX_NODES - 1)
+        assert env.action_space == gym.spaces.MultiDiscrete([DEFAULT_MAX_NODES + 1] * 2)  # not the world's 7
         env.close()
 
 
 def test_unknown_world_reference_is_a_lookup_error(tmp_path: Path) -> None:
     with pytest.raises(LookupError, match="unknown world"):
-        gym.make("DreamGym/Replay-v0", world="no-such-world-anywhere")
+        gym.make("DreamGym/Replay-v1", world="no-such-world-anywhere")
 
 
-@pytest.mark.parametrize("env_id", sorted(shipped_env_ids()))
+@pytest.mark.parametrize("env_id", sorted(shipped_world_ids()))
 def test_check_env_passes_on_every_shipped_world_with_default_arguments(env_id: str) -> None:
-    env = gym.make(env_id, render_mode="ansi")  # DreamGym/<name>-v1 (default dataset), -v0 (recorded-v0)
+    env = gym.make(env_id, render_mode="ansi")  # DreamGym/<name>-v1 for the worlds of every shipped dataset
     assert checked(env.unwrapped) == []
 
 
 def test_check_env_passes_on_a_600_node_bushy_world(tmp_path: Path) -> None:
     records = random_records(random.Random(600), 600, shape="bushy", extras=True)
     folder = write_folder(tmp_path / "big", records, workers=4, frontier="any")
-    env = gym.make("DreamGym/Replay-v0", world=folder)
-    assert env.unwrapped.max_nodes == 600
+    env = gym.make("DreamGym/Replay-v1", world=folder)
+    assert env.unwrapped.max_nodes == DEFAULT_MAX_NODES
     assert checked(env.unwrapped) == []
 
 
@@ -91,8 +90,8 @@ def test_check_env_passes_on_an_imported_openevolve_run(tmp_path: Path) -> None:
     from dream_gym.datasets.importers.openevolve import import_openevolve
 
     import_openevolve(EXTERNAL / "binpack-null-islands-s42", tmp_path / "binpack")
-    env = gym.make("DreamGym/Replay-v0", world=tmp_path / "binpack")
-    assert env.unwrapped.max_nodes == env.unwrapped.world.size > 150
+    env = gym.make("DreamGym/Replay-v1", world=tmp_path / "binpack")
+    assert env.unwrapped.max_nodes == DEFAULT_MAX_NODES and env.unwrapped.world.size > 150
     assert checked(env.unwrapped) == []
 
 
@@ -106,16 +105,15 @@ def test_observation_space_layout(folder: Path) -> None:
 
 # -- what a step shows -----------------------------------------------------------------------------
 def test_info_keys_and_frontier_multiplicity(folder: Path) -> None:
-    env = gym.make("DreamGym/Replay-v0", world=folder, beta1=0.01, beta2=0.1)
+    env = gym.make("DreamGym/Replay-v1", world=folder, beta1=0.01, beta2=0.1)
     _, info = env.reset()
-    assert {"view", "frontier", "replay_score", "attempts", "rounds", "new_ids", "dropped"} <= set(info)
+    assert set(info) == {"view", "frontier", "action_mask", "attempts", "rounds", "new_ids", "dropped"}
     assert info["frontier"] == {0: 2} and info["attempts"] == 0 and info["rounds"] == 0
-    assert info["replay_score"] == 0.0
     obs, reward, term, trunc, info = env.step([0, 0])
     assert info["new_ids"] == [1, 2] and info["dropped"] == []
     assert info["frontier"] == {0: 1, 1: 1}  # the root may open one more branch
     assert (info["attempts"], info["rounds"]) == (2, 1)
-    assert info["replay_score"] == pytest.approx(reward)
+    assert env.unwrapped.session.value == pytest.approx(reward)  # V so far: replay-side, not in info
     assert info["view"].frontier == (0, 1)
     assert glob(obs, "root_slots") == 1 and column(obs, "frontier")[:3] == [1, 1, 0]
     _, _, _, _, info = env.step([0, 1])
@@ -143,11 +141,11 @@ def test_frontier_flags_follow_the_rule_any(tmp_path: Path) -> None:
     env = ReplayEnv(make_world(recs, workers=1, frontier="any"))
     env.reset()
     obs, *_ = env.step([0])
-    assert column(obs, "frontier") == [0, 1, 0, 0]  # the root has no branch left; a has children
+    assert column(obs, "frontier")[:4] == [0, 1, 0, 0]  # the root has no branch left; a has children
     obs, *_ = env.step([1])
-    assert column(obs, "frontier") == [0, 1, 0, 0]  # under "any", a stays selectable (a2 left)
+    assert column(obs, "frontier")[:4] == [0, 1, 0, 0]  # under "any", a stays selectable (a2 left)
     obs, _, term, *_ = env.step([1])
-    assert column(obs, "frontier") == [0, 0, 0, 0] and term
+    assert not any(column(obs, "frontier")) and term
 
 
 def test_minimize_world_observations_are_oriented(tmp_path: Path) -> None:
@@ -156,7 +154,7 @@ def test_minimize_world_observations_are_oriented(tmp_path: Path) -> None:
     obs, _ = env.reset()
     assert glob(obs, "baseline") == -10.0
     obs, *_ = env.step([0])
-    assert obs["score"].tolist() == [-10.0, -7.0]
+    assert obs["score"].tolist()[:3] == [-10.0, -7.0, 0.0]
 
 
 def test_observations_never_carry_q(tmp_path: Path) -> None:
@@ -167,7 +165,7 @@ def test_observations_never_carry_q(tmp_path: Path) -> None:
     huge = [*base, node("future", leaf_parent, 1e9)]
     runs = []
     for i, recs in enumerate((base, huge)):
-        env = gym.make("DreamGym/Replay-v0", world=write_folder(tmp_path / f"w{i}", recs, workers=2), max_nodes=64)
+        env = gym.make("DreamGym/Replay-v1", world=write_folder(tmp_path / f"w{i}", recs, workers=2), max_nodes=64)
         obs, info = env.reset()
         trace = [(obs, info["view"].to_dict(), info["frontier"])]
         rewards = []
@@ -228,7 +226,7 @@ def test_an_action_with_no_legal_selection_stops_with_reward_zero(folder: Path) 
     value = env.session.value
     _, reward, term, trunc, info = env.step([2, 2])  # b has no recorded child, and appears twice
     assert term and not trunc and reward == 0.0 and info["illegal_stop"] is True
-    assert [s for s, _ in info["dropped"]] == [2, 2] and info["replay_score"] == value
+    assert [s for s, _ in info["dropped"]] == [2, 2] and env.session.value == value
     with pytest.raises(RuntimeError, match="reset"):
         env.step([0])
 
@@ -238,7 +236,7 @@ def test_every_sample_of_the_action_space_is_valid_and_rewards_sum_to_v(tmp_path
     for i in range(8):
         world = make_world(random_records(rng, rng.randint(2, 40)), workers=rng.randint(1, 4),
                            frontier=rng.choice(("leaves", "any")))
-        env = gym.make("DreamGym/Replay-v0", world=world, max_nodes=rng.choice([None, 45]))
+        env = gym.make("DreamGym/Replay-v1", world=world, max_nodes=rng.choice([None, 45]))
         env.action_space.seed(i)
         for _ in range(20):
             env.reset()
@@ -301,7 +299,7 @@ def test_masked_random_actions_are_always_legal(tmp_path: Path) -> None:
 def test_default_capacity_holds_the_whole_world() -> None:
     recs = [node("root", None, 0.0)] + [node(f"n{i}", "root", float(i)) for i in range(1, 20)]
     env = ReplayEnv(make_world(recs, workers=4))
-    assert env.max_nodes == 20
+    assert env.max_nodes == DEFAULT_MAX_NODES
     env.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -310,7 +308,7 @@ def test_default_capacity_holds_the_whole_world() -> None:
             assert "capacity_full" not in info
             if term or trunc:
                 break
-    assert term and not trunc and glob(obs, "attempts") == 19 and column(obs, "revealed") == [1] * 20
+    assert term and not trunc and glob(obs, "attempts") == 19 and sum(column(obs, "revealed")) == 20
 
 
 def test_explicit_smaller_capacity_truncates_flags_and_warns_once() -> None:
@@ -331,8 +329,7 @@ def test_explicit_smaller_capacity_truncates_flags_and_warns_once() -> None:
 
 
 def test_a_tiny_world_needs_no_room_for_w() -> None:
-    env = ReplayEnv(make_world([node("root", None, 0.0), node("a", "root", 1.0)], workers=4))
-    assert env.max_nodes == 2
+    env = ReplayEnv(make_world([node("root", None, 0.0), node("a", "root", 1.0)], workers=4), max_nodes=2)
     env.reset()
     _, _, term, trunc, _ = env.step([0, 0, 0, 0])
     assert term and not trunc
@@ -340,7 +337,7 @@ def test_a_tiny_world_needs_no_room_for_w() -> None:
 
 # -- episodes ------------------------------------------------------------------------------------------
 def test_max_rounds_truncates_through_gym(folder: Path) -> None:
-    env = gym.make("DreamGym/Replay-v0", world=folder, max_rounds=1)
+    env = gym.make("DreamGym/Replay-v1", world=folder, max_rounds=1)
     env.reset()
     _, _, term, trunc, _ = env.step([0])
     assert trunc and not term
@@ -404,7 +401,7 @@ def test_rewards_match_session(folder: Path) -> None:
 
 # -- wrappers -------------------------------------------------------------------------------------------
 def test_record_episode_statistics_returns_the_replay_score(folder: Path) -> None:
-    env = RecordEpisodeStatistics(gym.make("DreamGym/Replay-v0", world=folder))
+    env = RecordEpisodeStatistics(gym.make("DreamGym/Replay-v1", world=folder))
     env.reset()
     for batch in ([0, 0], [1, 0], [3], []):
         *_, term, trunc, info = env.step(batch)
@@ -413,8 +410,8 @@ def test_record_episode_statistics_returns_the_replay_score(folder: Path) -> Non
 
 
 def test_time_limit_truncates_and_rewards_still_sum_to_v(folder: Path) -> None:
-    for env in (gym.make("DreamGym/Replay-v0", world=folder, max_episode_steps=2),
-                TimeLimit(gym.make("DreamGym/Replay-v0", world=folder), max_episode_steps=2)):
+    for env in (gym.make("DreamGym/Replay-v1", world=folder, max_episode_steps=2),
+                TimeLimit(gym.make("DreamGym/Replay-v1", world=folder), max_episode_steps=2)):
         env.reset()
         total = env.step([0, 0])[1]
         _, reward, term, trunc, _ = env.step([1, 0])
@@ -423,7 +420,7 @@ def test_time_limit_truncates_and_rewards_still_sum_to_v(folder: Path) -> None:
 
 
 def test_flatten_observation(folder: Path) -> None:
-    env = FlattenObservation(gym.make("DreamGym/Replay-v0", world=folder))
+    env = FlattenObservation(gym.make("DreamGym/Replay-v1", world=folder))
     obs, _ = env.reset()
     n = env.unwrapped.max_nodes
     assert obs.shape == (n * len(NODE_COLUMNS) + n + len(GLOBAL_COLUMNS),)
@@ -433,7 +430,7 @@ def test_flatten_observation(folder: Path) -> None:
 
 # -- render ------------------------------------------------------------------------------------------------
 def test_render_ansi_draws_the_tree(folder: Path) -> None:
-    env = gym.make("DreamGym/Replay-v0", world=folder, render_mode="ansi")
+    env = gym.make("DreamGym/Replay-v1", world=folder, render_mode="ansi")
     env.reset()
     env.step([0, 0])
     env.step([1, 0])

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from worldgen import make_world, node, random_records, world_records
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import ReplayEnv
+from dream_gym.env import DEFAULT_MAX_NODES, ReplayEnv
 from dream_gym.replay import IllegalBatchError
 from dream_gym.vector_env import ReplayVectorEnv
 from dream_gym.world import World
@@ -67,7 +67,7 @@ def run_against_singles(env: ReplayVectorEnv, worlds: list[World], steps: int, s
                 episodes += term or trunc
             for key in expected:
                 np.testing.assert_array_equal(obs[key][i], expected[key], err_msg=f"{key} step {step} env {i}")
-            assert info["replay_score"][i] == s_info["replay_score"]
+            assert env._value[i] == single_env.session.value  # V so far (replay-side: in no info)
             assert (info["attempts"][i], info["rounds"][i]) == (s_info["attempts"], s_info["rounds"])
         pending = terminated | truncated
     return episodes
@@ -75,10 +75,10 @@ def run_against_singles(env: ReplayVectorEnv, worlds: list[World], steps: int, s
 
 def test_make_vec_with_the_vector_entry_point() -> None:
     worlds = mixed_worlds(1)
-    env = gym.make_vec("DreamGym/Replay-v0", num_envs=5, vectorization_mode="vector_entry_point", world=worlds)
+    env = gym.make_vec("DreamGym/Replay-v1", num_envs=5, vectorization_mode="vector_entry_point", world=worlds)
     assert isinstance(env.unwrapped, ReplayVectorEnv)
     assert env.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
-    assert env.unwrapped.max_nodes == max(w.size for w in worlds)  # the pool's largest world
+    assert env.unwrapped.max_nodes == DEFAULT_MAX_NODES  # never the pool's largest world
     assert env.single_action_space == gym.spaces.MultiDiscrete([env.unwrapped.max_nodes + 1] * 3)
     obs, info = env.reset(seed=0)
     assert obs["nodes"].shape == (5, env.unwrapped.max_nodes, 5) and env.observation_space.contains(obs)
@@ -106,7 +106,7 @@ def test_an_explicit_smaller_capacity_truncates_flags_and_warns_once() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert run_against_singles(env, worlds, steps=40, seed=3) > 2
-    assert len([w for w in caught if "the largest world" in str(w.message)]) == 1  # the single env warns too
+    assert len([w for w in caught if "episodes were truncated" in str(w.message)]) == 1  # the single env warns too
 
 
 def test_same_step_autoreset_returns_the_last_observation_in_info() -> None:
