@@ -292,9 +292,10 @@ def tree_figure(world: World, revealed: Mapping[str, Sequence[int]]) -> Figure:
         mappable = draw_tree(ax, world, nodes, norm=norm, title=title, layout=layout)
     if mappable is not None and any(np.isfinite(q[s]).any() for s in shown):
         lowest = min(float(np.nanmin(q[s])) for s in shown if np.isfinite(q[s]).any())
-        below = lowest < float(norm.vmin)  # lower q are drawn at the floor: the bar says so
+        floor = float(norm.vmin if norm.vmin is not None else Q_FLOOR)
+        below = lowest < floor  # lower q are drawn at the floor: the bar says so
         fig.colorbar(mappable, ax=used, shrink=0.85, extend="min" if below else "neither",
-                     label=f"q (0 = baseline, 1 = world best{f'; ▼ below {norm.vmin:g}' if below else ''})")
+                     label=f"q (0 = baseline, 1 = world best{f'; ▼ below {floor:g}' if below else ''})")
     fig.suptitle(f"world {world.id}")
     return fig
 

@@ -21,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dream_gym.cli.names import resolve_world_specs
     from dream_gym.demo import run_demo
 
+    resolve_world_specs(args.split, "--split")
     run_demo(args.out, split=args.split, jobs=args.jobs, workers=args.workers)
     return 0

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import add_jobs
+from dream_gym.cli.options import add_allow_errors, add_jobs, report_failures
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -40,7 +40,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Build M versions of the policy (the incumbent and M-1 revisions by the developer), validate each, "
             "evaluate each isolated on every history world at every beta (twice, in separate processes: "
-            "a nondeterministic revision is refused), and keep the argmax, the incumbent included."
+            "a nondeterministic revision is refused), and keep the argmax, the incumbent included. "
+            "Exits 1 when episodes of the incumbent (your --policy) ended with an error, unless --allow-errors "
+            "(revisions that fail are refused and shown in the table)."
         ),
     )
     p.add_argument("--history", required=True, help="worlds to select on (a folder, dataset id, split, ...)")
@@ -49,6 +51,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--gate", action="store_true", help="deploy only when the validation score does not drop")
     p.add_argument("--out", required=True, type=Path, help="the run folder")
     add_scoring_arguments(p)
+    add_allow_errors(p)
     p.set_defaults(func=run)
 
 
@@ -85,16 +88,47 @@ def phase_table(result: Any) -> Any:
         mark = " *" if v.m == result.deployed_m else ""
         score = "-" if v.score is None else f"{v.score:.4f}"
         delta = "-" if v.score is None or base is None else f"{v.score - base:+.4f}"
-        note = (v.error or v.warning or v.notes or "")[:90]
+        note = v.error or v.warning or v.notes or ""
+        note = note if len(note) <= 90 else note[:89] + "\u2026"  # whole in the version's .json
         table.add_row(f"{v.m}{mark}", v.status, score, delta, note)
     return table
+
+
+def scores_note(worlds: Any, betas: Any, select: str) -> str:
+    """What a version's score is and where it was measured."""
+    from dream_gym.cli.names import betas_note, w_note, worlds_count
+
+    what = "mean V" if select == "V" else "v2"
+    return f"score: {what} over {worlds_count(worlds)} x betas {betas_note(betas)}, replayed {w_note(worlds, None)}"
+
+
+def incumbent_failures(out: Path, phase: int, spec: str) -> list[str]:
+    """The failure line of the incumbent's episodes (empty when none failed)."""
+    from dream_gym.dream.versions import version_path
+    from dream_gym.results import read_results
+
+    path = version_path(out, phase, 0, ".results.jsonl")
+    rows = read_results(path) if path.is_file() else []
+    failed = [r for r in rows if r.get("error")]
+    if not failed:
+        return []
+    first = failed[0]
+    return [f"policy {spec}: {len(failed)} of {len(rows)} episodes failed; first: {first['error']} "
+            f"(on {first['world']}, beta {float(first['beta']):g})"]
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from dream_gym.cli.names import check_policy, resolve_world_specs
+    from dream_gym.cli.options import parse_betas_option
     from dream_gym.dream.improve import DreamRun, DreamSettings, run_dream
 
+    check_policy(args.policy)
+    history = resolve_world_specs(args.history, "--history")
+    if args.validate:
+        resolve_world_specs(args.validate, "--validate")
+    parse_betas_option(args.betas)
     console = Console(stderr=True)
     settings = DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), gate=args.gate)
     dream_run = DreamRun(history=args.history, policy=args.policy, developer=args.developer, out=args.out,
@@ -105,10 +139,9 @@ def run(args: argparse.Namespace) -> int:
             console.print(version_line(data["record"], data["revisions"], data["best"]))
 
     result = run_dream(dream_run, events)
-    out = Console()
-    if not out.is_terminal:  # a log or a pipe: whole lines, not cut to 80 columns
-        out = Console(width=200)
+    out = wide_console()
     out.print(phase_table(result))
+    out.print(scores_note(history, settings.scoring.betas, settings.scoring.select), highlight=False)
     out.print(f"selected version {result.selected_m} (gain on the history {result.gain_history:+.4f}); "
               f"deployed version {result.deployed_m}" + (" (the gate kept the incumbent)" if result.gated else ""))
     if result.validation:
@@ -119,4 +152,17 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"development cost: {cost['calls']:.0f} LLM calls, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
               f"${cost['usd']:.4f}")
     out.print(f"chosen policy: {args.out / 'chosen.py'}; ratchet plot: {args.out / 'ratchet.png'}")
-    return 0
+    return report_failures("dream", incumbent_failures(args.out, result.phase, args.policy), args.allow_errors)
+
+
+def wide_console() -> Any:
+    """The console of a command's results: the terminal's width, or ``COLUMNS`` when set; a log
+    or a pipe without ``COLUMNS`` gets whole lines (200 columns), not lines cut to 80."""
+    import os
+
+    from rich.console import Console
+
+    out = Console()
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        out = Console(width=200)
+    return out

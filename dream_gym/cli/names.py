@@ -53,7 +53,7 @@ def _looks_like_path(text: str) -> bool:
     return text.startswith((".", "/", "~")) or os.sep in text or text.endswith(".json")
 
 
-def _explain_world(part: str, exc: LookupError, single: bool = False) -> LookupError:
+def explain_world(part: str, exc: LookupError, single: bool = False) -> LookupError:
     """The one-line error for a world spec the library could not resolve (``single``: a spec of
     one world, so no split or dataset is suggested)."""
     from dream_gym.world_specs import SPLIT_ALIASES, _looks_like_dataset_id
@@ -114,7 +114,7 @@ def resolve_world_specs(spec: str, option: str = "--worlds") -> list[Any]:
         try:
             found = resolve_worlds(part)
         except LookupError as exc:
-            raise _explain_world(part, exc) from None
+            raise explain_world(part, exc) from None
         worlds += [w for w in found if all(w is not seen for seen in worlds)]
     return worlds
 
@@ -127,7 +127,26 @@ def resolve_one_world(ref: str) -> Any:
     try:
         return resolve_world(ref)
     except LookupError as exc:
-        raise _explain_world(ref, exc, single=True) from None
+        raise explain_world(ref, exc, single=True) from None
+
+
+def show_target(target: str) -> str:
+    """What ``dream-gym worlds show`` is given: a dataset id, a world reference ns/name-vN/<world>
+    or a folder; a shipped world's bare name becomes its reference; an unknown one is UnknownName
+    with the nearest references."""
+    from dream_gym.registry import is_path, list_worlds
+    from dream_gym.world_specs import _looks_like_dataset_id
+
+    if is_path(Path(target).expanduser(), "exists") or "/" in target or _looks_like_dataset_id(target):
+        return target
+    rows = list_worlds()
+    refs = {str(r["name"]): f"{r['dataset']}/{r['name']}" for r in rows if r.get("dataset")}
+    if target in refs:
+        return refs[target]
+    known = [*refs.values(), *refs, *_dataset_ids()]
+    hint = did_you_mean(target, known)
+    raise UnknownName(f"unknown world or dataset {target!r}{hint or ': not a folder, a dataset id or a world'} "
+                      f"({LIST_WORLDS})")
 
 
 def recorded_w(worlds: Sequence[Any]) -> str:
@@ -138,11 +157,18 @@ def recorded_w(worlds: Sequence[Any]) -> str:
     return str(ws[0]) if len(ws) == 1 else f"{ws[0]}-{ws[-1]}"
 
 
+def worlds_count(worlds: Sequence[Any]) -> str:
+    return f"{len(worlds)} world{'s' if len(worlds) != 1 else ''}"
+
+
 def w_note(worlds: Sequence[Any], workers: int | None) -> str:
     """How the worlds are replayed: ``"at W = 2"`` or ``"at each world's recorded W (4-8)"``."""
     if workers is not None:
         return f"at W = {workers}"
-    return f"at each world's recorded W ({recorded_w(worlds)})"
+    ws = recorded_w(worlds)
+    if "-" not in ws:
+        return f"at W = {ws} (the recorded W of {'every world' if len(worlds) > 1 else 'the world'})"
+    return f"at each world's recorded W ({ws})"
 
 
 def betas_note(betas: Sequence[float]) -> str:
@@ -200,5 +226,5 @@ def check_task(name: str) -> str:
     raise UnknownName(f"unknown task {name!r}{did_you_mean(name, TASKS)} (tasks: {', '.join(sorted(list_tasks()))})")
 
 
-__all__ = ["UnknownName", "betas_note", "check_policies", "check_policy", "check_task", "did_you_mean",
-           "recorded_w", "resolve_one_world", "resolve_world_specs", "w_note"]
+__all__ = ["UnknownName", "betas_note", "check_policies", "check_policy", "check_task", "did_you_mean", "explain_world",
+           "recorded_w", "resolve_one_world", "show_target", "resolve_world_specs", "w_note", "worlds_count"]

@@ -7,7 +7,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.dream import add_scoring_arguments, phase_table, scoring_settings, version_line
+from dream_gym.cli.dream import (
+    add_scoring_arguments,
+    phase_table,
+    scoring_settings,
+    version_line,
+    wide_console,
+)
 from dream_gym.cli.options import add_workers
 from dream_gym.dream.carry import DEFAULT_CARRY
 
@@ -56,9 +62,14 @@ def summary_table(records: list[Any]) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from dream_gym.cli.names import check_policy, check_task, resolve_world_specs
     from dream_gym.dream.improve import DreamSettings
     from dream_gym.dream.rsi import RsiConfig, run_rsi
 
+    check_task(args.task)
+    check_policy(args.policy)
+    if args.history:
+        resolve_world_specs(args.history, "--history")
     console = Console(stderr=True)
     config = RsiConfig(
         task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
@@ -93,9 +104,7 @@ def run(args: argparse.Namespace) -> int:
             console.print(phase_table(data["phase"]))
 
     records = run_rsi(config, events)
-    out = Console()
-    if not out.is_terminal:  # a log or a pipe: the whole table, not one cut to 80 columns
-        out = Console(width=200)
+    out = wide_console()
     out.print(summary_table(records))
     out.print(f"summary: {args.out / 'summary.md'}; ratchet: {args.out / 'dream' / 'ratchet.png'}; "
                     f"next policy: {args.out / records[-1].deployed}")

@@ -24,13 +24,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dream_gym.cli.names import betas_note, recorded_w, resolve_world_specs, worlds_count
     from dream_gym.rl.training import TrainConfig, config_fields, train
 
     config = TrainConfig(**{name: getattr(args, name) for name, _, _ in config_fields()})
+    pool = resolve_world_specs(config.worlds, "--worlds")
+    heldout = resolve_world_specs(config.heldout, "--heldout") if config.heldout else []
     summary = train(config)
     final = summary["final"]
-    print(f"train pool: v2 {final.get('train_v2', float('nan')):.4f}  mean V {final.get('train_mean_v', float('nan')):.4f}")
+    w, betas = config.workers, betas_note(config.beta_grid)
+    print(f"train pool ({worlds_count(pool)} at W = {w}, betas {betas}): "
+          f"v2 {final.get('train_v2', float('nan')):.4f}  mean V {final.get('train_mean_v', float('nan')):.4f}")
     if "heldout_v2" in final:
-        print(f"held out:   v2 {final['heldout_v2']:.4f}  mean V {final['heldout_mean_v']:.4f}  "
-              f"% of limit {100 * final['heldout_limit_share']:.1f}%")
+        print(f"held out ({worlds_count(heldout)} at W = {w}, betas {betas}): v2 {final['heldout_v2']:.4f}  "
+              f"mean V {final['heldout_mean_v']:.4f}  % of limit {100 * final['heldout_limit_share']:.1f}%")
+        if any(world.workers != w for world in heldout):
+            print(f"note: these held-out figures are at W = {w} for every world; `dream-gym eval` replays each "
+                  f"world at its recorded W ({recorded_w(heldout)}) unless given -W, so `dream-gym eval --policy "
+                  f"{config.out}/model.zip --worlds {config.heldout} -W {w}` gives these figures and without -W "
+                  "it gives others")
     return 0

@@ -110,14 +110,20 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    if args.json:
-        from dream_gym.datasets import coverage_report, load
+    from dream_gym.cli.names import explain_world, show_target
 
-        print(json.dumps(coverage_report(load(args.target)).as_dict(), indent=2))
-        return 0
-    from dream_gym.datasets import show
+    target = show_target(args.target)  # a shipped world's name becomes its reference
+    try:
+        if args.json:
+            from dream_gym.datasets import coverage_report, load
 
-    print(show(args.target, plot=args.plot))
+            print(json.dumps(coverage_report(load(target)).as_dict(), indent=2))
+            return 0
+        from dream_gym.datasets import show
+
+        print(show(target, plot=args.plot))
+    except LookupError as exc:  # an unknown world of a dataset: the nearest names, not all of them
+        raise explain_world(target, exc) from None
     return 0
 
 

@@ -35,10 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from dream_gym.cli.names import resolve_world_specs
     from dream_gym.datasets.stats import stats_json, stats_markdown, stats_rich, world_stats
-    from dream_gym.world_specs import resolve_worlds
 
-    worlds = resolve_worlds(list(args.worlds))
+    worlds = list({id(w): w for spec in args.worlds for w in resolve_world_specs(spec, "WORLD")}.values())
     stats = [world_stats(w, args.workers, args.beta1, args.beta2, args.frontier) for w in worlds]
     if args.json:
         print(stats_json(stats))
