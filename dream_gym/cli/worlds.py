@@ -17,7 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sub = parser.add_subparsers(dest="worlds_command", required=True, metavar="ACTION")
 
     p = sub.add_parser("list", help="datasets in the local store (or at a remote)")
-    p.add_argument("--remote", help="list a remote instead (fsspec URL: file://..., hf://datasets/...)")
+    p.add_argument("--remote", nargs="?", const="", metavar="URL",
+                   help="list a remote instead: hf://NAMESPACE, hf://datasets/OWNER/REPO, file://... or any "
+                   "fsspec URL; --remote alone lists $DREAM_GYM_REMOTE")
     p.set_defaults(func=_list)
 
     p = sub.add_parser("show", help="metadata and coverage/bias report of a dataset or world")
@@ -41,16 +43,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
     p.set_defaults(func=_pack)
 
-    p = sub.add_parser("upload", help="copy a dataset to a remote")
-    p.add_argument("dataset_id")
-    p.add_argument("--remote", required=True)
-    p.add_argument("--archive", action="store_true", help="upload one .tar.gz instead of a folder")
-    p.add_argument("--force", action="store_true")
+    remote_help = ("hf://NAMESPACE (the Hugging Face Hub: repository NAMESPACE/<name>, folder vN/), "
+                   "hf://datasets/OWNER/REPO, file://... or any fsspec URL; default $DREAM_GYM_REMOTE")
+    p = sub.add_parser("upload", help="copy a dataset to a remote (the Hub: one commit)")
+    p.add_argument("dataset_id", help="namespace/name-vN")
+    p.add_argument("--remote", help=remote_help)
+    p.add_argument("--archive", action="store_true", help="upload one .tar.gz instead of a folder (not on hf://)")
+    p.add_argument("--force", action="store_true", help="replace that version at the remote")
     p.set_defaults(func=_upload)
 
     p = sub.add_parser("download", help="fetch a dataset from a remote into the local store")
-    p.add_argument("dataset_id")
-    p.add_argument("--remote", required=True)
+    p.add_argument("dataset_id", help="namespace/name-vN, or namespace/name for the newest version at the remote")
+    p.add_argument("--remote", help=remote_help)
     p.add_argument("--force", action="store_true", help="replace a local copy")
     p.set_defaults(func=_download)
 
@@ -85,12 +89,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _list(args: argparse.Namespace) -> int:
-    if args.remote:
-        from dream_gym.datasets.remote import list_remote
+    if args.remote is not None:
+        from dream_gym.datasets.remote import list_remote, resolve_remote
 
-        remote = list_remote(args.remote)
+        url = resolve_remote(args.remote or None)
+        remote = list_remote(url)
         if not remote:
-            print(f"no datasets at {args.remote}")
+            print(f"no datasets at {url}")
         for item in remote:
             worlds = "" if item.worlds is None else f"{item.worlds} world(s)  "
             print(f"{item.id:<36} {item.kind:<8} {worlds}{item.description}")
@@ -146,18 +151,27 @@ def _pack(args: argparse.Namespace) -> int:
 
 
 def _upload(args: argparse.Namespace) -> int:
-    from dream_gym.datasets.remote import upload
+    from dream_gym.datasets import hub
+    from dream_gym.datasets.remote import resolve_remote, upload
 
-    where = upload(args.dataset_id, args.remote, archive=args.archive, overwrite=args.force)
+    remote = resolve_remote(args.remote)
+    if hub.is_hub_remote(remote) and not args.archive:
+        print(hub.upload(args.dataset_id, remote, overwrite=args.force).summary())
+        return 0
+    where = upload(args.dataset_id, remote, archive=args.archive, overwrite=args.force)
     print(f"uploaded {args.dataset_id} to {where}")
     return 0
 
 
 def _download(args: argparse.Namespace) -> int:
-    from dream_gym.datasets.remote import download
+    from dream_gym.datasets.ids import DatasetName, parse_dataset_ref
+    from dream_gym.datasets.remote import download, resolve_remote
 
-    dataset = download(args.dataset_id, args.remote, overwrite=args.force)
-    print(f"downloaded {dataset.id} ({len(dataset.world_names)} world(s), every sha256 verified) to {dataset.path}")
+    remote = resolve_remote(args.remote)
+    dataset = download(args.dataset_id, remote, overwrite=args.force)
+    newest = f", the newest version at {remote}" if isinstance(parse_dataset_ref(args.dataset_id), DatasetName) else ""
+    print(f"downloaded {dataset.id}{newest} ({len(dataset.world_names)} world(s), every sha256 verified) "
+          f"to {dataset.path}")
     return 0
 
 

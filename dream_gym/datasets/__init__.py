@@ -7,6 +7,15 @@ Quick tour::
     path = resolve_world_path("me/demo-v0/a")           # a world folder in the store
     print(render_text(coverage_report(load_world(path))))
 
+Sharing, with verbs like Minari's (``remote`` defaults to ``$DREAM_GYM_REMOTE``, e.g. ``hf://me``)::
+
+    import dream_gym.datasets as ds
+    ds.upload("me/demo-v0", remote="hf://me")           # one commit: hf://datasets/me/demo/v0
+    ds.list_remote("hf://me")                           # every version there
+    ds.download("me/demo")                              # the newest version, every sha256 checked
+    dataset = ds.load("me/demo", download=True)         # the newest version, fetched if missing
+    world = ds.load("me/demo-v0/a", download=True)      # one world of one version
+
 This package imports only the world format, replay mechanics and scores (:mod:`dream_gym.world`,
 :mod:`dream_gym.replay`, :mod:`dream_gym.score`, :mod:`dream_gym.oracle`) from the rest of dream_gym.
 """
@@ -15,15 +24,29 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from dream_gym.datasets.coverage import CoverageReport, coverage_report, plot_tree, render_text
 from dream_gym.datasets.ids import (
     DatasetId,
     DatasetIdError,
+    DatasetName,
     is_dataset_id,
+    is_dataset_ref,
     is_world_ref,
     parse_dataset_id,
+    parse_dataset_ref,
     parse_world_ref,
+)
+from dream_gym.datasets.remote import (
+    REMOTE_ENV,
+    RemoteDataset,
+    RemoteError,
+    default_remote,
+    download,
+    latest_version,
+    list_remote,
+    upload,
 )
 from dream_gym.datasets.store import (
     DATASET_FORMAT,
@@ -31,24 +54,100 @@ from dream_gym.datasets.store import (
     DatasetError,
     DatasetNotFoundError,
     IncompatibleDatasetError,
+    datasets_root,
     delete,
     find_dataset,
     list_datasets,
     load_world_ref,
+    open_dataset_folder,
     pack,
     resolve_world_path,
+    shipped_folders,
     store_home,
     validate,
 )
 from dream_gym.world import World, load_world
 
 
-def load(target: str | os.PathLike[str]) -> World:
-    """A world from a folder path or a ``namespace/name-vN/world`` reference."""
+def load(target: str | os.PathLike[str], *, download: bool = False, remote: str | None = None) -> Any:
+    """A dataset or a world, fetched first when ``download`` is true and it is not in the store.
+
+    * ``namespace/name-vN`` -> that :class:`Dataset`; ``namespace/name`` -> its newest version:
+      the newest in the local store (or shipped), or with ``download=True`` the newest at the
+      remote (fetched unless already in the store);
+    * ``namespace/name-vN/world`` -> that :class:`~dream_gym.world.World` (its dataset fetched
+      when missing and ``download`` is true);
+    * a world folder -> its World.
+
+    ``remote`` defaults to ``$DREAM_GYM_REMOTE``. Without network the error is a
+    :class:`RemoteError` naming the remote and the cause.
+    """
     text = os.fspath(target)
-    if Path(text).is_dir() or not is_world_ref(text):
+    if Path(text).is_dir() or text.startswith((".", "/", "~")):
         return load_world(text)
-    return load_world_ref(text)
+    if is_world_ref(text):
+        did, world = parse_world_ref(text)
+        return load_dataset(str(did), download=download, remote=remote).load(world)
+    if is_dataset_ref(text):
+        return load_dataset(text, download=download, remote=remote)
+    return load_world(text)
+
+
+def load_dataset(dataset_id: str, *, download: bool = False, remote: str | None = None) -> Dataset:
+    """The dataset ``namespace/name-vN`` (or the newest of ``namespace/name``); see :func:`load`."""
+    ref = parse_dataset_ref(dataset_id)
+    if isinstance(ref, DatasetId):
+        try:
+            return find_dataset(str(ref))
+        except DatasetNotFoundError:
+            if not download:
+                raise
+        return _download(str(ref), remote, skip_existing=True)
+    if download:
+        return _download(str(ref), remote, skip_existing=True)
+    version = latest_local_version(ref)
+    if version is None:
+        raise DatasetNotFoundError(
+            f"no version of dataset {ref} is in the local store ({datasets_root()}) nor shipped with "
+            f"dream_gym; fetch the newest with `dream-gym worlds download {ref} --remote URL` (or "
+            f"load(..., download=True); the remote defaults to ${REMOTE_ENV})"
+        )
+    return find_dataset(str(ref.version(version)))
+
+
+def latest_local_version(name: str | DatasetName) -> int | None:
+    """The newest version of ``namespace/name`` in the local store or shipped, or None."""
+    ref = parse_dataset_ref(name) if isinstance(name, str) else name
+    if isinstance(ref, DatasetId):
+        ref = ref.unversioned
+    versions: set[int] = set()
+    folder = datasets_root() / ref.namespace
+    if folder.is_dir():
+        for child in folder.iterdir():
+            if child.name.startswith(f"{ref.name}-v") and (child / "dataset.json").is_file():
+                found = _version_of(f"{ref.namespace}/{child.name}", ref)
+                if found is not None:
+                    versions.add(found)
+    for shipped in shipped_folders():
+        try:
+            shipped_id = str(open_dataset_folder(shipped, shipped=True).id)
+        except DatasetError:
+            continue
+        found = _version_of(shipped_id, ref)
+        if found is not None:
+            versions.add(found)
+    return max(versions) if versions else None
+
+
+def _version_of(text: str, ref: DatasetName) -> int | None:
+    try:
+        did = parse_dataset_id(text)
+    except DatasetIdError:
+        return None
+    return did.version if did.unversioned == ref else None
+
+
+_download = download
 
 
 def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None = None) -> str:
@@ -92,28 +191,42 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
 
 __all__ = [
     "DATASET_FORMAT",
+    "REMOTE_ENV",
     "CoverageReport",
     "Dataset",
     "DatasetError",
     "DatasetId",
     "DatasetIdError",
+    "DatasetName",
     "DatasetNotFoundError",
     "IncompatibleDatasetError",
+    "RemoteDataset",
+    "RemoteError",
+    "World",
     "coverage_report",
+    "default_remote",
     "delete",
+    "download",
     "find_dataset",
     "is_dataset_id",
+    "is_dataset_ref",
     "is_world_ref",
+    "latest_local_version",
+    "latest_version",
     "list_datasets",
+    "list_remote",
     "load",
+    "load_dataset",
     "load_world_ref",
     "pack",
     "parse_dataset_id",
+    "parse_dataset_ref",
     "parse_world_ref",
     "plot_tree",
     "render_text",
     "resolve_world_path",
     "show",
     "store_home",
+    "upload",
     "validate",
 ]

@@ -5,11 +5,16 @@ A remote is a folder-like location. A dataset ``ns/name-vN`` sits there either a
 ``<remote>/ns/name-vN.tar.gz`` (``upload --archive``). Examples of remotes:
 
 * ``file:///srv/dream-gym-worlds`` (or a plain local path), tested for real;
-* ``hf://datasets/OWNER/REPO`` — a Hugging Face dataset repository, through
-  ``huggingface_hub``'s fsspec file system (``pip install dream-gym[share]``; uploads need
-  ``huggingface-cli login`` or ``HF_TOKEN``);
+* ``hf://NAMESPACE`` or ``hf://datasets/OWNER/REPO`` — the Hugging Face Hub, through
+  ``huggingface_hub`` itself, not this module's fsspec path (:mod:`dream_gym.datasets.hub`: one
+  repository per dataset, a folder per version, one commit per upload, the card at the
+  repository's root; ``pip install dream-gym[share]``; uploads need ``hf auth login`` or ``HF_TOKEN``);
 * ``s3://bucket/prefix``, ``gcs://...``, ``sftp://...`` or any other fsspec protocol whose
   package is installed.
+
+``DREAM_GYM_REMOTE`` names the remote used when none is given (for example
+``DREAM_GYM_REMOTE=hf://dream-gym``). A dataset id without its version (``ns/name``) means the
+newest version at the remote.
 
 Downloads check ``dataset.json``'s format version before fetching anything (as Minari checks
 its version specifier), then verify every file's sha256: a tampered or corrupt file is refused
@@ -22,6 +27,8 @@ world is loaded as a bounded stream.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -29,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.archive import UnsafeArchiveError, make_archive, safe_extract
-from dream_gym.datasets.ids import parse_dataset_id
+from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id, parse_dataset_ref
 from dream_gym.datasets.store import (
     DATASET_FILE,
     Dataset,
@@ -48,9 +55,36 @@ from dream_gym.datasets.store import (
 from dream_gym.limits import decompressed_limit_problem, max_decompressed_bytes
 from dream_gym.world import World, WorldFormatError, load_world, sha256_file
 
+REMOTE_ENV = "DREAM_GYM_REMOTE"
+
 
 class RemoteError(OSError):
-    """A remote cannot be reached or used (bad URL, missing fsspec backend)."""
+    """A remote cannot be reached or used (bad URL, missing fsspec backend, no network)."""
+
+
+def default_remote() -> str | None:
+    """The remote named by ``DREAM_GYM_REMOTE`` (e.g. ``hf://dream-gym``), or None."""
+    value = os.environ.get(REMOTE_ENV, "").strip()
+    return value or None
+
+
+def resolve_remote(remote: str | None) -> str:
+    """``remote``, else ``DREAM_GYM_REMOTE``; raise :class:`RemoteError` when neither is set."""
+    if remote:
+        return remote
+    found = default_remote()
+    if found is None:
+        raise RemoteError(
+            f"no remote given: pass --remote URL (remote=... in Python) or set {REMOTE_ENV} "
+            "(for example hf://NAMESPACE for the Hugging Face Hub, or file:///srv/worlds)"
+        )
+    return found
+
+
+def _is_hub(remote: str) -> bool:
+    from dream_gym.datasets.hub import is_hub_remote
+
+    return is_hub_remote(remote)
 
 
 def _filesystem(remote: str) -> tuple[Any, str]:
@@ -78,8 +112,15 @@ class RemoteDataset:
     worlds: int | None = None
 
 
-def list_remote(remote: str) -> list[RemoteDataset]:
-    """Datasets found at a remote (folders with a dataset.json, and ``.tar.gz`` archives)."""
+def list_remote(remote: str | None = None) -> list[RemoteDataset]:
+    """Datasets found at a remote (folders with a dataset.json, and ``.tar.gz`` archives; on the
+    Hub, every version of every dream_gym dataset repository). ``remote`` defaults to
+    ``DREAM_GYM_REMOTE``."""
+    remote = resolve_remote(remote)
+    if _is_hub(remote):
+        from dream_gym.datasets import hub
+
+        return hub.list_remote(remote)
     fs, root = _filesystem(remote)
     found: list[RemoteDataset] = []
     for path in sorted(fs.glob(_join(root, "*", "*", DATASET_FILE))):
@@ -98,12 +139,24 @@ def list_remote(remote: str) -> list[RemoteDataset]:
     return found
 
 
-def upload(dataset_id: str, remote: str, *, archive: bool = False, overwrite: bool = False) -> str:
-    """Copy a local (or the shipped) dataset to ``remote``; return where it went.
+def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False, overwrite: bool = False) -> str:
+    """Copy a local (or the shipped) dataset to ``remote`` (default ``DREAM_GYM_REMOTE``);
+    return where it went.
 
     The dataset's files are verified first, so a corrupt local copy is never published.
     In folder mode ``dataset.json`` is written last: an interrupted upload is not listed.
+    An ``hf://`` remote gets one commit (:func:`dream_gym.datasets.hub.upload`).
     """
+    remote = resolve_remote(remote)
+    if _is_hub(remote):
+        if archive:
+            raise RemoteError(
+                f"{remote}: --archive is for fsspec remotes; the Hub keeps a version's files in its "
+                "folder vN/, all in one commit (upload without --archive)"
+            )
+        from dream_gym.datasets import hub
+
+        return hub.upload(dataset_id, remote, overwrite=overwrite).location
     did = parse_dataset_id(dataset_id)
     dataset = find_dataset(str(did))
     verify_files(dataset.path, dataset.meta)
@@ -128,11 +181,23 @@ def upload(dataset_id: str, remote: str, *, archive: bool = False, overwrite: bo
     return folder
 
 
-def download(dataset_id: str, remote: str, *, overwrite: bool = False) -> Dataset:
-    """Fetch ``dataset_id`` from ``remote`` into the local store, verifying every sha256."""
-    did = parse_dataset_id(dataset_id)
+def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = False,
+             skip_existing: bool = False) -> Dataset:
+    """Fetch ``dataset_id`` from ``remote`` (default ``DREAM_GYM_REMOTE``) into the local store,
+    verifying every sha256. An id without its version (``ns/name``) fetches the newest version at
+    the remote. A version already in the store is an error (:class:`FileExistsError`), unless
+    ``overwrite`` (replace it) or ``skip_existing`` (return it, nothing fetched)."""
+    remote = resolve_remote(remote)
+    ref = parse_dataset_ref(dataset_id)
+    if _is_hub(remote):
+        from dream_gym.datasets import hub
+
+        return hub.download(ref, remote, overwrite=overwrite, skip_existing=skip_existing)
+    did = ref if isinstance(ref, DatasetId) else ref.version(latest_version(ref, remote))
     target = local_path(did)
     if (target / DATASET_FILE).exists() and not overwrite:
+        if skip_existing:
+            return find_dataset(str(did))
         raise FileExistsError(f"dataset {did} is already in the local store at {target} (use --force)")
     fs, root = _filesystem(remote)
     folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
@@ -151,15 +216,46 @@ def download(dataset_id: str, remote: str, *, overwrite: bool = False) -> Datase
                 f"dataset {did} is not at remote {remote} (looked for {_join(folder, DATASET_FILE)} "
                 f"and {archive}); `dream-gym worlds list --remote {remote}` shows what it holds"
             )
-        staged = read_dataset_meta(staging)
-        for entry in staged["worlds"]:
-            world = _load_staged(source, staging, entry["name"])  # world format version and structure
-            check_declared_size(staging / DATASET_FILE, entry, world)
-        install_staged(staging, target, f"dataset {did}", overwrite=overwrite)
+        install_verified(source, staging, did, target, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return open_dataset_folder(target)
+
+
+def install_verified(source: str, staging: Path, did: DatasetId, target: Path, *, overwrite: bool) -> None:
+    """Load every world of a fetched dataset whose files passed their sha256 check (world format
+    version, structure, declared size), then move it into the store. Errors name ``source``."""
+    staged = read_dataset_meta(staging)
+    for entry in staged["worlds"]:
+        world = _load_staged(source, staging, entry["name"])  # world format version and structure
+        check_declared_size(staging / DATASET_FILE, entry, world)
+    install_staged(staging, target, f"dataset {did}", overwrite=overwrite)
+
+
+def latest_version(name: DatasetName, remote: str | None = None) -> int:
+    """The newest version of dataset ``name`` (``ns/name``) at ``remote``; raise
+    :class:`DatasetNotFoundError` when it holds none."""
+    remote = resolve_remote(remote)
+    if _is_hub(remote):
+        from dream_gym.datasets import hub
+
+        return hub.latest_version(name, remote)
+    fs, root = _filesystem(remote)
+    pattern = re.compile(rf"^{re.escape(name.name)}-v(0|[1-9][0-9]*)(?:\.tar\.gz)?$")
+    versions = set()
+    for path in [*fs.glob(_join(root, name.namespace, f"{name.name}-v*", DATASET_FILE)),
+                 *fs.glob(_join(root, name.namespace, f"{name.name}-v*.tar.gz"))]:
+        parts = str(path).split("/")
+        match = pattern.match(parts[-2] if parts[-1] == DATASET_FILE else parts[-1])
+        if match:
+            versions.add(int(match[1]))
+    if not versions:
+        raise DatasetNotFoundError(
+            f"dataset {name} is not at remote {remote} (no {name.namespace}/{name.name}-vN/{DATASET_FILE} "
+            f"nor {name.name}-vN.tar.gz); `dream-gym worlds list --remote {remote}` shows what it holds"
+        )
+    return max(versions)
 
 
 def _load_staged(source: str, staging: Path, name: str) -> World:
@@ -173,7 +269,7 @@ def _load_staged(source: str, staging: Path, name: str) -> World:
         raise DatasetError(f"{source}: {where}{line}: {exc.problem}; download refused") from None
 
 
-def _check_id(where: str, meta: dict[str, Any], expected: str) -> None:
+def check_id(where: str, meta: dict[str, Any], expected: str) -> None:
     if meta.get("id") != expected:
         raise DatasetError(f"{where}: holds dataset {meta.get('id')!r}, not {expected!r}")
 
@@ -182,7 +278,7 @@ def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None
     meta_url = _join(folder, DATASET_FILE)
     with fs.open(meta_url, "rb") as stream:
         raw, meta = parse_dataset_json(meta_url, stream)  # format/version check before any world is fetched
-    _check_id(meta_url, meta, expected)
+    check_id(meta_url, meta, expected)
     limit = max_decompressed_bytes()
     for rel, digest in meta["files"].items():
         safe_relative_path(meta_url, rel)
@@ -218,7 +314,7 @@ def _download_archive(fs: Any, archive: str, staging: Path, expected: str) -> No
         except UnsafeArchiveError as exc:  # named by the remote's address, not the temporary copy
             raise UnsafeArchiveError(str(exc).replace(str(local), archive, 1) + "; download refused") from None
     meta = read_dataset_meta(staging)
-    _check_id(archive, meta, expected)
+    check_id(archive, meta, expected)
     listed = set(meta["files"]) | {DATASET_FILE}
     extra = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
     unlisted = [p for p in extra if p not in listed]
