@@ -31,7 +31,9 @@ and uploads of LFS files need ``HF_HUB_DISABLE_XET=1`` on the client (it picks X
 ``hf_xet`` is installed). Writes need ``Authorization: Bearer <token>`` when ``token`` is set.
 
 ``HubServer.commits`` records every commit made through the commit endpoint (one per call), and
-``HubServer.requests`` every request line, so tests can count them.
+``HubServer.requests`` every request line, so tests can count them. ``tamper`` changes a stored
+file without a commit; ``before_commit`` (with ``commit_directly``) lands another writer's commit
+just before one arrives; ``stop`` also cuts kept-alive connections, so the next request is refused.
 """
 
 from __future__ import annotations
@@ -161,6 +163,7 @@ class HubServer:
         self.commits: list[tuple[str, str, str, int]] = []  # (repo id, oid, summary, operations)
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.RLock()
+        self.before_commit: Any = None  # called with the repo before a commit is applied (a concurrent writer)
         self._counter = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -207,6 +210,13 @@ class HubServer:
             commit = self.repos[repo_id].commit(rev)
             assert commit is not None
             return {path: blob.data for path, blob in commit.files.items()}
+
+    def commit_directly(self, repo: Repo, path: str, data: bytes, summary: str = "someone else's commit") -> None:
+        """A commit made by another writer (not through the HTTP API, not counted in ``commits``)."""
+        files = {**repo.head.files, path: Blob(data, False)}
+        commit = Commit(self._new_oid(repo.id), repo.main, summary, files, 1)
+        repo.commits.append(commit)
+        repo.main = commit.oid
 
     def tamper(self, repo_id: str, path: str, data: bytes) -> None:
         """Change a stored file in place, without a commit (storage corrupted, or a server that lies)."""
@@ -368,6 +378,8 @@ class HubServer:
         if not lines or lines[0].get("key") != "header":
             raise HubError(400, "the commit payload must start with a header line")
         header = lines[0]["value"]
+        if self.before_commit is not None:
+            self.before_commit(repo)
         parent = repo.head
         if header.get("parentCommit") not in (None, parent.oid):
             raise HubError(412, "A commit has happened since. Please refresh and try again.")

@@ -98,6 +98,7 @@ def test_upload_is_one_commit_with_the_card_at_the_repository_root(hub, tmp_path
     assert meta["dream_gym"]["latest"] == "me/toy-v0" and meta["dream_gym"]["versions"] == ["v0"]
     assert "toy worlds, version 0" in card and "dream-gym worlds download me/toy --remote hf://me" in card
     assert ("POST", "/api/validate-yaml") in hub.requests  # the client had the Hub check the front matter
+    assert not any("xet" in path for _, path in hub.requests)  # plain LFS, never the Xet protocol
     assert "uploaded me/toy-v0 to hf://datasets/me/toy/v0 in 1 commit" in result.summary()
 
     with pytest.raises(FileExistsError, match="already holds dataset me/toy-v0"):
@@ -250,3 +251,38 @@ def test_errors_of_the_hub_are_one_line(hub, tmp_path, monkeypatch):
     assert len(hub.commits) == 1
     with pytest.raises(ds.RemoteError, match="bad Hugging Face remote"):
         ds.upload("me/toy-v0", "hf://a/b/c")
+
+
+def test_an_id_without_its_version_means_the_newest_on_fsspec_remotes_too(hub, tmp_path, monkeypatch):
+    pack_version(tmp_path, 0)
+    pack_version(tmp_path, 2, ("world-a",))
+    remote = f"file://{tmp_path / 'remote'}"
+    ds.upload("me/toy-v0", remote)
+    ds.upload("me/toy-v2", remote, archive=True)
+    assert ds.latest_version(ds.DatasetName("me", "toy"), remote) == 2
+    delete("me/toy-v2")
+    assert ds.download("me/toy", remote).id == "me/toy-v2"
+    monkeypatch.setenv("DREAM_GYM_REMOTE", remote)
+    assert ds.load("me/toy", download=True).id == "me/toy-v2"
+    assert hub.requests == []  # a file:// remote never reaches the Hub
+
+
+def test_dataset_references():
+    assert ds.parse_dataset_ref("me/toy") == ds.DatasetName("me", "toy")
+    assert ds.parse_dataset_ref("me/toy-v3") == ds.DatasetId("me", "toy", 3)
+    assert ds.parse_dataset_ref("me/my-data-v1-v12") == ds.DatasetId("me", "my-data-v1", 12)
+    for bad in ("me", "me/toy-v01", "me/toy/extra", "me/-toy", ""):
+        with pytest.raises(ds.DatasetIdError, match="namespace/name"):
+            ds.parse_dataset_ref(bad)
+    assert ds.is_dataset_ref("me/toy") and not ds.is_dataset_ref("me/toy-v01")
+
+
+def test_a_commit_landed_meanwhile_makes_the_upload_fail_instead_of_overwriting(hub, tmp_path):
+    pack_version(tmp_path, 0)
+    hub.before_commit = lambda repo: hub.commit_directly(repo, "notes.txt", b"written meanwhile")
+    with pytest.raises(ds.RemoteError, match=r"the repository changed while this upload was prepared \(HTTP 412\)"):
+        ds.upload("me/toy-v0", "hf://me")
+    assert hub.commits == [] and "v0/dataset.json" not in hub.files("me/toy")
+    hub.before_commit = None
+    ds.upload("me/toy-v0", "hf://me")
+    assert len(hub.commits) == 1 and hub.files("me/toy")["notes.txt"] == b"written meanwhile"
