@@ -3,7 +3,8 @@
 * ``World`` objects pass through.
 * A path to a world folder is loaded.
 * A plain name (``"cp26-greedy-w4-s0"``) is a world of a shipped dataset: the folders of
-  ``recorded_worlds/`` (override with the environment variable ``DREAM_GYM_SHIPPED``) that hold a
+  ``recorded_worlds/`` (:func:`dream_gym.shipped.shipped_root`: the repository's, or the
+  installed package's data; override with the environment variable ``DREAM_GYM_SHIPPED``) that hold a
   ``dataset.json`` (``recorded-v0/``, ``recorded-v1/``; or that folder itself when it holds one).
   World names are unique across the shipped datasets; the default dataset wins a tie.
 * ``namespace/name-vN/<world>`` is a world of a dataset in the local store or shipped
@@ -24,19 +25,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dream_gym.shipped import shipped_root
 from dream_gym.world import WORLD_FILE, World, count_node_lines, load_world, node_file, read_json_document
 
 _CACHE: dict[tuple[str, int, int], World] = {}
 DEFAULT_DATASET = "dream-gym/recorded-v1"
 DATASET_FILE = "dataset.json"
-
-
-def shipped_root() -> Path:
-    """The folder holding the shipped datasets (``$DREAM_GYM_SHIPPED`` or ``recorded_worlds/``)."""
-    override = os.environ.get("DREAM_GYM_SHIPPED")
-    if override:
-        return Path(override).expanduser()
-    return Path(__file__).resolve().parent.parent / "recorded_worlds"
 
 
 def shipped_datasets() -> dict[str, Path]:

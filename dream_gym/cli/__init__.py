@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from dream_gym import __version__
 from dream_gym.redact import redacted_output
 from dream_gym.sandbox.launch import UNSAFE_ENV
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dream-gym",
         description="Recorded discovery trees as deterministic Gymnasium environments.",
     )
+    parser.add_argument("--version", action="version", version=f"dream-gym {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)

@@ -20,8 +20,9 @@ Layout (``DREAM_GYM_HOME`` overrides the default ``~/.dream_gym``)::
 and :func:`validate` check each one, and the ``nodes`` a world entry declares (a positive
 integer) must be the world's size. dataset.json is read within the limits of
 :mod:`dream_gym.limits` (at most 16 MB, ``DREAM_GYM_MAX_LINE_MB``; JSON nested at most 100
-deep). The shipped datasets (``recorded_worlds/recorded-vN/`` beside the package, or below the
-folder named by ``DREAM_GYM_SHIPPED``; :mod:`dream_gym.registry` finds them) are resolved like
+deep). The shipped datasets (``recorded_worlds/recorded-vN/`` of the repository or of the installed
+package's data, or below the folder named by ``DREAM_GYM_SHIPPED``: :func:`dream_gym.shipped.shipped_root`;
+:mod:`dream_gym.registry` finds them) are resolved like
 stored ones, after the local store.
 """
 

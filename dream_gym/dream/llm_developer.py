@@ -1,6 +1,7 @@
 """The LLM policy developer: an LLM (through litellm) writes the next revision of the policy.
 
-The prompt is built from the readable templates in ``agents/prompts/``:
+The prompt is built from the readable templates in ``agents/prompts/`` (of the repository, or of the
+installed package's data: :func:`dream_gym.shipped.prompts_dir`):
 
 * ``policy_developer_system.md``: the role and the principles a revision must follow (classify
   a failure before closing a branch, judge a branch by its whole trajectory, a portfolio batch
@@ -32,8 +33,9 @@ from dream_gym.dream.developer import EarlierRevision, Feedback, Revision
 from dream_gym.dream.journal import Journal
 from dream_gym.llm import LLMClient, clip, extract_code, one_line
 from dream_gym.redact import redact_value
+from dream_gym.shipped import prompts_dir
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "agents" / "prompts"
+PROMPTS_DIR = prompts_dir()
 SYSTEM_TEMPLATE = "policy_developer_system.md"
 INTERFACE_TEMPLATE = "policy_interface.md"
 REVISION_TEMPLATE = "policy_developer_revision.md"

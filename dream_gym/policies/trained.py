@@ -4,7 +4,8 @@
 Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.model_policy`
 (extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.
 
-They are small SB3 zips in ``agents/models/`` (``DREAM_GYM_MODELS`` moves the folder), trained
+They are small SB3 zips in ``agents/models/`` (of the repository, or of the installed package's data:
+:func:`dream_gym.shipped.models_dir`; ``DREAM_GYM_MODELS`` moves the folder), trained
 by ``dream-gym train`` with the command recorded beside them (``agents/models/README.md``).
 ``dream_gym.policy_files.load_policy`` resolves the names, so ``eval``, ``replay``, ``grow``,
 ``dream`` and ``rsi`` accept them like built-in names. An SB3 zip holds pickled objects: these
@@ -13,8 +14,9 @@ are trusted files of this repository, loaded in-process.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from dream_gym.shipped import models_dir
 
 SHIPPED_MODELS: dict[str, str] = {
     "ppo-macro": "ppo-macro.zip",  # MaskablePPO on the macro env, beta-priced objective
@@ -30,18 +32,9 @@ SHIPPED_MODELS: dict[str, str] = {
 }
 
 
-def models_dir() -> Path:
-    """Where the shipped models live: ``$DREAM_GYM_MODELS``, else ``agents/models`` of the repo."""
-    override = os.environ.get("DREAM_GYM_MODELS")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "agents" / "models"  # dream_gym/policies/ -> repo
-
-
 def shipped_files(name: str) -> list[Path]:
     """The zips of a shipped model (one, or the members of a seed ensemble: ``a.zip+b.zip``);
-    LookupError for an unknown name, FileNotFoundError when a file is missing (e.g. an
-    installed package without the repository's ``agents/``)."""
+    LookupError for an unknown name, FileNotFoundError when a file is missing."""
     try:
         filenames = SHIPPED_MODELS[name].split("+")
     except KeyError:
