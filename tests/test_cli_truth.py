@@ -1,0 +1,257 @@
+"""What the CLI says is true, said once, and fits an 80-column terminal.
+
+Every command runs as users run it: the ``dream-gym`` program in a subprocess with ``COLUMNS=80``.
+A failing policy makes ``eval``/``replay``/``dream`` exit 1 naming it once on stderr with its
+first error and a count (``--allow-errors`` exits 0); the leaderboard keeps every column at 80
+columns; an unknown name is one line with the nearest names; every figure says the W and betas it
+was measured at (and train's held-out figures are the ones ``eval -W`` gives)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from dream_gym.leaderboard import Leaderboard, leaderboard
+from dream_gym.registry import list_worlds
+from dream_gym.results import read_results
+
+WORLDS = "cp26-puct-w4-s1,sd-puct-w8-s1"  # shipped, recorded at W = 4 and W = 8
+BETAS = "0,0.5,1"
+HEADERS = ["#", "policy", "v2", "auc", "pen", "V", "%lim", "q", "N", "k", "err"]
+LONG_NAME = "a_policy_file_with_a_rather_long_descriptive_name_for_the_table.py"
+BROKEN = "def act(view)\n    return []\n"  # a SyntaxError: every episode fails
+GOOD = "from dream_gym.policies import GreedyPolicy\n\n\ndef make_policy():\n    return GreedyPolicy()\n"
+
+
+def dream_gym(*args: str, columns: int = 80, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the ``dream-gym`` program as a user does, at a terminal of ``columns`` columns."""
+    program = Path(sys.executable).with_name("dream-gym")
+    command = [str(program)] if program.exists() else [sys.executable, "-m", "dream_gym"]
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": "50"}
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run([*command, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def flat(text: str) -> str:
+    """Text with its line breaks (rich wraps at the console width) turned into spaces."""
+    return " ".join(text.split())
+
+
+def stderr_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def policies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("truth-policies")
+    (root / "broken.py").write_text(BROKEN)
+    (root / LONG_NAME).write_text(GOOD)
+    return {"broken": root / "broken.py", "long": root / LONG_NAME}
+
+
+@pytest.fixture(scope="module")
+def failing_eval(policies: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[
+        subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("truth-eval") / "results.jsonl"
+    done = dream_gym("eval", "-p", str(policies["broken"]), "-p", str(policies["long"]), "-p", "greedy",
+                     "-w", WORLDS, "--betas", BETAS, "-j", "2", "--no-progress", "-o", str(out))
+    return done, out
+
+
+def table_blocks(stdout: str) -> list[list[str]]:
+    """The printed tables: each a header line and its rows (the lines up to the next blank line)."""
+    lines = stdout.splitlines()
+    blocks = []
+    for i, line in enumerate(lines):
+        if line.split()[:2] == ["#", "policy"]:
+            rows = []
+            for row in lines[i + 2:]:  # after the rule under the header
+                if not row.strip() or not row.split()[0].rstrip("=").isdigit():
+                    break
+                rows.append(row)
+            blocks.append([line, *rows])
+    return blocks
+
+
+def test_eval_exits_1_and_names_the_failing_policy_once(failing_eval: tuple[subprocess.CompletedProcess[str], Path],
+                                                         policies: dict[str, Path]) -> None:
+    done, _ = failing_eval
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = stderr_lines(done)
+    naming = [line for line in lines if str(policies["broken"]) in line]
+    assert naming == [f"dream-gym eval: policy {policies['broken']}: 6 of 6 episodes failed; first: "
+                      f"{naming[0].split('; first: ', 1)[1]}"]
+    assert "SyntaxError: expected ':'" in naming[0] and "(on cp26-puct-w4-s1, beta 0)" in naming[0]
+    # the error is said once in all the output, not once per episode
+    assert (done.stdout + done.stderr).count("SyntaxError") == 1
+    assert lines[-1] == "dream-gym eval: exit status 1 because episodes failed (--allow-errors exits 0)"
+    assert not any(str(policies["long"]) in line for line in lines)  # the good policies are not named
+
+
+def test_allow_errors_exits_0_and_the_table_still_counts_the_errors(policies: dict[str, Path]) -> None:
+    done = dream_gym("eval", "-p", str(policies["broken"]), "-p", "greedy", "-w", WORLDS, "--betas", BETAS,
+                     "-j", "2", "--no-progress", "--allow-errors", "--summary", "-W", "2")
+    assert done.returncode == 0, done.stderr
+    [naming] = stderr_lines(done)
+    assert naming.startswith(f"dream-gym eval: policy {policies['broken']}: 6 of 6 episodes failed; first: ")
+    [table] = table_blocks(done.stdout)
+    err = {row.split()[1] == "greedy": row.split()[-1] for row in table[1:]}  # a long path is shortened
+    assert err == {False: "6/6", True: "0"}
+    assert "replayed at W = 2; betas 0,0.5,1" in flat(done.stdout)  # -W given: the W it was replayed at
+
+
+def test_the_leaderboard_keeps_every_column_at_80_columns(
+        failing_eval: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, out = failing_eval
+    assert all(len(line) <= 80 for line in done.stdout.splitlines()), max(done.stdout.splitlines(), key=len)
+    blocks = table_blocks(done.stdout)
+    assert len(blocks) == 3  # over both worlds, then one per world
+    board = leaderboard(read_results(out))
+    expected = [board.overall, *board.per_world.values()]
+    for block, rows in zip(blocks, expected, strict=True):
+        assert block[0].split() == HEADERS  # no column dropped
+        assert len(block) - 1 == len(rows) == 3
+        for line, row in zip(block[1:], rows, strict=True):
+            cells = line.split()
+            err = f"{row.errors}/{row.episodes}" if row.errors else "0"
+            assert cells[0].rstrip("=") == str(row.rank)  # the two greedy policies tie: "1="
+            assert cells[-3:] == [f"{row.attempts:.1f}", f"{row.rounds:.1f}", err]  # N, k and err, whole
+            assert cells[2:5] == [f"{row.v2:.4f}", f"{row.auc:.4f}", f"{row.penalty:.3f}"]
+    # long names are shortened in the middle, and still say where they start and end
+    for line, row in zip(blocks[0][1:], board.overall, strict=True):
+        printed = line.split()[1]
+        if row.policy == "greedy":
+            assert printed == "greedy"
+        else:
+            head, tail = printed.split("\u2026")
+            assert row.policy.startswith(head) and row.policy.endswith(tail) and len(tail) >= 8
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_rich_console_width_keeps_every_column(failing_eval: tuple[subprocess.CompletedProcess[str], Path],
+                                                width: int) -> None:
+    _, out = failing_eval
+    board = leaderboard(read_results(out))
+    console = Console(width=width, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    board.print(console, per_world=False)
+    text = console.export_text()
+    assert all(len(line) <= width for line in text.splitlines())
+    headers = [h for block in table_blocks(text) for h in block[0].split()]
+    assert set(HEADERS) <= set(headers)  # at 60 columns in two parts, each with # and policy
+    assert "6/6" in text
+    for row in board.overall:
+        assert f"{row.attempts:.1f}" in text and f"{row.rounds:.1f}" in text
+
+
+def test_eval_says_the_w_and_betas_it_measured_at(failing_eval: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, _ = failing_eval
+    text = flat(done.stdout)
+    assert "replayed at each world's recorded W (4-8); betas 0,0.5,1" in text
+    recorded = {row["name"]: row["workers"] for row in list_worlds()}
+    for world in WORLDS.split(","):
+        assert f"World {world} (W {recorded[world]}, limit V*" in text
+
+
+UNKNOWN = [
+    (["eval", "-p", "greedy", "-w", "cp26-puct-w4-s2"], "unknown world 'cp26-puct-w4-s2'; did you mean 'cp26-puct-w4-s1'?"),
+    (["eval", "-p", "greedy", "-w", "heldoutt"], "unknown world 'heldoutt'; did you mean 'heldout'?"),
+    (["eval", "-p", "greedyy", "-w", "heldout"], "unknown policy 'greedyy'; did you mean 'greedy'?"),
+    (["replay", "cp26-puct-w4-s1", "--policy", "ppo-nod"], "unknown policy 'ppo-nod'; did you mean 'ppo-node'?"),
+    (["replay", "sd-puct-w8-s2"], "unknown world 'sd-puct-w8-s2'; did you mean 'sd-puct-w8-s1'?"),
+    (["grow", "--task", "circle-packin-26", "--out", "never-written"],
+     "unknown task 'circle-packin-26'; did you mean 'circle-packing-26'"),
+    (["rsi", "--task", "sum-diference", "--policy", "greedy", "-T", "1", "-M", "2", "--out", "never-written"],
+     "unknown task 'sum-diference'; did you mean 'sum-difference'?"),
+    (["worlds", "show", "dream-gym/recorded-v1/cp26-puct-w4-s9"],
+     "dataset dream-gym/recorded-v1 has no world 'cp26-puct-w4-s9'; did you mean 'cp26-puct-w4-s1'?"),
+    (["worlds", "stats", "lasso-ucb-w4-s9"], "unknown world 'lasso-ucb-w4-s9'; did you mean"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), UNKNOWN, ids=[" ".join(a[:2]) + " " + a[-1] for a, _ in UNKNOWN])
+def test_an_unknown_name_is_one_line_with_the_nearest_names(argv: list[str], message: str) -> None:
+    done = dream_gym(*argv)
+    assert done.returncode == 2
+    [line] = stderr_lines(done)  # one line: no usage, no traceback, no list of every world
+    assert line.startswith(f"dream-gym {argv[0]}: error: {message}")
+    assert not line.split("error: ", 1)[1].startswith(('"', "'"))  # no quoted KeyError repr
+    assert line.count("-w4-") + line.count("-w8-") <= 3  # the nearest names, not all 56
+    assert not Path("never-written").exists()
+
+
+def test_unknown_worlds_point_to_the_command_that_lists_them() -> None:
+    done = dream_gym("eval", "-p", "greedy", "-w", "cp26-puct-w4-s1,nothing-like-it")
+    [line] = stderr_lines(done)
+    assert "unknown world 'nothing-like-it'" in line and "`dream-gym worlds list`" in line
+
+
+def test_replay_exits_1_naming_the_error_once_and_says_its_w(policies: dict[str, Path], tmp_path: Path) -> None:
+    raises = tmp_path / "raises.py"
+    raises.write_text("def act(view):\n    raise ValueError('boom in act')\n")
+    done = dream_gym("replay", "cp26-puct-w4-s1", "--policy", str(raises))
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0] == "world cp26-puct-w4-s1  policy raises  beta 0.5  W 4 (recorded)"
+    naming = stderr_lines(done)[0]
+    assert naming.startswith(f"dream-gym replay: policy {raises}: 1 of 1 episodes failed; first: PolicyException:")
+    assert "ValueError: boom in act" in naming and (done.stdout + done.stderr).count("boom in act") == 1
+    allowed = dream_gym("replay", "cp26-puct-w4-s1", "--policy", str(raises), "-W", "2", "--allow-errors")
+    assert allowed.returncode == 0 and stderr_lines(allowed) == [naming]
+    assert allowed.stdout.splitlines()[0].endswith("beta 0.5  W 2")
+
+
+def test_dream_exits_1_when_the_incumbent_fails(policies: dict[str, Path], tmp_path: Path) -> None:
+    done = dream_gym("dream", "--history", "cp26-puct-w4-s1", "--policy", str(policies["broken"]), "-M", "2",
+                     "--betas", "0,1", "-j", "1", "--quiet", "--out", str(tmp_path / "dream"))
+    assert done.returncode == 1, done.stderr
+    [naming] = [line for line in stderr_lines(done) if line.startswith("dream-gym dream: policy ")]
+    assert naming.startswith(f"dream-gym dream: policy {policies['broken']}: 2 of 2 episodes failed; first: ")
+    assert "score: mean V over 1 world x betas 0,1, replayed at W = 4 (the recorded W of the world)" in flat(done.stdout)
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())
+
+
+@pytest.mark.slow
+def test_train_says_the_w_of_its_held_out_figures_and_eval_gives_them_at_that_w(tmp_path: Path) -> None:
+    pytest.importorskip("sb3_contrib")
+    heldout = "sd-puct-w8-s1,cp26-random-w8-s1"  # recorded at W = 8; train replays at W = 4
+    out = tmp_path / "train"
+    done = dream_gym("train", "--timesteps", "64", "--n-envs", "2", "--n-steps", "32", "--batch-size", "32",
+                     "--eval-every", "0", "--checkpoint-every", "64", "--worlds", "cp26-puct-w4-s1",
+                     "--heldout", heldout, "--betas", BETAS, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    text = flat(done.stdout)
+    assert "train pool (1 world at W = 4, betas 0,0.5,1): v2 " in text
+    held = next(line for line in done.stdout.splitlines() if line.startswith("held out ("))
+    assert held.startswith("held out (2 worlds at W = 4, betas 0,0.5,1): v2 ")
+    assert "`dream-gym eval` replays each world at its recorded W (8) unless given -W" in text
+    mean_v = held.split("mean V ")[1].split()[0]
+    # the note's command gives these figures; eval at the recorded W gives others
+    at_w = dream_gym("eval", "-p", str(out / "model.zip"), "-w", heldout, "--betas", BETAS, "-W", "4",
+                     "--summary", "--no-progress", "-j", "2")
+    recorded = dream_gym("eval", "-p", str(out / "model.zip"), "-w", heldout, "--betas", BETAS,
+                         "--summary", "--no-progress", "-j", "2")
+    [row_w] = table_blocks(at_w.stdout)[0][1:]
+    [row_recorded] = table_blocks(recorded.stdout)[0][1:]
+    assert row_w.split()[5] == mean_v  # the V column
+    assert row_recorded.split()[5] != mean_v
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["workers"] == 4
+
+
+def test_a_library_board_lists_its_betas_and_counts_failures_per_policy(
+        failing_eval: tuple[subprocess.CompletedProcess[str], Path], policies: dict[str, Path]) -> None:
+    """The library's board (no CLI) lists its betas itself; the CLI adds where it measured."""
+    _, out = failing_eval
+    board: Leaderboard = leaderboard(read_results(out))
+    assert board.legend().startswith("betas 0, 0.5, 1; ranked by v2")
+    board.conditions = "replayed at W = 3; betas 0,0.5,1"
+    assert board.legend().startswith("replayed at W = 3; betas 0,0.5,1; ranked by v2")
+    assert "Conditions: replayed at W = 3" in board.to_markdown()
+    assert [(f.policy, f.failed, f.episodes, f.world, f.beta) for f in board.failures()] == [
+        (str(policies["broken"]), 6, 6, "cp26-puct-w4-s1", 0.0)]
