@@ -304,15 +304,17 @@ class AgentServer:
 
             def do_POST(self) -> None:  # noqa: N802
                 path = self.path.split("?", 1)[0].rstrip("/")
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_BODY_BYTES:
+                    self.close_connection = True  # the unread body must not be taken for the next request
+                    self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
+                    return
+                raw = self.rfile.read(length) if length else b"{}"  # read first: the connection is kept alive
                 if path not in ("/v1/chat/completions", "/chat/completions"):
                     self._error(404, f"no route {self.path}", "not_found")
                     return
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY_BYTES:
-                    self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
-                    return
                 try:
-                    body = json.loads(self.rfile.read(length) if length else b"{}")
+                    body = json.loads(raw)
                 except json.JSONDecodeError:
                     self._error(400, "invalid JSON")
                     return

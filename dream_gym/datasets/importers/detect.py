@@ -38,6 +38,10 @@ def detect_system(path: str | os.PathLike[str]) -> str | None:
     """``openevolve``, ``shinkaevolve`` or None (neither layout found)."""
     path = Path(path)
     if path.is_file():
+        from .openevolve_trace import is_trace_file
+
+        if is_trace_file(path):
+            return "openevolve"
         return "shinkaevolve" if set(sqlite_tables(path) or ()) & set(SHINKA_TABLES) else None
     if not path.is_dir():
         return None

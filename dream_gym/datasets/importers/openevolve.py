@@ -205,8 +205,14 @@ def import_openevolve(
     """Read an OpenEvolve output folder and write it as a world folder ``out``."""
     started = time.perf_counter()
     src = Path(src)
+    from .openevolve_trace import import_openevolve_trace, is_trace_file
+
+    if is_trace_file(src):  # an evolution_trace.jsonl(.gz) on its own
+        return import_openevolve_trace(src, out, metric=metric, direction=direction, world_id=world_id,
+                                       task_name=task_name, task_description=task_description, workers=workers,
+                                       orphans=orphans)
     if not src.is_dir():
-        raise FileNotFoundError(f"{src}: not a folder (expected an OpenEvolve output folder)")
+        raise FileNotFoundError(f"{src}: not a folder (expected an OpenEvolve output folder or its evolution_trace.jsonl)")
     check_options(direction, orphans)
     out_path = check_out_folder(out)
     report = ImportReport("openevolve", str(src), out=str(out_path), metric=metric)

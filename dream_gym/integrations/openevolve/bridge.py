@@ -222,8 +222,9 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
             await controller.run_evolution(iteration, len(batch), target_score,
                                            checkpoint_callback=self._save_checkpoint)
             state.flush()
-            completed += controller.completed_iterations
-            successful += controller.successful_iterations
+            # per-call counters of OpenEvolve 0.4.1 (0.4.0 has none: count the batch)
+            completed += getattr(controller, "completed_iterations", len(batch))
+            successful += getattr(controller, "successful_iterations", len(batch))
             if iteration + len(batch) - 1 >= 1 and (iteration + len(batch) - 1) % self.config.checkpoint_interval == 0:
                 last_saved = iteration + len(batch) - 1
             iteration += len(batch)

@@ -1,0 +1,128 @@
+"""Import OpenEvolve's evolution-trace log (``evolution_trace.jsonl`` / ``.jsonl.gz``) alone.
+
+OpenEvolve's ``EvolutionTracer`` (``evolution_trace.enabled: true``) writes one JSON line per
+child: ``iteration``, ``timestamp``, ``parent_id``, ``child_id``, both programs' metrics, and with
+``include_code`` both programs' code. A run whose checkpoints are gone can be imported from it:
+every child is a program, and a parent that is never a child (the initial program, or a program
+of a phase the log does not cover) is rebuilt from its ``parent_*`` fields; the earliest such
+parent is the root. The programs then go through the same reading as the checkpoint importer
+(:func:`.openevolve._program`: metric, errors, island, iteration) and the same tree building.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .base import ImportError_, ImportReport, check_options, check_out_folder, write_imported_world
+from .openevolve import _from_trace, _metrics_of, _program
+from .openevolve_layout import read_traces
+from .tree import build_world_records
+from .values import to_float, to_id
+
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+def is_trace_file(path: str | os.PathLike[str]) -> bool:
+    """A file whose name ends .jsonl or .jsonl.gz and whose first line holds child_id and parent_id."""
+    import gzip
+    import json
+
+    path = Path(path)
+    if not path.is_file() or not path.name.endswith(TRACE_SUFFIXES):
+        return False
+    opener: Any = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.strip():
+                    entry = json.loads(line)
+                    return isinstance(entry, dict) and "child_id" in entry and "parent_id" in entry
+    except (OSError, EOFError, ValueError):
+        return False
+    return False
+
+
+def _parent_raw(parent: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A parent that is never a child, rebuilt from the first line that names it."""
+    stamp = to_float(entry.get("timestamp"))
+    return {
+        "id": parent, "parent_id": None, "code": entry.get("parent_code"), "metrics": entry.get("parent_metrics"),
+        "timestamp": None if stamp is None else stamp - 1e-6, "iteration_found": 0,
+        "changes_description": entry.get("parent_changes_description"), "recovered_from": "evolution_trace parent",
+    }
+
+
+def import_openevolve_trace(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    metric: str = "combined_score",
+    direction: str = "maximize",
+    world_id: str | None = None,
+    task_name: str | None = None,
+    task_description: str = "",
+    workers: int = 1,
+    orphans: str = "attach",
+) -> ImportReport:
+    """Read an evolution-trace file and write it as a world folder ``out``."""
+    started = time.perf_counter()
+    src = Path(src)
+    check_options(direction, orphans)
+    out_path = check_out_folder(out)
+    report = ImportReport("openevolve", str(src), out=str(out_path), metric=metric)
+    traces = _read(src)
+    if not traces.lines:
+        raise ImportError_(f"{src}: no evolution-trace lines (JSON objects with child_id and parent_id)")
+    raws: dict[str, dict[str, Any]] = {}
+    for child, entry in traces.lines.items():
+        raws[child] = _from_trace(child, entry)
+        if isinstance(entry.get("artifacts"), dict) and entry["artifacts"]:  # the evaluator's artifacts
+            raws[child]["artifacts_json"] = entry["artifacts"]
+    for entry in sorted(traces.lines.values(), key=lambda e: to_float(e.get("timestamp")) or math.inf):
+        parent = to_id(entry.get("parent_id"))
+        if parent is not None and parent not in raws:
+            raws[parent] = _parent_raw(parent, entry)
+    report.files_read = traces.files
+    available = sorted({k for r in raws.values() for k in _metrics_of(r)})
+    if metric not in available:
+        raise ImportError_(f"{src}: no program has metric {metric!r}; metrics found: {', '.join(available) or 'none'} "
+                           "(choose one with --metric)")
+    programs = []
+    for node_id, raw in raws.items():
+        program = _program(raw, metric, None, traces.lines.get(node_id))
+        program.extra["recovered_from"] = raw["recovered_from"]
+        programs.append(program)
+    missing_code = sum(1 for p in programs if p.code is None)
+    report.notes.append(
+        f"evolution trace only: {len(traces.lines)} children, {len(raws) - len(traces.lines)} parent(s) that are never "
+        f"a child rebuilt from the lines naming them, {traces.bad_lines} unreadable line(s)"
+        + (f"; {missing_code} program(s) without code (the tracer's include_code was off)" if missing_code else "")
+    )
+    report.notes.extend(traces.problems)
+    records = build_world_records(programs, report, orphans=orphans, direction=direction)
+    write_imported_world(
+        out_path, records, report, system="openevolve", source_path=src, run_name=src.name.split(".")[0],
+        world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
+        workers=workers, orphans=orphans,
+    )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _read(src: Path) -> Any:
+    """The trace lines of one file (read_traces reads every trace below a folder)."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dream_gym_trace_") as tmp:
+        name = "evolution_trace.jsonl.gz" if src.name.endswith(".gz") else "evolution_trace.jsonl"
+        target = Path(tmp) / name
+        try:
+            os.symlink(src.resolve(), target)
+        except OSError:
+            shutil.copyfile(src, target)
+        return read_traces(Path(tmp))

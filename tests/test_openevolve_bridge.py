@@ -1,0 +1,217 @@
+"""The OpenEvolve bridge (dream_gym.integrations.openevolve, `dream-gym openevolve run`).
+
+OpenEvolve runs for real (the installed 0.4 package, its process pool, its database,
+checkpoints and trace) against the built-in agent server; nothing is mocked. Small budgets:
+W = 2, a handful of iterations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openevolve")
+
+from dream_gym import load_world  # noqa: E402
+from dream_gym.datasets.importers import import_run  # noqa: E402
+from dream_gym.integrations.openevolve import (  # noqa: E402
+    BridgeConfig,
+    check_openevolve,
+    combined_score,
+    evaluate_program,
+    run_openevolve,
+    task_score,
+)
+from dream_gym.online.agent_server import AgentServer  # noqa: E402
+from dream_gym.online.loop import tree_view  # noqa: E402
+from dream_gym.policies import make_policy  # noqa: E402
+from dream_gym.policy import RunContext, batch_from  # noqa: E402
+
+TASK = "circle-packing-26"
+# A policy file (run isolated, as every policy file): two rounds of [root, best], then stop.
+TWO_ROUNDS = '''
+class Policy:
+    def reset(self, context):
+        self.w = context.workers
+    def act(self, view):
+        if view.rounds >= 2:
+            return []
+        best = view.best()
+        picks = [0] if best.id == 0 else [0, best.id]
+        return picks[: self.w]
+'''
+
+
+def nodes(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "nodes.jsonl").read_text().splitlines() if line.strip()]
+
+
+def tree(records: list[dict]) -> dict[str, tuple]:
+    return {r["id"]: (r["parent"], r["score"], r.get("code"), r.get("error")) for r in records}
+
+
+def test_supported_version_and_evaluator_file(tmp_path: Path) -> None:
+    assert check_openevolve().startswith("0.4.")
+    program = tmp_path / "p.py"
+    from dream_gym.online.tasks import get_task
+
+    program.write_text(get_task(TASK).initial_program())
+    result = evaluate_program(TASK, str(program))
+    assert result.metrics["combined_score"] == pytest.approx(result.metrics["score"])
+    assert result.metrics["score"] > 0.9
+    program.write_text("def construct_packing(:\n")
+    bad = evaluate_program(TASK, str(program))
+    assert bad.metrics["combined_score"] == 0.0 and "SyntaxError" in bad.metrics["error"]
+    assert bad.artifacts["fail_class"] == "repairable"
+    assert task_score(combined_score(2.5, "minimize"), "minimize") == pytest.approx(2.5)
+    assert combined_score(2.0, "minimize") > combined_score(4.0, "minimize") > 0
+
+
+@pytest.fixture(scope="module")
+def policy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    out = tmp_path_factory.mktemp("bridge") / "world"
+    result = run_openevolve(BridgeConfig(task=TASK, out=out, policy="ucb", workers=2, iterations=10, seed=3,
+                                         checkpoint_interval=4))
+    return out, result
+
+
+@pytest.mark.slow
+def test_the_policy_picks_every_parent_in_rounds_of_w(policy_run: tuple[Path, object]) -> None:
+    """Driving a fresh copy of the policy through the recorded prefix views round by round gives
+    exactly the parents of each round's nodes (so OpenEvolve's own sampling chose none)."""
+    out, result = policy_run
+    world = load_world(out)
+    records = nodes(out)
+    assert world.workers == 2 and len(records) == result.nodes >= 8
+    assert records[0]["parent"] is None and records[0]["round"] == 0
+    rounds = sorted({r["round"] for r in records[1:]})
+    assert rounds == list(range(1, result.rounds + 1))
+    policy = make_policy("ucb")
+    meta = json.loads((out / "world.json").read_text())
+    for number in rounds:
+        prefix = [r for r in records if r["round"] < number]
+        view = tree_view(prefix, meta, workers=2, beta=0.5, frontier="any", rounds=number - 1, max_rounds=None)
+        if number == 1:
+            policy.reset(RunContext.from_view(view, seed=3))
+        chosen = [prefix[i]["id"] for i in batch_from(policy.act(view))]
+        made = sorted(r["parent"] for r in records if r["round"] == number)
+        if number < rounds[-1] or result.stopped_by == "policy":
+            assert made == sorted(chosen), f"round {number}"
+        else:  # the last batch is cut to the iterations left
+            assert made == sorted(chosen[: len(made)]), f"round {number}"
+        assert 1 <= len(made) <= 2
+    iterations = [r["openevolve"]["iteration_found"] for r in records[1:]]
+    assert len(set(iterations)) == len(iterations) and max(iterations) <= 10
+
+
+@pytest.mark.slow
+def test_importing_openevolves_checkpoints_and_trace_gives_the_same_tree(policy_run: tuple[Path, object],
+                                                                           tmp_path: Path) -> None:
+    out, _ = policy_run
+    recorded = tree(nodes(out))
+    from_checkpoints = tmp_path / "ck"
+    report = import_run("auto", out / "openevolve", from_checkpoints)
+    assert report.nodes == len(recorded)
+    assert tree(nodes(from_checkpoints)) == recorded
+    from_trace = tmp_path / "trace"
+    import_run("auto", out / "openevolve" / "evolution_trace.jsonl", from_trace)
+    assert tree(nodes(from_trace)) == recorded
+    # the checkpoint the bridge saves at the end holds the whole run
+    last = max((out / "openevolve" / "checkpoints").iterdir(), key=lambda p: int(p.name.split("_")[1]))
+    assert len(list((last / "programs").glob("*.json"))) >= len(recorded) - 2  # MAP-Elites may drop a few
+
+
+@pytest.mark.slow
+def test_an_empty_batch_stops_openevolve_and_policy_files_run_isolated(tmp_path: Path) -> None:
+    policy = tmp_path / "two_rounds.py"
+    policy.write_text(TWO_ROUNDS)
+    out = tmp_path / "world"
+    done = subprocess.run([sys.executable, "-m", "dream_gym", "openevolve", "run", "--task", TASK, "--policy",
+                           str(policy), "-W", "2", "--iterations", "20", "--seed", "0", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["stopped_by"] == "policy"
+    records = nodes(out)
+    assert {r["round"] for r in records[1:]} == {1, 2} and len(records) <= 1 + 2 + 2
+    assert [r["parent"] for r in records if r["round"] == 1] == [records[0]["id"]]
+    meta = json.loads((out / "world.json").read_text())
+    assert meta["policy"] == str(policy) and meta["openevolve"]["stopped_by"] == "policy"
+    assert "sha256" in meta  # finished
+    assert any((out / "openevolve" / "checkpoints").iterdir())
+    load_world(out)
+
+
+@pytest.mark.slow
+def test_openevolves_own_sampling_is_recorded_too(tmp_path: Path) -> None:
+    out = tmp_path / "native"
+    result = run_openevolve(BridgeConfig(task=TASK, out=out, policy="native", workers=2, iterations=6, seed=1,
+                                         checkpoint_interval=3))
+    records = nodes(out)
+    assert result.stopped_by == "iterations" and len(records) == 7 - result.failed_iterations
+    world = load_world(out)
+    assert world.meta["policy"] == "native"
+    imported = tmp_path / "imported"
+    import_run("openevolve", out / "openevolve", imported)
+    assert tree(nodes(imported)) == tree(records)
+    with pytest.raises(FileExistsError, match="--resume"):
+        run_openevolve(BridgeConfig(task=TASK, out=out, policy="native", workers=2, iterations=6))
+
+
+@pytest.mark.slow
+def test_any_openevolve_problem_with_an_openai_compatible_model(tmp_path: Path) -> None:
+    """`--task initial_program.py,evaluator.py` (an OpenEvolve example's two files) with --model and
+    --api-base: here the files of a built-in task and the agent server standing in for the LLM."""
+    files = tmp_path / "problem"
+    subprocess.run([sys.executable, "-m", "dream_gym", "openevolve", "task", TASK, "--out", str(files)],
+                   check=True, capture_output=True)
+    with AgentServer(TASK, seed=0) as server:
+        out = tmp_path / "world"
+        result = run_openevolve(BridgeConfig(
+            task=f"{files / 'initial_program.py'},{files / 'evaluator.py'}", out=out, policy="greedy", workers=2,
+            iterations=4, model="openai/dream-gym-builtin", api_base=server.base_url))
+        assert server.requests >= 2
+    assert result.nodes >= 3 and json.loads((out / "world.json").read_text())["task"]["name"] == "problem"
+    with pytest.raises(ValueError, match="needs --model"):
+        run_openevolve(BridgeConfig(task=f"{files / 'initial_program.py'},{files / 'evaluator.py'}",
+                                    out=tmp_path / "other", policy="greedy", iterations=2))
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path) -> None:
+    out = tmp_path / "world"
+    cmd = [sys.executable, "-m", "dream_gym", "openevolve", "run", "--task", TASK, "--policy", "fixed",
+           "-W", "2", "--iterations", "24", "--seed", "2", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if (out / "nodes.jsonl").exists() and len(nodes_lines(out)) >= 6:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = nodes_lines(out)
+    assert 6 <= len(before) < 25
+    done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]  # not refused: no worker kept the lock
+    after = nodes(out)
+    ids = [r["id"] for r in after]
+    assert len(ids) == len(set(ids))
+    assert [r["id"] for r in after[: len(before)]] == [json.loads(line)["id"] for line in before]
+    assert max(r["openevolve"]["iteration_found"] for r in after) == 24
+    world = load_world(out)
+    assert world.meta["sha256"]
+    rounds = [r["round"] for r in after[1:]]
+    assert rounds == sorted(rounds)  # the resumed run continued with the next rounds
+
+
+def nodes_lines(out: Path) -> list[str]:
+    text = (out / "nodes.jsonl").read_text()
+    return [line for line in text.split("\n")[:-1] if line.strip()]
