@@ -1,0 +1,251 @@
+"""Honest by default: ReplayEnv (and its vector env) with default arguments shows nothing unrevealed.
+
+The metamorphic test builds worlds that agree on every revealed node but differ in what is not
+revealed (scores, code, children, line order, and how many nodes there are: from a few to
+hundreds more), plays the same batches on each, and checks that the spaces, every observation,
+every info key, the rendered text, the flags and the rewards are identical at every step. Rewards
+are compared when the variant also keeps the world's best recorded score and its baseline: q is
+normalised by the best recorded score, so the reward (the training signal, never part of the
+observation or the info) is the one output that may move when an unrevealed node beats every
+recorded score. The test checks that it is the only one.
+
+The same holds with an explicit capacity smaller than the worlds: an episode is cut when the next
+batch might not fit, decided from the frontier, so worlds of different sizes are cut alike.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_view_honesty import _children, _revealed, vary_order, vary_scores, vary_structure
+from worldgen import (
+    frontier_st,
+    make_world,
+    node,
+    random_batch_sequence,
+    random_records,
+    workers_st,
+    world_records,
+)
+
+from dream_gym.env import DEFAULT_MAX_NODES, ReplayEnv
+from dream_gym.vector_env import ReplayVectorEnv
+
+Record = dict[str, Any]
+SMALL_CAPACITY = 8  # smaller than most generated worlds: episodes get cut
+
+
+def plain(value: Any) -> Any:
+    """A comparable copy of an observation or info value (arrays as lists, views as dicts)."""
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tolist())
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return value
+
+
+def env_trace(records: list[Record], batches: list[list[int]], workers: int, frontier: str,
+              max_nodes: int | None) -> tuple[list[Any], list[float]]:
+    """Everything a default ReplayEnv shows for the batches, and its rewards (kept apart)."""
+    env = ReplayEnv(make_world(records, workers=workers, frontier=frontier), max_nodes=max_nodes,
+                    render_mode="ansi")
+    obs, info = env.reset()
+    shown: list[Any] = [repr(env.observation_space), repr(env.action_space), env.max_nodes,
+                        plain(obs), plain(info), env.render(), plain(env.action_masks())]
+    rewards: list[float] = []
+    for batch in batches:
+        obs, reward, terminated, truncated, info = env.step(batch)
+        shown.append((plain(obs), plain(info), terminated, truncated, env.render(), plain(env.action_masks())))
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    return shown, rewards
+
+
+def vector_env_trace(records: list[Record], batches: list[list[int]], workers: int, frontier: str,
+                     max_nodes: int | None) -> tuple[list[Any], list[float]]:
+    """The same for ReplayVectorEnv (one sub-env, default arguments)."""
+    env = ReplayVectorEnv(1, world=make_world(records, workers=workers, frontier=frontier), max_nodes=max_nodes)
+    pad = env.max_nodes
+    obs, info = env.reset()
+    shown: list[Any] = [repr(env.single_observation_space), repr(env.single_action_space), plain(obs), plain(info),
+                        plain(env.action_masks())]
+    rewards: list[float] = []
+    for batch in batches:
+        row = np.full((1, workers), pad)
+        row[0, : len(batch)] = batch
+        obs, reward, terminated, truncated, info = env.step(row)
+        shown.append((plain(obs), plain(info), bool(terminated[0]), bool(truncated[0]), plain(env.action_masks())))
+        rewards.append(float(reward[0]))
+        if terminated[0] or truncated[0]:
+            break
+    return shown, rewards
+
+
+def _eligible_parents(records: list[Record], revealed: set[str], workers: int) -> list[str]:
+    """Nodes that may get more children without changing anything the frontier tells (the rule
+    of vary_structure): unrevealed nodes, revealed non-root nodes that keep an unrevealed child,
+    and the root while W or more of its branches stay unrevealed."""
+    kids = _children(records)
+    root = records[0]["id"]
+    parents = [r["id"] for r in records if r["id"] not in revealed]
+    parents += [r["id"] for r in records if r["id"] in revealed and r["id"] != root
+                and any(k not in revealed for k in kids[r["id"]])]
+    if sum(k not in revealed for k in kids[root]) >= workers:
+        parents.append(root)
+    return parents
+
+
+def vary_size(records: list[Record], revealed: set[str], workers: int, rng: random.Random) -> list[Record] | None:
+    """(d) Hundreds more unrevealed nodes (a long chain under an eligible parent); None when no node
+    may get children without changing the frontier."""
+    parents = _eligible_parents(records, revealed, workers)
+    if not parents:
+        return None
+    out = copy.deepcopy(records)
+    parent = rng.choice(parents)
+    for i in range(rng.randint(200, 600)):
+        out.append(node(f"grown{i}", parent, rng.choice([None, -3.0, 1e6]), code="a longer future"))
+        parent = f"grown{i}"
+    return out
+
+
+def _best_recorded(records: list[Record]) -> float:
+    scores = [r["score"] for r in records if r["score"] is not None and math.isfinite(r["score"])]
+    return max(scores, default=math.nan)
+
+
+def keep_the_record(records: list[Record], variant: list[Record], revealed: set[str]) -> list[Record] | None:
+    """The variant with its unrevealed scores clamped to the base world's best recorded score, and
+    one unrevealed node holding that score when no revealed node does (so that q's scale, and with
+    it the reward, is the base world's); None when the variant has no unrevealed scored node to
+    hold it."""
+    best = _best_recorded(records)
+    out = copy.deepcopy(variant)
+    hidden_scored = [r for r in out if r["id"] not in revealed and r["score"] is not None]
+    for r in hidden_scored:
+        r["score"] = min(r["score"], best)
+    if _best_recorded(out) != best:
+        if not hidden_scored:
+            return None
+        hidden_scored[0]["score"] = best
+    return out
+
+
+def variants(base: list[Record], revealed: set[str], workers: int, rng: random.Random) -> dict[str, list[Record]]:
+    found = {
+        "scores": vary_scores(base, revealed, rng),
+        "structure": vary_structure(base, revealed, workers, rng),
+        "order": vary_order(base, revealed, rng),
+        "all": vary_order(vary_structure(vary_scores(base, revealed, rng), revealed, workers, rng), revealed, rng),
+    }
+    grown = vary_size(base, revealed, workers, rng)
+    if grown is not None:
+        found["size"] = grown
+    return found
+
+
+CAPACITY_RULES = ("default", "small", "the base world's size")
+
+
+def capacity_of(rule: str, base: list[Record], workers: int) -> int | None:
+    """An explicit capacity that exactly holds the base world probes the cut hardest: the base is
+    never cut, so no variant (most are bigger) may be either."""
+    return {"default": None, "small": SMALL_CAPACITY, "the base world's size": max(len(base), workers + 1)}[rule]
+
+
+def assert_variants_show_the_same(base: list[Record], workers: int, frontier: str, capacity_rule: str,
+                                  rng: random.Random) -> None:
+    capacity = capacity_of(capacity_rule, base, workers)
+    world = make_world(base, workers=workers, frontier=frontier)
+    batches = random_batch_sequence(world, workers, frontier, rng, max_rounds=8)
+    revealed = _revealed(base, batches, workers, frontier)
+    for trace in (env_trace, vector_env_trace):
+        expected, expected_rewards = trace(base, batches, workers, frontier, capacity)
+        for name, variant in variants(base, revealed, workers, rng).items():
+            shown, rewards = trace(variant, batches, workers, frontier, capacity)
+            assert shown == expected, (trace.__name__, name)
+            assert len(rewards) == len(expected_rewards), (trace.__name__, name)
+            same_record = keep_the_record(base, variant, revealed)
+            if same_record is not None:
+                shown, rewards = trace(same_record, batches, workers, frontier, capacity)
+                assert shown == expected and rewards == expected_rewards, (trace.__name__, name, "rewards")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    base=world_records(min_nodes=2, max_nodes=25),
+    workers=workers_st,
+    frontier=frontier_st,
+    capacity_rule=st.sampled_from(CAPACITY_RULES),
+    rng=st.randoms(use_true_random=False),
+)
+def test_unrevealed_nodes_never_change_what_a_default_env_shows(base, workers, frontier, capacity_rule, rng) -> None:
+    assert_variants_show_the_same(base, workers, frontier, capacity_rule, rng)
+
+
+def test_unrevealed_nodes_never_change_what_is_shown_on_seeded_random_worlds() -> None:
+    """The same on 60 seeded worlds of 2-25 nodes (chains and bushy trees, 20 % unscored): hypothesis
+    favours tiny worlds, these reach the capacity's edge with unrevealed nodes left."""
+    for seed in range(60):
+        rng = random.Random(seed)
+        base = random_records(rng, rng.randint(2, 25))
+        assert_variants_show_the_same(base, rng.randint(1, 4), rng.choice(("leaves", "any")),
+                                      CAPACITY_RULES[seed % len(CAPACITY_RULES)], rng)
+
+
+def test_the_size_variant_really_grows_the_world_and_keeps_the_default_spaces() -> None:
+    rng = random.Random(4)
+    base = random_records(rng, 30, shape="bushy")
+    batches = random_batch_sequence(make_world(base, workers=2), 2, "leaves", rng, max_rounds=3)
+    revealed = _revealed(base, batches, 2, "leaves")
+    grown = vary_size(base, revealed, 2, random.Random(5))
+    assert grown is not None and len(grown) >= len(base) + 200
+    small, big = ReplayEnv(make_world(base, workers=2)), ReplayEnv(make_world(grown, workers=2))
+    assert small.observation_space == big.observation_space and small.action_space == big.action_space
+    assert small.max_nodes == big.max_nodes == DEFAULT_MAX_NODES
+
+
+def test_changing_a_revealed_score_is_seen() -> None:
+    """Control: the traces react to the revealed part, through the observation and the info."""
+    base = [node("root", None, 0.0), node("a", "root", 1.0), node("b", "a", 2.0)]
+    changed = copy.deepcopy(base)
+    changed[1]["score"] = 1.5
+    for trace in (env_trace, vector_env_trace):
+        assert trace(base, [[0]], 1, "leaves", None)[0] != trace(changed, [[0]], 1, "leaves", None)[0]
+
+
+def test_a_new_best_recorded_score_moves_only_the_reward() -> None:
+    """An unrevealed node beating every recorded score rescales q: the rewards change, and
+    nothing else does (the test above would catch anything else)."""
+    base = [node("root", None, 0.0), node("a", "root", 1.0), node("b", "a", 2.0), node("c", "b", 3.0)]
+    record = [*base, node("d", "c", 100.0)]
+    shown_base, rewards_base = env_trace(base, [[0], [1]], 1, "leaves", None)
+    shown_record, rewards_record = env_trace(record, [[0], [1]], 1, "leaves", None)
+    assert shown_base == shown_record and rewards_base != rewards_record
+
+
+def test_a_smaller_capacity_cuts_worlds_of_any_size_alike() -> None:
+    """With max_nodes=8 and W=2 the cut comes when the batch the frontier allows next might not fit,
+    whatever the world's size: an 8-node world and a 408-node one that agree on the revealed part
+    are both played on after 7 rows (the root may open one branch: 8 rows suffice), and a 12-node
+    and a 412-node world are both cut there (two branches: 9 rows)."""
+    fits = [node("root", None, 0.0)] + [node(f"n{i}", "root", float(i)) for i in range(1, 8)]
+    wide = fits + [node(f"n{i}", "root", float(i)) for i in range(8, 12)]
+    batches = [[0, 0], [0, 0], [0, 0]]  # 7 rows; n7 and later stay unrevealed
+    for base, cut in ((fits, False), (wide, True)):
+        bigger = base + [node(f"m{i}", "n7" if i == 0 else f"m{i - 1}", float(i)) for i in range(400)]
+        shown, _ = env_trace(base, batches, 2, "leaves", SMALL_CAPACITY)
+        assert env_trace(bigger, batches, 2, "leaves", SMALL_CAPACITY)[0] == shown
+        assert len(shown) == 7 + len(batches) and shown[-1][3] is cut  # the spaces, reset, then each step
+        assert shown[-1][1].get("capacity_full", False) is cut
