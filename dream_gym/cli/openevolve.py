@@ -39,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="which programs the policy may continue (default any: OpenEvolve continues any program)")
     run.add_argument("--checkpoint-interval", type=int, default=10)
     run.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
+    run.add_argument("--unsafe-no-sandbox", action="store_true", default=argparse.SUPPRESS,
+                     help="run policy files and candidates WITHOUT the sandbox (as dream-gym openevolve --unsafe-no-sandbox)")
     run.set_defaults(func=run_command)
     files = sub.add_parser("task", help="write a built-in task as OpenEvolve files (initial_program.py, evaluator.py)",
                            description="Write initial_program.py and evaluator.py of a built-in task for openevolve-run; "
