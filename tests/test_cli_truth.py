@@ -165,9 +165,9 @@ UNKNOWN = [
     (["eval", "-p", "greedyy", "-w", "heldout"], "unknown policy 'greedyy'; did you mean 'greedy'?"),
     (["replay", "cp26-puct-w4-s1", "--policy", "ppo-nod"], "unknown policy 'ppo-nod'; did you mean 'ppo-node'?"),
     (["replay", "sd-puct-w8-s2"], "unknown world 'sd-puct-w8-s2'; did you mean 'sd-puct-w8-s1'?"),
-    (["grow", "--task", "circle-packin-26", "--out", "never-written"],
+    (["grow", "--task", "circle-packin-26", "--out", "{tmp}/never-written"],
      "unknown task 'circle-packin-26'; did you mean 'circle-packing-26'"),
-    (["rsi", "--task", "sum-diference", "--policy", "greedy", "-T", "1", "-M", "2", "--out", "never-written"],
+    (["rsi", "--task", "sum-diference", "--policy", "greedy", "-T", "1", "-M", "2", "--out", "{tmp}/never-written"],
      "unknown task 'sum-diference'; did you mean 'sum-difference'?"),
     (["worlds", "show", "dream-gym/recorded-v1/cp26-puct-w4-s9"],
      "dataset dream-gym/recorded-v1 has no world 'cp26-puct-w4-s9'; did you mean 'cp26-puct-w4-s1'?"),
@@ -175,15 +175,15 @@ UNKNOWN = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "message"), UNKNOWN, ids=[" ".join(a[:2]) + " " + a[-1] for a, _ in UNKNOWN])
-def test_an_unknown_name_is_one_line_with_the_nearest_names(argv: list[str], message: str) -> None:
-    done = dream_gym(*argv)
+@pytest.mark.parametrize(("argv", "message"), UNKNOWN, ids=[" ".join(a[:3]) for a, _ in UNKNOWN])
+def test_an_unknown_name_is_one_line_with_the_nearest_names(argv: list[str], message: str, tmp_path: Path) -> None:
+    done = dream_gym(*(a.replace("{tmp}", str(tmp_path)) for a in argv))
     assert done.returncode == 2
     [line] = stderr_lines(done)  # one line: no usage, no traceback, no list of every world
     assert line.startswith(f"dream-gym {argv[0]}: error: {message}")
     assert not line.split("error: ", 1)[1].startswith(('"', "'"))  # no quoted KeyError repr
     assert line.count("-w4-") + line.count("-w8-") <= 3  # the nearest names, not all 56
-    assert not Path("never-written").exists()
+    assert not (tmp_path / "never-written").exists()  # checked before anything is written
 
 
 def test_unknown_worlds_point_to_the_command_that_lists_them() -> None:
@@ -214,6 +214,25 @@ def test_dream_exits_1_when_the_incumbent_fails(policies: dict[str, Path], tmp_p
     assert naming.startswith(f"dream-gym dream: policy {policies['broken']}: 2 of 2 episodes failed; first: ")
     assert "score: mean V over 1 world x betas 0,1, replayed at W = 4 (the recorded W of the world)" in flat(done.stdout)
     assert all(len(line) <= 80 for line in done.stdout.splitlines())
+
+
+def test_rsi_summary_keeps_every_column_at_80_columns(tmp_path: Path) -> None:
+    from dream_gym.dream.rsi import SUMMARY_COLUMNS
+
+    done = dream_gym("rsi", "--task", "sum-difference", "--policy", "fixed", "--iterations", "1", "--revisions", "2",
+                     "--workers", "2", "--rounds", "2", "--betas", "0.5", "-j", "1", "--backend", "serial", "--quiet",
+                     "--out", str(tmp_path / "rsi"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert "\u2026" not in done.stdout  # no cell or header cut short
+    headers = [line for line in lines if line.startswith("t ")]
+    assert len(headers) >= 2  # 16 columns do not fit 80: in parts, each starting with t
+    printed = " ".join(headers)
+    assert all(column in printed for column in SUMMARY_COLUMNS)
+    [iteration] = json.loads((tmp_path / "rsi" / "summary.json").read_text())["iterations"]
+    rows = [line for line in lines if line.startswith("1 ")]
+    assert len(rows) == len(headers) and f"{iteration['total_usd']:.4f}" in rows[-1].split()
 
 
 @pytest.mark.slow

@@ -46,17 +46,13 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def summary_table(records: list[Any]) -> Any:
-    from rich.table import Table
-
+def summary_tables(records: list[Any], width: int | None = None) -> list[Any]:
+    """The per-iteration summary: every column, in parts that fit ``width`` (each repeats t)."""
+    from dream_gym.cli.tables import fitted_tables
     from dream_gym.dream.rsi import SUMMARY_COLUMNS, summary_cells
 
-    table = Table(title="dream-gym rsi: per iteration (discovery and development cost separately and summed)")
-    for column in SUMMARY_COLUMNS:
-        table.add_column(column, justify="right")
-    for record in records:
-        table.add_row(*summary_cells(record))
-    return table
+    return fitted_tables("dream-gym rsi: per iteration (discovery and development cost separately and summed)",
+                         SUMMARY_COLUMNS, [summary_cells(r) for r in records], width)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
 
     records = run_rsi(config, events)
     out = wide_console()
-    out.print(summary_table(records))
+    for k, table in enumerate(summary_tables(records, out.width)):
+        if k:
+            out.print()
+        out.print(table)
     out.print(f"summary: {args.out / 'summary.md'}; ratchet: {args.out / 'dream' / 'ratchet.png'}; "
                     f"next policy: {args.out / records[-1].deployed}")
     return 0
