@@ -117,3 +117,15 @@ def test_draw_tree_draws_on_the_callers_axes(tmp_path: Path) -> None:
     assert fig.axes == [ax] and ax.collections  # drawn there; no figure of its own, no colour bar
     fig.colorbar(mappable, ax=ax)  # the caller adds one if it wants
     assert len(colour_bars(fig)) == 1
+
+
+def test_an_unknown_world_to_plot_names_the_nearest(tmp_path: Path) -> None:
+    from dream_gym.evaluate import evaluate
+    from dream_gym.plots import plot_results
+
+    for seed in range(2):
+        write_folder(tmp_path / "worlds" / f"world-{seed}", random_records(random.Random(seed), 20), world_id=f"world-{seed}")
+    out = tmp_path / "results.jsonl"
+    evaluate(["greedy"], str(tmp_path / "worlds"), (0.5,), backend="serial", task_timeout=None, out=out, progress=False)
+    with pytest.raises(LookupError, match=r"no episode on world 'world-7'; did you mean 'world-\d'\?$"):
+        plot_results(out, tmp_path / "plots", world="world-7")
