@@ -249,6 +249,9 @@ class IsolatedProcess:
         while self._sel.get_map() and time.monotonic() < drain_until:
             self._pump(0.05)
         self._sel.close()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
         return self._outcome(ended - self.started)
 
     def kill(self) -> None:

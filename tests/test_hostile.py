@@ -29,6 +29,7 @@ from dream_gym.evaluate import evaluate
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy, load_policy
 from dream_gym.results import read_results
+from dream_gym.sandbox.launch import _warn_unsafe
 from dream_gym.world import load_world
 from dream_gym.world_writer import new_meta, write_world
 
@@ -80,10 +81,15 @@ def _facts_world(tmp_path: Path, listener: Listener, *, dangerous: bool) -> tupl
     target = write_world(tmp_path / "target-world", new_meta("target", "toy", "x", workers=2),
                          random_records(random.Random(2), 20))
     facts = {"parent_pid": os.getpid(), "port": listener.port, "world": str(target / "nodes.jsonl"),
-             "secret": SECRET, "out": str(out), "dangerous": dangerous}
+             "secret": SECRET, "out": str(out), "tmp_file": _tmp_file(tmp_path), "dangerous": dangerous}
     folder = write_world(tmp_path / "hostile-world", new_meta("hostile", "toy", json.dumps(facts), workers=3),
                          random_records(random.Random(3), 60))
     return folder, out
+
+
+def _tmp_file(tmp_path: Path) -> str:
+    """A file in /tmp (writable by this process, not by a sandboxed one), unique to the test."""
+    return f"/tmp/dream_gym_escaped_{abs(hash(str(tmp_path)))}.txt"
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -106,7 +112,7 @@ def test_escapes_are_contained_through_eval_and_other_policies_are_unchanged(
     _cli("eval", "--policy", "greedy", "--worlds", str(world), "--betas", "0.5", "--out", str(alone))
     assert [r for r in read_results(alone)] == [rows["greedy"]]  # the attacker changed nothing else
     assert listener.accepted == 0 and list(out.iterdir()) == []
-    assert not Path("/tmp/dream_gym_escaped.txt").exists()
+    assert not Path(_tmp_file(tmp_path)).exists()
     assert SECRET not in both.read_text() and SECRET not in run.stdout + run.stderr
 
 
@@ -133,7 +139,7 @@ def test_escapes_control_without_the_sandbox_finds_everything(tmp_path: Path, li
                    env={**os.environ, "OPENAI_API_KEY": SECRET})
         found = set(_found(read_results(results)[0]["error"]))
     finally:
-        Path("/tmp/dream_gym_escaped.txt").unlink(missing_ok=True)
+        Path(_tmp_file(tmp_path)).unlink(missing_ok=True)
     assert "WITHOUT the sandbox" in run.stderr
     assert {"secret in /proc/pid/environ", "secret in an ancestor's environ through libc", "read a world file",
             "read /etc/passwd", "wrote into the out folder", "wrote /tmp", "connected to 127.0.0.1", "forked",
@@ -300,6 +306,7 @@ def test_candidate_control_without_the_sandbox_escapes(tmp_path: Path, listener:
     facts = {"parent_pid": stand_in.pid, "port": listener.port, "world": str(scratch), "secret": SECRET,
              "project": str(tmp_path), "venv": str(tmp_path)}
     code = CANDIDATE.format(facts=json.dumps(facts)) + "\nconstruct_set()\n"
+    _warn_unsafe.cache_clear()  # it warns once per process: this test wants to see it
     try:
         with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):
             out = run_python(code=code, wall_s=30, unsafe_no_sandbox=True)

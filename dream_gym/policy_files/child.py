@@ -167,7 +167,8 @@ def _episode_main(fd_in: int, fd_out: int, build: Builder, confinement: Any, har
     try:
         confinement.confine_episode()
         if harden:
-            install_audit_hook(read_roots_of_python(), [source] if is_file_spec(source) else [])
+            folders, files = read_roots_of_python()
+            install_audit_hook(folders, [*files, *([source] if is_file_spec(source) else [])])
         _serve(fd_in, fd_out, build, source)
     except BaseException:  # noqa: BLE001 - whatever happened, this process ends here
         code = 1

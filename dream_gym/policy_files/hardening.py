@@ -16,17 +16,20 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 
-def read_roots_of_python() -> list[str]:
-    """The folders the audit hook lets a policy read: the Python installation and dream_gym."""
-    import dream_gym
+def read_roots_of_python() -> tuple[list[str], list[str]]:
+    """The folders and files the audit hook lets a policy read: the sandbox's own read roots
+    (:func:`dream_gym.sandbox.launch.read_roots`: Python's runtime and the code of dream_gym,
+    never its shipped data), so both layers agree on what is readable."""
+    from dream_gym.sandbox.launch import read_roots
 
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             str(Path(dream_gym.__file__).resolve().parent)}
-    return sorted(os.path.realpath(r) for r in roots)
+    roots = read_roots()
+    trees = [os.path.realpath(p) for p in roots["tree"]]
+    folders = [p for p in trees if os.path.isdir(p)]
+    files = [p for p in trees if not os.path.isdir(p)] + [os.path.realpath(p) for p in roots["file"]]
+    return folders, files
 
 
 DENIED_EVENTS = frozenset({

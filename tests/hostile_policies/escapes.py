@@ -5,7 +5,7 @@ what worked by raising ``FOUND=<json list>``. Sandboxed, the list must be empty.
 The world's task description is JSON written by the test: ``parent_pid`` (the evaluating
 process), ``port`` (a TCP port listening on 127.0.0.1), ``world`` (a world file on disk),
 ``secret`` (a value in the parent's environment), ``out`` (a folder the policy must not write
-to) and ``dangerous`` (whether to send real SIGKILLs; off in the unsandboxed control)."""
+to), ``tmp_file`` (a file in /tmp it must not create) and ``dangerous`` (whether to send real SIGKILLs; off in the unsandboxed control)."""
 
 import ctypes
 import gc
@@ -122,7 +122,7 @@ def act(view):
     _try(found, "read /etc/passwd", lambda: open("/etc/passwd").read(10))
     _try(found, "listed /proc", lambda: os.listdir("/proc/1/fd"))
     _try(found, "wrote into the out folder", lambda: _write(os.path.join(facts["out"], "escaped.txt")))
-    _try(found, "wrote /tmp", lambda: _write("/tmp/dream_gym_escaped.txt"))
+    _try(found, "wrote /tmp", lambda: _write(facts["tmp_file"]))
     _try(found, "connected to 127.0.0.1", lambda: socket.create_connection(("127.0.0.1", facts["port"]), 2))
     _try(found, "opened a UDP socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
     _try(found, "forked", lambda: _child_exits(os.fork()))
