@@ -4,7 +4,7 @@
 depth and branching, root children, best against baseline, leaves where the original run
 stopped, attempts per round of the original run, the oracle limit and what stopping after
 rounds 1, 2 and 3 could reach) and lists warnings; :func:`render_text` prints
-it; :func:`plot_tree` draws the tree to a PNG (matplotlib, Agg backend).
+it; :func:`plot_tree` draws the tree to a PNG (a matplotlib Figure, no pyplot: the caller's backend is untouched).
 
 Scores here are oriented ("higher is better", as :class:`World` stores them); the report
 also gives the raw best for display.
@@ -272,39 +272,35 @@ def _layout(world: World) -> tuple[np.ndarray, np.ndarray]:
 
 def plot_tree(world: World, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
     """Draw the world's tree (colour = normalised score, grey x = failed) into a PNG file."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
 
     x, y = _layout(world)
     span = world.best_score - world.baseline_score
     quality = (world.score - world.baseline_score) / span if span > 0 else np.zeros(world.size)
     width = min(12.0, max(4.0, 0.06 * world.size + 3))
     height = min(6.0, max(2.5, 0.35 * (y.max() + 1) + 1.5))
-    fig, ax = plt.subplots(figsize=(width, height), dpi=100)
-    try:
-        for i in range(1, world.size):
-            p = int(world.parent[i])
-            ax.plot([x[p], x[i]], [-y[p], -y[i]], color="0.75", linewidth=0.6, zorder=1)
-        valid = ~np.isnan(world.score)
-        points = ax.scatter(x[valid], -y[valid], c=np.clip(quality[valid], -0.25, 1.0), cmap="viridis",
-                            s=14, zorder=2, vmin=-0.25, vmax=1.0)
+    fig = Figure(figsize=(width, height), dpi=100)
+    ax = fig.subplots()
+    for i in range(1, world.size):
+        p = int(world.parent[i])
+        ax.plot([x[p], x[i]], [-y[p], -y[i]], color="0.75", linewidth=0.6, zorder=1)
+    valid = ~np.isnan(world.score)
+    points = ax.scatter(x[valid], -y[valid], c=np.clip(quality[valid], -0.25, 1.0), cmap="viridis",
+                        s=14, zorder=2, vmin=-0.25, vmax=1.0)
+    if not valid.all():  # a legend entry only for what is drawn
         ax.scatter(x[~valid], -y[~valid], marker="x", color="0.5", s=12, zorder=2, label="failed")
-        ax.scatter([x[0]], [0], marker="s", color="black", s=30, zorder=3, label="root")
-        if valid.any():
-            best = int(np.nanargmax(world.score))
-            ax.scatter([x[best]], [-y[best]], marker="*", color="red", s=60, zorder=4, label="best")
-        fig.colorbar(points, ax=ax, label="q (0 = baseline, 1 = best)")
-        ax.set_ylabel("depth")
-        ax.set_yticks([-d for d in range(int(y.max()) + 1)])
-        ax.set_yticklabels([str(d) for d in range(int(y.max()) + 1)])
-        ax.set_xticks([])
-        ax.legend(loc="lower right", fontsize="small")
-        ax.set_title(title or f"{world.id}: {world.size} nodes")
-        fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out)
-    finally:
-        plt.close(fig)
+    ax.scatter([x[0]], [0], marker="s", color="black", s=30, zorder=3, label="root")
+    if valid.any():
+        best = int(np.nanargmax(world.score))
+        ax.scatter([x[best]], [-y[best]], marker="*", color="red", s=60, zorder=4, label="best")
+    fig.colorbar(points, ax=ax, label="q (0 = baseline, 1 = best)")
+    ax.set_ylabel("depth")
+    ax.set_yticks([-d for d in range(int(y.max()) + 1)])
+    ax.set_yticklabels([str(d) for d in range(int(y.max()) + 1)])
+    ax.set_xticks([])
+    ax.legend(loc="lower right", fontsize="small")
+    ax.set_title(title or f"{world.id}: {world.size} nodes")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
     return out
