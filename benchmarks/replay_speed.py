@@ -1,13 +1,16 @@
 """Replay speed against CartPole, measured in the same run, episode cost against world size, and
 world load time/memory.
 
-    python benchmarks/replay_speed.py [--steps 50000] [--repeats 10]
+    python benchmarks/replay_speed.py [--steps 50000] [--repeats 10] [--step-sizes 151,600,1001]
+                                      [--parts steps,episodes,load]
 
-Prints (1) env steps/s of DreamGym/Replay-v0 with single-node batches and default arguments
-(fresh observation arrays every step, capacity = the world's size) vs ``gym.make("CartPole-v1")``
-with sampled actions (both through gym.make's default wrappers), the same with
-``share_obs=True``, and the gymnasium-free ReplaySession, on 151- and 600-node worlds (the
-target's sizes) and a 1,000-node one (the size of recorded-v1's bigger worlds); (2)
+Prints (1) env steps/s of DreamGym/Replay-v1 with default arguments (fresh observation arrays
+and action masks every step, the default capacity of 1,024 rows whatever the world) vs
+``gym.make("CartPole-v1")`` with sampled actions (both through gym.make's default wrappers), for
+two policies: one selection per step (the last non-root frontier node) and W-wide batches (the
+frontier in order, the root as often as it may open a branch, at most W); the single-selection
+policy also with ``share_obs=True`` and on the gymnasium-free ReplaySession; on 151- and 600-node
+worlds (the target's sizes) and a 1,001-node one (the size of recorded-v1's bigger worlds); (2)
 episodes/s of one policy on a 150-node and a 100,000-node world of the same shape (a fresh
 session per episode, as evaluation runs them, and one session reset between episodes): the
 reset and set-up costs must not grow with the world; (3) load time and peak memory of 1k / 10k /
@@ -29,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 import dream_gym  # noqa: F401  (registers the env ids)
+from dream_gym.env import DEFAULT_MAX_NODES
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
 from dream_gym.session import ReplaySession
@@ -72,6 +76,12 @@ def single_node_batch(env, info) -> list[int]:
     return [non_root[-1]] if non_root else [0]
 
 
+def frontier_batch(env, info) -> list[int]:
+    """W-wide: the frontier in order, each id as often as the batch may hold it, at most W."""
+    batch = [node for node, times in info["frontier"].items() for _ in range(times)]
+    return batch[: env.unwrapped.session.workers]
+
+
 def session_steps_per_second(world, steps: int) -> float:
     session = ReplaySession(world, workers=4, strict=False)
     done_steps = 0
@@ -91,11 +101,13 @@ def step_speed(nodes: int, steps: int, repeats: int) -> None:
     contenders = {
         "CartPole-v1 (gym.make)": lambda n: steps_per_second(
             lambda: gym.make("CartPole-v1"), lambda env, info: env.action_space.sample(), n),
-        "DreamGym/Replay-v0 (gym.make, defaults)": lambda n: steps_per_second(
-            lambda: gym.make("DreamGym/Replay-v0", world=world), single_node_batch, n),
-        "DreamGym/Replay-v0 (gym.make, share_obs=True)": lambda n: steps_per_second(
-            lambda: gym.make("DreamGym/Replay-v0", world=world, share_obs=True), single_node_batch, n),
-        "ReplaySession + view (no gymnasium)": lambda n: session_steps_per_second(world, n),
+        "DreamGym/Replay-v1 (gym.make, defaults), one selection a step": lambda n: steps_per_second(
+            lambda: gym.make("DreamGym/Replay-v1", world=world), single_node_batch, n),
+        "DreamGym/Replay-v1 (gym.make, defaults), W-wide batches": lambda n: steps_per_second(
+            lambda: gym.make("DreamGym/Replay-v1", world=world), frontier_batch, n),
+        "DreamGym/Replay-v1 (gym.make, share_obs=True), one selection a step": lambda n: steps_per_second(
+            lambda: gym.make("DreamGym/Replay-v1", world=world, share_obs=True), single_node_batch, n),
+        "ReplaySession + view (no gymnasium), one selection a step": lambda n: session_steps_per_second(world, n),
     }
     # Interleave short blocks and keep each contender's median, so that load changes on a
     # shared machine hit all of them alike.
@@ -105,7 +117,8 @@ def step_speed(nodes: int, steps: int, repeats: int) -> None:
             samples[name].append(measure(steps // repeats))
     rates = {name: statistics.median(values) for name, values in samples.items()}
     cartpole = rates["CartPole-v1 (gym.make)"]
-    print(f"## Step speed: single-node batches, {nodes}-node world (capacity {nodes}), same run")
+    print(f"## Step speed: {nodes}-node world, W = 4, root + 8 chains (capacity {DEFAULT_MAX_NODES}, the default), "
+          "same run")
     print("| env | steps/s | ratio to CartPole-v1 |")
     print("|---|---:|---:|")
     for name, rate in rates.items():
@@ -194,18 +207,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50000)
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--step-sizes", default="151,600,1001", help="world sizes of the step-speed tables")
+    parser.add_argument("--sizes", default="1000,10000,100000", help="world sizes of the load table")
+    parser.add_argument("--parts", default="steps,episodes,load", help="which tables to print")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
 
-    for nodes in (151, 600, 1000):
-        step_speed(nodes, args.steps, args.repeats)
-    reset_cost("fixed", max(3, args.repeats // 2))
-    print("## World load (fresh process each)")
-    print("| nodes | nodes.jsonl MB | load s | memory MB (peak RSS above an empty import) |")
-    print("|---:|---:|---:|---:|")
-    for row in load_cost([int(s) for s in args.sizes.split(",")]):
-        print(f"| {row['nodes']:,} | {row['file_mb']:.1f} | {row['seconds']:.2f} | {row['world_mb']:.0f} |")
-
+    if "steps" in parts:
+        for nodes in (int(n) for n in args.step_sizes.split(",")):
+            step_speed(nodes, args.steps, args.repeats)
+    if "episodes" in parts:
+        reset_cost("fixed", max(3, args.repeats // 2))
+    if "load" in parts:
+        print("## World load (fresh process each)")
+        print("| nodes | nodes.jsonl MB | load s | memory MB (peak RSS above an empty import) |")
+        print("|---:|---:|---:|---:|")
+        for row in load_cost([int(s) for s in args.sizes.split(",")]):
+            print(f"| {row['nodes']:,} | {row['file_mb']:.1f} | {row['seconds']:.2f} | {row['world_mb']:.0f} |")
 
 if __name__ == "__main__":
     main()

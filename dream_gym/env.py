@@ -104,13 +104,14 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     selection raises :class:`dream_gym.replay.IllegalBatchError` naming the id and the reason
     instead.
 
-    Masks, as Gymnasium's Taxi gives them: ``info["action_mask"]`` is a tuple of W ``int8``
-    arrays of length ``max_nodes + 1`` (1 where the slot may hold that value: the frontier, the
-    padding value, and the root in the first ``root_slots`` slots), so
-    ``env.action_space.sample(mask=info["action_mask"])`` draws a selection per slot from the
-    legal ones (two slots may still draw the same non-root node: the second is dropped).
-    ``action_masks()`` gives the same masks as one flat bool array, the layout sb3-contrib's
-    MaskablePPO expects.
+    Masks, as Gymnasium's Taxi gives them: ``info["action_mask"]`` is an ``int8`` array of shape
+    ``(W, max_nodes + 1)``, row j the mask of slot j (1 where the slot may hold that value: the
+    frontier, the padding value, and the root in the first ``root_slots`` slots). Masked sampling
+    takes one mask per slot: ``env.action_space.sample(mask=tuple(info["action_mask"]))`` draws
+    a selection per slot from the legal ones (two slots may still draw the same non-root node:
+    the second is dropped). One array rather than a tuple, so that Gymnasium's vector envs stack
+    the masks of their sub-envs. ``action_masks()`` gives the same masks as one flat bool array,
+    the layout sb3-contrib's MaskablePPO expects.
 
     ## Observation Space
     A ``Dict`` of three boxes; observed ids index the rows:
@@ -165,8 +166,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     ``render_mode="ansi"``: a text drawing of the revealed tree. ``"rgb_array"``: the revealed
     tree as an image (``uint8`` array, 480 x 640 x 3; nodes at their depth, coloured by score,
     the frontier ringed, the best revealed node starred), drawn with matplotlib's Agg canvas
-    without touching pyplot or the caller's backend, so ``gymnasium.wrappers.RecordVideo`` and
-    SB3's ``make_vec_env`` (which asks for ``rgb_array``) work.
+    without touching pyplot or the caller's backend: the frames ``gymnasium.wrappers.RecordVideo``
+    records (it needs moviepy), and what SB3's ``make_vec_env`` asks for.
 
     ## Arguments
     ``world`` (folder, shipped world name, ``namespace/name-vN/<world>`` or a World),
@@ -255,14 +256,17 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         # Per-slot action masks (W, max_nodes + 1), kept up to date like the observation rows.
         self._mask = np.zeros((workers, self.max_nodes + 1), dtype=np.int8)
         self._mask[:, self.max_nodes] = 1
-        self._slot_starts = tuple(range(0, workers * (self.max_nodes + 1), self.max_nodes + 1))
+        # A column of the mask (one value, every slot) is one strided write into its flat bytes.
+        self._mask_stride = self.max_nodes + 1
+        self._on, self._off = b"\x01" * workers, b"\x00" * workers
+        self._root_columns = tuple(bytes([1] * slots + [0] * (workers - slots)) for slots in range(workers + 1))
         # flat memoryviews for single-element writes (typed Any: numpy arrays are buffers)
         self._flat_nodes: Any = memoryview(self._nodes).cast("B").cast("i")  # type: ignore[arg-type]
         self._flat_scores: Any = memoryview(self._scores)  # type: ignore[arg-type]
         self._flat_globals: Any = memoryview(self._globals)  # type: ignore[arg-type]
-        self._flat_mask: Any = memoryview(self._mask).cast("B").cast("b")  # type: ignore[arg-type]
+        self._flat_mask: Any = memoryview(self._mask).cast("B")  # type: ignore[arg-type]
         self._shared = {key: self._read_only(array) for key, array in self._buffers().items()}
-        self._shared_mask = tuple(self._read_only(self._mask)[slot] for slot in range(workers))
+        self._shared_mask = self._read_only(self._mask)
         self._used = 0  # rows of _nodes written in this episode (0: never reset)
 
     def _buffers(self) -> dict[str, np.ndarray]:
@@ -285,8 +289,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         """
         replay = self._replay
         # the hot path reads the session's node list and the replay's frontier set directly
-        views, is_open, flat, mask, slots = self.session._nodes, replay._open, self._flat_nodes, self._flat_mask, \
-            self._slot_starts
+        views, is_open, flat, scores = self.session._nodes, replay._open, self._flat_nodes, self._flat_scores
+        mask, stride = self._flat_mask, self._mask_stride
         root_selected = False
         for obs_id, parent in zip(new_ids, parents):  # noqa: B905 - same length by construction
             view = views[obs_id]
@@ -295,17 +299,15 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             if score is None:
                 _pack_row(flat, obs_id * _ROW_BYTES, 1, parent, view.depth, 0, opened)
             else:
-                self._flat_scores[obs_id] = score
+                scores[obs_id] = score
                 _pack_row(flat, obs_id * _ROW_BYTES, 1, parent, view.depth, 1, opened)
             if opened:
-                for start in slots:
-                    mask[start + obs_id] = 1
+                mask[obs_id::stride] = self._on
             if parent == ROOT:
                 root_selected = True
             elif parent not in is_open:  # a selected node leaves the frontier, or stays on it ("any")
                 flat[parent * _WIDTH + FRONTIER] = 0
-                for start in slots:
-                    mask[start + parent] = 0
+                mask[parent::stride] = self._off
         glob = self._flat_globals
         if root_selected:  # the root's flag, slots and mask change only when it is selected
             root_slots = replay.root_slots
@@ -317,9 +319,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._used = new_ids[-1] + 1
 
     def _write_root_mask(self, root_slots: int) -> None:
-        mask = self._flat_mask
-        for slot, start in enumerate(self._slot_starts):
-            mask[start + ROOT] = 1 if slot < root_slots else 0
+        self._flat_mask[ROOT :: self._mask_stride] = self._root_columns[root_slots]
 
     def _write_reset(self) -> None:
         """Back to the root alone: clear the rows the last episode wrote, write the root's."""
@@ -343,7 +343,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             obs, action_mask = self._shared, self._shared_mask
         else:
             obs = {"nodes": self._nodes.copy(), "score": self._scores.copy(), "globals": self._globals.copy()}
-            action_mask = tuple(self._mask.copy())
+            action_mask = self._mask.copy()
         replay = self._replay
         return obs, {
             "view": self.session.view(),

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
-from dream_gym.view import NodeView, PrefixView, branch_of_child, fixed_fields, node_view
+from dream_gym.view import NodeView, PrefixView, fixed_fields
 from dream_gym.world import World
 
 _CHUNK = 32  # revealed nodes per immutable chunk of the views' node list
@@ -157,8 +157,20 @@ class ReplaySession:
             fixed = fixed_fields(record, parent=parent, score=score, baseline=self.world.baseline_score)
             cached = self._fixed[index] = (self.normalizer.q(score), fixed)
         q, fixed = cached
-        branch, self._branch_count = branch_of_child(parent, self._branch_count)
-        view = node_view(fixed, obs_id, parent_obs if parent_obs >= 0 else None, branch)
+        # branch_of_child and node_view, inline (one reveal per call, on the step's hot path)
+        view = _new_view(NodeView)
+        fields = view.__dict__
+        fields.update(fixed)
+        fields["id"] = obs_id
+        if parent is None:
+            fields["parent"] = fields["branch"] = None
+        else:
+            fields["parent"] = parent_obs
+            if parent_obs == ROOT:
+                fields["branch"] = self._branch_count
+                self._branch_count += 1
+            else:
+                fields["branch"] = parent.branch
         nodes.append(view)
         tail = self._tail
         tail.append(view)
@@ -215,7 +227,8 @@ class ReplaySession:
         rounds, attempts = replay.rounds, replay.attempts
         truncated = not terminated and rounds >= self._round_limit
         self.terminated, self.truncated, self.done = terminated, truncated, terminated or truncated
-        value = replay_score(self.best_q, attempts, rounds, self.beta1, self.beta2)
+        # score.replay_score, inline (the same operations in the same order: the same bits)
+        value = self.best_q - self.beta1 * attempts + self.beta2 * attempts / max(1, rounds)
         reward = value - self.value
         self.value = value
         return _new_outcome(StepOutcome, (new_ids, reward, terminated, truncated, dropped))

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import pickle
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -25,12 +27,14 @@ import pytest
 import torch
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.wrappers import ActionMasker
 from stable_baselines3.common.env_checker import check_env
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
-from worldgen import make_world, node
+from worldgen import frontier_st, make_world, node, random_batch_sequence, workers_st, world_records
 
 import dream_gym  # noqa: F401  (registers the envs)
 from dream_gym.env import DEFAULT_MAX_NODES, SHIPPED_MODELS_POOL, ReplayEnv, shipped_world_ids
@@ -113,7 +117,7 @@ def test_maskable_ppo_with_action_masker_trains_and_acts_within_the_masks() -> N
     obs, info = env.reset()
     for _ in range(10):
         masks = env.action_masks()
-        assert masks.tolist() == np.concatenate(info["action_mask"]).astype(bool).tolist()  # the two layouts agree
+        assert masks.tolist() == info["action_mask"].reshape(-1).astype(bool).tolist()  # the two layouts agree
         action, _ = model.predict(obs, action_masks=masks, deterministic=False)
         per_slot = masks.reshape(len(action), -1)
         assert all(per_slot[slot, value] for slot, value in enumerate(action))
@@ -136,6 +140,10 @@ def test_make_vec_sync_async_and_vector_entry_point_give_the_same_episodes() -> 
             masks = np.asarray(masks).reshape(2, 4, -1)
             actions = np.array([[rng.choice(np.flatnonzero(masks[e, j])) for j in range(4)] for e in range(2)])
             obs, rewards, terminated, truncated, info = envs.step(actions)
+            if mode != "vector_entry_point":  # one array per sub-env: Gymnasium stacks them
+                assert info["action_mask"].shape == (2, 4, DEFAULT_MAX_NODES + 1)
+                now = np.asarray(envs.unwrapped.call("action_masks"))
+                assert (info["action_mask"].reshape(2, -1).astype(bool) == now).all()
             trace.append((obs["nodes"].tolist(), obs["score"].tolist(), rewards.tolist(), terminated.tolist(),
                           truncated.tolist(), info["attempts"].tolist()))
         envs.close()
@@ -219,13 +227,12 @@ def test_info_action_mask_is_taxi_style_and_masked_samples_are_legal() -> None:
     pad = env.unwrapped.max_nodes
     for _ in range(40):
         mask = info["action_mask"]
-        assert isinstance(mask, tuple) and len(mask) == 4
-        assert all(m.dtype == np.int8 and m.shape == (pad + 1,) for m in mask)
+        assert isinstance(mask, np.ndarray) and mask.dtype == np.int8 and mask.shape == (4, pad + 1)
         frontier, root_slots = set(info["view"].frontier), info["view"].root_slots
         for slot, m in enumerate(mask):
             allowed = {int(i) for i in np.flatnonzero(m)}
             assert allowed == (frontier - {0}) | {pad} | ({0} if slot < root_slots else set())
-        action = env.action_space.sample(mask=mask)
+        action = env.action_space.sample(mask=tuple(mask))  # one mask per slot
         obs, _, terminated, truncated, info = env.step(action)
         # only duplicates of one non-root node can be dropped: per-slot masks cannot forbid them
         assert all("twice" in reason for _, reason in info["dropped"])
@@ -304,3 +311,45 @@ def test_the_training_envs_default_to_the_shipped_models_pool() -> None:
     assert env.unwrapped.value_fn == shipped.value_fn()
     vector = gym.make_vec("DreamGym/Macro-v0", num_envs=3, vectorization_mode="vector_entry_point", **SMALL_POOL)
     assert vector.reset(seed=0)[0].shape == (3, env.observation_space.shape[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=world_records(min_nodes=1, max_nodes=30), workers=workers_st, frontier=frontier_st,
+       rng=st.randoms(use_true_random=False))
+def test_the_action_mask_equals_one_computed_from_the_view(records, workers, frontier, rng) -> None:
+    """The mask's columns are written step by step, like the observation rows: at every step of two
+    episodes (the second starts from what the first wrote) it is the one the view implies."""
+    world = make_world(records, workers=workers, frontier=frontier)
+    env = ReplayEnv(world, workers=workers, frontier=frontier, max_nodes=rng.choice([None, 40]))
+    for _episode in range(2):
+        obs, info = env.reset()
+        assert info["action_mask"].tolist() == mask_from_scratch(info["view"], env.max_nodes).tolist()
+        for batch in random_batch_sequence(world, workers, frontier, rng, max_rounds=10):
+            obs, _, terminated, truncated, info = env.step(batch)
+            assert info["action_mask"].tolist() == mask_from_scratch(info["view"], env.max_nodes).tolist()
+            assert env.action_masks().tolist() == info["action_mask"].reshape(-1).astype(bool).tolist()
+            if terminated or truncated:
+                break
+
+
+def mask_from_scratch(view: Any, capacity: int) -> np.ndarray:
+    mask = np.zeros((view.workers, capacity + 1), dtype=np.int8)
+    mask[:, capacity] = 1
+    for node_id in view.frontier:
+        if node_id:
+            mask[:, node_id] = 1
+    mask[: view.root_slots, 0] = 1
+    return mask
+
+
+@pytest.mark.slow
+def test_the_readme_recipe_runs() -> None:
+    """The README's "Using dream_gym from your own SB3 / Gymnasium code" block, run as it is."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Using dream_gym from your own SB3 / Gymnasium code", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "MaskablePPO" in code and "SubprocVecEnv" in code and 'mask=tuple(info["action_mask"])' in code
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # tiny networks, shared cores
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr[-3000:]
