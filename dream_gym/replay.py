@@ -124,14 +124,15 @@ class Replay:
 
     # -- the rules --------------------------------------------------------------------
     def why_illegal(self, obs_id: int) -> str:
-        """The reason a revealed non-root id is off the frontier, in words."""
-        index = self.order[obs_id]
-        if self._revealed_children.get(index, 0) >= self._n_children[index]:
-            return f"id {obs_id} has no unrevealed recorded child (the original run did not continue there)"
-        return (
-            f"id {obs_id} is not a leaf of the revealed tree (frontier rule 'leaves'; "
-            "a world or env with frontier='any' allows it)"
-        )
+        """The reason a revealed non-root id is off the frontier, in words, from revealed facts only:
+        under "leaves" an inner node is off the frontier whether or not it has more recorded
+        children, and the reason must not tell which."""
+        if self._leaves_rule and self._revealed_children.get(self.order[obs_id], 0):
+            return (
+                f"id {obs_id} is not a leaf of the revealed tree (frontier rule 'leaves'; "
+                "a world or env with frontier='any' allows it)"
+            )
+        return f"id {obs_id} has no unrevealed recorded child (the original run did not continue there)"
 
     def legal_part(self, batch: Sequence[object]) -> tuple[list[int], list[tuple[object, str]]]:
         """Split a batch into its legal selections (in order) and the dropped ones with reasons.

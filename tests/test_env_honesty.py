@@ -83,7 +83,7 @@ def vector_env_trace(records: list[Record], batches: list[list[int]], workers: i
     rewards: list[float] = []
     for batch in batches:
         row = np.full((1, workers), pad)
-        row[0, : len(batch)] = batch
+        row[0, : min(len(batch), workers)] = batch[:workers]  # a W+1-th selection is dropped by the single env
         obs, reward, terminated, truncated, info = env.step(row)
         shown.append((plain(obs), plain(info), bool(terminated[0]), bool(truncated[0]), plain(env.action_masks())))
         rewards.append(float(reward[0]))
@@ -120,6 +120,55 @@ def vary_size(records: list[Record], revealed: set[str], workers: int, rng: rand
     return out
 
 
+def vary_inner_children(records: list[Record], revealed: set[str], rng: random.Random) -> list[Record]:
+    """(e) Under "leaves": remove, or add, the unrevealed children of revealed inner nodes. Such a
+    node is off the frontier whether it has more recorded children or not, so nothing may tell."""
+    kids = _children(records)
+    root = records[0]["id"]
+    inner = [r["id"] for r in records if r["id"] in revealed and r["id"] != root
+             and any(k in revealed for k in kids[r["id"]])]
+    drop: set[str] = set()
+
+    def drop_subtree(rid: str) -> None:
+        drop.add(rid)
+        for k in kids[rid]:
+            drop_subtree(k)
+
+    for rid in inner:
+        for k in kids[rid]:
+            if k not in revealed and rng.random() < 0.7:
+                drop_subtree(k)
+    out = [copy.deepcopy(r) for r in records if r["id"] not in drop]
+    for i, rid in enumerate(inner):
+        if rng.random() < 0.5:
+            out.append(node(f"late{i}", rid, 1e9, code="a child the run never showed"))
+    return out
+
+
+def probe(batches: list[list[int]], rng: random.Random) -> list[list[int]]:
+    """The batches, some with one more selection that the rules may refuse (an id not revealed yet,
+    one off the frontier, a repeat, one past W): the reasons given are part of the info too."""
+    probed, observed = [], 1
+    for batch in batches:
+        extra = [rng.randrange(0, observed + 2)] if rng.random() < 0.6 else []
+        probed.append([*batch, *extra])
+        observed += len(batch)
+    return probed
+
+
+def revealed_by(records: list[Record], batches: list[list[int]], workers: int, frontier: str,
+                max_nodes: int | None) -> set[str]:
+    """The recorded ids a default env revealed playing the batches (probes dropped or applied)."""
+    world = make_world(records, workers=workers, frontier=frontier)
+    env = ReplayEnv(world, max_nodes=max_nodes)
+    env.reset()
+    for batch in batches:
+        *_, terminated, truncated, _ = env.step(batch)
+        if terminated or truncated:
+            break
+    return {world.ids[i] for i in env.session.replay.order}
+
+
 def _best_recorded(records: list[Record]) -> float:
     scores = [r["score"] for r in records if r["score"] is not None and math.isfinite(r["score"])]
     return max(scores, default=math.nan)
@@ -142,7 +191,8 @@ def keep_the_record(records: list[Record], variant: list[Record], revealed: set[
     return out
 
 
-def variants(base: list[Record], revealed: set[str], workers: int, rng: random.Random) -> dict[str, list[Record]]:
+def variants(base: list[Record], revealed: set[str], workers: int, frontier: str,
+             rng: random.Random) -> dict[str, list[Record]]:
     found = {
         "scores": vary_scores(base, revealed, rng),
         "structure": vary_structure(base, revealed, workers, rng),
@@ -152,6 +202,8 @@ def variants(base: list[Record], revealed: set[str], workers: int, rng: random.R
     grown = vary_size(base, revealed, workers, rng)
     if grown is not None:
         found["size"] = grown
+    if frontier == "leaves":
+        found["inner children"] = vary_inner_children(base, revealed, rng)
     return found
 
 
@@ -168,11 +220,11 @@ def assert_variants_show_the_same(base: list[Record], workers: int, frontier: st
                                   rng: random.Random) -> None:
     capacity = capacity_of(capacity_rule, base, workers)
     world = make_world(base, workers=workers, frontier=frontier)
-    batches = random_batch_sequence(world, workers, frontier, rng, max_rounds=8)
-    revealed = _revealed(base, batches, workers, frontier)
+    batches = probe(random_batch_sequence(world, workers, frontier, rng, max_rounds=8), rng)
+    revealed = revealed_by(base, batches, workers, frontier, capacity)
     for trace in (env_trace, vector_env_trace):
         expected, expected_rewards = trace(base, batches, workers, frontier, capacity)
-        for name, variant in variants(base, revealed, workers, rng).items():
+        for name, variant in variants(base, revealed, workers, frontier, rng).items():
             shown, rewards = trace(variant, batches, workers, frontier, capacity)
             assert shown == expected, (trace.__name__, name)
             assert len(rewards) == len(expected_rewards), (trace.__name__, name)
@@ -249,3 +301,13 @@ def test_a_smaller_capacity_cuts_worlds_of_any_size_alike() -> None:
         assert env_trace(bigger, batches, 2, "leaves", SMALL_CAPACITY)[0] == shown
         assert len(shown) == 7 + len(batches) and shown[-1][3] is cut  # the spaces, reset, then each step
         assert shown[-1][1].get("capacity_full", False) is cut
+
+
+def test_the_reason_a_selection_is_dropped_tells_nothing_unrevealed() -> None:
+    """Under "leaves", a revealed inner node is off the frontier whether or not the run went on from
+    it again: the reason in info["dropped"] names the revealed fact (not a leaf), never the other."""
+    base = [node("root", None, 0.0), node("x", "root", 1.0), node("x1", "x", 2.0), node("y", "root", 0.5)]
+    again = [*base, node("x2", "x", 3.0)]  # x has a second, unrevealed child
+    shown = [env_trace(records, [[0], [1], [1]], 1, "leaves", None)[0] for records in (base, again)]
+    assert shown[0] == shown[1]
+    assert "not a leaf" in shown[0][-1][1]["dropped"][0][1]
