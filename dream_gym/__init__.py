@@ -1,7 +1,8 @@
 """dream_gym: recorded AI-discovery search trees as deterministic Gymnasium environments.
 
-``import dream_gym`` registers ``DreamGym/Replay-v0`` and one ``DreamGym/<world>-v0`` per
-shipped world (Gymnasium 1.x has no plugin entry point).
+``import dream_gym`` registers ``DreamGym/Replay-v1``, one ``DreamGym/<world>-v1`` per shipped
+world and the RL training envs ``DreamGym/Macro-v0``, ``Node-v0``, ``Options-v0`` (Gymnasium 1.x
+has no plugin entry point; see :func:`dream_gym.env.register_envs`).
 """
 
 from dream_gym.env import ReplayEnv, register_envs
