@@ -36,11 +36,21 @@ from dream_gym.policy import RunContext, batch_from  # noqa: E402
 
 TASK = "circle-packing-26"
 # A policy file (run isolated, as every policy file): two rounds of [root, best], then stop.
+# It stops at once instead when it can read the file SECRET: as a policy file it runs isolated, so it cannot.
 TWO_ROUNDS = '''
+SECRET = {secret!r}
+
+
 class Policy:
     def reset(self, context):
         self.w = context.workers
     def act(self, view):
+        try:
+            with open(SECRET) as handle:
+                handle.read()
+            return []
+        except OSError:
+            pass
         if view.rounds >= 2:
             return []
         best = view.best()
@@ -130,12 +140,14 @@ def test_importing_openevolves_checkpoints_and_trace_gives_the_same_tree(policy_
 
 @pytest.mark.slow
 def test_an_empty_batch_stops_openevolve_and_policy_files_run_isolated(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("sk-not-for-policies")
     policy = tmp_path / "two_rounds.py"
-    policy.write_text(TWO_ROUNDS)
+    policy.write_text(TWO_ROUNDS.format(secret=str(secret)))
     out = tmp_path / "world"
-    done = subprocess.run([sys.executable, "-m", "dream_gym", "openevolve", "run", "--task", TASK, "--policy",
-                           str(policy), "-W", "2", "--iterations", "20", "--seed", "0", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    command = [sys.executable, "-m", "dream_gym", "openevolve", "run", "--task", TASK, "--policy",
+               str(policy), "-W", "2", "--iterations", "20", "--seed", "0"]
+    done = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["stopped_by"] == "policy"
@@ -147,6 +159,21 @@ def test_an_empty_batch_stops_openevolve_and_policy_files_run_isolated(tmp_path:
     assert "sha256" in meta  # finished
     assert any((out / "openevolve" / "checkpoints").iterdir())
     load_world(out)
+    # the control: the same code as trusted module:Class, in-process, reads the file and stops at once
+    trusted = tmp_path / "trusted"
+    command[command.index(str(policy))] = "two_rounds:Policy"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([*command, "--out", str(trusted)], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(nodes(trusted)) == 1 and json.loads((trusted / "run_summary.json").read_text())["stopped_by"] == "policy"
+
+
+@pytest.mark.slow
+def test_a_shipped_model_picks_the_parents(tmp_path: Path) -> None:
+    pytest.importorskip("stable_baselines3")
+    out = tmp_path / "world"
+    result = run_openevolve(BridgeConfig(task=TASK, out=out, policy="ppo-macro-v", workers=2, iterations=4, seed=0))
+    assert result.nodes >= 2 and load_world(out).meta["policy"] == "ppo-macro-v"
 
 
 @pytest.mark.slow
