@@ -136,6 +136,19 @@ def world_curve(folder: Path) -> tuple[list[float | None], float | None]:
     return scores, (max(valid) if valid else nodes[0].get("score"))
 
 
+def online_v(folder: Path, reference: float) -> float:
+    """V of an online run, as replay scores an episode (beta1 0.003, beta2 0.02): q of its best with
+    0 at the baseline and 1 at ``reference`` (the best of every run of that task and seed),
+    minus the cost of its attempts, plus its attempts per round."""
+    nodes = [json.loads(line) for line in (folder / "nodes.jsonl").read_text().splitlines() if line.strip()]
+    baseline = float(nodes[0]["score"])
+    best = max([n["score"] for n in nodes if n.get("score") is not None])
+    attempts = len(nodes) - 1
+    rounds = max(int(n.get("round") or 0) for n in nodes)
+    q = min(1.0, max(0.0, (best - baseline) / (reference - baseline))) if reference > baseline else 0.0
+    return q - 0.003 * attempts + 0.02 * attempts / max(1, rounds)
+
+
 def attempts_to_reach(scores: list[float | None], target: float) -> int | None:
     for index, score in enumerate(scores, start=1):
         if score is not None and score >= target - 1e-12:
@@ -229,8 +242,12 @@ def analyse(out: Path, arms: dict, dream_info: dict, log: Path) -> dict:
         xs_q = [replay_q[p] for p in policies]
         ys = [online_best["C" if p == ARM_C else p] for p in policies]
         rho_v, rho_q = spearman(xs_v, ys), spearman(xs_q, ys)
+        reference = {s: max(curves[arm][s][1] for arm in curves) for s in SEEDS}
+        v_online = {p: statistics.median(online_v(arms[task]["C" if p == ARM_C else p][s], reference[s]) for s in SEEDS)
+                    for p in policies}
+        rho_vv = spearman(xs_v, [v_online[p] for p in policies])
         report["tasks"][task] = {"rows": rows, "replay_V": replay_v, "replay_q": replay_q, "spearman_V": rho_v,
-                                 "spearman_q": rho_q, "dream": {s: {k: v for k, v in d.items() if k != "ledger"}
+                                 "spearman_q": rho_q, "online_V": v_online, "spearman_V_online_V": rho_vv, "dream": {s: {k: v for k, v in d.items() if k != "ledger"}
                                                                 for s, d in dream_info[task].items()}}
         a_reach = next(r for r in rows if r["arm"] == "A")["median_reach"]
         lines.append(f"### {task} (W = {W}, budget {ITERATIONS} iterations, seeds {SEEDS[0]}-{SEEDS[-1]})\n")
@@ -254,7 +271,8 @@ def analyse(out: Path, arms: dict, dream_info: dict, log: Path) -> dict:
                      f"{REVISIONS} versions per step ({REVISIONS - 1} revisions by the built-in developer, 0 LLM calls), each "
                      f"replayed on 4 worlds x 11 betas, twice.")
         lines.append(f"Replay vs online over {len(policies)} policies: Spearman rho {rho_v:.2f} (replay V) and {rho_q:.2f} "
-                     "(replay best q) against the online median final best.\n")
+                     f"(replay best q) against the online median final best; {rho_vv:.2f} between replay V and the "
+                     "online runs' own V (median over seeds; q from 0 at the baseline to 1 at the best run of the seed).\n")
     (out / "table.md").write_text("\n".join(lines) + "\n")
     return report
 
