@@ -44,6 +44,9 @@ def test_pack_list_show_validate_share_delete(env, capsys):
     assert (env / "plots" / "world-a.png").is_file()
     assert main(["worlds", "show", "me/toy-v0/world-a", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["nodes"] == 3
+    assert main(["worlds", "show", "me/toy-v0", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["dataset"]["id"] == "me/toy-v0" and shown["worlds"]["world-b"]["nodes"] == 3
     assert main(["worlds", "validate", "me/toy-v0"]) == 0
     assert "OK: dataset me/toy-v0" in capsys.readouterr().out
     remote = f"file://{env / 'remote'}"

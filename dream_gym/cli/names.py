@@ -83,8 +83,10 @@ def explain_world(part: str, exc: LookupError, single: bool = False) -> LookupEr
             return UnknownName(f"dataset {dataset_id} has no world {world!r}{did_you_mean(world, names)} "
                                f"(`dream-gym worlds show {dataset_id}` lists its worlds)")
         if not names and _looks_like_dataset_id(dataset_id):
-            return UnknownName(f"unknown dataset {dataset_id!r}{did_you_mean(dataset_id, _dataset_ids())} "
-                               f"({LIST_WORLDS})")
+            from dream_gym.datasets.store import download_hint
+
+            return UnknownName(f"unknown dataset {dataset_id!r}{did_you_mean(dataset_id, _dataset_ids())}; "
+                               f"{download_hint(dataset_id)} ({LIST_WORLDS})")
         return exc
     if _looks_like_path(part):
         where = "" if str(path.resolve()) == part else f" ({path.resolve()})"
@@ -185,11 +187,12 @@ def betas_note(betas: Sequence[float]) -> str:
 def check_policy(spec: str) -> str:
     """``spec`` if it can name a policy; UnknownName (with the nearest names) if it cannot."""
     from dream_gym.policies import POLICIES
+    from dream_gym.policies.recommended import NAME as RECOMMENDED
     from dream_gym.policies.trained import SHIPPED_MODELS
     from dream_gym.policy_files.specs import is_file_spec, is_model_spec
 
-    if ":" in spec or is_model_spec(spec):
-        return spec  # module:attr and model zips: the library names a missing module or file
+    if ":" in spec or is_model_spec(spec) or spec == RECOMMENDED:
+        return spec  # module:attr, model zips and recommended: the library names a missing module or file
     if is_file_spec(spec):
         path = Path(spec).expanduser()
         if path.is_file():
@@ -202,13 +205,13 @@ def check_policy(spec: str) -> str:
         raise UnknownName(f"policy file {spec} does not exist{where}{hint}")
     if spec in POLICIES:
         return spec
-    known = [*POLICIES, *SHIPPED_MODELS]
+    known = [*POLICIES, *SHIPPED_MODELS, RECOMMENDED]
     if Path(spec + ".py").is_file():
         known.append(spec + ".py")
     hint = did_you_mean(spec, known)
     raise UnknownName(
         f"unknown policy {spec!r}{hint} (built-ins: {', '.join(sorted(POLICIES))}; shipped models: "
-        f"{', '.join(SHIPPED_MODELS)}; or module:Class, a .py policy file or a model .zip)"
+        f"{', '.join(SHIPPED_MODELS)}; {RECOMMENDED}; or module:Class, a .py policy file or a model .zip)"
     )
 
 

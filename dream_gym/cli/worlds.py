@@ -116,13 +116,20 @@ def _list(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import explain_world, show_target
+    from dream_gym.datasets.store import Dataset
 
     target = show_target(args.target)  # a shipped world's name becomes its reference
     try:
         if args.json:
             from dream_gym.datasets import coverage_report, load
 
-            print(json.dumps(coverage_report(load(target)).as_dict(), indent=2))
+            loaded = load(target)
+            if isinstance(loaded, Dataset):  # a dataset: its metadata and each world's report
+                report = {"dataset": loaded.meta, "worlds": {
+                    name: coverage_report(loaded.load(name)).as_dict() for name in loaded.world_names}}
+            else:
+                report = coverage_report(loaded).as_dict()
+            print(json.dumps(report, indent=2, default=str))
             return 0
         from dream_gym.datasets import show
 

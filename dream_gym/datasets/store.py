@@ -107,7 +107,8 @@ def local_path(dataset_id: str | DatasetId) -> Path:
 def download_hint(dataset_id: str) -> str:
     return (
         f"download it with `dream-gym worlds download {dataset_id} --remote URL` "
-        "(URL: any fsspec location, e.g. file:///path/to/remote or hf://datasets/OWNER/REPO), "
+        "(URL: any fsspec location, e.g. file:///path/to/remote or hf://datasets/OWNER/REPO; "
+        "with DREAM_GYM_REMOTE=URL set, --remote can be left out), "
         f"or make it with `dream-gym worlds pack WORLD_FOLDER... --id {dataset_id}`"
     )
 
