@@ -97,6 +97,11 @@ def stage_b() -> dict[str, Any]:
     best = max(f["S"] for f in field.values())
     tied = [n for n, f in field.items() if f["S"] >= best - TIE]
     recommended = min(tied, key=lambda n: (simplicity(n), -field[n]["S"]))
+    # the incumbent form for dream/rsi (PROTOCOL.md, amendment): the best member that can be a policy file
+    files = {n: f for n, f in field.items() if simplicity(n) < 2}
+    best_file = max(f["S"] for f in files.values())
+    recommended_file = min((n for n, f in files.items() if f["S"] >= best_file - TIE),
+                           key=lambda n: (simplicity(n), -files[n]["S"]))
     # the shipping slots (§7): learned candidates only, each must beat the best built-in on its figure
     learned_names = [n for n in field if n.startswith("kind:") or n in OLD_SHIPPED]
     slots = {}
@@ -115,10 +120,11 @@ def stage_b() -> dict[str, Any]:
     for key, slot in slots.items():
         lines.append(f"- slot {key}: {label(slot['winner'])} {slot['figure']:.4f} against the best built-in "
                      f"{slot['best_builtin']:.4f}: {'ships' if slot['ships'] else 'does not ship'}")
+    lines.append(f"- incumbent form for dream/rsi: `{recommended_file}` (S {field[recommended_file]['S']:.4f})")
+    choice = {"recommended": recommended, "S": field[recommended]["S"], "tied": tied,
+              "recommended_file": recommended_file, "slots": slots, "field": field}
     (LOGS / "stage_b.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
-    choice = {"recommended": recommended, "S": field[recommended]["S"], "tied": tied, "slots": slots,
-              "field": field}
     (HERE / "choice.json").write_text(json.dumps(choice, indent=1) + "\n", encoding="utf-8")
     return choice
 
