@@ -452,7 +452,7 @@ def test_a_finished_train_run_again_trains_nothing_and_appends_nothing(tmp_path:
     again = _run_cli(*command)
     assert again.returncode == 0, again.stderr
     assert f"{run} is finished (512 steps); nothing to do" in again.stdout
-    assert "train pool: v2" in again.stdout  # the recorded result, printed as after the run
+    assert "train pool (2 worlds at W = 4, betas 0,1): v2" in again.stdout  # the recorded result, as after the run
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == files
 
     # Killed after the final evaluation was appended, before model.zip and summary.json: the

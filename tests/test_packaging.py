@@ -207,8 +207,10 @@ def test_a_policy_file_cannot_read_the_installed_wheels_shipped_data(installed: 
         from dream_gym.shipped import models_dir, prompts_dir, shipped_root
         world = resolve_world(shipped_world_names("dream-gym/recorded-v0")[0])
         report = {"package": dream_gym.__file__, "data": [str(shipped_root()), str(models_dir()), str(prompts_dir())], "roots": read_roots()}
-        for label, unsafe in (("sandboxed", None), ("unsafe", True)):
-            with IsolatedPolicy(sys.argv[1], unsafe_no_sandbox=unsafe, decision_timeout_s=30.0,
+        # the kernel alone (without the audit hook, which refuses even to list the folder), both
+        # layers, and the opt-out
+        for label, unsafe, harden in (("sandboxed", None, False), ("hardened", None, True), ("unsafe", True, False)):
+            with IsolatedPolicy(sys.argv[1], unsafe_no_sandbox=unsafe, harden=harden, decision_timeout_s=30.0,
                                 episode_timeout_s=60.0) as policy:
                 report[label] = run_episode(policy, world, on_error="record").error
         print(json.dumps(report))""", str(SPY))
@@ -235,5 +237,6 @@ def test_a_policy_file_cannot_read_the_installed_wheels_shipped_data(installed: 
     shipped = sum(1 for _ in Path(data[0]).glob("*/*/nodes.jsonl"))
     assert shipped > 0 and sandboxed["nodes"] == shipped  # it finds every world's nodes.jsonl by name ...
     assert (sandboxed["read"], sandboxed["nodes_read"]) == (0, 0), report["sandboxed"]  # ... and reads none
+    assert found(report["hardened"])["read"] == 0
     # the control: with the opt-out the same file reads every one of them
     assert unsafe == {"tried": sandboxed["tried"], "read": sandboxed["tried"], "nodes": shipped, "nodes_read": shipped}

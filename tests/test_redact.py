@@ -317,7 +317,7 @@ def test_cli_prints_no_secret_from_a_policy_error(key: str, tmp_path: Path,
     policy.write_text(f"{_key_source(key)}\n\ndef act(view):\n    raise ValueError(KEY + ' ' + KEY[::-1])\n")
     assert main(["replay", "sd-fixed-s0", "--policy", str(policy)]) == 1
     out, err = capsys.readouterr()
-    assert f"ValueError: {MARK} {MARK}" in out  # the error was printed, redacted
+    assert f"ValueError: {MARK} {MARK}" in err  # the error was printed (on stderr), redacted
     assert_no_leak(out + err, key, "the printed output")
 
 

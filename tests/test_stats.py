@@ -80,7 +80,8 @@ def test_cli_stats_markdown_json_and_rich(tmp_path: Path, capsys) -> None:
 
 def test_cli_stats_unknown_world_is_a_clear_error(capsys) -> None:
     assert main(["worlds", "stats", "no-such-world-anywhere"]) == 2
-    assert "cannot resolve worlds 'no-such-world-anywhere'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown world 'no-such-world-anywhere'" in err and len(err.strip().splitlines()) == 1
 
 
 def test_cli_compress(tmp_path: Path, capsys) -> None:
