@@ -82,6 +82,9 @@ def incumbent_source(spec: str) -> tuple[str, str]:
     """The policy file text of version 0 for an incumbent spec, and the source of the built-in
     it runs (empty for a file). A built-in name or ``module:attr`` becomes a small wrapper file
     so that every version is evaluated, deployed and shared the same way, as an isolated file."""
+    from dream_gym.policies.recommended import resolve_incumbent
+
+    spec = resolve_incumbent(spec)  # recommended: the spec it stands for as an incumbent (a built-in or a file)
     if spec.endswith(".py"):
         path = Path(spec)
         if not path.is_file():

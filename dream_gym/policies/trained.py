@@ -1,5 +1,5 @@
-"""The shipped trained models: ``--policy ppo-macro``, ``ppo-node``, ``ppo-options``,
-``ppo-options-long`` (v2) and ``ppo-macro-v``, ``ppo-node-v``, ``ppo-options-v`` (plain V) everywhere.
+"""The shipped trained models: ``--policy ppo-options`` (v2; also what ``recommended`` names) and
+``ppo-options-v`` (plain V) everywhere.
 
 Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.model_policy`
 (extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.
@@ -19,17 +19,14 @@ from pathlib import Path
 from dream_gym.shipped import models_dir
 
 SHIPPED_MODELS: dict[str, str] = {
-    "ppo-macro": "ppo-macro.zip",  # MaskablePPO on the macro env, beta-priced objective
-    # MaskablePPO with the node-level scorer, beta-priced objective: a seed ensemble of five (README, "Seed ensembles")
-    "ppo-node": "+".join(f"ppo-node-{i}.zip" for i in range(1, 6)),
-    "ppo-macro-v": "ppo-macro-v.zip",  # the macro arch trained on plain V (--objective v): for mean V
-    "ppo-node-v": "ppo-node-v.zip",  # the node arch trained on plain V
-    # the options arch (a meta-controller over the built-ins' proposals; README "Options over the built-ins")
-    "ppo-options": "ppo-options.zip",  # beta-priced objective
-    "ppo-options-v": "ppo-options-v.zip",  # plain V
-    # beta-priced at the range chosen on long runs (README "Options priced for long runs")
-    "ppo-options-long": "ppo-options-long.zip",
+    # the options arch (a meta-controller over the built-ins' proposals; README "Options over the built-ins"),
+    # the two models that earned a place on the real validation runs (experiments/recommended/PROTOCOL.md)
+    "ppo-options": "ppo-options.zip",  # beta-priced objective: recommended; v2 (compare over beta)
+    "ppo-options-v": "ppo-options-v.zip",  # plain V: one beta, V at beta 0.5 (an online run)
 }
+# Shipped before the recommended experiment and removed by its shipping rule (no validation slot won):
+# ppo-macro, ppo-node (a five-seed ensemble), ppo-macro-v, ppo-node-v, ppo-options-long. Their recorded
+# commands are in agents/models/README.md: `dream-gym train` makes them again.
 
 
 def shipped_files(name: str) -> list[Path]:

@@ -16,7 +16,8 @@
 * a trained stable-baselines3 model ``.zip``, or the name of a shipped one (``ppo-macro``,
   ``ppo-node``: :data:`dream_gym.policies.trained.SHIPPED_MODELS`): :func:`dream_gym.rl.model_policy`
   (macro or node-level, read off the model), in-process; zips joined by ``+``
-  (``a.zip+b.zip+c.zip``) are a seed ensemble (:class:`dream_gym.rl.ensemble.EnsemblePolicy`).
+  (``a.zip+b.zip+c.zip``) are a seed ensemble (:class:`dream_gym.rl.ensemble.EnsemblePolicy`);
+* ``recommended``: the spec :mod:`dream_gym.policies.recommended` names (one of the kinds above).
 
 :func:`resolve_in_process` builds the policy object of a spec in the current process; the
 parent uses it for trusted specs, the isolated child (:mod:`dream_gym.policy_files.child`) for
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.policies import POLICIES, make_policy
+from dream_gym.policies.recommended import resolve as resolve_recommended
 from dream_gym.policies.trained import SHIPPED_MODELS
 from dream_gym.policy import FunctionPolicy, Policy
 from dream_gym.policy_files.errors import PolicyLoadError, PolicyNotFoundError
@@ -157,7 +159,7 @@ def check_policy_spec(spec: str | os.PathLike[str]) -> None:
     """Raise :class:`PolicyNotFoundError` when ``spec`` names nothing: an unknown built-in name,
     a missing file, module or attribute. Builds nothing (no model is loaded, no child started,
     no constructor runs), so a parent can check specs that only its workers will build."""
-    spec = os.fspath(spec)
+    spec = resolve_recommended(os.fspath(spec))
     if is_model_spec(spec):
         model_files(spec)  # raises when a zip is missing
     elif is_file_spec(spec):
@@ -188,7 +190,7 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
         PolicyNotFoundError (a LookupError): unknown name, missing module or file.
         PolicyLoadError (a ValueError): the file defines no policy or fails to import.
     """
-    spec = os.fspath(spec)
+    spec = resolve_recommended(os.fspath(spec))
     params = dict(params or {})
     if is_model_spec(spec):  # SB3 models hold pickled objects: trusted, in-process
         if isolate or limits:
@@ -212,6 +214,7 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
 
 def is_model_spec(spec: str) -> bool:
     """A trained model: a ``.zip``, zips joined by ``+`` (a seed ensemble) or a shipped model's name."""
+    spec = resolve_recommended(spec)
     return spec.endswith(".zip") or spec in SHIPPED_MODELS
 
 
@@ -220,6 +223,7 @@ def model_files(spec: str) -> list[Path]:
     PolicyNotFoundError naming a missing one."""
     from dream_gym.policies.trained import shipped_files
 
+    spec = resolve_recommended(spec)
     if spec in SHIPPED_MODELS:
         try:
             return shipped_files(spec)
@@ -263,7 +267,7 @@ class PolicySource:
     """
 
     def __init__(self, spec: str, file_options: Mapping[str, Any] | None = None):
-        self.spec = spec
+        self.spec = spec = resolve_recommended(spec)
         self._isolated: Policy | None = None
         if is_file_spec(spec) and not is_model_spec(spec):
             self._isolated = load_policy(spec, **dict(file_options or {}))

@@ -1,0 +1,58 @@
+"""``--policy recommended``: the one policy to run when you do not know which to pick.
+
+``recommended`` is a name, like a built-in's, accepted wherever a policy spec goes (``eval``,
+``replay``, ``grow``, ``dream``/``rsi``, ``dream-gym openevolve run``, :func:`dream_gym.policy_files.load_policy`,
+``PolicySource``) and the default of the commands that need a policy and had a default (``replay``,
+``grow``). It stands for :data:`RECOMMENDED`, chosen by the rule of
+``experiments/recommended/PROTOCOL.md`` (written down before the runs that decided it): the
+candidate with the best validation score S = (V at beta 0.5 + v2 on the real validation runs + mean V
+on recorded-v0's held-out split) / 3, among the built-ins, the shipped models, models trained on
+real and synthetic runs, an adaptive policy and a dreamed policy file. The test figures are in
+``experiments/recommended/RESULTS.md``. Like every policy it reads its budget preference beta from
+the run context.
+
+Resolving the name imports nothing heavy: :func:`recommended_spec` only says which spec it is.
+"""
+
+from __future__ import annotations
+
+from dream_gym.shipped import models_dir
+
+NAME = "recommended"
+
+#: The spec ``recommended`` stands for: a built-in name, a shipped model's name
+#: (:data:`dream_gym.policies.trained.SHIPPED_MODELS`) or a file name in :func:`dream_gym.shipped.models_dir`.
+RECOMMENDED = "ppo-options"  # experiments/recommended/choice.json
+
+
+#: ``recommended`` as the incumbent of ``dream``/``rsi``, which rewrite it as an isolated policy file (an
+#: SB3 model cannot run isolated): the rule's best member that can be a policy file.
+RECOMMENDED_FILE = "random"  # choice.json "recommended_file"
+
+
+def _path_or_name(spec: str) -> str:
+    return str(models_dir() / spec) if spec.endswith((".py", ".zip")) else spec
+
+
+def recommended_spec() -> str:
+    """The policy spec ``recommended`` names (a file is given by its path in the models folder)."""
+    return _path_or_name(RECOMMENDED)
+
+
+def recommended_incumbent() -> str:
+    """The spec ``recommended`` names as the incumbent of the dreaming loop (a built-in or a file)."""
+    return _path_or_name(RECOMMENDED_FILE)
+
+
+def resolve(spec: str) -> str:
+    """``spec``, with the name ``recommended`` replaced by the spec it stands for."""
+    return recommended_spec() if spec == NAME else spec
+
+
+def resolve_incumbent(spec: str) -> str:
+    """``spec``, with ``recommended`` replaced by the spec it stands for as a dreaming incumbent."""
+    return recommended_incumbent() if spec == NAME else spec
+
+
+__all__ = ["NAME", "RECOMMENDED", "RECOMMENDED_FILE", "recommended_incumbent", "recommended_spec", "resolve",
+           "resolve_incumbent"]
