@@ -163,7 +163,7 @@ UNKNOWN = [
     (["eval", "-p", "greedy", "-w", "cp26-puct-w4-s2"], "unknown world 'cp26-puct-w4-s2'; did you mean 'cp26-puct-w4-s1'?"),
     (["eval", "-p", "greedy", "-w", "heldoutt"], "unknown world 'heldoutt'; did you mean 'heldout'?"),
     (["eval", "-p", "greedyy", "-w", "heldout"], "unknown policy 'greedyy'; did you mean 'greedy'?"),
-    (["replay", "cp26-puct-w4-s1", "--policy", "ppo-nod"], "unknown policy 'ppo-nod'; did you mean 'ppo-node'?"),
+    (["replay", "cp26-puct-w4-s1", "--policy", "ppo-option"], "unknown policy 'ppo-option'; did you mean 'ppo-options'?"),
     (["replay", "sd-puct-w8-s2"], "unknown world 'sd-puct-w8-s2'; did you mean 'sd-puct-w8-s1'?"),
     (["grow", "--task", "circle-packin-26", "--out", "{tmp}/never-written"],
      "unknown task 'circle-packin-26'; did you mean 'circle-packing-26'"),

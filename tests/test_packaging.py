@@ -160,13 +160,13 @@ def test_the_wheel_works_from_a_fresh_venv_outside_the_repository(installed: Ins
     assert quick.returncode == 0, quick.stderr
 
     held_out = json.loads((REPO / "recorded_worlds" / "recorded-v1" / "dataset.json").read_text())["split"]["held_out"]
-    evaluated = installed.run(str(installed.venv / "bin" / "dream-gym"), "eval", "--policy", "ppo-node", "--worlds",
+    evaluated = installed.run(str(installed.venv / "bin" / "dream-gym"), "eval", "--policy", "ppo-options", "--worlds",
                               "heldout", "--out", "results.jsonl", "--no-progress")
     assert evaluated.returncode == 0, evaluated.stderr
     assert f"Leaderboard: mean over {len(held_out)} worlds" in evaluated.stdout
     assert all(f"World {name} " in evaluated.stdout for name in held_out)
     rows = [json.loads(line) for line in (installed.cwd / "results.jsonl").read_text().splitlines()]
-    assert {r["world"] for r in rows} == set(held_out) and {r["policy"] for r in rows} == {"ppo-node"}
+    assert {r["world"] for r in rows} == set(held_out) and {r["policy"] for r in rows} == {"ppo-options"}
     assert all(r["error"] is None for r in rows)
 
     demo = installed.run(str(installed.venv / "bin" / "dream-gym"), "demo", "--out", "demo")

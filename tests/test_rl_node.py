@@ -305,10 +305,14 @@ def test_load_policy_and_evaluate_a_node_model_deterministically(node_model: Pat
 
 
 def test_shipped_model_names_resolve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node_model: Path) -> None:
+    from dream_gym.policies import trained
     from dream_gym.policy_files import PolicyNotFoundError, load_policy
     from dream_gym.rl import EnsemblePolicy
 
     monkeypatch.setenv("DREAM_GYM_MODELS", str(tmp_path))
+    # names of a node model and a node seed ensemble (none ships now: registered for the test)
+    monkeypatch.setitem(trained.SHIPPED_MODELS, "ppo-node-v", "ppo-node-v.zip")
+    monkeypatch.setitem(trained.SHIPPED_MODELS, "ppo-node", "+".join(f"ppo-node-{i}.zip" for i in range(1, 6)))
     with pytest.raises(PolicyNotFoundError, match="ppo-node-v"):
         load_policy("ppo-node-v")
     (tmp_path / "ppo-node-v.zip").write_bytes(node_model.read_bytes())

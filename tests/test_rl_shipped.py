@@ -1,6 +1,6 @@
-"""The shipped trained models (agents/models/: ppo-macro[-v].zip, ppo-node-v.zip, ppo-options[-v|-long].zip,
-and ppo-node, a seed ensemble of five zips): they load by name, run in replay and eval (the same results with 1
-and 2 processes), and run online in `grow` with the built-in agent."""
+"""The shipped trained models (agents/models/: ppo-options.zip, ppo-options-v.zip, the two that earned a place
+in experiments/recommended): they load by name, run in replay and eval (the same results with 1 and 2
+processes), and run online in `grow` with the built-in agent."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from dream_gym.cli import main as cli_main
 from dream_gym.evaluate import evaluate
 from dream_gym.policies.trained import SHIPPED_MODELS, models_dir
 from dream_gym.policy_files import load_policy
-from dream_gym.rl import EnsemblePolicy, NodeSB3Policy, OptionsSB3Policy, SB3Policy
+from dream_gym.rl import OptionsSB3Policy
 from dream_gym.world import load_world
 
-KINDS = {"ppo-macro": SB3Policy, "ppo-node": EnsemblePolicy, "ppo-macro-v": SB3Policy, "ppo-node-v": NodeSB3Policy,
-         "ppo-options": OptionsSB3Policy, "ppo-options-v": OptionsSB3Policy, "ppo-options-long": OptionsSB3Policy}
+KINDS = {"ppo-options": OptionsSB3Policy, "ppo-options-v": OptionsSB3Policy}
 
 
 def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:
@@ -29,8 +28,7 @@ def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:
             assert f"`{filename}`" in notes and "dream-gym train" in notes
         policy = load_policy(name)
         assert isinstance(policy, KINDS[name]) and policy.name == name
-    ensemble = load_policy("ppo-node")
-    assert isinstance(ensemble, EnsemblePolicy) and ensemble.node and len(ensemble.members) == 5
+    assert set(SHIPPED_MODELS) == set(KINDS)  # at most three shipped models besides recommended
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_MODELS))

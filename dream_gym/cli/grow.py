@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--task", required=True, help="built-in task name (circle-packing-26, sum-difference, ...)")
     p.add_argument("--agent", default="builtin", help="'builtin' or a litellm model string (e.g. openai/gpt-4o-mini)")
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server for the LLM agent")
-    p.add_argument("--policy", default="fixed", help="built-in policy name, module:Class, or a policy .py file")
+    p.add_argument("--policy", default="recommended",
+                   help="built-in policy name, shipped model, module:Class, or a policy .py file (default: recommended)")
     p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="parameter of a built-in policy (repeatable), e.g. --policy-arg branches=8")
     add_workers(p, default=4, help="W: attempts per round, each run by its own worker process (default 4)")

@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "Exits 1 when the episode ended with an error (on stderr), unless "
                                           "--allow-errors.")
     p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
-    p.add_argument("--policy", default="greedy", help="built-in name, module:Class, or a policy .py file")
+    p.add_argument("--policy", default="recommended",
+                   help="built-in name, shipped model, module:Class, or a policy .py file (default: recommended)")
     p.add_argument("--beta", type=float, default=0.5, help="budget preference in [0, 1]")
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")
     p.add_argument("--max-rounds", type=int, default=None, help="K2")

@@ -26,6 +26,7 @@ the file it was started for.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -190,7 +191,13 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
         PolicyNotFoundError (a LookupError): unknown name, missing module or file.
         PolicyLoadError (a ValueError): the file defines no policy or fails to import.
     """
-    spec = resolve_recommended(os.fspath(spec))
+    named = os.fspath(spec)
+    spec = resolve_recommended(named)
+    if spec != named:  # recommended: the policy it names, labelled with the name the user gave
+        policy = load_policy(spec, isolate=isolate, params=params, **limits)
+        with contextlib.suppress(AttributeError):
+            policy.name = named
+        return policy
     params = dict(params or {})
     if is_model_spec(spec):  # SB3 models hold pickled objects: trusted, in-process
         if isolate or limits:
