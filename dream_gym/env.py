@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import mmap
 import os
-import struct
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from dream_gym.registry import is_path, resolve_world, shipped_datasets, shipped_env_ids, shipped_world_names
-from dream_gym.replay import ROOT
+from dream_gym.replay import ROOT, IllegalBatchError, judge_batch, why_illegal
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.session import ReplaySession
-from dream_gym.view import render_tree
+from dream_gym.session import ReplaySession, world_fields
+from dream_gym.view import PrefixView, RevealedNodes, render_tree
 from dream_gym.world import World
 
 # Columns of the observation's "nodes" matrix (one row per observed id) and "globals" vector.
@@ -26,11 +27,16 @@ GLOBAL_COLUMNS: tuple[str, ...] = ("root_slots", "baseline", "rounds", "attempts
 REVEALED, PARENT, DEPTH, SCORED, FRONTIER = range(len(NODE_COLUMNS))
 ROOT_SLOTS, BASELINE, ROUNDS, ATTEMPTS = range(len(GLOBAL_COLUMNS))
 PADDING_ROW = np.array([0, -1, 0, 0, 0], dtype=np.int32)  # a row no revealed node uses
-_WIDTH = len(NODE_COLUMNS)
-_ROW = struct.Struct(f"={_WIDTH}i")  # one row of "nodes" (native int32)
-_ROW_BYTES = _ROW.size
-_pack_row = _ROW.pack_into
-_pack_globals = struct.Struct(f"={len(GLOBAL_COLUMNS)}d").pack_into  # "globals" (native float64)
+_new_object = object.__new__
+_refs = sys.getrefcount
+# The engine's layout (dream_gym.vector_replay; repeated here so that importing this module does
+# not load numba): header slots of its int64 state, its float64 state and its output.
+_H_STATUS, _H_N, _H_OBSERVED, _H_ROOT_SLOTS, _H_DST, _H_OUTLEN, _H_MODE = 0, 1, 4, 6, 8, 16, 17
+_STATUS_ILLEGAL, _MODE_STEP, _MODE_RESET = 1, 0, 1
+_F_REWARD = 1
+_OUT_HEADER = 5  # k, first new id, root slots, rounds, end
+_END_TERMINATED, _END_TRUNCATED, _END_FULL = 1, 2, 3
+_MAX_SETS = 4
 
 # The observation capacity when ``max_nodes`` is not given: a constant, so that the shape of an
 # observation never tells a policy how big the world is. 1,024 holds every shipped world (the
@@ -131,9 +137,12 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     world: the shape of an observation never tells the world's size. Nothing in the
     observation, the spaces or the info depends on unrevealed nodes, except through the frontier
     (a revealed leaf off the frontier is where the original run stopped; ``root_slots`` tells
-    how many more branches the root may open, capped at W). Each observation is a fresh copy
-    (``share_obs=True``: read-only views of the env's buffers, overwritten by the next step, for
-    callers that copy what they keep; the action mask too).
+    how many more branches the root may open, capped at W). No later step changes an
+    observation (or action mask) the caller still holds: observations are read-only arrays (they
+    cannot be made writeable; copy one to change it), and the env writes a buffer again only
+    once nobody holds it or any numpy view of it, so a step writes the rows it changed instead
+    of copying max_nodes rows (``share_obs=True``: one set of buffers, overwritten by every step,
+    for callers that copy what they keep).
 
     ## Rewards
     The change of the replay score ``V = max q - beta1 * N + beta2 * N / max(1, k)`` caused by
@@ -185,6 +194,12 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     :class:`dream_gym.vector_env.ReplayVectorEnv`.
 
     ## Version History
+    * v1, later in 2026-12 (same spaces, values and episodes): observations and action masks
+      are read-only arrays over buffers the env writes again once nobody holds them (before: a
+      fresh writeable copy every step); a step's cost no longer grows with ``max_nodes``;
+      ``info["view"]`` fills its fields, and builds its node views, when first read; the env
+      steps its episode in compiled code and ``env.session`` follows it when read; ``step``
+      before ``reset`` is an error.
     * v1 (2026-12): the default capacity is the constant :data:`DEFAULT_MAX_NODES` instead of
       the world's size (which the observation's shape told); a world bigger than it is an error
       at make time naming ``max_nodes``; an explicit smaller capacity truncates when the next
@@ -227,7 +242,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             "max_rounds": max_rounds, "frontier": frontier, "max_nodes": max_nodes, "strict": strict,
             "share_obs": share_obs, "render_mode": render_mode,
         }
-        self.session = ReplaySession(
+        self._session = _FollowingSession(
             resolve_world(world),
             workers=workers,
             beta=beta,
@@ -237,163 +252,318 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             frontier=frontier,
             strict=strict,
         )
-        self.world = self.session.world
-        self._replay = self.session.replay
-        workers = self.session.workers
+        session = self._session
+        self.world = session.world
+        self.workers = workers = session.workers
+        self.strict = bool(strict)
         self.max_nodes = capacity_for(max_nodes, self.world.size, workers, f"world {self.world.id!r}")
-        # Truncation is checked only once fewer than W rows are free: before, any batch fits.
-        self._rows_safe = self.max_nodes - workers
         self._warned_full = False
         self.share_obs = bool(share_obs)
         self.render_mode = render_mode
         self.action_space = spaces.MultiDiscrete(np.full(workers, self.max_nodes + 1, dtype=np.int64))
         self.observation_space = observation_space(self.max_nodes, workers)
-        self._nodes = np.tile(PADDING_ROW, (self.max_nodes, 1))
-        self._scores = np.zeros(self.max_nodes, dtype=np.float64)
-        self._globals = np.zeros(len(GLOBAL_COLUMNS), dtype=np.float64)
-        self._baseline = self.world.baseline_score
-        self._globals[BASELINE] = self._baseline
-        # Per-slot action masks (W, max_nodes + 1), kept up to date like the observation rows.
-        self._mask = np.zeros((workers, self.max_nodes + 1), dtype=np.int8)
-        self._mask[:, self.max_nodes] = 1
-        # A column of the mask (one value, every slot) is one strided write into its flat bytes.
-        self._mask_stride = self.max_nodes + 1
-        self._on, self._off = b"\x01" * workers, b"\x00" * workers
-        self._root_columns = tuple(bytes([1] * slots + [0] * (workers - slots)) for slots in range(workers + 1))
-        # flat memoryviews for single-element writes (typed Any: numpy arrays are buffers)
-        self._flat_nodes: Any = memoryview(self._nodes).cast("B").cast("i")  # type: ignore[arg-type]
-        self._flat_scores: Any = memoryview(self._scores)  # type: ignore[arg-type]
-        self._flat_globals: Any = memoryview(self._globals)  # type: ignore[arg-type]
-        self._flat_mask: Any = memoryview(self._mask).cast("B")  # type: ignore[arg-type]
-        self._shared = {key: self._read_only(array) for key, array in self._buffers().items()}
-        self._shared_mask = self._read_only(self._mask)
-        self._used = 0  # rows of _nodes written in this episode (0: never reset)
+        # The episode lives in two flat arrays stepped by one compiled call (numba loads here, on
+        # the first env, not with dream_gym).
+        from dream_gym import vector_replay as engine
 
-    def _buffers(self) -> dict[str, np.ndarray]:
-        return {"nodes": self._nodes, "score": self._scores, "globals": self._globals}
+        self._kernel = engine.episode_kernel()
+        arrays = engine.EpisodeArrays(self.world, workers, self.max_nodes, session.replay.frontier_rule == "leaves",
+                                      max_rounds, session.beta1, session.beta2)
+        self._engine_arrays = arrays
+        self._S, self._F = arrays.S, arrays.F
+        self._smv: Any = memoryview(self._S)  # type: ignore[arg-type]  # scalar reads and writes
+        self._fmv: Any = memoryview(self._F)  # type: ignore[arg-type]
+        self._o_batch, self._o_out = arrays.offsets["batch"], arrays.offsets["out"]
+        self._o_open, self._o_revealed = arrays.offsets["open"], arrays.offsets["revealed"]
+        self._o_sets = arrays.offsets["sets"]
+        self._batch_array = self._S[self._o_batch: self._o_batch + workers]
+        self._fields = world_fields(self.world)
+        self._field_of = self._fields.__getitem__
+        self._layout = engine.set_layout(workers, self.max_nodes)
+        self._constants = session._frozen_constants
+        self._leaves_rule = session.replay.frontier_rule == "leaves"
+        # Observation buffer sets (nodes, score, globals, action mask): each step brings one that
+        # no caller holds up to date (writing the rows revealed since it was last written) and
+        # returns it; see _free_set.
+        self._sets: list[_BufferSet] = [self._new_set()]
+        self._last = 0  # the set returned last
+        if self.share_obs:
+            nodes, scores, glob, mask = self._sets[0].out
+            self._shared = {"nodes": nodes, "score": scores, "globals": glob}
+            self._shared_mask = mask
+        # The episode: its revealed nodes (what its views share), its batches, how it ended.
+        self._episode = 0  # episodes started (0: never reset)
+        self._revealed = RevealedNodes()
+        self._batches: list[list[int]] = []
+        self._done = False
+        self._stopped = False  # by an empty batch
+        self._cut = False  # truncated because the capacity cannot hold the next batch
+        self._view: PrefixView | None = None
+        self._ready = False  # reset, and the episode not over
+        # what step reads on every call, in one attribute
+        self._hot = (self._S, self._smv, self._fmv, self._o_batch, workers, self._kernel, self._sets, self._o_out,
+                     self._field_of, self._constants)
+        self._episode_lists = (self._revealed, self._revealed.parents, self._revealed.fixed, self._batches)
+        # env.session follows the episode when read (it plays the batches it has not seen)
+        self._followed: tuple[int, int, bool] = (0, 0, False)  # (episode, batches, done) it has played
+        self._followed_batches = 0
+        self._session._follow = self._follow
+
+    # -- the session, brought up to date when read ----------------------------------------
+    @property
+    def session(self) -> ReplaySession:
+        """The :class:`~dream_gym.session.ReplaySession` of the current episode (V so far is its
+        ``value``). The env steps its own arrays; the session plays the batches it has not seen
+        whenever one of its attributes is read (so reading it every step costs a session step)."""
+        return self._session
+
+    def _follow(self) -> None:
+        """Bring the session to the env's episode (called before any attribute of it is read)."""
+        now = (self._episode, len(self._batches), self._done)
+        if self._followed == now:
+            return
+        session = self._session
+        session._follow = None  # its own reads while it plays need no following
+        try:
+            if self._followed[0] != self._episode:
+                session.reset()
+                self._followed_batches = 0
+            batches = self._batches
+            for batch in batches[self._followed_batches:]:
+                session.step(batch)
+            self._followed_batches = len(batches)
+            if not session.done:
+                if self._stopped:
+                    session.step([])
+                elif self._cut:
+                    session.truncate()
+            self._followed = now
+        finally:
+            session._follow = self._follow
+
+    # -- observation buffers ----------------------------------------------------------------
+    def _new_set(self) -> _BufferSet:
+        """A buffer set in its first state (padding rows, the padding value allowed): one block of
+        memory that the engine writes (``buffer``) and callers read through ``out``, read-only
+        arrays that cannot be made writeable (their memory is a read-only buffer), so that no
+        caller changes what a later step returns."""
+        layout, size = self._layout
+        memory = mmap.mmap(-1, max(size, 1))
+        buffer = np.frombuffer(memory, dtype=np.uint8)
+        (_, nodes_shape, _), _, _, (_, mask_shape, mask_at) = layout
+        np.frombuffer(memory, dtype=np.int32, count=int(np.prod(nodes_shape))).reshape(nodes_shape)[:] = PADDING_ROW
+        buffer[mask_at: mask_at + int(np.prod(mask_shape))].reshape(mask_shape)[:, -1] = 1  # padding: allowed
+        out = _read_only_arrays(memoryview(memory).toreadonly(), layout)
+        # A numpy view refers to the array that owns the memory it views: for the two matrices
+        # the one-dimensional array under them, for the vectors the vector itself.
+        entry = _BufferSet(out, (out[0].base, out[3].base), buffer)  # type: ignore[arg-type]
+        del out
+        assert not self._held(entry), "the reference counts of a fresh buffer set"
+        return entry
 
     @staticmethod
-    def _read_only(array: np.ndarray) -> np.ndarray:
-        view = array.view()
-        view.flags.writeable = False
-        return view
+    def _held(entry: _BufferSet) -> bool:
+        """Whether anyone but the env refers to a buffer set's arrays or to a view of them."""
+        refs = sys.getrefcount
+        (nodes, scores, glob, mask), (nodes_base, mask_base), _ = entry
+        # each: the tuple, this frame's name, getrefcount's argument (the bases: their array too)
+        return not (refs(nodes) == 3 and refs(scores) == 3 and refs(glob) == 3 and refs(mask) == 3
+                    and refs(nodes_base) == 4 and refs(mask_base) == 4)
 
-    # -- observation encoding: only the rows a step changed are written -------------------
-    def _write_step(self, new_ids: Sequence[int], parents: Sequence[int]) -> None:
-        """Write the rows of the new nodes, and the frontier flags and mask columns the step
-        changed (``parents``: the new nodes' parents, i.e. the batch, whose members may leave
-        the frontier).
+    def _free_set(self) -> int:
+        """A buffer set that nobody but the env holds: its memory may be written again.
 
-        A node's row is packed in one ``struct`` call and single elements go through flat
-        memoryviews: a fraction of the cost of numpy indexing for the few elements a step changes.
+        Gymnasium's contract is that a returned observation is never changed later by the env.
+        A set is free once the caller has dropped its observation, the info's action mask and
+        every numpy view of them (a view refers to the array it views, which
+        ``sys.getrefcount`` counts); in the usual ``obs, ... = env.step(a)`` loop two sets take
+        turns, and a step writes only the rows revealed since the set was last returned. A caller
+        who keeps every observation gets a new set each step (a full copy, as before). A weak
+        reference does not keep a set. (:meth:`step` has this inline.)
         """
-        replay = self._replay
-        # the hot path reads the session's node list and the replay's frontier set directly
-        views, is_open, flat, scores = self.session._nodes, replay._open, self._flat_nodes, self._flat_scores
-        mask, stride = self._flat_mask, self._mask_stride
-        root_selected = False
-        for obs_id, parent in zip(new_ids, parents):  # noqa: B905 - same length by construction
-            view = views[obs_id]
-            score = view.score
-            opened = obs_id in is_open
-            if score is None:
-                _pack_row(flat, obs_id * _ROW_BYTES, 1, parent, view.depth, 0, opened)
-            else:
-                scores[obs_id] = score
-                _pack_row(flat, obs_id * _ROW_BYTES, 1, parent, view.depth, 1, opened)
-            if opened:
-                mask[obs_id::stride] = self._on
-            if parent == ROOT:
-                root_selected = True
-            elif parent not in is_open:  # a selected node leaves the frontier, or stays on it ("any")
-                flat[parent * _WIDTH + FRONTIER] = 0
-                mask[parent::stride] = self._off
-        glob = self._flat_globals
-        if root_selected:  # the root's flag, slots and mask change only when it is selected
-            root_slots = replay.root_slots
-            flat[ROOT * _WIDTH + FRONTIER] = 1 if root_slots else 0
-            glob[ROOT_SLOTS] = root_slots
-            self._write_root_mask(root_slots)
-        glob[ROUNDS] = replay.rounds
-        glob[ATTEMPTS] = replay.attempts
-        self._used = new_ids[-1] + 1
-
-    def _write_root_mask(self, root_slots: int) -> None:
-        self._flat_mask[ROOT :: self._mask_stride] = self._root_columns[root_slots]
-
-    def _write_reset(self) -> None:
-        """Back to the root alone: clear the rows the last episode wrote, write the root's."""
-        used = self._used
-        self._nodes[:used] = PADDING_ROW  # only the rows the last episode wrote
-        self._scores[:used] = 0.0
-        self._mask[:, :used] = 0
-        replay = self.session.replay
-        root = self.session.node(ROOT)
-        if root.score is not None:
-            self._scores[ROOT] = root.score
-        _pack_row(self._flat_nodes, 0, 1, -1, 0, root.score is not None, replay.root_slots > 0)
-        _pack_globals(self._flat_globals, 0, replay.root_slots, self._baseline, 0, 0)
-        self._write_root_mask(replay.root_slots)
-        self._used = 1
-
-    def _result(self, new_ids: list[int], dropped: list[tuple[object, str]]) -> tuple[dict[str, np.ndarray],
-                                                                                     dict[str, Any]]:
-        """The observation (fresh copies unless ``share_obs``) and the info of the current state."""
         if self.share_obs:
-            obs, action_mask = self._shared, self._shared_mask
+            return 0
+        sets, count, held = self._sets, len(self._sets), self._held
+        index = self._last
+        for _ in range(count):
+            index = index + 1 if index + 1 < count else 0
+            if not held(sets[index]):
+                return index
+        return self._add_set()
+
+    def _add_set(self) -> int:
+        """A new buffer set, when the caller holds every one (the oldest becomes the caller's)."""
+        sets, count = self._sets, len(self._sets)
+        if count < _MAX_SETS:
+            sets.append(self._new_set())
+            index = count
         else:
-            obs = {"nodes": self._nodes.copy(), "score": self._scores.copy(), "globals": self._globals.copy()}
-            action_mask = self._mask.copy()
-        replay = self._replay
-        return obs, {
-            "view": self.session.view(),
-            "frontier": replay.frontier_counts(),
-            "action_mask": action_mask,
-            "attempts": replay.attempts,
-            "rounds": replay.rounds,
-            "new_ids": new_ids,
-            "dropped": dropped,
-        }
+            index = self._last + 1 if self._last + 1 < count else 0
+            sets[index] = self._new_set()
+        self._S[self._o_sets + 2 * index: self._o_sets + 2 * index + 2] = (0, -1)  # nothing written yet
+        return index
+
+    def _run(self, mode: int) -> int:
+        """One call of the engine on a free buffer set (the batch is in place); its index."""
+        index = self._free_set()
+        smv = self._smv
+        smv[_H_MODE] = mode
+        smv[_H_DST] = index
+        self._kernel(self._S, self._sets[index].buffer)
+        return index
 
     # -- gymnasium API ----------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)  # the replay is deterministic; seeding only for API conformance
-        self.session.reset()
-        self._write_reset()
-        return self._result([ROOT], [])
+        self._episode += 1
+        self._revealed = revealed = RevealedNodes()
+        revealed.fixed.append(self._fields[ROOT])
+        revealed.parents.append(-1)
+        self._batches = []
+        self._episode_lists = (revealed, revealed.parents, revealed.fixed, self._batches)
+        self._done = self._stopped = self._cut = False
+        self._ready = True
+        index = self._run(_MODE_RESET)
+        self._smv[_H_MODE] = _MODE_STEP
+        obs, _, _, _, info = self._result(index, [])
+        info["new_ids"] = [ROOT]
+        return obs, info
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        if type(action) is list and self.max_nodes not in action:
-            batch = action  # the common programmatic case: nothing to convert or filter
+        # The hot path, inline: a list of plain ints or an integer array of at most W values is
+        # written straight into the engine's batch; anything else, and a batch the engine finds
+        # illegal, is judged in Python (_step_judged).
+        if not self._ready:
+            raise RuntimeError("the episode is over; call reset() first" if self._done else "call reset() before step()")
+        S, smv, fmv, at, workers, kernel, sets, out_at, field_of, constants = self._hot
+        # (the engine's layout constants are written as numbers on this path: _H_N = 1,
+        # _H_DST = 8, _H_STATUS = 0, _STATUS_ILLEGAL = 1, _H_OUTLEN = 16, _OUT_HEADER = 5, _F_REWARD = 1,
+        # _END_TERMINATED = 1, _END_TRUNCATED = 2; tests/test_env_engine.py pins them)
+        if type(action) is list:
+            if len(action) > workers:
+                return self._step_judged(action)
+            n = 0
+            try:
+                for selection in action:
+                    if type(selection) is not int:
+                        return self._step_judged(action)
+                    smv[at + n] = selection
+                    n += 1
+            except OverflowError:
+                return self._step_judged(action)
+        elif type(action) is np.ndarray and action.dtype.kind == "i" and action.size <= workers:
+            n = action.size
+            self._batch_array[:n] = action.reshape(-1)
         else:
-            batch = self._batch_from_action(action)
-        session = self.session
-        new_ids, reward, terminated, truncated, dropped = session.step(batch)
-        if new_ids:
-            self._write_step(new_ids, session.batches[-1])
-            full = self._used > self._rows_safe and not session.done and self._next_batch_may_overflow()
-            if full:  # the capacity cannot hold the next batch
-                session.truncate()
-                truncated = True
-                self._warn_full()
-            obs, info = self._result(new_ids, dropped)
-            if full:
-                info["capacity_full"] = True
+            return self._step_judged(action)
+        smv[1] = n
+        # a free buffer set (_free_set, inline): the one after the last returned, usually
+        index = self._last + 1
+        if index == len(sets):
+            index = 0
+        (nodes, scores, glob, mask), (nodes_base, mask_base), buffer = sets[index]
+        # each: the set's tuple, this frame's name, getrefcount's argument (a base: its array too)
+        if not (_refs(nodes) == 3 and _refs(scores) == 3 and _refs(glob) == 3 and _refs(mask) == 3
+                and _refs(nodes_base) == 4 and _refs(mask_base) == 4) and not self.share_obs:
+            del nodes, scores, glob, mask, nodes_base, mask_base
+            index = self._free_set()
+            (nodes, scores, glob, mask), _, buffer = sets[index]
+        smv[8] = index
+        kernel(S, buffer)
+        if smv[0] == 1:
+            del nodes, scores, glob, mask
+            return self._step_judged(action)
+        # the engine's output (_result, inline): header, kept selections, their nodes, frontier
+        out = smv[out_at: out_at + smv[16]].tolist()
+        k, first, root_slots, rounds, end = out[:5]
+        revealed, parents, fixed, batches = self._episode_lists
+        if k:
+            kept = out[5: 5 + k]
+            parents.extend(kept)
+            fixed.extend(map(field_of, out[5 + k: 5 + 2 * k]))
+            batches.append(kept)
+            frontier = out[5 + 2 * k:]
         else:
-            obs, info = self._result(new_ids, dropped)
-            if batch:
-                info["illegal_stop"] = True
-        return obs, reward, terminated, truncated, info
+            frontier = out[5:]
+        counts = dict.fromkeys(frontier, 1)
+        if root_slots:
+            counts[0] = root_slots
+        observed = first + k
+        self._view = view = _new_object(PrefixView)
+        view.__dict__["_lazy"] = (revealed, observed, frontier, root_slots, rounds, observed - 1, constants)
+        self._last = index
+        info = {"view": view, "frontier": counts, "action_mask": mask, "attempts": observed - 1,
+                "rounds": rounds, "new_ids": list(range(first, observed)), "dropped": []}
+        if end:
+            self._end(end, k, info)
+        return {"nodes": nodes, "score": scores, "globals": glob}, fmv[1], end == 1, end >= 2, info
 
-    def _next_batch_may_overflow(self) -> bool:
-        """Whether the largest batch the frontier allows next would need more rows than are free.
-        Only the frontier decides (never the world's size), so the cut is the same for any two
-        worlds that agree on what is revealed."""
-        replay = self._replay
-        largest = min(replay.workers, replay.root_slots + len(replay._open))
-        return self._used + largest > self.max_nodes
+    def _end(self, end: int, k: int, info: dict[str, Any]) -> None:
+        self._done, self._ready = True, False
+        if end == _END_TERMINATED:
+            self._stopped = not k  # an empty batch (else nothing is left to reveal)
+        elif end == _END_FULL:  # the capacity cannot hold the next batch
+            self._cut = True
+            info["capacity_full"] = True
+            self._warn_full()
+
+    def _step_judged(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """A batch with an illegal selection, or of a kind the engine does not take: judged by the
+        replay rules (the reasons are Replay's), then its legal part applied."""
+        batch = self._batch_from_action(action)
+        smv = self._smv
+        observed, root_slots = smv[_H_OBSERVED], smv[_H_ROOT_SLOTS]
+        if self.strict and len(batch) > self.workers:
+            raise IllegalBatchError(f"batch of {len(batch)} selections exceeds W={self.workers} workers")
+        kept, dropped = judge_batch(batch, self.workers, observed, _OpenIds(smv, self._o_open, observed), root_slots,
+                                    self._why_illegal)
+        if self.strict and dropped:
+            selection, reason = dropped[0]
+            raise IllegalBatchError(reason, selection)
+        self._batch_array[: len(kept)] = kept
+        smv[_H_N] = len(kept)
+        index = self._run(_MODE_STEP)
+        return self._result(index, dropped, illegal_stop=bool(batch) and not kept)
+
+    def _why_illegal(self, obs_id: int) -> str:
+        return why_illegal(obs_id, self._leaves_rule, self._smv[self._o_revealed + obs_id] > 0)
+
+    def _result(self, index: int, dropped: list[tuple[object, str]], illegal_stop: bool = False
+                ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """The observation (buffer set ``index``), reward, flags and info of the engine's output
+        (:meth:`step` has this inline)."""
+        at = self._o_out
+        out = self._S[at: at + self._smv[_H_OUTLEN]].tolist()
+        k, first, root_slots, rounds, end = out[:_OUT_HEADER]
+        revealed = self._revealed
+        if k:
+            kept = out[_OUT_HEADER: _OUT_HEADER + k]
+            revealed.parents.extend(kept)
+            revealed.fixed.extend(map(self._field_of, out[_OUT_HEADER + k: _OUT_HEADER + 2 * k]))
+            self._batches.append(kept)
+        frontier = out[_OUT_HEADER + 2 * k:]
+        counts = dict.fromkeys(frontier, 1)
+        if root_slots:
+            counts[ROOT] = root_slots
+        observed = first + k
+        self._view = view = _new_object(PrefixView)
+        view.__dict__["_lazy"] = (revealed, observed, frontier, root_slots, rounds, observed - 1, self._constants)
+        self._last = index
+        if self.share_obs:
+            obs = self._shared
+        else:
+            nodes, scores, glob, mask = self._sets[index].out
+            obs = {"nodes": nodes, "score": scores, "globals": glob}
+        info = {"view": view, "frontier": counts, "action_mask": self._shared_mask if self.share_obs else mask,
+                "attempts": observed - 1, "rounds": rounds, "new_ids": list(range(first, observed)),
+                "dropped": dropped}
+        if end:
+            self._end(end, k, info)
+        if illegal_stop:
+            info["illegal_stop"] = True
+        return obs, self._fmv[_F_REWARD], end == _END_TERMINATED, end >= _END_TRUNCATED, info
 
     def _warn_full(self) -> None:
         if not self._warned_full:
@@ -402,7 +572,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
                 f"max_nodes={self.max_nodes}: the episode was truncated when the next batch might not fit in "
                 "the free observation rows (info['capacity_full']); leave max_nodes unset, or pass at least the "
                 "world's size, to hold every episode whole",
-                stacklevel=3,
+                stacklevel=5,
             )
 
     def _batch_from_action(self, action: Any) -> list[Any]:
@@ -412,26 +582,28 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             raise TypeError(f"action must be a sequence of node ids, got {type(action).__name__}")
         pad = self.max_nodes  # padding means "no selection"; anything else is judged by the rules
         if pad not in action:  # the common case: nothing to filter (a C-level scan)
-            return action  # type: ignore[no-any-return]
+            return list(action)
         return [a for a in action if a != pad or not isinstance(a, (int, np.integer)) or isinstance(a, bool)]
 
     def action_masks(self) -> np.ndarray:
         """Per-slot legality masks, concatenated (sb3-contrib's MultiDiscrete mask layout): the
-        masks of ``info["action_mask"]`` as one flat bool array.
+        masks of ``info["action_mask"]`` as one flat bool array (a fresh array of W x
+        (max_nodes + 1) values).
 
         Every slot may hold the padding value; slots beyond ``root_slots`` cannot hold the root.
         Duplicate non-root selections across slots cannot be masked per slot: they are dropped.
         """
-        return self._mask.astype(bool).reshape(-1)
+        return self._sets[self._last].out[3].astype(bool).reshape(-1)
 
     def render(self) -> Any:
+        if self.render_mode is None:
+            return None
+        view = self._view if self._view is not None else self.session.view()
         if self.render_mode == "ansi":
-            return render_tree(self.session.view())
-        if self.render_mode == "rgb_array":
-            from dream_gym.tree_image import tree_image  # matplotlib loads on the first frame only
+            return render_tree(view)
+        from dream_gym.tree_image import tree_image  # matplotlib loads on the first frame only
 
-            return tree_image(self.session.view())
-        return None
+        return tree_image(view)
 
     # -- copies: rebuilt from the arguments, the episode replayed ------------------------
     def __reduce__(self) -> tuple[Any, ...]:
@@ -442,15 +614,66 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         return _restore_env(type(self), {**self._arguments, "world": self.world}, self._episode_state())
 
     def _episode_state(self) -> dict[str, Any]:
-        session = self.session
         return {
-            "started": self._used > 0,
-            "batches": [list(batch) for batch in session.batches],
-            "stopped": session.terminated and not self._replay.exhausted,  # by an empty batch
+            "started": self._episode > 0,
+            "batches": [list(batch) for batch in self._batches],
+            "stopped": self._stopped,  # by an empty batch
             "warned_full": self._warned_full,
             "np_random": self._np_random,
             "np_random_seed": self._np_random_seed,
         }
+
+
+class _FollowingSession(ReplaySession):
+    """The session of a :class:`ReplayEnv`: before any of its attributes is read, it plays the
+    env's batches it has not seen yet (``_follow``, set by the env)."""
+
+    _follow: Any = None
+
+    def __getattribute__(self, name: str) -> Any:
+        follow = object.__getattribute__(self, "_follow")
+        if follow is not None:
+            follow()
+        return object.__getattribute__(self, name)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a copy is a plain session in the same state
+        copied = ReplaySession.__new__(ReplaySession)
+        copied.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_follow"})
+        reduced = copied.__reduce_ex__(2)
+        assert isinstance(reduced, tuple)
+        return reduced
+
+
+class _OpenIds:
+    """The non-root frontier of the engine's state, as a container of observed ids."""
+
+    __slots__ = ("_smv", "_at", "_observed")
+
+    def __init__(self, smv: Any, at: int, observed: int):
+        self._smv, self._at, self._observed = smv, at, observed
+
+    def __contains__(self, obs_id: object) -> bool:
+        return type(obs_id) is int and 0 < obs_id < self._observed and self._smv[self._at + obs_id] == 1
+
+
+def _read_only_arrays(memory: memoryview, layout: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays of a buffer set over read-only memory (numpy cannot make them writeable)."""
+    arrays = []
+    for dtype, shape, offset in layout:
+        flat = np.frombuffer(memory, dtype=dtype, count=int(np.prod(shape)), offset=offset)
+        arrays.append(flat.reshape(shape) if len(shape) > 1 else flat)
+    nodes, scores, glob, mask = arrays
+    return nodes, scores, glob, mask
+
+
+class _BufferSet(NamedTuple):
+    """One observation buffer set: what callers get (read-only arrays: nodes, score, globals,
+    action mask), the arrays that numpy views of its two matrices refer to, and the bytes the
+    engine writes."""
+
+    out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    bases: tuple[np.ndarray, np.ndarray]
+    buffer: np.ndarray
 
 
 def _portable_reference(world: World | str | os.PathLike[str]) -> World | str:
@@ -468,13 +691,13 @@ def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[st
     env = cls(**arguments)
     env._np_random, env._np_random_seed = state["np_random"], state["np_random_seed"]
     if state["started"]:
-        env.session.reset()
-        env._write_reset()
         env._warned_full = True  # the original warned already, or will
+        ReplayEnv.reset(env)
+        env._np_random, env._np_random_seed = state["np_random"], state["np_random_seed"]
         for batch in state["batches"]:
             env.step(batch)
-        if state["stopped"] and not env.session.done:
-            env.session.step([])
+        if state["stopped"] and not env._done:
+            env.step([])
     env._warned_full = state["warned_full"]
     return env
 

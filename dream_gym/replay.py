@@ -27,7 +27,7 @@ original run stopped there. That is the only fact about unrevealed nodes the fro
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
 
 from dream_gym.world import FRONTIER_RULES, World
 
@@ -52,6 +52,59 @@ def _as_id(selection: object) -> int | None:
         return operator.index(selection)  # type: ignore[arg-type]
     except TypeError:
         return None
+
+
+def why_illegal(obs_id: int, leaves_rule: bool, has_revealed_children: bool) -> str:
+    """The reason a revealed non-root id is off the frontier, in words, from revealed facts only:
+    under "leaves" an inner node is off the frontier whether or not it has more recorded
+    children, and the reason must not tell which."""
+    if leaves_rule and has_revealed_children:
+        return (
+            f"id {obs_id} is not a leaf of the revealed tree (frontier rule 'leaves'; "
+            "a world or env with frontier='any' allows it)"
+        )
+    return f"id {obs_id} has no unrevealed recorded child (the original run did not continue there)"
+
+
+def judge_batch(
+    batch: Sequence[object],
+    workers: int,
+    n_observed: int,
+    is_open: Container[int],
+    root_slots: int,
+    off_frontier: Callable[[int], str],
+) -> tuple[list[int], list[tuple[object, str]]]:
+    """:meth:`Replay.legal_part` on any replay state: ``n_observed`` observed ids, ``is_open``
+    the non-root frontier, ``root_slots``, and ``off_frontier(id)`` the reason a revealed
+    non-root id off the frontier is (``why_illegal``)."""
+    kept: list[int] = []
+    dropped: list[tuple[object, str]] = []
+    roots = 0
+    for selection in batch:
+        obs_id = selection if type(selection) is int else _as_id(selection)
+        if obs_id is None:
+            what = "a bool" if isinstance(selection, bool) else "not an int"
+            reason = f"selection {selection!r} is {what}, not an observed node id"
+        elif len(kept) == workers:
+            reason = f"batch of {len(batch)} selections exceeds W={workers} workers"
+        elif not 0 <= obs_id < n_observed:
+            reason = f"id {obs_id} is not an observed node (observed ids are 0..{n_observed - 1})"
+        elif obs_id == ROOT:
+            if roots < root_slots:
+                roots += 1
+                kept.append(ROOT)
+                continue
+            reason = (f"the root (id 0) is selected {roots + 1} times but may open only "
+                      f"{root_slots} branch(es) in this batch")
+        elif obs_id in is_open and obs_id not in kept:
+            kept.append(obs_id)
+            continue
+        elif obs_id in kept:
+            reason = f"id {obs_id} appears twice (a non-root node may be selected once per batch)"
+        else:
+            reason = off_frontier(obs_id)
+        dropped.append((selection, reason))
+    return kept, dropped
 
 
 class Replay:
@@ -124,15 +177,8 @@ class Replay:
 
     # -- the rules --------------------------------------------------------------------
     def why_illegal(self, obs_id: int) -> str:
-        """The reason a revealed non-root id is off the frontier, in words, from revealed facts only:
-        under "leaves" an inner node is off the frontier whether or not it has more recorded
-        children, and the reason must not tell which."""
-        if self._leaves_rule and self._revealed_children.get(self.order[obs_id], 0):
-            return (
-                f"id {obs_id} is not a leaf of the revealed tree (frontier rule 'leaves'; "
-                "a world or env with frontier='any' allows it)"
-            )
-        return f"id {obs_id} has no unrevealed recorded child (the original run did not continue there)"
+        """The reason a revealed non-root id is off the frontier (see :func:`why_illegal`)."""
+        return why_illegal(obs_id, self._leaves_rule, bool(self._revealed_children.get(self.order[obs_id], 0)))
 
     def legal_part(self, batch: Sequence[object]) -> tuple[list[int], list[tuple[object, str]]]:
         """Split a batch into its legal selections (in order) and the dropped ones with reasons.
@@ -145,35 +191,7 @@ class Replay:
             selection = batch[0]
             if type(selection) is int and (selection in self._open or (selection == ROOT and self.root_slots)):
                 return [selection], []
-        kept: list[int] = []
-        dropped: list[tuple[object, str]] = []
-        workers, n_observed, is_open, root_slots = self.workers, len(self.order), self._open, self.root_slots
-        roots = 0
-        for selection in batch:
-            obs_id = selection if type(selection) is int else _as_id(selection)
-            if obs_id is None:
-                what = "a bool" if isinstance(selection, bool) else "not an int"
-                reason = f"selection {selection!r} is {what}, not an observed node id"
-            elif len(kept) == workers:
-                reason = f"batch of {len(batch)} selections exceeds W={workers} workers"
-            elif not 0 <= obs_id < n_observed:
-                reason = f"id {obs_id} is not an observed node (observed ids are 0..{n_observed - 1})"
-            elif obs_id == ROOT:
-                if roots < root_slots:
-                    roots += 1
-                    kept.append(ROOT)
-                    continue
-                reason = (f"the root (id 0) is selected {roots + 1} times but may open only "
-                          f"{root_slots} branch(es) in this batch")
-            elif obs_id in is_open and obs_id not in kept:
-                kept.append(obs_id)
-                continue
-            elif obs_id in kept:
-                reason = f"id {obs_id} appears twice (a non-root node may be selected once per batch)"
-            else:
-                reason = self.why_illegal(obs_id)
-            dropped.append((selection, reason))
-        return kept, dropped
+        return judge_batch(batch, self.workers, len(self.order), self._open, self.root_slots, self.why_illegal)
 
     def check(self, batch: Sequence[object]) -> list[int]:
         """Validate a batch; return it as a list of ints or raise IllegalBatchError."""

@@ -10,23 +10,54 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
-from dream_gym.view import NodeView, PrefixView, fixed_fields
+from dream_gym.view import FrozenDict, NodeView, PrefixView, RevealedNodes, fields_under
 from dream_gym.world import World
 
-_CHUNK = 32  # revealed nodes per immutable chunk of the views' node list
-_new_view = object.__new__
 
-# Per world, per world node, filled on first reveal and shared by every session on that world
-# (evaluation runs a fresh session per episode): (q, the view fields that do not depend on the
-# reveal order). All of it is derived from the world alone and immutable.
-_FIXED_BY_WORLD: weakref.WeakKeyDictionary[World, dict[int, tuple[float | None, dict[str, Any]]]] = (
-    weakref.WeakKeyDictionary()
-)
+class WorldFields(dict[int, Mapping[str, Any]]):
+    """Per world node (its index), the fields of its view that do not depend on the reveal order
+    (:func:`dream_gym.view.fields_under`), computed on first use and shared by every session and
+    env on the world (evaluation runs a fresh session per episode). Derived from the world
+    alone, immutable values only; ``q`` holds q of every node (None where unscored)."""
+
+    def __init__(self, world: World):
+        super().__init__()
+        self._world = weakref.ref(world)  # the cache is a value of a WeakKeyDictionary keyed by the world
+        self._parent = world.parent.tolist()
+        normalizer = Normalizer(world.baseline_score, world.best_score)
+        self.q: list[float | None] = [normalizer.q(score) for score in world.score_list]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (world_fields, (self._world(),))  # a copy of a session caches on its copy of the world
+
+    def __missing__(self, index: int) -> Mapping[str, Any]:
+        world = self._world()
+        assert world is not None, "the world of these fields is gone"
+        parent_of = self._parent
+        pending = [index]  # the node and its ancestors not computed yet, deepest first
+        while (parent := parent_of[pending[-1]]) >= 0 and parent not in self:
+            pending.append(parent)
+        for node in reversed(pending):
+            parent = parent_of[node]
+            self[node] = fields_under(world.records[node], None if parent < 0 else self[parent],
+                                      world.score_list[node], world.baseline_score)
+        return self[index]
+
+
+_FIELDS_BY_WORLD: weakref.WeakKeyDictionary[World, WorldFields] = weakref.WeakKeyDictionary()
+
+
+def world_fields(world: World) -> WorldFields:
+    """The :class:`WorldFields` of a world (one per world and process)."""
+    fields = _FIELDS_BY_WORLD.get(world)
+    if fields is None:
+        fields = _FIELDS_BY_WORLD[world] = WorldFields(world)
+    return fields
 
 
 class StepOutcome(NamedTuple):
@@ -84,8 +115,8 @@ class ReplaySession:
             world.frontier_rule if frontier is None else frontier,
         )
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
-        self._scores = world.score_list
-        self._fixed = _FIXED_BY_WORLD.setdefault(world, {})
+        self._fields = world_fields(world)
+        self._q = self._fields.q
         # The view fields that stay the same for the whole session (all immutable values).
         self._view_constants = {
             "baseline_score": world.baseline_score,
@@ -99,29 +130,25 @@ class ReplaySession:
             "frontier_rule": self.replay.frontier_rule,
             "max_rounds": max_rounds,
         }
-        self._view_template = {**self._view_constants, "_children": ()}
+        self._frozen_constants = FrozenDict(self._view_constants)  # what the views hold
         self.reset()
 
     # -- state ------------------------------------------------------------------------
     def reset(self) -> None:
         self.replay.reset()
-        self._nodes: list[NodeView] = []
-        # The views' nodes, as immutable chunks shared by the views of this episode (a view
-        # would otherwise copy every revealed node each step; see PrefixView.nodes).
-        self._chunks: list[tuple[NodeView, ...]] = []
-        self._chunks_tuple: tuple[tuple[NodeView, ...], ...] = ()
-        self._tail: list[NodeView] = []
-        self._branch_count = 0
-        self.best_q = float("-inf")
-        self.best_score: float | None = None
+        # The episode's revealed nodes: what its views share (node views are built when read).
+        self._revealed = RevealedNodes()
         self.value = 0.0  # V before the first step; rewards sum to the final V
         self.batches: list[list[int]] = []
         self.done = False
         self.terminated = False
         self.truncated = False
-        self._add_node(ROOT, -1)
-        if self.best_q == float("-inf"):
-            self.best_q = 0.0  # an unscored root: quality starts at the baseline's q
+        root_q = self._q[ROOT]
+        self.best_q = 0.0 if root_q is None else root_q  # an unscored root: quality starts at the baseline's q
+        root = self._fields[ROOT]
+        self.best_score: float | None = root["score"]
+        self._revealed.fixed.append(root)
+        self._revealed.parents.append(-1)
 
     @property
     def attempts(self) -> int:
@@ -137,65 +164,39 @@ class ReplaySession:
 
     @property
     def nodes(self) -> tuple[NodeView, ...]:
-        return tuple(self._nodes)
+        return self._revealed.views(len(self._revealed))
 
     def node(self, obs_id: int) -> NodeView:
         """The view of one revealed node."""
-        return self._nodes[obs_id]
+        if not 0 <= obs_id < len(self._revealed):
+            raise IndexError(f"id {obs_id} is not an observed node")
+        return self._revealed.view(obs_id)
 
     def current_value(self) -> float:
         return replay_score(self.best_q, self.attempts, self.rounds, self.beta1, self.beta2)
 
-    def _add_node(self, obs_id: int, parent_obs: int) -> None:
-        """Append the view of a just-revealed node (``parent_obs``: its parent's observed id)."""
-        index = self.replay.order[obs_id]
-        nodes = self._nodes
-        parent = nodes[parent_obs] if parent_obs >= 0 else None
-        cached = self._fixed.get(index)
-        if cached is None:
-            record, score = self.world.records[index], self._scores[index]
-            fixed = fixed_fields(record, parent=parent, score=score, baseline=self.world.baseline_score)
-            cached = self._fixed[index] = (self.normalizer.q(score), fixed)
-        q, fixed = cached
-        # branch_of_child and node_view, inline (one reveal per call, on the step's hot path)
-        view = _new_view(NodeView)
-        fields = view.__dict__
-        fields.update(fixed)
-        fields["id"] = obs_id
-        if parent is None:
-            fields["parent"] = fields["branch"] = None
-        else:
-            fields["parent"] = parent_obs
-            if parent_obs == ROOT:
-                fields["branch"] = self._branch_count
-                self._branch_count += 1
-            else:
-                fields["branch"] = parent.branch
-        nodes.append(view)
-        tail = self._tail
-        tail.append(view)
-        if len(tail) == _CHUNK:
-            self._chunks.append(tuple(tail))
-            self._chunks_tuple = tuple(self._chunks)
-            tail.clear()
-        if q is not None and q > self.best_q:
-            self.best_q = q
-            self.best_score = fixed["score"]
+    def _reveal(self, new_ids: list[int], parents: list[int]) -> None:
+        """Record just-revealed nodes (``parents``: their parents' observed ids, i.e. the batch)."""
+        order, fields, q_of, revealed = self.replay.order, self._fields, self._q, self._revealed
+        best_q = self.best_q
+        fixed = revealed.fixed
+        for obs_id in new_ids:
+            index = order[obs_id]
+            entry = fields[index]
+            fixed.append(entry)
+            q = q_of[index]
+            if q is not None and q > best_q:
+                best_q = q
+                self.best_score = entry["score"]
+        self.best_q = best_q
+        revealed.parents.extend(parents)
 
     # -- what the policy sees ---------------------------------------------------------
     def view(self) -> PrefixView:
+        """The current prefix view (its fields are filled when first read)."""
         replay = self.replay
-        view = _new_view(PrefixView)
-        # Filled directly (see PrefixView.build), from a template of the session's constant
-        # fields: a view is built every step.
-        fields = view.__dict__
-        fields.update(self._view_template)
-        fields["_node_chunks"] = (self._chunks_tuple, tuple(self._tail))  # nodes: assembled on first use
-        fields["frontier"] = replay.frontier()
-        fields["root_slots"] = replay.root_slots
-        fields["rounds"] = replay.rounds
-        fields["attempts"] = replay.attempts
-        return view
+        return PrefixView.lazy(self._revealed, len(replay.order), replay.frontier(), replay.root_slots,
+                               replay.rounds, replay.attempts, self._frozen_constants)
 
     # -- dynamics ---------------------------------------------------------------------
     def step(self, batch: Sequence[object]) -> StepOutcome:
@@ -214,12 +215,7 @@ class ReplaySession:
             ids, dropped = replay.legal_part(batch)
         if ids:
             new_ids = replay.apply_checked(ids)
-            if len(ids) == 1:
-                self._add_node(new_ids[0], ids[0])
-            else:
-                add = self._add_node
-                for obs_id, parent_obs in zip(new_ids, ids):  # noqa: B905 - same length by construction
-                    add(obs_id, parent_obs)
+            self._reveal(new_ids, ids)
             self.batches.append(ids)
             terminated = replay.exhausted
         else:

@@ -14,9 +14,8 @@ The same view type is built by replay and by the online loop, so a policy runs u
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -203,6 +202,86 @@ def _opt_float(value: Any) -> float | None:
     return None
 
 
+def fields_under(
+    record: Mapping[str, Any], parent: Mapping[str, Any] | None, score: float | None, baseline: float
+) -> dict[str, Any]:
+    """:func:`fixed_fields` of a node from its parent's fixed fields (``parent``: the mapping this
+    function returned for the parent, None for the root), as replay caches them per world node."""
+    parent_score = parent["score"] if parent is not None else None
+    return {
+        **static_fields(record),
+        "depth": 0 if parent is None else parent["depth"] + 1,
+        "score": score,
+        "valid": score is not None,
+        "delta_parent": None if score is None or parent_score is None else score - parent_score,
+        "delta_baseline": None if score is None else score - baseline,
+    }
+
+
+class RevealedNodes:
+    """The revealed nodes of one replay episode, in observed-id order, append-only: what the
+    views of that episode share, so that a step costs the same whether or not a view is read.
+
+    Per revealed node it holds the fields that do not depend on the reveal order (``fixed``:
+    mappings of immutable values, from :func:`fields_under`) and the observed id of its parent
+    (``parents``, -1 for the root). The :class:`NodeView` of a node is built the first time a
+    view of the episode reads ``nodes``, and shared by every later view. Everything here is about
+    revealed nodes only; nothing refers to the world, the replay or the session. A new episode
+    starts a new object, so the views of an earlier episode keep theirs.
+    """
+
+    __slots__ = ("fixed", "parents", "_views", "_branches")
+
+    def __init__(self) -> None:
+        self.fixed: list[Mapping[str, Any]] = []
+        self.parents: list[int] = []
+        self._views: list[NodeView] = []
+        self._branches = 0  # branches opened by the node views built so far
+
+    def __len__(self) -> int:
+        return len(self.parents)
+
+    def view(self, obs_id: int) -> NodeView:
+        """The view of one revealed node."""
+        if obs_id >= len(self._views):
+            self._build(obs_id + 1)
+        return self._views[obs_id]
+
+    def views(self, count: int) -> tuple[NodeView, ...]:
+        """The views of the first ``count`` revealed nodes."""
+        if count > len(self._views):
+            self._build(count)
+        built = self._views
+        return tuple(built) if count == len(built) else tuple(built[:count])
+
+    def _build(self, count: int) -> None:
+        built, fixed, parents = self._views, self.fixed, self.parents
+        if count > len(parents):
+            raise IndexError(f"{count} node views asked for, {len(parents)} nodes revealed")
+        new = _new_object
+        for obs_id in range(len(built), count):
+            view = new(NodeView)
+            fields_ = view.__dict__
+            fields_.update(fixed[obs_id])
+            fields_["id"] = obs_id
+            parent = parents[obs_id]
+            if parent < 0:
+                fields_["parent"] = fields_["branch"] = None
+            else:
+                fields_["parent"] = parent
+                if parent == 0:
+                    fields_["branch"] = self._branches
+                    self._branches += 1
+                else:
+                    fields_["branch"] = built[parent].branch
+            built.append(view)
+
+
+_new_object = object.__new__
+# The entries of a lazily built view's "_lazy" tuple (see PrefixView.lazy).
+_LAZY_FIELDS = ("frontier", "root_slots", "rounds", "attempts")
+
+
 @dataclass(frozen=True)
 class PrefixView:
     """Everything a policy may know at one decision."""
@@ -223,9 +302,8 @@ class PrefixView:
     frontier_rule: str
     max_rounds: int | None = None
     _children: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
-    # Views that replay builds carry, instead of ``nodes``, an instance entry "_node_chunks" (not
-    # a field): (complete chunks, the last partial chunk), tuples of revealed NodeViews shared by
-    # the views of an episode; ``nodes`` is assembled from them on first use (see __getattr__).
+    # Views that replay builds (PrefixView.lazy) carry their fields in an instance entry "_lazy"
+    # (not a field) until one is read; ``nodes`` is built from the episode's RevealedNodes.
 
     @classmethod
     def build(cls, constants: Mapping[str, Any], **fields: Any) -> PrefixView:
@@ -236,26 +314,56 @@ class PrefixView:
         view.__dict__.update(constants, **fields, _children=())
         return view
 
-    # Immutable (the lazily assembled ``nodes`` and ``_children`` are derived from immutable
-    # fields): a copy is the view itself, so SB3's per-step deepcopy of infos does not copy every
-    # revealed node. Pickling (async vector envs send infos between processes) is the dataclass
-    # default: the instance dict, node chunks included.
+    # Immutable (the lazily filled fields, ``nodes`` and ``_children`` are derived from what the
+    # view holds, which never changes): a copy is the view itself, so SB3's per-step deepcopy of
+    # infos does not copy every revealed node. Pickling (async vector envs send infos between
+    # processes) sends the filled-in fields (__getstate__).
     def __copy__(self) -> PrefixView:
         return self
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PrefixView:
         return self
 
+    @classmethod
+    def lazy(cls, revealed: RevealedNodes, count: int, frontier: Sequence[int], root_slots: int, rounds: int,
+             attempts: int, constants: Mapping[str, Any]) -> PrefixView:
+        """A view whose fields are filled on first use: replay builds one every step, most are
+        never read. ``revealed``: the episode's nodes (the first ``count`` are this view's);
+        ``frontier``: the legal ids (a sequence nobody else holds); ``constants``: the other
+        fields (an immutable mapping). Reading any field fills them all, except ``nodes``, built
+        (once) when read."""
+        view = _new_object(cls)
+        view.__dict__["_lazy"] = (revealed, count, frontier, root_slots, rounds, attempts, constants)
+        return view
+
     def __getattr__(self, name: str) -> Any:
-        # Only reached for attributes missing from the instance: ``nodes`` of a view that replay
-        # built from chunks is assembled (once) on first use, so a step costs the same however
-        # many nodes are revealed when nobody reads them.
+        # Only reached for attributes missing from the instance: the fields of a lazily built
+        # view, filled on first use, and its ``nodes``, built from the episode's revealed nodes.
+        fields_ = self.__dict__
+        lazy = fields_.pop("_lazy", None)
+        if lazy is not None:
+            revealed, count, frontier, root_slots, rounds, attempts, constants = lazy
+            fields_.update(constants)
+            fields_["frontier"] = tuple(frontier)
+            fields_["root_slots"] = root_slots
+            fields_["rounds"] = rounds
+            fields_["attempts"] = attempts
+            fields_.setdefault("_children", ())
+            fields_["_nodes_of"] = (revealed, count)
         if name == "nodes":
-            chunks, tail = self.__dict__.get("_node_chunks", ((), ()))
-            nodes = tuple(itertools.chain(*chunks, tail))
-            self.__dict__["nodes"] = nodes
-            return nodes
+            source = fields_.pop("_nodes_of", None)
+            if source is not None:
+                nodes = source[0].views(source[1])
+                fields_["nodes"] = nodes
+                return nodes
+        if name in fields_:
+            return fields_[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled with every field filled in: the episode's other nodes stay behind.
+        self.nodes  # noqa: B018 - fills the fields
+        return {k: v for k, v in self.__dict__.items() if k != "_nodes_of"}
 
     # -- convenience ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -318,6 +426,12 @@ class PrefixView:
         fields = {k: v for k, v in data.items() if k != "nodes"}
         fields["frontier"] = tuple(fields["frontier"])
         return cls(nodes=nodes, **fields)
+
+
+# Fields with defaults have class attributes, which a lazily built view's unfilled fields would
+# show instead of reaching __getattr__; the defaults stay in the constructor.
+del PrefixView.max_rounds
+del PrefixView._children
 
 
 def render_tree(view: PrefixView) -> str:

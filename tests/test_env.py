@@ -366,11 +366,16 @@ def test_reset_clears_the_rows_of_the_previous_episode(folder: Path) -> None:
         np.testing.assert_array_equal(first[key], again[key], err_msg=key)
 
 
-def test_observations_are_copies(folder: Path) -> None:
+def test_observations_are_read_only_and_never_change(folder: Path) -> None:
     env = ReplayEnv(folder)
-    obs, _ = env.reset()
-    obs["score"][:] = 99.0
-    obs["nodes"][:] = 1
+    obs, info = env.reset()
+    for array in (*obs.values(), info["action_mask"], obs["nodes"][:, 0]):
+        with pytest.raises(ValueError):
+            array[...] = 1  # the env may write these buffers again once nobody holds them
+        with pytest.raises(ValueError):
+            array.flags.writeable = True
+    mine = {key: value.copy() for key, value in obs.items()}
+    mine["score"][:] = 99.0  # a copy is the caller's own
     obs2, *_ = env.step([0])
     assert obs2["score"][0] == 1.0 and column(obs2, "frontier")[2] == 0
     obs3, *_ = env.step([1])

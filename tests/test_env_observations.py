@@ -1,7 +1,8 @@
 """The env's observation encoding and ownership: rows written step by step equal an encoding from
-scratch of the same state; by default every observation owns its memory (no later step changes
-it, no two share memory); info["view"] is the session's view; node fields cached per world are
-shared by sessions without changing what any of them sees."""
+scratch of the same state; by default no later step changes an observation a caller holds (no two
+held ones share memory; they are read-only, and the env writes a buffer again only once nobody
+holds it); info["view"] is the session's view; node fields cached per world are shared by
+sessions without changing what any of them sees."""
 
 from __future__ import annotations
 
@@ -60,7 +61,6 @@ def test_incremental_rows_equal_an_encoding_from_scratch(records, workers, front
 def test_default_observations_own_their_memory_through_gym_make() -> None:
     world = make_world(random_records(random.Random(4), 60, shape="bushy"), workers=3)
     env = gym.make("DreamGym/Replay-v0", world=world)
-    buffers = env.unwrapped._buffers().values()
     obs, info = env.reset()
     kept = [obs]
     snapshots = [{key: value.copy() for key, value in obs.items()}]
@@ -76,23 +76,37 @@ def test_default_observations_own_their_memory_through_gym_make() -> None:
     for i, observation in enumerate(kept):
         assert_same_observation(observation, snapshots[i])  # no later step changed it
         for key, array in observation.items():
-            assert array.flags.writeable and array.flags.owndata, key
-            assert not any(np.shares_memory(array, buffer) for buffer in buffers), key
-            if i:
-                assert not np.shares_memory(array, kept[i - 1][key]), key
+            assert not array.flags.writeable, key
+            # the env hands out a buffer again only once nobody holds it: never two held at once
+            assert not any(np.shares_memory(array, earlier[key]) for earlier in kept[:i]), key
 
 
-def test_a_caller_mutating_an_observation_changes_nothing_later() -> None:
+def test_a_caller_cannot_change_an_observation_the_env_writes_again() -> None:
+    """Observations are read-only views of a read-only buffer: a caller who wants to change one
+    copies it, so a buffer the env writes again (once dropped) holds exactly the env's rows."""
     world = make_world(random_records(random.Random(5), 30), workers=2)
     env, reference = ReplayEnv(world), ReplayEnv(world)
     obs, _ = env.reset()
     reference.reset()
-    for batch in ([0], [0, 1], [2]):
+    for batch in ([0], [0, 1], [2], [3], [4]):
         for array in obs.values():
-            array[...] = 7  # a caller normalising in place, then dropping the observation
-        obs, *_ = env.step(batch)
+            with pytest.raises(ValueError):
+                array[...] = 7
+            with pytest.raises(ValueError):
+                array.setflags(write=True)
+            with pytest.raises(ValueError):
+                np.frombuffer(array.base if array.base is not None else array, dtype=array.dtype)[0] = 7
+        del array
+        mine = {key: value.copy() for key, value in obs.items()}  # a caller normalising its own copy
+        for array in mine.values():
+            array[...] = 7
+        obs, *_ = env.step(batch)  # the dropped observation's buffer is written again
         expected, *_ = reference.step(batch)
         assert_same_observation(obs, expected)
+        if not env._done:
+            continue
+        break
+    assert len(env._sets) == 2  # two buffer sets took turns
 
 
 def test_info_view_is_the_sessions_view_at_every_step() -> None:
@@ -122,7 +136,7 @@ def test_sessions_on_one_world_share_the_node_field_cache_and_see_the_same() -> 
     records = random_records(random.Random(7), 40)
     world, twin = make_world(records, workers=2), make_world(records, workers=2)
     first, second, other = ReplaySession(world), ReplaySession(world), ReplaySession(twin)
-    assert first._fixed is second._fixed and first._fixed is not other._fixed
+    assert first._fields is second._fields and first._fields is not other._fields
     rng = random.Random(3)
     batches = random_batch_sequence(world, 2, world.frontier_rule, rng, max_rounds=15)
     for batch in batches:

@@ -184,7 +184,7 @@ def play_on(env: gym.Env, steps: int) -> list[Any]:
 def test_a_copy_of_a_stopped_or_fresh_env_is_in_the_same_state() -> None:
     env = ReplayEnv(WORLD)
     fresh = pickle.loads(pickle.dumps(env))
-    assert fresh._used == 0 and fresh.reset()[0]["nodes"].tolist() == env.reset()[0]["nodes"].tolist()
+    assert fresh._episode == 0 and fresh.reset()[0]["nodes"].tolist() == env.reset()[0]["nodes"].tolist()
     env.step([0])
     env.step([])  # the empty batch stops
     stopped = copy.deepcopy(env)

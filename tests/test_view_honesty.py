@@ -147,7 +147,9 @@ def test_views_reach_no_world_replay_or_session(disk_world: World) -> None:
     with pytest.raises(AssertionError):
         assert_no_world_reachable((session.replay.order,), disk_world, session)
     with pytest.raises(AssertionError):
-        assert_no_world_reachable((session._nodes,), disk_world, session)  # a list, though of node views
+        assert_no_world_reachable((session.batches,), disk_world, session)  # a list of the session's own
+    with pytest.raises(AssertionError):
+        assert_no_world_reachable((session._q,), disk_world, session)  # q of every world node
 
 
 def test_env_info_view_reaches_no_world(disk_world: World) -> None:
