@@ -12,30 +12,23 @@ changes of a value function) that the macro vector env of :mod:`dream_gym.rl.vec
 
 from __future__ import annotations
 
+import mmap
 import os
+import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from numba import njit
 
 from dream_gym.env import (
-    ATTEMPTS,
     BASELINE,
-    DEPTH,
-    FRONTIER,
     GLOBAL_COLUMNS,
     NODE_COLUMNS,
     PADDING_ROW,
-    PARENT,
-    REVEALED,
-    ROOT_SLOTS,
-    ROUNDS,
-    SCORED,
     capacity_for,
     observation_space,
 )
@@ -43,7 +36,15 @@ from dream_gym.registry import resolve_world
 from dream_gym.replay import IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.values import Progress, ValueFn, replay_value
-from dream_gym.vector_replay import NONE, ROOT, VectorReplay, WorldPool
+from dream_gym.vector_replay import (
+    _FRONTIER_CODES,
+    MAX_SETS,
+    NONE,
+    ROOT,
+    VectorReplay,
+    WorldPool,
+    _vector_env_kernel,
+)
 from dream_gym.world import World
 
 WorldRef = World | str | os.PathLike[str]
@@ -207,60 +208,133 @@ class ReplayVectorEnv(VectorReplayEnv):
         self.single_observation_space = observation_space(m, workers)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         n = self.num_envs
-        self._nodes = np.tile(PADDING_ROW, (n, m, 1))
-        self._scores = np.zeros((n, m))
-        self._globals = np.zeros((n, len(GLOBAL_COLUMNS)))
-        self._globals[:, BASELINE] = self.pool.baseline[self.world_of]
+        self._baseline = self.pool.baseline[self.world_of]
+        self._epoch = np.zeros(n, dtype=np.int64)  # episodes started, per sub-env
+        self._sets: list[_VectorSet] = []
+        self._last = -1
+        self._kept = np.full((n, self.workers), NONE, dtype=np.int64)
+        self._none = np.zeros(n, dtype=bool)
+        self._observed_bound = 0  # at least the longest episode's observed ids (the replay's room)
         self.reset()
 
-    # -- episodes ----------------------------------------------------------------------
-    def _start(self, mask: np.ndarray, options: dict[str, Any]) -> None:
-        replay, pool = self.replay, self.pool
-        e = np.flatnonzero(mask)
-        used = int(replay.observed[e].max())
-        self._nodes[e, :used] = PADDING_ROW
-        self._scores[e, :used] = 0.0
-        replay.reset(mask, self.world_of)
-        root = pool.offsets[self.world_of[e]]
-        valid = pool.valid[root]
-        self._nodes[e, ROOT, REVEALED] = 1
-        self._nodes[e, ROOT, SCORED] = valid
-        self._scores[e, ROOT] = np.where(valid, pool.score[root], 0.0)
-        self._write_counters(e)
+    # -- observation buffers ---------------------------------------------------------------
+    def _new_set(self) -> _VectorSet:
+        """A buffer set of N observations in their first state, readable through read-only
+        arrays that cannot be made writeable (the engine writes the memory under them)."""
+        n, m = self.num_envs, self.max_nodes
+        shapes = ((np.int32, (n, m, len(NODE_COLUMNS))), (np.float64, (n, m)), (np.float64, (n, len(GLOBAL_COLUMNS))))
+        offsets, at = [], 0
+        for dtype, shape in shapes:
+            offsets.append(at)
+            at += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 8) * 8
+        memory = mmap.mmap(-1, max(at, 1))
+        if hasattr(mmap, "MADV_HUGEPAGE"):  # N episodes' rows are spread over many pages: fewer TLB misses
+            memory.madvise(mmap.MADV_HUGEPAGE)
+        read_only = memoryview(memory).toreadonly()
+        rw = tuple(np.frombuffer(memory, dtype=dtype, count=int(np.prod(shape)), offset=offset).reshape(shape)
+                   for (dtype, shape), offset in zip(shapes, offsets, strict=True))
+        rw[0][:] = PADDING_ROW
+        rw[2][:, BASELINE] = self._baseline
+        out = _read_only_views(read_only, shapes, offsets)
+        entry = _VectorSet(out, (out[0].base, out[1].base, out[2].base), rw,  # type: ignore[arg-type]
+                           np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+        del out
+        assert not _held(entry), "the reference counts of a fresh buffer set"
+        return entry
 
-    def _write_counters(self, e: np.ndarray | slice) -> None:
-        replay = self.replay
-        root_slots = replay.root_slots[e]
-        self._nodes[e, ROOT, FRONTIER] = root_slots > 0
-        self._globals[e, ROOT_SLOTS] = root_slots
-        self._globals[e, ROUNDS] = replay.rounds[e]
-        self._globals[e, ATTEMPTS] = replay.attempts[e]
+    def _free_set(self) -> int:
+        """A buffer set nobody but the env holds (see :meth:`dream_gym.env.ReplayEnv._free_set`):
+        a step writes only the rows revealed since the set was last returned, instead of copying
+        N x max_nodes rows. A caller who keeps every observation gets a new set each step."""
+        sets, count = self._sets, len(self._sets)
+        index = self._last
+        for _ in range(count):
+            index = index + 1 if index + 1 < count else 0
+            if not _held(sets[index]):
+                return index
+        if count < MAX_SETS:
+            sets.append(self._new_set())
+            return count
+        index = self._last + 1 if self._last + 1 < count else 0
+        sets[index] = self._new_set()  # the oldest set becomes the caller's alone
+        return index
 
-    def _act(self, actions: Any, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        replay, pool = self.replay, self.pool
+    def _run(self, actions: np.ndarray, act: np.ndarray, start: np.ndarray) -> tuple[int, dict[str, np.ndarray]]:
+        """One call of the engine (see vector_replay._vector_env_kernel) on a free buffer set."""
+        replay, n = self.replay, self.num_envs
+        self._observed_bound += self.workers
+        if self._observed_bound + self.workers > replay.capacity:
+            self._observed_bound = int(replay.observed.max())
+            replay._ensure_room()
+        index = self._free_set()
+        entry = self._sets[index]
+        out = {"reward": np.empty(n), "terminated": np.empty(n, dtype=bool), "truncated": np.empty(n, dtype=bool),
+               "dropped": np.empty(n, dtype=np.int64), "illegal_stop": np.empty(n, dtype=bool),
+               "capacity_full": np.empty(n, dtype=bool)}
+        nodes, scores, glob = entry.rw
+        _vector_env_kernel(actions, self.max_nodes, act, start, self.world_of, _FRONTIER_CODES[self.replay.frontier],
+                           self.workers, -1 if self.max_rounds is None else self.max_rounds, self.max_nodes,
+                           self.beta1, self.beta2, self.pool.arrays, replay._episode_arrays(),
+                           replay._observed_arrays(), self._kept, nodes, scores, glob, entry.written, entry.epoch,
+                           self._epoch, self._value, out["reward"], out["terminated"], out["truncated"],
+                           out["dropped"], out["illegal_stop"], out["capacity_full"])
+        self._last = index
+        return index, out
+
+    def _observation(self, index: int) -> dict[str, np.ndarray]:
+        nodes, scores, glob = self._sets[index].out
+        return {"nodes": nodes, "score": scores, "globals": glob}
+
+    # -- gymnasium API ------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Start every episode, or only those of ``options["reset_mask"]`` (a bool array)."""
+        VectorEnv.reset(self, seed=seed)
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if mask is None:
+            mask = self._all
+        else:
+            mask = np.asarray(mask)
+            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
+                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},)")
+        index, _ = self._run(self._kept, self._none, mask)
+        self._ended = self._ended & ~mask
+        return self._observation(index), self._info()
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        mode = self.autoreset_mode
+        if mode == AutoresetMode.NEXT_STEP:
+            start, act = self._ended, ~self._ended
+        else:
+            if mode == AutoresetMode.DISABLED and self._ended.any():
+                raise RuntimeError(
+                    f"sub-envs {np.flatnonzero(self._ended).tolist()} ended: reset them with "
+                    "reset(options={'reset_mask': mask}) before stepping (autoreset is disabled)")
+            start, act = self._none, self._all
         batch = np.asarray(actions, dtype=np.int64).reshape(self.num_envs, self.workers)
-        batch = np.where(batch == self.max_nodes, NONE, batch)
-        kept, dropped = replay.legal_part(batch, active)
-        if self.strict and dropped.any():
-            e, j = np.argwhere(dropped)[0]
-            raise IllegalBatchError(f"sub-env {e}, slot {j}: selection {batch[e, j]} breaks the reveal rules "
-                                    "(the single ReplayEnv names the reason)", int(batch[e, j]))
-        empty = active & (kept[:, 0] == NONE)
-        before = replay.observed.copy()
-        replay.apply(kept)
-        _write_rows(kept, before, pool.arrays, replay._episode_arrays(), replay._observed_arrays(), self._nodes,
-                    self._scores)
-        self._write_counters(slice(None))
-        terminated = empty | (active & replay.exhausted())
-        truncated = active & ~terminated
-        truncated &= (replay.rounds >= self.max_rounds) if self.max_rounds is not None else False
-        # the single env's rule: the largest batch the frontier allows next must fit (never the world's size)
-        largest = np.minimum(self.workers, replay.root_slots + replay.open_count)
-        full = active & ~terminated & ~truncated & (replay.observed + largest > self.max_nodes)
+        if self.strict:
+            kept, dropped = self.replay.legal_part(np.where(batch == self.max_nodes, NONE, batch), act)
+            if dropped.any():
+                e, j = np.argwhere(dropped)[0]
+                raise IllegalBatchError(f"sub-env {e}, slot {j}: selection {batch[e, j]} breaks the reveal rules "
+                                        "(the single ReplayEnv names the reason)", int(batch[e, j]))
+        index, out = self._run(batch, act, start)
+        terminated, full = out["terminated"], out["capacity_full"]
+        truncated = out["truncated"] | full
         if full.any():
             self._warn_full()
-        info = {"dropped": dropped.sum(axis=1), "illegal_stop": empty & dropped.any(axis=1), "capacity_full": full}
-        return terminated, truncated | full, info
+        info: dict[str, Any] = {"dropped": out["dropped"], "illegal_stop": out["illegal_stop"], "capacity_full": full}
+        ended = terminated | truncated
+        if mode == AutoresetMode.SAME_STEP and ended.any():
+            observation = self._observation(index)
+            info["final_obs"] = {key: array[ended] for key, array in observation.items()}
+            info["_final_obs"] = ended
+            del observation
+            self._run(self._kept, self._none, ended)  # the ended episodes start again, in a free set
+            index = self._last
+        self._ended = ended
+        info.update(self._info())
+        return self._observation(index), out["reward"], terminated, truncated, info
 
     def _warn_full(self) -> None:
         if not self._warned_full:
@@ -271,11 +345,6 @@ class ReplayVectorEnv(VectorReplayEnv):
                 "largest world's size, to hold every episode whole",
                 stacklevel=3,
             )
-
-    def _observe(self, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        if rows is None:
-            return {"nodes": self._nodes.copy(), "score": self._scores.copy(), "globals": self._globals.copy()}
-        return {"nodes": self._nodes[rows], "score": self._scores[rows], "globals": self._globals[rows]}
 
     def _info(self) -> dict[str, Any]:
         replay = self.replay
@@ -293,27 +362,31 @@ class ReplayVectorEnv(VectorReplayEnv):
         return masks.reshape(n, -1)
 
 
-@njit(cache=True)
-def _write_rows(kept: Any, before: Any, pool: Any, ep: Any, obs: Any, nodes: Any, scores: Any) -> None:  # pragma: no cover
-    """The observation rows a round changed: the new nodes' rows and the selections' frontier flags."""
-    score, valid, depth = pool[4], pool[5], pool[7]
-    observed = ep[3]
-    order, parent_obs, open_pos = obs[0], obs[1], obs[3]
-    for e in range(kept.shape[0]):
-        for j in range(kept.shape[1]):
-            s = kept[e, j]
-            if s < 0:
-                break
-            if s != 0:
-                nodes[e, s, FRONTIER] = 1 if open_pos[e, s] >= 0 else 0
-        for i in range(before[e], observed[e]):
-            node = order[e, i]
-            nodes[e, i, REVEALED] = 1
-            nodes[e, i, PARENT] = parent_obs[e, i]
-            nodes[e, i, DEPTH] = depth[node]
-            nodes[e, i, SCORED] = 1 if valid[node] else 0
-            nodes[e, i, FRONTIER] = 1 if open_pos[e, i] >= 0 else 0
-            scores[e, i] = score[node] if valid[node] else 0.0
+class _VectorSet(NamedTuple):
+    """One buffer set of the vector env: read-only arrays (nodes, score, globals), the arrays numpy
+    views of them refer to, the arrays the engine writes, and per sub-env the rows written and
+    the episode they belong to."""
+
+    out: tuple[np.ndarray, np.ndarray, np.ndarray]
+    bases: tuple[np.ndarray, np.ndarray, np.ndarray]
+    rw: tuple[np.ndarray, np.ndarray, np.ndarray]
+    written: np.ndarray
+    epoch: np.ndarray
+
+
+def _read_only_views(memory: memoryview, shapes: Any, offsets: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    nodes, scores, glob = (np.frombuffer(memory, dtype=dtype, count=int(np.prod(shape)), offset=offset).reshape(shape)
+                           for (dtype, shape), offset in zip(shapes, offsets, strict=True))
+    return nodes, scores, glob
+
+
+def _held(entry: _VectorSet) -> bool:
+    """Whether anyone but the env refers to a buffer set's arrays or a numpy view of them."""
+    refs = sys.getrefcount
+    (nodes, scores, glob), (nodes_base, scores_base, glob_base) = entry.out, entry.bases
+    # each: the set's tuple, this frame's name, getrefcount's argument (a base: its array too)
+    return not (refs(nodes) == 3 and refs(scores) == 3 and refs(glob) == 3
+                and refs(nodes_base) == 4 and refs(scores_base) == 4 and refs(glob_base) == 4)
 
 
 __all__ = ["NODE_COLUMNS", "ReplayVectorEnv", "VectorReplayEnv", "as_world_list"]

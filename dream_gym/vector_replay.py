@@ -270,6 +270,9 @@ class VectorReplay:
 
 @njit(cache=True)
 def _reset_kernel(rows: Any, worlds: Any, frontier: int, pool: Any, ep: Any, obs: Any) -> None:  # pragma: no cover
+    """Episodes ``rows`` start on pool worlds ``worlds`` (frontier: -1 each world's rule, 0 "any",
+    1 "leaves"). The kernels unpack their argument tuples once: numba counts references to every
+    array it takes out of one."""
     offsets, _, n_children, _, score, valid, q, _, _, _, leaves_rule = pool
     (world, root_children, leaves, observed, rounds, open_count, open_valid, open_improving, best_q, has_best,
      best_score, best_id, best_depth) = ep
@@ -299,7 +302,10 @@ def _reset_kernel(rows: Any, worlds: Any, frontier: int, pool: Any, ep: Any, obs
 
 
 @njit(cache=True)
-def _legal_kernel(batch: Any, active: Any, workers: int, ep: Any, obs: Any, kept: Any, dropped: Any) -> None:  # pragma: no cover
+def _legal_kernel(batch: Any, active: Any, workers: int, ep: Any, obs: Any, kept: Any, dropped: Any,
+                  pad: int = -1) -> None:  # pragma: no cover
+    """Judge each active row of the batch (-1 and ``pad``: no selection) against the selections
+    kept before each one: the kept ones left-aligned in ``kept``, the dropped flagged."""
     root_children, observed = ep[1], ep[3]
     revealed, open_pos = obs[2], obs[3]
     for e in range(batch.shape[0]):
@@ -310,7 +316,7 @@ def _legal_kernel(batch: Any, active: Any, workers: int, ep: Any, obs: Any, kept
         count = 0
         for j in range(batch.shape[1]):
             s = batch[e, j]
-            if s == -1:
+            if s == -1 or s == pad:
                 continue
             ok = False
             if 0 <= s < observed[e]:
@@ -387,6 +393,92 @@ def _apply_kernel(batch: Any, pool: Any, ep: Any, obs: Any) -> None:  # pragma: 
         if k:
             observed[e] += k
             rounds[e] += 1
+
+
+@njit(cache=True)
+def _vector_env_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, frontier: int, workers: int,
+                       round_limit: int, max_nodes: int, beta1: float, beta2: float, pool: Any, ep: Any, obs: Any,
+                       kept: Any, nodes: Any, scores: Any, glob: Any, written: Any, set_epoch: Any, epoch: Any,
+                       value: Any, reward: Any, terminated: Any, truncated: Any, dropped: Any, illegal_stop: Any,
+                       full: Any) -> None:  # pragma: no cover
+    """One step of ReplayVectorEnv: episodes where ``act`` judge and apply their row of
+    ``actions`` (values ``pad`` and -1: no selection), episodes where ``start`` begin again on
+    their world; then every episode's rows in the buffer set (nodes, scores, glob) are brought up
+    to date: the rows revealed since the set was written (``written``, per episode; the whole
+    used part when the episode started again since, ``set_epoch``), the selections' frontier
+    flags, the root, the globals."""
+    n, width = actions.shape
+    observed, rounds, best_q = ep[3], ep[4], ep[8]
+    root_children, open_count = ep[1], ep[5]
+    order, parent_obs, revealed, open_pos = obs[0], obs[1], obs[2], obs[3]
+    score, valid, depth = pool[4], pool[5], pool[7]
+    rows = np.nonzero(start)[0]
+    if len(rows):
+        _reset_kernel(rows, world_of[rows], frontier, pool, ep, obs)
+    kept[:] = -1
+    flags = np.zeros((n, width), dtype=np.bool_)
+    _legal_kernel(actions, act, workers, ep, obs, kept, flags, pad)
+    _apply_kernel(kept, pool, ep, obs)
+    for e in range(n):
+        reward[e] = 0.0
+        terminated[e] = False
+        truncated[e] = False
+        full[e] = False
+        illegal_stop[e] = False
+        dropped[e] = 0
+        root_slots = min(workers, root_children[e] - revealed[e, 0])
+        if start[e]:
+            epoch[e] += 1
+            value[e] = 0.0
+        elif act[e]:
+            count = 0
+            for j in range(width):
+                if flags[e, j]:
+                    count += 1
+            dropped[e] = count
+            if kept[e, 0] < 0:  # no legal selection: the empty batch stops
+                terminated[e] = True
+                illegal_stop[e] = count > 0
+            elif open_count[e] == 0 and root_slots == 0:
+                terminated[e] = True
+            elif round_limit >= 0 and rounds[e] >= round_limit:
+                truncated[e] = True
+            elif observed[e] + min(workers, root_slots + open_count[e]) > max_nodes:
+                full[e] = True
+            attempts = observed[e] - 1
+            v = best_q[e] - beta1 * attempts + beta2 * attempts / max(1, rounds[e])
+            reward[e] = v - value[e]
+            value[e] = v
+        # the buffer set (written here without helper functions: numba counts references to
+        # the arrays a call takes, which costs more than the row itself)
+        m = observed[e]
+        again = set_epoch[e] != epoch[e]  # the episode started again since the set was written
+        first = 0 if again else written[e]
+        for i in range(first, m):
+            node = order[e, i]
+            nodes[e, i, 0] = 1
+            nodes[e, i, 1] = parent_obs[e, i]
+            nodes[e, i, 2] = depth[node]
+            nodes[e, i, 3] = 1 if valid[node] else 0
+            nodes[e, i, 4] = 1 if open_pos[e, i] >= 0 else 0
+            scores[e, i] = score[node] if valid[node] else 0.0
+            p = parent_obs[e, i]
+            if p > 0:  # a selection: its frontier flag may have changed
+                nodes[e, p, 4] = 1 if open_pos[e, p] >= 0 else 0
+        nodes[e, 0, 4] = 1 if root_slots > 0 else 0  # the root: while it may open a branch
+        if again:
+            for i in range(m, written[e]):  # the rows of the set's older episode
+                nodes[e, i, 0] = 0
+                nodes[e, i, 1] = -1
+                nodes[e, i, 2] = 0
+                nodes[e, i, 3] = 0
+                nodes[e, i, 4] = 0
+                scores[e, i] = 0.0
+            set_epoch[e] = epoch[e]
+        written[e] = m
+        glob[e, 0] = root_slots
+        glob[e, 2] = rounds[e]
+        glob[e, 3] = m - 1
 
 
 @njit(cache=True)

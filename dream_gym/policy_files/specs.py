@@ -196,7 +196,7 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
     if spec != named:  # recommended: the policy it names, labelled with the name the user gave
         policy = load_policy(spec, isolate=isolate, params=params, **limits)
         with contextlib.suppress(AttributeError):
-            policy.name = named
+            policy.name = named  # type: ignore[attr-defined]
         return policy
     params = dict(params or {})
     if is_model_spec(spec):  # SB3 models hold pickled objects: trusted, in-process
