@@ -172,8 +172,8 @@ def test_an_empty_batch_stops_openevolve_and_policy_files_run_isolated(tmp_path:
 def test_a_shipped_model_picks_the_parents(tmp_path: Path) -> None:
     pytest.importorskip("stable_baselines3")
     out = tmp_path / "world"
-    result = run_openevolve(BridgeConfig(task=TASK, out=out, policy="ppo-macro-v", workers=2, iterations=4, seed=0))
-    assert result.nodes >= 2 and load_world(out).meta["policy"] == "ppo-macro-v"
+    result = run_openevolve(BridgeConfig(task=TASK, out=out, policy="ppo-options-v", workers=2, iterations=4, seed=0))
+    assert result.nodes >= 2 and load_world(out).meta["policy"] == "ppo-options-v"
 
 
 @pytest.mark.slow
