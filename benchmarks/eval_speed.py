@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from dream_gym import jobs as pools
 from dream_gym import registry
-from dream_gym import workers as pools
 from dream_gym.evaluate import evaluate
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
@@ -108,7 +108,7 @@ def _noop(task: Any, beat: Any) -> int:
 
 def _pool_start_s(n: int) -> float:
     start = time.perf_counter()
-    with pools.WatchedPool(_noop, n, task_timeout=60) as pool:
+    with pools.JobPool(_noop, n, task_timeout=60) as pool:
         assert len(list(pool.run(range(n)))) == n
     return time.perf_counter() - start
 

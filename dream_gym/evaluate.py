@@ -1,7 +1,7 @@
 """Offline evaluation: every (policy, world, beta) episode, in parallel.
 
 :func:`evaluate` runs each policy once per world and beta (SPEC §4: the beta grid of the v2
-objective) on the replay fast path, serially, across watched worker processes or on Ray, records
+objective) on the replay fast path, serially, across watched job processes or on Ray, records
 each world's oracle limit on its episodes, and writes one JSON line per episode
 (:mod:`dream_gym.results`). The worlds spec it takes is :func:`dream_gym.world_specs.resolve_worlds`'s;
 :func:`dream_gym.leaderboard.leaderboard` aggregates its episodes. This module re-exports both
@@ -24,6 +24,7 @@ from typing import Any
 
 from dream_gym.durable import write_atomic
 from dream_gym.eval_journal import EvalJournal, run_identity
+from dream_gym.jobs import JobPool, TaskFailure
 from dream_gym.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from dream_gym.locks import file_lock
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
@@ -40,7 +41,6 @@ from dream_gym.score import (
     oracle_limit,
 )
 from dream_gym.session import ReplaySession
-from dream_gym.workers import TaskFailure, WatchedPool
 from dream_gym.world import World
 from dream_gym.world_specs import resolve_worlds
 
@@ -98,7 +98,7 @@ def _no_beat(step: int | None = None) -> None:
 
 
 def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[EpisodeResult]:
-    """The task's episodes, one per beta in order (a WatchedPool task function: ``beat(i)``
+    """The task's episodes, one per beta in order (a JobPool task function: ``beat(i)``
     when episode i starts, ``beat()`` around every decision)."""
     world = task.world if isinstance(task.world, World) else load_cached(task.world)
     options = dict(task.options)
@@ -156,8 +156,8 @@ def _in_process(tasks: list[_Task]) -> Outcomes:
 
 
 def _watched(tasks: list[_Task], jobs: int, task_timeout: float | None) -> Outcomes:
-    """Every task in worker processes (dream_gym.workers: fork server, watchdog)."""
-    with WatchedPool(_task_results, jobs, task_timeout=task_timeout) as pool:
+    """Every task in job processes (dream_gym.jobs: fork server, watchdog)."""
+    with JobPool(_task_results, jobs, task_timeout=task_timeout) as pool:
         yield from pool.run(tasks)
 
 
@@ -227,9 +227,9 @@ def evaluate(
         jobs: processes (default: the CPU count); 1 is the serial backend.
         workers: W, the attempts per round every world is replayed at (default: each world's
             recorded W).
-        backend: "process" (worker processes of :mod:`dream_gym.workers`: started by a fork
+        backend: "process" (job processes of :mod:`dream_gym.jobs`: started by a fork
             server, never forked from this process, and watched), "serial" (one task at a
-            time: in one watched worker process, or in this process when ``task_timeout`` is
+            time: in one watched job process, or in this process when ``task_timeout`` is
             None) or "ray".
         out: write one JSON line per episode there (in canonical order).
         progress: show a rich progress bar (on stderr).

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from dream_gym.jobs import init_job, job_context, job_initargs
 from dream_gym.locks import folder_lock
 from dream_gym.online.agent_base import ParentContext
 from dream_gym.online.evidence import EvidenceLedger, Survival, stagnation_class, survival_check
@@ -40,7 +41,6 @@ from dream_gym.replay import ROOT, IllegalBatchError
 from dream_gym.sandbox import require_sandbox
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
-from dream_gym.workers import init_worker, worker_context, worker_initargs
 from dream_gym.world import NODES_FILE, build_world
 from dream_gym.world_writer import WorldWriter, new_meta
 
@@ -253,8 +253,8 @@ class _Backend:
         self.kind = kind
         self._pool: cf.Executor | None = None
         if kind == "process":  # workers from dream_gym's fork server: safe in a threaded parent
-            self._pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(),
-                                                initializer=init_worker, initargs=worker_initargs())
+            self._pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=job_context(),
+                                                initializer=init_job, initargs=job_initargs())
             # Start every worker and import the heavy modules now, not inside round 1's clock.
             list(self._pool.map(_warm_up, range(workers)))
         elif kind == "serial":

@@ -1,37 +1,37 @@
-"""Worker processes that are safe in a threaded parent, and a pool with a watchdog.
+"""Job processes that are safe in a threaded parent, and a pool with a watchdog.
 
-**Start method.** Every worker pool of dream_gym (evaluation, the online loop) starts its workers
-with :func:`worker_context`: the ``forkserver`` start method (``spawn`` where there is none),
+**Start method.** Every job pool of dream_gym (evaluation, the online loop) starts its jobs
+with :func:`job_context`: the ``forkserver`` start method (``spawn`` where there is none),
 never a plain ``fork`` of the caller. A forked child inherits the parent's memory but only the
 thread that forked it; a library that already runs a thread pool in the parent (torch's OpenMP
 pool after loading a model, BLAS, an HTTP client) can leave locks held by threads that do not
-exist in the child, which then waits forever (issue 12: ``MaskablePPO.load`` in a forked worker
+exist in the child, which then waits forever (``MaskablePPO.load`` in a forked child
 hung in libgomp). The fork server is a fresh interpreter started once per parent process (fork +
-exec, safe from any parent), which imports :data:`PRELOAD` and then forks each worker from its
-own single-threaded state: workers start in milliseconds, already warm, whatever the parent has
+exec, safe from any parent), which imports :data:`PRELOAD` and then forks each job from its
+own single-threaded state: jobs start in milliseconds, already warm, whatever the parent has
 initialised since.
 
-What a worker gets from the parent: its ``sys.path``, working folder and (through
-:func:`init_worker`) its environment at the time the pool starts; nothing else of the parent's
+What a job gets from the parent: its ``sys.path``, working folder and (through
+:func:`init_job`) its environment at the time the pool starts; nothing else of the parent's
 state, so policies and tasks must be importable (a built-in name, ``module:Class``, a file), not
-objects patched into the parent at runtime. Each worker caps BLAS/OpenMP/torch at one thread:
+objects patched into the parent at runtime. Each job caps BLAS/OpenMP/torch at one thread:
 the pools already run one process per core.
 
-**Nothing outlives the parent.** A worker's parent is the fork server, not the process that
-asked for it, so a ``kill -9`` of that process would leave the server, its workers and
-multiprocessing's resource tracker running for good: each worker holds a copy of the server's
-"alive" pipe (the server waits for every copy to close before it exits), and an idle worker
-waits on a queue that its siblings keep open. :func:`init_worker` therefore (on Linux) closes the
-worker's copy of that pipe, so the server exits as soon as the parent is gone, and asks the
+**Nothing outlives the parent.** A job's parent is the fork server, not the process that
+asked for it, so a ``kill -9`` of that process would leave the server, its jobs and
+multiprocessing's resource tracker running for good: each job holds a copy of the server's
+"alive" pipe (the server waits for every copy to close before it exits), and an idle job
+waits on a queue that its siblings keep open. :func:`init_job` therefore (on Linux) closes the
+job's copy of that pipe, so the server exits as soon as the parent is gone, and asks the
 kernel for SIGKILL when its own parent, the server, exits (``PR_SET_PDEATHSIG``); if the server
-was already gone by then, the worker exits at once. The resource tracker exits by itself once
-the parent, the server and the workers have closed their ends of its pipe.
+was already gone by then, the job exits at once. The resource tracker exits by itself once
+the parent, the server and the jobs have closed their ends of its pipe.
 
-**Watchdog.** :class:`WatchedPool` runs a function on tasks in worker processes. The function
+**Watchdog.** :class:`JobPool` runs a function on tasks in job processes. The function
 reports progress by calling ``beat()`` (a timestamp in shared memory: no message, no lock). A
-task that makes no progress for ``task_timeout`` seconds is ended: its worker is killed and
+task that makes no progress for ``task_timeout`` seconds is ended: its job is killed and
 replaced by a fresh one, the task is reported as a :class:`TaskFailure`, and the other tasks go
-on. A worker that dies (a segfault, the OOM killer) is reported and replaced the same way.
+on. A job that dies (a segfault, the OOM killer) is reported and replaced the same way.
 """
 
 from __future__ import annotations
@@ -53,15 +53,15 @@ from typing import Any
 
 from dream_gym.isolation import THREAD_VARS
 
-#: Modules the fork server imports once, so that every worker starts warm.
+#: Modules the fork server imports once, so that every job starts warm.
 PRELOAD = ("dream_gym.evaluate", "dream_gym.online.loop")
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 _KILL_GRACE_S = 1.0  # SIGTERM first (finalisers kill isolated policy children), then SIGKILL
-_START_TIMEOUT_S = 120.0  # a new worker may take this long to pick up its first task (a loaded machine)
+_START_TIMEOUT_S = 120.0  # a new job may take this long to pick up its first task (a loaded machine)
 
 
-def worker_context() -> BaseContext:
-    """The multiprocessing context of every dream_gym worker pool (see the module docstring);
+def job_context() -> BaseContext:
+    """The multiprocessing context of every dream_gym job pool (see the module docstring);
     starts the fork server if it is not running."""
     context = multiprocessing.get_context(START_METHOD)
     if START_METHOD == "forkserver":
@@ -71,7 +71,7 @@ def worker_context() -> BaseContext:
 
 def _ensure_fork_server(context: Any) -> None:
     """Start the fork server with :data:`PRELOAD` and one-thread BLAS/OpenMP settings in its
-    environment, so that it runs a single thread when it forks a worker."""
+    environment, so that it runs a single thread when it forks a job."""
     from multiprocessing import forkserver
 
     if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
@@ -90,8 +90,8 @@ def _ensure_fork_server(context: Any) -> None:
                 os.environ[name] = value
 
 
-def init_worker(environ: Mapping[str, str] | None = None, owner: int | None = None) -> None:
-    """Run first in every worker: die with ``owner`` (the pid of the process that started the
+def init_job(environ: Mapping[str, str] | None = None, owner: int | None = None) -> None:
+    """Run first in every job: die with ``owner`` (the pid of the process that started the
     pool; see the module docstring), take its environment, one thread per library."""
     if owner is not None:
         _die_with_owner(owner)
@@ -105,8 +105,8 @@ def init_worker(environ: Mapping[str, str] | None = None, owner: int | None = No
         sys.modules["torch"].set_num_threads(int(threads) if threads.isdigit() else 1)
 
 
-def worker_initargs() -> tuple[dict[str, str], int]:
-    """``initargs`` for :func:`init_worker` in a pool started now by this process."""
+def job_initargs() -> tuple[dict[str, str], int]:
+    """``initargs`` for :func:`init_job` in a pool started now by this process."""
     return dict(os.environ), os.getpid()
 
 
@@ -114,7 +114,7 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _die_with_owner(owner: int) -> None:
-    """Tie a fork-server worker's life to ``owner``, the process that asked the server for it."""
+    """Tie a fork-server job's life to ``owner``, the process that asked the server for it."""
     from multiprocessing import forkserver
 
     parent = os.getppid()
@@ -147,7 +147,7 @@ def _parent_pid(pid: int) -> int | None:
 @dataclass(frozen=True)
 class TaskFailure:
     """A task that did not finish: ``kind`` is "timeout" (no progress for the task timeout; its
-    worker was killed), "died" (its worker process died) or "error" (the task function raised).
+    job was killed), "died" (its job process died) or "error" (the task function raised).
     ``step`` is the last step the task reported with ``beat(step)`` (None: none reported)."""
 
     kind: str
@@ -155,8 +155,8 @@ class TaskFailure:
     step: int | None = None
 
 
-class WorkerStartError(RuntimeError):
-    """A new worker process died before it could run a task: every worker would (e.g. the
+class JobStartError(RuntimeError):
+    """A new job process died before it could run a task: every job would (e.g. the
     calling script does not import cleanly), so the pool stops instead of failing each task."""
 
 
@@ -164,10 +164,10 @@ Beat = Callable[..., None]  # beat(step: int | None = None)
 TaskFunction = Callable[[Any, Beat], Any]
 
 
-def _worker_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mapping[str, str],
+def _job_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mapping[str, str],
                  owner: int) -> None:
-    """A worker: run ``fn(task, beat)`` for each task received and send back what it returns."""
-    init_worker(environ, owner)
+    """A job: run ``fn(task, beat)`` for each task received and send back what it returns."""
+    init_job(environ, owner)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     clock = time.monotonic
 
@@ -201,16 +201,16 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 
 
 class _Slot:
-    """One worker process, its pipe, its heartbeat and the tasks sent to it (the first one runs;
-    the next waits in the pipe, so the worker never waits for the parent between tasks)."""
+    """One job process, its pipe, its heartbeat and the tasks sent to it (the first one runs;
+    the next waits in the pipe, so the job never waits for the parent between tasks)."""
 
     def __init__(self, context: BaseContext, fn: TaskFunction):
         self.conn, child_conn = context.Pipe()
-        # written by the worker: [time of its last beat, step, ticket of the task it runs]
+        # written by the job: [time of its last beat, step, ticket of the task it runs]
         self.progress = context.RawArray("d", [0.0, -1.0, -1.0])  # type: ignore[attr-defined]
         self.process = context.Process(  # type: ignore[attr-defined]
-            target=_worker_main, args=(child_conn, self.progress, fn, *worker_initargs()),
-            name="dream_gym-worker", daemon=True,
+            target=_job_main, args=(child_conn, self.progress, fn, *job_initargs()),
+            name="dream_gym-job", daemon=True,
         )
         self.process.start()
         child_conn.close()
@@ -230,7 +230,7 @@ class _Slot:
         try:
             self.conn.send((ticket, index, task))
         except OSError:
-            pass  # the worker is gone: its sentinel reports the task as failed
+            pass  # the job is gone: its sentinel reports the task as failed
 
     def returned(self) -> None:
         """The first task came back: the next one (if any) is now the one to run."""
@@ -239,7 +239,7 @@ class _Slot:
         self.head_since = time.monotonic()
 
     def started_task(self) -> bool:
-        """Whether the worker has picked up its first task (a new worker may still be starting)."""
+        """Whether the job has picked up its first task (a new job may still be starting)."""
         return bool(self.queue) and self.progress[2] == self.queue[0][0]
 
     def idle_s(self) -> float:
@@ -250,7 +250,7 @@ class _Slot:
         return int(self.progress[1]) if self.started_task() and self.progress[1] >= 0 else None
 
     def ask_to_stop(self) -> None:
-        """An idle worker is asked to exit (None); a busy one gets SIGTERM."""
+        """An idle job is asked to exit (None); a busy one gets SIGTERM."""
         if not self.queue:
             try:
                 self.conn.send(None)
@@ -260,7 +260,7 @@ class _Slot:
             self.process.terminate()
 
     def stop(self) -> None:
-        """End the worker (after :meth:`ask_to_stop`): SIGKILL after a grace period."""
+        """End the job (after :meth:`ask_to_stop`): SIGKILL after a grace period."""
         self.process.join(_KILL_GRACE_S)
         if self.process.is_alive():
             self.process.kill()
@@ -277,39 +277,39 @@ class _Slot:
         return f"exit code {code}"
 
 
-_QUEUED = 2  # tasks sent to a worker at a time: the one it runs and the next
+_QUEUED = 2  # tasks sent to a job at a time: the one it runs and the next
 
 
-class WatchedPool:
-    """Run ``fn(task, beat)`` (a module-level function) on tasks in worker processes.
+class JobPool:
+    """Run ``fn(task, beat)`` (a module-level function) on tasks in job processes.
 
     ``fn`` calls ``beat()`` whenever it makes progress, or ``beat(step)`` to also say where it
     is (e.g. the episode number). :meth:`run` yields ``(task index, what fn returned)`` as tasks
     finish, or ``(task index, TaskFailure)`` for a task that made no progress for
-    ``task_timeout`` seconds, whose worker died, or that raised. Workers are started lazily (at
+    ``task_timeout`` seconds, whose job died, or that raised. Jobs are started lazily (at
     most one per task) and kept across :meth:`run` calls until :meth:`close`.
 
     Args:
         fn: the task function; it and the tasks must be picklable (module-level names).
-        workers: worker processes.
+        jobs: job processes.
         task_timeout: seconds without progress after which a task is ended (None: never).
-        context: a multiprocessing context (default :func:`worker_context`).
+        context: a multiprocessing context (default :func:`job_context`).
     """
 
-    def __init__(self, fn: TaskFunction, workers: int, *, task_timeout: float | None,
+    def __init__(self, fn: TaskFunction, jobs: int, *, task_timeout: float | None,
                  context: BaseContext | None = None):
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
+        if jobs < 1:
+            raise ValueError(f"jobs must be >= 1, got {jobs}")
         if task_timeout is not None and not task_timeout > 0:
             raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
-        self.fn, self.workers, self.task_timeout = fn, workers, task_timeout
-        self.context = context or worker_context()
+        self.fn, self.jobs, self.task_timeout = fn, jobs, task_timeout
+        self.context = context or job_context()
         self.slots: list[_Slot] = []
-        self.replaced = 0  # workers killed or lost and replaced, over the pool's life
+        self.replaced = 0  # jobs killed or lost and replaced, over the pool's life
         self._tickets = itertools.count()
         self._pending: deque[tuple[int, Any]] = deque()
 
-    def __enter__(self) -> WatchedPool:
+    def __enter__(self) -> JobPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -324,12 +324,12 @@ class WatchedPool:
 
     def run(self, tasks: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         self._pending = deque(enumerate(tasks))
-        while len(self.slots) < min(self.workers, len(tasks)):
+        while len(self.slots) < min(self.jobs, len(tasks)):
             self.slots.append(_Slot(self.context, self.fn))
         poll_s = 0.5 if self.task_timeout is None else min(0.5, max(0.02, self.task_timeout / 10))
         try:
             while True:
-                for _ in range(_QUEUED):  # round-robin: each worker gets one before any gets two
+                for _ in range(_QUEUED):  # round-robin: each job gets one before any gets two
                     for i, slot in enumerate(self.slots):
                         if len(slot.queue) < _QUEUED and self._pending:
                             if not slot.queue and not slot.process.is_alive():  # died while idle
@@ -349,11 +349,11 @@ class WatchedPool:
                     elif self._stuck(slot):
                         yield self._fail(i, slot, self._timeout_failure(slot))
         except BaseException:
-            self.close()  # a consumer that stops early or fails leaves no worker behind
+            self.close()  # a consumer that stops early or fails leaves no job behind
             raise
 
     def _receive(self, i: int, slot: _Slot) -> Iterator[tuple[int, Any]]:
-        """The slot's finished tasks, or the failure of its first one if its worker died."""
+        """The slot's finished tasks, or the failure of its first one if its job died."""
         try:
             while slot.queue and slot.conn.poll():
                 kind, index, payload = slot.conn.recv()
@@ -366,11 +366,11 @@ class WatchedPool:
             step, started = slot.step(), slot.started_task()
             how = slot.exit_description()
             if not started and slot.finished == 0:
-                raise WorkerStartError(
-                    f"a worker process exited ({how}) before it could run a task; its error is printed above. "
-                    "A worker starts by importing the calling script again (as __mp_main__): the script must "
+                raise JobStartError(
+                    f"a job process exited ({how}) before it could run a task; its error is printed above. "
+                    "A job starts by importing the calling script again (as __mp_main__): the script must "
                     "import cleanly and keep its main code under `if __name__ == \"__main__\":`")
-            yield self._fail(i, slot, TaskFailure("died", f"its worker process died ({how})", step))
+            yield self._fail(i, slot, TaskFailure("died", f"its job process died ({how})", step))
 
     def _stuck(self, slot: _Slot) -> bool:
         if self.task_timeout is None:
@@ -381,11 +381,11 @@ class WatchedPool:
     def _timeout_failure(self, slot: _Slot) -> TaskFailure:
         # no measured durations in the message: the record of a grid must not depend on timing
         what = (f"no progress within the task timeout of {self.task_timeout:g}s" if slot.started_task()
-                else f"its worker did not start within {max(self.task_timeout or 0, _START_TIMEOUT_S):g}s")
-        return TaskFailure("timeout", f"{what}; its worker process was killed and replaced", slot.step())
+                else f"its job did not start within {max(self.task_timeout or 0, _START_TIMEOUT_S):g}s")
+        return TaskFailure("timeout", f"{what}; its job process was killed and replaced", slot.step())
 
     def _fail(self, i: int, slot: _Slot, failure: TaskFailure) -> tuple[int, TaskFailure]:
-        """Replace the slot's worker; its first task fails, the ones queued behind it run again."""
+        """Replace the slot's job; its first task fails, the ones queued behind it run again."""
         index = slot.queue[0][1]
         self._pending.extendleft((queued_index, task) for _, queued_index, task in reversed(list(slot.queue)[1:]))
         slot.ask_to_stop()
@@ -395,5 +395,5 @@ class WatchedPool:
         return index, failure
 
 
-__all__ = ["PRELOAD", "START_METHOD", "TaskFailure", "WatchedPool", "WorkerStartError", "init_worker",
-           "worker_context", "worker_initargs"]
+__all__ = ["PRELOAD", "START_METHOD", "TaskFailure", "JobPool", "JobStartError", "init_job",
+           "job_context", "job_initargs"]

@@ -1,7 +1,7 @@
-"""dream_gym.workers: worker pools safe in a threaded parent, and the watchdog of evaluation grids.
+"""dream_gym.jobs: job processes safe in a threaded parent, and the watchdog of evaluation grids.
 
-Task functions and policies used by the workers live at module level here: workers start from
-the fork server, so what they run must be importable (``test_workers:BlockingPolicy``).
+Task functions and policies used by the jobs live at module level here: jobs start from
+the fork server, so what they run must be importable (``test_jobs:BlockingPolicy``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pytest
 from test_evaluate import make_world
 
 from dream_gym.evaluate import evaluate, resolve_worlds
-from dream_gym.workers import TaskFailure, WatchedPool, worker_context
+from dream_gym.jobs import JobPool, TaskFailure, job_context
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-# -- task functions run by the workers ----------------------------------------------------------
+# -- task functions run by the jobs ----------------------------------------------------------------
 def _describe(task: Any, beat: Callable[..., None]) -> dict[str, Any]:
     return {"pid": os.getpid(), "ppid": os.getppid(), "threads": len(os.listdir("/proc/self/task")),
            "env": os.environ.get(task), "omp": os.environ.get("OMP_NUM_THREADS")}
@@ -72,14 +72,14 @@ class BlockingInit:
 
 
 # -- the pool -------------------------------------------------------------------------------------
-def test_workers_come_from_a_single_threaded_fork_server_not_from_the_threaded_parent(
+def test_jobs_come_from_a_single_threaded_fork_server_not_from_the_threaded_parent(
         monkeypatch: pytest.MonkeyPatch) -> None:
     stop = threading.Event()
     spinner = threading.Thread(target=stop.wait, daemon=True)  # this parent is threaded
     spinner.start()
     monkeypatch.setenv("DREAM_GYM_TEST_VALUE", "set-after-the-server-started")
     try:
-        with WatchedPool(_describe, 2, task_timeout=30) as pool:
+        with JobPool(_describe, 2, task_timeout=30) as pool:
             rows = [row for _, row in pool.run(["DREAM_GYM_TEST_VALUE"] * 2)]
     finally:
         stop.set()
@@ -95,12 +95,12 @@ def test_workers_come_from_a_single_threaded_fork_server_not_from_the_threaded_p
         assert row["omp"] == "1"  # one thread per library: the pool already runs a process per core
 
 
-def test_a_task_without_progress_is_ended_and_its_worker_replaced() -> None:
+def test_a_task_without_progress_is_ended_and_its_job_replaced() -> None:
     tasks = [("ok", 0), ("hang", 3600), ("ok", 0), ("slow", 1.5), ("ok", 0)]
-    with WatchedPool(_scripted, 2, task_timeout=0.6) as pool:
+    with JobPool(_scripted, 2, task_timeout=0.6) as pool:
         events = list(pool.run(tasks))
         assert pool.replaced == 1
-        again = list(pool.run([("ok", 0)]))  # the replacement worker works
+        again = list(pool.run([("ok", 0)]))  # the replacement job works
     assert sorted(index for index, _ in events) == [0, 1, 2, 3, 4]  # each task reported once
     by_task = dict(events)
     failure = by_task[1]
@@ -111,8 +111,8 @@ def test_a_task_without_progress_is_ended_and_its_worker_replaced() -> None:
     assert again == [(0, "ok:done")]
 
 
-def test_a_dead_worker_and_a_raising_task_are_reported_and_the_rest_completes() -> None:
-    with WatchedPool(_scripted, 1, task_timeout=None) as pool:
+def test_a_dead_job_and_a_raising_task_are_reported_and_the_rest_completes() -> None:
+    with JobPool(_scripted, 1, task_timeout=None) as pool:
         events = dict(pool.run([("die", 0), ("raise", 0), ("ok", 0)]))
         assert pool.replaced == 1
     assert isinstance(events[0], TaskFailure) and events[0].kind == "died"
@@ -122,8 +122,8 @@ def test_a_dead_worker_and_a_raising_task_are_reported_and_the_rest_completes() 
     assert events[2] == "ok:done"
 
 
-def test_workers_that_cannot_start_stop_the_pool_with_the_reason(tmp_path: Path) -> None:
-    """A worker imports the calling script again (as __mp_main__); one that cannot is not a
+def test_jobs_that_cannot_start_stop_the_pool_with_the_reason(tmp_path: Path) -> None:
+    """A job imports the calling script again (as __mp_main__); one that cannot is not a
     policy's failure to record on every episode, but an error naming the cause."""
     world = make_world(tmp_path / "w0", 20, 0)
     script = tmp_path / "unguarded.py"
@@ -133,20 +133,20 @@ def test_workers_that_cannot_start_stop_the_pool_with_the_reason(tmp_path: Path)
                       f"evaluate(['greedy'], {str(world)!r}, '0.5', jobs=2, progress=False)\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode != 0
-    assert "this script cannot be imported twice" in done.stderr  # the worker's own traceback
-    assert "WorkerStartError: a worker process exited (exit code 1) before it could run a task" in done.stderr
+    assert "this script cannot be imported twice" in done.stderr  # the job's own traceback
+    assert "JobStartError: a job process exited (exit code 1) before it could run a task" in done.stderr
     assert "__mp_main__" in done.stderr
 
 
 def test_pool_arguments_are_checked() -> None:
-    with pytest.raises(ValueError, match="workers"):
-        WatchedPool(_scripted, 0, task_timeout=1)
+    with pytest.raises(ValueError, match="jobs"):
+        JobPool(_scripted, 0, task_timeout=1)
     with pytest.raises(ValueError, match="task_timeout"):
-        WatchedPool(_scripted, 1, task_timeout=0)
-    assert worker_context().get_start_method() in ("forkserver", "spawn")
+        JobPool(_scripted, 1, task_timeout=0)
+    assert job_context().get_start_method() in ("forkserver", "spawn")
 
 
-def test_online_worker_pool_uses_the_fork_server() -> None:
+def test_online_job_pool_uses_the_fork_server() -> None:
     from dream_gym.online.loop import _Backend
 
     backend = _Backend("process", 1)
@@ -192,10 +192,10 @@ def _check_blocked(results: list[Any], worlds: tuple[str, ...], timeout: str) ->
     for world in worlds:
         assert all(by["greedy", world, b].error is None and by["greedy", world, b].attempts > 0 for b in BETAS)
         for beta in BETAS:  # the task is recorded whole: the same whatever the timing
-            blocked = by["test_workers:BlockingPolicy", world, beta]
+            blocked = by["test_jobs:BlockingPolicy", world, beta]
             assert (blocked.error or "").startswith(
-                f"TaskTimeout: policy test_workers:BlockingPolicy on world {world}, in the episode at beta 0.5: "
-                f"no progress within the task timeout of {timeout}; its worker process was killed and replaced")
+                f"TaskTimeout: policy test_jobs:BlockingPolicy on world {world}, in the episode at beta 0.5: "
+                f"no progress within the task timeout of {timeout}; its job process was killed and replaced")
             assert "all 3 episodes of the task are recorded as failed" in blocked.error
             assert blocked.attempts == 0 and blocked.batches == []
 
@@ -205,7 +205,7 @@ BETAS = (0.0, 0.5, 1.0)
 
 def test_an_in_process_policy_that_blocks_forever_is_reported_and_the_grid_completes(two_worlds: Path) -> None:
     started = time.monotonic()
-    results = evaluate(["greedy", "test_workers:BlockingPolicy"], str(two_worlds), BETAS, jobs=2,
+    results = evaluate(["greedy", "test_jobs:BlockingPolicy"], str(two_worlds), BETAS, jobs=2,
                        task_timeout=4, progress=False)
     assert time.monotonic() - started < 60
     assert len(results) == 2 * 2 * 3
@@ -214,17 +214,17 @@ def test_an_in_process_policy_that_blocks_forever_is_reported_and_the_grid_compl
 
 @pytest.mark.slow
 def test_blocking_grid_gives_identical_results_at_j1_and_j2(two_worlds: Path) -> None:
-    policies = ["greedy", "test_workers:BlockingPolicy", "test_workers:BlockingInit"]
+    policies = ["greedy", "test_jobs:BlockingPolicy", "test_jobs:BlockingInit"]
     runs = {jobs: evaluate(policies, str(two_worlds), BETAS, jobs=jobs, task_timeout=4, progress=False)
             for jobs in (1, 2)}
     assert [r.to_dict() for r in runs[1]] == [r.to_dict() for r in runs[2]]
     _check_blocked(runs[2], ("w0", "w1"), "4s")
     for result in runs[2]:
-        if result.policy == "test_workers:BlockingInit":
+        if result.policy == "test_jobs:BlockingInit":
             assert (result.error or "").startswith("TaskTimeout:") and "in the episode at beta 0:" in result.error
 
 
-def test_serial_in_process_and_in_a_watched_worker_agree(two_worlds: Path) -> None:
+def test_serial_in_process_and_in_a_watched_job_agree(two_worlds: Path) -> None:
     results = evaluate(["greedy"], str(two_worlds), (0.5,), backend="serial", task_timeout=None, progress=False)
     watched = evaluate(["greedy"], str(two_worlds), (0.5,), backend="serial", progress=False)
     assert [r.to_dict() for r in results] == [r.to_dict() for r in watched]
@@ -241,7 +241,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from dream_gym.evaluate import resolve_worlds
 from dream_gym.rl import MacroReplayEnv
 
-torch.set_num_threads(2)  # the threaded parent of issue 12: torch's pool runs before the workers start
+torch.set_num_threads(2)  # a threaded parent: torch's pool runs before the jobs start
 worlds = resolve_worlds("train")
 env = DummyVecEnv([lambda: MacroReplayEnv(worlds, workers=4, beta=[0.2, 0.8])])
 model = MaskablePPO("MlpPolicy", env, n_steps=128, batch_size=64, n_epochs=2, seed=0, device="cpu")
