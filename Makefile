@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench lint clean dataset
+.PHONY: demo test test-fast bench lint clean dataset docs
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check dream_gym agents tests benchmarks recorded_worlds/recorded-v0/make_card.py recorded_worlds/recorded-v1/build.py
 	$(BIN)/mypy dream_gym
 
+# The docs site (mkdocs.yml): any broken link, missing page or failing docstring import is an error.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+
 # The whole suite, slow tests included (CI runs this).
-test: lint
+test: lint docs
 	$(BIN)/python -m pytest -n 2 -q --nbmake tests notebooks
 
 # Fast tests only, for the edit-run loop.
