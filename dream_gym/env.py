@@ -18,6 +18,7 @@ from dream_gym.registry import is_path, resolve_world, shipped_datasets, shipped
 from dream_gym.replay import ROOT, IllegalBatchError, judge_batch, why_illegal
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession, world_fields
+from dream_gym.settings import DEFAULT_BETA, ReplaySettings
 from dream_gym.view import PrefixView, RevealedNodes, render_tree
 from dream_gym.world import World
 
@@ -224,7 +225,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self,
         world: World | str | os.PathLike[str],
         workers: int | None = None,
-        beta: float = 0.5,
+        beta: float = DEFAULT_BETA,
         beta1: float = DEFAULT_BETA1,
         beta2: float = DEFAULT_BETA2,
         max_rounds: int | None = None,
@@ -242,17 +243,10 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             "max_rounds": max_rounds, "frontier": frontier, "max_nodes": max_nodes, "strict": strict,
             "share_obs": share_obs, "render_mode": render_mode,
         }
-        self._session = _FollowingSession(
-            resolve_world(world),
-            workers=workers,
-            beta=beta,
-            beta1=beta1,
-            beta2=beta2,
-            max_rounds=max_rounds,
-            frontier=frontier,
-            strict=strict,
-        )
+        settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier)
+        self._session = _FollowingSession(resolve_world(world), settings, strict=strict)
         session = self._session
+        self.settings = session.settings  # resolved on the world: the W and rule replayed
         self.world = session.world
         self.workers = workers = session.workers
         self.strict = bool(strict)

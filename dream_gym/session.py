@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
+from dream_gym.score import Normalizer, replay_score
+from dream_gym.settings import ReplaySettings
 from dream_gym.view import FrozenDict, NodeView, PrefixView, RevealedNodes, fields_under
 from dream_gym.world import World
 
@@ -79,41 +80,31 @@ class ReplaySession:
 
     Args:
         world: the recorded world.
-        workers: W (default: the world's recorded W).
-        beta: the policy's budget preference in [0, 1] (shown to the policy; not used by V).
-        beta1, beta2: cost and parallelism coefficients of V.
-        max_rounds: K2, the round limit (None: no limit).
-        frontier: "leaves" or "any" (default: the world's rule).
+        settings: W, beta, beta1, beta2, max_rounds and frontier
+            (:class:`~dream_gym.settings.ReplaySettings`; default: its defaults, W and the
+            frontier rule the world's).
         strict: raise IllegalBatchError on an illegal selection (True), or drop illegal
             selections and report them in ``StepOutcome.dropped`` (False).
+        changes: settings fields by name (``workers=``, ``beta=``, ...), applied over ``settings``.
     """
 
     def __init__(
         self,
         world: World,
+        settings: ReplaySettings | None = None,
         *,
-        workers: int | None = None,
-        beta: float = 0.5,
-        beta1: float = DEFAULT_BETA1,
-        beta2: float = DEFAULT_BETA2,
-        max_rounds: int | None = None,
-        frontier: str | None = None,
         strict: bool = True,
+        **changes: Any,
     ):
-        if not 0.0 <= beta <= 1.0:
-            raise ValueError(f"beta must be in [0, 1], got {beta}")
-        if max_rounds is not None and max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1 or None, got {max_rounds}")
+        self.settings = settings = ReplaySettings.of(settings, **changes).resolved(world)
+        max_rounds = settings.max_rounds
         self.world = world
-        self.beta, self.beta1, self.beta2 = float(beta), float(beta1), float(beta2)
+        self.beta, self.beta1, self.beta2 = float(settings.beta), float(settings.beta1), float(settings.beta2)
         self.max_rounds = max_rounds
         self._round_limit = math.inf if max_rounds is None else max_rounds
         self.strict = strict
-        self.replay = Replay(
-            world,
-            world.workers if workers is None else workers,
-            world.frontier_rule if frontier is None else frontier,
-        )
+        assert settings.workers is not None and settings.frontier is not None  # resolved
+        self.replay = Replay(world, settings.workers, settings.frontier)
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
         self._fields = world_fields(world)
         self._q = self._fields.q

@@ -35,6 +35,7 @@ from dream_gym.env import (
 from dream_gym.registry import resolve_world
 from dream_gym.replay import IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.settings import DEFAULT_BETA, ReplaySettings
 from dream_gym.values import Progress, ValueFn, replay_value
 from dream_gym.vector_replay import (
     _FRONTIER_CODES,
@@ -171,7 +172,7 @@ class ReplayVectorEnv(VectorReplayEnv):
         num_envs: int = 1,
         world: WorldRef | Sequence[WorldRef] | None = None,
         workers: int | None = None,
-        beta: float = 0.5,
+        beta: float = DEFAULT_BETA,
         beta1: float = DEFAULT_BETA1,
         beta2: float = DEFAULT_BETA2,
         max_rounds: int | None = None,
@@ -185,16 +186,10 @@ class ReplayVectorEnv(VectorReplayEnv):
             raise TypeError("ReplayVectorEnv needs world= (a world reference or a sequence of them)")
         if render_mode is not None:
             raise ValueError("the vector replay env does not render; use a single ReplayEnv(render_mode='ansi')")
-        if not 0.0 <= beta <= 1.0:
-            raise ValueError(f"beta must be in [0, 1], got {beta}")
-        if max_rounds is not None and max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1 or None, got {max_rounds}")
+        settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier)
         worlds = as_world_list(world)
-        if workers is None:
-            recorded = {w.workers for w in worlds}
-            if len(recorded) > 1:
-                raise ValueError(f"the worlds were recorded with different W {sorted(recorded)}: pass workers=")
-            workers = recorded.pop()
+        workers = settings.pool_workers(worlds)
+        self.settings = settings.replace(workers=workers)  # the frontier rule stays each world's when None
         self.pool = WorldPool(worlds)
         self.replay = VectorReplay(self.pool, num_envs, workers, frontier=frontier)
         self._init_episodes(num_envs, autoreset_mode, replay_value, beta1, beta2)

@@ -1,0 +1,99 @@
+"""The settings of a replay episode, in one value: :class:`ReplaySettings`.
+
+Six numbers decide an episode besides the world and the policy: W (``workers``, attempts per
+round), the budget preference ``beta`` the policy is shown, V's coefficients ``beta1`` and
+``beta2``, the round limit ``max_rounds`` and the ``frontier`` rule. Their defaults are defined
+here once; every layer above (the session, the envs, evaluation and its result rows, the oracle,
+the plots) takes or builds this value instead of re-listing them.
+
+Two of the defaults depend on the world: ``workers=None`` is the W the world was recorded at and
+``frontier=None`` its frontier rule. :meth:`ReplaySettings.resolved` fills them in, so what is
+recorded about an episode is always the W and rule it was actually replayed at.
+
+A pool of worlds (the vector envs, the RL training envs) replays every world at one W;
+:meth:`ReplaySettings.pool_workers` is that W (the worlds' one recorded W unless given). Where
+no recorded world gives a W (an online run) or a model's action space is sized by one (the RL
+training envs), :data:`TRAINING_WORKERS` is passed explicitly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.world import World
+
+#: The budget preference a policy is shown when none is given.
+DEFAULT_BETA = 0.5
+#: W of runs with no recorded world to take it from (online runs) and of the RL training envs
+#: (a model's action space is sized by W): the W of the shipped worlds and models.
+TRAINING_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What decides a replay episode besides the world and the policy.
+
+    Args:
+        workers: W, the most selections one batch may hold (None: the world's recorded W).
+        beta: the policy's budget preference in [0, 1] (shown to the policy; not used by V).
+        beta1, beta2: cost and parallelism coefficients of V.
+        max_rounds: K2, the round limit (None: no limit).
+        frontier: "leaves" or "any" (None: the world's rule).
+    """
+
+    workers: int | None = None
+    beta: float = DEFAULT_BETA
+    beta1: float = DEFAULT_BETA1
+    beta2: float = DEFAULT_BETA2
+    max_rounds: int | None = None
+    frontier: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.beta <= 1.0:
+            raise ValueError(f"beta must be in [0, 1], got {self.beta}")
+        if self.max_rounds is not None and self.max_rounds < 1:
+            raise ValueError(f"max_rounds must be >= 1 or None, got {self.max_rounds}")
+
+    @classmethod
+    def of(cls, settings: ReplaySettings | None = None, **changes: Any) -> ReplaySettings:
+        """``settings`` (default: the defaults) with some fields changed (TypeError naming an
+        unknown one)."""
+        base = cls() if settings is None else settings
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise TypeError(f"unknown replay settings: {', '.join(unknown)}")
+        return dataclasses.replace(base, **changes) if changes else base
+
+    def replace(self, **changes: Any) -> ReplaySettings:
+        return ReplaySettings.of(self, **changes)
+
+    def resolved(self, world: World) -> ReplaySettings:
+        """These settings on ``world``: W and the frontier rule filled from it where None."""
+        if self.workers is not None and self.frontier is not None:
+            return self
+        return dataclasses.replace(
+            self,
+            workers=world.workers if self.workers is None else self.workers,
+            frontier=world.frontier_rule if self.frontier is None else self.frontier,
+        )
+
+    def pool_workers(self, worlds: Iterable[World]) -> int:
+        """The one W a pool of worlds is replayed at: ``workers``, or the worlds' recorded W
+        (ValueError when they were recorded at different W)."""
+        if self.workers is not None:
+            return int(self.workers)
+        recorded = {w.workers for w in worlds}
+        if len(recorded) != 1:
+            raise ValueError(f"the worlds were recorded with different W {sorted(recorded)}: pass workers=")
+        return recorded.pop()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The six fields, by name (what result rows and run identities record)."""
+        return dataclasses.asdict(self)
+
+
+__all__ = ["DEFAULT_BETA", "TRAINING_WORKERS", "ReplaySettings"]
