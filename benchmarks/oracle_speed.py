@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from worldgen import meta_for, random_records  # noqa: E402
 
-from dream_gym.score import oracle_limit  # noqa: E402
+from dream_gym.oracle import oracle_limit  # noqa: E402
 from dream_gym.world import load_world  # noqa: E402
 
 SETTINGS = {

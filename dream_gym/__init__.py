@@ -5,6 +5,9 @@ world and the RL training envs ``DreamGym/Macro-v0``, ``Node-v0``, ``Options-v0`
 has no plugin entry point; see :func:`dream_gym.env.register_envs`).
 """
 
+# The dataset store plugs its lookup of ``namespace/name-vN/<world>`` into the registry, which sits
+# below it and never imports it.
+from dream_gym.datasets import store as _dataset_store  # noqa: F401
 from dream_gym.env import ReplayEnv, register_envs
 from dream_gym.policy import EpisodeResult, FunctionPolicy, Policy, RunContext, as_policy, run_episode
 from dream_gym.registry import list_worlds, resolve_world

@@ -8,7 +8,9 @@
   ``dataset.json`` (``recorded-v0/``, ``recorded-v1/``; or that folder itself when it holds one).
   World names are unique across the shipped datasets; the default dataset wins a tie.
 * ``namespace/name-vN/<world>`` is a world of a dataset in the local store or shipped
-  (see :mod:`dream_gym.datasets`).
+  (see :mod:`dream_gym.datasets`). The dataset store sits above this module, which never imports
+  it: the store plugs its lookup in (:func:`use_dataset_store`) when it is imported, and
+  ``import dream_gym`` imports it.
 
 The default dataset (``DEFAULT_DATASET``, ``dream-gym/recorded-v1``) is what ``shipped_worlds_dir``,
 the ``train`` / ``heldout`` splits and the demo use. Each shipped world is registered with
@@ -22,6 +24,7 @@ many envs on one world parses it once.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +35,30 @@ _CACHE: dict[tuple[str, int, int], World] = {}
 DEFAULT_DATASET = "dream-gym/recorded-v1"
 DATASET_FILE = "dataset.json"
 
+#: ``namespace/name-vN/<world>`` -> that world's folder: set by :mod:`dream_gym.datasets.store`.
+_dataset_world_folder: Callable[[str], Path] | None = None
+
+
+def use_dataset_store(world_folder: Callable[[str], Path]) -> None:
+    """Resolve dataset references with ``world_folder`` (the dataset store's lookup, which raises
+    naming what it tried)."""
+    global _dataset_world_folder
+    _dataset_world_folder = world_folder
+
+
+def shipped_dataset_folders() -> list[Path]:
+    """Every folder holding a shipped dataset (``recorded_worlds/recorded-vN/``, or the shipped root
+    itself when it holds a dataset.json), broken ones included: the one scan of the shipped data."""
+    root = shipped_root()
+    if (root / DATASET_FILE).is_file():
+        return [root]
+    return sorted(p for p in root.iterdir() if (p / DATASET_FILE).is_file()) if root.is_dir() else []
+
 
 def shipped_datasets() -> dict[str, Path]:
     """Dataset id -> folder of every shipped dataset (default dataset first, then newest first)."""
-    root = shipped_root()
-    if (root / DATASET_FILE).is_file():
-        folders = [root]
-    elif root.is_dir():
-        folders = sorted(p for p in root.iterdir() if (p / DATASET_FILE).is_file())
-    else:
-        folders = []
     found: dict[str, Path] = {}
-    for folder in folders:
+    for folder in shipped_dataset_folders():
         try:
             dataset_id = read_json_document(folder / DATASET_FILE)["id"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -137,9 +152,10 @@ def resolve_world(ref: World | str | os.PathLike[str]) -> World:
         return load_cached(path)
     text = str(ref)
     if _looks_like_dataset_ref(text):
-        from dream_gym.datasets.store import resolve_world_path
-
-        return load_cached(resolve_world_path(text))
+        if _dataset_world_folder is None:
+            raise LookupError(f"world {text!r} names a dataset, and no dataset store is in use "
+                              "(import dream_gym.datasets)")
+        return load_cached(_dataset_world_folder(text))
     shipped = _shipped_world_folder(text) if "/" not in text else None
     if shipped is not None:
         return load_cached(shipped)

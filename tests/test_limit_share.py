@@ -10,10 +10,10 @@ import pytest
 from worldgen import random_records, write_folder
 
 from dream_gym.evaluate import evaluate, leaderboard, load_results
+from dream_gym.oracle import oracle_limit
 from dream_gym.policies import POLICIES
 from dream_gym.policy import EpisodeResult
 from dream_gym.registry import resolve_world
-from dream_gym.score import oracle_limit
 
 BETAS = (0.0, 0.5, 1.0)
 

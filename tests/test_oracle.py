@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from worldgen import frontier_st, make_world, node, random_records, workers_st, world_records
 
+from dream_gym.oracle import OracleLimit, oracle_limit
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
 from dream_gym.registry import resolve_world, shipped_world_names
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, OracleLimit, oracle_limit
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession
 from dream_gym.world import World
 

@@ -23,7 +23,8 @@ integer) must be the world's size. dataset.json is read within the limits of
 deep). The shipped datasets (``recorded_worlds/recorded-vN/`` of the repository or of the installed
 package's data, or below the folder named by ``DREAM_GYM_SHIPPED``: :func:`dream_gym.shipped.shipped_root`;
 :mod:`dream_gym.registry` finds them) are resolved like
-stored ones, after the local store.
+stored ones, after the local store. Importing this module makes it the registry's lookup of
+dataset references (:func:`dream_gym.registry.use_dataset_store`).
 """
 
 from __future__ import annotations
@@ -47,15 +48,13 @@ from dream_gym.datasets.ids import (
 )
 from dream_gym.limits import LimitError, line_limit_problem, loads_bounded, max_line_bytes, read_bounded
 from dream_gym.locks import file_lock
-from dream_gym.registry import DEFAULT_DATASET, shipped_dataset_dir, shipped_root
+from dream_gym.registry import DATASET_FILE, shipped_dataset_dir, use_dataset_store
+from dream_gym.registry import shipped_dataset_folders as shipped_folders
 from dream_gym.world import FORMAT as WORLD_FORMAT
 from dream_gym.world import NODE_FILES, WORLD_FILE, World, load_world, node_file, sha256_file
 
 DATASET_FORMAT = "dream-gym-dataset/1"
-DATASET_FILE = "dataset.json"
 HOME_ENV = "DREAM_GYM_HOME"
-SHIPPED_ENV = "DREAM_GYM_SHIPPED"
-SHIPPED_ID = DEFAULT_DATASET  # the default shipped dataset; recorded-v0 is shipped too
 
 
 class DatasetError(ValueError):
@@ -81,15 +80,6 @@ def store_home() -> Path:
 
 def datasets_root() -> Path:
     return store_home() / "datasets"
-
-
-def shipped_folders() -> list[Path]:
-    """Every folder holding a shipped dataset (``recorded_worlds/recorded-vN/``, or the shipped root
-    itself when it holds a dataset.json); broken ones included, so that listing can name them."""
-    root = shipped_root()
-    if (root / DATASET_FILE).is_file():
-        return [root]
-    return sorted(p for p in root.iterdir() if (p / DATASET_FILE).is_file()) if root.is_dir() else []
 
 
 def shipped_path(dataset_id: str | None = None) -> Path | None:
@@ -302,6 +292,9 @@ def resolve_world_path(ref: str) -> Path:
 
 def load_world_ref(ref: str) -> World:
     return load_world(resolve_world_path(ref))
+
+
+use_dataset_store(resolve_world_path)
 
 
 @dataclass
