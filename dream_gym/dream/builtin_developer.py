@@ -210,3 +210,9 @@ def _best_past(feedback: Feedback) -> EarlierRevision | None:
         return None
     held = {tuple(sorted(p.items())) for p in map(_family_params, (feedback.incumbent, *feedback.earlier)) if p}
     return None if tuple(sorted(_family_params(best).items())) in held else best  # type: ignore[union-attr]
+
+
+def build(spec: str, folder: Any = None, *, api_base: str | None = None, seed: int = 0,
+          **options: Any) -> BuiltinDeveloper:
+    """``--developer builtin`` (:data:`dream_gym.dream.developers.DEVELOPERS`): no run folder, no server."""
+    return BuiltinDeveloper(seed=seed, **options)

@@ -9,6 +9,8 @@ and errors, and the best versions of earlier phases re-scored on this phase's hi
 * :class:`dream_gym.dream.builtin_developer.BuiltinDeveloper` (Optuna over a parametric policy
   family, no LLM).
 
+:mod:`dream_gym.dream.developers` names them (``--developer``) and builds one.
+
 A developer never evaluates: the improvement step validates, evaluates and selects.
 """
 
@@ -71,18 +73,3 @@ class Developer(Protocol):
     name: str
 
     def propose(self, feedback: Feedback) -> Revision: ...
-
-
-def make_developer(spec: str, folder: Any = None, *, api_base: str | None = None, seed: int = 0,
-                   **options: Any) -> Developer:
-    """``builtin`` → :class:`BuiltinDeveloper`; anything else is a litellm model string for an
-    :class:`LLMDeveloper` whose journal lives in ``folder``."""
-    if spec == "builtin":
-        from dream_gym.dream.builtin_developer import BuiltinDeveloper
-
-        return BuiltinDeveloper(seed=seed, **options)
-    from dream_gym.dream.llm_developer import LLMDeveloper
-
-    if folder is None:
-        raise ValueError("an LLM developer needs a run folder for its call journal")
-    return LLMDeveloper(spec, folder, api_base=api_base, seed=seed, **options)

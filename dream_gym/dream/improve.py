@@ -1,4 +1,4 @@
-"""The improvement step (one dreaming phase, SPEC §8): write, check, score and select versions.
+"""The improvement step (one dreaming phase, docs/concepts/dreaming.md): write, check, score and select versions.
 
 :func:`improvement_step` builds M versions π⁰ (the incumbent) … π^(M−1) of the exploration
 policy, each a policy file, and keeps the argmax on the history:
@@ -386,7 +386,7 @@ class DreamRun:
 
 def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     """Resolve the worlds, check the run folder's fingerprint, and run (or resume) the step."""
-    from dream_gym.dream.developer import make_developer
+    from dream_gym.dream.developers import make_developer
     from dream_gym.dream.runfolder import check_fingerprint
     from dream_gym.evaluate import resolve_worlds
 

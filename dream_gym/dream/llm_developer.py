@@ -148,3 +148,11 @@ class LLMDeveloper:
             return Revision(code=None, notes="; ".join(notes), error=f"no code found in the reply{empty}",
                             prompt=prompt, reply=done.reply, cost=cost)
         return Revision(code=extraction.code, notes="; ".join(notes), prompt=prompt, reply=done.reply, cost=cost)
+
+
+def build(spec: str, folder: Any = None, *, api_base: str | None = None, seed: int = 0,
+          **options: Any) -> LLMDeveloper:
+    """``--developer MODEL`` (any litellm model string): an LLM developer journaling in ``folder``."""
+    if folder is None:
+        raise ValueError("an LLM developer needs a run folder for its call journal")
+    return LLMDeveloper(spec, folder, api_base=api_base, seed=seed, **options)

@@ -1,4 +1,4 @@
-"""The outer loop (Dream-RSI's recursive self-improvement, SPEC §8): ``dream-gym rsi``.
+"""The outer loop (Dream-RSI's recursive self-improvement, docs/concepts/dreaming.md): ``dream-gym rsi``.
 
 For t = 1 … T: an online rollout with π_t (the online module, ``dream_gym.online.loop.grow``:
 W attempts per round, at most K1 rounds) grows a new world; the world joins the history H (the
@@ -182,7 +182,7 @@ class _Run:
         return [*self.extra, *(load_world(self.world_dir(i)) for i in range(1, t + 1))]
 
     def dream(self, t: int) -> PhaseResult:
-        from dream_gym.dream.developer import make_developer
+        from dream_gym.dream.developers import make_developer
 
         c = self.config
         developer = make_developer(c.developer, self.out / "dream", api_base=c.api_base, seed=c.settings.scoring.seed)

@@ -1,0 +1,35 @@
+"""The policy developers by name: what ``--developer NAME`` builds.
+
+:data:`DEVELOPERS` maps a name to the factory of its developer; a name it does not list is a
+litellm model string, built by :data:`MODEL_DEVELOPER` (the LLM developer). Every factory is
+called as ``factory(spec, folder, api_base=..., seed=..., **options)``, ``folder`` being the run
+folder (where the LLM developer keeps its call journal).
+
+Adding a developer: a module that implements :class:`~dream_gym.dream.developer.Developer` and
+defines such a factory, and one line in :data:`DEVELOPERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dream_gym.dream import builtin_developer, llm_developer
+from dream_gym.dream.developer import Developer
+
+DeveloperFactory = Callable[..., Developer]
+
+DEVELOPERS: dict[str, DeveloperFactory] = {
+    "builtin": builtin_developer.build,
+}
+MODEL_DEVELOPER: DeveloperFactory = llm_developer.build
+
+
+def make_developer(spec: str, folder: Any = None, *, api_base: str | None = None, seed: int = 0,
+                   **options: Any) -> Developer:
+    """The developer ``spec`` names: a name of :data:`DEVELOPERS`, else a litellm model string."""
+    factory = DEVELOPERS.get(spec, MODEL_DEVELOPER)
+    return factory(spec, folder, api_base=api_base, seed=seed, **options)
+
+
+__all__ = ["DEVELOPERS", "MODEL_DEVELOPER", "DeveloperFactory", "make_developer"]
