@@ -10,10 +10,11 @@ Two of the defaults depend on the world: ``workers=None`` is the W the world was
 ``frontier=None`` its frontier rule. :meth:`ReplaySettings.resolved` fills them in, so what is
 recorded about an episode is always the W and rule it was actually replayed at.
 
-A pool of worlds (the vector envs, the RL training envs) replays every world at one W;
-:meth:`ReplaySettings.pool_workers` is that W (the worlds' one recorded W unless given). Where
-no recorded world gives a W (an online run) or a model's action space is sized by one (the RL
-training envs), :data:`TRAINING_WORKERS` is passed explicitly.
+A pool of worlds (the vector envs) replays every world at one W: :meth:`ReplaySettings.pool_workers`
+(the worlds' one recorded W unless given). Where no recorded world gives W, it is
+:data:`STANDARD_WORKERS`, written out as the default of those signatures: online runs and the
+dreaming loop (no world is recorded yet), and the RL training envs and ``dream-gym train`` (a
+pool of worlds recorded at different W, and a model whose action space is sized by W).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from dream_gym.world import World
 
 #: The budget preference a policy is shown when none is given.
 DEFAULT_BETA = 0.5
-#: W of runs with no recorded world to take it from (online runs) and of the RL training envs
-#: (a model's action space is sized by W): the W of the shipped worlds and models.
-TRAINING_WORKERS = 4
+#: W where no recorded world gives it (online runs, the RL training envs and their models):
+#: the W most shipped worlds were recorded at and every shipped model was trained at.
+STANDARD_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -96,4 +97,4 @@ class ReplaySettings:
         return dataclasses.asdict(self)
 
 
-__all__ = ["DEFAULT_BETA", "TRAINING_WORKERS", "ReplaySettings"]
+__all__ = ["DEFAULT_BETA", "STANDARD_WORKERS", "ReplaySettings"]

@@ -33,6 +33,7 @@ from dream_gym.rl.options_env import OptionsReplayEnv
 from dream_gym.rl.pool_env import MacroReplayEnv
 from dream_gym.rl.vector import MacroVectorEnv
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
+from dream_gym.settings import STANDARD_WORKERS
 from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.world import World, prefix_world
 from dream_gym.world_specs import resolve_worlds
@@ -70,7 +71,7 @@ def _pool_arguments(worlds: WorldSpec, prefixes: Sequence[int] | str, objective:
 
 def macro_env(worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (), objective: str = "v2",
               price_high: float | None = None, price_low: float | None = None,
-              betas: float | Sequence[float] | None = None, workers: int = 4, beta1: float = DEFAULT_BETA1,
+              betas: float | Sequence[float] | None = None, workers: int = STANDARD_WORKERS, beta1: float = DEFAULT_BETA1,
               beta2: float = DEFAULT_BETA2, max_rounds: int | None = None) -> MacroReplayEnv:
     """``DreamGym/Macro-v0``: a :class:`MacroReplayEnv` on the pool (see the module docstring)."""
     pool = _pool_arguments(worlds, prefixes, objective, price_high, price_low, betas, workers, beta1, beta2,
@@ -80,7 +81,7 @@ def macro_env(worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (), o
 
 def macro_vector_env(num_envs: int = 1, worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (),
                      objective: str = "v2", price_high: float | None = None, price_low: float | None = None,
-                     betas: float | Sequence[float] | None = None, workers: int = 4, beta1: float = DEFAULT_BETA1,
+                     betas: float | Sequence[float] | None = None, workers: int = STANDARD_WORKERS, beta1: float = DEFAULT_BETA1,
                      beta2: float = DEFAULT_BETA2, max_rounds: int | None = None) -> MacroVectorEnv:
     """``gym.make_vec("DreamGym/Macro-v0", num_envs=N, vectorization_mode="vector_entry_point")``."""
     pool = _pool_arguments(worlds, prefixes, objective, price_high, price_low, betas, workers, beta1, beta2,
@@ -90,7 +91,7 @@ def macro_vector_env(num_envs: int = 1, worlds: WorldSpec = "train", prefixes: S
 
 def node_env(worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (), objective: str = "v2",
              price_high: float | None = None, price_low: float | None = None,
-             betas: float | Sequence[float] | None = None, workers: int = 4, beta1: float = DEFAULT_BETA1,
+             betas: float | Sequence[float] | None = None, workers: int = STANDARD_WORKERS, beta1: float = DEFAULT_BETA1,
              beta2: float = DEFAULT_BETA2, max_rounds: int | None = None,
              max_candidates: int = DEFAULT_CAPACITY) -> NodeReplayEnv:
     """``DreamGym/Node-v0``: a :class:`NodeReplayEnv` on the pool (see the module docstring)."""
@@ -101,7 +102,7 @@ def node_env(worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (), ob
 
 def options_env(worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (), objective: str = "v2",
                 price_high: float | None = None, price_low: float | None = None,
-                betas: float | Sequence[float] | None = None, workers: int = 4, beta1: float = DEFAULT_BETA1,
+                betas: float | Sequence[float] | None = None, workers: int = STANDARD_WORKERS, beta1: float = DEFAULT_BETA1,
                 beta2: float = DEFAULT_BETA2, max_rounds: int | None = None) -> OptionsReplayEnv:
     """``DreamGym/Options-v0``: an :class:`OptionsReplayEnv` on the pool (see the module docstring)."""
     pool = _pool_arguments(worlds, prefixes, objective, price_high, price_low, betas, workers, beta1, beta2,

@@ -20,6 +20,7 @@ from dream_gym.rl.features import N_FEATURES, view_features
 from dream_gym.rl.node_features import N_NODE_FEATURES, RoundPlan
 from dream_gym.rl.pool_env import PoolEpisodes
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 from dream_gym.values import ValueFn, replay_value
 from dream_gym.world import World
 
@@ -103,8 +104,8 @@ class NodeReplayEnv(PoolEpisodes):
         self,
         worlds: Sequence[World | str | os.PathLike[str]],
         *,
-        workers: int = 4,
-        beta: float | Sequence[float] = 0.5,
+        workers: int = STANDARD_WORKERS,
+        beta: float | Sequence[float] = DEFAULT_BETA,
         beta1: float = DEFAULT_BETA1,
         beta2: float = DEFAULT_BETA2,
         max_rounds: int | None = None,

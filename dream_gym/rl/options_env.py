@@ -13,6 +13,7 @@ from dream_gym.policy import RunContext
 from dream_gym.rl.options import N_OPTION_ACTIONS, N_OPTION_FEATURES, OptionSet, Proposals, option_features
 from dream_gym.rl.pool_env import PoolEpisodes
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 from dream_gym.values import ValueFn, replay_value
 from dream_gym.view import PrefixView
 from dream_gym.world import World
@@ -48,7 +49,7 @@ class OptionsReplayEnv(PoolEpisodes):
     ``world``, ``beta``, ``replay_score`` and ``batch``; the view is ``env.view``.
 
     ## Arguments
-    ``worlds``, ``workers`` (default 4), ``beta`` (fixed or a sequence to draw from),
+    ``worlds``, ``workers`` (default :data:`~dream_gym.settings.STANDARD_WORKERS`, 4), ``beta`` (fixed or a sequence to draw from),
     ``beta1``, ``beta2``, ``max_rounds``, ``value_fn``.
 
     ## Version History
@@ -61,8 +62,8 @@ class OptionsReplayEnv(PoolEpisodes):
         self,
         worlds: Sequence[World | str | os.PathLike[str]],
         *,
-        workers: int = 4,
-        beta: float | Sequence[float] = 0.5,
+        workers: int = STANDARD_WORKERS,
+        beta: float | Sequence[float] = DEFAULT_BETA,
         beta1: float = DEFAULT_BETA1,
         beta2: float = DEFAULT_BETA2,
         max_rounds: int | None = None,

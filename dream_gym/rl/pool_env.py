@@ -15,6 +15,7 @@ from dream_gym.rl.features import MACRO_FEATURES, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.values import Progress, ValueFn, replay_value
 from dream_gym.view import PrefixView
 from dream_gym.world import World
@@ -46,8 +47,10 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
         if not worlds:
             raise ValueError(f"{type(self).__name__} needs at least one world")
         self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
-        self.workers = int(workers)
         self.betas = betas_of(beta)
+        # every world of the pool at one W; the beta of an episode replaces the first one's
+        self.settings = ReplaySettings(int(workers), self.betas[0], float(beta1), float(beta2), max_rounds)
+        self.workers = int(workers)
         self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
         self._sessions: dict[tuple[int, float], ReplaySession] = {}
         self.session: ReplaySession | None = None
@@ -56,10 +59,7 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
     def _session(self, world: int, beta: float) -> ReplaySession:
         key = (world, beta)
         if key not in self._sessions:
-            self._sessions[key] = ReplaySession(
-                self.worlds[world], workers=self.workers, beta=beta, beta1=self.beta1,
-                beta2=self.beta2, max_rounds=self.max_rounds, strict=True,
-            )
+            self._sessions[key] = ReplaySession(self.worlds[world], self.settings.replace(beta=beta), strict=True)
         return self._sessions[key]
 
     def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> ReplaySession:
@@ -124,7 +124,7 @@ class MacroReplayEnv(PoolEpisodes):
     infos every step, and views hold read-only mappings).
 
     ## Arguments
-    ``worlds`` (World objects or references), ``workers`` (W for every world, default 4),
+    ``worlds`` (World objects or references), ``workers`` (W for every world, default :data:`~dream_gym.settings.STANDARD_WORKERS`),
     ``beta`` (a fixed budget preference, or a sequence to draw from per episode), ``beta1``,
     ``beta2`` (V's coefficients), ``max_rounds`` (K2, default none), ``features``, ``value_fn``.
 
@@ -138,8 +138,8 @@ class MacroReplayEnv(PoolEpisodes):
         self,
         worlds: Sequence[World | str | os.PathLike[str]],
         *,
-        workers: int = 4,
-        beta: float | Sequence[float] = 0.5,
+        workers: int = STANDARD_WORKERS,
+        beta: float | Sequence[float] = DEFAULT_BETA,
         beta1: float = DEFAULT_BETA1,
         beta2: float = DEFAULT_BETA2,
         max_rounds: int | None = None,

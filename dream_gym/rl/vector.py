@@ -14,6 +14,7 @@ from dream_gym.rl.features import MACRO_FEATURES, EpisodeParams, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, MacroTable, batch_masks, macro_batches
 from dream_gym.rl.pool_env import betas_of
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.values import ValueFn, replay_value
 from dream_gym.vector_env import VectorReplayEnv, WorldRef, as_world_list
 from dream_gym.vector_replay import NONE, VectorReplay, WorldPool
@@ -42,8 +43,8 @@ class MacroVectorEnv(VectorReplayEnv):
         worlds: WorldRef | Sequence[WorldRef],
         num_envs: int = 1,
         *,
-        workers: int = 4,
-        beta: float | Sequence[float] = 0.5,
+        workers: int = STANDARD_WORKERS,
+        beta: float | Sequence[float] = DEFAULT_BETA,
         beta1: float = DEFAULT_BETA1,
         beta2: float = DEFAULT_BETA2,
         max_rounds: int | None = None,
@@ -51,14 +52,14 @@ class MacroVectorEnv(VectorReplayEnv):
         value_fn: ValueFn = replay_value,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     ):
-        if max_rounds is not None and max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1 or None, got {max_rounds}")
+        self.betas = np.array(betas_of(beta))
+        # every world of the pool at one W; the beta of an episode replaces the first one's
+        self.settings = ReplaySettings(int(workers), float(self.betas[0]), float(beta1), float(beta2), max_rounds)
         self.worlds = as_world_list(worlds)
         self.pool = WorldPool(self.worlds)
         self.replay = VectorReplay(self.pool, num_envs, workers)
         self._init_episodes(num_envs, autoreset_mode, value_fn, beta1, beta2)
         self.workers, self.max_rounds, self.features = int(workers), max_rounds, features
-        self.betas = np.array(betas_of(beta))
         self.table = MacroTable.for_workers(self.workers)
         self.single_action_space = spaces.Discrete(len(MACRO_ACTIONS))
         self.action_space = batch_space(self.single_action_space, self.num_envs)
