@@ -1,6 +1,6 @@
 """The leaderboard: episodes aggregated per (policy, world) and per policy over its worlds.
 
-Columns: mean V over the betas, the v2 objective ``auc - lambda * penalty`` (SPEC §4), its auc
+Columns: mean V over the betas, the v2 objective ``auc - lambda * penalty`` (docs/concepts/score.md), its auc
 and penalty, attainment, attempts, rounds, errors, and V as a share of the world's oracle limit
 ("% of limit", recorded on every episode by :func:`dream_gym.evaluate.evaluate`) with the regret.
 """

@@ -1,4 +1,4 @@
-"""The policy interface (SPEC §6) and ``run_episode``.
+"""The policy interface (docs/concepts/policies.md) and ``run_episode``.
 
 A policy is anything with::
 
@@ -205,7 +205,7 @@ def run_episode(
         while not session.done:
             batch = batch_from(policy.act(view))
             if through_env:
-                # A policy's illegal batch is its error (SPEC §6), even where the env itself
+                # A policy's illegal batch is its error (docs/concepts/policies.md), even where the env itself
                 # would drop illegal selections (its default, for Gymnasium's contract).
                 session.replay.check(batch)
                 info = env.step(batch)[4]

@@ -5,7 +5,7 @@ A value function (Jumanji-style, passed to the envs as ``value_fn=``) maps :clas
 reward is the change it causes, starting from 0 before the first step, so an episode's rewards
 sum to its final value.
 
-* :func:`replay_value` (the default): the replay score V of SPEC §4 (``dream_gym.score.replay_score``)
+* :func:`replay_value` (the default): the replay score V (docs/concepts/score.md; ``dream_gym.score.replay_score``)
   written for arrays. It does not depend on beta, so a policy trained on it has no reason to act
   differently at different betas, and its v2 Pareto front collapses to one point.
 * :class:`PricedAttainment`: the beta-conditioned training objective, the per-episode Lagrangian of

@@ -1,4 +1,4 @@
-"""The prefix view: what a policy may see (SPEC §5), as copies of revealed data only.
+"""The prefix view: what a policy may see (docs/concepts/honesty.md), as copies of revealed data only.
 
 A :class:`PrefixView` holds immutable copies: revealed nodes (observed id, parent, depth,
 branch, score, validity, changes against parent and baseline, failure class, error,

@@ -1,4 +1,4 @@
-"""The default shipped dataset dream-gym/recorded-v1: shape, split, registration, and the targets of issue 8.
+"""The default shipped dataset dream-gym/recorded-v1: shape, split, registration, and the targets its agents were built to meet.
 
 The targets (medians over the worlds, at the default beta1, beta2) are computed here from the
 shipped worlds with :func:`dream_gym.datasets.stats.world_stats`, as the card reports them.
@@ -83,7 +83,7 @@ def test_card_lists_every_world_its_command_and_the_targets():
     assert "Growing took" in card and "successive new bests" in card
 
 
-def test_targets_of_issue_8_hold_on_the_shipped_worlds(stats):
+def test_the_agents_targets_hold_on_the_shipped_worlds(stats):
     rows = list(stats.values())
     assert statistics.median(s.q_first_w for s in rows) <= 0.5
     assert statistics.median(s.new_bests for s in rows) >= 8

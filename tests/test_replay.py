@@ -1,4 +1,4 @@
-"""The reveal rules (SPEC §3) on hand-built worlds: Replay and ReplaySession."""
+"""The reveal rules (docs/concepts/reveal-rules.md) on hand-built worlds: Replay and ReplaySession."""
 
 from __future__ import annotations
 

@@ -273,7 +273,7 @@ def test_training_improves_mean_v_on_the_train_pool(tmp_path: Path) -> None:
     from agents.train_ppo import Args, load_worlds, train
 
     # The pool these thresholds were measured on: recorded-v0's train split. On the default
-    # recorded-v1 pool (deep best nodes) 16k steps are not enough (mean V -0.023 -> -0.007); issue 11.
+    # recorded-v1 pool (deep best nodes) 16k steps are not enough (mean V -0.023 -> -0.007).
     v0 = json.loads((shipped_dataset_dir("dream-gym/recorded-v0") / "dataset.json").read_text())
     pool = ",".join(f"dream-gym/recorded-v0/{name}" for name in v0["split"]["train"])
     args = Args(seed=0, total_timesteps=16_384, train_worlds=pool, betas="0.1,0.5,0.9", n_envs=4,

@@ -1,4 +1,4 @@
-"""Honest observation (SPEC §5): views hold copies only, and nothing unrevealed leaks into them.
+"""Honest observation (docs/concepts/honesty.md): views hold copies only, and nothing unrevealed leaks into them.
 
 The metamorphic test builds worlds that agree on the revealed part but differ in unrevealed
 nodes, and checks that the same batches give identical observations, views and frontiers.

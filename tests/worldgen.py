@@ -136,7 +136,7 @@ def random_batch_sequence(
     return batches
 
 
-# -- an independent, naive model of the reveal rules (SPEC §3) -------------------------------
+# -- an independent, naive model of the reveal rules (docs/concepts/reveal-rules.md) -------------------------------
 class ReferenceReplay:
     """Recomputes everything from the records on every call: slow, obviously right."""
 

@@ -171,7 +171,7 @@ def _judge(r: CoverageReport, tiny_gain: float) -> None:
         w.append(
             f"frontier bias: {100 * r.leaf_share:.0f}% of attempts are leaves where the original run "
             "stopped; in replay, 'no recorded child' tells a policy that the original run gave up "
-            "there (SPEC §5)"
+            "there"
         )
     if r.best_is_leaf:
         w.append("the best node is a leaf: the original run never continued from its best candidate")

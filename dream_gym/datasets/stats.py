@@ -1,7 +1,7 @@
 """Discovery statistics of a world: does exploration matter on it? (``dream-gym worlds stats``)
 
 :func:`world_stats` measures one world; :func:`stats_table` renders several side by side
-(rich, markdown or JSON). Definitions (q is the normalised quality of SPEC §4: 0 at the
+(rich, markdown or JSON). Definitions (q is the normalised quality of V, docs/concepts/score.md: 0 at the
 baseline, 1 at the best recorded score; "attempts" are the non-root nodes, in creation order):
 
 * ``q_first_w`` / ``q_first_10``: the best q among the root and the first W / first 10 attempts.

@@ -1,4 +1,4 @@
-"""The dreaming loop (SPEC §8): improve the exploration policy on replay, redeploy it online.
+"""The dreaming loop (docs/concepts/dreaming.md): improve the exploration policy on replay, redeploy it online.
 
 * :mod:`~dream_gym.dream.developer`: the policy developer's interface (feedback in, revision out);
   :mod:`~dream_gym.dream.llm_developer` (an LLM through litellm, prompts in ``agents/prompts/``)

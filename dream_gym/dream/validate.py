@@ -1,4 +1,4 @@
-"""Validation of a revision before it is evaluated (SPEC §8).
+"""Validation of a revision before it is evaluated (docs/concepts/dreaming.md).
 
 :func:`validate_policy_file` checks, cheapest first, and returns the first problem as a message
 (``None`` when the file passes):

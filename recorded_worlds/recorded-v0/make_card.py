@@ -78,7 +78,7 @@ def card(worlds: list) -> str:
         "failure modes (overlaps, duplicates, KKT violations, timeouts) are real evaluator verdicts, but",
         "their distribution differs from an LLM's. The `lasso-path` score is a measured runtime on a",
         "shared 2-core machine, so it is noisy (the survival check re-ran each best candidate 5 times).",
-        "A leaf without a recorded child is where the growing policy stopped (SPEC §5 frontier bias).",
+        "A leaf without a recorded child is where the growing policy stopped (the known frontier bias).",
         "Most of a world's quality gain comes early: the agents' first proposals from the baseline are",
         "big jumps (in the demo, the mean best q over policies is about 0.8 after 4 attempts), so a",
         "policy's rank depends much on when it stops and how wide its rounds are.",

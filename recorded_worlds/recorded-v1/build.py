@@ -8,7 +8,7 @@ unfinished one is continued with ``dream-gym grow --resume`` (the loop writes ev
 disk at once, so a killed build loses at most the attempts in flight). A finished world's nodes
 are stored compressed (``nodes.jsonl.gz``, :func:`dream_gym.world_writer.compress_world`). The seconds each
 world took are appended to ``grow_times.txt``. Then ``dataset.json`` (ids, fixed split, sha256 of
-every file) and ``README.md`` (the card: worlds, statistics and targets of issue 8, the exact
+every file) and ``README.md`` (the card: worlds, statistics and the agents' targets, the exact
 commands, grow times) are written; ``STATS.md`` beside it (``benchmarks/world_stats.py --section``:
 real runs vs these worlds) is appended to the card when present.
 
@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DATASET_ID = "dream-gym/recorded-v1"
 DESCRIPTION = (
-    "Discovery trees grown by dream_gym's online loop with the built-in (no-LLM) agents of issue 8 "
+    "Discovery trees grown by dream_gym's online loop with the built-in (no-LLM) agents "
     "(incremental, LLM-like progress) on five tasks (circle-packing-26/-32, sum-difference, lasso-path, "
     "autocorrelation), under eight exploration policies and three seeds; W of 4 and 8; 250 attempts per "
     "world, three worlds of 1,000."
@@ -105,7 +105,7 @@ PLANS = [
     Plan("lasso", "fixed", 4, 0), Plan("lasso", "greedy", 4, 1), Plan("lasso", "ucb", 4, 0),
     Plan("lasso", "shinka", 4, 1), Plan("lasso", "openevolve", 4, 0),
 ]
-# Targets of issue 8 §2 (medians over the worlds; share of worlds for the last one).
+# The targets the built-in agents were built to meet (medians over the worlds; share of worlds for the last one).
 TARGETS = {"q_first_w": 0.5, "new_bests": 8, "best_depth": 6, "stop_gap": 0.25, "stop_gap_share": 0.8}
 
 
@@ -198,7 +198,7 @@ def card(worlds: list[World], stats: list[WorldStats]) -> str:
         "",
         "**How the worlds differ from v0.** The agents make mostly small local edits of the parent (see the",
         "README, *Built-in agents*), so the first proposals land far from the best known answer and a",
-        "branch improves over many steps. Targets of issue 8 (medians over the worlds, default beta1, beta2):",
+        "branch improves over many steps. Targets the agents were built to meet (medians over the worlds, default beta1, beta2):",
         "",
         "| target | wanted | measured | |",
         "|---|---:|---:|---|",
@@ -212,7 +212,7 @@ def card(worlds: list[World], stats: list[WorldStats]) -> str:
         "edit operators: their failure modes (syntax and naming slips, shapes, overlaps, duplicates, KKT",
         "violations, zero integrals) are real evaluator verdicts, their distribution is ours. The `lasso-path`",
         "score is a runtime measured on a shared 2-core machine (noisy; the survival check re-ran each best",
-        "candidate 5 times). A leaf without a recorded child is where the growing policy stopped (SPEC §5).",
+        "candidate 5 times). A leaf without a recorded child is where the growing policy stopped (the known frontier bias).",
         "",
         "| world | split | task | policy | W | seed | nodes | rounds | invalid | baseline | best | best known | survival |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",

@@ -1,6 +1,6 @@
 """What every built-in agent shares: reading the parent as text, the proposal template, slips.
 
-A built-in agent imitates how an LLM makes progress on a discovery task (issue 8): it reads the
+A built-in agent imitates how an LLM makes progress on a discovery task: it reads the
 parent's program *as text* (never running it), and most of the time makes a *small local edit*
 of the solution the program holds (moves a few circles, changes a few elements or heights, turns
 one solver knob); now and then a bigger change (a short joint optimisation, a rewrite from
