@@ -11,7 +11,7 @@ attempts unscored). Target: the ~1,000-episode grid on ~500-node worlds in < 10 
 The grid runs four ways, interleaved over ``--rounds`` repetitions (medians): serial in this
 process without the watchdog, serial in one watched worker, the process backend, and, as a
 reference only, the process backend with workers forked from this process (the start method
-before issue 12, unsafe in a threaded parent). Worker start times are printed first.
+before the fork server, unsafe in a threaded parent). Worker start times are printed first.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _grid_contenders(jobs: int) -> list[tuple[str, dict[str, Any], str | None]]:
 @contextlib.contextmanager
 def _start_method(method: str | None) -> Iterator[None]:
     """Workers started with ``method`` instead of dream_gym's (a reference for the benchmark only:
-    forking a parent that runs threads can hang, issue 12)."""
+    forking a parent that runs threads can hang)."""
     if method is None:
         yield
         return

@@ -7,7 +7,7 @@ MaskablePPO training time, each measured in the same run (contenders interleaved
 Worlds: 8 root-and-chains worlds (``replay_speed.chain_world_records``, 8 branches each) of
 ``--nodes`` nodes, W = 4. Actions: uniform over the 10 macro actions (a masked one stops, as it
 does in the single env), the same distribution for both contenders; node-level envs pick a random
-legal selection per slot. Targets (issue 10): >= 10^6 macro steps/s at N = 1,024 on 300-node
+legal selection per slot. Targets (set for the vector env): >= 10^6 macro steps/s at N = 1,024 on 300-node
 worlds, >= 50x the single macro env, and the env < 5 % of MaskablePPO training time.
 """
 
