@@ -38,8 +38,9 @@ from matplotlib.ticker import MaxNLocator
 
 from dream_gym.registry import load_cached, resolve_world
 from dream_gym.results import read_results
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, pareto_front
+from dream_gym.score import pareto_front
 from dream_gym.session import ReplaySession
+from dream_gym.settings import DEFAULT_BETA, ReplaySettings
 from dream_gym.world import World
 
 MAX_PARETO_PANELS = 9
@@ -70,14 +71,7 @@ def world_of_row(row: Mapping[str, Any], cache: dict[str, World] | None = None) 
 
 def replay_trace(world: World, row: Mapping[str, Any]) -> Trace:
     """Replay an episode's recorded batches on its world (the same rules, so the same numbers)."""
-    session = ReplaySession(
-        world,
-        workers=row.get("workers"),  # the W the episode was replayed at (None: the world's)
-        beta=float(row.get("beta", 0.5)),
-        beta1=float(DEFAULT_BETA1 if row.get("beta1") is None else row["beta1"]),
-        beta2=float(DEFAULT_BETA2 if row.get("beta2") is None else row["beta2"]),
-        max_rounds=row.get("max_rounds"),
-    )
+    session = ReplaySession(world, ReplaySettings.from_row(row))  # the W, betas and limits it was replayed at
     attempts, rounds, best = [0], [0], [session.best_q]
     for batch in row.get("batches") or []:
         session.step(batch)
@@ -317,7 +311,7 @@ def _safe(name: str) -> str:
 
 
 def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                 world: str | None = None, beta: float = 0.5) -> list[Path]:
+                 world: str | None = None, beta: float = DEFAULT_BETA) -> list[Path]:
     """anytime.png, pareto.png and tree_<world>.png from a results file; returns their paths.
 
     The tree shows ``world`` (default: the first world of the results) with, for each policy,

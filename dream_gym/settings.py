@@ -20,7 +20,7 @@ pool of worlds recorded at different W, and a model whose action space is sized 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,12 @@ class ReplaySettings:
         if len(recorded) != 1:
             raise ValueError(f"the worlds were recorded with different W {sorted(recorded)}: pass workers=")
         return recorded.pop()
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ReplaySettings:
+        """The settings a result row (or any mapping) records; a field it lacks or holds as
+        null takes its default (rows written before W was recorded when defaulted: the world's)."""
+        return cls(**{f.name: row[f.name] for f in dataclasses.fields(cls) if row.get(f.name) is not None})
 
     def as_dict(self) -> dict[str, Any]:
         """The six fields, by name (what result rows and run identities record)."""
