@@ -9,6 +9,7 @@ from typing import Any
 from dream_gym.cli.options import add_allow_errors, add_jobs, add_workers, parse_betas_option, report_failures
 from dream_gym.evaluate import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+from dream_gym.settings import DEFAULT_BETA
 
 
 def register(subparsers: Any) -> None:
@@ -65,7 +66,8 @@ def register(subparsers: Any) -> None:
     plot.add_argument("results", type=Path, help="results.jsonl written by dream-gym eval --out")
     plot.add_argument("--out", "-o", type=Path, default=Path("plots"), help="output folder (default ./plots)")
     plot.add_argument("--world", default=None, help="world id for the tree drawing (default: the first)")
-    plot.add_argument("--beta", type=float, default=0.5, help="beta of the episodes drawn on the tree")
+    plot.add_argument("--beta", type=float, default=DEFAULT_BETA,
+                      help=f"beta of the episodes drawn on the tree (default {DEFAULT_BETA})")
     plot.set_defaults(func=run_plot)
 
 

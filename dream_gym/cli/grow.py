@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.table import Table
 
 from dream_gym.cli.options import add_workers
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,12 +24,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="built-in policy name, shipped model, module:Class, or a policy .py file (default: recommended)")
     p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="parameter of a built-in policy (repeatable), e.g. --policy-arg branches=8")
-    add_workers(p, default=4, help="W: attempts per round, each run by its own worker process (default 4)")
+    add_workers(p, default=STANDARD_WORKERS,
+                help=f"W: attempts per round, each run by its own job process (default {STANDARD_WORKERS})")
     p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds")
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the world in --out")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--beta", type=float, default=0.5, help="budget preference shown to the policy, in [0, 1]")
+    p.add_argument("--beta", type=float, default=DEFAULT_BETA,
+                   help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     p.add_argument("--frontier", choices=("leaves", "any"), default="leaves")
     p.add_argument("--max-attempts", type=int, default=None)
     p.add_argument("--max-seconds", type=float, default=None)

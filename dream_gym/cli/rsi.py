@@ -16,6 +16,7 @@ from dream_gym.cli.dream import (
 )
 from dream_gym.cli.options import add_workers
 from dream_gym.dream.carry import DEFAULT_CARRY
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 
 
 def register(subparsers: Any) -> None:
@@ -32,10 +33,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent", default="builtin", help="discovery agent: 'builtin' or a litellm model string")
     p.add_argument("--policy", required=True, help="START policy: built-in name, module:Class or policy .py file")
     p.add_argument("--iterations", "-T", type=int, required=True, help="t: outer iterations")
-    add_workers(p, default=4, help="W: attempts per round online, each run by its own worker process (default 4)")
+    add_workers(p, default=STANDARD_WORKERS,
+                help=f"W: attempts per round online, each run by its own job process (default {STANDARD_WORKERS})")
     p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds of an online rollout")
     p.add_argument("--history", default=None, help="extra worlds in the history from the start")
-    p.add_argument("--beta", type=float, default=0.5, help="budget preference the policy sees online (default 0.5)")
+    p.add_argument("--beta", type=float, default=DEFAULT_BETA,
+                   help=f"budget preference the policy sees online (default {DEFAULT_BETA})")
     p.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
                    help="the online worker pool")
     p.add_argument("--out", required=True, type=Path, help="the run folder")

@@ -35,6 +35,7 @@ from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step
 from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
 from dream_gym.durable import read_jsonl, write_atomic
 from dream_gym.locks import folder_lock
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world
 
 LEDGER_FILE = "rsi.jsonl"
@@ -51,10 +52,10 @@ class RsiConfig:
     settings: DreamSettings  # M and the replay scoring
     agent: str = "builtin"
     developer: str = "builtin"
-    workers: int = 4  # W
+    workers: int = STANDARD_WORKERS  # W (no world is recorded yet to take it from)
     rounds: int = 10  # K1
     history: str | None = None  # extra worlds in H from the start
-    beta: float = 0.5  # the budget preference the policy sees online
+    beta: float = DEFAULT_BETA  # the budget preference the policy sees online
     api_base: str | None = None
     backend: str = "process"  # the online worker pool
     resume: bool = False

@@ -36,6 +36,7 @@ from dream_gym.locks import folder_lock
 from dream_gym.oracle import oracle_limit
 from dream_gym.policy import EpisodeResult, run_episode
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
+from dream_gym.settings import STANDARD_WORKERS
 from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.world import World, prefix_world
 from dream_gym.world_specs import resolve_worlds
@@ -65,7 +66,7 @@ class TrainConfig:
     """v2 objective: the price of all of a world's recorded attempts at beta = 0"""
     price_low: float = DEFAULT_PRICE_LOW
     """v2 objective: the same at beta = 1 (geometric in between)"""
-    workers: int = 4
+    workers: int = STANDARD_WORKERS
     """W: attempts per decision round"""
     timesteps: int = 200_000
     """env steps to train for (macro: rounds; node: selections and commits)"""

@@ -52,6 +52,7 @@ from openevolve.database import ProgramDatabase
 from dream_gym.datasets.importers.openevolve import _program as imported_program
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
+from dream_gym.settings import DEFAULT_BETA
 
 METRIC = "combined_score"
 
@@ -64,7 +65,7 @@ class RunState:
     policy: Policy | None
     workers: int
     seed: int = 0
-    beta: float = 0.5
+    beta: float = DEFAULT_BETA
     frontier: str = "any"
     total_iterations: int = 0
     round: int = 0

@@ -26,6 +26,7 @@ from typing import Any
 
 from dream_gym.locks import folder_lock
 from dream_gym.redact import redact_value
+from dream_gym.settings import DEFAULT_BETA
 from dream_gym.world import NODES_FILE
 
 SUPPORTED_OPENEVOLVE = ">=0.4,<0.5"
@@ -62,7 +63,7 @@ class BridgeConfig:
     api_base: str | None = None
     api_key: str | None = None
     config_path: Path | None = None  # an OpenEvolve config.yaml to start from
-    beta: float = 0.5
+    beta: float = DEFAULT_BETA
     frontier: str = "any"
     resume: bool = False
     checkpoint_interval: int = 10
