@@ -1,9 +1,11 @@
-"""Policies from anywhere; untrusted policy files run isolated (SPEC §6).
+"""Policies from anywhere; untrusted policy files run isolated (docs/guides/policy-files.md).
 
 ``load_policy(spec)`` is the front door: a built-in name, ``module:attr``, a ``.py`` file (run
 isolated by default) or a trained SB3 model ``.zip``. One concept a module:
 
-* :mod:`~dream_gym.policy_files.specs`: what a spec names, and building its policy in-process;
+* :mod:`~dream_gym.policy_files.specs`: what a spec names, and the policy it loads;
+* :mod:`~dream_gym.policy_files.inprocess`: building a policy in this process (the parent's
+  trusted specs, the child's file);
 * :mod:`~dream_gym.policy_files.isolated`: :class:`IsolatedPolicy`, the parent side of a policy
   that runs in a child process with time, memory and output limits;
 * :mod:`~dream_gym.policy_files.child`: the child's boot code and main loop;

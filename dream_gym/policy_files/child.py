@@ -37,7 +37,7 @@ import numpy  # noqa: F401  (imported by the trusted template, so episodes need 
 from dream_gym.policy import Policy, RunContext, batch_from, policy_name
 from dream_gym.policy_files.errors import PolicyNotFoundError
 from dream_gym.policy_files.hardening import install_audit_hook, read_roots_of_python
-from dream_gym.policy_files.specs import (
+from dream_gym.policy_files.inprocess import (
     is_file_spec,
     load_module_attr,
     module_attr,

@@ -46,7 +46,7 @@ from dream_gym.policy_files.errors import (
     PolicyProtocolError,
     PolicyTimeout,
 )
-from dream_gym.policy_files.specs import is_file_spec
+from dream_gym.policy_files.inprocess import is_file_spec
 from dream_gym.policy_files.wire import HEADER, MAX_BATCH, MAX_MESSAGE_BYTES, encode_view, frame
 from dream_gym.sandbox import Launched, SandboxUnavailable, launch
 from dream_gym.view import NodeView, PrefixView
@@ -284,6 +284,14 @@ class IsolatedPolicy:
     def output_tail(self, stream: str = "stderr") -> str:
         """The last bytes the child printed on ``stream``."""
         return self._output.tail(stream) if self._output is not None else ""
+
+    def forget_output(self) -> None:
+        """Drop the tails of what the child printed so far: the policy moves on to other work
+        (another world), whose errors must quote only what was printed there."""
+        if self._output is not None:
+            with self._output.lock:
+                for tail in self._output.tails.values():
+                    tail.clear()
 
     # -- the Policy interface -----------------------------------------------------------------
     def reset(self, context: RunContext) -> None:

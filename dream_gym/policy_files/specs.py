@@ -19,141 +19,33 @@
   (``a.zip+b.zip+c.zip``) are a seed ensemble (:class:`dream_gym.rl.ensemble.EnsemblePolicy`);
 * ``recommended``: the spec :mod:`dream_gym.policies.recommended` names (one of the kinds above).
 
-:func:`resolve_in_process` builds the policy object of a spec in the current process; the
-parent uses it for trusted specs, the isolated child (:mod:`dream_gym.policy_files.child`) for
-the file it was started for.
+:func:`~dream_gym.policy_files.inprocess.resolve_in_process` builds the policy object of a spec
+in the current process; the parent uses it for trusted specs, the isolated child
+(:mod:`dream_gym.policy_files.child`) for the file it was started for.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
-import re
-import sys
-import traceback
-import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.policies import POLICIES, make_policy
+from dream_gym.policies import POLICIES
 from dream_gym.policies.recommended import resolve as resolve_recommended
 from dream_gym.policies.trained import SHIPPED_MODELS
-from dream_gym.policy import FunctionPolicy, Policy
-from dream_gym.policy_files.errors import PolicyLoadError, PolicyNotFoundError
-
-
-def _defined_here(obj: Any, module_name: str) -> bool:
-    return getattr(obj, "__module__", None) == module_name
-
-
-def policy_from_namespace(namespace: Mapping[str, Any], source: str) -> Policy:
-    """The policy a module defines (see the module docstring for the convention)."""
-    module_name = str(namespace.get("__name__", ""))
-    factory = namespace.get("make_policy")
-    if callable(factory) and _defined_here(factory, module_name):
-        return _checked(factory(), source, "make_policy()")
-    cls = namespace.get("Policy")
-    if isinstance(cls, type) and _defined_here(cls, module_name):
-        return _checked(cls(), source, "Policy()")
-    classes = [v for v in namespace.values()
-               if isinstance(v, type) and _defined_here(v, module_name)
-               and callable(getattr(v, "act", None)) and callable(getattr(v, "reset", None))]
-    if len(classes) == 1:
-        return _checked(classes[0](), source, f"{classes[0].__name__}()")
-    for fname in ("act", "policy"):
-        fn = namespace.get(fname)
-        if callable(fn) and not isinstance(fn, type) and _defined_here(fn, module_name):
-            return FunctionPolicy(fn, name=Path(source).stem)
-    found = f" (it defines {len(classes)} policy classes: {', '.join(c.__name__ for c in classes)})" if classes else ""
-    raise PolicyLoadError(
-        f"{source} defines no policy{found}: define make_policy(), a class named Policy with "
-        "reset(context) and act(view), or a top-level function act(view)"
-    )
-
-
-def _checked(obj: Any, source: str, what: str) -> Policy:
-    if not (callable(getattr(obj, "act", None)) and callable(getattr(obj, "reset", None))):
-        raise PolicyLoadError(f"{source}: {what} returned {type(obj).__name__}, which lacks reset() and act()")
-    return obj  # type: ignore[no-any-return]
-
-
-def _module_name_for(path: Path) -> str:
-    return "dream_gym_policy_file_" + re.sub(r"\W", "_", path.stem)
-
-
-def policy_from_code(code: types.CodeType, path: str) -> Policy:
-    """Execute a policy file's compiled code as a new module and return its policy."""
-    name = _module_name_for(Path(path))
-    module = types.ModuleType(name)
-    module.__file__ = path
-    sys.modules[name] = module  # dataclasses and pickling look the module up
-    exec(code, module.__dict__)
-    return policy_from_namespace(vars(module), path)
-
-
-def load_policy_file(path: str | os.PathLike[str]) -> Policy:
-    """Import a policy file IN THIS PROCESS (trusted files only) and return its policy."""
-    path = Path(path).resolve()
-    if not path.is_file():
-        raise PolicyNotFoundError(f"policy file {path} does not exist")
-    try:
-        code = compile(path.read_bytes(), str(path), "exec")
-        namespace_policy = policy_from_code(code, str(path))
-    except PolicyLoadError:
-        raise
-    except Exception as exc:
-        sys.modules.pop(_module_name_for(path), None)
-        raise PolicyLoadError(f"importing {path} failed: {type(exc).__name__}: {exc}{where(exc, str(path))}") from exc
-    return namespace_policy
-
-
-def module_attr(spec: str) -> Any:
-    """The object ``module:attr`` names (the module is imported; nothing is built)."""
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise PolicyNotFoundError(f"policy {spec!r}: no module {module_name!r} ({exc})") from None
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise PolicyNotFoundError(f"policy {spec!r}: {module_name} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
-
-
-def load_module_attr(spec: str, params: Mapping[str, Any]) -> Policy:
-    obj = module_attr(spec)
-    attr = spec.partition(":")[2]
-    if isinstance(obj, type):
-        return _checked(obj(**params), spec, f"{attr}()")
-    if params:
-        raise ValueError(f"policy {spec!r} is not a class; parameters {sorted(params)} cannot be passed")
-    if callable(getattr(obj, "act", None)) and callable(getattr(obj, "reset", None)):
-        return obj  # type: ignore[no-any-return]
-    if callable(obj):
-        return FunctionPolicy(obj, name=attr)
-    raise PolicyLoadError(f"policy {spec!r} is a {type(obj).__name__}, not a policy class, object or function")
-
-
-def is_file_spec(spec: str) -> bool:
-    """A path (ends with .py or has a folder part) rather than a name or module:attr."""
-    return spec.endswith(".py") or (os.sep in spec and ":" not in spec)
-
-
-def resolve_in_process(spec: str, params: Mapping[str, Any]) -> Policy:
-    if is_file_spec(spec):
-        if params:
-            raise ValueError(f"policy file {spec}: parameters cannot be passed to a file's policy")
-        return load_policy_file(spec)
-    if ":" in spec:
-        return load_module_attr(spec, params)
-    try:
-        return make_policy(spec, **params)
-    except LookupError as exc:
-        raise PolicyNotFoundError(f"{exc}; or give module:Class or a path to a .py file") from None
+from dream_gym.policy import Policy
+from dream_gym.policy_files.errors import PolicyNotFoundError
+from dream_gym.policy_files.inprocess import (
+    is_file_spec,
+    load_policy_file,
+    module_attr,
+    policy_from_namespace,
+    resolve_in_process,
+    where,
+)
+from dream_gym.policy_files.isolated import IsolatedPolicy
 
 
 def check_policy_spec(spec: str | os.PathLike[str]) -> None:
@@ -214,8 +106,6 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
         return resolve_in_process(spec, params)
     if not is_file and ":" not in spec:
         resolve_in_process(spec, params)  # fail fast on unknown names, in the parent
-    from dream_gym.policy_files.isolated import IsolatedPolicy  # (isolated.py imports this module)
-
     return IsolatedPolicy(spec, params=params, **limits)
 
 
@@ -287,15 +177,6 @@ class PolicySource:
         close = getattr(self._isolated, "close", None)
         if callable(close):
             close()
-
-
-def where(exc: BaseException, source: str) -> str:
-    """' (at file.py line N, in fn)' for the innermost frame in the policy file."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == source]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f" (at {Path(f.filename).name} line {f.lineno}, in {f.name})"
 
 
 __all__ = ["PolicySource", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]
