@@ -1,0 +1,238 @@
+"""The examples of README.md and docs/ run, so none can rot.
+
+* ```` ```python ```` blocks are executed, each in a fresh interpreter in an empty folder (with the
+  repository's ``agents/`` beside it). ```` ```python {.no-run} ```` blocks are compiled only.
+* ```` ```console ```` and ```` ```bash ```` blocks: every ``dream-gym`` command in them (after
+  ``$`` in console blocks) runs with the venv's ``dream-gym``, must exit 0, and each output line
+  shown under it must be a line it prints (a shown line ending in ``...`` is a prefix). A block
+  marked ``{.no-run}`` (training, growing, OpenEvolve runs, a remote) is not run.
+* Everywhere, in text blocks (synopses) too: every option a ``dream-gym`` command line uses is one
+  its sub-command's ``--help`` lists, and every script a command line runs exists.
+
+Pages that include a file kept elsewhere (``<!-- include: ... -->``) are read with it included,
+as the site shows them. Running the examples takes minutes (``slow``); the option, script and
+syntax checks take a few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "docs" / "hooks"))
+from include import expand  # noqa: E402  (the docs site's own include hook)
+
+FENCE = re.compile(r"^```(\w*)\s*(\{[^}]*\})?\s*$")
+SCRIPT = re.compile(r"(?:^|\s)(?:\S*/)?python3?\s+(?!-)(\S+\.py)\b")
+RUNNERS = ("console", "bash", "shell")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced block: where it is, its language, whether it runs, its text."""
+
+    page: str
+    line: int
+    lang: str
+    runs: bool
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def doc_pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def blocks_of(page: Path) -> list[Block]:
+    lines = expand(page.read_text(encoding="utf-8")).splitlines()
+    found, start, head, body = [], 0, None, []
+    for number, line in enumerate(lines, 1):
+        fence = FENCE.match(line)
+        if head is None and fence:
+            head, start, body = fence, number, []
+        elif head is not None and line.startswith("```"):
+            attrs = head.group(2) or ""
+            found.append(Block(str(page.relative_to(REPO)), start, head.group(1) or "text",
+                               ".no-run" not in attrs, "\n".join(body) + "\n"))
+            head = None
+        elif head is not None:
+            body.append(line)
+    assert head is None, f"{page}: a code block opened at line {start} is never closed"
+    return found
+
+
+def all_blocks() -> list[Block]:
+    return [block for page in doc_pages() for block in blocks_of(page)]
+
+
+def command_lines(block: Block) -> list[tuple[str, list[str]]]:
+    """The block's commands, continuation lines joined, each with the output lines shown under it
+    (console blocks: a command starts with ``$``; other blocks: every line is a command)."""
+    commands: list[tuple[str, list[str]]] = []
+    pending = ""
+    for raw in block.text.splitlines():
+        line = raw.rstrip()
+        if pending:
+            pending += " " + line.strip()
+        elif block.lang == "console" and not line.startswith("$ "):
+            if commands and line.strip():
+                commands[-1][1].append(line.strip())
+            continue
+        else:
+            pending = line[2:] if line.startswith("$ ") else line
+        if pending.endswith("\\"):
+            pending = pending[:-1].rstrip()
+            continue
+        if pending.strip():
+            commands.append((pending.strip(), []))
+        pending = ""
+    return commands
+
+
+def without_comment(command: str) -> str:
+    return re.sub(r"\s+#.*$", "", command)
+
+
+@cache
+def cli_options() -> dict[tuple[str, ...], set[str]]:
+    """Every sub-command path of ``dream-gym`` and the options it takes."""
+    from dream_gym.cli import build_parser
+
+    options: dict[tuple[str, ...], set[str]] = {}
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        options[path] = {flag for action in parser._actions for flag in action.option_strings}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, (*path, name))
+
+    walk(build_parser(), ())
+    return options
+
+
+def subcommand_of(words: list[str]) -> tuple[str, ...]:
+    path: tuple[str, ...] = ()
+    for word in words:
+        if (*path, word) not in cli_options():
+            break
+        path = (*path, word)
+    return path
+
+
+def dream_gym_lines() -> list[tuple[Block, str]]:
+    """Every line of every block that calls dream-gym, with the block it is in."""
+    found = []
+    for block in all_blocks():
+        for command, _ in command_lines(block):
+            command = without_comment(command)
+            if command.startswith("dream-gym "):
+                found.append((block, command))
+    return found
+
+
+@pytest.mark.parametrize("block,command", dream_gym_lines(), ids=lambda x: str(x)[:60])
+def test_every_dream_gym_command_uses_options_its_help_lists(block: Block, command: str) -> None:
+    words = command.split()[1:]
+    path = subcommand_of([w for w in words if not w.startswith("-")][:2])
+    assert path, f"{block}: `{command}` names no dream-gym command"
+    used = set(re.findall(r"(?<![\w/.-])(--?[a-zA-Z][\w-]*)", command))
+    unknown = sorted(flag for flag in used if flag not in cli_options()[path])
+    assert not unknown, f"{block}: `dream-gym {' '.join(path)}` has no option {unknown}: `{command}`"
+
+
+def test_every_script_a_command_runs_exists() -> None:
+    missing = []
+    for block in all_blocks():
+        for command, _ in command_lines(block):
+            for script in SCRIPT.findall(without_comment(command)):
+                if not (REPO / script).is_file():
+                    missing.append(f"{block}: {script}")
+    assert not missing, "scripts named in the docs that do not exist:\n" + "\n".join(missing)
+
+
+def test_the_checks_see_the_examples() -> None:
+    """The parsers find what the pages hold (so an empty match cannot pass silently)."""
+    blocks = all_blocks()
+    assert sum(b.lang == "python" for b in blocks) >= 4
+    assert sum(b.lang in RUNNERS and b.runs for b in blocks) >= 5
+    assert len(dream_gym_lines()) >= 30
+    console = Block("x.md", 1, "console", True, "$ dream-gym replay w \\\n  --beta 0.5\nworld w\n$ ls\n")
+    assert command_lines(console) == [("dream-gym replay w --beta 0.5", ["world w"]), ("ls", [])]
+
+
+@pytest.mark.parametrize("block", [b for b in all_blocks() if b.lang == "python"], ids=str)
+def test_python_blocks_compile(block: Block) -> None:
+    compile(block.text, str(block), "exec")
+
+
+def sandbox_folder(tmp_path: Path) -> Path:
+    """An empty folder with the repository's example policies beside the user's files."""
+    (tmp_path / "agents").symlink_to(REPO / "agents")
+    return tmp_path
+
+
+def example_env() -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", NO_COLOR="1",
+                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def python_examples() -> list[Block]:
+    return [b for b in all_blocks() if b.lang == "python" and b.runs]
+
+
+def run_python(block: Block, folder: Path, timeout: int) -> None:
+    result = subprocess.run([sys.executable, "-c", block.text], cwd=folder, capture_output=True, text=True,
+                            timeout=timeout, env=example_env())
+    assert result.returncode == 0, f"{block} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", python_examples(), ids=str)
+def test_python_examples_run(block: Block, tmp_path: Path) -> None:
+    run_python(block, sandbox_folder(tmp_path), timeout=300)
+
+
+def normalised(line: str) -> str:
+    return " ".join(line.split())
+
+
+def shows(printed: list[str], shown: str) -> bool:
+    """Whether a line shown in the docs is one the command printed (``...`` ends a prefix)."""
+    want = normalised(shown)
+    if want.endswith(("...", "…")):
+        return any(line.startswith(want.rstrip(".…").rstrip()) for line in printed)
+    return want in printed
+
+
+def runnable_blocks() -> list[Block]:
+    return [b for b in all_blocks() if b.lang in RUNNERS and b.runs
+            and any(without_comment(c).startswith("dream-gym ") for c, _ in command_lines(b))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", runnable_blocks(), ids=str)
+def test_commands_run_and_print_what_the_docs_show(block: Block, tmp_path: Path) -> None:
+    folder = sandbox_folder(tmp_path)
+    for command, shown in command_lines(block):
+        command = without_comment(command)
+        if not command.startswith("dream-gym "):
+            continue
+        result = subprocess.run(shlex.split(command), cwd=folder, capture_output=True, text=True, timeout=600,
+                                env=example_env())
+        assert result.returncode == 0, f"{block}: `{command}` exited {result.returncode}:\n{result.stderr[-3000:]}"
+        printed = [normalised(line) for line in (result.stdout + result.stderr).splitlines()]
+        missing = [line for line in shown if not shows(printed, line)]
+        assert not missing, f"{block}: `{command}` did not print {missing}; it printed:\n" + "\n".join(printed[-40:])
