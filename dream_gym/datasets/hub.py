@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id
-from dream_gym.datasets.remote import RemoteDataset, RemoteError, check_id, install_verified
 from dream_gym.datasets.store import (
     DATASET_FILE,
     Dataset,

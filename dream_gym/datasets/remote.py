@@ -31,20 +31,18 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.archive import UnsafeArchiveError, make_archive, safe_extract
+from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id, parse_dataset_ref
 from dream_gym.datasets.store import (
     DATASET_FILE,
     Dataset,
     DatasetError,
     DatasetNotFoundError,
-    check_declared_size,
     find_dataset,
-    install_staged,
     local_path,
     open_dataset_folder,
     parse_dataset_json,
@@ -53,13 +51,9 @@ from dream_gym.datasets.store import (
     verify_files,
 )
 from dream_gym.limits import decompressed_limit_problem, max_decompressed_bytes
-from dream_gym.world import World, WorldFormatError, load_world, sha256_file
+from dream_gym.world import sha256_file
 
 REMOTE_ENV = "DREAM_GYM_REMOTE"
-
-
-class RemoteError(OSError):
-    """A remote cannot be reached or used (bad URL, missing fsspec backend, no network)."""
 
 
 def default_remote() -> str | None:
@@ -101,15 +95,6 @@ def _filesystem(remote: str) -> tuple[Any, str]:
 
 def _join(root: str, *parts: str) -> str:
     return "/".join([root, *parts]) if root else "/".join(parts)
-
-
-@dataclass
-class RemoteDataset:
-    id: str
-    location: str
-    kind: str  # "folder" | "archive"
-    description: str = ""
-    worlds: int | None = None
 
 
 def list_remote(remote: str | None = None) -> list[RemoteDataset]:
@@ -223,16 +208,6 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
     return open_dataset_folder(target)
 
 
-def install_verified(source: str, staging: Path, did: DatasetId, target: Path, *, overwrite: bool) -> None:
-    """Load every world of a fetched dataset whose files passed their sha256 check (world format
-    version, structure, declared size), then move it into the store. Errors name ``source``."""
-    staged = read_dataset_meta(staging)
-    for entry in staged["worlds"]:
-        world = _load_staged(source, staging, entry["name"])  # world format version and structure
-        check_declared_size(staging / DATASET_FILE, entry, world)
-    install_staged(staging, target, f"dataset {did}", overwrite=overwrite)
-
-
 def latest_version(name: DatasetName, remote: str | None = None) -> int:
     """The newest version of dataset ``name`` (``ns/name``) at ``remote``; raise
     :class:`DatasetNotFoundError` when it holds none."""
@@ -256,22 +231,6 @@ def latest_version(name: DatasetName, remote: str | None = None) -> int:
             f"nor {name.name}-vN.tar.gz); `dream-gym worlds list --remote {remote}` shows what it holds"
         )
     return max(versions)
-
-
-def _load_staged(source: str, staging: Path, name: str) -> World:
-    """Load a fetched world; an error names it in the remote's terms (the staging folder is
-    deleted once the download is refused)."""
-    try:
-        return load_world(staging / name)
-    except WorldFormatError as exc:
-        where = Path(exc.path).relative_to(staging).as_posix() if Path(exc.path).is_relative_to(staging) else exc.path
-        line = "" if exc.line is None else f", line {exc.line}"
-        raise DatasetError(f"{source}: {where}{line}: {exc.problem}; download refused") from None
-
-
-def check_id(where: str, meta: dict[str, Any], expected: str) -> None:
-    if meta.get("id") != expected:
-        raise DatasetError(f"{where}: holds dataset {meta.get('id')!r}, not {expected!r}")
 
 
 def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None:

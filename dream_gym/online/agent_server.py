@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from dream_gym.online.agent_base import ParentContext
+from dream_gym.online.fitness import task_score
 
 HOST = "127.0.0.1"
 MODEL_NAME = "dream-gym-builtin"
@@ -201,7 +202,6 @@ class AgentResponder:
         return np.random.default_rng([self.seed % 2**32, extra, *words])
 
     def reply(self, body: dict[str, Any]) -> str:
-        from dream_gym.integrations.openevolve.evaluator import task_score
         from dream_gym.online.agents import builtin_agent
 
         messages = body.get("messages")

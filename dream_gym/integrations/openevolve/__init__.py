@@ -9,12 +9,7 @@ tasks: :mod:`.evaluator`. Supported OpenEvolve versions: :data:`SUPPORTED_OPENEV
 
 from __future__ import annotations
 
-from dream_gym.integrations.openevolve.evaluator import (
-    combined_score,
-    evaluate_program,
-    task_score,
-    write_task_files,
-)
+from dream_gym.integrations.openevolve.evaluator import evaluate_program, write_task_files
 from dream_gym.integrations.openevolve.run import (
     NATIVE_POLICY,
     SUPPORTED_OPENEVOLVE,
@@ -23,6 +18,7 @@ from dream_gym.integrations.openevolve.run import (
     check_openevolve,
     run_openevolve,
 )
+from dream_gym.online.fitness import combined_score, task_score
 
 __all__ = [
     "NATIVE_POLICY", "SUPPORTED_OPENEVOLVE", "BridgeConfig", "BridgeResult", "check_openevolve",

@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dream_gym.online.fitness import combined_score
+
 EVALUATOR_TEMPLATE = '''"""OpenEvolve evaluator for the dream_gym task {task!r} (written by dream-gym).
 
 Runs each candidate through dream_gym's own evaluator of the task (isolated, sandboxed,
@@ -40,20 +42,6 @@ TASK = {task!r}
 def evaluate(program_path):
     return evaluate_program(TASK, program_path)
 '''
-
-
-def combined_score(score: float, direction: str) -> float:
-    """The task's score turned higher-is-better and positive for OpenEvolve."""
-    if direction == "maximize":
-        return float(score)
-    return 1.0 / score if score > 0 else -float(score)
-
-
-def task_score(combined: float, direction: str) -> float:
-    """The inverse of :func:`combined_score` (for a valid candidate)."""
-    if direction == "maximize":
-        return float(combined)
-    return 1.0 / combined if combined > 0 else -float(combined)
 
 
 def evaluation_metrics(task: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, str]]:

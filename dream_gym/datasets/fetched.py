@@ -1,0 +1,61 @@
+"""What every remote shares: its error, its listing rows, and the checks a fetched dataset passes
+before it joins the local store (the fsspec remotes of :mod:`dream_gym.datasets.remote` and the
+Hub of :mod:`dream_gym.datasets.hub` alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dream_gym.datasets.ids import DatasetId
+from dream_gym.datasets.store import (
+    DATASET_FILE,
+    DatasetError,
+    check_declared_size,
+    install_staged,
+    read_dataset_meta,
+)
+from dream_gym.world import World, WorldFormatError, load_world
+
+
+class RemoteError(OSError):
+    """A remote cannot be reached or used (bad URL, missing fsspec backend, no network)."""
+
+
+@dataclass
+class RemoteDataset:
+    id: str
+    location: str
+    kind: str  # "folder" | "archive"
+    description: str = ""
+    worlds: int | None = None
+
+
+def install_verified(source: str, staging: Path, did: DatasetId, target: Path, *, overwrite: bool) -> None:
+    """Load every world of a fetched dataset whose files passed their sha256 check (world format
+    version, structure, declared size), then move it into the store. Errors name ``source``."""
+    staged = read_dataset_meta(staging)
+    for entry in staged["worlds"]:
+        world = _load_staged(source, staging, entry["name"])  # world format version and structure
+        check_declared_size(staging / DATASET_FILE, entry, world)
+    install_staged(staging, target, f"dataset {did}", overwrite=overwrite)
+
+
+def _load_staged(source: str, staging: Path, name: str) -> World:
+    """Load a fetched world; an error names it in the remote's terms (the staging folder is
+    deleted once the download is refused)."""
+    try:
+        return load_world(staging / name)
+    except WorldFormatError as exc:
+        where = Path(exc.path).relative_to(staging).as_posix() if Path(exc.path).is_relative_to(staging) else exc.path
+        line = "" if exc.line is None else f", line {exc.line}"
+        raise DatasetError(f"{source}: {where}{line}: {exc.problem}; download refused") from None
+
+
+def check_id(where: str, meta: dict[str, Any], expected: str) -> None:
+    if meta.get("id") != expected:
+        raise DatasetError(f"{where}: holds dataset {meta.get('id')!r}, not {expected!r}")
+
+
+__all__ = ["RemoteDataset", "RemoteError", "check_id", "install_verified"]
