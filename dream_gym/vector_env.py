@@ -32,11 +32,11 @@ from dream_gym.env import (
     capacity_for,
     observation_space,
 )
+from dream_gym.objectives import Progress, ValueFn, replay_value
 from dream_gym.registry import resolve_world
 from dream_gym.replay import IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.settings import DEFAULT_BETA, ReplaySettings
-from dream_gym.values import Progress, ValueFn, replay_value
 from dream_gym.vector_replay import (
     _FRONTIER_CODES,
     MAX_SETS,

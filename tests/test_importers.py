@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from openevolve_runs import write_resumed_run
 
-from dream_gym.datasets.importers import ImportError_, OrphanWarning, detect_system, import_run
+from dream_gym.datasets.importers import OrphanWarning, RunImportError, detect_system, import_run
 from dream_gym.datasets.importers.openevolve import import_openevolve
 from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
 from dream_gym.world import load_world
@@ -103,7 +103,7 @@ def test_unplaceable_phase_root_is_attached_under_the_root_with_a_counting_warni
 def test_dropping_orphans_only_when_asked_and_never_below_half(tmp_path):
     small_first = write_resumed_run(tmp_path / "a", iterations=(5, 5, 20), resume_at=(5, 5))
     _unplace_last_phase(small_first)
-    with pytest.raises(ImportError_, match=r"keep only \d+ of \d+ programs.*--orphans attach"):
+    with pytest.raises(RunImportError, match=r"keep only \d+ of \d+ programs.*--orphans attach"):
         import_openevolve(small_first.folder, tmp_path / "wa", orphans="drop")
     big_first = write_resumed_run(tmp_path / "b", iterations=(20, 10, 5), resume_at=(20, 10))
     _unplace_last_phase(big_first)
@@ -229,27 +229,27 @@ def test_openevolve_error_paths(tmp_path):
     with pytest.raises(FileNotFoundError):
         import_openevolve(tmp_path / "nope", tmp_path / "w")
     (tmp_path / "empty" / "checkpoints" / "checkpoint_1" / "programs").mkdir(parents=True)
-    with pytest.raises(ImportError_, match="no OpenEvolve programs"):
+    with pytest.raises(RunImportError, match="no OpenEvolve programs"):
         import_openevolve(tmp_path / "empty", tmp_path / "w")
     _write(tmp_path / "rootless" / "programs", _prog("x", "gone", 1.0, 1.0, 1))
-    with pytest.raises(ImportError_, match="no initial program"):
+    with pytest.raises(RunImportError, match="no initial program"):
         import_openevolve(tmp_path / "rootless", tmp_path / "w")
     bad_root = tmp_path / "badroot" / "programs"
     _write(bad_root, _prog("r", None, None, 1.0, 0))
     _write(bad_root, _prog("x", "r", 1.0, 2.0, 1))
-    with pytest.raises(ImportError_, match="baseline"):
+    with pytest.raises(RunImportError, match="baseline"):
         import_openevolve(tmp_path / "badroot", tmp_path / "w")
     ok = tmp_path / "ok" / "programs"
     _write(ok, _prog("r", None, 1.0, 1.0, 0))
-    with pytest.raises(ImportError_, match=r"no program has metric 'score'; metrics found: combined_score"):
+    with pytest.raises(RunImportError, match=r"no program has metric 'score'; metrics found: combined_score"):
         import_openevolve(tmp_path / "ok", tmp_path / "w", metric="score")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x").write_text("occupied")
     with pytest.raises(FileExistsError):
         import_openevolve(tmp_path / "ok", tmp_path / "out")
-    with pytest.raises(ImportError_, match="direction"):
+    with pytest.raises(RunImportError, match="direction"):
         import_openevolve(tmp_path / "ok", tmp_path / "w", direction="up")
-    with pytest.raises(ImportError_, match="orphans must be one of"):
+    with pytest.raises(RunImportError, match="orphans must be one of"):
         import_openevolve(tmp_path / "ok", tmp_path / "w", orphans="reattach")
 
 
@@ -263,10 +263,10 @@ def test_unreadable_json_names_the_file_unless_another_snapshot_has_the_program(
     assert report.unreadable == 1 and any("checkpoint_10/programs/r.json" in n for n in report.notes)
     broken = run / "checkpoints" / "checkpoint_10" / "programs" / "x.json"
     broken.write_text("\x00garbage")
-    with pytest.raises(ImportError_, match=r"checkpoint_10/programs/x\.json: unreadable JSON.*would lose it"):
+    with pytest.raises(RunImportError, match=r"checkpoint_10/programs/x\.json: unreadable JSON.*would lose it"):
         import_openevolve(run, tmp_path / "w2")
     broken.write_text("[1, 2]")
-    with pytest.raises(ImportError_, match=r"x\.json: not a program record"):
+    with pytest.raises(RunImportError, match=r"x\.json: not a program record"):
         import_openevolve(run, tmp_path / "w3")
 
 
@@ -341,43 +341,43 @@ def test_shinkaevolve_error_paths(tmp_path):
         import_shinkaevolve(tmp_path / "missing.sqlite", tmp_path / "w")
     other = tmp_path / "other.sqlite"
     sqlite3.connect(other).execute("CREATE TABLE runs (x)").connection.commit()
-    with pytest.raises(ImportError_, match=r"no 'programs' table \(tables found: runs\)"):
+    with pytest.raises(RunImportError, match=r"no 'programs' table \(tables found: runs\)"):
         import_shinkaevolve(other, tmp_path / "w")
     old = tmp_path / "old.sqlite"
     sqlite3.connect(old).execute("CREATE TABLE programs (id, parent_id, generation, code)").connection.commit()
-    with pytest.raises(ImportError_, match=r"table 'programs' lacks column\(s\) timestamp, combined_score, correct"):
+    with pytest.raises(RunImportError, match=r"table 'programs' lacks column\(s\) timestamp, combined_score, correct"):
         import_shinkaevolve(old, tmp_path / "w")
     not_sqlite = tmp_path / "evolution_db.sqlite"
     not_sqlite.write_text("this is not a database")
-    with pytest.raises(ImportError_, match="not a SQLite database"):
+    with pytest.raises(RunImportError, match="not a SQLite database"):
         import_shinkaevolve(not_sqlite, tmp_path / "w")
     empty = tmp_path / "empty"
     empty.mkdir()
     sqlite3.connect(empty / "evolution_db.sqlite").execute(SHINKA_SCHEMA).connection.commit()
-    with pytest.raises(ImportError_, match="program table is empty"):
+    with pytest.raises(RunImportError, match="program table is empty"):
         import_shinkaevolve(empty, tmp_path / "w")
     folder = _shinka_results(tmp_path / "results")
-    with pytest.raises(ImportError_, match=r"no program has metric 'nonexistent'; metrics found: combined_score, dist"):
+    with pytest.raises(RunImportError, match=r"no program has metric 'nonexistent'; metrics found: combined_score, dist"):
         import_shinkaevolve(folder, tmp_path / "w", metric="nonexistent")
 
 
 def test_wrong_system_and_auto_detection(tmp_path):
     shinka = _shinka_results(tmp_path / "results")
-    with pytest.raises(ImportError_, match="looks like a ShinkaEvolve run instead: import it with --from shinkaevolve"):
+    with pytest.raises(RunImportError, match="looks like a ShinkaEvolve run instead: import it with --from shinkaevolve"):
         import_openevolve(shinka, tmp_path / "w")
     openevolve = tmp_path / "oe"
     _write(openevolve / "checkpoints" / "checkpoint_1" / "programs", _prog("r", None, 1.0, 1.0, 0))
-    with pytest.raises(ImportError_, match="looks like a OpenEvolve run instead: import it with --from openevolve"):
+    with pytest.raises(RunImportError, match="looks like a OpenEvolve run instead: import it with --from openevolve"):
         import_shinkaevolve(openevolve, tmp_path / "w")
     assert detect_system(openevolve) == "openevolve" and detect_system(shinka) == "shinkaevolve"
     assert detect_system(shinka / "evolution_db.sqlite") == "shinkaevolve" and detect_system(tmp_path / "no") is None
     report = import_run("auto", openevolve, tmp_path / "auto")
     assert report.system == "openevolve" and load_world(tmp_path / "auto").size == 1
-    with pytest.raises(ImportError_, match="already a dream-gym world"):
+    with pytest.raises(RunImportError, match="already a dream-gym world"):
         import_openevolve(tmp_path / "auto", tmp_path / "again")
     neither = tmp_path / "neither"
     neither.mkdir()
-    with pytest.raises(ImportError_, match="name the system with --from"):
+    with pytest.raises(RunImportError, match="name the system with --from"):
         import_run("auto", neither, tmp_path / "w")
     shutil.rmtree(tmp_path / "auto")
 

@@ -1,4 +1,4 @@
-"""The beta-priced objective (dream_gym.values.PricedAttainment) and the node-level policy
+"""The beta-priced objective (dream_gym.objectives.PricedAttainment) and the node-level policy
 (dream_gym.rl.node_features / node_env / node_policy, NodeSB3Policy): rewards sum to the objective,
 masks never allow an illegal batch, the scorer is permutation-equivariant and serves any number of
 candidates, and a node model runs through run_episode, load_policy and evaluate deterministically."""
@@ -25,6 +25,7 @@ from worldgen import (
     world_records,
 )
 
+from dream_gym.objectives import Progress, make_objective, replay_value
 from dream_gym.policy import run_episode
 from dream_gym.replay import Replay
 from dream_gym.rl import (
@@ -41,7 +42,6 @@ from dream_gym.rl import (
     node_observation,
 )
 from dream_gym.session import ReplaySession
-from dream_gym.values import Progress, make_objective, replay_value
 from dream_gym.world import World
 
 

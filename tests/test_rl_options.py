@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from worldgen import frontier_st, make_world, random_pool, workers_st, world_records
 
+from dream_gym.objectives import Progress
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
 from dream_gym.replay import Replay
 from dream_gym.rl import EnsemblePolicy, PricedAttainment, model_policy
-from dream_gym.rl.options import (
+from dream_gym.rl.option_set import (
     N_OPTION_ACTIONS,
     N_OPTION_FEATURES,
     OPTION_FEATURE_NAMES,
@@ -25,7 +26,6 @@ from dream_gym.rl.options import (
 )
 from dream_gym.rl.options_env import OptionsReplayEnv
 from dream_gym.rl.sb3 import OptionsSB3Policy
-from dream_gym.values import Progress
 from dream_gym.world import World
 
 

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from worldgen import make_world, node, random_records, world_records
 
+from dream_gym.objectives import Progress, replay_value
 from dream_gym.rl.macro import ranked_open
 from dream_gym.score import replay_score
 from dream_gym.session import ReplaySession
-from dream_gym.values import Progress, replay_value
 from dream_gym.vector_replay import NONE, VectorReplay, WorldPool
 from dream_gym.world import World
 

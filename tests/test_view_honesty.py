@@ -34,7 +34,7 @@ from dream_gym.env import ReplayEnv
 from dream_gym.policy import RunContext, run_episode
 from dream_gym.replay import Replay
 from dream_gym.rl import EpisodeParams, RoundPlan, batch_features, node_observation, view_features
-from dream_gym.rl.options import OptionSet, option_features
+from dream_gym.rl.option_set import OptionSet, option_features
 from dream_gym.session import ReplaySession
 from dream_gym.vector_env import ReplayVectorEnv
 from dream_gym.vector_replay import VectorReplay, WorldPool

@@ -9,13 +9,13 @@ in replay and online and never sees q, the world's best score or unrevealed node
   :func:`batch_features` (N episodes), :class:`FeatureSet`.
 * :mod:`~dream_gym.rl.macro`: :data:`MACRO_ACTIONS`, :func:`batch_for`, :func:`macro_masks`
   and their batched forms.
-* :mod:`~dream_gym.rl.pool_env`: :class:`MacroReplayEnv`, one episode at a time over a pool.
+* :mod:`~dream_gym.rl.macro_env`: :class:`MacroReplayEnv`, one episode at a time over a pool.
 * :mod:`~dream_gym.rl.vector`: :class:`MacroVectorEnv`, N episodes in numpy arrays.
 * :mod:`~dream_gym.rl.node_features`, :mod:`~dream_gym.rl.node_env`: the node-level policy's
   observation (:class:`RoundPlan`: one feature row per candidate) and :class:`NodeReplayEnv`
   (a batch built by sequential masked selection, one candidate or "commit" a step);
   :mod:`~dream_gym.rl.node_policy` (torch): the permutation-equivariant scorer as SB3 policies.
-* :mod:`~dream_gym.rl.options`, :mod:`~dream_gym.rl.options_env`: the options arch, a
+* :mod:`~dream_gym.rl.option_set`, :mod:`~dream_gym.rl.options_env`: the options arch, a
   meta-controller over the built-ins (:data:`OPTION_POLICIES`): each round it runs one built-in's
   proposal or stops (:class:`OptionsReplayEnv`).
 * :mod:`~dream_gym.rl.sb3`: :class:`SB3Policy` / :class:`NodeSB3Policy` / :class:`OptionsSB3Policy`
@@ -26,11 +26,12 @@ in replay and online and never sees q, the world's best score or unrevealed node
   periodic held-out evaluation).
 
 The envs take their observation (``features=``, a :class:`FeatureSet`) and their reward
-(``value_fn=``, see :mod:`dream_gym.values`: V, or the beta-conditioned
-:class:`~dream_gym.values.PricedAttainment`) as arguments. Needs the ``rl`` extra
+(``value_fn=``, see :mod:`dream_gym.objectives`: V, or the beta-conditioned
+:class:`~dream_gym.objectives.PricedAttainment`) as arguments. Needs the ``rl`` extra
 (stable-baselines3, sb3-contrib, torch) only for the SB3 glue and for training.
 """
 
+from dream_gym.objectives import PricedAttainment, Progress, ValueFn, make_objective, replay_value
 from dream_gym.rl.ensemble import EnsemblePolicy
 from dream_gym.rl.features import (
     FEATURE_NAMES,
@@ -52,11 +53,11 @@ from dream_gym.rl.macro import (
     macro_masks,
     ranked_open,
 )
+from dream_gym.rl.macro_env import MacroReplayEnv
 from dream_gym.rl.node_env import N_GLOBAL_FEATURES, NodeReplayEnv, node_observation
 from dream_gym.rl.node_features import N_NODE_FEATURES, NODE_FEATURE_NAMES, RoundPlan
-from dream_gym.rl.options import OPTION_POLICIES, OptionSet, option_features
+from dream_gym.rl.option_set import OPTION_POLICIES, OptionSet, option_features
 from dream_gym.rl.options_env import OptionsReplayEnv
-from dream_gym.rl.pool_env import MacroReplayEnv
 from dream_gym.rl.sb3 import (
     NodeSB3Policy,
     OptionsSB3Policy,
@@ -68,7 +69,6 @@ from dream_gym.rl.sb3 import (
     sb3_vec_env,
 )
 from dream_gym.rl.vector import MacroVectorEnv
-from dream_gym.values import PricedAttainment, Progress, ValueFn, make_objective, replay_value
 
 __all__ = [
     "EnsemblePolicy",

@@ -11,7 +11,7 @@ Gymnasium's ``make_vec`` can build copies in other processes:
   kwargs): ``"dream-gym/recorded-v1:train,dream-gym/recorded-v0:train"``.
 * ``prefixes``: attempt counts n; each world of ``worlds`` is also in the pool stopped after its
   first n attempts (runs of every length). Default ``[50, 100, 200]``; ``[]`` for none.
-* ``objective``: ``"v2"`` (the beta-conditioned :class:`~dream_gym.values.PricedAttainment`,
+* ``objective``: ``"v2"`` (the beta-conditioned :class:`~dream_gym.objectives.PricedAttainment`,
   with ``price_high`` / ``price_low``) or ``"v"`` (the replay score V). Default ``"v2"``.
 * ``betas``: the betas drawn per episode (default the evaluation grid 0, 0.1, ..., 1), ``workers``
   (W, default 4), ``beta1``, ``beta2``, ``max_rounds``; ``max_candidates`` for Node-v0 (16).
@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dream_gym.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
+from dream_gym.rl.macro_env import MacroReplayEnv
 from dream_gym.rl.node_env import DEFAULT_CAPACITY, NodeReplayEnv
 from dream_gym.rl.options_env import OptionsReplayEnv
-from dream_gym.rl.pool_env import MacroReplayEnv
 from dream_gym.rl.vector import MacroVectorEnv
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
 from dream_gym.settings import STANDARD_WORKERS
-from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.world import World, prefix_world
 from dream_gym.world_specs import resolve_worlds
 

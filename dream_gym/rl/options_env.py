@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from dream_gym.objectives import ValueFn, replay_value
 from dream_gym.policy import RunContext
-from dream_gym.rl.options import N_OPTION_ACTIONS, N_OPTION_FEATURES, OptionSet, Proposals, option_features
-from dream_gym.rl.pool_env import PoolEpisodes
+from dream_gym.rl.option_set import N_OPTION_ACTIONS, N_OPTION_FEATURES, OptionSet, Proposals, option_features
+from dream_gym.rl.pool_episodes import PoolEpisodes
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
-from dream_gym.values import ValueFn, replay_value
 from dream_gym.view import PrefixView
 from dream_gym.world import World
 
@@ -25,7 +25,7 @@ class OptionsReplayEnv(PoolEpisodes):
     ## Description
     As :class:`~dream_gym.rl.MacroReplayEnv` (a world and a beta drawn per episode with the
     env's seeded ``np_random``, or given as ``options={"world": i, "beta": b}``), but the batch of
-    a round is the one a built-in policy of :data:`~dream_gym.rl.options.OPTION_POLICIES`
+    a round is the one a built-in policy of :data:`~dream_gym.rl.option_set.OPTION_POLICIES`
     proposes on the view. Every built-in is reset at the episode's start (with a
     :class:`~dream_gym.policy.RunContext` of the view and a seed drawn from ``np_random``) and
     asked once per round, whichever proposal ran.
@@ -36,7 +36,7 @@ class OptionsReplayEnv(PoolEpisodes):
 
     ## Observation Space
     ``Box(-1, 1, (38,), float32)``: the 22 macro features and, per option, its proposal's size
-    and root selections over W (:func:`~dream_gym.rl.options.option_features`).
+    and root selections over W (:func:`~dream_gym.rl.option_set.option_features`).
 
     ## Rewards
     The change of ``value_fn`` (default the replay score V), so an episode's rewards sum to it.

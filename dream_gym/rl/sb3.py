@@ -177,7 +177,7 @@ class NodeSB3Policy:
 
 def is_options_model(model: Any) -> bool:
     """Whether a loaded model was trained on the options env (38 features -> 9 actions)."""
-    from dream_gym.rl.options import N_OPTION_ACTIONS, N_OPTION_FEATURES
+    from dream_gym.rl.option_set import N_OPTION_ACTIONS, N_OPTION_FEATURES
 
     shape = tuple(getattr(model.observation_space, "shape", ()) or ())
     return shape == (N_OPTION_FEATURES,) and getattr(model.action_space, "n", None) == N_OPTION_ACTIONS
@@ -186,7 +186,7 @@ def is_options_model(model: Any) -> bool:
 class OptionsSB3Policy:
     """A model trained on :class:`~dream_gym.rl.options_env.OptionsReplayEnv` as a dream_gym policy.
 
-    ``reset`` resets its own :class:`~dream_gym.rl.options.OptionSet` with the episode's context;
+    ``reset`` resets its own :class:`~dream_gym.rl.option_set.OptionSet` with the episode's context;
     ``act(view)`` asks every option for its batch (once per round, as in training), then runs the
     proposal the model picks (with the options' masks for a MaskablePPO model; a plain PPO model's
     empty pick stops). Deterministic by default.
@@ -204,7 +204,7 @@ class OptionsSB3Policy:
                              f"{getattr(model, 'observation_space', None)} -> {getattr(model, 'action_space', None)})")
         from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
-        from dream_gym.rl.options import OptionSet
+        from dream_gym.rl.option_set import OptionSet
 
         self.model, self.deterministic = model, deterministic
         self.maskable = isinstance(model.policy, MaskableActorCriticPolicy)
@@ -220,7 +220,7 @@ class OptionsSB3Policy:
             torch.manual_seed(context.seed)
 
     def act(self, view: PrefixView) -> list[int]:
-        from dream_gym.rl.options import option_features
+        from dream_gym.rl.option_set import option_features
 
         proposals = self.options.propose(view)
         obs = option_features(view, proposals)

@@ -33,11 +33,11 @@ import numpy as np
 from dream_gym.durable import write_json_atomic, write_via
 from dream_gym.leaderboard import leaderboard
 from dream_gym.locks import folder_lock
+from dream_gym.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.oracle import oracle_limit
 from dream_gym.policy import EpisodeResult, run_episode
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
 from dream_gym.settings import STANDARD_WORKERS
-from dream_gym.values import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.world import World, prefix_world
 from dream_gym.world_specs import resolve_worlds
 

@@ -15,15 +15,15 @@ from .base import (
     MIN_KEPT_SHARE,
     ORPHAN_RULES,
     SYSTEM_NAMES,
-    ImportError_,
     ImportReport,
     OrphanWarning,
     Program,
+    RunImportError,
 )
 from .detect import detect_system
 
 __all__ = [
-    "MIN_KEPT_SHARE", "ORPHAN_RULES", "SYSTEM_NAMES", "ImportError_", "ImportReport", "OrphanWarning",
+    "MIN_KEPT_SHARE", "ORPHAN_RULES", "SYSTEM_NAMES", "RunImportError", "ImportReport", "OrphanWarning",
     "Program", "detect_system", "import_run",
 ]
 
@@ -33,7 +33,7 @@ def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[
     if system == "auto":
         found = detect_system(src)
         if found is None:
-            raise ImportError_(
+            raise RunImportError(
                 f"{src}: neither an OpenEvolve output folder (programs/*.json) nor a ShinkaEvolve results "
                 "folder (a SQLite database with a 'programs' table) was found; name the system with --from"
             )
@@ -46,4 +46,4 @@ def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[
         from .shinkaevolve import import_shinkaevolve
 
         return import_shinkaevolve(src, out, **options)
-    raise ImportError_(f"unknown system {system!r}; expected one of {', '.join(SYSTEM_NAMES)} or auto")
+    raise RunImportError(f"unknown system {system!r}; expected one of {', '.join(SYSTEM_NAMES)} or auto")

@@ -12,7 +12,7 @@ from typing import Any
 from dream_gym.world import DIRECTIONS
 from dream_gym.world_writer import new_meta, write_world
 
-from .values import world_name_from
+from .coerce import world_name_from
 
 SYSTEM_NAMES = {"openevolve": "OpenEvolve", "shinkaevolve": "ShinkaEvolve"}
 
@@ -24,7 +24,7 @@ ORPHAN_RULES = ("attach", "drop")
 MIN_KEPT_SHARE = 0.5
 
 
-class ImportError_(ValueError):
+class RunImportError(ValueError):
     """The source cannot be imported (no root, unknown metric, ...); the message says why."""
 
 
@@ -131,9 +131,9 @@ class ImportReport:
 
 def check_options(direction: str, orphans: str) -> None:
     if direction not in DIRECTIONS:
-        raise ImportError_(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        raise RunImportError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if orphans not in ORPHAN_RULES:
-        raise ImportError_(f"orphans must be one of {ORPHAN_RULES}, got {orphans!r}")
+        raise RunImportError(f"orphans must be one of {ORPHAN_RULES}, got {orphans!r}")
 
 
 def check_out_folder(out: str | os.PathLike[str]) -> Path:

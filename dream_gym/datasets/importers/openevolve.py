@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
-    ImportError_,
     ImportReport,
     Program,
+    RunImportError,
     check_options,
     check_out_folder,
     write_imported_world,
 )
+from .coerce import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 from .detect import wrong_system_hint
 from .openevolve_layout import (
     Traces,
@@ -43,7 +44,6 @@ from .openevolve_layout import (
     read_traces,
 )
 from .tree import build_world_records
-from .values import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 
 __all__ = ["find_program_files", "import_openevolve"]
 
@@ -219,7 +219,7 @@ def import_openevolve(
     snapshots = read_snapshots(src, report)
     traces = read_traces(src)
     if not snapshots.raws:
-        raise ImportError_(
+        raise RunImportError(
             f"{src}: no OpenEvolve programs found (expected programs/*.json files, e.g. in "
             f"checkpoints/checkpoint_N/programs/ or db/programs/){wrong_system_hint(src, 'openevolve')}"
         )
@@ -232,7 +232,7 @@ def import_openevolve(
             report.recovered += 1
     available = sorted({k for r in raws.values() for k in _metrics_of(r)})
     if metric not in available:
-        raise ImportError_(
+        raise RunImportError(
             f"{src}: no program has metric {metric!r}; metrics found: {', '.join(available) or 'none'} "
             "(choose one with --metric)"
         )

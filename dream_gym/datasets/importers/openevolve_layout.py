@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import ImportError_, ImportReport
-from .values import to_id
+from .base import ImportReport, RunImportError
+from .coerce import to_id
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
 TRACE_NAMES = ("evolution_trace.jsonl", "evolution_trace.jsonl.gz")
@@ -112,7 +112,7 @@ def read_snapshots(src: Path, report: ImportReport) -> Snapshots:
     report.files_read = len(files)
     for path, problem in unreadable:
         if path.stem not in snapshots.raws:
-            raise ImportError_(
+            raise RunImportError(
                 f"{path}: {problem}; program {path.stem} has no other readable snapshot, so the import "
                 "would lose it. Repair the file, or delete it to import the run without that program"
             )

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .base import ImportError_, ImportReport, check_options, check_out_folder, write_imported_world
+from .base import ImportReport, RunImportError, check_options, check_out_folder, write_imported_world
+from .coerce import to_float, to_id
 from .openevolve import _from_trace, _metrics_of, _program
 from .openevolve_layout import read_traces
 from .tree import build_world_records
-from .values import to_float, to_id
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 
@@ -76,7 +76,7 @@ def import_openevolve_trace(
     report = ImportReport("openevolve", str(src), out=str(out_path), metric=metric)
     traces = _read(src)
     if not traces.lines:
-        raise ImportError_(f"{src}: no evolution-trace lines (JSON objects with child_id and parent_id)")
+        raise RunImportError(f"{src}: no evolution-trace lines (JSON objects with child_id and parent_id)")
     raws: dict[str, dict[str, Any]] = {}
     for child, entry in traces.lines.items():
         raws[child] = _from_trace(child, entry)
@@ -89,7 +89,7 @@ def import_openevolve_trace(
     report.files_read = traces.files
     available = sorted({k for r in raws.values() for k in _metrics_of(r)})
     if metric not in available:
-        raise ImportError_(f"{src}: no program has metric {metric!r}; metrics found: {', '.join(available) or 'none'} "
+        raise RunImportError(f"{src}: no program has metric {metric!r}; metrics found: {', '.join(available) or 'none'} "
                            "(choose one with --metric)")
     programs = []
     for node_id, raw in raws.items():

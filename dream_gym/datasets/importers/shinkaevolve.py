@@ -35,16 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
-    ImportError_,
     ImportReport,
     Program,
+    RunImportError,
     check_options,
     check_out_folder,
     write_imported_world,
 )
+from .coerce import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 from .detect import SHINKA_TABLES, shinka_databases, sqlite_tables, wrong_system_hint
 from .tree import build_world_records
-from .values import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 
 REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score", "correct")
 DATABASE_NAMES = ("evolution_db.sqlite", "programs.sqlite")
@@ -63,7 +63,7 @@ def locate_database(path: Path) -> Path:
                                 "or its evolution_db.sqlite)")
     found = shinka_databases(path) or [path / name for name in DATABASE_NAMES if (path / name).is_file()]
     if not found:
-        raise ImportError_(
+        raise RunImportError(
             f"{path}: no ShinkaEvolve database below this folder (expected evolution_db.sqlite or "
             f"programs.sqlite with a 'programs' table){wrong_system_hint(path, 'shinkaevolve')}"
         )
@@ -77,10 +77,10 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"{path}: no such database file (expected evolution_db.sqlite)")
     tables = sqlite_tables(path)
     if tables is None:
-        raise ImportError_(f"{path}: not a SQLite database")
+        raise RunImportError(f"{path}: not a SQLite database")
     table = next((t for t in SHINKA_TABLES if t in tables), None)
     if table is None:
-        raise ImportError_(
+        raise RunImportError(
             f"{path}: has no 'programs' table (tables found: {', '.join(tables) or 'none'}); is it a "
             "ShinkaEvolve evolution_db.sqlite?"
         )
@@ -90,7 +90,7 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
         missing = [c for c in REQUIRED_COLUMNS if c not in columns]
         if missing:
-            raise ImportError_(
+            raise RunImportError(
                 f"{path}: table {table!r} lacks column(s) {', '.join(missing)} of ShinkaEvolve's schema "
                 f"(it has: {', '.join(columns)})"
             )
@@ -151,7 +151,7 @@ def _tail(text: Any) -> str:
 def _program(row: dict[str, Any], metric: str, results: Path) -> Program:
     node_id = to_id(row.get("id"))
     if node_id is None:
-        raise ImportError_("a row of the program table has no id")
+        raise RunImportError("a row of the program table has no id")
     metadata = as_dict(row.get("metadata"))
     public = as_dict(row.get("public_metrics"))
     private = as_dict(row.get("private_metrics"))
@@ -244,10 +244,10 @@ def import_shinkaevolve(
     report.files_read = 1 + sum(1 for _ in db.parent.glob("gen_*/results/*.json"))
     report.snapshots = len(rows)
     if not rows:
-        raise ImportError_(f"{db}: the program table is empty (the run recorded no programs)")
+        raise RunImportError(f"{db}: the program table is empty (the run recorded no programs)")
     available = _available_metrics(rows)
     if metric not in available:
-        raise ImportError_(
+        raise RunImportError(
             f"{db}: no program has metric {metric!r}; metrics found: {', '.join(available)} (choose one with --metric)"
         )
     programs = [_program(row, metric, db.parent) for row in rows]

@@ -24,8 +24,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .base import MIN_KEPT_SHARE, ORPHAN_RULES, ImportError_, ImportReport, Program
-from .values import json_safe
+from .base import MIN_KEPT_SHARE, ORPHAN_RULES, ImportReport, Program, RunImportError
+from .coerce import json_safe
 
 
 def _sort_key(p: Program) -> tuple[float, float, str]:
@@ -70,7 +70,7 @@ class _Tree:
         report.roots_found = len(roots)
         report.phases = len({p.phase for p in self.by_id.values()})
         if not roots:
-            raise ImportError_(
+            raise RunImportError(
                 f"{report.source}: no initial program (a program without parent) was found; "
                 "the run's root is missing from the records"
             )
@@ -195,7 +195,7 @@ class _Tree:
 def _check_kept(report: ImportReport, orphans: str) -> None:
     kept = report.programs - report.dropped
     if kept < MIN_KEPT_SHARE * report.programs:
-        raise ImportError_(
+        raise RunImportError(
             f"{report.source}: the import would keep only {kept} of {report.programs} programs: "
             f"{report.dropped} node(s) are dropped with the subtrees of {report.orphans} orphan(s) "
             f"({report.dangling} whose parent is not in the records, {report.unplaced_roots} roots whose start "
@@ -257,11 +257,11 @@ def build_world_records(
 ) -> list[dict[str, Any]]:
     """Turn programs into node records in creation order, root first; fill ``report``."""
     if orphans not in ORPHAN_RULES:
-        raise ImportError_(f"orphans must be one of {ORPHAN_RULES}, got {orphans!r}")
+        raise RunImportError(f"orphans must be one of {ORPHAN_RULES}, got {orphans!r}")
     tree = _Tree(programs, report)
     report.programs = len(tree.by_id)
     if not tree.by_id:
-        raise ImportError_(f"{report.source}: the run holds no programs")
+        raise RunImportError(f"{report.source}: the run holds no programs")
     tree.collapse_copies()
     root = tree.place_roots()
     tree.resolve_parents(root)
@@ -282,7 +282,7 @@ def build_world_records(
             "selected"
         )
     if root.score is None:
-        raise ImportError_(
+        raise RunImportError(
             f"{report.source}: the initial program {root.id} has no valid score by metric "
             f"{report.metric!r} ({root.error or 'missing'}); a world needs a baseline score"
         )

@@ -1,0 +1,92 @@
+"""``PoolEpisodes``: what the single-episode RL envs share (the macro, node and options envs):
+a pool of worlds, a world and a beta drawn per episode, one ReplaySession per (world, beta)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from dream_gym.objectives import Progress, ValueFn
+from dream_gym.registry import resolve_world
+from dream_gym.session import ReplaySession
+from dream_gym.settings import ReplaySettings
+from dream_gym.world import World
+
+
+def betas_of(beta: float | Sequence[float]) -> tuple[float, ...]:
+    betas = (float(beta),) if isinstance(beta, (int, float)) else tuple(float(b) for b in beta)
+    if not betas or any(not 0.0 <= b <= 1.0 for b in betas):
+        raise ValueError(f"betas must be in [0, 1], got {betas}")
+    return betas
+
+
+class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
+    """What the single pool envs share: the pool's worlds, a world and a beta drawn per episode
+    (or given in ``reset``'s options), and one ReplaySession per (world, beta), kept since a
+    session caches its world's node views."""
+
+    value_fn: ValueFn  # set by each env: the value whose changes are the rewards (see _reward)
+
+    def _init_pool(
+        self,
+        worlds: Sequence[World | str | os.PathLike[str]],
+        workers: int,
+        beta: float | Sequence[float],
+        beta1: float,
+        beta2: float,
+        max_rounds: int | None,
+    ) -> None:
+        if not worlds:
+            raise ValueError(f"{type(self).__name__} needs at least one world")
+        self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
+        self.betas = betas_of(beta)
+        # every world of the pool at one W; the beta of an episode replaces the first one's
+        self.settings = ReplaySettings(int(workers), self.betas[0], float(beta1), float(beta2), max_rounds)
+        self.workers = int(workers)
+        self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
+        self._sessions: dict[tuple[int, float], ReplaySession] = {}
+        self.session: ReplaySession | None = None
+        self._value = 0.0
+
+    def _session(self, world: int, beta: float) -> ReplaySession:
+        key = (world, beta)
+        if key not in self._sessions:
+            self._sessions[key] = ReplaySession(self.worlds[world], self.settings.replace(beta=beta), strict=True)
+        return self._sessions[key]
+
+    def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> ReplaySession:
+        """Seed, draw (or take) the world and beta, reset their session; the value restarts at 0."""
+        gym.Env.reset(self, seed=seed)
+        options = options or {}
+        world = int(options["world"]) if "world" in options else int(self.np_random.integers(len(self.worlds)))
+        if not 0 <= world < len(self.worlds):
+            raise ValueError(f"world index {world} out of range (pool of {len(self.worlds)})")
+        if "beta" in options:
+            beta = float(options["beta"])
+        else:
+            beta = self.betas[int(self.np_random.integers(len(self.betas)))] if len(self.betas) > 1 else self.betas[0]
+        self.session = self._session(world, beta)
+        self.session.reset()
+        self._value = 0.0
+        return self.session
+
+    def _reward(self) -> float:
+        """The change of ``self.value_fn`` since the last call (0 at the episode's start), so an
+        episode's rewards sum to the value of its final state."""
+        session = self.session
+        assert session is not None
+        value = float(self.value_fn(Progress(session.best_q, session.attempts, session.rounds, session.beta,
+                                             session.beta1, session.beta2, max(1, session.world.size - 1))))
+        reward, self._value = value - self._value, value
+        return reward
+
+    def _info(self, batch: list[int]) -> dict[str, Any]:
+        assert self.session is not None
+        return {"world": self.session.world.id, "beta": self.session.beta, "replay_score": self.session.value,
+                "batch": batch}
+
+
+__all__ = ["PoolEpisodes", "betas_of"]
