@@ -92,7 +92,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
     ## Description
     A recorded world is the search tree of a finished AI discovery run (root = the initial
-    program; every other node one generate-and-evaluate attempt). Each step the agent submits a
+    program; every other node one generate-and-evaluate attempt). Each step the policy submits a
     batch of at most W selections from the revealed tree; each selection reveals one recorded
     attempt: selecting the root (id 0) opens the next branch in creation order and may be
     repeated up to ``root_slots`` times; selecting a revealed non-root node reveals its

@@ -20,7 +20,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--betas", default=grid, help=f"comma-separated beta grid (default {grid})")
     p.add_argument("--select", choices=("V", "v2"), default="V",
                    help="maximise the mean replay score V (the paper's V^m, default) or the Pareto objective v2")
-    p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server (LLM developer/agent)")
+    p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server (the LLM developer)")
     add_jobs(p, help="processes for the replay evaluations (default: the CPU count)")
     p.add_argument("--seed", type=int, default=0, help="seed of the developer and of every policy's RunContext")
     p.add_argument("--max-rounds", type=int, default=None, help="replay round limit K2 (default: none)")

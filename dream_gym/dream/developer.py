@@ -1,4 +1,4 @@
-"""The policy-development agent's interface: incumbent + feedback in, the next revision out.
+"""The policy developer's interface: incumbent + feedback in, the next revision out.
 
 A developer is given a :class:`Feedback` (the incumbent policy file's code and its replay
 scores, compact replay traces per world, this phase's earlier revisions with their scores

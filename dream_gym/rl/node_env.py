@@ -1,8 +1,8 @@
-"""``NodeReplayEnv``: replay over a pool of worlds where the agent builds each batch one node at a time.
+"""``NodeReplayEnv``: replay over a pool of worlds where the policy builds each batch one node at a time.
 
 The node-level counterpart of :class:`~dream_gym.rl.MacroReplayEnv`: instead of a macro action,
 each step scores the candidates (the root, which opens a new branch, and every open node) and
-picks one of them, or "commit". A batch is applied as one replay round when the agent commits,
+picks one of them, or "commit". A batch is applied as one replay round when the policy commits,
 when it holds W selections, or when no candidate is left, so the reward (the change of
 ``value_fn``) comes only at commits and an episode's rewards still sum to its value.
 """
