@@ -15,7 +15,7 @@ iteration, starting from the same policy (``fixed``, the paper's fixed explorati
   The history is every world grown so far plus, with ``--history train`` (the default), the
   shipped recorded-v1 train worlds of the task (grown earlier by the same agent under eight
   other policies); ``--history none`` is the history of the arm's own rollouts only, where
-  ``fixed`` replays its own trees exactly and nothing can beat it (see the README).
+  ``fixed`` replays its own trees exactly and nothing can beat it (see docs/results/dreaming.md).
 
 Iteration 1 of both arms is the same rollout (same policy, same seeds): the online backend is
 ``serial`` by default, whose attempts are recorded in a fixed order, so a rollout is a function

@@ -1,4 +1,4 @@
-"""The README's PPO figures: ``agents/train_ppo.py`` over several seeds, as mean +- spread.
+"""The PPO figures of docs/guides/train.md: ``agents/train_ppo.py`` over several seeds, as mean +- spread.
 
     .venv/bin/python benchmarks/ppo_seeds.py                          # seeds 0,1,2, train_ppo defaults
     .venv/bin/python benchmarks/ppo_seeds.py --seeds 0,1,2,3,4 --repeat -- --total-timesteps 300000

@@ -1,4 +1,4 @@
-"""The README's choice of the RL training budget, made on a validation set that is never a test set.
+"""The choice of the RL training budget (docs/results/rl.md), made on a validation set that is never a test set.
 
     nice -n 5 .venv/bin/python benchmarks/rl_budget.py --base out/rl-v1d --out out/rl-v1e \\
         -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200

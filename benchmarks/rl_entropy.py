@@ -1,4 +1,4 @@
-"""The README's choice of PPO's entropy coefficient, made on the validation set.
+"""The choice of PPO's entropy coefficient (docs/results/rl.md), made on the validation set.
 
     nice -n 5 .venv/bin/python benchmarks/rl_entropy.py --base out/rl-v1d --out out/rl-ent \\
         -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200

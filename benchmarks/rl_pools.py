@@ -1,4 +1,4 @@
-"""The README's choice of the RL training pool, made on a validation set that is never a test set.
+"""The choice of the RL training pool (docs/results/rl.md), made on a validation set that is never a test set.
 
     nice -n 5 .venv/bin/python benchmarks/rl_pools.py --out out/rl-pools
 

@@ -1,4 +1,4 @@
-"""The README's choice of the v2 objective's price range, made on the train split only.
+"""The choice of the v2 objective's price range (docs/results/rl.md), made on the train split only.
 
     nice -n 5 .venv/bin/python benchmarks/rl_price_range.py --out out/rl-price
     nice -n 5 .venv/bin/python benchmarks/rl_price_range.py --worlds POOL --out DIR -- --prefixes 50,100,200

@@ -1,4 +1,4 @@
-"""The README's RL results: every model kind over seeds against every built-in policy.
+"""The RL results (docs/results/rl.md): every model kind over seeds against every built-in policy.
 
     .venv/bin/python benchmarks/rl_results.py                                  # seeds 0,1,2; every kind
     .venv/bin/python benchmarks/rl_results.py --seeds 0,1,2 --out out/rl --ship  # also copy the models shipped
@@ -22,7 +22,7 @@
    records its command in ``agents/models/README.md`` (the other kinds' lines stay). ``--ship-only``
    ships from the runs without evaluating the tables again.
 
-``--ensemble node`` (kinds adopted as seed ensembles on the validation set, README "Seed
+``--ensemble node`` (kinds adopted as seed ensembles on the validation set, docs/results/rl.md, "Seed
 ensembles") also trains the seeds of ``--ensemble-groups`` (default 0-4,5-9,10-14) and reports
 each group's :class:`dream_gym.rl.EnsemblePolicy` (spec ``a.zip+b.zip+...``) as one row, mean +- sd
 over the groups; ``--ship`` then ships the first group's members as that kind's shipped model
@@ -50,15 +50,15 @@ from dream_gym.policies.trained import SHIPPED_MODELS
 
 REPO = Path(__file__).resolve().parents[1]
 # The final runs' budget and options per model kind, each chosen on the validation set by a rule
-# fixed before its runs (README, "The training budget" and "PPO's entropy coefficient"): env steps
+# fixed before its runs (docs/results/rl.md, "The training budget" and "PPO's entropy coefficient"): env steps
 # (benchmarks/rl_budget.py; the long runs evaluate every 120k steps, not the default 50k, which would
 # evaluate the 103-world pool ten times) and the macro models' entropy coefficients
 # (benchmarks/rl_entropy.py, for the v2 and the V objective). The choice scripts pass
 # their own, earlier, budgets and options.
-# The options kinds (README "Options over the built-ins") take the macro kinds' entropy and, fixed
+# The options kinds (docs/results/rl.md, "Options over the built-ins") take the macro kinds' entropy and, fixed
 # before their first run, the macro v2 budget and half the macro V budget. ``options-long`` is
 # ``options`` at the price range benchmarks/rl_price_range.py chose for it on recorded-v1's long train
-# worlds (README "Options priced for long runs").
+# worlds (docs/results/rl.md, "Options priced for long runs").
 STEPS = {"macro": 120_000, "node": 240_000, "macro-v": 480_000, "node-v": 480_000, "options": 120_000,
          "options-v": 240_000, "options-long": 120_000}
 OPTIONS = {"macro": ["--ent-coef", "0.003"], "macro-v": ["--eval-every", "120000", "--ent-coef", "0.003"],

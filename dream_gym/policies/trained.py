@@ -19,7 +19,7 @@ from pathlib import Path
 from dream_gym.shipped import models_dir
 
 SHIPPED_MODELS: dict[str, str] = {
-    # the options arch (a meta-controller over the built-ins' proposals; README "Options over the built-ins"),
+    # the options arch (a meta-controller over the built-ins' proposals; docs/results/rl.md, "Options over the built-ins"),
     # the two models that earned a place on the real validation runs (experiments/recommended/PROTOCOL.md)
     "ppo-options": "ppo-options.zip",  # beta-priced objective: recommended; v2 (compare over beta)
     "ppo-options-v": "ppo-options-v.zip",  # plain V: one beta, V at beta 0.5 (an online run)
