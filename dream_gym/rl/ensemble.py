@@ -1,7 +1,7 @@
 """Seed ensembles: several trained models of one kind acting as one policy.
 
-PPO runs that differ only in their seed end in different policies (the README's tables give their
-spread). :class:`EnsemblePolicy` averages the members' action probabilities at every decision
+PPO runs that differ only in their seed end in different policies (the tables of docs/results/rl.md give
+their spread). :class:`EnsemblePolicy` averages the members' action probabilities at every decision
 and takes the most likely action: for macro models the masked distribution over
 :data:`~dream_gym.rl.macro.MACRO_ACTIONS`, for node models the softmax over candidate rows and
 commit at every sub-step of the batch. Members must share their arch and observation (one kind).

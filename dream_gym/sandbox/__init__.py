@@ -1,5 +1,5 @@
-"""The sandbox for untrusted code: policy files and online candidates (see the README's
-"Security model").
+"""The sandbox for untrusted code: policy files and online candidates (see
+docs/design/security.md).
 
 * :mod:`~dream_gym.sandbox.warden`: the program that starts inside the sandbox and confines
   itself (namespaces, Landlock, seccomp, no capabilities), standard library only;

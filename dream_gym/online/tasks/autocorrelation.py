@@ -20,7 +20,7 @@ Dream-RSI paper (seeds 001/003) reports 1.456375 (Dream-RSI) and 1.456001 (Recur
 Exploration) beside SimpleTES's 1.453675 on this problem, lower is better: SimpleTES reports the
 same 1.453675 for "third autocorrelation inequality", which pins the identification.
 Some reimplementations take |max f*f| instead of max |f*f| (a "variant" that ignores negative
-peaks); we implement the inequality as stated, max |f*f| (README, Paper gaps).
+peaks); we implement the inequality as stated, max |f*f| (docs/concepts/paper-gaps.md).
 
 **Exact score.** f * f of a step function is piecewise linear, with knots at t = -1/2 + k/(2n) and
 value dx * sum_{i+j=k-1} h_i h_j at knot k (0 at both ends), so its largest absolute value is at a
