@@ -7,9 +7,10 @@ thread that forked it; a library that already runs a thread pool in the parent (
 pool after loading a model, BLAS, an HTTP client) can leave locks held by threads that do not
 exist in the child, which then waits forever (``MaskablePPO.load`` in a forked child
 hung in libgomp). The fork server is a fresh interpreter started once per parent process (fork +
-exec, safe from any parent), which imports :data:`PRELOAD` and then forks each job from its
-own single-threaded state: jobs start in milliseconds, already warm, whatever the parent has
-initialised since.
+exec, safe from any parent), which imports the modules its first caller names (the module of a
+pool's task function; :func:`job_context`'s ``preload``) and then forks each job from its own
+single-threaded state: jobs start in milliseconds, already warm, whatever the parent has
+initialised since. This module names no module of the layers above it: callers name their own.
 
 What a job gets from the parent: its ``sys.path``, working folder and (through
 :func:`init_job`) its environment at the time the pool starts; nothing else of the parent's
@@ -53,31 +54,34 @@ from typing import Any
 
 from dream_gym.isolation import THREAD_VARS
 
-#: Modules the fork server imports once, so that every job starts warm.
-PRELOAD = ("dream_gym.evaluate", "dream_gym.online.loop")
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+#: Seconds an evaluation task (one policy on one world) may go without progress (a decision or
+#: a finished episode) before the watchdog ends it (``--task-timeout``). Above the isolated
+#: policies' own limits (5 s a decision, 30 s to start), so their finer errors come first.
+DEFAULT_TASK_TIMEOUT_S = 60.0
 _KILL_GRACE_S = 1.0  # SIGTERM first (finalisers kill isolated policy children), then SIGKILL
 _START_TIMEOUT_S = 120.0  # a new job may take this long to pick up its first task (a loaded machine)
 
 
-def job_context() -> BaseContext:
+def job_context(preload: Sequence[str] = ()) -> BaseContext:
     """The multiprocessing context of every dream_gym job pool (see the module docstring);
-    starts the fork server if it is not running."""
+    starts the fork server if it is not running, importing the modules ``preload`` names (the
+    caller's own, e.g. ``__name__``) once so that every job starts warm."""
     context = multiprocessing.get_context(START_METHOD)
     if START_METHOD == "forkserver":
-        _ensure_fork_server(context)
+        _ensure_fork_server(context, preload)
     return context
 
 
-def _ensure_fork_server(context: Any) -> None:
-    """Start the fork server with :data:`PRELOAD` and one-thread BLAS/OpenMP settings in its
+def _ensure_fork_server(context: Any, preload: Sequence[str]) -> None:
+    """Start the fork server with ``preload`` and one-thread BLAS/OpenMP settings in its
     environment, so that it runs a single thread when it forks a job."""
     from multiprocessing import forkserver
 
     if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
         forkserver.ensure_running()  # restarts a server that died
         return
-    context.set_forkserver_preload(list(PRELOAD))
+    context.set_forkserver_preload(list(preload))
     saved = {name: os.environ.get(name) for name in THREAD_VARS}
     os.environ.update({name: "1" for name in THREAD_VARS})  # inherited by the server only
     try:
@@ -293,7 +297,7 @@ class JobPool:
         fn: the task function; it and the tasks must be picklable (module-level names).
         jobs: job processes.
         task_timeout: seconds without progress after which a task is ended (None: never).
-        context: a multiprocessing context (default :func:`job_context`).
+        context: a multiprocessing context (default :func:`job_context`, preloading ``fn``'s module).
     """
 
     def __init__(self, fn: TaskFunction, jobs: int, *, task_timeout: float | None,
@@ -303,7 +307,7 @@ class JobPool:
         if task_timeout is not None and not task_timeout > 0:
             raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
         self.fn, self.jobs, self.task_timeout = fn, jobs, task_timeout
-        self.context = context or job_context()
+        self.context = context or job_context(preload=(fn.__module__,))
         self.slots: list[_Slot] = []
         self.replaced = 0  # jobs killed or lost and replaced, over the pool's life
         self._tickets = itertools.count()
@@ -395,5 +399,5 @@ class JobPool:
         return index, failure
 
 
-__all__ = ["PRELOAD", "START_METHOD", "TaskFailure", "JobPool", "JobStartError", "init_job",
+__all__ = ["DEFAULT_TASK_TIMEOUT_S", "START_METHOD", "TaskFailure", "JobPool", "JobStartError", "init_job",
            "job_context", "job_initargs"]
