@@ -103,8 +103,7 @@ class ReplaySession:
         self.max_rounds = max_rounds
         self._round_limit = math.inf if max_rounds is None else max_rounds
         self.strict = strict
-        assert settings.workers is not None and settings.frontier is not None  # resolved
-        self.replay = Replay(world, settings.workers, settings.frontier)
+        self.replay = Replay(world, settings.workers_on(world), settings.frontier_on(world))
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
         self._fields = world_fields(world)
         self._q = self._fields.q

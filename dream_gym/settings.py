@@ -76,11 +76,15 @@ class ReplaySettings:
         """These settings on ``world``: W and the frontier rule filled from it where None."""
         if self.workers is not None and self.frontier is not None:
             return self
-        return dataclasses.replace(
-            self,
-            workers=world.workers if self.workers is None else self.workers,
-            frontier=world.frontier_rule if self.frontier is None else self.frontier,
-        )
+        return dataclasses.replace(self, workers=self.workers_on(world), frontier=self.frontier_on(world))
+
+    def workers_on(self, world: World) -> int:
+        """W on ``world``: ``workers``, or the W it was recorded at."""
+        return world.workers if self.workers is None else int(self.workers)
+
+    def frontier_on(self, world: World) -> str:
+        """The frontier rule on ``world``: ``frontier``, or the world's rule."""
+        return world.frontier_rule if self.frontier is None else self.frontier
 
     def pool_workers(self, worlds: Iterable[World]) -> int:
         """The one W a pool of worlds is replayed at: ``workers``, or the worlds' recorded W

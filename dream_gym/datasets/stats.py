@@ -28,6 +28,7 @@ import numpy as np
 
 from dream_gym.oracle import oracle_limit
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.settings import ReplaySettings
 from dream_gym.world import World
 
 STOP_ROUNDS = (1, 2, 3)
@@ -93,8 +94,8 @@ def world_stats(
     frontier: str | None = None,
 ) -> WorldStats:
     """The statistics of ``world`` (see the module docstring); W defaults to the world's."""
-    w = world.workers if workers is None else int(workers)
-    rule = world.frontier_rule if frontier is None else frontier
+    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, frontier=frontier)
+    w, rule = settings.workers_on(world), settings.frontier_on(world)
     q = quality(world)
     scores = world.score
     attempts = world.size - 1
