@@ -1,9 +1,10 @@
-"""The oracle limit: the best replay score V any policy can reach on a world (SPEC §4).
+"""The oracle limit: the best replay score V any policy can reach on a world (docs/concepts/oracle-limit.md).
 
 It is replay's knowledge, never a policy's: nothing a policy sees (views, observations) is
-computed from it. :func:`oracle_limit` is re-exported as ``dream_gym.score.oracle_limit``.
+computed from it.
 
-What reaching a node costs, read off the reveal rules of :mod:`dream_gym.replay`:
+What reaching a node costs, read off the reveal rules (:meth:`RevealRule.edge_costs` of
+:mod:`dream_gym.reveal_rules`):
 
 * **Closure.** Every node reveals its children in creation order, so revealing ``x`` needs its
   ancestors and, below each ancestor, the children created before the one on ``x``'s path. That
@@ -12,9 +13,10 @@ What reaching a node costs, read off the reveal rules of :mod:`dream_gym.replay`
   a round. With ``m_i`` the children of the i-th node of the path that must be revealed, ``x``
   needs ``R(x) = ceil(m_0 / W) + m_1 + ... + m_{d-1}`` rounds at least, and its closure is revealed
   in exactly ``R(x)`` rounds (open the root's branches W at a time, then walk down the path).
-* **Frontier "leaves".** A non-root node is legal only while it is a revealed leaf, so it reveals
-  its first child only: ``x`` is reachable only when every edge of its path below a root child
-  goes to a first child.
+* **Reachability.** A non-root node may be selected ``selections`` times in a row (the rule's
+  number), so only its first ``selections`` children can be revealed: ``x`` is reachable only
+  when every edge of its path below a root child stays within that. Under "leaves" (a node is
+  legal only while it is a revealed leaf) that is the first child; under "any", every child.
 
 With ``qe(x) = max(q0, q(x))`` (``q0``: the quality a replay starts from, the root's q or 0), any
 schedule's V is at most ``qe(x) - beta1 * N + beta2 * N / k`` for its best node ``x``, with
@@ -44,8 +46,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dream_gym.replay import ROOT, Replay
+from dream_gym.reveal_rules import REVEAL_RULES, RevealRule
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
-from dream_gym.world import FRONTIER_RULES, World
+from dream_gym.world import World
 
 # Branch and bound: at most this many (k, target) candidates are constructed, and at most this
 # many rounds in total, so that a world with a tiny beta1 (hence many useful k) stays fast.
@@ -96,13 +99,9 @@ class OracleLimit:
         """``v`` as a share of the limit (NaN when the limit is not positive)."""
         return v / self.value if self.value > 0 else math.nan
 
-    def node_ids(self, world: World) -> list[str]:
-        """The recorded ids of ``nodes``."""
-        return [world.ids[i] for i in self.nodes]
-
 
 @dataclass(frozen=True)
-class _Costs:
+class ReachCosts:
     """Per world node: fewest attempts N and rounds R that reveal it; reachability; qe."""
 
     attempts: np.ndarray
@@ -135,19 +134,19 @@ def sibling_rank(world: World) -> np.ndarray:
     return rank
 
 
-def _costs(world: World, workers: int, frontier: str, max_rounds: int | None) -> _Costs:
+def reach_costs(world: World, workers: int, frontier: str, max_rounds: int | None = None) -> ReachCosts:
+    """Per world node: the fewest attempts N and rounds R of any schedule that reveals it, and
+    whether one can (within ``max_rounds``), by the rule's cost model summed along its path."""
     parent = world.parent.astype(np.int64)
     rank = sibling_rank(world)
     from_root = parent == ROOT
     from_root[ROOT] = False
-    if frontier == "leaves":
-        edge_attempts = np.where(from_root, rank + 1, 1)
-        blocked = _path_sums(parent, (~from_root & (rank > 0)).astype(np.int64)) > 0
-    else:
-        edge_attempts = rank + 1
-        blocked = np.zeros(world.size, dtype=bool)
-    edge_rounds = np.where(from_root, (rank + workers) // workers, edge_attempts)
+    n_children = np.diff(world.children_start).astype(np.int64)
+    edge_attempts, edge_rounds, reachable = REVEAL_RULES[frontier].edge_costs(
+        rank, n_children[np.maximum(parent, 0)], from_root, workers)
     edge_attempts[ROOT] = edge_rounds[ROOT] = 0
+    reachable[ROOT] = True
+    blocked = _path_sums(parent, (~reachable).astype(np.int64)) > 0
     attempts = _path_sums(parent, edge_attempts)
     rounds = _path_sums(parent, edge_rounds)
     feasible = ~blocked
@@ -159,7 +158,7 @@ def _costs(world: World, workers: int, frontier: str, max_rounds: int | None) ->
     span = world.best_score - world.baseline_score
     q = (world.score - world.baseline_score) / span if span > 0 else np.where(np.isnan(world.score), np.nan, 0.0)
     qe = np.fmax(np.where(np.isnan(q), q0, q), q0)
-    return _Costs(attempts, rounds, feasible, qe, q0)
+    return ReachCosts(attempts, rounds, feasible, qe, q0)
 
 
 @dataclass
@@ -178,6 +177,7 @@ class _Builder:
 
     def __init__(self, world: World, workers: int, frontier: str, beta1: float, beta2: float):
         self.world, self.workers, self.frontier = world, workers, frontier
+        self.rule: RevealRule = REVEAL_RULES[frontier]
         self.beta1, self.beta2 = beta1, beta2
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
         self.scores = world.score_list
@@ -191,14 +191,12 @@ class _Builder:
         if self._potential is None:
             pot = [0] * self.world.size
             starts, children, counts = self.starts, self.children, self.n_children
+            selections = self.rule.selections
             for v in range(self.world.size - 1, -1, -1):  # children come after their parent
                 if not counts[v]:
                     continue
-                first = starts[v]
-                if self.frontier == "leaves":
-                    pot[v] = 1 + pot[children[first]]
-                else:
-                    pot[v] = max(r + 1 + pot[children[first + r]] for r in range(counts[v]))
+                first = starts[v]  # only the first `selections` children can follow v
+                pot[v] = max(r + 1 + pot[children[first + r]] for r in range(int(selections(counts[v]))))
             self._potential = pot
         return self._potential
 
@@ -310,8 +308,8 @@ def oracle_limit(
         max_rounds: only policies that stop after at most this many rounds (None: no limit).
     """
     rule = world.frontier_rule if frontier is None else frontier
-    if rule not in FRONTIER_RULES:
-        raise ValueError(f"frontier must be one of {FRONTIER_RULES}, got {rule!r}")
+    if rule not in REVEAL_RULES:
+        raise ValueError(f"frontier must be one of {tuple(REVEAL_RULES)}, got {rule!r}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if beta1 < 0 or beta2 < 0 or not (math.isfinite(beta1) and math.isfinite(beta2)):
@@ -319,7 +317,7 @@ def oracle_limit(
     if max_rounds is not None and max_rounds < 1:
         raise ValueError(f"max_rounds must be >= 1 or None, got {max_rounds}")
     workers, beta1, beta2 = int(workers), float(beta1), float(beta2)
-    costs = _costs(world, workers, rule, max_rounds)
+    costs = reach_costs(world, workers, rule, max_rounds)
     builder = _Builder(world, workers, rule, beta1, beta2)
 
     # Fewest attempts per target, revealed in R(x) rounds: exact for every k with beta2/k <= beta1.
@@ -369,7 +367,7 @@ def _most_attempts_bound(release: np.ndarray, workers: int, k_max: int) -> np.nd
 
 
 def _most_attempts_branch(
-    world: World, costs: _Costs, builder: _Builder, best: _Schedule, closure_upper: float, max_rounds: int | None
+    world: World, costs: ReachCosts, builder: _Builder, best: _Schedule, closure_upper: float, max_rounds: int | None
 ) -> tuple[_Schedule, float, int]:
     """Branch and bound over (k, target) for the rounds k where more attempts raise V."""
     beta1, beta2, workers = builder.beta1, builder.beta2, builder.workers

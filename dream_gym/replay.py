@@ -1,7 +1,8 @@
-"""Replay mechanics: the deterministic reveal rules of SPEC §3 (pure Python/numpy, no gymnasium).
+"""Replay mechanics: the deterministic reveal rules played on one world (pure Python, no gymnasium).
 
-The one place the reveal rule lives (:mod:`dream_gym.vector_replay` applies the same rules to
-many episodes at once in numpy arrays; tests pin the two to each other):
+The rules themselves are :mod:`dream_gym.reveal_rules` (a :class:`RevealRule` per frontier rule);
+:mod:`dream_gym.vector_replay` applies them to many episodes at once in numpy arrays, and
+tests/test_reveal_rule_conformance.py pins the two, the online check and the oracle to each other:
 
 * Observed ids are assigned in reveal order: 0 is the root, then 1, 2, ... as nodes are
   revealed; inside a batch, in the order of the batch.
@@ -19,7 +20,7 @@ node are always a prefix of its recorded children: one counter per node is the w
 counters live in dicts holding revealed nodes only, so creating or resetting a replay costs the
 same on a 100-node world and on a 100,000-node one.
 
-Known bias (SPEC §5): a revealed leaf that is *not* on the frontier tells the policy that the
+Known bias (docs/concepts/honesty.md): a revealed leaf that is *not* on the frontier tells the policy that the
 original run stopped there. That is the only fact about unrevealed nodes the frontier carries
 (plus, for the root, how many more branches it may open in the next batch, capped at W).
 """
@@ -29,7 +30,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Container, Sequence
 
-from dream_gym.world import FRONTIER_RULES, World
+from dream_gym.reveal_rules import REVEAL_RULES, root_slots
+from dream_gym.world import World
 
 ROOT = 0
 
@@ -55,15 +57,10 @@ def _as_id(selection: object) -> int | None:
 
 
 def why_illegal(obs_id: int, leaves_rule: bool, has_revealed_children: bool) -> str:
-    """The reason a revealed non-root id is off the frontier, in words, from revealed facts only:
-    under "leaves" an inner node is off the frontier whether or not it has more recorded
-    children, and the reason must not tell which."""
-    if leaves_rule and has_revealed_children:
-        return (
-            f"id {obs_id} is not a leaf of the revealed tree (frontier rule 'leaves'; "
-            "a world or env with frontier='any' allows it)"
-        )
-    return f"id {obs_id} has no unrevealed recorded child (the original run did not continue there)"
+    """The reason a revealed non-root id is off the frontier, in words, from revealed facts only
+    (:meth:`RevealRule.why_closed` of rule "leaves" or "any")."""
+    rule = REVEAL_RULES["leaves" if leaves_rule else "any"]
+    return rule.why_closed(obs_id, int(has_revealed_children))
 
 
 def judge_batch(
@@ -119,12 +116,12 @@ class Replay:
     def __init__(self, world: World, workers: int, frontier: str = "leaves"):
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        if frontier not in FRONTIER_RULES:
-            raise ValueError(f"frontier must be one of {FRONTIER_RULES}, got {frontier!r}")
+        if frontier not in REVEAL_RULES:
+            raise ValueError(f"frontier must be one of {tuple(REVEAL_RULES)}, got {frontier!r}")
         self.world = world
         self.workers = int(workers)
         self.frontier_rule = frontier
-        self._leaves_rule = frontier == "leaves"
+        self.rule = REVEAL_RULES[frontier]
         self._children_start, self._children, self._n_children = world.tree_lists
         self.reset()
 
@@ -137,7 +134,7 @@ class Replay:
         self.attempts = 0
         self.rounds = 0
         # How many times the root may appear in the next batch: at most W and the branches left.
-        self.root_slots = min(self.workers, self._n_children[ROOT])
+        self.root_slots = root_slots(self.workers, self._n_children[ROOT])
         self.exhausted = not self.root_slots  # nothing left that a batch could reveal
 
     # -- what the policy may know ------------------------------------------------------
@@ -178,7 +175,7 @@ class Replay:
     # -- the rules --------------------------------------------------------------------
     def why_illegal(self, obs_id: int) -> str:
         """The reason a revealed non-root id is off the frontier (see :func:`why_illegal`)."""
-        return why_illegal(obs_id, self._leaves_rule, bool(self._revealed_children.get(self.order[obs_id], 0)))
+        return self.rule.why_closed(obs_id, self._revealed_children.get(self.order[obs_id], 0))
 
     def legal_part(self, batch: Sequence[object]) -> tuple[list[int], list[tuple[object, str]]]:
         """Split a batch into its legal selections (in order) and the dropped ones with reasons.
@@ -210,13 +207,15 @@ class Replay:
     def apply_checked(self, ids: list[int]) -> list[int]:
         """:meth:`apply` for ids that :meth:`check` (or :meth:`legal_part`) just returned.
 
-        Each selection reveals its node's earliest-created unrevealed recorded child (the reveal
-        rule, inline: this runs every step).
+        Each selection reveals its node's earliest-created unrevealed recorded child
+        (``revealed_child``, inline: this runs every step); the rule's ``selections`` says when a
+        node leaves the frontier and whether a new one enters it.
         """
         if not ids:
             raise IllegalBatchError("an empty batch stops the episode; it is not a round to apply")
         order, revealed, is_open = self.order, self._revealed_children, self._open
         children, starts, n_children = self._children, self._children_start, self._n_children
+        selections = self.rule.selections
         new_ids = []
         for obs_id in ids:
             parent = order[obs_id]
@@ -226,10 +225,10 @@ class Replay:
             child = children[starts[parent] + rank - 1]
             order.append(child)
             if obs_id == ROOT:
-                self.root_slots = min(self.workers, n_children[ROOT] - rank)
-            elif self._leaves_rule or rank == n_children[parent]:
+                self.root_slots = root_slots(self.workers, n_children[ROOT] - rank)
+            elif rank >= selections(n_children[parent]):
                 del is_open[obs_id]
-            if n_children[child]:
+            if selections(n_children[child]):
                 is_open[new_id] = 1
             new_ids.append(new_id)
         self.attempts += len(new_ids)

@@ -63,6 +63,7 @@ from dream_gym.limits import (
     max_line_bytes,
     read_bounded,
 )
+from dream_gym.reveal_rules import REVEAL_RULES
 
 FORMAT = "dream-gym-world/1"
 FORMAT_NAME, FORMAT_MAJOR = FORMAT.split("/")
@@ -71,7 +72,7 @@ NODES_FILE = "nodes.jsonl"
 NODES_GZ_FILE = "nodes.jsonl.gz"
 NODE_FILES = (NODES_FILE, NODES_GZ_FILE)
 DIRECTIONS = ("maximize", "minimize")
-FRONTIER_RULES = ("leaves", "any")
+FRONTIER_RULES = tuple(REVEAL_RULES)  # the frontier rules a world may declare
 #: The most workers a world may declare: W sizes every batch, action space and mask downstream,
 #: so an absurd W (10**12) would ask for terabytes; the real runs here use 1 to 8.
 MAX_WORKERS = 4096
