@@ -1,6 +1,6 @@
 """Offline evaluation: every (policy, world, beta) episode, in parallel.
 
-:func:`evaluate` runs each policy once per world and beta (SPEC §4: the beta grid of the v2
+:func:`evaluate` runs each policy once per world and beta (docs/concepts/score.md: the beta grid of the v2
 objective) on the replay fast path, serially, across watched job processes or on Ray, records
 each world's oracle limit on its episodes, and writes one JSON line per episode
 (:mod:`dream_gym.results`). The worlds spec it takes is :func:`dream_gym.world_specs.resolve_worlds`'s;
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing.util
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,9 +25,10 @@ from typing import Any
 
 from dream_gym.durable import write_atomic
 from dream_gym.eval_journal import EvalJournal, run_identity
-from dream_gym.jobs import JobPool, TaskFailure
+from dream_gym.jobs import DEFAULT_TASK_TIMEOUT_S, JobPool, TaskFailure
 from dream_gym.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from dream_gym.locks import file_lock
+from dream_gym.oracle import oracle_limit
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files import check_policy_spec
 from dream_gym.policy_files.specs import PolicySource, is_file_spec, is_model_spec
@@ -38,9 +40,9 @@ from dream_gym.score import (
     DEFAULT_BETA2,
     DEFAULT_BETA_GRID,
     DEFAULT_LAMBDA,
-    oracle_limit,
 )
 from dream_gym.session import ReplaySession
+from dream_gym.settings import ReplaySettings
 from dream_gym.world import World
 from dream_gym.world_specs import resolve_worlds
 
@@ -56,10 +58,6 @@ def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -
 
 # --------------------------------------------------------------------------- episodes
 
-#: Seconds a (policy, world) task may go without progress (a decision or a finished episode)
-#: before the watchdog ends it (``--task-timeout``). Above the isolated policies' own limits
-#: (5 s a decision, 30 s to start), so their finer errors come first.
-DEFAULT_TASK_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,8 @@ class _Task:
     policy: str
     world: str | World  # a folder path (workers load it with load_cached), or the World itself
     betas: tuple[float, ...]
-    options: Mapping[str, Any]
+    settings: ReplaySettings  # of every episode but its beta (taken from ``betas``)
+    seed: int
     file_options: Mapping[str, Any] | None = None
 
 
@@ -101,11 +100,9 @@ def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[Epi
     """The task's episodes, one per beta in order (a JobPool task function: ``beat(i)``
     when episode i starts, ``beat()`` around every decision)."""
     world = task.world if isinstance(task.world, World) else load_cached(task.world)
-    options = dict(task.options)
-    seed = int(options.pop("seed", 0))
     beat(0)
     try:
-        source: PolicySource | None = PolicySource(task.policy, task.file_options)
+        source: PolicySource | None = _source_for(task)
         load_error = None
     except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
         source, load_error = None, f"{type(exc).__name__}: {exc}"
@@ -118,28 +115,57 @@ def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[Epi
             except Exception as exc:  # noqa: BLE001 - recorded on the episode
                 policy, load_error = None, f"{type(exc).__name__}: {exc}"
             if policy is None:
-                result = result_from_session(ReplaySession(world, beta=beta, **options), task.policy, load_error)
+                result = result_from_session(ReplaySession(world, task.settings, beta=beta), task.policy, load_error)
             else:
                 watched = policy if beat is _no_beat else _Heartbeat(policy, beat)
-                result = run_episode(watched, world, seed=seed, on_error="record", beta=beta, **options)
+                result = run_episode(watched, world, seed=task.seed, on_error="record", settings=task.settings,
+                                     beta=beta)
             result.policy = task.policy  # the spec names the policy in the results, not its class
             results.append(result)
     finally:
-        if source is not None:
+        if source is not None and source not in _KEPT_SOURCES.values():
             source.close()
     return results
+
+
+#: The policy-file sources of this process, kept across its tasks: one isolated child per
+#: (policy file, options) and process, reused from world to world. Nothing crosses episodes
+#: or worlds: every episode runs in a new process forked from the child's template, and the
+#: child never holds a world (see :mod:`dream_gym.policy_files.isolated`). A job killed by the
+#: watchdog takes its children with it.
+_KEPT_SOURCES: dict[tuple[str, str], PolicySource] = {}
+
+
+def _source_for(task: _Task) -> PolicySource:
+    """The task's policy source: this process's kept one for a policy file, else a new one."""
+    if not is_file_spec(task.policy) or is_model_spec(task.policy):
+        return PolicySource(task.policy, task.file_options)
+    key = (task.policy, repr(sorted((task.file_options or {}).items())))
+    source = _KEPT_SOURCES.get(key)
+    if source is None:
+        source = PolicySource(task.policy, task.file_options)
+        if not _KEPT_SOURCES:  # a job process ends its children as it exits (SIGTERM included)
+            multiprocessing.util.Finalize(None, close_kept_sources, exitpriority=10)
+        _KEPT_SOURCES[key] = source
+    else:  # an error on this world quotes only what was printed on it
+        getattr(source.new(), "forget_output", lambda: None)()
+    return source
+
+
+def close_kept_sources() -> None:
+    """End the isolated children this process keeps across tasks (at the end of an in-process run)."""
+    while _KEPT_SOURCES:
+        _KEPT_SOURCES.popitem()[1].close()
 
 
 def _failed_task(task: _Task, world: World, failure: TaskFailure) -> list[EpisodeResult]:
     """The task's episodes, each with the error that ended the task (its finished episodes are
     lost with its worker: a failed task is recorded whole, the same whatever the timing)."""
-    options = dict(task.options)
-    options.pop("seed", None)
     kind = {"timeout": "TaskTimeout", "died": "WorkerDied"}.get(failure.kind, "TaskError")
     where = f", in the episode at beta {task.betas[failure.step]:g}" if failure.step is not None else ""
     message = (f"{kind}: policy {task.policy} on world {world.id}{where}: {failure.message.strip()}; "
                f"all {len(task.betas)} episodes of the task are recorded as failed")
-    return [result_from_session(ReplaySession(world, beta=beta, **options), task.policy, message)
+    return [result_from_session(ReplaySession(world, task.settings, beta=beta), task.policy, message)
             for beta in task.betas]
 
 
@@ -147,12 +173,16 @@ Outcomes = Iterator[tuple[int, list[EpisodeResult] | TaskFailure]]
 
 
 def _in_process(tasks: list[_Task]) -> Outcomes:
-    """Every task in this process, no watchdog (``backend="serial", task_timeout=None``)."""
-    for index, task in enumerate(tasks):
-        try:
-            yield index, _task_results(task)
-        except Exception as exc:  # noqa: BLE001 - the same record as a failed task in a worker
-            yield index, TaskFailure("error", f"{type(exc).__name__}: {exc}")
+    """Every task in this process, no watchdog (``backend="serial", task_timeout=None``, or a
+    small grid by default)."""
+    try:
+        for index, task in enumerate(tasks):
+            try:
+                yield index, _task_results(task)
+            except Exception as exc:  # noqa: BLE001 - the same record as a failed task in a worker
+                yield index, TaskFailure("error", f"{type(exc).__name__}: {exc}")
+    finally:
+        close_kept_sources()
 
 
 def _watched(tasks: list[_Task], jobs: int, task_timeout: float | None) -> Outcomes:
@@ -224,7 +254,9 @@ def evaluate(
             see ``dream_gym.policy_files.load_policy``). The spec labels the policy in the results.
         worlds: anything :func:`resolve_worlds` accepts, or a list of World objects.
         betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), or "0.1,0.5".
-        jobs: processes (default: the CPU count); 1 is the serial backend.
+        jobs: processes (default: the CPU count, or none but this one for a small grid of
+            built-in policies and policy files: see :data:`SMALL_GRID_NODE_EPISODES`); 1 is the
+            serial backend.
         workers: W, the attempts per round every world is replayed at (default: each world's
             recorded W).
         backend: "process" (job processes of :mod:`dream_gym.jobs`: started by a fork
@@ -274,18 +306,22 @@ def evaluate(
     if not world_list:
         raise LookupError("no worlds to evaluate")
     beta_grid = parse_betas(betas)
-    options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "seed": seed}
+    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, max_rounds=max_rounds)
     tasks = [
-        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, options,
+        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, settings, seed,
               file_options)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]
+    if jobs is None and backend == "process" and _small_grid(policies, world_list, beta_grid):
+        backend, jobs, task_timeout = "serial", 1, None  # in this process: see SMALL_GRID_NODE_EPISODES
     jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
     if backend == "process" and jobs == 1:
         backend = "serial"
     identity = {"policies": policies, "worlds": world_list, "betas": beta_grid,
-                "options": {**options, "lam": lam}, "file_options": file_options}
+                "options": {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds,
+                            "seed": seed, "lam": lam},
+                "file_options": file_options}
     with _results_output(out, identity, resume) as journal:
         by_key: dict[tuple[int, int], list[EpisodeResult]] = dict(journal.finished) if journal else {}
         pending = [t for t in tasks if (t.policy_index, t.world_index) not in by_key]
@@ -300,17 +336,29 @@ def evaluate(
                 if journal is not None:
                     journal.append((task.policy_index, task.world_index), outcome)
                 advance(len(outcome))
-        _record_limits(by_key, world_list, options)
+        _record_limits(by_key, world_list, settings)
         if out is not None:
-            extra = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds, "lam": lam,
-                     "seed": seed}
             write_atomic(out, "".join(
-                dumps_row(result_row(result, world_list[key[1]], **extra)) + "\n"
+                dumps_row(result_row(result, world_list[key[1]], **_replayed(settings, world_list[key[1]]),
+                                     lam=lam, seed=seed)) + "\n"
                 for key in sorted(by_key) for result in by_key[key]
             ))
         if journal is not None:
             journal.remove()  # only once the results file is whole
     return [r for key in sorted(by_key) for r in by_key[key]]
+
+
+#: A grid of at most this many node-episodes (episodes x world nodes) runs in this process when
+#: no ``jobs`` are given: starting job processes would cost more than they save. Only built-in
+#: names and policy files (each isolated, with its own time limits) qualify: a ``module:Class``
+#: or a model keeps the watchdog of a job process.
+SMALL_GRID_NODE_EPISODES = 100_000
+
+
+def _small_grid(policies: Sequence[str], worlds: Sequence[World], betas: Sequence[float]) -> bool:
+    if any((":" in spec and not is_file_spec(spec)) or is_model_spec(spec) for spec in policies):
+        return False
+    return len(policies) * len(betas) * sum(world.size for world in worlds) <= SMALL_GRID_NODE_EPISODES
 
 
 def _runner(tasks: list[_Task], backend: str, jobs: int, task_timeout: float | None,
@@ -340,8 +388,17 @@ def _results_output(out: str | os.PathLike[str] | None, identity: Mapping[str, A
             journal.close()
 
 
+def _replayed(settings: ReplaySettings, world: World) -> dict[str, Any]:
+    """What a result row records of the settings its episode was replayed at on ``world``: W and
+    the frontier rule as replayed (the world's where not given), beta1, beta2 and the round limit
+    (the beta is the episode's own field)."""
+    replayed = settings.resolved(world).as_dict()
+    del replayed["beta"]
+    return replayed
+
+
 def _record_limits(
-    by_key: Mapping[tuple[int, int], list[EpisodeResult]], world_list: Sequence[World], options: Mapping[str, Any]
+    by_key: Mapping[tuple[int, int], list[EpisodeResult]], world_list: Sequence[World], settings: ReplaySettings
 ) -> None:
     """Set each episode's ``limit``: its world's oracle limit at the replayed W, beta1, beta2,
     frontier and round limit (computed once per world, here, outside every policy's reach)."""
@@ -349,10 +406,8 @@ def _record_limits(
     for (_, w), results in by_key.items():
         if w not in limits:
             world = world_list[w]
-            limits[w] = oracle_limit(
-                world, options.get("workers") or world.workers, options["beta1"], options["beta2"],
-                options.get("frontier"), options.get("max_rounds"),
-            ).value
+            limits[w] = oracle_limit(world, settings.workers_on(world), settings.beta1, settings.beta2,
+                                     settings.frontier_on(world), settings.max_rounds).value
         for result in results:
             result.limit = limits[w]
 

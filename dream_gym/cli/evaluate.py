@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import add_allow_errors, add_jobs, add_workers, parse_betas_option, report_failures
-from dream_gym.evaluate import DEFAULT_TASK_TIMEOUT_S
+from dream_gym.jobs import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
-from dream_gym.settings import DEFAULT_BETA
+from dream_gym.settings import DEFAULT_BETA, ReplaySettings
 
 
 def register(subparsers: Any) -> None:
@@ -99,7 +99,7 @@ def run_eval(args: argparse.Namespace) -> int:
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     board.conditions = f"replayed {w_note(worlds, args.workers)}; betas {betas_note(board.betas)}"
-    board.world_w = {w.id: args.workers or w.workers for w in worlds}
+    board.world_w = {w.id: ReplaySettings(args.workers).workers_on(w) for w in worlds}
     console = Console()
     board.print(console, per_world=not args.summary, errors=False)  # the errors go to stderr, once
     if args.markdown is not None:
