@@ -79,7 +79,7 @@ def test_show_a_world_folder_with_plot(env, capsys):
     assert "scored           1/2" in out and (env / "t.png").is_file()
 
 
-@pytest.mark.skipif(not EXTERNAL.is_dir(), reason=f"real OpenEvolve runs not found at {EXTERNAL}")
+@pytest.mark.usefixtures("external_runs")
 def test_import_real_openevolve_run(env, capsys):
     out = env / "fnmin"
     assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "fnmin-mig_fast_config_s42"),
@@ -94,7 +94,7 @@ def test_import_real_openevolve_run(env, capsys):
     assert "overall_score" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not SHINKA.is_dir(), reason=f"real ShinkaEvolve runs not found at {SHINKA}")
+@pytest.mark.usefixtures("external_runs")
 def test_import_recognises_the_system_and_refuses_the_wrong_one(env, capsys):
     run = SHINKA / "macaulay2-resurgence"
     assert main(["worlds", "import", "--from", "openevolve", str(run), "--out", str(env / "x")]) == 2

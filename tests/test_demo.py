@@ -1,28 +1,104 @@
-"""`make demo`: the baselines on the held-out split, then a short improvement step whose chosen
-policy is ranked beside them."""
+"""`make demo`: the baselines on the held-out split, then an improvement step whose kept version
+is ranked beside them, a line saying what it gained, and three commands to run next."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from dream_gym.demo import DREAMED, dream_step, run_demo
+from dream_gym.cli.demo import exit_status
+from dream_gym.demo import (
+    DREAM_INCUMBENT,
+    DREAMED,
+    Demo,
+    dream_step,
+    kept_line,
+    next_steps,
+    run_demo,
+    step_failures,
+)
+from dream_gym.dream.improve import PhaseResult
+from dream_gym.dream.versions import VersionRecord
 from dream_gym.durable import read_jsonl
 from dream_gym.evaluate import resolve_worlds
 
+KEPT = re.compile(r"^kept version (\d+): ([+-]\d\.\d{4}) on H, ([+-]\d\.\d{4}) on held-out$", re.MULTILINE)
 
-def test_dream_step_starts_from_the_best_builtin_and_writes_a_chosen_policy(tmp_path):
-    chosen, line = dream_step(tmp_path / "dream", "sd-fixed-s0,lasso-ucb-s0", jobs=1, revisions=2)
-    assert chosen.is_file() and (tmp_path / "dream" / "ratchet.png").is_file()
-    versions = [r for r in read_jsonl(tmp_path / "dream" / "dream.jsonl") if r["type"] == "revision"]
-    assert [v["m"] for v in versions] == [0, 1]
-    assert "incumbent" in line and "-> version" in line
+
+def _phase(*versions: VersionRecord) -> PhaseResult:
+    """A phase that kept its best selectable version (as improvement_step selects)."""
+    best = max((v for v in versions if v.status in ("incumbent", "ok")), key=lambda v: (v.score, -v.m))
+    return PhaseResult(phase=1, incumbent="revisions/1/0.py", incumbent_score=versions[0].score, selected_m=best.m,
+                       selected_score=best.score, deployed_m=best.m, deployed=best.file,
+                       gain_history=best.score - versions[0].score, history=["w"], versions=list(versions))
+
+
+def _version(m: int, status: str, score: float | None, **more) -> VersionRecord:
+    return VersionRecord(1, m, f"revisions/1/{m}.py", status, score=score, **more)
 
 
 @pytest.mark.slow
-def test_demo_ranks_the_dreamed_policy_beside_the_baselines_on_the_held_out_split(tmp_path, capsys):
-    paths = run_demo(tmp_path, jobs=2, dream_revisions=2)
+def test_dream_step_says_a_line_per_version_and_keeps_the_argmax_on_the_history(tmp_path):
+    lines: list[str] = []
+    result = dream_step(tmp_path / "dream", ["sd-fixed-w4-s0"], jobs=2, revisions=2, say=lines.append)
+    assert (tmp_path / "dream" / "chosen.py").is_file() and (tmp_path / "dream" / "ratchet.png").is_file()
+    versions = [r for r in read_jsonl(tmp_path / "dream" / "dream.jsonl") if r["type"] == "revision"]
+    assert [v["m"] for v in versions] == [0, 1]
+    assert lines[0].startswith(f"dreaming: the built-in developer (no LLM) revises {DREAM_INCUMBENT}")
+    progress = [line for line in lines if line.startswith("  version ")]
+    assert [line.split()[1] for line in progress] == ["0/1", "1/1"]  # one line per version, as it is scored
+    best = max(versions, key=lambda v: (v["score"], -v["m"]))
+    assert result.selected_m == best["m"] and f"best: version {best['m']}" in progress[-1]
+
+
+def test_the_kept_line_says_the_gain_on_h_and_on_the_held_out_worlds():
+    result = _phase(_version(0, "incumbent", 0.2), _version(1, "ok", 0.3))
+    assert kept_line(result, 0.21, "held-out") == "kept version 1: +0.1000 on H, +0.2100 on held-out"
+    assert KEPT.match(kept_line(result, -0.01, "held-out")).group(3) == "-0.0100"
+
+
+def test_a_step_that_kept_its_incumbent_says_so_plainly():
+    result = _phase(_version(0, "incumbent", 0.3), _version(1, "ok", 0.25), _version(2, "invalid", None))
+    assert kept_line(result, None, "held-out") == (
+        "the step did not improve: kept version 0, the incumbent; its best revision -0.0500 on H")
+
+
+def test_refused_versions_and_a_failing_incumbent_are_failures_of_the_demo():
+    result = _phase(_version(0, "incumbent", 0.2, warning="2 of 12 episodes failed"), _version(1, "ok", 0.3),
+                    _version(2, "nondeterministic", 0.4, error="two evaluations differ"))
+    assert step_failures(result) == ["dream step: version 2 was nondeterministic: two evaluations differ",
+                                     "dream step: the incumbent: 2 of 12 episodes failed"]
+    assert step_failures(_phase(_version(0, "incumbent", 0.2), _version(1, "ok", 0.3))) == []
+
+
+def test_the_demo_exits_1_naming_each_failed_step(capsys):
+    assert exit_status(Demo([], "kept version 1: +0.1000 on H, +0.2000 on held-out")) == 0
+    failed = Demo([], "kept", ["policy greedy: 1 of 176 episodes failed; first: boom (on w, beta 0)"])
+    assert exit_status(failed) == 1
+    err = capsys.readouterr().err
+    assert "dream-gym demo: policy greedy: 1 of 176 episodes failed" in err and "exit status 1" in err
+
+
+def test_the_next_steps_are_three_commands_of_at_most_80_columns(tmp_path):
+    lines = next_steps(tmp_path.parent / "out", "heldout")
+    assert len(lines) == 3 and all("dream-gym " in line for line in lines)
+    assert str(tmp_path.parent / "out" / "dream" / "chosen.py") in lines[1]  # the kept version, where it is
+    assert all(len(line) <= 80 for line in next_steps(type(tmp_path)("out/demo"), "heldout"))
+
+
+@pytest.mark.slow
+def test_demo_improves_on_its_incumbent_on_h_and_on_the_held_out_split(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    demo = run_demo(tmp_path, jobs=2)
+    out = capsys.readouterr().out
     board = (tmp_path / "leaderboard_dreamed.md").read_text()
     held_out = len(resolve_worlds("heldout"))
-    assert DREAMED in board and "fixed" in board and f"Leaderboard: mean over {held_out} worlds" in board
-    assert all(p.exists() for p in paths)
-    assert "not used for selection" in capsys.readouterr().out
+    assert DREAMED in board and DREAM_INCUMBENT in board and f"Leaderboard: mean over {held_out} worlds" in board
+    assert all(p.exists() for p in demo.files) and demo.failures == []
+    kept = KEPT.search(out)
+    assert kept is not None and kept.group(0) == demo.kept, out
+    assert int(kept.group(1)) >= 1 and float(kept.group(2)) > 0 and float(kept.group(3)) > 0
+    assert "not used for selection" in out and out.count("dream-gym ") >= 3
+    wide = [line for line in out.splitlines() if len(line) > 80 and str(tmp_path) not in line]
+    assert wide == []  # the tables and the lines fit an 80-column terminal

@@ -85,7 +85,7 @@ def test_check_env_passes_on_a_600_node_bushy_world(tmp_path: Path) -> None:
     assert checked(env.unwrapped) == []
 
 
-@pytest.mark.skipif(not EXTERNAL.is_dir(), reason=f"real OpenEvolve runs not found at {EXTERNAL}")
+@pytest.mark.usefixtures("external_runs")
 def test_check_env_passes_on_an_imported_openevolve_run(tmp_path: Path) -> None:
     from dream_gym.datasets.importers.openevolve import import_openevolve
 

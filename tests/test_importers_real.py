@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from dream_gym.datasets.importers import ImportError_, import_run
+from dream_gym.datasets.importers import RunImportError, import_run
 from dream_gym.world import load_world
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs"
-needs_runs = pytest.mark.skipif(not EXTERNAL.is_dir(), reason=f"real runs not found at {EXTERNAL}")
+needs_runs = pytest.mark.usefixtures("external_runs")  # skips where the runs are absent
 
 # run: (metric, files read, distinct programs, nodes, copies collapsed, invalid, best)
 OPENEVOLVE_RUNS = {
@@ -159,7 +159,7 @@ def test_migrants_collapse_and_prompts_stay(tmp_path):
 @needs_runs
 def test_fnmin_metrics_under_other_names(tmp_path):
     src = EXTERNAL / "openevolve" / "fnmin-islands10_config_s42"
-    with pytest.raises(ImportError_, match=r"metrics found: .*overall_score.*value_score"):
+    with pytest.raises(RunImportError, match=r"metrics found: .*overall_score.*value_score"):
         import_run("openevolve", src, tmp_path / "x", metric="fitness")
     report, world = _import("openevolve", src, tmp_path / "w", metric="distance_score")
     errors = [r["error"] for r in world.records if r["score"] is None]

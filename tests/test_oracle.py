@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 from brute_force import brute_force_limit
-from external_runs import EXTERNAL, import_all
+from external_runs import import_all
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from worldgen import frontier_st, make_world, node, random_records, workers_st, world_records
@@ -179,7 +179,7 @@ def test_shipped_worlds_no_policy_beats_the_limit(name: str) -> None:
     )
 
 
-@pytest.mark.skipif(not EXTERNAL.is_dir(), reason=f"real runs not found at {EXTERNAL}")
+@pytest.mark.usefixtures("external_runs")
 def test_real_imported_runs(tmp_path) -> None:
     worlds = import_all(tmp_path)
     assert worlds, "no real run imported"
