@@ -171,6 +171,9 @@ def test_the_checks_see_the_examples() -> None:
     assert len(dream_gym_lines()) >= 30
     console = Block("x.md", 1, "console", True, "$ dream-gym replay w \\\n  --beta 0.5\nworld w\n$ ls\n")
     assert command_lines(console) == [("dream-gym replay w --beta 0.5", ["world w"]), ("ls", [])]
+    assert shows(["world w policy greedy"], "world w   policy greedy") and shows(["V = 0.5 best"], "V = 0.5 ...")
+    assert not shows(["V = 0.5475"], "V = 0.5476") and not shows(["V = 0.5"], "W ...")
+    assert subcommand_of(["worlds", "import"]) == ("worlds", "import") and subcommand_of(["replay", "w"]) == ("replay",)
 
 
 @pytest.mark.parametrize("block", [b for b in all_blocks() if b.lang == "python"], ids=str)
