@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.options import add_workers
+from dream_gym.settings import DEFAULT_BETA
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--api-base", default=None, help="base URL of the OpenAI-compatible server of --model")
     run.add_argument("--config", dest="config_path", type=Path, default=None,
                      help="an OpenEvolve config.yaml to start from (W, budget, seed and model are set from the options)")
-    run.add_argument("--beta", type=float, default=0.5, help="budget preference shown to the policy, in [0, 1]")
+    run.add_argument("--beta", type=float, default=DEFAULT_BETA,
+                     help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     run.add_argument("--frontier", choices=("any", "leaves"), default="any",
                      help="which programs the policy may continue (default any: OpenEvolve continues any program)")
     run.add_argument("--checkpoint-interval", type=int, default=10)

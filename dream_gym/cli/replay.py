@@ -6,6 +6,7 @@ import argparse
 import json
 
 from dream_gym.cli.options import add_allow_errors, add_workers, report_failures
+from dream_gym.settings import DEFAULT_BETA
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
     p.add_argument("--policy", default="recommended",
                    help="built-in name, shipped model, module:Class, or a policy .py file (default: recommended)")
-    p.add_argument("--beta", type=float, default=0.5, help="budget preference in [0, 1]")
+    p.add_argument("--beta", type=float, default=DEFAULT_BETA, help=f"budget preference in [0, 1] (default {DEFAULT_BETA})")
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")
     p.add_argument("--max-rounds", type=int, default=None, help="K2")
     p.add_argument("--frontier", choices=("leaves", "any"), default=None)

@@ -97,7 +97,7 @@ def validate_policy_file(path: str | os.PathLike[str], *, rounds: int = 3, decis
     except Exception as exc:  # noqa: BLE001 - every way of failing to load is the revision's problem
         return f"{type(exc).__name__}: {exc}"
     try:
-        session = ReplaySession(tiny_world(), max_rounds=rounds, beta=0.5)
+        session = ReplaySession(tiny_world(), max_rounds=rounds)
         result = run_episode(policy, session, on_error="record")
     finally:
         close = getattr(policy, "close", None)

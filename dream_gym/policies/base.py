@@ -14,6 +14,7 @@ import numpy as np
 
 from dream_gym.policy import RunContext
 from dream_gym.replay import ROOT
+from dream_gym.settings import DEFAULT_BETA
 from dream_gym.view import NodeView, PrefixView
 
 
@@ -30,7 +31,7 @@ class BasePolicy:
 
     @property
     def beta(self) -> float:
-        return self.context.beta if self.context else 0.5
+        return self.context.beta if self.context else DEFAULT_BETA
 
 
 def open_nodes(view: PrefixView) -> list[NodeView]:
