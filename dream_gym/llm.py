@@ -82,7 +82,6 @@ class Extraction:
 
     code: str
     method: str
-    n_blocks: int = 0
 
     @property
     def usable(self) -> bool:
@@ -139,13 +138,13 @@ def extract_code(reply: str | None) -> Extraction:
     blocks = _fenced_blocks(visible)
     py = [body for lang, body in blocks if lang in _PY_TAGS]
     if py:
-        return Extraction(_pick(py).rstrip() + "\n", "python-block", len(blocks))
+        return Extraction(_pick(py).rstrip() + "\n", "python-block")
     if blocks:
-        return Extraction(_pick([b for _, b in blocks]).rstrip() + "\n", "fenced-block", len(blocks))
+        return Extraction(_pick([b for _, b in blocks]).rstrip() + "\n", "fenced-block")
     stripped = visible.strip()
     if stripped and _looks_like_code(stripped):
-        return Extraction(stripped + "\n", "whole-reply", 0)
-    return Extraction(text, "raw-reply", 0)
+        return Extraction(stripped + "\n", "whole-reply")
+    return Extraction(text, "raw-reply")
 
 
 # ------------------------------------------------------------------------------------------------

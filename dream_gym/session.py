@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
-from dream_gym.score import Normalizer, replay_score
+from dream_gym.score import Normalizer
 from dream_gym.settings import ReplaySettings
 from dream_gym.view import FrozenDict, NodeView, PrefixView, RevealedNodes, fields_under
 from dream_gym.world import World
@@ -161,9 +161,6 @@ class ReplaySession:
         if not 0 <= obs_id < len(self._revealed):
             raise IndexError(f"id {obs_id} is not an observed node")
         return self._revealed.view(obs_id)
-
-    def current_value(self) -> float:
-        return replay_score(self.best_q, self.attempts, self.rounds, self.beta1, self.beta2)
 
     def _reveal(self, new_ids: list[int], parents: list[int]) -> None:
         """Record just-revealed nodes (``parents``: their parents' observed ids, i.e. the batch)."""

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from recorded_schedule import online_replay_score, replay_recorded_schedule, rounds_of
 
 from dream_gym.cli import main as cli_main
 from dream_gym.online.evidence import read_evidence, stagnation_class
 from dream_gym.online.loop import AttemptFailed, GrowConfig, check_online_batch, grow, tree_view
-from dream_gym.online.schedule import online_replay_score, replay_recorded_schedule, rounds_of
 from dream_gym.policies import make_policy
 from dream_gym.policy import FunctionPolicy
 from dream_gym.replay import IllegalBatchError

@@ -11,11 +11,11 @@ import statistics
 
 import gymnasium as gym
 import pytest
+from recorded_schedule import online_replay_score, replay_recorded_schedule, rounds_of
 
 import dream_gym
 from dream_gym.datasets.stats import STOP_ROUNDS, world_stats
 from dream_gym.datasets.store import shipped_path, validate
-from dream_gym.online.schedule import online_replay_score, replay_recorded_schedule, rounds_of
 from dream_gym.online.tasks import list_tasks
 from dream_gym.registry import DEFAULT_DATASET, list_worlds, resolve_world
 

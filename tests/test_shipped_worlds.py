@@ -7,10 +7,10 @@ import json
 
 import gymnasium as gym
 import pytest
+from recorded_schedule import online_replay_score, replay_recorded_schedule, rounds_of
 
 import dream_gym
 from dream_gym.datasets.store import validate
-from dream_gym.online.schedule import online_replay_score, replay_recorded_schedule, rounds_of
 from dream_gym.online.tasks import list_tasks
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode

@@ -62,12 +62,6 @@ class Carried:
     status: str = "ok"  # "ok", or why its completion was refused ("failed", "nondeterministic")
     error: str | None = None
 
-    def score_on(self, worlds: Sequence[str]) -> float | None:
-        """The exact score on ``worlds`` when every one is known, else None."""
-        if not worlds or any(w not in self.per_world for w in worlds):
-            return None
-        return sum(self.per_world[w] for w in worlds) / len(worlds)
-
     def known_mean(self, worlds: Sequence[str]) -> float:
         """Mean over the worlds of ``worlds`` it has scores for (stale: used only to rank)."""
         known = [self.per_world[w] for w in worlds if w in self.per_world]

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 TIE_TOLERANCE = 1e-9
-STATUSES = ("incumbent", "ok", "invalid", "failed", "nondeterministic")
 
 
 @dataclass

@@ -29,7 +29,6 @@ BATCH_FEATURE_NAMES: tuple[str, ...] = (
     "batch_roots",  # of them, new branches (root selections) / W
     "candidates",  # c / (c + W), c = candidates still selectable
 )
-GLOBAL_FEATURE_NAMES = ("view_features", *BATCH_FEATURE_NAMES)  # view_features' 22, then these
 N_GLOBAL_FEATURES = N_FEATURES + len(BATCH_FEATURE_NAMES)
 DEFAULT_CAPACITY = 16
 

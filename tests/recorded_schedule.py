@@ -1,4 +1,4 @@
-"""A grown world's own recorded schedule, and its replay.
+"""A grown world's own recorded schedule, and its replay (a test helper).
 
 The online loop runs rounds synchronously and records each node's ``round``, so the batch of
 round r is the list of parents of the nodes recorded in round r. Replaying that schedule must
