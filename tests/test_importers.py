@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from openevolve_runs import write_resumed_run
 
-from dream_gym.datasets.importers import OrphanWarning, RunImportError, detect_system, import_run
+from dream_gym.datasets.importers import NotARunError, OrphanWarning, RunImportError, detect_system, import_run
 from dream_gym.datasets.importers.openevolve import import_openevolve
 from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
 from dream_gym.world import load_world
@@ -364,11 +364,14 @@ def test_shinkaevolve_error_paths(tmp_path):
 def test_wrong_system_and_auto_detection(tmp_path):
     shinka = _shinka_results(tmp_path / "results")
     with pytest.raises(RunImportError, match="looks like a ShinkaEvolve run instead: import it with --from shinkaevolve"):
-        import_openevolve(shinka, tmp_path / "w")
+        import_run("openevolve", shinka, tmp_path / "w")
+    with pytest.raises(NotARunError, match="no OpenEvolve programs found") as direct:
+        import_openevolve(shinka, tmp_path / "w")  # the importer knows its own system only
+    assert "looks like" not in str(direct.value)
     openevolve = tmp_path / "oe"
     _write(openevolve / "checkpoints" / "checkpoint_1" / "programs", _prog("r", None, 1.0, 1.0, 0))
     with pytest.raises(RunImportError, match="looks like a OpenEvolve run instead: import it with --from openevolve"):
-        import_shinkaevolve(openevolve, tmp_path / "w")
+        import_run("shinkaevolve", openevolve, tmp_path / "w")
     assert detect_system(openevolve) == "openevolve" and detect_system(shinka) == "shinkaevolve"
     assert detect_system(shinka / "evolution_db.sqlite") == "shinkaevolve" and detect_system(tmp_path / "no") is None
     report = import_run("auto", openevolve, tmp_path / "auto")

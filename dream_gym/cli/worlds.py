@@ -62,13 +62,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("dataset_id")
     p.set_defaults(func=_delete)
 
+    from dream_gym.datasets.importers import IMPORTERS  # the registry names the systems
+
     p = sub.add_parser(
-        "import", help="turn an OpenEvolve or ShinkaEvolve run into a world",
+        "import", help=f"turn a run of {' or '.join(i.label for i in IMPORTERS.values())} into a world",
         description="Import a finished run: every program once (the union of all snapshots), copies "
         "collapsed, resumed phases stitched, orphans kept under the root; then print the import summary, "
         "the coverage report and the statistics of the world.",
     )
-    p.add_argument("--from", default="auto", choices=("auto", "openevolve", "shinkaevolve"), dest="system",
+    p.add_argument("--from", default="auto", choices=("auto", *IMPORTERS), dest="system",
                    help="the system that wrote SRC (default auto: recognised from the folder)")
     p.add_argument("src", help="OpenEvolve output folder, or ShinkaEvolve results folder / evolution_db.sqlite")
     p.add_argument("--out", required=True, help="world folder to write (must not exist or be empty)")

@@ -1,10 +1,12 @@
 """What every importer shares: the normalised :class:`Program`, the :class:`ImportReport`, the
-errors, and the writer of the imported world."""
+errors, the :class:`Importer` entry of the registry (:mod:`.systems`), and the writer of the
+imported world."""
 
 from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,6 @@ from dream_gym.world import DIRECTIONS
 from dream_gym.world_writer import new_meta, write_world
 
 from .coerce import world_name_from
-
-SYSTEM_NAMES = {"openevolve": "OpenEvolve", "shinkaevolve": "ShinkaEvolve"}
 
 # What to do with an orphan (a program that cannot be placed in the tree): attach it under the
 # root (the default: nothing is lost) or drop it with its subtree (only when asked).
@@ -26,6 +26,35 @@ MIN_KEPT_SHARE = 0.5
 
 class RunImportError(ValueError):
     """The source cannot be imported (no root, unknown metric, ...); the message says why."""
+
+
+class NotARunError(RunImportError):
+    """The source holds no run of the system asked for; :func:`~.systems.import_run` adds which
+    known system it looks like instead."""
+
+    def __init__(self, path: str | os.PathLike[str], message: str):
+        self.path = Path(path)
+        self.world_folder = (self.path / "world.json").is_file()
+        hint = "; it is already a dream-gym world folder (load it directly)" if self.world_folder else ""
+        super().__init__(message + hint)
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One system's importer, as the registry (:data:`~.systems.IMPORTERS`) holds it.
+
+    Attributes:
+        label: the system's name in messages ("OpenEvolve").
+        looks_for: what :attr:`detect` recognises, in words (for ``--from auto``'s error).
+        detect: whether a path (folder or file) holds a run of this system.
+        run: ``run(src, out, **options) -> ImportReport``: the import itself (options: metric,
+            direction, world_id, task_name, task_description, workers, orphans).
+    """
+
+    label: str
+    looks_for: str
+    detect: Callable[[Path], bool]
+    run: Callable[..., ImportReport]
 
 
 class OrphanWarning(UserWarning):
@@ -59,6 +88,7 @@ class Program:
 class ImportReport:
     system: str
     source: str
+    label: str = ""  # the system's name in messages (not one of the report's figures)
     out: str = ""
     world_id: str = ""
     metric: str = ""
@@ -95,7 +125,7 @@ class ImportReport:
         return self.dangling + self.unplaced_roots + self.cycles
 
     def as_dict(self) -> dict[str, Any]:
-        data = {k: (list(v) if isinstance(v, list) else v) for k, v in self.__dict__.items()}
+        data = {k: (list(v) if isinstance(v, list) else v) for k, v in self.__dict__.items() if k != "label"}
         return data | {"orphans": self.orphans}
 
     def warn(self, message: str) -> None:
@@ -107,7 +137,7 @@ class ImportReport:
         by = {how: sum(1 for s in self.stitches if s["phase"] is not None and s["by"] == how)
               for how in ("resume record", "identical code")}
         lines = [
-            f"imported {SYSTEM_NAMES.get(self.system, self.system)} run {self.source}",
+            f"imported {self.label or self.system} run {self.source}",
             f"  -> world {self.world_id!r} at {self.out}",
             f"  files read {self.files_read}, snapshots {self.snapshots}, distinct programs {self.programs}"
             + (f" ({self.recovered} recovered from the evolution trace)" if self.recovered else ""),
@@ -164,7 +194,7 @@ def write_imported_world(
     meta = new_meta(
         name,
         task_name or run_name,
-        task_description or f"Imported from the {SYSTEM_NAMES[system]} run {run_name}.",
+        task_description or f"Imported from the {report.label or system} run {run_name}.",
         direction=direction,
         workers=workers,
         frontier=report.frontier,

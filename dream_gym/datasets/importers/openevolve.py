@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    Importer,
     ImportReport,
+    NotARunError,
     Program,
     RunImportError,
     check_options,
@@ -33,10 +35,10 @@ from .base import (
     write_imported_world,
 )
 from .coerce import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
-from .detect import wrong_system_hint
 from .openevolve_layout import (
     Traces,
     find_program_files,
+    is_trace_file,
     read_llm_calls,
     read_resume_record,
     read_run_best,
@@ -47,6 +49,7 @@ from .tree import build_world_records
 
 __all__ = ["find_program_files", "import_openevolve"]
 
+LABEL = "OpenEvolve"
 VALIDITY_KEYS = ("validity", "valid", "valid_solution", "is_valid")
 # metadata keys moved to their own node fields (or redundant: the parent's metrics).
 _METADATA_TAKEN = ("island", "migrant", "changes", "parent_metrics", "token_ledger")
@@ -205,7 +208,7 @@ def import_openevolve(
     """Read an OpenEvolve output folder and write it as a world folder ``out``."""
     started = time.perf_counter()
     src = Path(src)
-    from .openevolve_trace import import_openevolve_trace, is_trace_file
+    from .openevolve_trace import import_openevolve_trace
 
     if is_trace_file(src):  # an evolution_trace.jsonl(.gz) on its own
         return import_openevolve_trace(src, out, metric=metric, direction=direction, world_id=world_id,
@@ -215,14 +218,12 @@ def import_openevolve(
         raise FileNotFoundError(f"{src}: not a folder (expected an OpenEvolve output folder or its evolution_trace.jsonl)")
     check_options(direction, orphans)
     out_path = check_out_folder(out)
-    report = ImportReport("openevolve", str(src), out=str(out_path), metric=metric)
+    report = ImportReport("openevolve", str(src), LABEL, out=str(out_path), metric=metric)
     snapshots = read_snapshots(src, report)
     traces = read_traces(src)
     if not snapshots.raws:
-        raise RunImportError(
-            f"{src}: no OpenEvolve programs found (expected programs/*.json files, e.g. in "
-            f"checkpoints/checkpoint_N/programs/ or db/programs/){wrong_system_hint(src, 'openevolve')}"
-        )
+        raise NotARunError(src, f"{src}: no OpenEvolve programs found (expected programs/*.json files, e.g. in "
+                           "checkpoints/checkpoint_N/programs/ or db/programs/)")
     raws = dict(snapshots.raws)
     phase = dict(snapshots.phase)
     for child, entry in traces.lines.items():
@@ -288,3 +289,14 @@ def _note_llm_calls(src: Path, report: ImportReport, programs: list[Program]) ->
         f"llm_calls.jsonl: {len(calls)} LLM call(s), ${usd:.4f} in all; {len(loose)} of them (${loose_usd:.4f}) "
         "are in no node's cost (retried or rejected proposals, or programs made outside the trace)"
     )
+
+
+def is_openevolve_run(path: Path) -> bool:
+    """An OpenEvolve output folder (programs/*.json somewhere below) or its evolution trace file."""
+    if path.is_file():
+        return is_trace_file(path)
+    return path.is_dir() and any(p.parent.name == "programs" for p in path.rglob("*.json"))
+
+
+IMPORTER = Importer(label=LABEL, looks_for="an OpenEvolve output folder (programs/*.json)",
+                    detect=is_openevolve_run, run=import_openevolve)

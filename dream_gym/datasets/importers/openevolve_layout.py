@@ -213,3 +213,23 @@ def read_run_best(src: Path, metric: str) -> tuple[Path, str | None, float | Non
     metrics = info.get("metrics")
     value = metrics.get(metric) if isinstance(metrics, dict) else None
     return path, to_id(info.get("id")), value if isinstance(value, (int, float)) else None
+
+
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+def is_trace_file(path: str | os.PathLike[str]) -> bool:
+    """A file whose name ends .jsonl or .jsonl.gz and whose first line holds child_id and parent_id."""
+    path = Path(path)
+    if not path.is_file() or not path.name.endswith(TRACE_SUFFIXES):
+        return False
+    opener: Any = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.strip():
+                    entry = json.loads(line)
+                    return isinstance(entry, dict) and "child_id" in entry and "parent_id" in entry
+    except (OSError, EOFError, ValueError):
+        return False
+    return False

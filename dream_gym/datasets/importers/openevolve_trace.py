@@ -19,31 +19,9 @@ from typing import Any
 
 from .base import ImportReport, RunImportError, check_options, check_out_folder, write_imported_world
 from .coerce import to_float, to_id
-from .openevolve import _from_trace, _metrics_of, _program
+from .openevolve import LABEL, _from_trace, _metrics_of, _program
 from .openevolve_layout import read_traces
 from .tree import build_world_records
-
-TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
-
-
-def is_trace_file(path: str | os.PathLike[str]) -> bool:
-    """A file whose name ends .jsonl or .jsonl.gz and whose first line holds child_id and parent_id."""
-    import gzip
-    import json
-
-    path = Path(path)
-    if not path.is_file() or not path.name.endswith(TRACE_SUFFIXES):
-        return False
-    opener: Any = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.strip():
-                    entry = json.loads(line)
-                    return isinstance(entry, dict) and "child_id" in entry and "parent_id" in entry
-    except (OSError, EOFError, ValueError):
-        return False
-    return False
 
 
 def _parent_raw(parent: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +51,7 @@ def import_openevolve_trace(
     src = Path(src)
     check_options(direction, orphans)
     out_path = check_out_folder(out)
-    report = ImportReport("openevolve", str(src), out=str(out_path), metric=metric)
+    report = ImportReport("openevolve", str(src), LABEL, out=str(out_path), metric=metric)
     traces = _read(src)
     if not traces.lines:
         raise RunImportError(f"{src}: no evolution-trace lines (JSON objects with child_id and parent_id)")

@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    Importer,
     ImportReport,
+    NotARunError,
     Program,
     RunImportError,
     check_options,
@@ -43,9 +45,10 @@ from .base import (
     write_imported_world,
 )
 from .coerce import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
-from .detect import SHINKA_TABLES, shinka_databases, sqlite_tables, wrong_system_hint
+from .shinkaevolve_layout import SHINKA_TABLES, shinka_databases, sqlite_tables
 from .tree import build_world_records
 
+LABEL = "ShinkaEvolve"
 REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score", "correct")
 DATABASE_NAMES = ("evolution_db.sqlite", "programs.sqlite")
 COST_KEYS = ("api_costs", "embed_cost", "novelty_cost", "meta_cost")
@@ -63,10 +66,8 @@ def locate_database(path: Path) -> Path:
                                 "or its evolution_db.sqlite)")
     found = shinka_databases(path) or [path / name for name in DATABASE_NAMES if (path / name).is_file()]
     if not found:
-        raise RunImportError(
-            f"{path}: no ShinkaEvolve database below this folder (expected evolution_db.sqlite or "
-            f"programs.sqlite with a 'programs' table){wrong_system_hint(path, 'shinkaevolve')}"
-        )
+        raise NotARunError(path, f"{path}: no ShinkaEvolve database below this folder (expected "
+                           "evolution_db.sqlite or programs.sqlite with a 'programs' table)")
     return found[0]
 
 
@@ -239,7 +240,7 @@ def import_shinkaevolve(
     check_options(direction, orphans)
     db = locate_database(Path(db_path))
     out_path = check_out_folder(out)
-    report = ImportReport("shinkaevolve", str(db), out=str(out_path), metric=metric)
+    report = ImportReport("shinkaevolve", str(db), LABEL, out=str(out_path), metric=metric)
     rows = read_rows(db)
     report.files_read = 1 + sum(1 for _ in db.parent.glob("gen_*/results/*.json"))
     report.snapshots = len(rows)
@@ -262,3 +263,15 @@ def import_shinkaevolve(
     )
     report.seconds = time.perf_counter() - started
     return report
+
+
+def is_shinkaevolve_run(path: Path) -> bool:
+    """A ShinkaEvolve results folder (a SQLite database with a program table below it) or the
+    database file itself."""
+    if path.is_file():
+        return bool(set(sqlite_tables(path) or ()) & set(SHINKA_TABLES))
+    return path.is_dir() and bool(shinka_databases(path))
+
+
+IMPORTER = Importer(label=LABEL, looks_for="a ShinkaEvolve results folder (a SQLite database with a 'programs' table)",
+                    detect=is_shinkaevolve_run, run=import_shinkaevolve)

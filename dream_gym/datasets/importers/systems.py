@@ -1,0 +1,55 @@
+"""The importers by system: one line per system feeds :func:`import_run`, ``--from auto`` and the
+CLI's ``--from`` choices.
+
+A new system is one module that defines its :class:`~.base.Importer` (a label, what its
+detection looks for, ``detect(path)`` and ``run(src, out, **options)``) and one line in
+:data:`IMPORTERS`. Detection asks the importers in this order and takes the first that
+recognises the path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from . import openevolve, shinkaevolve
+from .base import Importer, ImportReport, NotARunError, RunImportError
+
+IMPORTERS: dict[str, Importer] = {
+    "openevolve": openevolve.IMPORTER,
+    "shinkaevolve": shinkaevolve.IMPORTER,
+}
+#: The name each system goes by in messages.
+SYSTEM_NAMES = {system: importer.label for system, importer in IMPORTERS.items()}
+
+
+def detect_system(path: str | os.PathLike[str]) -> str | None:
+    """The first system of :data:`IMPORTERS` whose importer recognises ``path``, or None."""
+    path = Path(path)
+    return next((system for system, importer in IMPORTERS.items() if importer.detect(path)), None)
+
+
+def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[str], **options: Any) -> ImportReport:
+    """Import the run at ``src`` written by ``system`` (a key of :data:`IMPORTERS`, or ``auto``
+    to recognise it); ``options`` go to the system's importer."""
+    if system == "auto":
+        found = detect_system(src)
+        if found is None:
+            looked_for = " nor ".join(importer.looks_for for importer in IMPORTERS.values())
+            raise RunImportError(f"{src}: neither {looked_for} was found; name the system with --from")
+        system = found
+    if system not in IMPORTERS:
+        raise RunImportError(f"unknown system {system!r}; expected one of {', '.join(IMPORTERS)} or auto")
+    try:
+        return IMPORTERS[system].run(src, out, **options)
+    except NotARunError as error:
+        raise RunImportError(f"{error}{_other_system_hint(error, system)}") from error
+
+
+def _other_system_hint(error: NotARunError, expected: str) -> str:
+    """A sentence for a run that another known system wrote."""
+    found = None if error.world_folder else detect_system(error.path)
+    if found is None or found == expected:
+        return ""
+    return f"; it looks like a {SYSTEM_NAMES[found]} run instead: import it with --from {found}"
