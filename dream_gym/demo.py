@@ -53,6 +53,11 @@ SCORED = ("incumbent", "ok")
 Say = Callable[[str], None]
 
 
+def say_now(line: str) -> None:
+    """Print a line at once, also into a pipe or a log (progress must not wait in a buffer)."""
+    print(line, flush=True)
+
+
 @dataclass
 class Demo:
     """What the demo wrote, what the improvement step kept, and every step that errored."""
@@ -63,7 +68,7 @@ class Demo:
 
 
 def dream_step(out: Path, history: Sequence[str] = DREAM_HISTORY, incumbent: str = DREAM_INCUMBENT,
-               jobs: int | None = None, revisions: int = DREAM_REVISIONS, say: Say = print) -> Any:
+               jobs: int | None = None, revisions: int = DREAM_REVISIONS, say: Say = say_now) -> Any:
     """One improvement step with the built-in developer from ``incumbent`` on the ``history``
     worlds, a line per scored version through ``say``; returns its PhaseResult."""
     from dream_gym.dream.builtin_developer import BuiltinDeveloper
@@ -119,7 +124,7 @@ def next_steps(out: Path, split: str) -> list[str]:
 
 def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int | None = None,
              workers: int | None = None, dream_history: Sequence[str] = DREAM_HISTORY,
-             dream_revisions: int = DREAM_REVISIONS, say: Say = print) -> Demo:
+             dream_revisions: int = DREAM_REVISIONS, say: Say = say_now) -> Demo:
     """Evaluate all built-in policies on ``split`` (``jobs`` processes; replayed at W = ``workers``,
     default each world's recorded W), dream on ``dream_history`` (at each world's W), and rank the
     kept version beside them on ``split``."""
