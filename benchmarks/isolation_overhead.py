@@ -1,6 +1,12 @@
 """Isolation overhead: episodes/s of a policy file run isolated vs the same file in-process.
 
-    .venv/bin/python benchmarks/isolation_overhead.py [--nodes 150] [--episodes 60]
+    .venv/bin/python benchmarks/isolation_overhead.py [--nodes 150] [--episodes 60] [--grid-rounds 3]
+
+Part 1, the shipped held-out grid (16 worlds of 251 nodes x 11 betas) through ``evaluate``:
+agents/example_policy.py as a policy file (isolated: one sandboxed child per job process, reused
+across worlds, a fresh episode process per reset) against the same class as ``module:Class``
+(in-process), at the default jobs (a grid this small runs in this process) and at ``jobs=2``;
+wall-time ratio isolated / in-process (target <= 2). Part 2, per episode:
 
 The policies are agents/example_policy.py (stops after a few rounds) and a tiny "exhaustive" file
 policy that keeps extending the frontier until the world runs out (~50 decisions per episode);
@@ -15,10 +21,14 @@ from __future__ import annotations
 
 import argparse
 import random
+import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from dream_gym import registry
+from dream_gym.evaluate import evaluate
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy, load_policy
 from dream_gym.world import build_world
@@ -76,12 +86,39 @@ def compare(path: Path, world, episodes: int, beta: float) -> None:
           f"(~{per_decision_ms:.2f} ms extra per decision; child start {startup * 1000:.0f} ms, once)")
 
 
+def grid_overhead(rounds: int) -> None:
+    """Wall time of the held-out grid: the example policy file isolated vs in-process, same run.
+    At the default jobs the file runs from this process (a small grid) and the reference is the
+    serial backend without a watchdog; at jobs=2 both run in two job processes."""
+    sys.path.insert(0, str(EXAMPLE.parent))  # example_policy:Policy, importable in job processes too
+    configs = {"default jobs": ({}, {"backend": "serial", "task_timeout": None}),
+               "jobs=2": ({"jobs": 2}, {"jobs": 2})}
+    for label, (file_options, class_options) in configs.items():
+        runs = {"isolated": (str(EXAMPLE), file_options), "in-process": ("example_policy:Policy", class_options)}
+        seconds: dict[str, list[float]] = {name: [] for name in runs}
+        rows: dict[str, list[dict]] = {}
+        for _ in range(rounds):
+            for name, (spec, options) in runs.items():
+                registry._CACHE.clear()
+                start = time.perf_counter()
+                results = evaluate([spec], "heldout", progress=False, **options)
+                seconds[name].append(time.perf_counter() - start)
+                rows[name] = [{**r.to_dict(), "policy": None} for r in results]
+        isolated, in_process = statistics.median(seconds["isolated"]), statistics.median(seconds["in-process"])
+        print(f"held-out grid ({len(rows['isolated'])} episodes), {label}: isolated {isolated:.2f} s, "
+              f"in-process {in_process:.2f} s, ratio {isolated / in_process:.2f} (target <= 2; medians of "
+              f"{rounds}; results identical: {rows['isolated'] == rows['in-process']})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=150)
     parser.add_argument("--episodes", type=int, default=60)
     parser.add_argument("--beta", type=float, default=1.0)
+    parser.add_argument("--grid-rounds", type=int, default=3, help="repetitions of the held-out grid (0: skip)")
     args = parser.parse_args()
+    if args.grid_rounds:
+        grid_overhead(args.grid_rounds)
     world = random_world(args.nodes)
     print(f"world: {args.nodes} nodes, W=3, beta={args.beta}, {args.episodes} episodes per run")
     compare(EXAMPLE, world, args.episodes, args.beta)

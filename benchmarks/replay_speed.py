@@ -2,9 +2,11 @@
 world load time/memory.
 
     python benchmarks/replay_speed.py [--steps 50000] [--repeats 10] [--step-sizes 151,600,1001]
-                                      [--parts steps,episodes,load]
+                                      [--wide-sizes 150,1000,10000,100000] [--parts wide,steps,episodes,load]
 
-Prints (1) env steps/s of DreamGym/Replay-v1 with default arguments (fresh observation arrays
+Prints (0) steps/s of W-wide frontier batches with default arguments on 150- to 100,000-node
+worlds against CartPole, all in one run (targets: >= 1.5x CartPole up to 1,000 nodes, >= 1.0x at
+every size); (1) env steps/s of DreamGym/Replay-v1 with default arguments (fresh observation arrays
 and action masks every step, the default capacity of 1,024 rows whatever the world) vs
 ``gym.make("CartPole-v1")`` with sampled actions (both through gym.make's default wrappers), for
 two policies: one selection per step (the last non-root frontier node) and W-wide batches (the
@@ -20,6 +22,7 @@ reset and set-up costs must not grow with the world; (3) load time and peak memo
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -77,9 +80,10 @@ def single_node_batch(env, info) -> list[int]:
 
 
 def frontier_batch(env, info) -> list[int]:
-    """W-wide: the frontier in order, each id as often as the batch may hold it, at most W."""
+    """W-wide: the frontier in order, each id as often as the batch may hold it, at most W (W
+    read from the env: reading ``env.session`` would make the session replay every step)."""
     batch = [node for node, times in info["frontier"].items() for _ in range(times)]
-    return batch[: env.unwrapped.session.workers]
+    return batch[: env.unwrapped.workers]
 
 
 def session_steps_per_second(world, steps: int) -> float:
@@ -123,6 +127,37 @@ def step_speed(nodes: int, steps: int, repeats: int) -> None:
     print("|---|---:|---:|")
     for name, rate in rates.items():
         print(f"| {name} | {rate:,.0f} | {rate / cartpole:.2f} |")
+    print()
+
+
+def wide_speed(sizes: list[int], steps: int, repeats: int) -> None:
+    """W-wide batches from the frontier (default arguments) against CartPole at each world size,
+    contenders interleaved in one run; the loaded worlds frozen out of the garbage collector's
+    scans (``gc.freeze``), as a long-lived process that loaded them once would keep them."""
+    worlds = {n: build_world(new_meta(f"bench-{n}", "bench", workers=4), chain_world_records(n, branches=8))
+              for n in sizes}
+    gc.collect()
+    gc.freeze()
+    contenders = {"CartPole-v1 (gym.make)": lambda n: steps_per_second(
+        lambda: gym.make("CartPole-v1"), lambda env, info: env.action_space.sample(), n)}
+    for world in worlds.values():
+        # worlds above the default capacity refuse it: they get max_nodes = their size
+        options = {} if world.size <= DEFAULT_MAX_NODES else {"max_nodes": world.size}
+        contenders[f"{world.size:,} nodes"] = (lambda w, o: lambda k: steps_per_second(
+            lambda: gym.make("DreamGym/Replay-v1", world=w, **o), frontier_batch, k))(world, options)
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, measure in contenders.items():
+            samples[name].append(measure(steps // repeats))
+    rates = {name: statistics.median(values) for name, values in samples.items()}
+    cartpole = rates.pop("CartPole-v1 (gym.make)")
+    print(f"## W-wide batches from the frontier: DreamGym/Replay-v1 (gym.make, defaults: capacity "
+          f"{DEFAULT_MAX_NODES}; larger worlds max_nodes = their size), W = 4, root + 8 chains, against CartPole-v1 ({cartpole:,.0f} steps/s) in the same run")
+    print("| world | steps/s | ratio to CartPole-v1 | target |")
+    print("|---:|---:|---:|---:|")
+    for name, rate in rates.items():
+        size = int(name.split()[0].replace(",", ""))
+        print(f"| {name} | {rate:,.0f} | {rate / cartpole:.2f} | {'>= 1.5' if size <= 1001 else '>= 1.0'} |")
     print()
 
 
@@ -209,10 +244,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--step-sizes", default="151,600,1001", help="world sizes of the step-speed tables")
     parser.add_argument("--sizes", default="1000,10000,100000", help="world sizes of the load table")
-    parser.add_argument("--parts", default="steps,episodes,load", help="which tables to print")
+    parser.add_argument("--wide-sizes", default="150,1000,10000,100000",
+                        help="world sizes of the W-wide table (all in one run)")
+    parser.add_argument("--parts", default="wide,steps,episodes,load", help="which tables to print")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
 
+    if "wide" in parts:
+        wide_speed([int(n) for n in args.wide_sizes.split(",")], args.steps, args.repeats)
     if "steps" in parts:
         for nodes in (int(n) for n in args.step_sizes.split(",")):
             step_speed(nodes, args.steps, args.repeats)

@@ -198,6 +198,32 @@ def test_memory_across_episodes_through_the_cli_grid(memory_world: Path, tmp_pat
     assert [r for r in read_results(grid) if r["beta"] == 0.5] == read_results(alone)
 
 
+def test_one_child_per_process_serves_every_world_and_carries_nothing_between_them(
+        memory_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small grid runs in this process with one isolated child for the file, reused from world
+    to world; the file reveals a world at beta 0 and would remember it on the next world, a
+    copy of the same tree. Each world's episodes score what they score alone."""
+    import dream_gym.policy_files.isolated as isolated
+
+    launches: list[object] = []
+    real_launch = isolated.launch
+
+    def counted_launch(*args: Any, **kwargs: Any) -> Any:
+        launches.append(args)
+        return real_launch(*args, **kwargs)
+
+    monkeypatch.setattr(isolated, "launch", counted_launch)
+    spec = str(HOSTILE / "remembers_tree.py")
+    copy = write_world(tmp_path / "memory-copy", new_meta("memory-copy", "toy", "a toy task", workers=3),
+                       random_records(random.Random(11), 120))
+    grid = evaluate([spec], [memory_world, copy], betas="0,0.5", progress=False)
+    assert len(launches) == 1  # one sandboxed child for both worlds
+    _forget_memory()
+    alone = evaluate([spec], [copy], betas="0.5", progress=False)[0]
+    on_copy = next(r for r in grid if r.world == "memory-copy" and r.beta == 0.5)
+    assert on_copy.error is None and on_copy == alone
+
+
 # -- candidates through `dream-gym grow` -------------------------------------------------------------
 CANDIDATE = '''
 import ctypes, json, os, signal, socket, sys, time

@@ -24,7 +24,14 @@ COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi
 UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi", "openevolve")
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Sub-commands whose options cost an import (``train``'s come from the RL stack): when another
+#: command runs, their parsers are built without options.
+COSTLY_OPTIONS = ("train",)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``command`` (the sub-command about to run, "" for none), the
+    commands of :data:`COSTLY_OPTIONS` other than it get no options."""
     parser = argparse.ArgumentParser(
         prog="dream-gym",
         description="Recorded discovery trees as deterministic Gymnasium environments.",
@@ -32,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dream-gym {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(f"{__name__}.{name}").register(subparsers)
+        module = importlib.import_module(f"{__name__}.{name}")
+        if command is not None and name in COSTLY_OPTIONS and name != command:
+            module.register(subparsers, with_options=False)
+        else:
+            module.register(subparsers)
     for name in UNTRUSTED_COMMANDS:
         subparsers.choices[name].add_argument(
             "--unsafe-no-sandbox", action="store_true",
@@ -42,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(next((arg for arg in argv if not arg.startswith("-")), ""))
     args = parser.parse_args(argv)
     args.argv = argv  # provenance: `grow` records the exact command in world.json
     if getattr(args, "unsafe_no_sandbox", False):

@@ -5,22 +5,26 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from dream_gym.rl.training import ALGOS, ARCHS, config_fields
-
+def register(subparsers: argparse._SubParsersAction, with_options: bool = True) -> None:
+    """Add ``train``; ``with_options=False`` leaves out its options (another command runs: they
+    come from the training config, whose import loads the RL stack)."""
     p = subparsers.add_parser(
         "train", help="train an RL policy (MaskablePPO / PPO, macro or node-level) on a pool of worlds",
         description="Train MaskablePPO or PPO on a pool of worlds with the beta-priced objective (or plain V); "
                     "checkpoints durably and resumes a killed run from its --out folder; TensorBoard logs in "
                     "OUT/tb; evaluates on the held-out worlds every --eval-every steps (logged only). "
                     "The trained model (OUT/model.zip) works with --policy in eval, replay, grow.")
+    p.set_defaults(func=run)
+    if not with_options:
+        return
+    from dream_gym.rl.training import ALGOS, ARCHS, config_fields
+
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
     for name, default, doc in config_fields():
         flags = ["--" + name.replace("_", "-")] + (["-W"] if name == "workers" else [])  # -W/--workers = W
         kind = type(default)
         p.add_argument(*flags, type=kind, default=default, choices=choices.get(name),
                        help=f"{doc} (default: {default})", metavar=None if name in choices else name.upper())
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
