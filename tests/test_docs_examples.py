@@ -7,7 +7,8 @@
   shown under it must be a line it prints (a shown line ending in ``...`` is a prefix). A block
   marked ``{.no-run}`` (training, growing, OpenEvolve runs, a remote) is not run.
 * Everywhere, in text blocks (synopses) too: every option a ``dream-gym`` command line uses is one
-  its sub-command's ``--help`` lists, and every script a command line runs exists.
+  its sub-command's ``--help`` lists, and every script (``python path.py``) or project module
+  (``python -m experiments.x``) a command line runs exists.
 
 Pages that include a file kept elsewhere (``<!-- include: ... -->``) are read with it included,
 as the site shows them. Running the examples takes minutes (``slow``); the option, script and
@@ -34,6 +35,7 @@ from include import expand  # noqa: E402  (the docs site's own include hook)
 
 FENCE = re.compile(r"^```(\w*)\s*(\{[^}]*\})?\s*$")
 SCRIPT = re.compile(r"(?:^|\s)(?:\S*/)?python3?\s+(?!-)(\S+\.py)\b")
+MODULE = re.compile(r"(?:^|\s)(?:\S*/)?python3?\s+-m\s+((?:experiments|benchmarks|agents|dream_gym)(?:\.\w+)+)")
 RUNNERS = ("console", "bash", "shell")
 
 
@@ -160,6 +162,10 @@ def test_every_script_a_command_runs_exists() -> None:
             for script in SCRIPT.findall(without_comment(command)):
                 if not (REPO / script).is_file():
                     missing.append(f"{block}: {script}")
+            for module in MODULE.findall(without_comment(command)):
+                path = REPO / module.replace(".", "/")
+                if not (path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()):
+                    missing.append(f"{block}: python -m {module}")
     assert not missing, "scripts named in the docs that do not exist:\n" + "\n".join(missing)
 
 
@@ -173,6 +179,8 @@ def test_the_checks_see_the_examples() -> None:
     assert command_lines(console) == [("dream-gym replay w --beta 0.5", ["world w"]), ("ls", [])]
     assert shows(["world w policy greedy"], "world w   policy greedy") and shows(["V = 0.5 best"], "V = 0.5 ...")
     assert not shows(["V = 0.5475"], "V = 0.5476") and not shows(["V = 0.5"], "W ...")
+    assert MODULE.findall("nice -n 5 .venv/bin/python -m experiments.rl.budget --x") == ["experiments.rl.budget"]
+    assert SCRIPT.findall(".venv/bin/python agents/train_ppo.py --help") == ["agents/train_ppo.py"]
     assert subcommand_of(["worlds", "import"]) == ("worlds", "import") and subcommand_of(["replay", "w"]) == ("replay",)
 
 
