@@ -1,7 +1,7 @@
 """Replay speed against CartPole, measured in the same run, episode cost against world size, and
 world load time/memory.
 
-    python benchmarks/replay_speed.py [--steps 50000] [--repeats 10] [--step-sizes 151,600,1001]
+    python -m benchmarks.replay_speed [--steps 50000] [--repeats 10] [--step-sizes 151,600,1001]
                                       [--wide-sizes 150,1000,10000,100000] [--parts wide,steps,episodes,load]
 
 Prints (0) steps/s of W-wide frontier batches with default arguments on 150- to 100,000-node
@@ -16,7 +16,9 @@ worlds (the target's sizes) and a 1,001-node one (the size of recorded-v1's bigg
 episodes/s of one policy on a 150-node and a 100,000-node world of the same shape (a fresh
 session per episode, as evaluation runs them, and one session reset between episodes): the
 reset and set-up costs must not grow with the world; (3) load time and peak memory of 1k / 10k /
-100k-node worlds (each load in a fresh process, so peak RSS is that load's own).
+100k-node worlds (each load in a fresh process, so peak RSS is that load's own), and that peak
+against the memory the parsed node records alone take (read in another fresh process; target:
+at most 1.5x).
 """
 
 from __future__ import annotations
@@ -198,19 +200,34 @@ def reset_cost(policy: str, repeats: int) -> None:
           "target >= 0.5\n")
 
 
-LOAD_SNIPPET = """
-import json, resource, sys, time
+# Peak RSS is the process's own high-water mark (VmHWM): ru_maxrss would also count the RSS of
+# the forked benchmark process that exec'd it (Linux keeps that maximum across exec).
+PEAK = "int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) / 1024"
+
+LOAD_SNIPPET = f"""
+import json, sys, time
 t = time.perf_counter()
 from dream_gym.world import load_world
 w = load_world(sys.argv[1])
-print(json.dumps({"seconds": time.perf_counter() - t, "nodes": w.size,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({{"seconds": time.perf_counter() - t, "nodes": w.size, "peak_mb": {PEAK}}}))
 """
 
-BASELINE_SNIPPET = """
-import json, resource
+RECORDS_SNIPPET = """
+import json, resource, sys
+from pathlib import Path
+from dream_gym.world import read_node_file
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+base = rss_mb()
+records = read_node_file(Path(sys.argv[1]) / "nodes.jsonl")
+print(json.dumps({"records_mb": rss_mb() - base}))
+"""
+
+BASELINE_SNIPPET = f"""
+import json
 import numpy, dream_gym.world
-print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({{"peak_mb": {PEAK}}}))
 """
 
 
@@ -232,6 +249,8 @@ def load_cost(sizes: list[int]) -> list[dict]:
             out = subprocess.run([sys.executable, "-c", LOAD_SNIPPET, str(folder)], capture_output=True,
                                  text=True, check=True).stdout
             row = json.loads(out)
+            row.update(json.loads(subprocess.run([sys.executable, "-c", RECORDS_SNIPPET, str(folder)],
+                                                 capture_output=True, text=True, check=True).stdout))
             row["file_mb"] = (folder / "nodes.jsonl").stat().st_size / 2**20
             row["world_mb"] = row["peak_mb"] - base
             rows.append(row)
@@ -259,10 +278,12 @@ def main() -> None:
         reset_cost("fixed", max(3, args.repeats // 2))
     if "load" in parts:
         print("## World load (fresh process each)")
-        print("| nodes | nodes.jsonl MB | load s | memory MB (peak RSS above an empty import) |")
-        print("|---:|---:|---:|---:|")
+        print("| nodes | nodes.jsonl MB | load s | memory MB (peak RSS above an empty import) | parsed records MB "
+              "| peak / records (target <= 1.5) |")
+        print("|---:|---:|---:|---:|---:|---:|")
         for row in load_cost([int(s) for s in args.sizes.split(",")]):
-            print(f"| {row['nodes']:,} | {row['file_mb']:.1f} | {row['seconds']:.2f} | {row['world_mb']:.0f} |")
+            print(f"| {row['nodes']:,} | {row['file_mb']:.1f} | {row['seconds']:.2f} | {row['world_mb']:.0f} | "
+                  f"{row['records_mb']:.0f} | {row['world_mb'] / row['records_mb']:.2f} |")
 
 if __name__ == "__main__":
     main()

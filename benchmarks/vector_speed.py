@@ -2,7 +2,13 @@
 steps/s of the Replay-v0 vector env against the single ReplayEnv, and the env's share of
 MaskablePPO training time, each measured in the same run (contenders interleaved).
 
-    python benchmarks/vector_speed.py [--num-envs 1024] [--nodes 300] [--repeats 5]
+    python -m benchmarks.vector_speed [--num-envs 1024] [--nodes 300] [--repeats 5]
+                                      [--against-cartpole 251,1001] [--counts 1024,4096]
+                                      [--parts cartpole,macro,node,train]
+
+First, the node-level vector env through ``gym.make_vec("DreamGym/Replay-v1", N,
+vectorization_mode="vector_entry_point")`` against Gymnasium's own CartPole vector env at N =
+1,024 and 4,096 on 251- and 1,001-node worlds (target: >= 0.5x CartPole's env-steps/s).
 
 Worlds: 8 root-and-chains worlds (``replay_speed.chain_world_records``, 8 branches each) of
 ``--nodes`` nodes, W = 4. Actions: uniform over the 10 macro actions (a masked one stops, as it
@@ -19,8 +25,8 @@ import time
 
 import gymnasium as gym
 import numpy as np
-from replay_speed import chain_world_records
 
+from benchmarks.replay_speed import chain_world_records
 from dream_gym.env import ReplayEnv
 from dream_gym.rl import MACRO_ACTIONS, MacroReplayEnv, MacroVectorEnv, sb3_vec_env
 from dream_gym.vector_env import ReplayVectorEnv
@@ -138,6 +144,58 @@ def node_speed(worlds: list[World], num_envs: int, repeats: int) -> None:
     print()
 
 
+def newest_batches(env: ReplayVectorEnv) -> np.ndarray:
+    """W-wide batches in O(N x W): the root while it may open a branch, then the newest revealed
+    nodes (mostly open leaves; a closed one is dropped, as the env's rules say)."""
+    replay, w = env.replay, env.workers
+    slots = np.arange(w)[None, :]
+    newest = replay.observed[:, None] - 1 - (slots - replay.root_slots[:, None])
+    return np.where(slots < replay.root_slots[:, None], 0, np.clip(newest, 0, env.max_nodes))
+
+
+def vector_wide_rate(env: ReplayVectorEnv, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        env.step(newest_batches(env))
+    return steps * env.num_envs / (time.perf_counter() - start)
+
+
+def cartpole_vector_rate(env, actions: np.ndarray, steps: int) -> float:
+    start = time.perf_counter()
+    for i in range(steps):
+        env.step(actions[i % len(actions)])
+    return steps * env.num_envs / (time.perf_counter() - start)
+
+
+def vector_against_cartpole(sizes: list[int], counts: list[int], repeats: int) -> None:
+    """The Replay-v1 vector env (``gym.make_vec(..., "vector_entry_point")``, default arguments)
+    against Gymnasium's CartPole vector env at each N, in the same run (blocks interleaved)."""
+    rng = np.random.default_rng(2)
+    print("## Vector replay against Gymnasium's CartPole vector env (env-steps/s, W = 4, W-wide batches "
+          "of the root and the newest nodes; medians of interleaved blocks)")
+    print("| world | N | Replay-v1 vector | CartPole-v1 vector | ratio | target |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n in counts:
+        cartpole = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
+        cartpole.reset(seed=0)
+        actions = rng.integers(2, size=(64, n))
+        envs = {}
+        for nodes in sizes:
+            env = gym.make_vec("DreamGym/Replay-v1", num_envs=n, vectorization_mode="vector_entry_point",
+                               world=worlds_of(nodes))
+            env.reset(seed=0)
+            vector_wide_rate(env, 3)  # compile the kernels before measuring
+            envs[nodes] = env
+        steps = max(20, 40_000 // n)
+        contenders = {"cartpole": lambda c=cartpole, a=actions, k=steps: cartpole_vector_rate(c, a, k)}
+        contenders.update({nodes: lambda e=env, k=steps: vector_wide_rate(e, k) for nodes, env in envs.items()})
+        rates = interleaved(contenders, repeats)
+        for nodes in sizes:
+            print(f"| {envs[nodes].unwrapped.pool.max_size:,} nodes | {n:,} | {rates[nodes]:,.0f} | "
+                  f"{rates['cartpole']:,.0f} | {rates[nodes] / rates['cartpole']:.2f} | >= 0.5 |")
+    print()
+
+
 class TimedVecEnv:
     """Counts the seconds spent inside an SB3 VecEnv's step_wait and reset."""
 
@@ -180,10 +238,24 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--train-steps", type=int, default=40_960)
+    parser.add_argument("--against-cartpole", default="251,1001",
+                        help="world sizes of the vector table against CartPole's vector env ('' to skip)")
+    parser.add_argument("--counts", default="1024,4096", help="N of that table")
+    parser.add_argument("--parts", default="cartpole,macro,node,train", help="which tables to print")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if "cartpole" in parts and args.against_cartpole:
+        vector_against_cartpole([int(n) for n in args.against_cartpole.split(",")],
+                                [int(n) for n in args.counts.split(",")], args.repeats)
+    if not parts & {"macro", "node", "train"}:
+        return
     worlds = worlds_of(args.nodes)
-    macro_speed(worlds, args.num_envs, args.repeats)
-    node_speed(worlds, args.num_envs, args.repeats)
+    if "macro" in parts:
+        macro_speed(worlds, args.num_envs, args.repeats)
+    if "node" in parts:
+        node_speed(worlds, args.num_envs, args.repeats)
+    if "train" not in parts:
+        return
     print("## MaskablePPO on the SB3 adapter: the env's share of training time")
     print("| n_envs | training fps | env seconds / total seconds | env share |")
     print("|---:|---:|---:|---:|")
