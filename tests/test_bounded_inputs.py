@@ -143,6 +143,7 @@ LOAD_BOTH_WAYS = """
 """
 
 
+@pytest.mark.slow
 def test_a_2_gib_gzip_bomb_of_one_line_stops_at_the_line_limit_in_little_memory(tmp_path):
     bomb = zeros_bomb()
     assert len(bomb) < 3 * MB
@@ -156,6 +157,7 @@ def test_a_2_gib_gzip_bomb_of_one_line_stops_at_the_line_limit_in_little_memory(
     assert report["peak_mb"] < PEAK_MB, report
 
 
+@pytest.mark.slow
 def test_a_2_gib_gzip_bomb_of_valid_lines_stops_at_the_decompressed_limit_in_little_memory(tmp_path):
     folder = _world(tmp_path / "bomb", padded_lines_bomb(), gz=True)
     report = _run_python(LOAD_BOTH_WAYS.format(folder=str(folder)))
@@ -236,6 +238,7 @@ def store(tmp_path, monkeypatch):
     return {"DREAM_GYM_HOME": str(home), "DREAM_GYM_SHIPPED": str(tmp_path / "none")}
 
 
+@pytest.mark.slow
 def test_worlds_download_of_a_bomb_archive_fails_in_one_line_in_little_memory_and_keeps_the_stored_copy(
         tmp_path, store):
     good = write_world(tmp_path / "good" / "w", _meta(id="w"), [json.loads(ROOT)])

@@ -79,6 +79,7 @@ def table_blocks(stdout: str) -> list[list[str]]:
     return blocks
 
 
+@pytest.mark.slow
 def test_eval_exits_1_and_names_the_failing_policy_once(failing_eval: tuple[subprocess.CompletedProcess[str], Path],
                                                          policies: dict[str, Path]) -> None:
     done, _ = failing_eval
@@ -192,6 +193,7 @@ def test_unknown_worlds_point_to_the_command_that_lists_them() -> None:
     assert "unknown world 'nothing-like-it'" in line and "`dream-gym worlds list`" in line
 
 
+@pytest.mark.slow
 def test_replay_exits_1_naming_the_error_once_and_says_its_w(policies: dict[str, Path], tmp_path: Path) -> None:
     raises = tmp_path / "raises.py"
     raises.write_text("def act(view):\n    raise ValueError('boom in act')\n")

@@ -207,6 +207,7 @@ def test_the_default_remote_comes_from_dream_gym_remote(hub, tmp_path, monkeypat
     assert ds.load("me/toy-v0/world-a", download=True).size == 3
 
 
+@pytest.mark.slow
 def test_without_network_the_cli_prints_one_line_and_the_api_names_remote_and_cause(hub, tmp_path):
     pack_version(tmp_path, 0)
     ds.upload("me/toy-v0", "hf://me")

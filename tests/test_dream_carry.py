@@ -58,6 +58,7 @@ def _two_phases(out, developer_1, developer_2, m1: int = 3, m2: int = 3):
     return one, two
 
 
+@pytest.mark.slow
 def test_carried_versions_are_scored_exactly_on_the_grown_history_evaluating_only_the_new_world(tmp_path):
     scripted = Scripted([revs.WEAK])
     one, two = _two_phases(tmp_path, Scripted([revs.WEAK, revs.strong()]), scripted, m2=2)
@@ -80,6 +81,7 @@ def test_carried_versions_are_scored_exactly_on_the_grown_history_evaluating_onl
     assert [c["source"] for c in two.carried] == [[p.phase, p.m] for p in past]
 
 
+@pytest.mark.slow
 def test_a_revision_with_the_code_of_a_carried_version_reuses_its_scores(tmp_path):
     first, second = _worlds()
     one = improvement_step(tmp_path, 1, "greedy", first, Scripted([revs.WEAK, revs.strong()]), DreamSettings(3, SCORING))
@@ -94,6 +96,7 @@ def test_a_revision_with_the_code_of_a_carried_version_reuses_its_scores(tmp_pat
                                           abs=1e-12)
 
 
+@pytest.mark.slow
 def test_builtin_developer_carries_earlier_phases_and_resume_proposes_the_same(tmp_path):
     first, second = _worlds()
     a, b = tmp_path / "a", tmp_path / "b"

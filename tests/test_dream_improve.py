@@ -74,6 +74,7 @@ def test_selected_version_never_scores_below_the_incumbent_and_is_the_argmax(ver
 # ------------------------------------------------------------------------- the step
 
 
+@pytest.mark.slow
 def test_m_counts_the_incumbent_and_a_tie_keeps_it(tmp_path):
     wrapper, _ = incumbent_source("fixed")
     developer = ScriptedDeveloper([wrapper, wrapper])  # revisions identical to the incumbent
@@ -85,6 +86,7 @@ def test_m_counts_the_incumbent_and_a_tie_keeps_it(tmp_path):
     assert result.selected_m == result.deployed_m == 0
 
 
+@pytest.mark.slow
 def test_determinism_gate_refuses_an_unseeded_random_policy(tmp_path):
     developer = ScriptedDeveloper([revs.UNSEEDED_RANDOM])
     result = improvement_step(tmp_path, 1, "greedy", _history(), developer, DreamSettings(2, SCORING))
@@ -94,6 +96,7 @@ def test_determinism_gate_refuses_an_unseeded_random_policy(tmp_path):
     assert result.selected_m == 0
 
 
+@pytest.mark.slow
 def test_determinism_gate_refuses_a_policy_that_depends_on_the_hash_seed(tmp_path):
     history = resolve_worlds("sd-fixed-s0,lasso-ucb-s0")
     result = improvement_step(tmp_path, 1, "greedy", history, ScriptedDeveloper([revs.HASH_ORDER]),
