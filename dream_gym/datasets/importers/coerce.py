@@ -90,8 +90,3 @@ def json_safe(value: Any) -> Any:
 def world_name_from(text: str) -> str:
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-._")
     return name or "imported"
-
-
-def same_code(a: str | None, b: str | None) -> bool:
-    """Two programs hold the same code (surrounding whitespace aside)."""
-    return a is not None and b is not None and a.strip() == b.strip()

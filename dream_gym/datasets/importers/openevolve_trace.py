@@ -6,7 +6,7 @@ child: ``iteration``, ``timestamp``, ``parent_id``, ``child_id``, both programs'
 every child is a program, and a parent that is never a child (the initial program, or a program
 of a phase the log does not cover) is rebuilt from its ``parent_*`` fields; the earliest such
 parent is the root. The programs then go through the same reading as the checkpoint importer
-(:func:`.openevolve._program`: metric, errors, island, iteration) and the same tree building.
+(:func:`.openevolve_programs._program`: metric, errors, island, iteration) and the same tree building.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from .base import ImportReport, RunImportError, check_options, check_out_folder, write_imported_world
 from .coerce import to_float, to_id
-from .openevolve import LABEL, _from_trace, _metrics_of, _program
 from .openevolve_layout import read_traces
+from .openevolve_programs import LABEL, _from_trace, _metrics_of, _program
 from .tree import build_world_records
 
 

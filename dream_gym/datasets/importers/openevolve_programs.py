@@ -1,0 +1,124 @@
+"""One OpenEvolve program record (a ``programs/*.json`` file, or a line of the evolution trace) as a
+:class:`~.base.Program`: its metric and validity, errors, costs, island and iteration. Shared by
+the checkpoint importer (:mod:`.openevolve`), the trace-only importer (:mod:`.openevolve_trace`) and
+the OpenEvolve bridge, so that every path reads a program the same way."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .base import Program
+from .coerce import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
+
+LABEL = "OpenEvolve"
+VALIDITY_KEYS = ("validity", "valid", "valid_solution", "is_valid")
+# metadata keys moved to their own node fields (or redundant: the parent's metrics).
+_METADATA_TAKEN = ("island", "migrant", "changes", "parent_metrics", "token_ledger")
+
+
+def _metrics_of(raw: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in as_dict(raw.get("metrics")).items():
+        number = to_float(value)
+        out[str(name)] = number if number is not None else value
+    return out
+
+
+def _error_of(metrics: dict[str, Any], metric: str, diagnostics: Any, stderr: Any) -> str | None:
+    """The reason a program has no valid score, or None when it has one."""
+    reasons = []
+    if "error" in metrics:
+        reasons.append(f"evaluator reported error={metrics['error']!r}")
+    for key in VALIDITY_KEYS:
+        if key in metrics and to_float(metrics[key]) == 0.0:
+            reasons.append(f"{key}=0")
+    value = to_float(metrics.get(metric))
+    if value is None:
+        reasons.append(f"metric {metric!r} missing")
+    elif not math.isfinite(value):
+        reasons.append(f"metric {metric!r} is {value}")
+    if not reasons:
+        return None
+    if isinstance(diagnostics, dict):
+        for key, text in diagnostics.items():
+            if any(word in str(key).lower() for word in ("stderr", "traceback", "error")) and text:
+                reasons.append(f"{key}: {str(text)[:2000]}")
+                break
+    if isinstance(stderr, str) and stderr.strip():
+        reasons.append(f"stderr: {stderr.strip()[-2000:]}")
+    return "; ".join(reasons)
+
+
+def _ledger_cost(ledger: Any) -> dict[str, Any] | None:
+    """Noema's per-child token ledger (``metadata.token_ledger.calls``) as a node cost."""
+    ledger = as_dict(ledger)
+    calls = [c for c in ledger.get("calls") or [] if isinstance(c, dict)]
+    if not calls:
+        return None
+    total = {"usd": 0.0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0}
+    for call in calls:
+        total["usd"] += to_finite(call.get("cost")) or 0.0
+        total["tokens_in"] += to_int(call.get("prompt_tokens")) or 0
+        total["tokens_out"] += to_int(call.get("completion_tokens")) or 0
+        total["seconds"] += to_finite(call.get("latency_s")) or 0.0
+    return total | {"calls": len(calls), "call_ids": [c.get("call_id") for c in calls if c.get("call_id")]}
+
+
+def _program(raw: dict[str, Any], metric: str, phase: str | None, trace: dict[str, Any] | None) -> Program:
+    node_id = to_id(raw.get("id"))
+    assert node_id is not None
+    metadata = as_dict(raw.get("metadata"))
+    metrics = _metrics_of(raw)
+    diagnostics = parse_structure(raw.get("artifacts_json"))
+    error = _error_of(metrics, metric, diagnostics, metadata.get("stderr"))
+    iteration = to_int(raw.get("iteration_found"))
+    extra: dict[str, Any] = {"metrics": metrics}
+    prompts = parse_structure(raw.get("prompts"))
+    if prompts:
+        extra["prompts"] = prompts
+    if diagnostics:
+        extra["diagnostics"] = diagnostics
+    trace_metadata = as_dict((trace or {}).get("metadata"))
+    cost = _ledger_cost(metadata.get("token_ledger") or trace_metadata.get("token_ledger"))
+    if cost:
+        extra["cost"] = cost
+    parent = to_id(raw.get("parent_id"))
+    migrant = to_bool(metadata.get("migrant", False)) or "_migrant_" in node_id
+    extra["openevolve"] = {
+        "generation": to_int(raw.get("generation")),
+        "iteration_found": iteration,
+        "timestamp": to_float(raw.get("timestamp")),
+        "island": to_int(metadata.get("island")),
+        "changes": metadata.get("changes") or raw.get("changes_description"),
+        "language": raw.get("language"),
+        "complexity": to_float(raw.get("complexity")),
+        "diversity": to_float(raw.get("diversity")),
+        "parent_id": parent,
+        "phase": phase,
+        "metadata": {k: v for k, v in metadata.items() if k not in _METADATA_TAKEN} or None,
+    }
+    return Program(
+        id=node_id,
+        parent=parent,
+        score=None if error else to_float(metrics[metric]),
+        error=error,
+        timestamp=to_float(raw.get("timestamp")),
+        order=None if iteration is None else float(iteration),
+        round=iteration,
+        code=raw.get("code") if isinstance(raw.get("code"), str) else None,
+        copy_of=parent if migrant else None,
+        phase=phase,
+        extra=extra,
+    )
+
+
+def _from_trace(child: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A program record rebuilt from its evolution-trace line (it was pruned from every snapshot)."""
+    return {
+        "id": child, "parent_id": entry.get("parent_id"), "code": entry.get("child_code"),
+        "metrics": entry.get("child_metrics"), "timestamp": entry.get("timestamp"),
+        "iteration_found": entry.get("iteration"), "generation": entry.get("generation"),
+        "metadata": {"island": entry.get("island_id"), "changes": entry.get("child_changes_description")},
+        "prompts": entry.get("prompt"), "recovered_from": "evolution_trace",
+    }
