@@ -65,7 +65,7 @@ def replay_value(progress: Progress) -> Any:
 # about [0.2, 25] (below, the oracle already reaches q = 1; above, it stops at once); V's own
 # price, beta1 * (recorded attempts), is 0.75 on a 250-attempt world. 2 -> 0.5 was chosen on an
 # inner split of the shipped models' train pool (recorded-v1's and recorded-v0's train splits, with
-# prefixes), never a held-out split (benchmarks/rl_price_range.py; 2 -> 0.1 before the pool and the
+# prefixes), never a held-out split (experiments/rl/price_range.py; 2 -> 0.1 before the pool and the
 # observation changed).
 DEFAULT_PRICE_HIGH = 2.0
 DEFAULT_PRICE_LOW = 0.5

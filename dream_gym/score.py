@@ -1,6 +1,6 @@
 """Scores: quality normalisation q, the replay score V (v1) and the Pareto objective (v2).
 
-v1, per episode (SPEC §4, the paper's replay score)::
+v1, per episode (the paper's replay score; docs/concepts/score.md)::
 
     V = max_{v revealed} q(s_v) - beta1 * N + beta2 * N / max(1, k)
 
@@ -19,8 +19,8 @@ v2, per policy and world over a beta grid (the paper's appendix): each episode g
 ``auc`` is the area of [0,1]^2 dominated by the points (reference point (1, 0)); the parallel
 penalty is the mean of rounds/attempts over the grid; ``value = auc - lambda * penalty``.
 
-The oracle limit (the best V any policy can reach on a world) lives in :mod:`dream_gym.oracle`
-and is re-exported here: ``dream_gym.score.oracle_limit``.
+The oracle limit (the best V any policy can reach on a world) lives in :mod:`dream_gym.oracle`,
+which builds on these formulas (this module imports nothing of dream_gym).
 """
 
 from __future__ import annotations
@@ -28,10 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from dream_gym.oracle import OracleLimit, oracle_limit
 
 DEFAULT_BETA1 = 0.003
 DEFAULT_BETA2 = 0.02
@@ -110,24 +106,13 @@ def v2_objective(
     return V2Result(auc=auc, penalty=penalty, value=auc - lam * penalty, front=tuple(pareto_front(points)))
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy re-export: dream_gym.oracle imports this module's formulas, so it cannot be imported here.
-    if name in ("OracleLimit", "oracle_limit"):
-        from dream_gym import oracle
-
-        return getattr(oracle, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "DEFAULT_BETA1",
     "DEFAULT_BETA2",
     "DEFAULT_BETA_GRID",
     "DEFAULT_LAMBDA",
     "Normalizer",
-    "OracleLimit",
     "V2Result",
-    "oracle_limit",
     "pareto_auc",
     "pareto_front",
     "parallel_penalty",
