@@ -18,8 +18,9 @@ demo: $(STAMP)
 	$(BIN)/dream-gym demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check dream_gym agents tests benchmarks recorded_worlds/recorded-v0/make_card.py recorded_worlds/recorded-v1/build.py
+	$(BIN)/ruff check dream_gym agents tests benchmarks experiments recorded_worlds/recorded-v0/make_card.py recorded_worlds/recorded-v1/build.py
 	$(BIN)/mypy dream_gym
+	$(BIN)/lint-imports --no-cache
 
 # The docs site (mkdocs.yml): any broken link, missing page or failing docstring import is an error.
 docs: $(STAMP)
@@ -29,22 +30,22 @@ docs: $(STAMP)
 test: lint docs
 	$(BIN)/python -m pytest -n 2 -q --nbmake tests notebooks
 
-# Fast tests only, for the edit-run loop.
+# Fast tests only, for the edit-run loop: no test marked slow, no notebook (make test runs both).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q -m "not slow" --nbmake tests notebooks
+	$(BIN)/python -m pytest -n 2 -q -m "not slow" tests
 
 # Grow (or resume) every world of dream-gym/recorded-v1, then write its dataset.json and card (~1 h on 2 cores).
 dataset: $(STAMP)
 	nice -n 5 $(BIN)/python recorded_worlds/recorded-v1/build.py
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/replay_speed.py
-	$(BIN)/python benchmarks/vector_speed.py
-	$(BIN)/python benchmarks/eval_speed.py
-	$(BIN)/python benchmarks/isolation_overhead.py
-	$(BIN)/python benchmarks/online_cost.py
-	$(BIN)/python benchmarks/oracle_speed.py
-	$(BIN)/python benchmarks/import_runs.py
+	$(BIN)/python -m benchmarks.replay_speed
+	$(BIN)/python -m benchmarks.vector_speed
+	$(BIN)/python -m benchmarks.eval_speed
+	$(BIN)/python -m benchmarks.isolation_overhead
+	$(BIN)/python -m benchmarks.online_cost
+	$(BIN)/python -m benchmarks.oracle_speed
+	$(BIN)/python -m benchmarks.import_runs
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

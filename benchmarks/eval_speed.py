@@ -1,8 +1,8 @@
 """Evaluation speed: episodes/s of the built-in baselines on the replay fast path, and the wall time
 of ~1,000 policy x world x beta episodes with ``dream_gym.evaluate.evaluate(jobs=2)``.
 
-    .venv/bin/python benchmarks/eval_speed.py            # full run (~1 min on 2 cores)
-    .venv/bin/python benchmarks/eval_speed.py --profile  # also cProfile the serial grid
+    .venv/bin/python -m benchmarks.eval_speed            # full run (~1 min on 2 cores)
+    .venv/bin/python -m benchmarks.eval_speed --profile  # also cProfile the serial grid
 
 Worlds are random trees written to a temporary folder (parent of node i: a uniformly random
 earlier node 70% of the time, else node i-1, so there are both wide and deep parts; 10% of the

@@ -1,6 +1,6 @@
 """Import every real run in ../shared/external-runs and a generated resumed run; print the table.
 
-    .venv/bin/python benchmarks/import_runs.py [--repeats 3]
+    .venv/bin/python -m benchmarks.import_runs [--repeats 3]
 
 For each run: files read, programs, nodes, migrant/island copies collapsed, phases stitched,
 orphans attached, invalid nodes, best score, and the import time (min–max over the repeats)
@@ -15,18 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
-import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
+from dream_gym.datasets.importers import import_run
+from tests.openevolve_runs import write_resumed_run
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from openevolve_runs import write_resumed_run  # noqa: E402
-
-from dream_gym.datasets.importers import import_run  # noqa: E402
 
 EXTERNAL = ROOT.parent / "shared" / "external-runs"
 METRICS = {"no-three-in-line": "overall_score"}

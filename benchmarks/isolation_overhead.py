@@ -1,6 +1,6 @@
 """Isolation overhead: episodes/s of a policy file run isolated vs the same file in-process.
 
-    .venv/bin/python benchmarks/isolation_overhead.py [--nodes 150] [--episodes 60] [--grid-rounds 3]
+    .venv/bin/python -m benchmarks.isolation_overhead [--nodes 150] [--episodes 60] [--grid-rounds 3]
 
 Part 1, the shipped held-out grid (16 worlds of 251 nodes x 11 betas) through ``evaluate``:
 agents/example_policy.py as a policy file (isolated: one sandboxed child per job process, reused
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -90,11 +89,10 @@ def grid_overhead(rounds: int) -> None:
     """Wall time of the held-out grid: the example policy file isolated vs in-process, same run.
     At the default jobs the file runs from this process (a small grid) and the reference is the
     serial backend without a watchdog; at jobs=2 both run in two job processes."""
-    sys.path.insert(0, str(EXAMPLE.parent))  # example_policy:Policy, importable in job processes too
     configs = {"default jobs": ({}, {"backend": "serial", "task_timeout": None}),
                "jobs=2": ({"jobs": 2}, {"jobs": 2})}
     for label, (file_options, class_options) in configs.items():
-        runs = {"isolated": (str(EXAMPLE), file_options), "in-process": ("example_policy:Policy", class_options)}
+        runs = {"isolated": (str(EXAMPLE), file_options), "in-process": ("agents.example_policy:Policy", class_options)}
         seconds: dict[str, list[float]] = {name: [] for name in runs}
         rows: dict[str, list[dict]] = {}
         for _ in range(rounds):

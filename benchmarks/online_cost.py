@@ -1,6 +1,6 @@
 """Online vs replay cost, and the worker pool's parallel efficiency.
 
-    python benchmarks/online_cost.py [--skip-pool]
+    python -m benchmarks.online_cost [--skip-pool]
 
 (1) For every shipped world: the seconds its online run took (run_summary.json) against the
 seconds one replay episode of a policy takes on it (mean over the built-in policies at beta 0.5,

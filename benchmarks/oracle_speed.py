@@ -1,6 +1,6 @@
 """Speed of the oracle limit on 1k / 10k / 100k-node worlds, against loading the same world.
 
-    python benchmarks/oracle_speed.py [--repeats 3]
+    python -m benchmarks.oracle_speed [--repeats 3]
 
 For each size, shape (root + chains, bushy) and frontier rule, prints the median seconds of
 ``oracle_limit`` at the default beta1/beta2, at beta2 = 0, with ``max_rounds=3`` and with a tiny
@@ -15,17 +15,13 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from worldgen import meta_for, random_records  # noqa: E402
-
-from dream_gym.oracle import oracle_limit  # noqa: E402
-from dream_gym.world import load_world  # noqa: E402
+from dream_gym.oracle import oracle_limit
+from dream_gym.world import load_world
+from tests.worldgen import meta_for, random_records
 
 SETTINGS = {
     "default": {},

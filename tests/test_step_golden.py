@@ -24,15 +24,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from worldgen import make_world, random_records
 
-sys.path.insert(0, str(Path(__file__).parent))
-from worldgen import make_world, random_records  # noqa: E402
-
-from dream_gym.env import ReplayEnv  # noqa: E402
-from dream_gym.replay import IllegalBatchError  # noqa: E402
-from dream_gym.session import ReplaySession  # noqa: E402
-from dream_gym.vector_env import ReplayVectorEnv  # noqa: E402
-from dream_gym.view import NODE_FIELDS, PrefixView, thaw  # noqa: E402
+from dream_gym.env import ReplayEnv
+from dream_gym.replay import IllegalBatchError
+from dream_gym.session import ReplaySession
+from dream_gym.vector_env import ReplayVectorEnv
+from dream_gym.view import NODE_FIELDS, PrefixView, thaw
 
 GOLDEN = Path(__file__).parent / "data" / "step_golden.json"
 DIGEST_CHARS = 16

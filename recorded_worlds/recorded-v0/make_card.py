@@ -106,7 +106,7 @@ def card(worlds: list) -> str:
     for w in worlds:
         lines.append(f"- `{w.id}`: `{w.meta.get('command', '(see grow_all.sh)')}`")
     lines += ["", "Seconds each world took to grow (2 cores shared with other work): `grow_times.txt`.", ""]
-    stats = HERE / "STATS.md"  # written by benchmarks/world_stats.py --section recorded_worlds/STATS.md
+    stats = HERE / "STATS.md"  # written by experiments/world_stats.py --section recorded_worlds/STATS.md
     if stats.is_file():
         lines += ["## Discovery statistics and the oracle limit", "", stats.read_text(encoding="utf-8")]
     return "\n".join(lines)

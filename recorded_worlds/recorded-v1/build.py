@@ -9,7 +9,7 @@ disk at once, so a killed build loses at most the attempts in flight). A finishe
 are stored compressed (``nodes.jsonl.gz``, :func:`dream_gym.world_writer.compress_world`). The seconds each
 world took are appended to ``grow_times.txt``. Then ``dataset.json`` (ids, fixed split, sha256 of
 every file) and ``README.md`` (the card: worlds, statistics and the agents' targets, the exact
-commands, grow times) are written; ``STATS.md`` beside it (``benchmarks/world_stats.py --section``:
+commands, grow times) are written; ``STATS.md`` beside it (``experiments/world_stats.py --section``:
 real runs vs these worlds) is appended to the card when present.
 
 The split is fixed by task and seed: every circle-packing-32 world (a task no training world

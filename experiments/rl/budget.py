@@ -1,9 +1,9 @@
 """The choice of the RL training budget (docs/results/rl.md), made on a validation set that is never a test set.
 
-    nice -n 5 .venv/bin/python benchmarks/rl_budget.py --base out/rl-v1d --out out/rl-v1e \\
+    nice -n 5 .venv/bin/python -m experiments.rl.budget --base out/rl-v1d --out out/rl-v1e \\
         -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200
 
-At the budget ``rl_results.py`` used before this choice (120k macro, 240k node steps) the train-pool
+At the budget ``experiments.rl.results`` used before this choice (120k macro, 240k node steps) the train-pool
 curves of every kind were still rising. Per model kind two budgets, each over the same seeds and with
 every other option as given after ``--`` (the final table's pool):
 
@@ -28,18 +28,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from rl_choice import add_choice_arguments, choose, report_tests, seed_list, train_variant
-from rl_results import kind_options, split_extra
+from experiments.rl.choice import add_choice_arguments, choose, report_tests, seed_list, train_variant
+from experiments.rl.results import kind_options, split_extra
 
-REPO = Path(__file__).resolve().parents[1]
-SHORT = {"macro": 120_000, "node": 240_000}  # rl_results.py's STEPS when the budget was chosen
+REPO = Path(__file__).resolve().parents[2]
+SHORT = {"macro": 120_000, "node": 240_000}  # experiments.rl.results STEPS when the budget was chosen
 
 
 def main(argv: list[str] | None = None) -> int:
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kinds", default="macro,macro-v,node,node-v")
-    parser.add_argument("--base", type=Path, default=REPO / "out" / "rl", help="rl_results.py's run folders")
+    parser.add_argument("--base", type=Path, default=REPO / "out" / "rl", help="experiments.rl.results' run folders")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "rl-budget", help="the long runs' folders")
     parser.add_argument("--short", type=int, default=0, help="the shorter budget (default: SHORT of the arch)")
     parser.add_argument("--long", type=int, default=480_000, help="the longer budget, in env steps")
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         arch = kind_options(kind)[0]
         for steps, folder in ((args.short or SHORT[arch], args.base), (args.long, args.out)):
-            # runs longer than rl_results.py's first budget are evaluated every --eval-every steps
+            # runs longer than the results' first budget are evaluated every --eval-every steps
             options = ["--eval-every", str(args.eval_every)] if steps > SHORT[arch] else []
             models[kind, f"{steps // 1000}k"] = train_variant(kind, seeds, folder, kind, steps, [*extra, *options])
 

@@ -1,7 +1,7 @@
 """The PPO figures of docs/guides/train.md: ``agents/train_ppo.py`` over several seeds, as mean +- spread.
 
-    .venv/bin/python benchmarks/ppo_seeds.py                          # seeds 0,1,2, train_ppo defaults
-    .venv/bin/python benchmarks/ppo_seeds.py --seeds 0,1,2,3,4 --repeat -- --total-timesteps 300000
+    .venv/bin/python -m experiments.rl.seeds                          # seeds 0,1,2, train_ppo defaults
+    .venv/bin/python -m experiments.rl.seeds --seeds 0,1,2,3,4 --repeat -- --total-timesteps 300000
 
 Each seed runs ``agents/train_ppo.py --seed S --out OUT/seed-S [extra args]`` in its own process
 (so torch's settings start fresh each time) and writes ``summary.json`` there; a seed whose
@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TRAIN = REPO / "agents" / "train_ppo.py"
 FIGURES = (  # (label, how to read it from a summary)
     ("train s", lambda s: s["train"]["seconds"]),

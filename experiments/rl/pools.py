@@ -1,6 +1,6 @@
 """The choice of the RL training pool (docs/results/rl.md), made on a validation set that is never a test set.
 
-    nice -n 5 .venv/bin/python benchmarks/rl_pools.py --out out/rl-pools
+    nice -n 5 .venv/bin/python -m experiments.rl.pools --out out/rl-pools
 
 A policy never sees a world's size, and recorded-v1's train worlds are all long (250 or 1,000
 attempts) with progress that keeps coming; discovery runs come in every length, and many saturate
@@ -24,9 +24,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rl_choice import add_choice_arguments, choose, report_tests, seed_list, train_variant
+from experiments.rl.choice import add_choice_arguments, choose, report_tests, seed_list, train_variant
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PREFIXES = "50,100,200"
 POOLS = {
     "A": [],
@@ -35,7 +35,7 @@ POOLS = {
 }
 KINDS = ("macro", "macro-v")  # each chosen by its own objective's score (v2, mean V)
 # The v2 runs use the price range in force when the pool was chosen; the range was re-chosen on pool
-# C afterwards (benchmarks/rl_price_range.py), which moved the default to 2 -> 0.5.
+# C afterwards (experiments/rl/price_range.py), which moved the default to 2 -> 0.5.
 KIND_OPTIONS = {"macro": ["--price-high", "2", "--price-low", "0.1"], "macro-v": []}
 STEPS = 120_000  # the macro budget when the pool was chosen
 

@@ -1,8 +1,8 @@
 """The choice of PPO's entropy coefficient (docs/results/rl.md), made on the validation set.
 
-    nice -n 5 .venv/bin/python benchmarks/rl_entropy.py --base out/rl-v1d --out out/rl-ent \\
+    nice -n 5 .venv/bin/python -m experiments.rl.entropy --base out/rl-v1d --out out/rl-ent \\
         -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200
-    nice -n 5 .venv/bin/python benchmarks/rl_entropy.py --kinds macro-v,node-v --seeds 0,1,2,3,4 \\
+    nice -n 5 .venv/bin/python -m experiments.rl.entropy --kinds macro-v,node-v --seeds 0,1,2,3,4 \\
         --base out/rl-v1e --out out/rl-ent -- --worlds train,dream-gym/recorded-v0:train --prefixes 50,100,200
 
 With the budget chosen (``rl_budget.py``: 120k macro, 240k node steps for the v2 models), the v2
@@ -24,10 +24,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from rl_choice import Models, add_choice_arguments, choose, report_tests, seed_list, train_variant
-from rl_results import split_extra
+from experiments.rl.choice import Models, add_choice_arguments, choose, report_tests, seed_list, train_variant
+from experiments.rl.results import split_extra
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 INCUMBENT = "0.01"  # dream-gym train's default
 STEPS = {"macro": 120_000, "node": 240_000, "macro-v": 480_000, "node-v": 480_000}  # rl_budget.py's choices
 OPTIONS = {"macro-v": ["--eval-every", "120000"], "node-v": ["--eval-every", "120000"]}
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--values", default="0.003,0.03", help="entropy coefficients tried beside 0.01")
-    parser.add_argument("--base", type=Path, default=REPO / "out" / "rl", help="rl_results.py's run folders")
+    parser.add_argument("--base", type=Path, default=REPO / "out" / "rl", help="experiments.rl.results' run folders")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "rl-ent")
     parser.add_argument("--margin", type=float, default=0.005, help="a smaller validation gain keeps 0.01")
     parser.add_argument("--kinds", default="macro,node", help="the kind tried first, then the one tried if it moves")

@@ -14,11 +14,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rl_results import best_builtins, cell, own_score, real_runs, run, scored
-from world_stats import DEFAULT_RUNS
-
 from dream_gym.evaluate import resolve_worlds
 from dream_gym.policies import POLICIES
+from experiments.rl.results import best_builtins, cell, own_score, real_runs, run, scored
+from experiments.world_stats import DEFAULT_RUNS
 
 VALIDATION = "dream-gym/recorded-v0:heldout"  # no test set: 11 short runs of recorded-v0's tasks
 Models = dict[tuple[str, str], list[str]]

@@ -1,7 +1,7 @@
 """The RL results (docs/results/rl.md): every model kind over seeds against every built-in policy.
 
-    .venv/bin/python benchmarks/rl_results.py                                  # seeds 0,1,2; every kind
-    .venv/bin/python benchmarks/rl_results.py --seeds 0,1,2 --out out/rl --ship  # also copy the models shipped
+    .venv/bin/python -m experiments.rl.results                        # seeds 0,1,2; every kind
+    .venv/bin/python -m experiments.rl.results --seeds 0,1,2 --out out/rl
 
 1. Trains ``dream-gym train --arch A --seed S --out OUT/K-sS --timesteps STEPS[K]`` for every model
    kind K and seed, each in its own process (a finished run, i.e. one with ``summary.json``, is reused;
@@ -10,30 +10,26 @@
    ``options-long`` (v2 at the price chosen for long runs, in OPTIONS). Extra
    arguments after ``--`` go to every ``dream-gym train``.
 2. Evaluates every trained model and the nine built-ins over the default beta grid on the held-out
-   split and on the real runs of ``../shared/external-runs`` imported with W = 4 (benchmarks/
+   split and on the real runs of ``../shared/external-runs`` imported with W = 4 (experiments/
    world_stats.py's importer), and prints per set one leaderboard: each model kind as mean +-
    standard deviation over its seeds (v2, mean V, % of the oracle limit), each built-in once.
    ``--skip-real`` leaves out the real runs.
 3. Prints training time and fps per model kind and writes ``OUT/training_curves.png`` (v2 and
    mean V on the train pool and on the held-out worlds against steps, from each run's ``evals.jsonl``).
-4. With ``--ship``: copies, per kind, the seed with the best **train-pool** score of its own
-   objective (v2, or mean V for a ``-v`` kind; never a held-out figure) to the file
-   ``dream_gym.policies.trained.SHIPPED_MODELS`` names (``agents/models/ppo-<kind>.zip``) and
-   records its command in ``agents/models/README.md`` (the other kinds' lines stay). ``--ship-only``
-   ships from the runs without evaluating the tables again.
+
+Shipping the models is its own command, :mod:`experiments.rl.ship` (the same ``--kinds``, ``--seeds``,
+``--out`` and ``--ensemble``): it copies the chosen seeds to ``agents/models`` and writes the model card.
 
 ``--ensemble node`` (kinds adopted as seed ensembles on the validation set, docs/results/rl.md, "Seed
 ensembles") also trains the seeds of ``--ensemble-groups`` (default 0-4,5-9,10-14) and reports
 each group's :class:`dream_gym.rl.EnsemblePolicy` (spec ``a.zip+b.zip+...``) as one row, mean +- sd
-over the groups; ``--ship`` then ships the first group's members as that kind's shipped model
-(the files ``dream_gym.policies.trained.SHIPPED_MODELS`` names).
+over the groups.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,23 +37,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ppo_seeds import spread
-from world_stats import DEFAULT_RUNS, import_runs
-
 from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
-from dream_gym.policies.trained import SHIPPED_MODELS
+from experiments.rl.seeds import spread
+from experiments.world_stats import DEFAULT_RUNS, import_runs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # The final runs' budget and options per model kind, each chosen on the validation set by a rule
 # fixed before its runs (docs/results/rl.md, "The training budget" and "PPO's entropy coefficient"): env steps
-# (benchmarks/rl_budget.py; the long runs evaluate every 120k steps, not the default 50k, which would
+# (experiments/rl/budget.py; the long runs evaluate every 120k steps, not the default 50k, which would
 # evaluate the 103-world pool ten times) and the macro models' entropy coefficients
-# (benchmarks/rl_entropy.py, for the v2 and the V objective). The choice scripts pass
+# (experiments/rl/entropy.py, for the v2 and the V objective). The choice scripts pass
 # their own, earlier, budgets and options.
 # The options kinds (docs/results/rl.md, "Options over the built-ins") take the macro kinds' entropy and, fixed
 # before their first run, the macro v2 budget and half the macro V budget. ``options-long`` is
-# ``options`` at the price range benchmarks/rl_price_range.py chose for it on recorded-v1's long train
+# ``options`` at the price range experiments/rl/price_range.py chose for it on recorded-v1's long train
 # worlds (docs/results/rl.md, "Options priced for long runs").
 STEPS = {"macro": 120_000, "node": 240_000, "macro-v": 480_000, "node-v": 480_000, "options": 120_000,
          "options-v": 240_000, "options-long": 120_000}
@@ -110,7 +104,7 @@ def best_builtins(rows: dict[str, Any]) -> dict[str, Any]:
 
 
 def real_runs(runs: Path, into: Path) -> list[Any]:
-    """The real runs imported with W = 4 (benchmarks/world_stats.py's importer) into ``into``; a run
+    """The real runs imported with W = 4 (experiments/world_stats.py's importer) into ``into``; a run
     recorded as its root alone has no limit and is left out."""
     return [w for w in import_runs(runs, into, 4, lambda _: None) if w.size > 1]
 
@@ -245,45 +239,6 @@ def ensemble_label(kind: str, groups: list[list[int]]) -> str:
     return f"{kind} ×{len(groups[0])}"
 
 
-def ship(kind: str, runs: dict[int, dict[str, Any]], out: Path, target: Path,
-         groups: list[list[int]] | None) -> str:
-    """Copy a kind's shipped model (the best train-pool seed, or the first ensemble group's members)
-    to the files SHIPPED_MODELS names; returns its line of agents/models/README.md."""
-    files = SHIPPED_MODELS[f"ppo-{kind}"].split("+")
-    if groups is None:
-        if len(files) != 1:
-            raise ValueError(f"ppo-{kind} ships {len(files)} members (an ensemble): pass --ensemble {kind}")
-        key = f"train_{own_score(kind)}"
-        best = max(runs, key=lambda s: runs[s]["final"][key])
-        shutil.copyfile(out / f"{kind}-s{best}" / "model.zip", target / files[0])
-        return (f"- `{files[0]}`: seed {best} of {sorted(runs)}, `{runs[best]['command']}` (train-pool v2 "
-                f"{runs[best]['final']['train_v2']:.4f}, mean V {runs[best]['final']['train_mean_v']:.4f}, "
-                f"{runs[best]['seconds']:.0f} s)")
-    members = groups[0]
-    if len(files) != len(members):
-        raise ValueError(f"SHIPPED_MODELS names {len(files)} files for ppo-{kind}, the first group has {len(members)}")
-    for filename, seed in zip(files, members, strict=True):
-        shutil.copyfile(out / f"{kind}-s{seed}" / "model.zip", target / filename)
-    command = runs[members[0]]["command"].replace(f"--seed {members[0]} ", "--seed S ").replace(
-        f"{kind}-s{members[0]} ", f"{kind}-sS ")
-    return (f"- `{'`, `'.join(files)}`: the seed ensemble of seeds {members} (in this order; spec "
-            f"`ppo-{kind}`), each `{command}` (S = the seed; train-pool v2 of the members "
-            f"{spread([runs[s]['final']['train_v2'] for s in members])}, "
-            f"{spread([runs[s]['seconds'] for s in members])} s each)")
-
-
-def kept_lines(readme: Path) -> dict[str, str]:
-    """The shipped models' lines of an agents/models/README.md, by shipped name (a line names its
-    first file, whose name is the shipped name's first member)."""
-    lines: dict[str, str] = {}
-    if readme.is_file():
-        for line in readme.read_text(encoding="utf-8").splitlines():
-            for name, files in SHIPPED_MODELS.items():
-                if line.startswith(f"- `{files.split('+')[0]}`"):
-                    lines[name] = line
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     own, extra = split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -294,10 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", default="heldout")
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--skip-real", action="store_true", help="leave out the real runs")
-    parser.add_argument("--ship", action="store_true", help="copy the best train-pool seed per kind to agents/models")
-    parser.add_argument("--ship-only", action="store_true",
-                        help="--ship from the runs (trained or reused) without evaluating the tables again")
-    parser.add_argument("--ensemble", default="", help="kinds also reported (and shipped) as seed ensembles")
+    parser.add_argument("--ensemble", default="", help="kinds also reported as seed ensembles")
     parser.add_argument("--ensemble-groups", default="0-4,5-9,10-14", help="the seeds of each ensemble")
     args = parser.parse_args(own)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -330,29 +282,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- ppo-{ensemble_label(kind, groups)}: ensembles of seeds {groups}, trained as above; train-pool v2 "
               f"of the {len(runs)} members {spread([s['final']['train_v2'] for s in runs.values()])}")
     print(f"- determinism: {first['determinism']}")
-    if not args.ship_only:
-        print(f"- curves: {curves(summaries, args.out / 'training_curves.png', args.out)}\n")
-        print(table("Held-out split", models, resolve_worlds(args.heldout), args.jobs))
-        if args.runs.is_dir() and not args.skip_real:
-            with tempfile.TemporaryDirectory() as tmp:
-                print(table("Real runs imported with W = 4", models, real_runs(args.runs, Path(tmp)), args.jobs))
+    print(f"- curves: {curves(summaries, args.out / 'training_curves.png', args.out)}\n")
+    print(table("Held-out split", models, resolve_worlds(args.heldout), args.jobs))
+    if args.runs.is_dir() and not args.skip_real:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(table("Real runs imported with W = 4", models, real_runs(args.runs, Path(tmp)), args.jobs))
 
-    if args.ship or args.ship_only:
-        target = REPO / "agents" / "models"
-        target.mkdir(parents=True, exist_ok=True)
-        lines = kept_lines(target / "README.md")  # the other kinds' models stay, with their lines
-        for kind, runs in summaries.items():
-            lines[f"ppo-{kind}"] = ship(kind, {**runs, **members.get(kind, {})}, args.out, target,
-                                        groups if kind in ensembles else None)
-        notes = ["# Shipped models", "", "Trained by `benchmarks/rl_results.py --ship`: per model kind, of the seeds "
-                 "trained, the one with the best score of its own objective on the **train** pool (v2 for "
-                 "`ppo-macro`, `ppo-node`, `ppo-options`, `ppo-options-long`; mean V for the `-v` models, trained on plain V; held-out "
-                 "figures are never used to choose), or, for a kind adopted as a seed ensemble on the validation "
-                 "set, the first ensemble's members. Load them by name: "
-                 + ", ".join(f"`--policy {name}`" for name in SHIPPED_MODELS if name in lines) + ".", "",
-                 *(lines[name] for name in SHIPPED_MODELS if name in lines)]
-        (target / "README.md").write_text("\n".join(notes) + "\n", encoding="utf-8")
-        print(f"shipped: {', '.join(f'ppo-{a}' for a in kinds)} -> {target}")
     return 0
 
 

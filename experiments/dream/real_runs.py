@@ -2,7 +2,7 @@
 runs of ../shared/external-runs plus the shipped train split; the chosen policy's held-out score
 against every built-in.
 
-    nice -n 5 .venv/bin/python benchmarks/dream_real_runs.py [--revisions 40] [--out out/bench/dream-real]
+    nice -n 5 .venv/bin/python -m experiments.dream.real_runs [--revisions 40] [--out out/bench/dream-real]
 
 Steps, top to bottom:
 1. import every run of ../shared/external-runs (OpenEvolve, ShinkaEvolve) into OUT/real/ (outside
@@ -34,7 +34,7 @@ from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
 from dream_gym.world import load_world
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = ROOT.parent / "shared" / "external-runs"
 METRICS = {"no-three-in-line": "overall_score"}  # runs whose main metric is not combined_score
 

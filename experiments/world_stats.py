@@ -1,6 +1,6 @@
 """World statistics of the real public runs and of the shipped worlds, and the built-ins' % of limit.
 
-    python benchmarks/world_stats.py [--runs ../shared/external-runs] [--workers 4] [-j 2] [--section FILE]
+    python -m experiments.world_stats [--runs ../shared/external-runs] [--workers 4] [-j 2] [--section FILE]
 
 1. Imports every run below ``--runs`` into a temporary folder with ``dream-gym worlds import``
    (``--from openevolve`` for the OpenEvolve folders, ``--from shinkaevolve`` with the run's
@@ -112,7 +112,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         say("### Real runs and shipped worlds: discovery statistics\n")
-        say(f"Measured with `python benchmarks/world_stats.py --workers {args.workers}` (the real runs in "
+        say(f"Measured with `python -m experiments.world_stats --workers {args.workers}` (the real runs in "
             "`../shared/external-runs/` = `$RUNS`, imported into a temporary folder `$OUT` with W = "
             f"{args.workers}; then `dream-gym worlds stats --markdown --rows` on them and on the shipped "
             "worlds, at the default beta1, beta2).\n")

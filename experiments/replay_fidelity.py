@@ -1,6 +1,6 @@
 """Replay fidelity: does a policy's replay score on a history predict its online score?
 
-    nice -n 5 .venv/bin/python benchmarks/replay_fidelity.py [--tasks sum-difference] [--seeds 0,1,2]
+    nice -n 5 .venv/bin/python -m experiments.replay_fidelity [--tasks sum-difference] [--seeds 0,1,2]
 
 For each task and each policy (every built-in, at least 6): the mean replay V over the shipped
 worlds of that task in --dataset (the history), at beta = --beta; and the mean online V over fresh online
@@ -66,7 +66,7 @@ def online_run(args: Args, task: str, policy: str, seed: int) -> World:
         return load_world(out)
     config = GrowConfig(task=task, out=out, policy=policy, workers=args.workers, rounds=args.rounds,
                         seed=1000 + seed, beta=args.beta, resume=(out / "nodes.jsonl").exists(),
-                        command=f"benchmarks/replay_fidelity.py {task} {policy} seed {seed}")
+                        command=f"experiments/replay_fidelity.py {task} {policy} seed {seed}")
     started = time.perf_counter()
     grow(config, make_policy(policy))
     print(f"  online {task} {policy} seed {seed}: {time.perf_counter() - started:.0f}s", flush=True)

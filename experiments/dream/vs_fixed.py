@@ -1,6 +1,6 @@
 """Recursive Fixed Exploration vs the dreaming loop (the paper's comparison), built-in developer.
 
-    nice -n 5 .venv/bin/python benchmarks/dream_vs_fixed.py [--tasks autocorrelation,circle-packing-26]
+    nice -n 5 .venv/bin/python -m experiments.dream.vs_fixed [--tasks autocorrelation,circle-packing-26]
         [--seeds 0,1,2,3,4] [--iterations 6] [--workers 4] [--rounds 16] [--revisions 8] [--carry 8]
         [--betas 0.5] [--backend serial] [--history train]
 
@@ -42,7 +42,7 @@ from dream_gym.dream.scoring import ScoringSettings
 from dream_gym.registry import list_worlds
 from dream_gym.world import load_world
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -85,7 +85,7 @@ def run_arm(args: Args, task: str, seed: int, arm: str) -> Path:
                                carry=args.carry),
         history=extra,
         agent="builtin", developer="builtin", workers=args.workers, rounds=args.rounds, backend=args.backend,
-        resume=out.exists(), command=f"benchmarks/dream_vs_fixed.py {arm} {task} seed {seed}",
+        resume=out.exists(), command=f"experiments/dream/vs_fixed.py {arm} {task} seed {seed}",
     )
     started = time.perf_counter()
     run_rsi(config)

@@ -1,8 +1,8 @@
 """The choice of the v2 objective's price range (docs/results/rl.md), made on the train split only.
 
-    nice -n 5 .venv/bin/python benchmarks/rl_price_range.py --out out/rl-price
-    nice -n 5 .venv/bin/python benchmarks/rl_price_range.py --worlds POOL --out DIR -- --prefixes 50,100,200
-    nice -n 5 .venv/bin/python benchmarks/rl_price_range.py --arch options --seeds 0,1 --check-within train \
+    nice -n 5 .venv/bin/python -m experiments.rl.price_range --out out/rl-price
+    nice -n 5 .venv/bin/python -m experiments.rl.price_range --worlds POOL --out DIR -- --prefixes 50,100,200
+    nice -n 5 .venv/bin/python -m experiments.rl.price_range --arch options --seeds 0,1 --check-within train \
         --rule v2 --worlds train,dream-gym/recorded-v0:train --out DIR -- --prefixes 50,100,200 --ent-coef 0.003
 
 The train split (16 worlds of recorded-v1) is cut in two by :func:`inner_split`: per task, the
@@ -34,13 +34,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rl_results import best_builtins, run, scored, split_extra
-
 from dream_gym.evaluate import resolve_worlds
 from dream_gym.policies import POLICIES
 from dream_gym.world import World
+from experiments.rl.results import best_builtins, run, scored, split_extra
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CANDIDATES = "5:0.1,2:0.1,1:0.05,2:0.5"
 STEPS = 120_000  # the macro budget of both recorded runs
 
