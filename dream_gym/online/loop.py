@@ -1,4 +1,4 @@
-"""The online loop: grow a real world with a discovery agent, an evaluator and a policy (SPEC §7).
+"""The online loop: grow a real world with a discovery agent, an evaluator and a policy (docs/concepts/online.md).
 
 Each round the policy sees the prefix view of the real tree (the same view type as in replay)
 and returns a batch; each selection goes to one of W workers (a process pool, or Ray), which
@@ -11,7 +11,8 @@ Rounds are synchronous: a round's attempts all finish before the next batch is c
 ends after K1 rounds, when the policy returns [], or when a budget (attempts, seconds, dollars)
 runs out. At the end the best candidate goes through the survival check.
 
-Online, the future does not exist yet, so the frontier is: the root (up to W times) and every
+Online, the future does not exist yet, so the frontier is the reveal rule's with every node's
+recorded children unbounded (``reveal_rules.UNRECORDED``): the root (up to W times) and every
 leaf of the tree (rule "leaves", default) or every node (rule "any").
 """
 
@@ -38,8 +39,9 @@ from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.redact import redact_value
 from dream_gym.replay import ROOT, IllegalBatchError
+from dream_gym.reveal_rules import UNRECORDED, reveal_rule, root_slots
 from dream_gym.sandbox import require_sandbox
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
 from dream_gym.world import NODES_FILE, build_world
 from dream_gym.world_writer import WorldWriter, new_meta
@@ -56,10 +58,10 @@ class GrowConfig:
     out: Path
     agent: str = "builtin"  # "builtin" or a litellm model string
     policy: str = "fixed"  # built-in name, module:Class, or a policy file
-    workers: int = 4  # W
+    workers: int = STANDARD_WORKERS  # W (no world is recorded yet to take it from)
     rounds: int = 10  # K1
     seed: int = 0
-    beta: float = 0.5
+    beta: float = DEFAULT_BETA
     frontier: str = "leaves"
     max_attempts: int | None = None
     max_seconds: float | None = None
@@ -70,6 +72,11 @@ class GrowConfig:
     survival_repeats: int | None = None
     resume: bool = False
     command: str | None = None  # the command line that started the run (provenance)
+
+    @property
+    def settings(self) -> ReplaySettings:
+        """What the policy is shown: W, beta, the frontier rule and K1 as the round limit."""
+        return ReplaySettings(self.workers, self.beta, max_rounds=self.rounds, frontier=self.frontier)
 
 
 @dataclass
@@ -170,11 +177,16 @@ def run_attempt(job: AttemptJob) -> AttemptResult:
 
 # -- the view of the real tree ----------------------------------------------------------------
 def tree_view(
-    records: list[dict[str, Any]], meta: dict[str, Any], *, workers: int, beta: float, frontier: str,
-    rounds: int, max_rounds: int | None,
+    records: list[dict[str, Any]], meta: dict[str, Any], settings: ReplaySettings | None = None, *, rounds: int,
+    **changes: Any,
 ) -> PrefixView:
-    """The prefix view of a real growing tree: every node is revealed (observed id = line)."""
+    """The prefix view of a real growing tree: every node is revealed (observed id = line).
+
+    ``settings`` (and ``changes``, its fields by name) are the run's; W and the frontier rule
+    default to the ones the world's metadata records."""
     world = build_world(meta, records)
+    settings = ReplaySettings.of(settings, **changes).resolved(world)
+    workers, frontier = settings.workers_on(world), settings.frontier_on(world)
     nodes: list[NodeView] = []
     opened = 0
     for index, record in enumerate(records):
@@ -186,14 +198,15 @@ def tree_view(
             record, obs_id=index, parent=parent, branch=branch,
             score=None if raw != raw else float(raw), baseline=world.baseline_score,
         ))
-    has_child = np.zeros(len(records), dtype=bool)
-    has_child[world.parent[1:]] = True
-    legal = [i for i in range(1, len(records)) if frontier == "any" or not has_child[i]]
+    children = np.bincount(world.parent[1:], minlength=len(records)).tolist()
+    rule = reveal_rule(frontier)
+    legal = [i for i in range(1, len(records)) if rule.is_open(children[i], UNRECORDED)]
     return PrefixView(
-        nodes=tuple(nodes), frontier=(ROOT, *legal), root_slots=workers, baseline_score=world.baseline_score,
-        workers=workers, beta=beta, beta1=DEFAULT_BETA1, beta2=DEFAULT_BETA2, rounds=rounds,
+        nodes=tuple(nodes), frontier=(ROOT, *legal), root_slots=root_slots(workers, UNRECORDED),
+        baseline_score=world.baseline_score,
+        workers=workers, beta=settings.beta, beta1=settings.beta1, beta2=settings.beta2, rounds=rounds,
         attempts=len(records) - 1, task_name=world.task_name, task_description=world.task_description,
-        direction=world.direction, frontier_rule=frontier, max_rounds=max_rounds,
+        direction=world.direction, frontier_rule=frontier, max_rounds=settings.max_rounds,
     )
 
 
@@ -253,7 +266,8 @@ class _Backend:
         self.kind = kind
         self._pool: cf.Executor | None = None
         if kind == "process":  # workers from dream_gym's fork server: safe in a threaded parent
-            self._pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=job_context(),
+            context = job_context(preload=(__name__,))
+            self._pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                                 initializer=init_job, initargs=job_initargs())
             # Start every worker and import the heavy modules now, not inside round 1's clock.
             list(self._pool.map(_warm_up, range(workers)))
@@ -370,8 +384,7 @@ def grow(
         index_of = {r["id"]: i for i, r in enumerate(records)}
         done_rounds = max((int(r.get("round") or 0) for r in records), default=0)
         spent_usd = sum(_usd(r) for r in records)
-        view = tree_view(records, writer.meta, workers=config.workers, beta=config.beta,
-                         frontier=config.frontier, rounds=done_rounds, max_rounds=config.rounds)
+        view = tree_view(records, writer.meta, config.settings, rounds=done_rounds)
         policy.reset(RunContext.from_view(view, seed=config.seed))
         for round_no in range(done_rounds + 1, config.rounds + 1):
             stop = _budget_stop(config, len(records) - 1, time.time() - started, spent_usd)
@@ -415,8 +428,7 @@ def grow(
             result.failures += failures
             if on_round:
                 on_round(stats, result)
-            view = tree_view(records, writer.meta, workers=config.workers, beta=config.beta,
-                             frontier=config.frontier, rounds=round_no, max_rounds=config.rounds)
+            view = tree_view(records, writer.meta, config.settings, rounds=round_no)
         else:
             result.stopped_by = "rounds"
         best_index = _best_index(records, negate)

@@ -52,7 +52,7 @@ from openevolve.database import ProgramDatabase
 from dream_gym.datasets.importers.openevolve import _program as imported_program
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.settings import DEFAULT_BETA
+from dream_gym.settings import DEFAULT_BETA, ReplaySettings
 
 METRIC = "combined_score"
 
@@ -123,8 +123,8 @@ class RunState:
         assert self.policy is not None
         self.flush()
         records = self.writer.records
-        view = tree_view(records, self.writer.meta, workers=self.workers, beta=self.beta,
-                         frontier=self.frontier, rounds=self.round, max_rounds=None)
+        view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
+                         rounds=self.round)
         if not self.reset_done:
             self.policy.reset(RunContext.from_view(view, seed=self.seed))
             self.reset_done = True
