@@ -4,6 +4,8 @@ model loading) follows the registry."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from extensions.csv_tree import IMPORTER as CSV_TREE
 
@@ -48,3 +50,65 @@ def test_without_its_registry_line_an_importer_is_unknown(tmp_path):
     assert detect_system(run) is None
     with pytest.raises(RunImportError, match="unknown system 'csv-tree'; expected one of openevolve, shinkaevolve"):
         import_run("csv-tree", run, tmp_path / "w")
+
+
+# -- RL architectures ------------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[1]
+OLD_ZIPS = {  # saved before models recorded their architecture: the shape rule reads them
+    REPO / "agents" / "models" / "ppo-options.zip": "options",
+    REPO / "agents" / "models" / "ppo-options-v.zip": "options",
+    REPO / "tests" / "data" / "models" / "ppo-macro.zip": "macro",
+    REPO / "tests" / "data" / "models" / "ppo-macro-v.zip": "macro",
+    REPO / "tests" / "data" / "models" / "ppo-node-v.zip": "node",
+}
+
+
+@pytest.mark.parametrize("path", sorted(OLD_ZIPS), ids=lambda p: p.name)
+def test_zips_without_a_recorded_architecture_fall_back_to_the_shape_rule(path):
+    pytest.importorskip("sb3_contrib")
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    from dream_gym.rl.archs import ARCH_ATTRIBUTE, ARCHITECTURES, model_arch, model_policy
+    from dream_gym.rl.sb3 import load_model
+
+    data, _, _ = load_from_zip_file(path, device="cpu")
+    assert ARCH_ATTRIBUTE not in data
+    assert model_arch(load_model(path)) == OLD_ZIPS[path]
+    assert type(model_policy(path)) is ARCHITECTURES[OLD_ZIPS[path]].policy
+
+
+@pytest.mark.parametrize("arch", ["macro", "node", "options"])
+def test_a_saved_model_records_its_architecture(arch, tmp_path):
+    pytest.importorskip("sb3_contrib")
+    from stable_baselines3.common.save_util import load_from_zip_file
+    from worldgen import random_pool
+
+    from dream_gym.rl.archs import ARCH_ATTRIBUTE, ARCHITECTURES, model_arch, model_policy
+    from dream_gym.rl.sb3 import load_model
+    from dream_gym.rl.training import TrainConfig, make_env, make_model
+
+    config = TrainConfig(arch=arch, n_envs=2, n_steps=8, batch_size=8, out=str(tmp_path))
+    model = make_model(config, make_env(config, random_pool(0, 3)))
+    model.save(tmp_path / "model.zip")
+    data, _, _ = load_from_zip_file(tmp_path / "model.zip", device="cpu")
+    assert data[ARCH_ATTRIBUTE] == arch
+    loaded = load_model(tmp_path / "model.zip")
+    assert model_arch(loaded) == arch and type(model_policy(loaded)) is ARCHITECTURES[arch].policy
+
+
+def test_the_recorded_architecture_wins_over_the_shape(monkeypatch):
+    pytest.importorskip("sb3_contrib")
+    from dream_gym.rl.archs import ARCHITECTURES, Arch, model_policy, record_arch
+    from dream_gym.rl.sb3 import SB3Policy, load_model
+
+    class Wrapped(SB3Policy):
+        """A macro policy under another architecture's name."""
+
+    macro = ARCHITECTURES["macro"]
+    monkeypatch.setitem(ARCHITECTURES, "macro-wrapped", Arch("a macro model, wrapped", macro.make_env, macro.network,
+                                                             Wrapped, lambda model: False, macro.defaults))
+    model = record_arch(load_model(REPO / "tests" / "data" / "models" / "ppo-macro.zip"), "macro-wrapped")
+    assert type(model_policy(model)) is Wrapped
+    record_arch(model, "no-such-arch")
+    with pytest.raises(ValueError, match="records architecture 'no-such-arch', which this version does not know"):
+        model_policy(model)

@@ -138,7 +138,7 @@ def model_files(spec: str) -> list[Path]:
 def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any]) -> Policy:
     """One model's policy (:func:`dream_gym.rl.model_policy`), or the ensemble of several."""
     if len(paths) == 1:
-        from dream_gym.rl.sb3 import model_policy
+        from dream_gym.rl.archs import model_policy
 
         policy: Any = model_policy(paths[0], **params)
     else:

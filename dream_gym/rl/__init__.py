@@ -19,7 +19,8 @@ in replay and online and never sees q, the world's best score or unrevealed node
   meta-controller over the built-ins (:data:`OPTION_POLICIES`): each round it runs one built-in's
   proposal or stops (:class:`OptionsReplayEnv`).
 * :mod:`~dream_gym.rl.sb3`: :class:`SB3Policy` / :class:`NodeSB3Policy` / :class:`OptionsSB3Policy`
-  (trained models as policies; :func:`model_policy` picks one) and :func:`sb3_vec_env` (the vector env as an SB3
+  (trained models as policies; :func:`~dream_gym.rl.archs.model_policy` picks one by the
+  model's architecture, :data:`~dream_gym.rl.archs.ARCHITECTURES`) and :func:`sb3_vec_env` (the vector env as an SB3
   ``VecEnv``); :mod:`~dream_gym.rl.ensemble`: :class:`EnsemblePolicy` (seeds of one kind as
   one policy, their action probabilities averaged; spec ``a.zip+b.zip``).
 * :mod:`~dream_gym.rl.training`: ``dream-gym train`` (checkpoints, resume, TensorBoard logs,
@@ -32,6 +33,7 @@ The envs take their observation (``features=``, a :class:`FeatureSet`) and their
 """
 
 from dream_gym.objectives import PricedAttainment, Progress, ValueFn, make_objective, replay_value
+from dream_gym.rl.archs import ARCHITECTURES, Arch, model_arch, model_policy
 from dream_gym.rl.ensemble import EnsemblePolicy
 from dream_gym.rl.features import (
     FEATURE_NAMES,
@@ -65,12 +67,13 @@ from dream_gym.rl.sb3 import (
     is_node_model,
     is_options_model,
     load_model,
-    model_policy,
     sb3_vec_env,
 )
 from dream_gym.rl.vector import MacroVectorEnv
 
 __all__ = [
+    "ARCHITECTURES",
+    "Arch",
     "EnsemblePolicy",
     "FEATURE_NAMES",
     "MACRO_ACTIONS",
@@ -104,6 +107,7 @@ __all__ = [
     "is_options_model",
     "load_model",
     "make_objective",
+    "model_arch",
     "model_policy",
     "node_observation",
     "option_features",

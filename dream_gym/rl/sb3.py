@@ -3,7 +3,8 @@ SB3 ``VecEnv`` (extra ``rl``: stable-baselines3, sb3-contrib, torch; imported la
 
 * :class:`SB3Policy`: ``reset(context)`` / ``act(view)`` around a MaskablePPO or PPO model of
   the macro env; :class:`NodeSB3Policy` the same for a model of the node env
-  (:class:`~dream_gym.rl.NodeReplayEnv`), :class:`OptionsSB3Policy` for the options env; :func:`model_policy` picks the right one for a zip, and
+  (:class:`~dream_gym.rl.NodeReplayEnv`), :class:`OptionsSB3Policy` for the options env; :func:`dream_gym.rl.archs.model_policy` picks the
+  one of a zip's architecture, and
   ``dream_gym.policy_files.load_policy("model.zip")`` (or a shipped model's name) calls it.
 * :func:`sb3_vec_env`: a :class:`~dream_gym.rl.vector.MacroVectorEnv` as an SB3 ``VecEnv``, so
   that ``MaskablePPO("MlpPolicy", sb3_vec_env(worlds, n_envs=1024))`` trains on it directly
@@ -58,7 +59,7 @@ class SB3Policy:
 
     def __init__(self, model: Any, *, deterministic: bool = True, features: FeatureSet = MACRO_FEATURES,
                  name: str | None = None):
-        self.name, model = _named_model(model, name)
+        self.name, model = named_model(model, name)
         obs_shape = tuple(getattr(model.observation_space, "shape", ()) or ())
         n_actions = getattr(model.action_space, "n", None)
         if obs_shape != (features.size,) or n_actions != len(MACRO_ACTIONS):
@@ -91,7 +92,7 @@ class SB3Policy:
         return batch_for(view, int(action))
 
 
-def _named_model(model: Any, name: str | None = None) -> tuple[str, Any]:
+def named_model(model: Any, name: str | None = None) -> tuple[str, Any]:
     """(name, loaded model) of a path (named after the file, unless ``name``) or a loaded model.
     A path is loaded once per process and file version (:func:`_shared_model`)."""
     if isinstance(model, (str, os.PathLike)):
@@ -135,7 +136,7 @@ class NodeSB3Policy:
     """
 
     def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None):
-        self.name, model = _named_model(model, name)
+        self.name, model = named_model(model, name)
         if not is_node_model(model):
             raise ValueError(f"model {self.name} was not trained on the node env (observation "
                              f"{getattr(model, 'observation_space', None)})")
@@ -198,7 +199,7 @@ class OptionsSB3Policy:
     """
 
     def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None):
-        self.name, model = _named_model(model, name)
+        self.name, model = named_model(model, name)
         if not is_options_model(model):
             raise ValueError(f"model {self.name} was not trained on the options env (spaces "
                              f"{getattr(model, 'observation_space', None)} -> {getattr(model, 'action_space', None)})")
@@ -253,18 +254,6 @@ def node_batch(view: PrefixView, pick: Callable[[dict[str, Any]], int]) -> list[
     return [plan.candidates[i] for i in pending]
 
 
-def model_policy(model: Any, **params: Any) -> SB3Policy | NodeSB3Policy | OptionsSB3Policy:
-    """The policy of a trained model (path or loaded): :class:`NodeSB3Policy` for a node-env
-    model, :class:`OptionsSB3Policy` for an options-env model, else :class:`SB3Policy`.
-    ``params``: ``deterministic``."""
-    name, loaded = _named_model(model)
-    if is_node_model(loaded):
-        return NodeSB3Policy(loaded, name=name, **params)
-    if is_options_model(loaded):
-        return OptionsSB3Policy(loaded, name=name, **params)
-    return SB3Policy(loaded, name=name, **params)
-
-
 def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
     """A :class:`~dream_gym.rl.vector.MacroVectorEnv` of ``n_envs`` episodes as an SB3 ``VecEnv``.
 
@@ -280,4 +269,4 @@ def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
 
 
 __all__ = ["NodeSB3Policy", "OptionsSB3Policy", "SB3Policy", "is_node_model", "is_options_model", "load_model",
-           "model_policy", "node_batch", "sb3_vec_env"]
+           "named_model", "node_batch", "sb3_vec_env"]

@@ -36,13 +36,14 @@ from dream_gym.locks import folder_lock
 from dream_gym.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.oracle import oracle_limit
 from dream_gym.policy import EpisodeResult, run_episode
+from dream_gym.rl.archs import ARCHITECTURES, model_policy, record_arch
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
 from dream_gym.settings import STANDARD_WORKERS
 from dream_gym.world import World, prefix_world
 from dream_gym.world_specs import resolve_worlds
 
 ALGOS = ("maskable-ppo", "ppo")
-ARCHS = ("macro", "node", "options")
+ARCHS = tuple(ARCHITECTURES)
 GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
 
 
@@ -116,9 +117,8 @@ class TrainConfig:
             valid = False
         if not valid:
             raise ValueError(f"prefixes must be a comma list of positive attempt counts, got {self.prefixes!r}")
-        self.n_envs = self.n_envs or (64 if self.arch == "macro" else 8)
-        self.n_steps = self.n_steps or (64 if self.arch == "macro" else 256)
-        self.hidden = self.hidden or (32 if self.arch == "node" else 64)
+        for name, default in ARCHITECTURES[self.arch].defaults.items():  # 0: the architecture's own
+            setattr(self, name, getattr(self, name) or default)
 
     @property
     def prefix_attempts(self) -> list[int]:
@@ -180,29 +180,9 @@ def training_pool(config: TrainConfig) -> list[World]:
 
 
 def make_env(config: TrainConfig, worlds: Sequence[World]) -> Any:
-    """The SB3 VecEnv of the run: the vector macro env, or n_envs node (or options) envs in a
-    DummyVecEnv (env i seeded seed + i for its world and beta draws)."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from dream_gym.rl.node_env import NodeReplayEnv
-    from dream_gym.rl.options_env import OptionsReplayEnv
-    from dream_gym.rl.sb3 import sb3_vec_env
-
-    value_fn = config.value_fn()
-    if config.arch == "macro":
-        env = sb3_vec_env(list(worlds), config.n_envs, workers=config.workers, beta=config.beta_grid,
-                          value_fn=value_fn)
-    elif config.arch == "options":
-        def option_env() -> OptionsReplayEnv:
-            return OptionsReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn)
-
-        env = DummyVecEnv([option_env for _ in range(config.n_envs)])
-    else:
-        def one() -> NodeReplayEnv:
-            return NodeReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn,
-                                 max_candidates=config.max_candidates)
-
-        env = DummyVecEnv([one for _ in range(config.n_envs)])
+    """The SB3 VecEnv of the run, the architecture's (the vector macro env, or n_envs node or
+    options envs in a DummyVecEnv; env i seeded seed + i for its world and beta draws)."""
+    env = ARCHITECTURES[config.arch].make_env(config, worlds, config.value_fn())
     env.seed(config.seed)
     return env
 
@@ -218,21 +198,14 @@ def algo_class(config: TrainConfig) -> Any:
 
 
 def make_model(config: TrainConfig, env: Any) -> Any:
-    """A fresh (Maskable)PPO with the arch's policy: an MLP on the macro (or options) features, or
-    the permutation-equivariant node scorer."""
-    if config.arch in ("macro", "options"):
-        policy: Any = "MlpPolicy"
-        policy_kwargs: dict[str, Any] = {"net_arch": {"pi": [config.hidden] * 2, "vf": [config.hidden] * 2}}
-    else:
-        from dream_gym.rl.node_policy import MaskableNodePolicy, NodePolicy
-
-        policy = MaskableNodePolicy if config.algo == "maskable-ppo" else NodePolicy
-        policy_kwargs = {"hidden": config.hidden}
-    return algo_class(config)(
+    """A fresh (Maskable)PPO with the architecture's network (an MLP on the macro or options
+    features, or the permutation-equivariant node scorer), recording its architecture."""
+    policy, policy_kwargs = ARCHITECTURES[config.arch].network(config)
+    return record_arch(algo_class(config)(
         policy, env, learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
         n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda, clip_range=config.clip_range,
         ent_coef=config.ent_coef, policy_kwargs=policy_kwargs, seed=config.seed, device="cpu", verbose=0,
-    )
+    ), config.arch)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -326,8 +299,6 @@ class _Run:
             "".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8"))
 
     def evaluate(self, model: Any) -> dict[str, Any]:
-        from dream_gym.rl.sb3 import model_policy
-
         started = time.perf_counter()
         policy = model_policy(model)
         row: dict[str, Any] = {"timesteps": int(model.num_timesteps), "seconds": round(self.seconds(), 3)}
@@ -432,7 +403,7 @@ def _train(config: TrainConfig, out: Path, log: Callable[[str], None]) -> dict[s
     progress = json.loads((out / "progress.json").read_text(encoding="utf-8")) if (out / "progress.json").is_file() else {}
     checkpoint = out / progress.get("checkpoint", "checkpoint.zip")  # runs of earlier versions: checkpoint.zip
     if progress and checkpoint.is_file():
-        model = algo_class(config).load(checkpoint, env=env, device="cpu")
+        model = record_arch(algo_class(config).load(checkpoint, env=env, device="cpu"), config.arch)
         run.resume_from(progress)
         log(f"resuming {out} from step {model.num_timesteps}")
     else:

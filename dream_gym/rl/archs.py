@@ -1,0 +1,148 @@
+"""RL architectures by name: how each builds its training env and its network, and which policy
+runs a trained model of it. One entry of :data:`ARCHITECTURES` per architecture feeds
+``dream-gym train --arch``, :func:`~dream_gym.rl.training.make_env`,
+:func:`~dream_gym.rl.training.make_model` and :func:`model_policy`.
+
+A model records its architecture: :func:`~dream_gym.rl.training.make_model` sets the attribute
+:data:`ARCH_ATTRIBUTE`, which SB3's ``model.save`` writes with the model's other data and
+``load`` restores. Zips saved before the architecture was recorded fall back to the shape rule:
+the first architecture whose :attr:`Arch.fits` accepts the model's spaces, else ``macro``.
+
+A new architecture is one module (its env, its network, its policy class) and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dream_gym.objectives import ValueFn
+from dream_gym.rl.features import MACRO_FEATURES
+from dream_gym.rl.macro import MACRO_ACTIONS
+from dream_gym.rl.node_env import NodeReplayEnv
+from dream_gym.rl.options_env import OptionsReplayEnv
+from dream_gym.rl.sb3 import (
+    NodeSB3Policy,
+    OptionsSB3Policy,
+    SB3Policy,
+    is_node_model,
+    is_options_model,
+    named_model,
+    sb3_vec_env,
+)
+from dream_gym.world import World
+
+if TYPE_CHECKING:
+    from dream_gym.rl.training import TrainConfig
+
+#: The model attribute that records its architecture (saved in the zip's data by ``model.save``).
+ARCH_ATTRIBUTE = "dream_gym_arch"
+#: What a model saved without :data:`ARCH_ATTRIBUTE` is when no architecture's shape fits.
+FALLBACK_ARCH = "macro"
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One RL architecture.
+
+    Attributes:
+        summary: one line for ``--help``.
+        make_env: ``(config, worlds, value_fn) -> VecEnv``: the training env (seeded by the caller).
+        network: ``config -> (policy, policy_kwargs)``: the SB3 policy (a class or "MlpPolicy").
+        policy: ``(loaded model, name=..., deterministic=...) -> Policy``: a trained model as a
+            dream_gym policy.
+        fits: whether a model's spaces are this architecture's (the rule for zips that do not
+            record their architecture).
+        defaults: TrainConfig fields this architecture sets when they are left 0.
+    """
+
+    summary: str
+    make_env: Callable[[TrainConfig, Sequence[World], ValueFn], Any]
+    network: Callable[[TrainConfig], tuple[Any, dict[str, Any]]]
+    policy: Callable[..., Any]
+    fits: Callable[[Any], bool]
+    defaults: dict[str, int]
+
+
+def _dummy_vec_env(make_one: Callable[[], Any], n_envs: int) -> Any:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    return DummyVecEnv([make_one for _ in range(n_envs)])
+
+
+def _mlp(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
+    """Two hidden layers of ``hidden`` units, for the actor and the critic."""
+    return "MlpPolicy", {"net_arch": {"pi": [config.hidden] * 2, "vf": [config.hidden] * 2}}
+
+
+# -- macro: one of the macro actions a round, on the numba vector env ---------------------------
+def _macro_env(config: TrainConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
+    return sb3_vec_env(list(worlds), config.n_envs, workers=config.workers, beta=config.beta_grid,
+                       value_fn=value_fn)
+
+
+def _is_macro(model: Any) -> bool:
+    shape = tuple(getattr(model.observation_space, "shape", ()) or ())
+    return shape == (MACRO_FEATURES.size,) and getattr(model.action_space, "n", None) == len(MACRO_ACTIONS)
+
+
+# -- node: a candidate node or "commit" a step, scored by the permutation-equivariant network ---
+def _node_env(config: TrainConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
+    def one() -> NodeReplayEnv:
+        return NodeReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn,
+                             max_candidates=config.max_candidates)
+
+    return _dummy_vec_env(one, config.n_envs)
+
+
+def _node_network(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
+    from dream_gym.rl.node_policy import MaskableNodePolicy, NodePolicy
+
+    return (MaskableNodePolicy if config.algo == "maskable-ppo" else NodePolicy), {"hidden": config.hidden}
+
+
+# -- options: a meta-controller that runs one built-in's proposal a round -------------------------
+def _options_env(config: TrainConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
+    def one() -> OptionsReplayEnv:
+        return OptionsReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn)
+
+    return _dummy_vec_env(one, config.n_envs)
+
+
+ARCHITECTURES: dict[str, Arch] = {
+    "macro": Arch("one of 10 macro actions a round", _macro_env, _mlp, SB3Policy, _is_macro,
+                  {"n_envs": 64, "n_steps": 64, "hidden": 64}),
+    "node": Arch("a candidate node or commit a step", _node_env, _node_network, NodeSB3Policy, is_node_model,
+                 {"n_envs": 8, "n_steps": 256, "hidden": 32}),
+    "options": Arch("a built-in's batch a round", _options_env, _mlp, OptionsSB3Policy, is_options_model,
+                    {"n_envs": 8, "n_steps": 256, "hidden": 64}),
+}
+
+
+def model_arch(model: Any) -> str:
+    """The architecture of a loaded model: the one it records, else the first whose spaces fit
+    (zips saved before models recorded it), else :data:`FALLBACK_ARCH`."""
+    recorded = getattr(model, ARCH_ATTRIBUTE, None)
+    if recorded is not None:
+        if recorded not in ARCHITECTURES:
+            raise ValueError(f"the model records architecture {recorded!r}, which this version does not know "
+                             f"(known: {', '.join(ARCHITECTURES)})")
+        return str(recorded)
+    return next((name for name, arch in ARCHITECTURES.items() if arch.fits(model)), FALLBACK_ARCH)
+
+
+def record_arch(model: Any, arch: str) -> Any:
+    """Mark ``model`` as one of ``arch`` (written into its zip by ``model.save``); returns it."""
+    setattr(model, ARCH_ATTRIBUTE, arch)
+    return model
+
+
+def model_policy(model: Any, **params: Any) -> Any:
+    """The policy of a trained model (path or loaded), by its architecture (:func:`model_arch`).
+    ``params``: ``deterministic``."""
+    name, loaded = named_model(model)
+    return ARCHITECTURES[model_arch(loaded)].policy(loaded, name=name, **params)
+
+
+__all__ = ["ARCHITECTURES", "ARCH_ATTRIBUTE", "FALLBACK_ARCH", "Arch", "model_arch", "model_policy", "record_arch"]
