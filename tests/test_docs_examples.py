@@ -18,6 +18,7 @@ syntax checks take a few seconds.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import shlex
@@ -256,3 +257,30 @@ def test_the_module_map_names_only_modules_and_folders_that_exist() -> None:
     assert len(named) >= 30
     missing = [name for name in named if not (REPO / "dream_gym" / name).exists()]
     assert not missing, f"docs/design/modules.md names what dream_gym does not hold: {missing}"
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``dream_gym.a.b.c`` names a module, or an attribute reached from the longest module prefix."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for name in parts[split:]:
+            if not hasattr(target, name):
+                return False
+            target = getattr(target, name)
+        return True
+    return False
+
+
+@pytest.mark.slow  # imports every module the docs name, the RL stack included
+def test_every_dream_gym_name_in_the_docs_resolves() -> None:
+    """A module or function renamed in the code shows here instead of sending readers nowhere."""
+    names = {name for page in doc_pages()
+             for name in re.findall(r"`(dream_gym(?:\.\w+)+)", expand(page.read_text(encoding="utf-8")))}
+    assert len(names) >= 30
+    assert not resolves("dream_gym.no_such_module") and resolves("dream_gym.env.ReplayEnv")
+    unresolved = sorted(name for name in names if not resolves(name))
+    assert not unresolved, f"names in the docs that dream_gym does not have: {unresolved}"
