@@ -284,3 +284,14 @@ def test_every_dream_gym_name_in_the_docs_resolves() -> None:
     assert not resolves("dream_gym.no_such_module") and resolves("dream_gym.env.ReplayEnv")
     unresolved = sorted(name for name in names if not resolves(name))
     assert not unresolved, f"names in the docs that dream_gym does not have: {unresolved}"
+
+
+def test_an_included_file_keeps_its_text_with_headings_down_and_links_as_repository_paths() -> None:
+    from include import included_text
+
+    text = included_text("experiments/recommended/RESULTS.md")
+    source = (REPO / "experiments" / "recommended" / "RESULTS.md").read_text(encoding="utf-8")
+    assert text.startswith("## ") and source.startswith("# ")
+    assert "`experiments/recommended/PROTOCOL.md`" in text and "](PROTOCOL.md)" in source
+    table_rows = [line for line in source.splitlines() if line.startswith("|")]
+    assert table_rows and all(row in text for row in table_rows)  # every measured row survives
