@@ -28,7 +28,7 @@ from dream_gym.eval_journal import EvalJournal, run_identity
 from dream_gym.jobs import DEFAULT_TASK_TIMEOUT_S, JobPool, TaskFailure
 from dream_gym.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from dream_gym.locks import file_lock
-from dream_gym.oracle import oracle_limit
+from dream_gym.oracle import oracle_limit_at
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files import check_policy_spec
 from dream_gym.policy_files.specs import PolicySource, is_file_spec, is_model_spec
@@ -406,8 +406,7 @@ def _record_limits(
     for (_, w), results in by_key.items():
         if w not in limits:
             world = world_list[w]
-            limits[w] = oracle_limit(world, settings.workers_on(world), settings.beta1, settings.beta2,
-                                     settings.frontier_on(world), settings.max_rounds).value
+            limits[w] = oracle_limit_at(world, settings).value
         for result in results:
             result.limit = limits[w]
 

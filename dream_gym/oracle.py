@@ -48,6 +48,7 @@ import numpy as np
 from dream_gym.replay import ROOT, Replay
 from dream_gym.reveal_rules import REVEAL_RULES, RevealRule
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
+from dream_gym.settings import ReplaySettings
 from dream_gym.world import World
 
 # Branch and bound: at most this many (k, target) candidates are constructed, and at most this
@@ -350,6 +351,13 @@ def oracle_limit(
         max_rounds=max_rounds,
         candidates=candidates,
     )
+
+
+def oracle_limit_at(world: World, settings: ReplaySettings) -> OracleLimit:
+    """:func:`oracle_limit` at an episode's settings: its W and frontier rule on ``world`` (the
+    world's where not given), beta1, beta2 and round limit (beta does not enter V)."""
+    return oracle_limit(world, settings.workers_on(world), settings.beta1, settings.beta2,
+                        settings.frontier_on(world), settings.max_rounds)
 
 
 def _most_attempts_bound(release: np.ndarray, workers: int, k_max: int) -> np.ndarray:

@@ -13,7 +13,7 @@ import pytest
 
 from dream_gym.env import ReplayEnv
 from dream_gym.evaluate import evaluate
-from dream_gym.oracle import oracle_limit
+from dream_gym.oracle import oracle_limit, oracle_limit_at
 from dream_gym.plots import replay_trace
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession
@@ -99,6 +99,7 @@ def test_result_rows_record_the_settings_replayed(worlds: list[World], tmp_path:
         assert max(len(batch) for batch in row["batches"]) <= replayed_w
         # the limit is the oracle's at the W and frontier rule replayed
         assert result.limit == oracle_limit(world, replayed_w, frontier=world.frontier_rule, max_rounds=6).value
+        assert result.limit == oracle_limit_at(world, ReplaySettings(workers, max_rounds=6)).value
         # a row replays to its own numbers from what it records
         settings = ReplaySettings.from_row(row)
         assert settings == ReplaySettings(replayed_w, row["beta"], DEFAULT_BETA1, DEFAULT_BETA2, 6,
