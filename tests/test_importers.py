@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from openevolve_runs import write_resumed_run
 
-from dream_gym.datasets.importers import NotARunError, OrphanWarning, RunImportError, detect_system, import_run
+from dream_gym.datasets.importers import (
+    NotARunError,
+    OrphanWarning,
+    RunImportError,
+    detect_system,
+    import_run,
+)
 from dream_gym.datasets.importers.openevolve import import_openevolve
 from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
 from dream_gym.world import load_world

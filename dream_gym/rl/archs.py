@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dream_gym.objectives import ValueFn
 from dream_gym.rl.features import MACRO_FEATURES
@@ -33,8 +33,19 @@ from dream_gym.rl.sb3 import (
 )
 from dream_gym.world import World
 
-if TYPE_CHECKING:
-    from dream_gym.rl.training import TrainConfig
+
+class ArchConfig(Protocol):
+    """What an architecture reads of a training config (:class:`dream_gym.rl.training.TrainConfig`,
+    which imports this module: the registry names the fields it needs instead of importing it)."""
+
+    algo: str
+    hidden: int
+    max_candidates: int
+    n_envs: int
+    workers: int
+
+    @property
+    def beta_grid(self) -> list[float]: ...
 
 #: The model attribute that records its architecture (saved in the zip's data by ``model.save``).
 ARCH_ATTRIBUTE = "dream_gym_arch"
@@ -58,8 +69,8 @@ class Arch:
     """
 
     summary: str
-    make_env: Callable[[TrainConfig, Sequence[World], ValueFn], Any]
-    network: Callable[[TrainConfig], tuple[Any, dict[str, Any]]]
+    make_env: Callable[[ArchConfig, Sequence[World], ValueFn], Any]
+    network: Callable[[ArchConfig], tuple[Any, dict[str, Any]]]
     policy: Callable[..., Any]
     fits: Callable[[Any], bool]
     defaults: dict[str, int]
@@ -71,13 +82,13 @@ def _dummy_vec_env(make_one: Callable[[], Any], n_envs: int) -> Any:
     return DummyVecEnv([make_one for _ in range(n_envs)])
 
 
-def _mlp(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
+def _mlp(config: ArchConfig) -> tuple[Any, dict[str, Any]]:
     """Two hidden layers of ``hidden`` units, for the actor and the critic."""
     return "MlpPolicy", {"net_arch": {"pi": [config.hidden] * 2, "vf": [config.hidden] * 2}}
 
 
 # -- macro: one of the macro actions a round, on the numba vector env ---------------------------
-def _macro_env(config: TrainConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
+def _macro_env(config: ArchConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
     return sb3_vec_env(list(worlds), config.n_envs, workers=config.workers, beta=config.beta_grid,
                        value_fn=value_fn)
 
@@ -88,7 +99,7 @@ def _is_macro(model: Any) -> bool:
 
 
 # -- node: a candidate node or "commit" a step, scored by the permutation-equivariant network ---
-def _node_env(config: TrainConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
+def _node_env(config: ArchConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
     def one() -> NodeReplayEnv:
         return NodeReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn,
                              max_candidates=config.max_candidates)
@@ -96,14 +107,14 @@ def _node_env(config: TrainConfig, worlds: Sequence[World], value_fn: ValueFn) -
     return _dummy_vec_env(one, config.n_envs)
 
 
-def _node_network(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
+def _node_network(config: ArchConfig) -> tuple[Any, dict[str, Any]]:
     from dream_gym.rl.node_policy import MaskableNodePolicy, NodePolicy
 
     return (MaskableNodePolicy if config.algo == "maskable-ppo" else NodePolicy), {"hidden": config.hidden}
 
 
 # -- options: a meta-controller that runs one built-in's proposal a round -------------------------
-def _options_env(config: TrainConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
+def _options_env(config: ArchConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
     def one() -> OptionsReplayEnv:
         return OptionsReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn)
 
