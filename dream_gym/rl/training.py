@@ -107,8 +107,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
-        if self.arch not in ARCHS:
-            raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
+        if self.arch not in ARCHITECTURES:
+            raise ValueError(f"arch must be one of {', '.join(ARCHITECTURES)}, got {self.arch!r}")
         if self.timesteps < 1:
             raise ValueError(f"timesteps must be >= 1, got {self.timesteps}")
         try:
