@@ -1,6 +1,7 @@
 """Every implementation of a reveal rule agrees with the others, for every rule of REVEAL_RULES.
 
-Replay (the reference), VectorReplay (compiled kernels with their own loops), the online loop's
+Replay (the reference), VectorReplay and the single env's engine (compiled kernels with their own
+loops), the online loop's
 view and legality check (the real tree, whose future is not recorded yet) and the oracle's cost
 model (reachability, fewest attempts, fewest rounds) are pinned to each other on seeded random
 worlds: the same frontier, the same kept selections of random batches, the same reveals; online
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 from worldgen import make_world, random_records
 
+from dream_gym.env import ReplayEnv
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.oracle import reach_costs
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
@@ -109,16 +111,19 @@ def assert_online_agrees(replay: Replay, batches: list[list[int]]) -> None:
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("rule", RULES)
-def test_replay_vector_replay_online_and_oracle_agree_on_random_episodes(rule: str, seed: int) -> None:
+def test_replay_vector_replay_env_online_and_oracle_agree_on_random_episodes(rule: str, seed: int) -> None:
     rng = random.Random(f"{rule}-{seed}")
     world = random_world(rng, rule, 2, 60)
     workers = world.workers
     replay = Replay(world, workers, rule)
     vector = VectorReplay(WorldPool([world]), 1, workers, frontier=rule, capacity=2)
+    env = ReplayEnv(world, workers=workers, frontier=rule)
+    _, info = env.reset(seed=0)
     costs = reach_costs(world, workers, rule)
     assert costs.feasible[ROOT] and costs.attempts[ROOT] == 0 and costs.rounds[ROOT] == 0
     while True:
         assert_same_frontier(replay, vector)
+        assert info["frontier"] == replay.frontier_counts()
         batches = candidate_batches(replay, rng, 6)
         assert_online_agrees(replay, batches)
         for batch in batches:
@@ -126,10 +131,14 @@ def test_replay_vector_replay_online_and_oracle_agree_on_random_episodes(rule: s
             row[0, : len(batch)] = batch
             kept, _ = vector.legal_part(row, np.ones(1, dtype=bool))
             assert [int(s) for s in kept[0] if s != NONE] == replay.legal_part(batch)[0], batch
-        playable = [kept for b in batches if (kept := replay.legal_part(b)[0])]
+        playable = [b for b in batches if replay.legal_part(b)[0]]
         if not playable:
             break
-        batch = rng.choice(playable)
+        raw = rng.choice(playable)  # the env drops what the rules refuse, as Replay.legal_part does
+        batch, dropped = replay.legal_part(raw)
+        _, _, terminated, _, info = env.step(list(raw))
+        assert [s for s, _ in info["dropped"]] == [s for s, _ in dropped]
+        assert info["new_ids"] == list(range(len(replay.order), len(replay.order) + len(batch)))
         row = np.full((1, workers), NONE)
         row[0, : len(batch)] = batch
         vector.apply(row)
@@ -137,6 +146,9 @@ def test_replay_vector_replay_online_and_oracle_agree_on_random_episodes(rule: s
             node = replay.world_index(new_id)
             assert costs.feasible[node]
             assert replay.attempts >= costs.attempts[node] and replay.rounds >= costs.rounds[node]
+        assert terminated == replay.exhausted
+        if terminated:
+            break
 
 
 def all_batches(replay: Replay) -> list[list[int]]:
