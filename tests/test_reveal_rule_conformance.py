@@ -1,10 +1,9 @@
 """Every implementation of a reveal rule agrees with the others, for every rule of REVEAL_RULES.
 
 Replay (the reference), VectorReplay and the single env's engine (compiled kernels with their own
-loops), the online loop's
-view and legality check (the real tree, whose future is not recorded yet) and the oracle's cost
-model (reachability, fewest attempts, fewest rounds) are pinned to each other on seeded random
-worlds: the same frontier, the same kept selections of random batches, the same reveals; online
+loops), the online loop's view and legality check (the real tree, whose future is not recorded
+yet) and the oracle's cost model (reachability, fewest attempts, fewest rounds) are pinned to each
+other on seeded random worlds: the same frontier, the same kept selections of random batches, the same reveals; online
 legality restricted to nodes with an unrevealed recorded child is replay legality; the nodes any
 schedule reveals, and the fewest attempts and rounds that reveal them (found by exhaustive
 search over Replay on tiny worlds), are the oracle's.
