@@ -15,6 +15,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pydantic.*")
 MESSAGES = [{"role": "user", "content": "write a policy"}]
 
 
+@pytest.mark.slow
 def test_request_is_on_disk_before_the_server_answers(tmp_path):
     seen = []
 

@@ -56,6 +56,7 @@ def checked(env: gym.Env) -> list[str]:
 
 
 # -- registration and spaces ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_make_with_folder_and_with_world(folder: Path) -> None:
     for world in (folder, str(folder), dream_gym.load_world(folder)):
         env = gym.make("DreamGym/Replay-v1", world=world)

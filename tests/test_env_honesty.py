@@ -21,6 +21,7 @@ import random
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_view_honesty import _children, _revealed, vary_order, vary_scores, vary_structure
@@ -242,10 +243,12 @@ def assert_variants_show_the_same(base: list[Record], workers: int, frontier: st
     capacity_rule=st.sampled_from(CAPACITY_RULES),
     rng=st.randoms(use_true_random=False),
 )
+@pytest.mark.slow
 def test_unrevealed_nodes_never_change_what_a_default_env_shows(base, workers, frontier, capacity_rule, rng) -> None:
     assert_variants_show_the_same(base, workers, frontier, capacity_rule, rng)
 
 
+@pytest.mark.slow
 def test_unrevealed_nodes_never_change_what_is_shown_on_seeded_random_worlds() -> None:
     """The same on 60 seeded worlds of 2-25 nodes (chains and bushy trees, 20 % unscored): hypothesis
     favours tiny worlds, these reach the capacity's edge with unrevealed nodes left."""

@@ -45,6 +45,7 @@ def assert_same_observation(obs: dict[str, np.ndarray], expected: dict[str, np.n
 @settings(max_examples=60, deadline=None)
 @given(records=world_records(min_nodes=1, max_nodes=30), workers=workers_st, frontier=frontier_st,
        rng=st.randoms(use_true_random=False))
+@pytest.mark.slow
 def test_incremental_rows_equal_an_encoding_from_scratch(records, workers, frontier, rng) -> None:
     world = make_world(records, workers=workers, frontier=frontier)
     env = ReplayEnv(world, workers=workers, frontier=frontier)

@@ -86,6 +86,7 @@ def test_sb3_check_env_passes_on_gym_make_of_a_shipped_world() -> None:
     assert all("unconventional shape" in str(w.message) or "out of date" in str(w.message) for w in caught)
 
 
+@pytest.mark.slow
 def test_make_vec_env_dummy_and_subproc_give_the_same_episodes() -> None:
     runs = []
     # "dream_gym:<id>": gym.make imports dream_gym first, so that a worker process started by
@@ -108,6 +109,7 @@ def test_make_vec_env_dummy_and_subproc_give_the_same_episodes() -> None:
     assert runs[0] == runs[1]
 
 
+@pytest.mark.slow
 def test_maskable_ppo_with_action_masker_trains_and_acts_within_the_masks() -> None:
     venv = make_vec_env(ENV_ID, n_envs=2, seed=0, wrapper_class=ActionMasker, wrapper_kwargs={"action_mask_fn": mask_fn})
     model = MaskablePPO("MultiInputPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
@@ -251,6 +253,7 @@ def test_rgb_array_frames_change_with_the_tree() -> None:
     assert gymnasium_check_env(env.unwrapped, skip_render_check=False) is None
 
 
+@pytest.mark.slow
 def test_rgb_array_never_imports_pyplot_or_changes_the_backend() -> None:
     code = (
         "import sys, matplotlib; matplotlib.use('svg')\n"

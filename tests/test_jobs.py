@@ -122,6 +122,7 @@ def test_a_dead_job_and_a_raising_task_are_reported_and_the_rest_completes() -> 
     assert events[2] == "ok:done"
 
 
+@pytest.mark.slow
 def test_jobs_that_cannot_start_stop_the_pool_with_the_reason(tmp_path: Path) -> None:
     """A job imports the calling script again (as __mp_main__); one that cannot is not a
     policy's failure to record on every episode, but an error naming the cause."""

@@ -338,6 +338,7 @@ EVAL = ["eval", "-p", "test_locks:GatedGreedy", "-p", "random", "-w", "sd-fixed-
         "-j", "2", "--no-progress", "--summary"]
 
 
+@pytest.mark.slow
 def test_a_second_eval_into_the_same_file_is_refused_naming_the_first(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     env, gate = _gated_env(tmp_path)
@@ -361,6 +362,7 @@ GROW = ["grow", "--task", "sum-difference", "--policy", "test_locks:GatedFixed",
         "--backend", "serial", "--quiet"]
 
 
+@pytest.mark.slow
 def test_a_second_grow_of_the_same_world_is_refused_naming_the_first(tmp_path: Path) -> None:
     from dream_gym.world import load_world
 
@@ -440,6 +442,7 @@ def test_a_second_train_of_the_same_run_folder_is_refused_naming_the_first(tmp_p
     assert steps == sorted(set(steps))  # one writer: no row twice
 
 
+@pytest.mark.slow
 def test_a_finished_train_run_again_trains_nothing_and_appends_nothing(tmp_path: Path) -> None:
     from dream_gym.rl.training import TrainConfig, train
 

@@ -93,6 +93,7 @@ def test_parallel_bonus_prefers_full_rounds() -> None:
 
 
 # -- against brute force ---------------------------------------------------------------------
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(world_records(min_nodes=1, max_nodes=10), workers_st, frontier_st, betas1, betas2, round_limits)
 def test_oracle_matches_brute_force(records, workers, frontier, beta1, beta2, max_rounds) -> None:
@@ -179,6 +180,7 @@ def test_shipped_worlds_no_policy_beats_the_limit(name: str) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("external_runs")
 def test_real_imported_runs(tmp_path) -> None:
     worlds = import_all(tmp_path)

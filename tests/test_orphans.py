@@ -168,6 +168,7 @@ def _lines(path: Path) -> int:
 
 
 # -- the commands --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_kill_9_of_grow_leaves_no_worker_fork_server_tracker_or_evaluator(tmp_path):
     out = tmp_path / "world"
     command = _dream_gym("grow", "--task", "sum-difference", "--policy", "random", "--policy-arg", "p_stop=0",
@@ -204,6 +205,7 @@ def test_kill_9_of_dream_mid_phase_leaves_no_worker_or_candidate_child(tmp_path)
                            expected=("fork server or worker", "isolated child"))
 
 
+@pytest.mark.slow
 def test_kill_9_of_rsi_mid_rollout_leaves_no_worker_or_evaluator(tmp_path):
     out = tmp_path / "rsi"
     command = _dream_gym("rsi", "--task", "sum-difference", "--policy", "fixed", "--iterations", "2",
@@ -215,6 +217,7 @@ def test_kill_9_of_rsi_mid_rollout_leaves_no_worker_or_evaluator(tmp_path):
                            expected=("fork server or worker", "isolated child"))
 
 
+@pytest.mark.slow
 def test_kill_9_of_train_leaves_nothing(tmp_path):
     out = tmp_path / "run"
     command = _dream_gym("train", "--arch", "node", "--worlds", SHIPPED, "--heldout", "", "--betas", "0,1",

@@ -58,6 +58,7 @@ def test_tree_layout_centres_parents_and_separates_leaves(results_file: Path) ->
             assert all(depth[k] == depth[i] + 1 for k in kids)
 
 
+@pytest.mark.slow
 def test_plot_results_writes_non_empty_pngs(results_file: Path, tmp_path: Path) -> None:
     paths = plot_results(results_file, tmp_path / "plots")
     assert [p.name for p in paths] == ["anytime.png", "pareto.png", "tree_w0.png"]

@@ -48,6 +48,7 @@ def colour_bars(fig: Figure) -> list:
     return [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["MPLBACKEND=svg", "matplotlib.use('pdf')"])
 def test_importing_and_drawing_keep_the_callers_backend(how: str, tmp_path: Path) -> None:
     world = write_folder(tmp_path / "w", random_records(random.Random(1), 30))
@@ -73,6 +74,7 @@ def test_importing_and_drawing_keep_the_callers_backend(how: str, tmp_path: Path
     assert (tmp_path / "tree.png").read_bytes().startswith(PNG_MAGIC)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failed", [True, False])
 def test_the_tree_figure_is_readable(failed: bool, tmp_path: Path) -> None:
     world = shallow_world(tmp_path / "w", failed)
@@ -119,6 +121,7 @@ def test_draw_tree_draws_on_the_callers_axes(tmp_path: Path) -> None:
     assert len(colour_bars(fig)) == 1
 
 
+@pytest.mark.slow
 def test_an_unknown_world_to_plot_names_the_nearest(tmp_path: Path) -> None:
     from dream_gym.evaluate import evaluate
     from dream_gym.plots import plot_results

@@ -201,6 +201,7 @@ def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.Monkey
         assert policy.hardening[1].startswith("landlock-abi")
 
 
+@pytest.mark.slow
 def test_hash_seed_sets_the_childs_string_hashes(tmp_path: Path, world: World) -> None:
     """The child honours hash_seed (PYTHONHASHSEED): 0 by default, the same in every run; another
     seed gives other hashes, so a determinism check can tell a policy that depends on them."""
@@ -353,6 +354,7 @@ def test_spy_environ_finds_no_secrets(world: World, good: IsolatedPolicy, refere
     _assert_good_still_works(good, world, reference)
 
 
+@pytest.mark.slow
 def test_spy_memory_finds_no_world(world: World, good: IsolatedPolicy, reference: Any) -> None:
     control = run_episode(load_policy(HOSTILE / "spy_memory.py", isolate=False), world, on_error="record")
     assert {"gc:World", "gc:ReplaySession"} <= set(_found(control.error))

@@ -102,6 +102,7 @@ def test_grow_runs_recommended_online_by_default(tmp_path: Path) -> None:
     assert world.size > 1 and world.meta["policy"] == NAME
 
 
+@pytest.mark.slow
 def test_dream_and_rsi_take_recommended_as_the_incumbent(tmp_path: Path) -> None:
     dream = tmp_path / "dream"
     assert cli_main(["dream", "--history", "sd-fixed-s0", "--policy", NAME, "--developer", "builtin", "--revisions", "2",
@@ -115,6 +116,7 @@ def test_dream_and_rsi_take_recommended_as_the_incumbent(tmp_path: Path) -> None
     assert json.loads((rsi / "worlds" / "iter-1" / "world.json").read_text())["policy"] == NAME
 
 
+@pytest.mark.slow
 def test_the_openevolve_bridge_runs_recommended(tmp_path: Path) -> None:
     pytest.importorskip("openevolve")
     out = tmp_path / "world"

@@ -61,6 +61,7 @@ def test_a_macro_ensemble_takes_the_most_likely_action_of_the_averaged_probabili
     assert seen_disagreement  # the two members differ somewhere, so the average decided
 
 
+@pytest.mark.slow
 def test_an_ensemble_spec_loads_everywhere_a_model_goes_with_the_same_results_in_workers() -> None:
     joined = spec(MACRO, MACRO_V)
     policy = load_policy(joined)

@@ -288,6 +288,7 @@ def test_node_policy_builds_the_batches_the_env_would(node_model: Path) -> None:
     assert compared >= 5
 
 
+@pytest.mark.slow
 def test_load_policy_and_evaluate_a_node_model_deterministically(node_model: Path) -> None:
     from dream_gym.evaluate import evaluate
     from dream_gym.policy_files import load_policy

@@ -33,6 +33,7 @@ def tiny(tmp_path: Path, **changes) -> TrainConfig:
 
 @pytest.mark.parametrize(("algo", "arch"), [("maskable-ppo", "macro"), ("maskable-ppo", "node"), ("ppo", "node"),
                                            ("maskable-ppo", "options")])
+@pytest.mark.slow
 def test_a_run_folder_holds_model_checkpoint_evals_and_tensorboard_logs(tmp_path: Path, algo: str, arch: str) -> None:
     config = tiny(tmp_path, algo=algo, arch=arch, n_steps=64 if arch == "macro" else 32)
     summary = train(config, log=lambda _: None)
@@ -52,6 +53,7 @@ def test_a_run_folder_holds_model_checkpoint_evals_and_tensorboard_logs(tmp_path
     assert run_episode(policy, world, workers=4, beta=0.5).error is None
 
 
+@pytest.mark.slow
 def test_a_run_folder_with_another_configuration_is_refused(tmp_path: Path) -> None:
     train(tiny(tmp_path, timesteps=512, eval_every=0), log=lambda _: None)
     with pytest.raises(ValueError, match="ent_coef"):
@@ -60,6 +62,7 @@ def test_a_run_folder_with_another_configuration_is_refused(tmp_path: Path) -> N
     assert again["timesteps"] >= 1024
 
 
+@pytest.mark.slow
 def test_training_resumes_after_kill_9(tmp_path: Path) -> None:
     """Kill a real `dream-gym train` process after its first checkpoint; the same command resumes
     from the checkpoint and finishes the run (steps, evaluations once each)."""

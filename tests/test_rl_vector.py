@@ -73,6 +73,7 @@ def run_against_singles(venv: MacroVectorEnv, worlds: list[World], steps: int, s
     return episodes
 
 
+@pytest.mark.slow
 def test_every_episode_is_the_single_envs_on_random_actions() -> None:
     worlds = pool(1, count=8)
     venv = MacroVectorEnv(worlds, 9, workers=3, beta=[0.1, 0.5, 0.9], max_rounds=20)
@@ -82,6 +83,7 @@ def test_every_episode_is_the_single_envs_on_random_actions() -> None:
 @settings(max_examples=15, deadline=None)
 @given(draws=st.lists(world_records(min_nodes=1, max_nodes=40), min_size=1, max_size=5),
        workers=st.integers(1, 5), seed=st.integers(0, 10_000), max_rounds=st.sampled_from([None, 3, 9]))
+@pytest.mark.slow
 def test_vector_and_single_macro_envs_agree_on_any_pool(draws, workers, seed, max_rounds) -> None:
     worlds = [make_world(records, world_id=f"h{i}", frontier=random.Random(seed + i).choice(("leaves", "any")))
               for i, records in enumerate(draws)]

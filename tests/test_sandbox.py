@@ -40,6 +40,7 @@ def test_this_kernel_supports_the_sandbox() -> None:
     assert support.ok and support.landlock_abi >= 1 and support.seccomp, support.problems
 
 
+@pytest.mark.slow
 def test_where_the_kernel_refuses_the_sandbox_no_policy_file_runs(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     refused = _without_landlock("eval", "--policy", str(EXAMPLE), "--worlds", "sd-fixed-s0", "--betas", "0.5",
@@ -53,6 +54,7 @@ def test_where_the_kernel_refuses_the_sandbox_no_policy_file_runs(tmp_path: Path
     assert "WITHOUT the sandbox" in allowed.stderr and json.loads(out.read_text().splitlines()[0])["error"] is None
 
 
+@pytest.mark.slow
 def test_where_the_kernel_refuses_the_sandbox_no_candidate_runs(tmp_path: Path) -> None:
     refused = _without_landlock("grow", "--task", "sum-difference", "-W", "1", "--rounds", "1",
                                 "--out", str(tmp_path / "world"), "--quiet")
@@ -60,6 +62,7 @@ def test_where_the_kernel_refuses_the_sandbox_no_candidate_runs(tmp_path: Path) 
     assert not (tmp_path / "world" / "nodes.jsonl").exists()  # not even the root ran
 
 
+@pytest.mark.slow
 def test_built_in_policies_need_no_sandbox(tmp_path: Path) -> None:
     """Trusted code (built-in names) runs in-process, so it works on any kernel."""
     out = tmp_path / "results.jsonl"

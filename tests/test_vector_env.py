@@ -93,6 +93,7 @@ def test_every_episode_is_the_single_envs_on_random_actions() -> None:
 @settings(max_examples=15, deadline=None)
 @given(draws=st.lists(world_records(min_nodes=1, max_nodes=35), min_size=1, max_size=4),
        workers=st.integers(1, 4), seed=st.integers(0, 1000), frontier=st.sampled_from([None, "leaves", "any"]))
+@pytest.mark.slow
 def test_vector_and_single_envs_agree_on_any_pool(draws, workers, seed, frontier) -> None:
     worlds = [make_world(records, world_id=f"h{i}", workers=workers) for i, records in enumerate(draws)]
     env = ReplayVectorEnv(5, world=worlds, frontier=frontier)

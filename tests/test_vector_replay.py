@@ -44,6 +44,7 @@ def assert_same_state(replay: VectorReplay, e: int, session: ReplaySession, k: i
 @settings(max_examples=40, deadline=None)
 @given(draws=st.lists(world_records(min_nodes=1, max_nodes=40), min_size=1, max_size=5),
        workers=st.integers(1, 4), rng=st.randoms(use_true_random=False))
+@pytest.mark.slow
 def test_random_batches_match_the_reference_rules(draws, workers, rng) -> None:
     worlds = pool_of(draws, rng)
     n = 6

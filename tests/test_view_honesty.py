@@ -408,6 +408,7 @@ def rl_trace(records, batches, workers: int, frontier: str) -> list[Any]:
     frontier=frontier_st,
     rng=st.randoms(use_true_random=False),
 )
+@pytest.mark.slow
 def test_unrevealed_nodes_never_change_what_is_seen(base, workers, frontier, rng) -> None:
     world = make_world(base, workers=workers, frontier=frontier)
     batches = random_batch_sequence(world, workers, frontier, rng, max_rounds=8)
