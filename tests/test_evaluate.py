@@ -331,3 +331,15 @@ def test_leaderboard_matches_v2_objective_on_real_results(worlds_dir: Path) -> N
 
 def test_module_exports() -> None:
     assert set(ev.__all__) <= set(dir(ev))
+
+
+def test_small_grids_of_built_ins_and_files_run_in_this_process_by_default(tmp_path: Path) -> None:
+    """A grid of at most SMALL_GRID_NODE_EPISODES node-episodes starts no job process when no
+    jobs are given; a module:Class or a model keeps the job process (its watchdog)."""
+    small = resolve_worlds([make_world(tmp_path / "w0", 40, 0), make_world(tmp_path / "w1", 40, 1)])
+    betas = DEFAULT_BETA_GRID
+    assert ev._small_grid(["greedy", "agents/example_policy.py"], small, betas)
+    assert not ev._small_grid(["greedy", "test_jobs:BlockingPolicy"], small, betas)
+    assert not ev._small_grid(["ppo-options-v"], small, betas)
+    many = len(betas) * sum(w.size for w in small)
+    assert not ev._small_grid(["greedy"] * (ev.SMALL_GRID_NODE_EPISODES // many + 1), small, betas)
