@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from docs.hooks.include import expand  # the docs site's own include hook
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "docs" / "hooks"))
-from include import expand  # noqa: E402  (the docs site's own include hook)
 
 FENCE = re.compile(r"^```(\w*)\s*(\{[^}]*\})?\s*$")
 SCRIPT = re.compile(r"(?:^|\s)(?:\S*/)?python3?\s+(?!-)(\S+\.py)\b")
