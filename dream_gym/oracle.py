@@ -192,12 +192,13 @@ class _Builder:
         if self._potential is None:
             pot = [0] * self.world.size
             starts, children, counts = self.starts, self.children, self.n_children
-            selections = self.rule.selections
+            limits = self.rule.selection_limits(np.asarray(counts, dtype=np.int64)).tolist()
             for v in range(self.world.size - 1, -1, -1):  # children come after their parent
-                if not counts[v]:
-                    continue
-                first = starts[v]  # only the first `selections` children can follow v
-                pot[v] = max(r + 1 + pot[children[first + r]] for r in range(int(selections(counts[v]))))
+                limit, first = limits[v], starts[v]  # only the first `limit` children can follow v
+                if limit == 1:  # a chain step (every node under "leaves"): the common case, inline
+                    pot[v] = 1 + pot[children[first]]
+                elif limit:
+                    pot[v] = max(r + 1 + pot[children[first + r]] for r in range(limit))
             self._potential = pot
         return self._potential
 
