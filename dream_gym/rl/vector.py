@@ -16,11 +16,11 @@ from dream_gym.rl.macro import MACRO_ACTIONS, MacroTable, batch_masks, macro_bat
 from dream_gym.rl.pool_episodes import betas_of
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
-from dream_gym.vector_env import VectorReplayEnv, WorldRef, as_world_list
+from dream_gym.vector_episodes import VectorEpisodes, WorldRef, as_world_list
 from dream_gym.vector_replay import NONE, VectorReplay, WorldPool
 
 
-class MacroVectorEnv(VectorReplayEnv):
+class MacroVectorEnv(VectorEpisodes):
     """:class:`~dream_gym.rl.MacroReplayEnv` for N episodes at once, in numpy arrays.
 
     The same actions (:data:`MACRO_ACTIONS`, every one valid: a masked action stops), features
