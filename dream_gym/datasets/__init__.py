@@ -22,11 +22,11 @@ This package imports only the world format, replay mechanics and scores (:mod:`d
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dream_gym.datasets.coverage import CoverageReport, coverage_report, plot_tree, render_text
 from dream_gym.datasets.ids import (
     DatasetId,
     DatasetIdError,
@@ -37,16 +37,6 @@ from dream_gym.datasets.ids import (
     parse_dataset_id,
     parse_dataset_ref,
     parse_world_ref,
-)
-from dream_gym.datasets.remote import (
-    REMOTE_ENV,
-    RemoteDataset,
-    RemoteError,
-    default_remote,
-    download,
-    latest_version,
-    list_remote,
-    upload,
 )
 from dream_gym.datasets.store import (
     DATASET_FORMAT,
@@ -67,6 +57,34 @@ from dream_gym.datasets.store import (
     validate,
 )
 from dream_gym.world import World, load_world
+
+if TYPE_CHECKING:
+    from dream_gym.datasets.coverage import CoverageReport, coverage_report, plot_tree, render_text
+    from dream_gym.datasets.remote import (
+        REMOTE_ENV,
+        RemoteDataset,
+        RemoteError,
+        default_remote,
+        download,
+        latest_version,
+        list_remote,
+        upload,
+    )
+
+# Coverage reports (matplotlib, the oracle) and remotes (the Hub client) load when first named:
+# ``import dream_gym`` imports the store, and so this package, and must stay light.
+_LAZY = {
+    "CoverageReport": "coverage", "coverage_report": "coverage", "plot_tree": "coverage",
+    "render_text": "coverage", "REMOTE_ENV": "remote", "RemoteDataset": "remote",
+    "RemoteError": "remote", "default_remote": "remote", "download": "remote",
+    "latest_version": "remote", "list_remote": "remote", "upload": "remote",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"dream_gym.datasets.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load(target: str | os.PathLike[str], *, download: bool = False, remote: str | None = None) -> Any:
@@ -95,6 +113,8 @@ def load(target: str | os.PathLike[str], *, download: bool = False, remote: str 
 
 def load_dataset(dataset_id: str, *, download: bool = False, remote: str | None = None) -> Dataset:
     """The dataset ``namespace/name-vN`` (or the newest of ``namespace/name``); see :func:`load`."""
+    from dream_gym.datasets import remote as fetch
+
     ref = parse_dataset_ref(dataset_id)
     if isinstance(ref, DatasetId):
         try:
@@ -102,15 +122,15 @@ def load_dataset(dataset_id: str, *, download: bool = False, remote: str | None 
         except DatasetNotFoundError:
             if not download:
                 raise
-        return _download(str(ref), remote, skip_existing=True)
+        return fetch.download(str(ref), remote, skip_existing=True)
     if download:
-        return _download(str(ref), remote, skip_existing=True)
+        return fetch.download(str(ref), remote, skip_existing=True)
     version = latest_local_version(ref)
     if version is None:
         raise DatasetNotFoundError(
             f"no version of dataset {ref} is in the local store ({datasets_root()}) nor shipped with "
             f"dream_gym; fetch the newest with `dream-gym worlds download {ref} --remote URL` (or "
-            f"load(..., download=True); the remote defaults to ${REMOTE_ENV})"
+            f"load(..., download=True); the remote defaults to ${fetch.REMOTE_ENV})"
         )
     return find_dataset(str(ref.version(version)))
 
@@ -147,8 +167,6 @@ def _version_of(text: str, ref: DatasetName) -> int | None:
     return did.version if did.unversioned == ref else None
 
 
-_download = download
-
 
 def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None = None) -> str:
     """Text for ``dream-gym worlds show``: dataset metadata and each world's coverage report.
@@ -157,6 +175,8 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
     a single world is drawn to that PNG file; for a dataset, one PNG per world is written into
     the folder ``plot`` (``<world>.png``).
     """
+    from dream_gym.datasets.coverage import coverage_report, plot_tree, render_text
+
     text = os.fspath(target)
     if not Path(text).exists() and is_dataset_id(text):
         dataset = find_dataset(text)
