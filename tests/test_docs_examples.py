@@ -287,7 +287,7 @@ def test_every_dream_gym_name_in_the_docs_resolves() -> None:
 
 
 def test_an_included_file_keeps_its_text_with_headings_down_and_links_as_repository_paths() -> None:
-    from include import included_text
+    from docs.hooks.include import included_text
 
     text = included_text("experiments/recommended/RESULTS.md")
     source = (REPO / "experiments" / "recommended" / "RESULTS.md").read_text(encoding="utf-8")
