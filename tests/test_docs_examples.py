@@ -295,3 +295,20 @@ def test_an_included_file_keeps_its_text_with_headings_down_and_links_as_reposit
     assert "`experiments/recommended/PROTOCOL.md`" in text and "](PROTOCOL.md)" in source
     table_rows = [line for line in source.splitlines() if line.startswith("|")]
     assert table_rows and all(row in text for row in table_rows)  # every measured row survives
+
+
+REPO_PATH = re.compile(r"`((?:dream_gym|agents|benchmarks|experiments|tests|recorded_worlds|notebooks|docs)/[\w./-]*\w\.\w+)"
+                       r"(?:::(\w+))?`")
+
+
+def test_every_repository_file_and_test_the_docs_name_exists() -> None:
+    """`path/file.py` and `tests/test_x.py::test_name` in the prose: a moved file or a renamed test
+    shows here instead of sending readers nowhere."""
+    named = [(page, path, test) for page in doc_pages()
+             for path, test in REPO_PATH.findall(expand(page.read_text(encoding="utf-8")))]
+    assert len(named) >= 100 and any(test for _, _, test in named)
+    missing = [f"{page.relative_to(REPO)}: {path}" for page, path, _ in named if not (REPO / path).exists()]
+    missing += [f"{page.relative_to(REPO)}: {path}::{test}" for page, path, test in named
+                if test and (REPO / path).is_file()
+                and not re.search(rf"def {test}\b", (REPO / path).read_text(encoding="utf-8"))]
+    assert not missing, "files and tests named in the docs that do not exist:\n" + "\n".join(missing)
