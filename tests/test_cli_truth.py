@@ -208,6 +208,7 @@ def test_replay_exits_1_naming_the_error_once_and_says_its_w(policies: dict[str,
     assert allowed.stdout.splitlines()[0].endswith("beta 0.5  W 2")
 
 
+@pytest.mark.slow
 def test_dream_exits_1_when_the_incumbent_fails(policies: dict[str, Path], tmp_path: Path) -> None:
     done = dream_gym("dream", "--history", "cp26-puct-w4-s1", "--policy", str(policies["broken"]), "-M", "2",
                      "--betas", "0,1", "-j", "1", "--quiet", "--out", str(tmp_path / "dream"))
@@ -218,6 +219,7 @@ def test_dream_exits_1_when_the_incumbent_fails(policies: dict[str, Path], tmp_p
     assert all(len(line) <= 80 for line in done.stdout.splitlines())
 
 
+@pytest.mark.slow
 def test_rsi_summary_keeps_every_column_at_80_columns(tmp_path: Path) -> None:
     from dream_gym.dream.rsi import SUMMARY_COLUMNS
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dream_gym.cli import main
 from dream_gym.durable import read_jsonl
 
@@ -41,6 +43,7 @@ RSI = ["rsi", "--task", "sum-difference", "--policy", "fixed", "--iterations", "
        "--workers", "2", "--rounds", "2", "--betas", "0.5", "-j", "1", "--backend", "serial", "--quiet"]
 
 
+@pytest.mark.slow
 def test_rsi_runs_rollout_dream_deploy_and_reports_all_in_cost(tmp_path, capsys):
     out = tmp_path / "rsi"
     assert main([*RSI, "--out", str(out)]) == 0
@@ -61,6 +64,7 @@ def test_rsi_runs_rollout_dream_deploy_and_reports_all_in_cost(tmp_path, capsys)
     assert "disc $" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_rsi_resume_refuses_other_settings_and_redoes_nothing(tmp_path, capsys):
     out = tmp_path / "rsi"
     args = [a if a != "2" or i != RSI.index("--iterations") + 1 else "1" for i, a in enumerate(RSI)]

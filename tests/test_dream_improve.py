@@ -104,6 +104,7 @@ def test_determinism_gate_refuses_a_policy_that_depends_on_the_hash_seed(tmp_pat
     assert result.versions[1].status == "nondeterministic"
 
 
+@pytest.mark.slow
 def test_kept_policy_never_scores_below_the_incumbent_on_a_fresh_evaluation(tmp_path):
     history = resolve_worlds("sd-fixed-s0,lasso-ucb-s0")
     result = improvement_step(tmp_path, 1, "fixed", history, BuiltinDeveloper(seed=3), DreamSettings(4, SCORING))
@@ -150,6 +151,7 @@ class CrashAt:
         return self.inner.propose(feedback)
 
 
+@pytest.mark.slow
 def test_an_interrupted_phase_resumes_with_its_next_version_and_redoes_none(tmp_path):
     codes = [revs.WEAK, revs.SYNTAX_ERROR, revs.WEAK]
     with pytest.raises(KeyboardInterrupt):

@@ -34,6 +34,7 @@ def test_request_is_on_disk_before_the_server_answers(tmp_path):
     assert rows[0]["phase"] == 1 and rows[0]["revision"] == 2 and rows[0]["messages"] == MESSAGES
 
 
+@pytest.mark.slow
 def test_an_answered_call_is_never_sent_again_and_an_unanswered_one_is(tmp_path):
     with OpenAICompatServer() as server:
         client = LLMClient("openai/dev", api_base=server.base_url)

@@ -60,6 +60,7 @@ def test_recommended_loads_from_the_spec_machinery_as_the_policy_it_names() -> N
     assert callable(fresh.act) and callable(fresh.reset)
 
 
+@pytest.mark.slow
 def test_recommended_is_deterministic_across_processes() -> None:
     serial = evaluate([NAME], ",".join(WORLDS), "0,0.5,1", jobs=1, progress=False)
     pooled = evaluate([NAME], ",".join(WORLDS), "0,0.5,1", jobs=2, progress=False)
@@ -76,6 +77,7 @@ def test_recommended_takes_beta_as_its_budget_preference() -> None:
     assert any(attempts[(w, 1.0)] > attempts[(w, 0.0)] for w in WORLDS), attempts
 
 
+@pytest.mark.slow
 def test_eval_accepts_recommended(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     assert cli_main(["eval", "--policy", NAME, "--policy", "greedy", "--worlds", WORLDS[0], "--betas", "0.5",

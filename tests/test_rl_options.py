@@ -139,6 +139,7 @@ def test_options_policy_runs_the_batches_the_env_would(options_model: Path) -> N
         assert result.error is None and [b for b in result.batches if b] == batches
 
 
+@pytest.mark.slow
 def test_load_and_evaluate_an_options_model_deterministically(options_model: Path) -> None:
     from dream_gym.evaluate import evaluate
     from dream_gym.policy_files import load_policy

@@ -31,6 +31,7 @@ def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:
     assert set(SHIPPED_MODELS) == set(KINDS)  # at most three shipped models besides recommended
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SHIPPED_MODELS))
 def test_a_shipped_model_replays_and_evaluates_deterministically(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["replay", "cp32-fixed-s0", "--policy", name, "--beta", "0.5", "--json"]) == 0
