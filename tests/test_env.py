@@ -48,11 +48,15 @@ def glob(obs: dict, name: str) -> float:
 
 
 def checked(env: gym.Env) -> list[str]:
-    """check_env's warnings, except the infinite score bounds (raw scores are unbounded by design)."""
+    """check_env's warnings, except the infinite score bounds (raw scores are unbounded by design).
+
+    ResourceWarnings are not check_env's: the collector may finalise another test's pipe at any
+    moment, and its warning would land here."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env, skip_render_check=False)
-    return [str(w.message) for w in caught if "infinity" not in str(w.message)]
+    return [str(w.message) for w in caught
+            if "infinity" not in str(w.message) and not issubclass(w.category, ResourceWarning)]
 
 
 # -- registration and spaces ---------------------------------------------------------------------

@@ -14,9 +14,11 @@ import ctypes
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -288,15 +290,18 @@ def construct_set():
 
 
 @pytest.mark.slow
-def test_candidates_are_contained_through_grow(tmp_path: Path, listener: Listener) -> None:
+def test_candidates_are_contained_through_grow(tmp_path: Path, listener: Listener,
+                                               request: pytest.FixtureRequest) -> None:
     """A candidate that hunts for the user's key in its ancestors' environments, tampers with
     the world it is grown into, writes into the project and the virtualenv, opens a socket,
     leaves a daemon and signals the grow process: all refused, recorded as its own error."""
     from tests.openai_server import OpenAICompatServer
 
     world = tmp_path / "grown"
-    workspaces = tmp_path / "tmp"  # the run's attempt workspaces go here: its processes name it
-    workspaces.mkdir()
+    # The run's attempt workspaces go here (its processes name it); short, since multiprocessing's
+    # socket lives below TMPDIR and AF_UNIX paths are capped at 108 bytes.
+    workspaces = Path(tempfile.mkdtemp(prefix="dg-grow-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(workspaces, ignore_errors=True))
     env = {**os.environ, "OPENAI_API_KEY": SECRET, "TMPDIR": str(workspaces)}
     with OpenAICompatServer() as server:
         grow = subprocess.Popen(
