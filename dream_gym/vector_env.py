@@ -36,7 +36,7 @@ from dream_gym.objectives import replay_value
 from dream_gym.replay import IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.settings import DEFAULT_BETA, ReplaySettings
-from dream_gym.vector_episodes import VectorEpisodes, WorldRef, as_world_list
+from dream_gym.vector_episodes import VectorEpisodes, WorldRef, as_world_list, reset_mask
 from dream_gym.vector_replay import (
     _FRONTIER_CODES,
     MAX_SETS,
@@ -185,13 +185,7 @@ class ReplayVectorEnv(VectorEpisodes):
         """Start every episode, or only those of ``options["reset_mask"]`` (a bool array)."""
         VectorEnv.reset(self, seed=seed)
         options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        if mask is None:
-            mask = self._all
-        else:
-            mask = np.asarray(mask)
-            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
-                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},)")
+        mask = reset_mask(options, self.num_envs)
         index, _ = self._run(self._kept, self._none, mask)
         self._ended = self._ended & ~mask
         return self._observation(index), self._info()

@@ -24,6 +24,18 @@ from dream_gym.world import World
 WorldRef = World | str | os.PathLike[str]
 
 
+def reset_mask(options: dict[str, Any], num_envs: int) -> np.ndarray:
+    """The episodes a ``reset`` starts: ``options["reset_mask"]`` (popped; a bool array of shape
+    ``(num_envs,)``), or all of them when it is absent."""
+    mask = options.pop("reset_mask", None)
+    if mask is None:
+        return np.ones(num_envs, dtype=bool)
+    mask = np.asarray(mask)
+    if mask.shape != (num_envs,) or mask.dtype != np.bool_:
+        raise ValueError(f"options['reset_mask'] must be a bool array of shape ({num_envs},)")
+    return mask
+
+
 def as_world_list(worlds: WorldRef | Sequence[WorldRef]) -> list[World]:
     """One world reference or a sequence of them, resolved."""
     if isinstance(worlds, (World, str, os.PathLike)):
@@ -78,13 +90,7 @@ class VectorEpisodes(VectorEnv):  # type: ignore[type-arg]
         """Start every episode, or only those of ``options["reset_mask"]`` (a bool array)."""
         super().reset(seed=seed)
         options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        if mask is None:
-            mask = self._all
-        else:
-            mask = np.asarray(mask)
-            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
-                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},)")
+        mask = reset_mask(options, self.num_envs)
         self._start(mask, options)
         self._value[mask] = 0.0
         self._ended[mask] = False
