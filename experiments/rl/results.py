@@ -235,6 +235,17 @@ def seed_groups(text: str) -> list[list[int]]:
     return groups
 
 
+def run_choice(args: argparse.Namespace) -> tuple[list[int], list[str], list[str], list[list[int]]]:
+    """The seeds, kinds, ensemble kinds and ensemble seed groups that ``--seeds``, ``--kinds``,
+    ``--ensemble`` and ``--ensemble-groups`` name; an ensemble kind must be among the kinds."""
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    kinds = [a for a in args.kinds.split(",") if a.strip()]
+    ensembles = [a for a in args.ensemble.split(",") if a.strip()]
+    if not set(ensembles) <= set(kinds):
+        raise SystemExit(f"--ensemble {args.ensemble}: not among --kinds {args.kinds}")
+    return seeds, kinds, ensembles, seed_groups(args.ensemble_groups)
+
+
 def ensemble_label(kind: str, groups: list[list[int]]) -> str:
     return f"{kind} ×{len(groups[0])}"
 
@@ -252,12 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ensemble", default="", help="kinds also reported as seed ensembles")
     parser.add_argument("--ensemble-groups", default="0-4,5-9,10-14", help="the seeds of each ensemble")
     args = parser.parse_args(own)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    kinds = [a for a in args.kinds.split(",") if a.strip()]
-    ensembles = [a for a in args.ensemble.split(",") if a.strip()]
-    groups = seed_groups(args.ensemble_groups)
-    if not set(ensembles) <= set(kinds):
-        raise SystemExit(f"--ensemble {args.ensemble}: not among --kinds {args.kinds}")
+    seeds, kinds, ensembles, groups = run_choice(args)
 
     def trained(kind: str, seed: int) -> dict[str, Any]:
         return run(kind, seed, args.out / f"{kind}-s{seed}", STEPS[kind], [*OPTIONS.get(kind, []), *extra])

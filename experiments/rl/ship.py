@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.policies.trained import SHIPPED_MODELS
-from experiments.rl.results import OPTIONS, REPO, STEPS, own_score, run, seed_groups, split_extra
+from experiments.rl.results import OPTIONS, REPO, STEPS, own_score, run, run_choice, split_extra
 from experiments.rl.seeds import spread
 
 MODELS = REPO / "agents" / "models"
@@ -88,12 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ensemble-groups", default="0-4,5-9,10-14", help="the seeds of each ensemble")
     parser.add_argument("--models", type=Path, default=MODELS, help="where the shipped models go")
     args = parser.parse_args(own)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    kinds = [a for a in args.kinds.split(",") if a.strip()]
-    ensembles = [a for a in args.ensemble.split(",") if a.strip()]
-    groups = seed_groups(args.ensemble_groups)
-    if not set(ensembles) <= set(kinds):
-        raise SystemExit(f"--ensemble {args.ensemble}: not among --kinds {args.kinds}")
+    seeds, kinds, ensembles, groups = run_choice(args)
 
     def trained(kind: str, seed: int) -> dict[str, Any]:
         return run(kind, seed, args.out / f"{kind}-s{seed}", STEPS[kind], [*OPTIONS.get(kind, []), *extra])
