@@ -13,6 +13,8 @@ import os
 import random
 import re
 import resource
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -388,11 +390,12 @@ def test_spy_parent_control_without_sandbox(world: World) -> None:
     assert "read /proc/<ppid>/environ" in found and "may signal the parent" in found
 
 
-def test_spy_disk_finds_no_world_file(tmp_path: Path, world: World, good: IsolatedPolicy, reference: Any) -> None:
-    folder = write_world(tmp_path / "world-on-disk", _meta(), _records())
+def test_spy_disk_finds_no_world_file(world: World, good: IsolatedPolicy, reference: Any,
+                                      request: pytest.FixtureRequest) -> None:
+    scratch = Path(tempfile.mkdtemp(dir="/tmp"))  # where the spy looks, wherever pytest's temp folder is
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    folder = write_world(scratch / "world-on-disk", _meta(), _records())
     control = run_episode(load_policy(HOSTILE / "spy_disk.py", isolate=False), world, on_error="record")
-    if not str(folder).startswith("/tmp/"):
-        pytest.skip("pytest's temp folder is not under /tmp, where the spy looks")
     assert str(folder / "nodes.jsonl") in _found(control.error)
     policy, result = _hostile("spy_disk.py", world)
     with policy:
