@@ -30,7 +30,7 @@ ROOT_SLOTS, BASELINE, ROUNDS, ATTEMPTS = range(len(GLOBAL_COLUMNS))
 PADDING_ROW = np.array([0, -1, 0, 0, 0], dtype=np.int32)  # a row no revealed node uses
 _new_object = object.__new__
 _refs = sys.getrefcount
-# The engine's layout (dream_gym.vector_replay; repeated here so that importing this module does
+# The engine's layout (dream_gym.episode_engine; repeated here so that importing this module does
 # not load numba): header slots of its int64 state, its float64 state and its output.
 _H_STATUS, _H_N, _H_OBSERVED, _H_ROOT_SLOTS, _H_DST, _H_OUTLEN, _H_MODE = 0, 1, 4, 6, 8, 16, 17
 _STATUS_ILLEGAL, _MODE_STEP, _MODE_RESET = 1, 0, 1
@@ -258,7 +258,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self.observation_space = observation_space(self.max_nodes, workers)
         # The episode lives in two flat arrays stepped by one compiled call (numba loads here, on
         # the first env, not with dream_gym).
-        from dream_gym import vector_replay as engine
+        from dream_gym import episode_engine as engine
 
         self._kernel = engine.episode_kernel()
         arrays = engine.EpisodeArrays(self.world, workers, self.max_nodes, session.replay.frontier_rule == "leaves",

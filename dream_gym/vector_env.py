@@ -32,6 +32,7 @@ from dream_gym.env import (
     capacity_for,
     observation_space,
 )
+from dream_gym.episode_engine import MAX_SETS
 from dream_gym.objectives import replay_value
 from dream_gym.replay import IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
@@ -39,7 +40,6 @@ from dream_gym.settings import DEFAULT_BETA, ReplaySettings
 from dream_gym.vector_episodes import VectorEpisodes, WorldRef, as_world_list, reset_mask
 from dream_gym.vector_replay import (
     _FRONTIER_CODES,
-    MAX_SETS,
     NONE,
     ROOT,
     VectorReplay,

@@ -18,7 +18,7 @@ from worldgen import make_world, random_records
 
 import dream_gym  # noqa: F401  (registers the envs)
 from dream_gym import env as env_module
-from dream_gym import vector_replay
+from dream_gym import episode_engine
 from dream_gym.env import ReplayEnv
 from dream_gym.session import ReplaySession
 from dream_gym.view import PrefixView
@@ -34,7 +34,7 @@ def first_w(info: dict[str, Any], workers: int) -> list[int]:
 
 def test_the_env_reads_the_engines_layout() -> None:
     """The env's hot path writes the engine's header slots as numbers: they must be these."""
-    v = vector_replay
+    v = episode_engine
     assert (env_module._H_STATUS, env_module._H_N, env_module._H_OBSERVED, env_module._H_ROOT_SLOTS,
             env_module._H_DST, env_module._H_OUTLEN, env_module._H_MODE) == (0, 1, 4, 6, 8, 16, 17)
     assert (v.H_STATUS, v.H_N, v.H_OBSERVED, v.H_ROOT_SLOTS, v.H_DST, v.H_OUTLEN, v.H_MODE) == (0, 1, 4, 6, 8, 16, 17)
@@ -100,7 +100,7 @@ def test_whatever_the_caller_keeps_never_changes(what: str) -> None:
                 np.testing.assert_array_equal(snapshot[key], item[key])
         else:
             np.testing.assert_array_equal(snapshot, item)
-    assert len(env._sets) == vector_replay.MAX_SETS  # the caller holds every set: new ones each step
+    assert len(env._sets) == episode_engine.MAX_SETS  # the caller holds every set: new ones each step
 
 
 def test_observations_cannot_be_made_writeable() -> None:
