@@ -8,11 +8,14 @@
    confines itself (the trusted layer: no exec, sockets, ptrace, ... but fork);
 2. it forks a probe episode that builds the policy once, so a file that defines no policy or
    fails to import is a load error at once, then says hello to the parent;
-3. for every ``reset`` it forks a new **episode** process, which confines itself further (no
-   new processes, signals only to itself, a nested Landlock domain, the audit hook), executes
-   the policy file's module code afresh and builds a fresh policy object. The template relays
-   the episode's messages over pipes of that episode only, and kills and reaps it at the next
-   ``reset`` or ``close``.
+3. for every ``reset`` it takes a new **episode** process, forked from it (the next one is
+   forked ahead, while the current one builds its policy, so its fork and confinement are not
+   on the parent's path). An episode process confines itself further at once (no new
+   processes, signals only to itself, a nested Landlock domain, the audit hook the template
+   built) and waits; at its ``reset`` it executes the policy file's module code afresh and
+   builds a fresh policy object. The template relays the episode's messages over pipes of that
+   episode only, and kills and reaps it at the next ``reset`` (before the next episode sees a
+   message) or ``close``.
 
 So every episode starts from the same process state, one in which no earlier episode ran: no
 class attribute, module global, cache, open descriptor or pipe content survives an episode,
@@ -36,7 +39,7 @@ import numpy  # noqa: F401  (imported by the trusted template, so episodes need 
 
 from dream_gym.policy import Policy, RunContext, batch_from, policy_name
 from dream_gym.policy_files.errors import PolicyNotFoundError
-from dream_gym.policy_files.hardening import install_audit_hook, read_roots_of_python
+from dream_gym.policy_files.hardening import AuditHook, audit_hook, install_audit_hook, read_roots_of_python
 from dream_gym.policy_files.inprocess import (
     is_file_spec,
     load_module_attr,
@@ -62,27 +65,31 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_exact(fd: int, n: int) -> bytes | None:
-    chunks, got = [], 0
-    while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+class _Frames:
+    """Framed messages read from ``fd`` in as few reads as they were written in (the bytes read
+    past a whole message wait for the next one)."""
 
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.pending = b""
 
-def _read_frame(fd: int) -> bytes | None:
-    """One framed message (header included), None at EOF or past the size limit."""
-    head = _read_exact(fd, HEADER.size)
-    if head is None:
-        return None
-    size = HEADER.unpack(head)[0]
-    if size > MAX_MESSAGE_BYTES:
-        return None
-    body = _read_exact(fd, size)
-    return None if body is None else head + body
+    def next(self, ready: Callable[[int], None] | None = None) -> bytes | None:
+        """The next message (header included); None at EOF or past the size limit. ``ready(fd)``
+        is asked before each read (waits, and may raise)."""
+        data = bytearray(self.pending)
+        while True:
+            size = HEADER.unpack_from(data)[0] if len(data) >= HEADER.size else 0
+            if size > MAX_MESSAGE_BYTES:
+                return None
+            if len(data) >= HEADER.size and len(data) >= HEADER.size + size:
+                self.pending = bytes(data[HEADER.size + size:])
+                return bytes(data[:HEADER.size + size])
+            if ready is not None:
+                ready(self.fd)
+            chunk = os.read(self.fd, max(1 << 16, min(HEADER.size + size - len(data), 1 << 24)))
+            if not chunk:
+                return None
+            data += chunk
 
 
 # -- what an episode builds -------------------------------------------------------------------
@@ -103,41 +110,41 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
 
 
 class _Episode:
-    """One episode process and the template's ends of its two pipes."""
+    """One episode process and the template's ends of its two pipes (fresh for each episode).
 
-    def __init__(self, build: Builder, confinement: Any, harden: bool, source: str, parent_fds: Sequence[int]):
+    The process is forked, confined and hardened at once, then waits for its first message:
+    the template forks the next episode ahead, while the current one runs, so that a ``reset``
+    finds it ready. Forked, it keeps no descriptor but its two pipe ends and stdio: not the
+    parent's pipes, not another episode's."""
+
+    def __init__(self, build: Builder, confinement: Any, hook: AuditHook | None, source: str):
         to_child_r, self.to_child = os.pipe()
-        self.from_child, from_child_w = os.pipe()
+        from_child, from_child_w = os.pipe()
+        self.replies = _Frames(from_child)
         self.status: int | None = None  # the wait status, once reaped
         self.pid = os.fork()
         if self.pid == 0:
-            for fd in (*parent_fds, self.to_child, self.from_child):
-                os.close(fd)
-            _episode_main(to_child_r, from_child_w, build, confinement, harden, source)
+            _keep_only(to_child_r, from_child_w)
+            _episode_main(to_child_r, from_child_w, build, confinement, hook, source)
         os.close(to_child_r)
         os.close(from_child_w)
 
     def call(self, message: bytes, parent_in: int) -> bytes:
         """Forward one framed message and return the episode's framed reply (or a report of its
-        death). Ends the template if the parent goes away meanwhile."""
+        death); raises :class:`_ParentGone` if the parent goes away meanwhile."""
         try:
             _write_all(self.to_child, message)
         except OSError:
             return frame(self._died())
-        poller = select.poll()
-        poller.register(self.from_child, select.POLLIN)
-        poller.register(parent_in, select.POLLHUP)
-        while True:
-            events = dict(poller.poll())
-            if self.from_child in events:
-                break
-            if events.get(parent_in, 0) & (select.POLLHUP | select.POLLERR):
-                self.end()
-                os._exit(0)
-        reply = _read_frame(self.from_child)
-        if reply is None:
-            return frame(self._died())
-        return reply
+        reply = self._reply(parent_in)
+        return frame(self._died()) if reply is None else reply
+
+    def _reply(self, parent_in: int) -> bytes | None:
+        def ready(fd: int) -> None:
+            if not _readable(fd, parent_in):
+                raise _ParentGone
+
+        return self.replies.next(ready)
 
     def _died(self) -> dict[str, Any]:
         self.end()  # a process that closed its pipe but runs on is killed; a dead one keeps its status
@@ -147,28 +154,68 @@ class _Episode:
         code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
         return {"ok": False, "kind": "died", "exit": code}
 
-    def end(self) -> None:
-        """Kill (a no-op on a process that already ended) and reap the episode, close its pipes."""
-        if self.pid <= 0:
+    def kill(self) -> None:
+        """Kill the process (a no-op on one that already ended) and close its pipes: it runs
+        no more of its code; :meth:`reap` collects its status."""
+        if self.to_child < 0:
             return
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        _, self.status = os.waitpid(self.pid, 0)
-        self.pid = -1
-        for fd in (self.to_child, self.from_child):
+        for fd in (self.to_child, self.replies.fd):
             os.close(fd)
+        self.to_child = -1
+
+    def reap(self, block: bool = True) -> bool:
+        """Collect the status of the killed process (True once it is collected)."""
+        if self.pid > 0:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+            if pid == 0:
+                return False
+            self.pid, self.status = -1, status
+        return True
+
+    def end(self) -> None:
+        """Kill and reap the episode."""
+        self.kill()
+        self.reap()
 
 
-def _episode_main(fd_in: int, fd_out: int, build: Builder, confinement: Any, harden: bool, source: str) -> None:
+class _ParentGone(Exception):
+    pass
+
+
+def _readable(fd: int, parent_in: int) -> bool:
+    """Wait until ``fd`` can be read; False when the parent's pipe closes first."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poller.register(parent_in, select.POLLHUP)
+    while True:
+        events = dict(poller.poll())
+        if fd in events:
+            return True
+        if events.get(parent_in, 0) & (select.POLLHUP | select.POLLERR):
+            return False
+
+
+def _keep_only(*fds: int) -> None:
+    """Close every descriptor above stderr but ``fds`` (in a freshly forked episode)."""
+    low = 3
+    for fd in sorted(fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _episode_main(fd_in: int, fd_out: int, build: Builder, confinement: Any, hook: AuditHook | None,
+                  source: str) -> None:
     """An episode process: confine, build a fresh policy, answer until EOF (never returns)."""
     code = 0
     try:
         confinement.confine_episode()
-        if harden:
-            folders, files = read_roots_of_python()
-            install_audit_hook(folders, [*files, *([source] if is_file_spec(source) else [])])
+        if hook is not None:  # after the confinement: its ctypes calls are what the hook refuses
+            install_audit_hook(hook)
         _serve(fd_in, fd_out, build, source)
     except BaseException:  # noqa: BLE001 - whatever happened, this process ends here
         code = 1
@@ -183,8 +230,9 @@ def _episode_main(fd_in: int, fd_out: int, build: Builder, confinement: Any, har
 def _serve(fd_in: int, fd_out: int, build: Builder, source: str) -> None:
     policy: Policy | None = None
     nodes: list[NodeView] = []
+    requests = _Frames(fd_in)
     while True:
-        message = _read_frame(fd_in)
+        message = requests.next()
         if message is None:
             return
         request = json.loads(message[HEADER.size:])
@@ -248,6 +296,7 @@ def main(args: Sequence[str], confinement: Any) -> None:
     source = str(Path(spec).resolve()) if is_file_spec(spec) else spec
     try:
         build = _builder(spec, config.get("params") or {})
+        hook = _hook(confinement, source) if harden else None
     except BaseException as exc:  # noqa: BLE001  (report anything, then end)
         kind = "notfound" if isinstance(exc, PolicyNotFoundError) else (
             "memory" if isinstance(exc, MemoryError) else "load")
@@ -258,40 +307,102 @@ def main(args: Sequence[str], confinement: Any) -> None:
     except Exception as exc:  # noqa: BLE001 - the kernel refused a layer: nothing untrusted runs
         _send(fd_out, {"ok": False, "kind": "sandbox", "error": str(exc)})
         return
-    probe = _Episode(build, confinement, harden, source, (fd_in, fd_out))
-    hello = json.loads(probe.call(frame({"op": "probe"}), fd_in)[HEADER.size:])
-    probe.end()
+    episodes = _Episodes(build, confinement, hook, source)
+    probe = episodes.fork()
+    try:
+        hello = json.loads(probe.call(frame({"op": "probe"}), fd_in)[HEADER.size:])
+    except _ParentGone:
+        return
+    finally:
+        probe.end()
     if not hello.get("ok"):
         _send(fd_out, hello if hello.get("kind") != "died" else {
             "ok": False, "kind": "load", "error": f"the policy's process died while loading ({_how(hello)})"})
         return
     _send(fd_out, {"ok": True, "name": hello.get("name"), "pid": os.getpid(),
                    "hardening": [*notes, *(["audit-hook"] if harden else [])]})
-    _relay(fd_in, fd_out, build, confinement, harden, source)
+    _relay(fd_in, fd_out, episodes)
+
+
+def _hook(confinement: Any, source: str) -> AuditHook:
+    """The episodes' audit hook, built once here: its read roots are the sandbox's own."""
+    folders, files = read_roots_of_python(getattr(confinement, "read", None) or None)
+    return audit_hook(folders, [*files, *([source] if is_file_spec(source) else [])])
 
 
 def _how(died: Mapping[str, Any]) -> str:
     return f"killed by {died['signal']}" if died.get("signal") else f"exit code {died.get('exit')}"
 
 
-def _relay(fd_in: int, fd_out: int, build: Builder, confinement: Any, harden: bool, source: str) -> None:
+class _Episodes:
+    """Forks episode processes, one ahead: after the first ``reset`` a confined episode always
+    waits for the next one, so forking it is not on the parent's path."""
+
+    def __init__(self, build: Builder, confinement: Any, hook: AuditHook | None, source: str):
+        self.build, self.confinement, self.hook, self.source = build, confinement, hook, source
+        self.ready: _Episode | None = None
+        self.dying: list[_Episode] = []  # killed, not yet reaped (their memory is freed meanwhile)
+
+    def fork(self) -> _Episode:
+        return _Episode(self.build, self.confinement, self.hook, self.source)
+
+    def take(self) -> _Episode:
+        """The episode for a ``reset``: the one forked ahead (or a new one)."""
+        episode, self.ready = self.ready or self.fork(), None
+        return episode
+
+    def fork_ahead(self) -> None:
+        if self.ready is None:
+            self.ready = self.fork()
+
+    def retire(self, episode: _Episode) -> None:
+        """Kill an episode now (it runs no more of its code); it is reaped later."""
+        episode.kill()
+        self.dying.append(episode)
+
+    def reap(self, block: bool = False) -> None:
+        self.dying = [episode for episode in self.dying if not episode.reap(block)]
+
+    def end(self) -> None:
+        if self.ready is not None:
+            self.retire(self.ready)
+        self.reap(block=True)
+
+
+_RESET, _CLOSE = b'{"op":"reset"', b'{"op":"close"'  # the parent writes "op" first (wire.frame)
+
+
+def _relay(fd_in: int, fd_out: int, episodes: _Episodes) -> None:
+    """Forward the parent's messages to the current episode and its replies back. At a
+    ``reset``, the current episode is killed and the one forked ahead takes over; once it has
+    answered its first decision (so it runs), the next one is forked ahead, while the parent
+    replays that decision."""
     episode: _Episode | None = None
-    while True:
-        message = _read_frame(fd_in)
-        op = None if message is None else json.loads(message[HEADER.size:]).get("op")
-        if op in (None, "close"):
-            if episode is not None:
-                episode.end()
-            return
-        if op == "reset":
-            if episode is not None:
-                episode.end()
-            episode = _Episode(build, confinement, harden, source, (fd_in, fd_out))
-        if episode is None:
-            _send(fd_out, {"ok": False, "kind": "protocol", "error": f"{op} before reset"})
-            continue
-        assert message is not None
-        _write_all(fd_out, episode.call(message, fd_in))
+    decisions = 0
+    requests = _Frames(fd_in)
+    try:
+        while True:
+            message = requests.next()
+            if message is None or message.startswith(_CLOSE, HEADER.size):
+                return
+            if message.startswith(_RESET, HEADER.size):
+                if episode is not None:
+                    episodes.retire(episode)  # it runs no more before the next one sees a message
+                episode, decisions = episodes.take(), -1
+            if episode is None:
+                _send(fd_out, {"ok": False, "kind": "protocol", "error": "act before reset"})
+                continue
+            _write_all(fd_out, episode.call(message, fd_in))
+            decisions += 1
+            if decisions == 1:
+                episodes.fork_ahead()
+                episodes.reap()
+    except _ParentGone:
+        pass
+    finally:
+        if episode is not None:
+            episodes.retire(episode)
+        episodes.end()
 
 
 __all__ = ["main"]

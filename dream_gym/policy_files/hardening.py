@@ -6,8 +6,13 @@ outside the Python installation, the ``dream_gym`` package and the policy file, 
 listing other folders, subprocesses and exec, ``os.fork``, signals to other processes, ctypes,
 sockets and sqlite. Python can undo a hook (through ``gc``, or by editing its module), so nothing
 relies on it: it only turns an attempt into an early, readable error. Every value it compares
-with is bound when it is installed, not looked up when it runs (reassigning ``os.devnull`` or
+with is bound when it is built, not looked up when it runs (reassigning ``os.devnull`` or
 ``os.path.realpath`` changes nothing).
+
+Building the hook (:func:`audit_hook`: the read roots resolved, the sets it compares with) is
+done once, in the policy's template; each episode process, forked from it, only installs the
+ready function (:func:`install_audit_hook`, microseconds) after its kernel confinement, whose
+ctypes calls the hook would refuse.
 """
 
 from __future__ import annotations
@@ -15,17 +20,20 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+AuditHook = Callable[[str, tuple[Any, ...]], None]
 
-def read_roots_of_python() -> tuple[list[str], list[str]]:
+
+def read_roots_of_python(roots: Mapping[str, Sequence[str]] | None = None) -> tuple[list[str], list[str]]:
     """The folders and files the audit hook lets a policy read: the sandbox's own read roots
-    (:func:`dream_gym.sandbox.launch.read_roots`: Python's runtime and the code of dream_gym,
-    never its shipped data), so both layers agree on what is readable."""
-    from dream_gym.sandbox.launch import read_roots
+    (``roots``, by default :func:`dream_gym.sandbox.launch.read_roots`: Python's runtime and the
+    code of dream_gym, never its shipped data), so both layers agree on what is readable."""
+    if roots is None:
+        from dream_gym.sandbox.launch import read_roots
 
-    roots = read_roots()
+        roots = read_roots()
     trees = [os.path.realpath(p) for p in roots["tree"]]
     folders = [p for p in trees if os.path.isdir(p)]
     files = [p for p in trees if not os.path.isdir(p)] + [os.path.realpath(p) for p in roots["file"]]
@@ -44,8 +52,14 @@ DENIED_EVENTS = frozenset({
 DENIED_PREFIXES = ("ctypes.", "socket.", "_ssl.", "os.exec", "os.spawn", "os.posix_spawn")
 
 
-def install_audit_hook(read_roots: Sequence[str], read_files: Sequence[str]) -> None:
-    """Refuse what an exploration policy has no business doing (see the module docstring)."""
+def install_audit_hook(hook: AuditHook) -> None:
+    """Install a hook built by :func:`audit_hook` (it cannot be removed from this process)."""
+    sys.addaudithook(hook)
+
+
+def audit_hook(read_roots: Sequence[str], read_files: Sequence[str]) -> AuditHook:
+    """The hook that refuses what an exploration policy has no business doing (see the module
+    docstring), reading only below ``read_roots`` and the files ``read_files``."""
     realpath, fsdecode, getpid, sep = os.path.realpath, os.fsdecode, os.getpid, os.sep
     devnull = "/dev/null"
     roots = tuple(r.rstrip(sep) + sep for r in read_roots)
@@ -84,7 +98,7 @@ def install_audit_hook(read_roots: Sequence[str], read_files: Sequence[str]) -> 
         elif event in DENIED_EVENTS or event.startswith(DENIED_PREFIXES):
             raise PermissionError(errno.EPERM, f"an isolated policy may not use {event}")
 
-    sys.addaudithook(hook)
+    return hook
 
 
-__all__ = ["DENIED_EVENTS", "DENIED_PREFIXES", "install_audit_hook", "read_roots_of_python"]
+__all__ = ["DENIED_EVENTS", "DENIED_PREFIXES", "AuditHook", "audit_hook", "install_audit_hook", "read_roots_of_python"]

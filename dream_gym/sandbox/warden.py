@@ -492,6 +492,36 @@ def _print_exception(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb)
 
 
+def _defer_package(name: str) -> None:
+    """Put package ``name`` into ``sys.modules`` without running its ``__init__`` (a call payload
+    imports one submodule, not everything the package's ``__init__`` pulls in: a lighter process,
+    faster to start and to fork). The ``__init__`` runs the first time a name it defines is asked
+    for (``from package import name``), so code that uses the package sees all of it."""
+    import importlib.util
+
+    parent, _, short = name.rpartition(".")
+    if name in sys.modules or (parent and parent not in sys.modules):
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+
+    def load_init(attr: str) -> Any:
+        del module.__dict__["__getattr__"]  # once, and not again while the __init__ runs
+        if importlib.util.find_spec(f"{name}.{attr}") is not None:  # a submodule: only that
+            module.__dict__["__getattr__"] = load_init
+            return importlib.import_module(f"{name}.{attr}")
+        loader.exec_module(module)
+        return getattr(module, attr)
+
+    module.__dict__["__getattr__"] = load_init
+    sys.modules[name] = module
+    if parent:
+        setattr(sys.modules[parent], short, module)
+
+
 def _payload(config: Mapping[str, Any], notes: list[str]) -> None:
     """Run the payload (never returns): a script, confined before it starts, or a trusted
     function that confines itself after its own imports."""
@@ -510,6 +540,8 @@ def _payload(config: Mapping[str, Any], notes: list[str]) -> None:
         else:
             import importlib
 
+            for package in payload.get("defer", ()):
+                _defer_package(package)
             module, _, name = payload["call"].partition(":")
             function: Callable[..., Any] = getattr(importlib.import_module(module), name)
             function(payload.get("args", []), confinement)
