@@ -28,8 +28,8 @@ which is what lets replay keep the frontier as an ascending list.
 The two rules (:data:`REVEAL_RULES`): ``"leaves"``, the paper's and the default (a non-root node
 is legal while it is a leaf of the revealed tree: it reveals its first child only), and
 ``"any"`` (any revealed node with an unrevealed recorded child, for imported non-chain worlds).
-The compiled kernels of :mod:`dream_gym.vector_replay` and the env engine (:mod:`dream_gym.episode_engine`) keep their own loops
-over these two; ``tests/test_reveal_rule_conformance.py`` pins every implementation to this one.
+The compiled kernels of :mod:`dream_gym.vector_replay`, :mod:`dream_gym.vector_engine` and the env
+engine (:mod:`dream_gym.episode_engine`) keep their own loops over these two; ``tests/test_reveal_rule_conformance.py`` pins every implementation to this one.
 """
 
 from __future__ import annotations

@@ -37,15 +37,9 @@ from dream_gym.objectives import replay_value
 from dream_gym.replay import IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.vector_engine import CAPACITY_FULL, FLAGS, ILLEGAL_STOP, TERMINATED, TRUNCATED, step_kernel
 from dream_gym.vector_episodes import VectorEpisodes, WorldRef, as_world_list, reset_mask
-from dream_gym.vector_replay import (
-    _FRONTIER_CODES,
-    NONE,
-    ROOT,
-    VectorReplay,
-    WorldPool,
-    _vector_env_kernel,
-)
+from dream_gym.vector_replay import _FRONTIER_CODES, NONE, ROOT, VectorReplay, WorldPool
 
 
 class ReplayVectorEnv(VectorEpisodes):
@@ -91,11 +85,13 @@ class ReplayVectorEnv(VectorEpisodes):
         workers = settings.pool_workers(worlds)
         self.settings = settings.replace(workers=workers)  # the frontier rule stays each world's when None
         self.pool = WorldPool(worlds)
-        self.replay = VectorReplay(self.pool, num_envs, workers, frontier=frontier)
+        self.max_nodes = m = capacity_for(max_nodes, self.pool.max_size, workers, "the largest world")
+        # an episode never holds more than min(max_nodes, its world) ids: room for them and one batch
+        self.replay = VectorReplay(self.pool, num_envs, workers, frontier=frontier,
+                                   capacity=min(m, self.pool.max_size) + workers, ranked=False)
         self._init_episodes(num_envs, autoreset_mode, replay_value, beta1, beta2)
         self.beta[:] = beta
         self.workers, self.max_rounds, self.strict = int(workers), max_rounds, strict
-        self.max_nodes = m = capacity_for(max_nodes, self.pool.max_size, workers, "the largest world")
         self.world_of = np.arange(self.num_envs) % len(worlds)
         self._warned_full = False
         self.single_action_space = spaces.MultiDiscrete(np.full(workers, m + 1, dtype=np.int64))
@@ -107,7 +103,8 @@ class ReplayVectorEnv(VectorEpisodes):
         self._epoch = np.zeros(n, dtype=np.int64)  # episodes started, per sub-env
         self._sets: list[_VectorSet] = []
         self._last = -1
-        self._kept = np.full((n, self.workers), NONE, dtype=np.int64)
+        self._no_actions = np.full((n, self.workers), NONE, dtype=np.int64)
+        self._kept = np.empty(self.workers, dtype=np.int64)  # the engine's room for one row's legal part
         self._none = np.zeros(n, dtype=bool)
         self._observed_bound = 0  # at least the longest episode's observed ids (the replay's room)
         self.reset()
@@ -155,26 +152,23 @@ class ReplayVectorEnv(VectorEpisodes):
         return index
 
     def _run(self, actions: np.ndarray, act: np.ndarray, start: np.ndarray) -> tuple[int, dict[str, np.ndarray]]:
-        """One call of the engine (see vector_replay._vector_env_kernel) on a free buffer set."""
+        """One call of the engine (dream_gym.vector_engine.step_kernel) on a free buffer set."""
         replay, n = self.replay, self.num_envs
         self._observed_bound += self.workers
-        if self._observed_bound + self.workers > replay.capacity:
+        if self._observed_bound + self.workers > replay.capacity:  # never, with the capacity __init__ gives
             self._observed_bound = int(replay.observed.max())
             replay._ensure_room()
         index = self._free_set()
         entry = self._sets[index]
-        out = {"reward": np.empty(n), "terminated": np.empty(n, dtype=bool), "truncated": np.empty(n, dtype=bool),
-               "dropped": np.empty(n, dtype=np.int64), "illegal_stop": np.empty(n, dtype=bool),
-               "capacity_full": np.empty(n, dtype=bool)}
+        reward, dropped, flags = np.empty(n), np.empty(n, dtype=np.int64), np.empty((FLAGS, n), dtype=bool)
         nodes, scores, glob = entry.rw
-        _vector_env_kernel(actions, self.max_nodes, act, start, self.world_of, _FRONTIER_CODES[self.replay.frontier],
-                           self.workers, -1 if self.max_rounds is None else self.max_rounds, self.max_nodes,
-                           self.beta1, self.beta2, self.pool.arrays, replay._episode_arrays(),
-                           replay._observed_arrays(), self._kept, nodes, scores, glob, entry.written, entry.epoch,
-                           self._epoch, self._value, out["reward"], out["terminated"], out["truncated"],
-                           out["dropped"], out["illegal_stop"], out["capacity_full"])
+        step_kernel(actions, self.max_nodes, act, start, self.world_of, _FRONTIER_CODES[replay.frontier],
+                    self.workers, -1 if self.max_rounds is None else self.max_rounds, self.max_nodes, self.beta1,
+                    self.beta2, self.pool.arrays, replay._episode_arrays(), replay.records, self._kept, nodes,
+                    scores, glob, entry.written, entry.epoch, self._epoch, self._value, reward, dropped, flags)
         self._last = index
-        return index, out
+        return index, {"reward": reward, "terminated": flags[TERMINATED], "truncated": flags[TRUNCATED],
+                       "dropped": dropped, "illegal_stop": flags[ILLEGAL_STOP], "capacity_full": flags[CAPACITY_FULL]}
 
     def _observation(self, index: int) -> dict[str, np.ndarray]:
         nodes, scores, glob = self._sets[index].out
@@ -186,7 +180,7 @@ class ReplayVectorEnv(VectorEpisodes):
         VectorEnv.reset(self, seed=seed)
         options = dict(options or {})
         mask = reset_mask(options, self.num_envs)
-        index, _ = self._run(self._kept, self._none, mask)
+        index, _ = self._run(self._no_actions, self._none, mask)
         self._ended = self._ended & ~mask
         return self._observation(index), self._info()
 
@@ -219,7 +213,7 @@ class ReplayVectorEnv(VectorEpisodes):
             info["final_obs"] = {key: array[ended] for key, array in observation.items()}
             info["_final_obs"] = ended
             del observation
-            self._run(self._kept, self._none, ended)  # the ended episodes start again, in a free set
+            self._run(self._no_actions, self._none, ended)  # the ended episodes start again, in a free set
             index = self._last
         self._ended = ended
         info.update(self._info())

@@ -37,6 +37,11 @@ from dream_gym.world import FRONTIER_RULES, World
 ROOT = 0
 NONE = -1  # "no selection" in a batch row, "no node" in id arrays
 KEY_SHIFT = 1 << 32  # rank key = score rank * KEY_SHIFT + observed id
+# The fields of an observed id's record (int32, side by side: one reveal reads and writes one
+# cache line of them): global node index, parent id, revealed children, open slot (-1: closed).
+ORDER, PARENT, REVEALED, OPEN = range(4)
+RECORD_FIELDS = 4
+MAX_POOL_NODES = 2**31 - 1  # global node indices are int32 in the records
 _FRONTIER_CODES = {None: -1, "any": 0, "leaves": 1}
 
 
@@ -50,6 +55,8 @@ class WorldPool:
         self.sizes = np.array([w.size for w in worlds], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
         self.max_size = int(self.sizes.max())
+        if int(self.sizes.sum()) > MAX_POOL_NODES:
+            raise ValueError(f"a world pool holds at most {MAX_POOL_NODES} nodes, got {int(self.sizes.sum())}")
         child_offsets = np.concatenate([[0], np.cumsum([len(w.children) for w in worlds])[:-1]]).astype(np.int64)
         self.child_start = np.concatenate(
             [w.children_start[:-1] + c for w, c in zip(worlds, child_offsets, strict=True)]).astype(np.int64)
@@ -109,7 +116,9 @@ class VectorReplay:
     score, as :meth:`PrefixView.best`). Per episode and observed id (shape (N, capacity)):
     ``order`` (global node index), ``parent_obs``, ``revealed_children``, ``open_pos`` (slot in
     the open list ``open_ids``/``open_key``, or -1), ``prefix_best`` (best valid score among ids
-    0..i, -inf for none) and ``prefix_invalid`` (unscored attempts among ids 1..i).
+    0..i, -inf for none) and ``prefix_invalid`` (unscored attempts among ids 1..i). The first
+    four are int32 views of one array, ``records`` (N, capacity, RECORD_FIELDS): an id's fields
+    share a cache line. Ids at or past ``observed`` hold nothing (an earlier episode's values).
 
     Args:
         pool: the worlds.
@@ -117,8 +126,14 @@ class VectorReplay:
         workers: W, the same for every episode.
         frontier: "leaves" or "any" for every episode, or None for each world's own rule.
         capacity: initial room for observed ids per episode (grows as episodes get longer).
+        ranked: False for the node-level vector env's engine (dream_gym.vector_engine), which
+            keeps only the reveal state (records, observed, rounds, open_count, best_q): no open
+            list, rank keys or prefixes (``open_ids``, ``open_key``, ``prefix_*`` hold no ids),
+            ``open_pos`` is 0 for an open id, and the open-list and best-score counts stay as
+            reset left them; :meth:`apply` and :meth:`ranked_open` need ``ranked=True``.
     """
 
+    records: np.ndarray
     order: np.ndarray
     parent_obs: np.ndarray
     revealed_children: np.ndarray
@@ -129,7 +144,7 @@ class VectorReplay:
     prefix_invalid: np.ndarray
 
     def __init__(self, pool: WorldPool, num_envs: int, workers: int, frontier: str | None = None,
-                 capacity: int = 64):
+                 capacity: int = 64, ranked: bool = True):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if workers < 1:
@@ -140,6 +155,7 @@ class VectorReplay:
         self.num_envs = n = int(num_envs)
         self.workers = int(workers)
         self.frontier = frontier
+        self.ranked = bool(ranked)
         self.rows = np.arange(n)
         self.world = np.zeros(n, dtype=np.int64)
         self.root_children = np.zeros(n, dtype=np.int64)
@@ -170,18 +186,23 @@ class VectorReplay:
 
     def _allocate(self, capacity: int) -> None:
         n, old = self.num_envs, self.capacity
+        records = np.zeros((n, capacity, RECORD_FIELDS), dtype=np.int32)
+        records[:, :, PARENT] = NONE
+        records[:, :, OPEN] = NONE
+        if old:
+            records[:, :old] = self.records
+        self.records = records
+        self.order, self.parent_obs = records[:, :, ORDER], records[:, :, PARENT]
+        self.revealed_children, self.open_pos = records[:, :, REVEALED], records[:, :, OPEN]
+        ranked = capacity if self.ranked else 0
         fresh = {
-            "order": np.zeros((n, capacity), dtype=np.int64),
-            "parent_obs": np.full((n, capacity), NONE, dtype=np.int64),
-            "revealed_children": np.zeros((n, capacity), dtype=np.int64),
-            "open_pos": np.full((n, capacity), NONE, dtype=np.int64),
-            "open_ids": np.zeros((n, capacity), dtype=np.int64),
-            "open_key": np.zeros((n, capacity), dtype=np.int64),
-            "prefix_best": np.full((n, capacity), -np.inf),
-            "prefix_invalid": np.zeros((n, capacity), dtype=np.int64),
+            "open_ids": np.zeros((n, ranked), dtype=np.int64),
+            "open_key": np.zeros((n, ranked), dtype=np.int64),
+            "prefix_best": np.full((n, ranked), -np.inf),
+            "prefix_invalid": np.zeros((n, ranked), dtype=np.int64),
         }
         for name, array in fresh.items():
-            if old:
+            if old and ranked:
                 array[:, :old] = getattr(self, name)
             setattr(self, name, array)
         self.capacity = capacity
@@ -249,14 +270,20 @@ class VectorReplay:
     def apply(self, batch: np.ndarray) -> None:
         """Apply one round where a row has selections: ``batch`` (N, W) legal observed ids,
         left-aligned, ``-1`` padded (a row of -1 applies nothing: the caller stops that episode)."""
+        self._need_ranked("apply")
         self._ensure_room()
         _apply_kernel(np.ascontiguousarray(batch, dtype=np.int64), self.pool.arrays, self._episode_arrays(),
                       self._observed_arrays())
+
+    def _need_ranked(self, what: str) -> None:
+        if not self.ranked:
+            raise RuntimeError(f"{what} needs the open list: VectorReplay(..., ranked=True)")
 
     def ranked_open(self, k: int, out: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
         """The k best open nodes of each episode (valid before invalid, then higher score, then
         newer), as observed ids, ``-1`` padded: (N, k). With ``out`` and ``rows``, only those rows
         of ``out`` are (re)written."""
+        self._need_ranked("ranked_open")
         if out is None:
             out = np.empty((self.num_envs, k), dtype=np.int64)
         _ranked_kernel(self.rows if rows is None else rows, self.open_count, self.open_key, out)
@@ -296,8 +323,9 @@ def _reset_kernel(rows: Any, worlds: Any, frontier: int, pool: Any, ep: Any, obs
         parent_obs[e, 0] = -1
         revealed[e, 0] = 0
         open_pos[e, 0] = -1
-        prefix_best[e, 0] = score[root] if valid[root] else -np.inf
-        prefix_invalid[e, 0] = 0
+        if prefix_best.shape[1]:  # a ranked replay
+            prefix_best[e, 0] = score[root] if valid[root] else -np.inf
+            prefix_invalid[e, 0] = 0
 
 
 @njit(cache=True)
@@ -392,92 +420,6 @@ def _apply_kernel(batch: Any, pool: Any, ep: Any, obs: Any) -> None:  # pragma: 
         if k:
             observed[e] += k
             rounds[e] += 1
-
-
-@njit(cache=True)
-def _vector_env_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, frontier: int, workers: int,
-                       round_limit: int, max_nodes: int, beta1: float, beta2: float, pool: Any, ep: Any, obs: Any,
-                       kept: Any, nodes: Any, scores: Any, glob: Any, written: Any, set_epoch: Any, epoch: Any,
-                       value: Any, reward: Any, terminated: Any, truncated: Any, dropped: Any, illegal_stop: Any,
-                       full: Any) -> None:  # pragma: no cover
-    """One step of ReplayVectorEnv: episodes where ``act`` judge and apply their row of
-    ``actions`` (values ``pad`` and -1: no selection), episodes where ``start`` begin again on
-    their world; then every episode's rows in the buffer set (nodes, scores, glob) are brought up
-    to date: the rows revealed since the set was written (``written``, per episode; the whole
-    used part when the episode started again since, ``set_epoch``), the selections' frontier
-    flags, the root, the globals."""
-    n, width = actions.shape
-    observed, rounds, best_q = ep[3], ep[4], ep[8]
-    root_children, open_count = ep[1], ep[5]
-    order, parent_obs, revealed, open_pos = obs[0], obs[1], obs[2], obs[3]
-    score, valid, depth = pool[4], pool[5], pool[7]
-    rows = np.nonzero(start)[0]
-    if len(rows):
-        _reset_kernel(rows, world_of[rows], frontier, pool, ep, obs)
-    kept[:] = -1
-    flags = np.zeros((n, width), dtype=np.bool_)
-    _legal_kernel(actions, act, workers, ep, obs, kept, flags, pad)
-    _apply_kernel(kept, pool, ep, obs)
-    for e in range(n):
-        reward[e] = 0.0
-        terminated[e] = False
-        truncated[e] = False
-        full[e] = False
-        illegal_stop[e] = False
-        dropped[e] = 0
-        root_slots = min(workers, root_children[e] - revealed[e, 0])
-        if start[e]:
-            epoch[e] += 1
-            value[e] = 0.0
-        elif act[e]:
-            count = 0
-            for j in range(width):
-                if flags[e, j]:
-                    count += 1
-            dropped[e] = count
-            if kept[e, 0] < 0:  # no legal selection: the empty batch stops
-                terminated[e] = True
-                illegal_stop[e] = count > 0
-            elif open_count[e] == 0 and root_slots == 0:
-                terminated[e] = True
-            elif round_limit >= 0 and rounds[e] >= round_limit:
-                truncated[e] = True
-            elif observed[e] + min(workers, root_slots + open_count[e]) > max_nodes:
-                full[e] = True
-            attempts = observed[e] - 1
-            v = best_q[e] - beta1 * attempts + beta2 * attempts / max(1, rounds[e])
-            reward[e] = v - value[e]
-            value[e] = v
-        # the buffer set (written here without helper functions: numba counts references to
-        # the arrays a call takes, which costs more than the row itself)
-        m = observed[e]
-        again = set_epoch[e] != epoch[e]  # the episode started again since the set was written
-        first = 0 if again else written[e]
-        for i in range(first, m):
-            node = order[e, i]
-            nodes[e, i, 0] = 1
-            nodes[e, i, 1] = parent_obs[e, i]
-            nodes[e, i, 2] = depth[node]
-            nodes[e, i, 3] = 1 if valid[node] else 0
-            nodes[e, i, 4] = 1 if open_pos[e, i] >= 0 else 0
-            scores[e, i] = score[node] if valid[node] else 0.0
-            p = parent_obs[e, i]
-            if p > 0:  # a selection: its frontier flag may have changed
-                nodes[e, p, 4] = 1 if open_pos[e, p] >= 0 else 0
-        nodes[e, 0, 4] = 1 if root_slots > 0 else 0  # the root: while it may open a branch
-        if again:
-            for i in range(m, written[e]):  # the rows of the set's older episode
-                nodes[e, i, 0] = 0
-                nodes[e, i, 1] = -1
-                nodes[e, i, 2] = 0
-                nodes[e, i, 3] = 0
-                nodes[e, i, 4] = 0
-                scores[e, i] = 0.0
-            set_epoch[e] = epoch[e]
-        written[e] = m
-        glob[e, 0] = root_slots
-        glob[e, 2] = rounds[e]
-        glob[e, 3] = m - 1
 
 
 @njit(cache=True)

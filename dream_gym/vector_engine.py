@@ -1,0 +1,191 @@
+"""The engine of :class:`dream_gym.vector_env.ReplayVectorEnv`: one compiled call per step that,
+episode by episode, starts the episodes to start, judges and applies each acting episode's row
+of actions, sets its reward and flags, and brings its rows of an observation buffer set up to
+date.
+
+One pass over the episodes: each episode's state (its records, :mod:`dream_gym.vector_replay`'s
+``records``: the fields of one observed id side by side) and its observation rows are fetched
+from memory once per step, which is what the step costs at large N. The replay is a
+``VectorReplay(..., ranked=False)``: the node-level env reads no open list, rank key or prefix,
+so none is kept. The rules are :mod:`dream_gym.replay`'s, as in ``vector_replay``'s kernels;
+tests/test_vector_env.py pins every episode to the single :class:`~dream_gym.env.ReplayEnv`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numba import njit
+
+from dream_gym.vector_replay import OPEN, ORDER, PARENT, REVEALED
+
+# The per-episode flags the engine sets (rows of one (FLAGS, N) bool array).
+TERMINATED, TRUNCATED, ILLEGAL_STOP, CAPACITY_FULL = range(4)
+FLAGS = 4
+
+
+@njit(cache=True, inline="always")
+def _start(e: int, w: int, frontier: int, offsets: Any, n_children: Any, valid: Any, q: Any, leaves_rule: Any,
+           world: Any, root_children: Any, leaves: Any, observed: Any, rounds: Any, open_count: Any, best_q: Any,
+           records: Any) -> None:  # pragma: no cover
+    """Episode e starts on pool world w (frontier: -1 the world's rule, 0 "any", 1 "leaves")."""
+    root = offsets[w]
+    world[e] = w
+    root_children[e] = n_children[root]
+    leaves[e] = leaves_rule[w] if frontier < 0 else frontier == 1
+    observed[e] = 1
+    rounds[e] = 0
+    open_count[e] = 0
+    best_q[e] = q[root] if valid[root] else 0.0  # an unscored root: quality starts at 0
+    records[e, 0, ORDER] = root
+    records[e, 0, PARENT] = -1
+    records[e, 0, REVEALED] = 0
+    records[e, 0, OPEN] = -1
+
+
+@njit(cache=True, inline="always")
+def _judge(e: int, actions: Any, pad: int, root_slots: int, observed: int, records: Any, kept: Any) -> tuple[int, int]:  # pragma: no cover
+    """The legal part of episode e's row (values -1 and ``pad``: no selection) into ``kept``,
+    each selection judged against the ones kept before it (VectorReplay.legal_part): (kept, dropped)."""
+    roots = 0
+    count = 0
+    drops = 0
+    for j in range(actions.shape[1]):
+        s = actions[e, j]
+        if s == -1 or s == pad:
+            continue
+        ok = False
+        if 0 <= s < observed:
+            if s == 0:
+                if roots < root_slots:
+                    roots += 1
+                    ok = True
+            elif records[e, s, OPEN] >= 0:
+                ok = True
+                for i in range(count):
+                    if kept[i] == s:
+                        ok = False
+        if ok:
+            kept[count] = s
+            count += 1
+        else:
+            drops += 1
+    return count, drops
+
+
+@njit(cache=True, inline="always")
+def _apply(e: int, kept: Any, count: int, child_start: Any, n_children: Any, children: Any, valid: Any, q: Any,
+           leaves: Any, observed: Any, rounds: Any, open_count: Any, best_q: Any, records: Any) -> None:  # pragma: no cover
+    """One round of episode e with its ``count`` legal selections (VectorReplay.apply without
+    the open list: an open id's slot is 0)."""
+    first = observed[e]
+    for j in range(count):
+        s = kept[j]
+        new = first + j
+        parent = records[e, s, ORDER]
+        rank = records[e, s, REVEALED]
+        child = children[child_start[parent] + rank]
+        records[e, s, REVEALED] = rank + 1
+        if s != 0 and (leaves[e] or rank + 1 == n_children[parent]):
+            records[e, s, OPEN] = -1  # the selection leaves the frontier
+            open_count[e] -= 1
+        records[e, new, ORDER] = child
+        records[e, new, PARENT] = s
+        records[e, new, REVEALED] = 0
+        if n_children[child] > 0:
+            records[e, new, OPEN] = 0
+            open_count[e] += 1
+        else:
+            records[e, new, OPEN] = -1
+        if valid[child] and q[child] > best_q[e]:
+            best_q[e] = q[child]
+    if count:
+        observed[e] = first + count
+        rounds[e] += 1
+
+
+@njit(cache=True, inline="always")
+def _write_rows(e: int, root_slots: int, observed: int, records: Any, depth: Any, valid: Any, score: Any,
+                nodes: Any, scores: Any, written: Any, set_epoch: Any, epoch: Any) -> None:  # pragma: no cover
+    """Episode e's rows of the buffer set: those revealed since the set was written (``written``;
+    the whole used part when the episode started again since, ``set_epoch``), the selections'
+    frontier flags, the root's; the rows of the set's older episode are cleared."""
+    again = set_epoch[e] != epoch[e]
+    for i in range(0 if again else written[e], observed):
+        node = records[e, i, ORDER]
+        p = records[e, i, PARENT]
+        nodes[e, i, 0] = 1
+        nodes[e, i, 1] = p
+        nodes[e, i, 2] = depth[node]
+        nodes[e, i, 3] = 1 if valid[node] else 0
+        nodes[e, i, 4] = 1 if records[e, i, OPEN] >= 0 else 0
+        scores[e, i] = score[node] if valid[node] else 0.0
+        if p > 0:  # a selection: its frontier flag may have changed
+            nodes[e, p, 4] = 1 if records[e, p, OPEN] >= 0 else 0
+    nodes[e, 0, 4] = 1 if root_slots > 0 else 0  # the root: while it may open a branch
+    if again:
+        for i in range(observed, written[e]):
+            nodes[e, i, 0] = 0
+            nodes[e, i, 1] = -1
+            nodes[e, i, 2] = 0
+            nodes[e, i, 3] = 0
+            nodes[e, i, 4] = 0
+            scores[e, i] = 0.0
+        set_epoch[e] = epoch[e]
+    written[e] = observed
+
+
+@njit(cache=True)
+def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, frontier: int, workers: int,
+                round_limit: int, max_nodes: int, beta1: float, beta2: float, pool: Any, ep: Any, records: Any,
+                kept: Any, nodes: Any, scores: Any, glob: Any, written: Any, set_epoch: Any, epoch: Any,
+                value: Any, reward: Any, dropped: Any, flags: Any) -> None:  # pragma: no cover
+    """One step of ReplayVectorEnv: episodes where ``start`` begin again on their world
+    (``world_of``), episodes where ``act`` judge and apply their row of ``actions``; then each
+    episode's reward, ``dropped`` count and ``flags`` (FLAGS, N), its rows of the buffer set
+    (nodes, scores, glob) and the value so far. ``pool``: WorldPool.arrays, ``ep``:
+    VectorReplay._episode_arrays(), ``records``: VectorReplay.records, ``kept``: room for W ids.
+    The argument tuples are unpacked once: numba counts references to every array it takes out
+    of one."""
+    offsets, child_start, n_children, children, score, valid, q, depth, _, _, leaves_rule = pool
+    world, root_children, leaves, observed, rounds, open_count, _, _, best_q, _, _, _, _ = ep
+    for e in range(actions.shape[0]):
+        reward[e] = 0.0
+        dropped[e] = 0
+        for f in range(FLAGS):
+            flags[f, e] = False
+        count = drops = 0
+        if start[e]:
+            _start(e, world_of[e], frontier, offsets, n_children, valid, q, leaves_rule, world, root_children,
+                   leaves, observed, rounds, open_count, best_q, records)
+            epoch[e] += 1
+            value[e] = 0.0
+        if act[e]:
+            slots = min(workers, root_children[e] - records[e, 0, REVEALED])
+            count, drops = _judge(e, actions, pad, slots, observed[e], records, kept)
+            _apply(e, kept, count, child_start, n_children, children, valid, q, leaves, observed, rounds,
+                   open_count, best_q, records)
+        root_slots = min(workers, root_children[e] - records[e, 0, REVEALED])
+        if act[e] and not start[e]:
+            dropped[e] = drops
+            if count == 0:  # no legal selection: the empty batch stops
+                flags[TERMINATED, e] = True
+                flags[ILLEGAL_STOP, e] = drops > 0
+            elif open_count[e] == 0 and root_slots == 0:
+                flags[TERMINATED, e] = True
+            elif round_limit >= 0 and rounds[e] >= round_limit:
+                flags[TRUNCATED, e] = True
+            elif observed[e] + min(workers, root_slots + open_count[e]) > max_nodes:
+                flags[CAPACITY_FULL, e] = True
+            attempts = observed[e] - 1
+            v = best_q[e] - beta1 * attempts + beta2 * attempts / max(1, rounds[e])
+            reward[e] = v - value[e]
+            value[e] = v
+        m = observed[e]
+        _write_rows(e, root_slots, m, records, depth, valid, score, nodes, scores, written, set_epoch, epoch)
+        glob[e, 0] = root_slots
+        glob[e, 2] = rounds[e]
+        glob[e, 3] = m - 1
+
+
+__all__ = ["CAPACITY_FULL", "FLAGS", "ILLEGAL_STOP", "TERMINATED", "TRUNCATED", "step_kernel"]
