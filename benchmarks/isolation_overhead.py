@@ -111,19 +111,26 @@ def grid_overhead(rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=150)
-    parser.add_argument("--episodes", type=int, default=60)
+    parser.add_argument("--episodes", type=int, default=60, help="episodes per run of part 2 (0: skip it)")
     parser.add_argument("--beta", type=float, default=1.0)
     parser.add_argument("--grid-rounds", type=int, default=3, help="repetitions of the held-out grid (0: skip)")
     args = parser.parse_args()
+    if args.episodes < 0 or args.grid_rounds < 0:
+        parser.error("--episodes and --grid-rounds count runs: 0 or more")
     if args.grid_rounds:
         grid_overhead(args.grid_rounds)
-    world = random_world(args.nodes)
-    print(f"world: {args.nodes} nodes, W=3, beta={args.beta}, {args.episodes} episodes per run")
-    compare(EXAMPLE, world, args.episodes, args.beta)
+    if args.episodes:
+        per_episode(args.nodes, args.episodes, args.beta)
+
+
+def per_episode(nodes: int, episodes: int, beta: float) -> None:
+    world = random_world(nodes)
+    print(f"world: {nodes} nodes, W=3, beta={beta}, {episodes} episodes per run")
+    compare(EXAMPLE, world, episodes, beta)
     with tempfile.TemporaryDirectory() as tmp:
         exhaustive = Path(tmp) / "exhaustive_policy.py"
         exhaustive.write_text(EXHAUSTIVE)
-        compare(exhaustive, world, args.episodes, args.beta)
+        compare(exhaustive, world, episodes, beta)
 
 
 if __name__ == "__main__":

@@ -208,6 +208,7 @@ class IsolatedPolicy:
         self._restart_needed = False
         self._episode_over = True
         self._sent: tuple[NodeView, ...] = ()
+        self._pending = b""  # bytes read past the child's last whole message
         self._start()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -244,6 +245,7 @@ class IsolatedPolicy:
         self.starts += 1
         self._restart_needed = False
         self._sent = ()
+        self._pending = b""
         hello = self._exchange(None, time.monotonic() + self.startup_timeout_s, "starting")
         if not hello.get("ok"):
             self._stop()
@@ -357,12 +359,7 @@ class IsolatedPolicy:
         try:
             if message is not None:
                 self._send(message, deadline)
-            head = self._read(HEADER.size, deadline)
-            size = HEADER.unpack(head)[0]
-            if size > MAX_MESSAGE_BYTES:
-                self._fail()
-                raise PolicyProtocolError(f"policy {self.name}: reply of {size} bytes (limit {MAX_MESSAGE_BYTES})")
-            body = self._read(size, deadline)
+            body = self._read_frame(deadline)
         except _Deadline:
             self._fail()
             if self._output is not None and self._output.overflow:
@@ -388,30 +385,38 @@ class IsolatedPolicy:
 
     def _send(self, message: dict[str, Any], deadline: float) -> None:
         view = memoryview(frame(message, allow_nan=False))
-        poller = select.poll()
-        poller.register(self._fd_to, select.POLLOUT)
+        poller: select.poll | None = None
         while view:
+            try:  # the pipe is almost always empty: write first, wait only when it is full
+                view = view[os.write(self._fd_to, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                raise _Closed from None
+            if poller is None:
+                poller = select.poll()
+                poller.register(self._fd_to, select.POLLOUT)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _Deadline
             events = poller.poll(min(remaining, 0.2) * 1000)
-            if not events:
-                continue
-            if events[0][1] & (select.POLLERR | select.POLLHUP):
+            if events and events[0][1] & (select.POLLERR | select.POLLHUP):
                 raise _Closed
-            try:
-                view = view[os.write(self._fd_to, view):]
-            except BlockingIOError:
-                continue
-            except (BrokenPipeError, OSError):
-                raise _Closed from None
 
-    def _read(self, n: int, deadline: float) -> bytes:
-        chunks: list[bytes] = []
-        got = 0
+    def _read_frame(self, deadline: float) -> bytes:
+        """The body of the child's next framed message, read in as few reads as it was written in."""
+        data = bytearray(self._pending)
         poller = select.poll()
         poller.register(self._fd_from, select.POLLIN)
-        while got < n:
+        while True:
+            size = HEADER.unpack_from(data)[0] if len(data) >= HEADER.size else 0
+            if size > MAX_MESSAGE_BYTES:
+                self._fail()
+                raise PolicyProtocolError(f"policy {self.name}: reply of {size} bytes (limit {MAX_MESSAGE_BYTES})")
+            if len(data) >= HEADER.size + size and len(data) >= HEADER.size:
+                self._pending = bytes(data[HEADER.size + size:])
+                return bytes(data[HEADER.size:HEADER.size + size])
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _Deadline
@@ -419,12 +424,10 @@ class IsolatedPolicy:
                 if self._output is not None and self._output.overflow:
                     raise _Deadline  # the drain thread killed the group; reported as overflow
                 continue
-            chunk = os.read(self._fd_from, min(n - got, 1 << 20))
+            chunk = os.read(self._fd_from, max(1 << 16, min(HEADER.size + size - len(data), 1 << 24)))
             if not chunk:
                 raise _Closed
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
+            data += chunk
 
     def _fail(self) -> None:
         """After any failure: kill the group now; the next reset() starts a fresh child."""

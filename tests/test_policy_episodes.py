@@ -1,0 +1,81 @@
+"""The episode processes of an isolated policy, attacked where they are made cheap.
+
+The template builds the audit hook once (each episode process installs it), forks the next
+episode ahead while the current one runs, and kills an episode before the next one sees its
+first message (it is reaped later). Each test is an attack on one of those steps, with the
+observation that would show it working."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from worldgen import random_records
+
+from dream_gym.policy import run_episode
+from dream_gym.policy_files import IsolatedPolicy
+from dream_gym.world import World, build_world
+from dream_gym.world_writer import new_meta
+
+HOSTILE = Path(__file__).resolve().parent / "hostile_policies"
+FAST = dict(decision_timeout_s=10.0, episode_timeout_s=30.0, memory_mb=512)
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    import random
+
+    return build_world(new_meta("episodes-test", "toy-task", "a toy task", workers=3),
+                       random_records(random.Random(3), 40, extras=True))
+
+
+def _errors(policy: IsolatedPolicy, world: World, episodes: int) -> list[str]:
+    errors = []
+    for seed in range(episodes):
+        result = run_episode(policy, world, seed=seed, beta=0.5, on_error="record")
+        assert result.error is not None
+        errors.append(result.error)
+    return errors
+
+
+def test_a_hook_switched_off_in_one_episode_is_on_in_the_next(world: World) -> None:
+    with IsolatedPolicy(HOSTILE / "unhooks.py", **FAST) as policy:
+        errors = _errors(policy, world, 4)
+    answers = [re.search(r"FIRST=(\w+) SECOND=(\w+)", e).groups() for e in errors]  # type: ignore[union-attr]
+    # the attack works within its episode (the kernel alone refuses the second fork) ...
+    assert all(second == "kernel" for _, second in answers), errors
+    # ... and every episode, the pre-forked ones included, starts with the hook on
+    assert [first for first, _ in answers] == ["hook"] * 4, errors
+
+
+def test_without_the_hook_only_the_kernel_refuses(world: World) -> None:
+    """The control: unhardened, nothing answers 'hook' (the observation above can fail)."""
+    with IsolatedPolicy(HOSTILE / "unhooks.py", harden=False, **FAST) as policy:
+        errors = _errors(policy, world, 2)
+    assert all("FIRST=kernel SECOND=kernel" in e for e in errors), errors
+
+
+def _report(policy: IsolatedPolicy) -> tuple[int, int]:
+    reports = re.findall(r"REPORT FDS=(\d+) PID=(\d+)", policy.output_tail("stdout"))
+    assert reports, policy.output_tail("stdout")
+    return int(reports[-1][0]), int(reports[-1][1])
+
+
+def test_an_episode_is_gone_before_the_next_one_runs_and_holds_only_its_own_pipes(world: World) -> None:
+    with IsolatedPolicy(HOSTILE / "outlives.py", **FAST) as policy:
+        reports = []
+        for seed in range(5):
+            assert run_episode(policy, world, seed=seed, beta=0.5, on_error="record").error is None
+            time.sleep(0.05)  # the thread of this episode prints meanwhile
+            reports.append(_report(policy))
+        policy.forget_output()
+        time.sleep(0.3)
+        speaking = set(re.findall(r"ALIVE (\d+)", policy.output_tail("stderr")))
+    pids = [pid for _, pid in reports]
+    assert len(set(pids)) == 5  # a fresh process every episode
+    # the last episode's thread still speaks (the observation works); no earlier one does
+    assert speaking == {str(pids[-1])}, (speaking, pids)
+    # stdin, stdout, stderr and the episode's own two pipes, in the episodes forked ahead too
+    assert [fds for fds, _ in reports] == [5] * 5, reports
