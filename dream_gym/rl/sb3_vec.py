@@ -38,7 +38,7 @@ class SB3MacroVecEnv(VecEnv):
         obs, _ = self.env.reset(seed=seed, options=dict(options) or None)
         self._reset_seeds()
         self._reset_options()
-        self.reset_infos = [{} for _ in range(self.num_envs)]
+        self.reset_infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         self._returns[:] = 0.0
         self._lengths[:] = 0
         return obs
