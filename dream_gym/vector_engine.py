@@ -26,12 +26,13 @@ FLAGS = 4
 
 @njit(cache=True, inline="always")
 def _start(e: int, w: int, frontier: int, offsets: Any, n_children: Any, valid: Any, q: Any, leaves_rule: Any,
-           world: Any, root_children: Any, leaves: Any, observed: Any, rounds: Any, open_count: Any, best_q: Any,
-           records: Any) -> None:  # pragma: no cover
+           world: Any, root_children: Any, root_revealed: Any, leaves: Any, observed: Any, rounds: Any,
+           open_count: Any, best_q: Any, records: Any) -> None:  # pragma: no cover
     """Episode e starts on pool world w (frontier: -1 the world's rule, 0 "any", 1 "leaves")."""
     root = offsets[w]
     world[e] = w
     root_children[e] = n_children[root]
+    root_revealed[e] = 0
     leaves[e] = leaves_rule[w] if frontier < 0 else frontier == 1
     observed[e] = 1
     rounds[e] = 0
@@ -74,16 +75,23 @@ def _judge(e: int, actions: Any, pad: int, root_slots: int, observed: int, recor
 
 
 @njit(cache=True, inline="always")
-def _apply(e: int, kept: Any, count: int, child_start: Any, n_children: Any, children: Any, valid: Any, q: Any,
-           leaves: Any, observed: Any, rounds: Any, open_count: Any, best_q: Any, records: Any) -> None:  # pragma: no cover
-    """One round of episode e with its ``count`` legal selections (VectorReplay.apply without
-    the open list: an open id's slot is 0)."""
+def _apply(e: int, kept: Any, count: int, root: int, child_start: Any, n_children: Any, children: Any, valid: Any,
+           q: Any, leaves: Any, observed: Any, rounds: Any, open_count: Any, best_q: Any, root_revealed: Any,
+           records: Any) -> None:  # pragma: no cover
+    """One round of episode e (whose root is pool node ``root``) with its ``count`` legal
+    selections (VectorReplay.apply without the open list: an open id's slot is 0). The root's
+    revealed children are read from ``root_revealed``: its record is only written."""
     first = observed[e]
     for j in range(count):
         s = kept[j]
         new = first + j
-        parent = records[e, s, ORDER]
-        rank = records[e, s, REVEALED]
+        if s == 0:
+            parent = root
+            rank = root_revealed[e]
+            root_revealed[e] = rank + 1
+        else:
+            parent = records[e, s, ORDER]
+            rank = records[e, s, REVEALED]
         child = children[child_start[parent] + rank]
         records[e, s, REVEALED] = rank + 1
         if s != 0 and (leaves[e] or rank + 1 == n_children[parent]):
@@ -109,8 +117,10 @@ def _write_rows(e: int, root_slots: int, observed: int, records: Any, depth: Any
                 nodes: Any, scores: Any, written: Any, set_epoch: Any, epoch: Any) -> None:  # pragma: no cover
     """Episode e's rows of the buffer set: those revealed since the set was written (``written``;
     the whole used part when the episode started again since, ``set_epoch``), the selections'
-    frontier flags, the root's; the rows of the set's older episode are cleared."""
+    frontier flags, the root's (its flag changes only when a row with parent 0 is revealed); the
+    rows of the set's older episode are cleared."""
     again = set_epoch[e] != epoch[e]
+    root_selected = again
     for i in range(0 if again else written[e], observed):
         node = records[e, i, ORDER]
         p = records[e, i, PARENT]
@@ -122,7 +132,10 @@ def _write_rows(e: int, root_slots: int, observed: int, records: Any, depth: Any
         scores[e, i] = score[node] if valid[node] else 0.0
         if p > 0:  # a selection: its frontier flag may have changed
             nodes[e, p, 4] = 1 if records[e, p, OPEN] >= 0 else 0
-    nodes[e, 0, 4] = 1 if root_slots > 0 else 0  # the root: while it may open a branch
+        elif p == 0:
+            root_selected = True
+    if root_selected:
+        nodes[e, 0, 4] = 1 if root_slots > 0 else 0  # the root: while it may open a branch
     if again:
         for i in range(observed, written[e]):
             nodes[e, i, 0] = 0
@@ -137,14 +150,15 @@ def _write_rows(e: int, root_slots: int, observed: int, records: Any, depth: Any
 
 @njit(cache=True)
 def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, frontier: int, workers: int,
-                round_limit: int, max_nodes: int, beta1: float, beta2: float, pool: Any, ep: Any, records: Any,
-                kept: Any, nodes: Any, scores: Any, glob: Any, written: Any, set_epoch: Any, epoch: Any,
+                round_limit: int, max_nodes: int, beta1: float, beta2: float, pool: Any, ep: Any,
+                root_revealed: Any, records: Any, kept: Any, nodes: Any, scores: Any, glob: Any, written: Any, set_epoch: Any, epoch: Any,
                 value: Any, reward: Any, dropped: Any, flags: Any) -> None:  # pragma: no cover
     """One step of ReplayVectorEnv: episodes where ``start`` begin again on their world
     (``world_of``), episodes where ``act`` judge and apply their row of ``actions``; then each
     episode's reward, ``dropped`` count and ``flags`` (FLAGS, N), its rows of the buffer set
     (nodes, scores, glob) and the value so far. ``pool``: WorldPool.arrays, ``ep``:
-    VectorReplay._episode_arrays(), ``records``: VectorReplay.records, ``kept``: room for W ids.
+    VectorReplay._episode_arrays(), ``root_revealed`` and ``records``: VectorReplay's,
+    ``kept``: room for W ids.
     The argument tuples are unpacked once: numba counts references to every array it takes out
     of one."""
     offsets, child_start, n_children, children, score, valid, q, depth, _, _, leaves_rule = pool
@@ -157,15 +171,15 @@ def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, fro
         count = drops = 0
         if start[e]:
             _start(e, world_of[e], frontier, offsets, n_children, valid, q, leaves_rule, world, root_children,
-                   leaves, observed, rounds, open_count, best_q, records)
+                   root_revealed, leaves, observed, rounds, open_count, best_q, records)
             epoch[e] += 1
             value[e] = 0.0
         if act[e]:
-            slots = min(workers, root_children[e] - records[e, 0, REVEALED])
+            slots = min(workers, root_children[e] - root_revealed[e])
             count, drops = _judge(e, actions, pad, slots, observed[e], records, kept)
-            _apply(e, kept, count, child_start, n_children, children, valid, q, leaves, observed, rounds,
-                   open_count, best_q, records)
-        root_slots = min(workers, root_children[e] - records[e, 0, REVEALED])
+            _apply(e, kept, count, offsets[world[e]], child_start, n_children, children, valid, q, leaves, observed,
+                   rounds, open_count, best_q, root_revealed, records)
+        root_slots = min(workers, root_children[e] - root_revealed[e])
         if act[e] and not start[e]:
             dropped[e] = drops
             if count == 0:  # no legal selection: the empty batch stops

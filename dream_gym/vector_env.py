@@ -164,8 +164,8 @@ class ReplayVectorEnv(VectorEpisodes):
         nodes, scores, glob = entry.rw
         step_kernel(actions, self.max_nodes, act, start, self.world_of, _FRONTIER_CODES[replay.frontier],
                     self.workers, -1 if self.max_rounds is None else self.max_rounds, self.max_nodes, self.beta1,
-                    self.beta2, self.pool.arrays, replay._episode_arrays(), replay.records, self._kept, nodes,
-                    scores, glob, entry.written, entry.epoch, self._epoch, self._value, reward, dropped, flags)
+                    self.beta2, self.pool.arrays, replay._episode_arrays(), replay.root_revealed,
+                    replay.records, self._kept, nodes, scores, glob, entry.written, entry.epoch, self._epoch, self._value, reward, dropped, flags)
         self._last = index
         return index, {"reward": reward, "terminated": flags[TERMINATED], "truncated": flags[TRUNCATED],
                        "dropped": dropped, "illegal_stop": flags[ILLEGAL_STOP], "capacity_full": flags[CAPACITY_FULL]}

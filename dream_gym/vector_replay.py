@@ -110,7 +110,8 @@ class VectorReplay:
     """N replay episodes over a :class:`WorldPool`, stepped together.
 
     Per episode (arrays of shape (N,)): ``world`` (pool index), ``observed`` (revealed nodes,
-    root included: attempts + 1), ``rounds``, ``open_count`` / ``open_valid`` /
+    root included: attempts + 1), ``root_children`` / ``root_revealed`` (the root's recorded
+    and revealed children), ``rounds``, ``open_count`` / ``open_valid`` /
     ``open_improving`` (open nodes; with a valid score; that beat their parent), ``best_q``,
     ``has_best`` / ``best_score`` / ``best_id`` / ``best_depth`` (the first-revealed best raw
     score, as :meth:`PrefixView.best`). Per episode and observed id (shape (N, capacity)):
@@ -159,6 +160,7 @@ class VectorReplay:
         self.rows = np.arange(n)
         self.world = np.zeros(n, dtype=np.int64)
         self.root_children = np.zeros(n, dtype=np.int64)
+        self.root_revealed = np.zeros(n, dtype=np.int64)  # revealed_children[:, ROOT], read without the records
         self.leaves_rule = np.ones(n, dtype=np.bool_)
         self.observed = np.ones(n, dtype=np.int64)
         self.rounds = np.zeros(n, dtype=np.int64)
@@ -224,12 +226,12 @@ class VectorReplay:
 
     @property
     def root_slots(self) -> np.ndarray:
-        return np.minimum(self.root_children - self.revealed_children[:, ROOT], self.workers)
+        return np.minimum(self.root_children - self.root_revealed, self.workers)
 
     @property
     def branches(self) -> np.ndarray:
         """Branches opened so far (root children revealed)."""
-        return self.revealed_children[:, ROOT].copy()
+        return self.root_revealed.copy()
 
     def exhausted(self) -> np.ndarray:
         return (self.open_count == 0) & (self.root_slots == 0)
@@ -250,7 +252,7 @@ class VectorReplay:
         if check and (w.min() < 0 or w.max() >= len(self.pool)):
             raise ValueError(f"world index out of range (pool of {len(self.pool)})")
         _reset_kernel(rows, w, _FRONTIER_CODES[self.frontier], self.pool.arrays, self._episode_arrays(),
-                      self._observed_arrays())
+                      self._observed_arrays(), self.root_revealed)
 
     def legal_part(self, batch: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Judge each selection against the ones kept before it in its row (Replay.legal_part).
@@ -273,7 +275,7 @@ class VectorReplay:
         self._need_ranked("apply")
         self._ensure_room()
         _apply_kernel(np.ascontiguousarray(batch, dtype=np.int64), self.pool.arrays, self._episode_arrays(),
-                      self._observed_arrays())
+                      self._observed_arrays(), self.root_revealed)
 
     def _need_ranked(self, what: str) -> None:
         if not self.ranked:
@@ -295,7 +297,8 @@ class VectorReplay:
 
 
 @njit(cache=True)
-def _reset_kernel(rows: Any, worlds: Any, frontier: int, pool: Any, ep: Any, obs: Any) -> None:  # pragma: no cover
+def _reset_kernel(rows: Any, worlds: Any, frontier: int, pool: Any, ep: Any, obs: Any,
+                  root_revealed: Any) -> None:  # pragma: no cover
     """Episodes ``rows`` start on pool worlds ``worlds`` (frontier: -1 each world's rule, 0 "any",
     1 "leaves"). The kernels unpack their argument tuples once: numba counts references to every
     array it takes out of one."""
@@ -322,6 +325,7 @@ def _reset_kernel(rows: Any, worlds: Any, frontier: int, pool: Any, ep: Any, obs
         order[e, 0] = root
         parent_obs[e, 0] = -1
         revealed[e, 0] = 0
+        root_revealed[e] = 0
         open_pos[e, 0] = -1
         if prefix_best.shape[1]:  # a ranked replay
             prefix_best[e, 0] = score[root] if valid[root] else -np.inf
@@ -364,7 +368,7 @@ def _legal_kernel(batch: Any, active: Any, workers: int, ep: Any, obs: Any, kept
 
 
 @njit(cache=True)
-def _apply_kernel(batch: Any, pool: Any, ep: Any, obs: Any) -> None:  # pragma: no cover
+def _apply_kernel(batch: Any, pool: Any, ep: Any, obs: Any, root_revealed: Any) -> None:  # pragma: no cover
     _, child_start, n_children, children, score, valid, q, depth, improving, score_rank, _ = pool
     (_, _, leaves, observed, rounds, open_count, open_valid, open_improving, best_q, has_best, best_score,
      best_id, best_depth) = ep
@@ -380,7 +384,9 @@ def _apply_kernel(batch: Any, pool: Any, ep: Any, obs: Any) -> None:  # pragma: 
             rank = revealed[e, s]
             child = children[child_start[parent] + rank]
             revealed[e, s] = rank + 1
-            if s != 0 and (leaves[e] or rank + 1 == n_children[parent]):
+            if s == 0:
+                root_revealed[e] = rank + 1
+            elif leaves[e] or rank + 1 == n_children[parent]:
                 # the selection leaves the frontier: swap-remove it from the open list
                 pos, last = open_pos[e, s], open_count[e] - 1
                 moved = open_ids[e, last]
