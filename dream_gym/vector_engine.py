@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numba import njit
 
-from dream_gym.vector_replay import OPEN, ORDER, PARENT, REVEALED
+from dream_gym.vector_replay import OPEN, ORDER, PARENT, REVEALED, judge_row
 
 # The per-episode flags the engine sets (rows of one (FLAGS, N) bool array).
 TERMINATED, TRUNCATED, ILLEGAL_STOP, CAPACITY_FULL = range(4)
@@ -45,45 +46,15 @@ def _start(e: int, w: int, frontier: int, offsets: Any, n_children: Any, valid: 
 
 
 @njit(cache=True, inline="always")
-def _judge(e: int, actions: Any, pad: int, root_slots: int, observed: int, records: Any, kept: Any) -> tuple[int, int]:  # pragma: no cover
-    """The legal part of episode e's row (values -1 and ``pad``: no selection) into ``kept``,
-    each selection judged against the ones kept before it (VectorReplay.legal_part): (kept, dropped)."""
-    roots = 0
-    count = 0
-    drops = 0
-    for j in range(actions.shape[1]):
-        s = actions[e, j]
-        if s == -1 or s == pad:
-            continue
-        ok = False
-        if 0 <= s < observed:
-            if s == 0:
-                if roots < root_slots:
-                    roots += 1
-                    ok = True
-            elif records[e, s, OPEN] >= 0:
-                ok = True
-                for i in range(count):
-                    if kept[i] == s:
-                        ok = False
-        if ok:
-            kept[count] = s
-            count += 1
-        else:
-            drops += 1
-    return count, drops
-
-
-@njit(cache=True, inline="always")
 def _apply(e: int, kept: Any, count: int, root: int, child_start: Any, n_children: Any, children: Any, valid: Any,
            q: Any, leaves: Any, observed: Any, rounds: Any, open_count: Any, best_q: Any, root_revealed: Any,
            records: Any) -> None:  # pragma: no cover
-    """One round of episode e (whose root is pool node ``root``) with its ``count`` legal
-    selections (VectorReplay.apply without the open list: an open id's slot is 0). The root's
+    """One round of episode e (whose root is pool node ``root``) with the ``count`` legal
+    selections in ``kept[0]`` (VectorReplay.apply without the open list: an open id's slot is 0). The root's
     revealed children are read from ``root_revealed``: its record is only written."""
     first = observed[e]
     for j in range(count):
-        s = kept[j]
+        s = kept[0, j]
         new = first + j
         if s == 0:
             parent = root
@@ -158,11 +129,13 @@ def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, fro
     episode's reward, ``dropped`` count and ``flags`` (FLAGS, N), its rows of the buffer set
     (nodes, scores, glob) and the value so far. ``pool``: WorldPool.arrays, ``ep``:
     VectorReplay._episode_arrays(), ``root_revealed`` and ``records``: VectorReplay's,
-    ``kept``: room for W ids.
+    ``kept``: (1, W), room for one row's legal part.
     The argument tuples are unpacked once: numba counts references to every array it takes out
     of one."""
     offsets, child_start, n_children, children, score, valid, q, depth, _, _, leaves_rule = pool
     world, root_children, leaves, observed, rounds, open_count, _, _, best_q, _, _, _, _ = ep
+    open_pos = records[:, :, OPEN]
+    no_flags = np.zeros((0, 0), dtype=np.bool_)  # the step counts drops; strict mode flags them first
     for e in range(actions.shape[0]):
         reward[e] = 0.0
         dropped[e] = 0
@@ -176,7 +149,7 @@ def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, fro
             value[e] = 0.0
         if act[e]:
             slots = min(workers, root_children[e] - root_revealed[e])
-            count, drops = _judge(e, actions, pad, slots, observed[e], records, kept)
+            count, drops = judge_row(actions, e, pad, slots, observed[e], open_pos, kept, 0, no_flags)
             _apply(e, kept, count, offsets[world[e]], child_start, n_children, children, valid, q, leaves, observed,
                    rounds, open_count, best_q, root_revealed, records)
         root_slots = min(workers, root_children[e] - root_revealed[e])

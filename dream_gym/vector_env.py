@@ -104,7 +104,7 @@ class ReplayVectorEnv(VectorEpisodes):
         self._sets: list[_VectorSet] = []
         self._last = -1
         self._no_actions = np.full((n, self.workers), NONE, dtype=np.int64)
-        self._kept = np.empty(self.workers, dtype=np.int64)  # the engine's room for one row's legal part
+        self._kept = np.empty((1, self.workers), dtype=np.int64)  # the engine's room for one row's legal part
         self._none = np.zeros(n, dtype=bool)
         self._observed_bound = 0  # at least the longest episode's observed ids (the replay's room)
         self.reset()
@@ -239,7 +239,8 @@ class ReplayVectorEnv(VectorEpisodes):
         masks = np.zeros((n, w, width), dtype=bool)
         masks[:, :, self.max_nodes] = True
         count = min(self.max_nodes, replay.capacity)
-        is_open = replay.open_pos[:, :count] >= 0
+        # the records past an episode's observed ids are a finished episode's: never legal
+        is_open = (replay.open_pos[:, :count] >= 0) & (np.arange(count)[None, :] < replay.observed[:, None])
         masks[:, :, :count] |= is_open[:, None, :]
         masks[:, :, ROOT] = np.arange(w)[None, :] < replay.root_slots[:, None]
         return masks.reshape(n, -1)

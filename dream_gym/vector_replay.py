@@ -332,39 +332,49 @@ def _reset_kernel(rows: Any, worlds: Any, frontier: int, pool: Any, ep: Any, obs
             prefix_invalid[e, 0] = 0
 
 
+@njit(cache=True, inline="always")
+def judge_row(batch: Any, e: int, pad: int, root_slots: int, observed: int, open_pos: Any, kept: Any, kept_row: int,
+              dropped: Any) -> tuple[int, int]:  # pragma: no cover
+    """Replay.legal_part for row e of ``batch`` (values -1 and ``pad``: no selection), each
+    selection judged against the ones kept before it: the kept ones left-aligned in
+    ``kept[kept_row]``, the dropped flagged in ``dropped[e]`` (when ``dropped`` has rows).
+    Returns (kept, dropped) counts. ``open_pos[e, s] >= 0``: id s is on the frontier."""
+    roots = 0
+    count = 0
+    drops = 0
+    for j in range(batch.shape[1]):
+        s = batch[e, j]
+        if s == -1 or s == pad:
+            continue
+        ok = False
+        if 0 <= s < observed:
+            if s == 0:
+                if roots < root_slots:
+                    roots += 1
+                    ok = True
+            elif open_pos[e, s] >= 0:
+                ok = True
+                for i in range(count):
+                    if kept[kept_row, i] == s:
+                        ok = False
+        if ok:
+            kept[kept_row, count] = s
+            count += 1
+        else:
+            drops += 1
+            if dropped.shape[0]:
+                dropped[e, j] = True
+    return count, drops
+
+
 @njit(cache=True)
-def _legal_kernel(batch: Any, active: Any, workers: int, ep: Any, obs: Any, kept: Any, dropped: Any,
-                  pad: int = -1) -> None:  # pragma: no cover
-    """Judge each active row of the batch (-1 and ``pad``: no selection) against the selections
-    kept before each one: the kept ones left-aligned in ``kept``, the dropped flagged."""
+def _legal_kernel(batch: Any, active: Any, workers: int, ep: Any, obs: Any, kept: Any, dropped: Any) -> None:  # pragma: no cover
     root_children, observed = ep[1], ep[3]
     revealed, open_pos = obs[2], obs[3]
     for e in range(batch.shape[0]):
-        if not active[e]:
-            continue
-        root_slots = min(workers, root_children[e] - revealed[e, 0])
-        roots = 0
-        count = 0
-        for j in range(batch.shape[1]):
-            s = batch[e, j]
-            if s == -1 or s == pad:
-                continue
-            ok = False
-            if 0 <= s < observed[e]:
-                if s == 0:
-                    if roots < root_slots:
-                        roots += 1
-                        ok = True
-                elif open_pos[e, s] >= 0:
-                    ok = True
-                    for i in range(count):
-                        if kept[e, i] == s:
-                            ok = False
-            if ok:
-                kept[e, count] = s
-                count += 1
-            else:
-                dropped[e, j] = True
+        if active[e]:
+            judge_row(batch, e, -1, min(workers, root_children[e] - revealed[e, 0]), observed[e], open_pos, kept, e,
+                      dropped)
 
 
 @njit(cache=True)
@@ -449,4 +459,4 @@ def _ranked_kernel(rows: Any, open_count: Any, open_key: Any, out: Any) -> None:
             out[e, i] = top[i] & (KEY_SHIFT - 1) if i < filled else -1
 
 
-__all__ = ["KEY_SHIFT", "NONE", "ROOT", "VectorReplay", "WorldPool"]
+__all__ = ["KEY_SHIFT", "NONE", "ROOT", "VectorReplay", "WorldPool", "judge_row"]
