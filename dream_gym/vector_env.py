@@ -119,8 +119,11 @@ class ReplayVectorEnv(VectorEpisodes):
         for dtype, shape in shapes:
             offsets.append(at)
             at += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 8) * 8
-        memory = mmap.mmap(-1, max(at, 1))
-        if hasattr(mmap, "MADV_HUGEPAGE"):  # N episodes' rows are spread over many pages: fewer TLB misses
+        # private: Linux gives shared anonymous memory no huge pages. The N episodes' rows lie
+        # max_nodes rows apart, a page or more each: with 4 KiB pages nearly every row a step
+        # writes is a TLB miss, which made writing the rows two thirds of a step at N = 1,024
+        memory = mmap.mmap(-1, max(at, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MADV_HUGEPAGE"):
             memory.madvise(mmap.MADV_HUGEPAGE)
         read_only = memoryview(memory).toreadonly()
         rw = tuple(np.frombuffer(memory, dtype=dtype, count=int(np.prod(shape)), offset=offset).reshape(shape)

@@ -332,7 +332,7 @@ def _reset_kernel(rows: Any, worlds: Any, frontier: int, pool: Any, ep: Any, obs
             prefix_invalid[e, 0] = 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def judge_row(batch: Any, e: int, pad: int, root_slots: int, observed: int, open_pos: Any, kept: Any, kept_row: int,
               dropped: Any) -> tuple[int, int]:  # pragma: no cover
     """Replay.legal_part for row e of ``batch`` (values -1 and ``pad``: no selection), each
