@@ -14,7 +14,12 @@ the world is a random ~150-node tree (W=3, frontier rule "any"). Each episode is
 The isolated run pays, per episode, one fork of the sandboxed template (a fresh process, the
 policy file's module executed afresh, the episode's confinement: seccomp, a nested Landlock
 domain and, hardened, the audit hook), and one round trip per decision (length-prefixed JSON
-over pipes, relayed by the template, views sent incrementally); the sandbox itself starts once.
+over the episode's own pipes, views sent incrementally); the sandbox itself starts once.
+
+Part 3, the floor (:mod:`benchmarks.fork_floor`): a bare template that forks one process per
+episode and answers the grid's mean number of decisions per episode over pipes, without a
+sandbox, a policy or JSON, one episode after another and with 16 in flight; printed as a ratio
+to the in-process grid of part 1. No design with a fresh process per episode can beat it here.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -85,7 +92,7 @@ def compare(path: Path, world, episodes: int, beta: float) -> None:
           f"(~{per_decision_ms:.2f} ms extra per decision; child start {startup * 1000:.0f} ms, once)")
 
 
-def grid_overhead(rounds: int) -> None:
+def grid_overhead(rounds: int) -> tuple[float, int, int]:
     """Wall time of the held-out grid: the example policy file isolated vs in-process, same run.
     At the default jobs the file runs from this process (a small grid) and the reference is the
     serial backend without a watchdog; at jobs=2 both run in two job processes."""
@@ -106,6 +113,21 @@ def grid_overhead(rounds: int) -> None:
         print(f"held-out grid ({len(rows['isolated'])} episodes), {label}: isolated {isolated:.2f} s, "
               f"in-process {in_process:.2f} s, ratio {isolated / in_process:.2f} (target <= 2; medians of "
               f"{rounds}; results identical: {rows['isolated'] == rows['in-process']})")
+        if label == "default jobs":
+            reference = (in_process, len(rows["in-process"]), sum(r["rounds"] + 1 for r in rows["in-process"]))
+    return reference
+
+
+def floor(in_process_s: float, episodes: int, decisions: int) -> None:
+    """Part 3: the fork-per-episode floor for the grid's episodes and decisions."""
+    per_episode = max(1, round(decisions / episodes))
+    for concurrent in (1, 16):
+        command = [sys.executable, "-m", "benchmarks.fork_floor", "--episodes", str(episodes),
+                   "--decisions", str(per_episode), "--concurrent", str(concurrent)]
+        ms = float(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+        total = ms * episodes / 1000
+        print(f"floor, {episodes} episodes x {per_episode} decisions, {concurrent} in flight: {ms:.2f} ms per "
+              f"episode, {total:.2f} s = {total / in_process_s:.2f}x the in-process grid (before the sandbox starts)")
 
 
 def main() -> None:
@@ -118,7 +140,7 @@ def main() -> None:
     if args.episodes < 0 or args.grid_rounds < 0:
         parser.error("--episodes and --grid-rounds count runs: 0 or more")
     if args.grid_rounds:
-        grid_overhead(args.grid_rounds)
+        floor(*grid_overhead(args.grid_rounds))
     if args.episodes:
         per_episode(args.nodes, args.episodes, args.beta)
 

@@ -79,3 +79,19 @@ def test_an_episode_is_gone_before_the_next_one_runs_and_holds_only_its_own_pipe
     assert speaking == {str(pids[-1])}, (speaking, pids)
     # stdin, stdout, stderr and the episode's own two pipes, in the episodes forked ahead too
     assert [fds for fds, _ in reports] == [5] * 5, reports
+
+
+def test_replies_forged_into_a_pipe_reach_no_later_episode(world: World) -> None:
+    """Each episode talks to this process over pipes of its own: what the forger (beta 0) left
+    in its pipes is gone with them, and the episodes after it play as if it never ran."""
+    betas = [0.5, 1.0]
+    with IsolatedPolicy(HOSTILE / "forges.py", **FAST) as clean:
+        expected = [run_episode(clean, world, seed=0, beta=beta).to_dict() for beta in betas]
+    with IsolatedPolicy(HOSTILE / "forges.py", **FAST) as policy:
+        forger = run_episode(policy, world, seed=0, beta=0.0, on_error="record")
+        after = [run_episode(policy, world, seed=0, beta=beta).to_dict() for beta in betas]
+    # the forgery works on the forger's own episode (it reads its forged stop) ...
+    assert forger.rounds == 0, forger
+    # ... and on no later one
+    assert after == expected
+    assert all(result["rounds"] == 6 for result in after), after

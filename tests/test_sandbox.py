@@ -141,7 +141,7 @@ def test_every_sandbox_process_dies_with_its_parent(tmp_path: Path) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and sum(p.status() == psutil.STATUS_RUNNING for p in started) < 2:
             time.sleep(0.1)  # the episode and the script both spin
-        assert len(started) == 7  # two wardens, two inits, the template, its episode, the script
+        assert len(started) == 8  # two wardens, two inits, the template, its episode, the one forked ahead, the script
         assert sum(p.status() == psutil.STATUS_RUNNING for p in started) >= 2
     finally:
         holder.send_signal(signal.SIGKILL)

@@ -7,29 +7,34 @@
    built-ins), reads and compiles the policy file (or imports the ``module:Class``), and
    confines itself (the trusted layer: no exec, sockets, ptrace, ... but fork);
 2. it forks a probe episode that builds the policy once, so a file that defines no policy or
-   fails to import is a load error at once, then says hello to the parent;
-3. for every ``reset`` it takes a new **episode** process, forked from it (the next one is
-   forked ahead, while the current one builds its policy, so its fork and confinement are not
-   on the parent's path). An episode process confines itself further at once (no new
-   processes, signals only to itself, a nested Landlock domain, the audit hook the template
-   built) and waits; at its ``reset`` it executes the policy file's module code afresh and
-   builds a fresh policy object. The template relays the episode's messages over pipes of that
-   episode only, and kills and reaps it at the next ``reset`` (before the next episode sees a
-   message) or ``close``.
+   fails to import is a load error at once, then says hello to the parent over its *control
+   socket* (one end of a socket pair; the only descriptor it holds besides stdio);
+3. with every pair of pipe ends the parent sends over that socket it forks one **episode**
+   process, ahead of its use: while the current episode runs, the next one is forked and
+   confined. An episode process confines itself further at once (no new processes, signals
+   only to itself, a nested Landlock domain, the audit hook the template built) and waits; at
+   its ``reset`` it executes the policy file's module code afresh and builds a fresh policy
+   object. It talks to the parent directly over its own two pipes (no process in between, so
+   a decision costs one round trip); the template keeps no copy of them. At the parent's
+   ``next`` the template kills the current episode before the parent sends the next one
+   anything, and reaps it later.
 
 So every episode starts from the same process state, one in which no earlier episode ran: no
 class attribute, module global, cache, open descriptor or pipe content survives an episode,
 and the policy's own code never runs in the template. An episode that dies (a crash, the CPU
-or memory limit) is reported as ``{"ok": false, "kind": "died", ...}``; the template goes on.
-If the parent dies, the template sees its pipe close, kills the episode and exits.
+or memory limit) closes its pipe; the parent asks the template how it ended (``status``). If
+the parent dies, the template sees its socket close, kills its episodes and exits; an
+episode sees its pipe close and exits.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
 import signal
+import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -110,17 +115,23 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
 
 
 class _Episode:
-    """One episode process and the template's ends of its two pipes (fresh for each episode).
+    """One episode process (fresh for each episode) and, for the probe only, the template's ends
+    of its two pipes.
 
-    The process is forked, confined and hardened at once, then waits for its first message:
-    the template forks the next episode ahead, while the current one runs, so that a ``reset``
-    finds it ready. Forked, it keeps no descriptor but its two pipe ends and stdio: not the
-    parent's pipes, not another episode's."""
+    The process is forked, confined and hardened at once, then waits for its first message.
+    An episode of the parent talks to the parent over the two pipe ends the parent sent for it
+    (``channel``; the template keeps no copy); the probe talks to the template. Forked, it keeps
+    no descriptor but its two pipe ends and stdio: not the control socket, not another
+    episode's pipes."""
 
-    def __init__(self, build: Builder, confinement: Any, hook: AuditHook | None, source: str):
-        to_child_r, self.to_child = os.pipe()
-        from_child, from_child_w = os.pipe()
-        self.replies = _Frames(from_child)
+    def __init__(self, build: Builder, confinement: Any, hook: AuditHook | None, source: str,
+                 channel: tuple[int, int] | None = None):
+        if channel is None:
+            to_child_r, self.to_child = os.pipe()
+            from_child, from_child_w = os.pipe()
+            self.replies: _Frames | None = _Frames(from_child)
+        else:
+            (to_child_r, from_child_w), self.to_child, self.replies = channel, -1, None
         self.status: int | None = None  # the wait status, once reaped
         self.pid = os.fork()
         if self.pid == 0:
@@ -129,25 +140,25 @@ class _Episode:
         os.close(to_child_r)
         os.close(from_child_w)
 
-    def call(self, message: bytes, parent_in: int) -> bytes:
-        """Forward one framed message and return the episode's framed reply (or a report of its
-        death); raises :class:`_ParentGone` if the parent goes away meanwhile."""
+    def call(self, message: bytes, parent: int) -> bytes:
+        """Forward one framed message to the probe and return its framed reply (or a report of
+        its death); raises :class:`_ParentGone` if the parent goes away meanwhile."""
+        assert self.replies is not None
         try:
             _write_all(self.to_child, message)
         except OSError:
-            return frame(self._died())
-        reply = self._reply(parent_in)
-        return frame(self._died()) if reply is None else reply
+            return frame(self.died())
 
-    def _reply(self, parent_in: int) -> bytes | None:
         def ready(fd: int) -> None:
-            if not _readable(fd, parent_in):
+            if not _readable(fd, parent):
                 raise _ParentGone
 
-        return self.replies.next(ready)
+        reply = self.replies.next(ready)
+        return frame(self.died()) if reply is None else reply
 
-    def _died(self) -> dict[str, Any]:
-        self.end()  # a process that closed its pipe but runs on is killed; a dead one keeps its status
+    def died(self) -> dict[str, Any]:
+        """How the process ended: it is killed first if it runs on (it closed its pipe)."""
+        self.end()  # a dead one keeps its status
         status = self.status
         if status is not None and os.WIFSIGNALED(status):
             return {"ok": False, "kind": "died", "signal": signal.Signals(os.WTERMSIG(status)).name}
@@ -155,17 +166,19 @@ class _Episode:
         return {"ok": False, "kind": "died", "exit": code}
 
     def kill(self) -> None:
-        """Kill the process (a no-op on one that already ended) and close its pipes: it runs
-        no more of its code; :meth:`reap` collects its status."""
-        if self.to_child < 0:
-            return
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        for fd in (self.to_child, self.replies.fd):
-            os.close(fd)
-        self.to_child = -1
+        """Kill the process (a no-op on one that already ended) and close the template's pipe
+        ends: it runs no more of its code; :meth:`reap` collects its status."""
+        if self.pid > 0:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.to_child >= 0:
+            os.close(self.to_child)
+            self.to_child = -1
+        if self.replies is not None:
+            os.close(self.replies.fd)
+            self.replies = None
 
     def reap(self, block: bool = True) -> bool:
         """Collect the status of the killed process (True once it is collected)."""
@@ -289,9 +302,9 @@ def _batch_reply(result: Any) -> dict[str, Any]:
 
 # -- the template -----------------------------------------------------------------------------
 def main(args: Sequence[str], confinement: Any) -> None:
-    """The template: ``args`` = (fd to read from, fd to write to, JSON config)."""
-    fd_in, fd_out = int(args[0]), int(args[1])
-    config = json.loads(args[2])
+    """The template: ``args`` = (the control socket's descriptor, JSON config)."""
+    control = socket.socket(fileno=int(args[0]))
+    config = json.loads(args[1])
     spec, harden = config["spec"], bool(config.get("harden", True))
     source = str(Path(spec).resolve()) if is_file_spec(spec) else spec
     try:
@@ -300,28 +313,35 @@ def main(args: Sequence[str], confinement: Any) -> None:
     except BaseException as exc:  # noqa: BLE001  (report anything, then end)
         kind = "notfound" if isinstance(exc, PolicyNotFoundError) else (
             "memory" if isinstance(exc, MemoryError) else "load")
-        _send(fd_out, {"ok": False, "kind": kind, "error": f"{type(exc).__name__}: {exc}{where(exc, source)}"})
+        _tell(control, {"ok": False, "kind": kind, "error": f"{type(exc).__name__}: {exc}{where(exc, source)}"})
         return
     try:
         notes = confinement.confine(untrusted=False)
     except Exception as exc:  # noqa: BLE001 - the kernel refused a layer: nothing untrusted runs
-        _send(fd_out, {"ok": False, "kind": "sandbox", "error": str(exc)})
+        _tell(control, {"ok": False, "kind": "sandbox", "error": str(exc)})
         return
+    # Every object so far is the template's for good: the collector of an episode never scans
+    # them (a scan writes to every object's header, which copies each page the fork shared).
+    gc.freeze()
     episodes = _Episodes(build, confinement, hook, source)
     probe = episodes.fork()
     try:
-        hello = json.loads(probe.call(frame({"op": "probe"}), fd_in)[HEADER.size:])
+        hello = json.loads(probe.call(frame({"op": "probe"}), control.fileno())[HEADER.size:])
     except _ParentGone:
         return
     finally:
         probe.end()
     if not hello.get("ok"):
-        _send(fd_out, hello if hello.get("kind") != "died" else {
+        _tell(control, hello if hello.get("kind") != "died" else {
             "ok": False, "kind": "load", "error": f"the policy's process died while loading ({_how(hello)})"})
         return
-    _send(fd_out, {"ok": True, "name": hello.get("name"), "pid": os.getpid(),
-                   "hardening": [*notes, *(["audit-hook"] if harden else [])]})
-    _relay(fd_in, fd_out, episodes)
+    _tell(control, {"ok": True, "name": hello.get("name"), "pid": os.getpid(),
+                    "hardening": [*notes, *(["audit-hook"] if harden else [])]})
+    _serve_parent(control, episodes)
+
+
+def _tell(control: socket.socket, message: Mapping[str, Any]) -> None:
+    control.sendall(json.dumps(message, separators=(",", ":")).encode("utf-8"))
 
 
 def _hook(confinement: Any, source: str) -> AuditHook:
@@ -335,25 +355,28 @@ def _how(died: Mapping[str, Any]) -> str:
 
 
 class _Episodes:
-    """Forks episode processes, one ahead: after the first ``reset`` a confined episode always
-    waits for the next one, so forking it is not on the parent's path."""
+    """Forks the parent's episode processes, one ahead: a ``next`` finds a confined episode
+    waiting, so forking it is not on the parent's path."""
 
     def __init__(self, build: Builder, confinement: Any, hook: AuditHook | None, source: str):
         self.build, self.confinement, self.hook, self.source = build, confinement, hook, source
         self.ready: _Episode | None = None
+        self.fork_error = ""
         self.dying: list[_Episode] = []  # killed, not yet reaped (their memory is freed meanwhile)
 
-    def fork(self) -> _Episode:
-        return _Episode(self.build, self.confinement, self.hook, self.source)
+    def fork(self, channel: tuple[int, int] | None = None) -> _Episode:
+        return _Episode(self.build, self.confinement, self.hook, self.source, channel)
 
-    def take(self) -> _Episode:
-        """The episode for a ``reset``: the one forked ahead (or a new one)."""
-        episode, self.ready = self.ready or self.fork(), None
-        return episode
-
-    def fork_ahead(self) -> None:
-        if self.ready is None:
-            self.ready = self.fork()
+    def fork_ahead(self, channel: tuple[int, int]) -> None:
+        """The next episode, on the pipe ends the parent sent (closed here once it holds them)."""
+        if self.ready is not None:
+            self.retire(self.ready)
+        try:
+            self.ready, self.fork_error = self.fork(channel), ""
+        except OSError as exc:  # no process left to fork (a limit, memory): said at the next "next"
+            self.ready, self.fork_error = None, f"the template could not fork an episode ({exc})"
+            for fd in channel:
+                os.close(fd)
 
     def retire(self, episode: _Episode) -> None:
         """Kill an episode now (it runs no more of its code); it is reaped later."""
@@ -369,39 +392,49 @@ class _Episodes:
         self.reap(block=True)
 
 
-_RESET, _CLOSE = b'{"op":"reset"', b'{"op":"close"'  # the parent writes "op" first (wire.frame)
+_MAX_CONTROL_BYTES = 1 << 16
 
 
-def _relay(fd_in: int, fd_out: int, episodes: _Episodes) -> None:
-    """Forward the parent's messages to the current episode and its replies back. At a
-    ``reset``, the current episode is killed and the one forked ahead takes over; once it has
-    answered its first decision (so it runs), the next one is forked ahead, while the parent
-    replays that decision."""
-    episode: _Episode | None = None
-    decisions = 0
-    requests = _Frames(fd_in)
+def _serve_parent(control: socket.socket, episodes: _Episodes) -> None:
+    """Answer the parent's control messages until ``close`` or until it goes away:
+
+    * ``ahead`` (with two pipe ends): fork the episode that the next ``next`` starts;
+    * ``next`` (with two pipe ends): kill the current episode, make the one forked ahead
+      current, reply, then fork the next one ahead on the ends sent. The parent talks to the
+      current episode directly and only after this reply, so an episode is killed before the
+      next one sees a message;
+    * ``status``: end the current episode (its pipe closed) and reply how it ended."""
+    current: _Episode | None = None
     try:
         while True:
-            message = requests.next()
-            if message is None or message.startswith(_CLOSE, HEADER.size):
+            try:
+                data, fds, _, _ = socket.recv_fds(control, _MAX_CONTROL_BYTES, 2)
+            except OSError:
                 return
-            if message.startswith(_RESET, HEADER.size):
-                if episode is not None:
-                    episodes.retire(episode)  # it runs no more before the next one sees a message
-                episode, decisions = episodes.take(), -1
-            if episode is None:
-                _send(fd_out, {"ok": False, "kind": "protocol", "error": "act before reset"})
-                continue
-            _write_all(fd_out, episode.call(message, fd_in))
-            decisions += 1
-            if decisions == 1:
-                episodes.fork_ahead()
-                episodes.reap()
-    except _ParentGone:
-        pass
+            if not data:
+                return
+            request = json.loads(data)
+            op = request.get("op")
+            channel = (fds[0], fds[1]) if len(fds) == 2 else None
+            if op == "close":
+                return
+            if op == "next":
+                if current is not None:
+                    episodes.retire(current)  # it runs no more before the next one sees a message
+                current, episodes.ready = episodes.ready, None
+                _tell(control, {"ok": True} if current is not None else {
+                    "ok": False, "kind": "protocol", "error": episodes.fork_error or "no episode process ready"})
+            elif op == "status":
+                _tell(control, current.died() if current is not None else {"ok": False, "kind": "died", "exit": None})
+            if channel is not None:
+                episodes.fork_ahead(channel)
+            else:
+                for fd in fds:
+                    os.close(fd)
+            episodes.reap()
     finally:
-        if episode is not None:
-            episodes.retire(episode)
+        if current is not None:
+            episodes.retire(current)
         episodes.end()
 
 

@@ -5,11 +5,14 @@ seccomp, no capabilities, rlimits, its own session) whose payload is the policy'
 (:mod:`dream_gym.policy_files.child`): trusted code that compiled the policy file and forks one
 episode process per ``reset``, so no state of an earlier episode survives into the next. The
 template is reused across episodes and restarted only when it breaks (a timeout, a broken
-protocol). It never receives a world object or a world path: only the
-:class:`~dream_gym.policy.RunContext` and prefix views, over two pipes
-(:mod:`dream_gym.policy_files.wire`). The child's stdout and stderr are drained by a thread
-with a bounded tail, so printing cannot block or flood the parent. The parent enforces a
-per-decision timeout and a per-episode budget of policy time by killing the process group.
+protocol). This process talks to the template over a control socket (to have the next episode
+forked ahead on a new pair of pipes it sends, to start it, to learn how one died) and to each
+episode over that episode's own two pipes (:mod:`dream_gym.policy_files.wire`): a decision is
+one round trip between two processes. Neither ever receives a world object or a world path:
+only the :class:`~dream_gym.policy.RunContext` and prefix views. The child's stdout and stderr
+are drained by a thread with a bounded tail, so printing cannot block or flood the parent. The
+parent enforces a per-decision timeout and a per-episode budget of policy time by killing the
+process group.
 
 Where the kernel cannot enforce the sandbox, construction raises
 :class:`~dream_gym.sandbox.SandboxUnavailable`; ``unsafe_no_sandbox=True`` (or
@@ -24,6 +27,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -52,6 +56,7 @@ from dream_gym.sandbox import Launched, SandboxUnavailable, launch
 from dream_gym.view import NodeView, PrefixView
 
 _TAIL_BYTES = 8192
+_MAX_CONTROL_BYTES = 1 << 16  # the template's messages: a hello, an acknowledgement, a status
 #: Packages whose ``__init__`` the template does not run (``dream_gym``'s imports Gymnasium and
 #: every environment): it imports only the modules it uses, so it starts sooner and every
 #: episode forks a smaller process. A policy that asks for a name they define still gets it.
@@ -114,8 +119,9 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _cleanup(launched: Launched, fds: list[int], tmp: str) -> None:
-    """Kill the process group, reap, close our pipe ends, remove the temp folder."""
+def _cleanup(launched: Launched, control: socket.socket, channels: list[_Channel], tmp: str) -> None:
+    """Kill the process group, reap, close the control socket and the episodes' pipes, remove
+    the temp folder."""
     proc = launched.proc
     _kill_group(proc.pid)
     launched.release()
@@ -123,12 +129,35 @@ def _cleanup(launched: Launched, fds: list[int], tmp: str) -> None:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:  # pragma: no cover (SIGKILL cannot be ignored)
         pass
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    control.close()
+    for channel in channels:
+        channel.close()
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _Channel:
+    """The parent's ends of one episode's two pipes (to it, from it) and the bytes read past its
+    last whole reply. :meth:`pair` also gives the ends the episode gets."""
+
+    def __init__(self, to_episode: int, from_episode: int):
+        self.to_episode, self.from_episode = to_episode, from_episode
+        self.pending = b""
+        os.set_blocking(to_episode, False)
+
+    @classmethod
+    def pair(cls) -> tuple[_Channel, tuple[int, int]]:
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        return cls(to_w, from_r), (to_r, from_w)
+
+    def close(self) -> None:
+        for fd in (self.to_episode, self.from_episode):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.to_episode = self.from_episode = -1
 
 
 class _Deadline(Exception):
@@ -204,49 +233,49 @@ class IsolatedPolicy:
         self._proc: subprocess.Popen[bytes] | None = None
         self._output: _Output | None = None
         self._finalizer: Callable[[], None] | None = None
-        self._fd_to = self._fd_from = -1
+        self._control: socket.socket | None = None
+        self._channels: list[_Channel] = []  # every channel open now (closed with the child)
+        self._current: _Channel | None = None  # the episode being played
+        self._ahead: _Channel | None = None  # the episode forked ahead for the next reset
         self._restart_needed = False
         self._episode_over = True
         self._sent: tuple[NodeView, ...] = ()
-        self._pending = b""  # bytes read past the child's last whole message
         self._start()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _start(self) -> None:
         self._stop()
         tmp = tempfile.mkdtemp(prefix="dream_gym_policy_")
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
+        control, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {"spec": self.spec, "params": self.params, "harden": self.harden}
         payload = {"call": "dream_gym.policy_files.child:main", "defer": _DEFERRED_PACKAGES,
-                   "args": [str(to_child_r), str(from_child_w), json.dumps(config)]}
+                   "args": [str(child_end.fileno()), json.dumps(config)]}
         try:
             launched = launch(
                 payload, env=scrubbed_env({"PYTHONHASHSEED": str(self.hash_seed)}, home=tmp), cwd=tmp,
                 read_files=[self.spec] if is_file_spec(self.spec) else [],
                 limits={"memory_mb": self.memory_mb, "cpu_s": self.cpu_s, "fsize_mb": 16},
-                keep_fds=(to_child_r, from_child_w), unsafe=self.unsafe_no_sandbox,
+                keep_fds=(child_end.fileno(),), unsafe=self.unsafe_no_sandbox,
             )
         except BaseException:
-            for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
-                os.close(fd)
+            control.close()
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        finally:
+            child_end.close()
         proc = launched.proc
-        os.close(to_child_r)
-        os.close(from_child_w)
-        os.set_blocking(to_child_w, False)
-        self._proc, self._fd_to, self._fd_from = proc, to_child_w, from_child_r
+        self._proc, self._control, self._channels = proc, control, []
+        self._current = self._ahead = None
         self._output = _Output(self.max_output_bytes, proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
         threading.Thread(target=_drain, args=({"stdout": proc.stdout, "stderr": proc.stderr}, self._output),
                          name=f"dream_gym-policy-{proc.pid}-output", daemon=True).start()
-        self._finalizer = weakref.finalize(self, _cleanup, launched, [to_child_w, from_child_r], tmp)
+        self._finalizer = weakref.finalize(self, _cleanup, launched, control, self._channels, tmp)
         self.starts += 1
         self._restart_needed = False
         self._sent = ()
-        self._pending = b""
-        hello = self._exchange(None, time.monotonic() + self.startup_timeout_s, "starting")
+        deadline = time.monotonic() + self.startup_timeout_s
+        hello = self._control_call(None, deadline, "starting")
         if not hello.get("ok"):
             self._stop()
             error = str(hello.get("error", "unknown error"))
@@ -259,18 +288,40 @@ class IsolatedPolicy:
             raise PolicyLoadError(f"policy {self.name}: loading failed in the isolated process: {error}")
         self.name = str(hello.get("name", self.name))
         self.hardening = [str(h) for h in hello.get("hardening", [])]
+        try:
+            self._ahead = self._send_channel("ahead", deadline)
+        except (_Deadline, _Closed):
+            self._restart_needed = True  # the next reset starts a fresh child
+
+    def _send_channel(self, op: str, deadline: float) -> _Channel:
+        """Send ``op`` with the episode's ends of a new pair of pipes (the template forks an
+        episode on them); this process keeps only its own ends."""
+        channel, episode_ends = _Channel.pair()
+        self._channels.append(channel)
+        try:
+            self._control_send({"op": op}, deadline, episode_ends)
+        finally:
+            for fd in episode_ends:
+                os.close(fd)
+        return channel
+
+    def _retire(self, channel: _Channel | None) -> None:
+        if channel is not None:
+            channel.close()
+            self._channels.remove(channel)
 
     def _stop(self) -> None:
         if self._finalizer is not None:
             self._finalizer()  # kills the group, reaps, closes fds, removes the temp folder
         self._finalizer = None
         self._proc = None
+        self._current = self._ahead = None
 
     def close(self) -> None:
         """End the child process (and anything it forked)."""
         if self._proc is not None and self._proc.poll() is None:
             try:
-                self._send({"op": "close"}, time.monotonic() + 0.5)
+                self._control_send({"op": "close"}, time.monotonic() + 0.5)
                 self._proc.wait(timeout=0.5)
             except (_Deadline, _Closed, subprocess.TimeoutExpired, OSError):
                 pass
@@ -309,15 +360,39 @@ class IsolatedPolicy:
             self._output.episode_bytes = 0
         self.episode_time_s = 0.0
         self._sent = ()
+        self._next_episode()
         self._episode_over = False
         self._call({"op": "reset", "context": dataclasses.asdict(context)}, "reset")
+
+    def _next_episode(self) -> None:
+        """The episode forked ahead becomes the current one, once the template has killed the
+        one before it (the template forks the next one ahead after its reply)."""
+        started = time.monotonic()
+        deadline = started + self.decision_timeout_s
+        self._retire(self._current)
+        self._current, self._ahead = self._ahead, None
+        try:
+            try:
+                self._ahead = self._send_channel("next", deadline)
+            except _Deadline:
+                raise self._timed_out("reset", True) from None
+            except _Closed:
+                raise self._death("reset") from None
+            reply = self._control_call(None, deadline, "reset")
+        finally:
+            self.episode_time_s += time.monotonic() - started
+        if not reply.get("ok") or self._current is None:
+            self._fail()
+            raise PolicyProtocolError(f"policy {self.name}: {reply.get('error', 'no episode process')}")
 
     def act(self, view: PrefixView) -> list[Any]:
         if self._proc is None or self._restart_needed or self._episode_over:
             raise PolicyError(f"policy {self.name}: act() after a failure; call reset() first")
-        sent = self._sent
-        known = len(sent) if len(view.nodes) >= len(sent) and all(
-            a is b for a, b in zip(sent, view.nodes, strict=False)) else 0
+        sent, nodes = self._sent, view.nodes
+        # the episode keeps the nodes it was sent: a view of the same session extends them (its
+        # nodes are the same objects), so only the new ones are sent
+        known = len(sent) if sent and len(nodes) >= len(sent) and nodes[0] is sent[0] and (
+            nodes[len(sent) - 1] is sent[-1]) else 0
         reply = self._call({"op": "act", "view": encode_view(view, known)}, "act")
         self._sent = view.nodes
         batch = reply.get("batch")
@@ -352,27 +427,81 @@ class IsolatedPolicy:
             raise PolicyProtocolError(f"policy {self.name}: {error}")
         raise PolicyException(f"policy {self.name} raised in {what}(): {error}")
 
-    def _exchange(self, message: dict[str, Any] | None, deadline: float, what: str,
+    def _exchange(self, message: dict[str, Any], deadline: float, what: str,
                   per_decision: bool = True) -> dict[str, Any]:
-        """Send ``message`` (None: only read) and read one reply, turning every failure of the
-        child into the right PolicyError (after killing its process group)."""
+        """Send ``message`` to the current episode and read its reply, turning every failure
+        into the right PolicyError (after killing the process group where the child is stuck)."""
+        channel = self._current
+        assert channel is not None
+        try:
+            self._send(channel, message, deadline)
+            body = self._read_frame(channel, deadline)
+        except _Deadline:
+            raise self._timed_out(what, per_decision) from None
+        except _Closed:  # the episode closed its pipe: it died (or is about to); the template says how
+            return self._control_call({"op": "status"}, max(deadline, time.monotonic() + 2.0), what)
+        return self._parsed(body)
+
+    def _control_send(self, message: dict[str, Any], deadline: float, fds: tuple[int, ...] = ()) -> None:
+        """One message to the template (with ``fds`` attached)."""
+        assert self._control is not None
+        data = json.dumps(message).encode("utf-8")
+        poller = select.poll()
+        poller.register(self._control.fileno(), select.POLLOUT)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Deadline
+            events = poller.poll(min(remaining, 0.2) * 1000)
+            if not events:
+                continue
+            if events[0][1] & (select.POLLERR | select.POLLHUP):
+                raise _Closed
+            try:
+                socket.send_fds(self._control, [data], list(fds), socket.MSG_DONTWAIT)
+                return
+            except BlockingIOError:
+                continue
+            except OSError:
+                raise _Closed from None
+
+    def _control_call(self, message: dict[str, Any] | None, deadline: float, what: str) -> dict[str, Any]:
+        """Send ``message`` to the template (None: only read) and read its reply."""
+        assert self._control is not None
         try:
             if message is not None:
-                self._send(message, deadline)
-            body = self._read_frame(deadline)
+                self._control_send(message, deadline)
+            poller = select.poll()
+            poller.register(self._control.fileno(), select.POLLIN)
+            while not poller.poll(min(max(0.0, deadline - time.monotonic()), 0.2) * 1000):
+                if time.monotonic() >= deadline or (self._output is not None and self._output.overflow):
+                    raise _Deadline  # an overflow: the drain thread killed the group
+            try:
+                body = self._control.recv(_MAX_CONTROL_BYTES, socket.MSG_DONTWAIT)
+            except OSError:
+                raise _Closed from None
+            if not body:
+                raise _Closed
         except _Deadline:
-            self._fail()
-            if self._output is not None and self._output.overflow:
-                raise self._overflow_error() from None
-            if what == "starting":
-                raise PolicyTimeout(f"policy {self.name}: did not start within {self.startup_timeout_s:g}s") from None
-            if per_decision:
-                raise PolicyTimeout(f"policy {self.name}: {what}() took longer than the decision timeout "
-                                    f"of {self.decision_timeout_s:g}s; process killed") from None
-            raise PolicyTimeout(f"policy {self.name}: episode time budget of {self.episode_timeout_s:g}s "
-                                f"exhausted during {what}(); process killed") from None
+            raise self._timed_out(what, True) from None
         except _Closed:
             raise self._death(what) from None
+        return self._parsed(body)
+
+    def _timed_out(self, what: str, per_decision: bool) -> PolicyError:
+        """The error for a deadline passed: the group is killed; the next reset starts afresh."""
+        self._fail()
+        if self._output is not None and self._output.overflow:
+            return self._overflow_error()
+        if what == "starting":
+            return PolicyTimeout(f"policy {self.name}: did not start within {self.startup_timeout_s:g}s")
+        if per_decision:
+            return PolicyTimeout(f"policy {self.name}: {what}() took longer than the decision timeout "
+                                 f"of {self.decision_timeout_s:g}s; process killed")
+        return PolicyTimeout(f"policy {self.name}: episode time budget of {self.episode_timeout_s:g}s "
+                             f"exhausted during {what}(); process killed")
+
+    def _parsed(self, body: bytes) -> dict[str, Any]:
         try:
             reply = json.loads(body)
         except (ValueError, RecursionError) as exc:
@@ -383,12 +512,12 @@ class IsolatedPolicy:
             raise PolicyProtocolError(f"policy {self.name}: reply is not a JSON object")
         return reply
 
-    def _send(self, message: dict[str, Any], deadline: float) -> None:
+    def _send(self, channel: _Channel, message: dict[str, Any], deadline: float) -> None:
         view = memoryview(frame(message, allow_nan=False))
         poller: select.poll | None = None
         while view:
             try:  # the pipe is almost always empty: write first, wait only when it is full
-                view = view[os.write(self._fd_to, view):]
+                view = view[os.write(channel.to_episode, view):]
                 continue
             except BlockingIOError:
                 pass
@@ -396,7 +525,7 @@ class IsolatedPolicy:
                 raise _Closed from None
             if poller is None:
                 poller = select.poll()
-                poller.register(self._fd_to, select.POLLOUT)
+                poller.register(channel.to_episode, select.POLLOUT)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _Deadline
@@ -404,18 +533,18 @@ class IsolatedPolicy:
             if events and events[0][1] & (select.POLLERR | select.POLLHUP):
                 raise _Closed
 
-    def _read_frame(self, deadline: float) -> bytes:
-        """The body of the child's next framed message, read in as few reads as it was written in."""
-        data = bytearray(self._pending)
+    def _read_frame(self, channel: _Channel, deadline: float) -> bytes:
+        """The body of the episode's next framed message, read in as few reads as it was written in."""
+        data = bytearray(channel.pending)
         poller = select.poll()
-        poller.register(self._fd_from, select.POLLIN)
+        poller.register(channel.from_episode, select.POLLIN)
         while True:
             size = HEADER.unpack_from(data)[0] if len(data) >= HEADER.size else 0
             if size > MAX_MESSAGE_BYTES:
                 self._fail()
                 raise PolicyProtocolError(f"policy {self.name}: reply of {size} bytes (limit {MAX_MESSAGE_BYTES})")
             if len(data) >= HEADER.size + size and len(data) >= HEADER.size:
-                self._pending = bytes(data[HEADER.size + size:])
+                channel.pending = bytes(data[HEADER.size + size:])
                 return bytes(data[HEADER.size:HEADER.size + size])
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -424,7 +553,7 @@ class IsolatedPolicy:
                 if self._output is not None and self._output.overflow:
                     raise _Deadline  # the drain thread killed the group; reported as overflow
                 continue
-            chunk = os.read(self._fd_from, max(1 << 16, min(HEADER.size + size - len(data), 1 << 24)))
+            chunk = os.read(channel.from_episode, max(1 << 16, min(HEADER.size + size - len(data), 1 << 24)))
             if not chunk:
                 raise _Closed
             data += chunk

@@ -1,13 +1,19 @@
 """The wire protocol between a parent and an isolated policy child.
 
-Messages are JSON objects, each framed by a 4-byte big-endian length (:data:`HEADER`), over
-two pipes (parent -> child, child -> parent), separate from the child's stdout and stderr.
+Messages between the parent and an episode process are JSON objects, each framed by a 4-byte
+big-endian length (:data:`HEADER`), over that episode's two pipes (parent -> episode, episode ->
+parent), separate from the child's stdout and stderr.
 
-Parent to child: ``{"op": "reset", "context": RunContext fields}``, ``{"op": "act", "view":
-encode_view(view, known)}``, ``{"op": "close"}``. Child to parent: a hello after loading
-(``{"ok": true, "name", "hardening", "pid"}`` or ``{"ok": false, "kind", "error"}``), then one
-reply per message: ``{"ok": true}`` after reset, ``{"ok": true, "batch": [...]}`` after act, or
-``{"ok": false, "kind": "exception" | "memory" | "protocol", "error": text}``.
+Parent to episode: ``{"op": "reset", "context": RunContext fields}``, ``{"op": "act", "view":
+encode_view(view, known)}``. Episode to parent, one reply per message: ``{"ok": true}`` after
+reset, ``{"ok": true, "batch": [...]}`` after act, or ``{"ok": false, "kind": "exception" |
+"load" | "memory" | "protocol", "error": text}`` (the episode ends after a failure).
+
+The template speaks unframed JSON over its control socket (one message per packet): a hello
+after loading (``{"ok": true, "name", "hardening", "pid"}`` or ``{"ok": false, "kind",
+"error"}``); then it answers ``{"op": "next"}`` with ``{"ok": true}`` and ``{"op": "status"}``
+with ``{"ok": false, "kind": "died", "signal" | "exit"}``; ``ahead`` and ``next`` carry the
+two pipe ends of an episode to fork, ``close`` ends it.
 
 Views are sent incrementally: ``known`` says how many nodes of the episode the receiver already
 holds, and only the nodes after them are sent; :func:`decode_view` rebuilds the same

@@ -32,6 +32,7 @@ def _disable_audit_hook():
     os.devnull = "/"  # the old hook compared paths with os.devnull looked up at call time
     replacements = {"roots": ("/",), "readable": lambda path: True, "startswith": lambda text, prefix: True,
                     "devnull": "/", "write_flags": 0, "getpid": _Everyone}
+    gc.unfreeze()  # the objects the template froze out of the collector's view come back
     for obj in gc.get_objects():
         if not isinstance(obj, types.FunctionType) or obj.__code__.co_name != "hook" or not obj.__closure__:
             continue

@@ -16,6 +16,7 @@ def _holds_needle(values):
 
 def act(view):
     found = set()
+    gc.unfreeze()  # the objects the template froze out of the collector's view come back
     for obj in gc.get_objects():
         name = type(obj).__name__
         if name in SUSPECT_TYPES:
