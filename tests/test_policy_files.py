@@ -33,10 +33,9 @@ from dream_gym.policy_files import (
     PolicyLoadError,
     PolicyNotFoundError,
     PolicyProtocolError,
-    decode_view,
-    encode_view,
     load_policy,
 )
+from dream_gym.policy_files.wire import HEADER, decode_view, encode_view, frame_request, read_request
 from dream_gym.session import ReplaySession
 from dream_gym.view import PrefixView
 from dream_gym.world import World, build_world
@@ -154,7 +153,8 @@ def test_view_wire_format_roundtrip(world: World) -> None:
     for _ in range(6):
         view = session.view()
         known = len(sent)
-        rebuilt = decode_view(json.loads(json.dumps(encode_view(view, known))), received)
+        request = read_request(frame_request({"op": "act", "view": encode_view(view, known)})[HEADER.size:])
+        rebuilt = decode_view(request["view"], received)
         assert rebuilt == PrefixView.from_dict(json.loads(view.to_json())) == view
         assert rebuilt.children(0) == view.children(0)
         sent = view.nodes

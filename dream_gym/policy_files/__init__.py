@@ -8,9 +8,9 @@ isolated by default) or a trained SB3 model ``.zip``. One concept a module:
   trusted specs, the child's file);
 * :mod:`~dream_gym.policy_files.isolated`: :class:`IsolatedPolicy`, the parent side of a policy
   that runs in a child process with time, memory and output limits;
-* :mod:`~dream_gym.policy_files.child`: the child's boot code and main loop;
+* :mod:`~dream_gym.policy_files.child`: the template and its episode processes;
 * :mod:`~dream_gym.policy_files.wire`: the message protocol between them (framing, views, batches);
-* :mod:`~dream_gym.policy_files.hardening`: the child's seccomp filter and audit hook;
+* :mod:`~dream_gym.policy_files.hardening`: the episodes' audit hook;
 * :mod:`~dream_gym.policy_files.errors`: the errors of loading and of isolated runs.
 """
 
@@ -32,11 +32,10 @@ from dream_gym.policy_files.specs import (
     load_policy_file,
     policy_from_namespace,
 )
-from dream_gym.policy_files.wire import decode_view, encode_view
 
 __all__ = [
     "IsolatedPolicy", "PolicyCrashed", "PolicyError", "PolicyException", "PolicyLoadError",
     "PolicyMemoryError", "PolicyNotFoundError", "PolicyOutputError", "PolicyProtocolError",
-    "PolicyTimeout", "check_policy_spec", "decode_view", "encode_view", "load_policy", "load_policy_file",
+    "PolicyTimeout", "check_policy_spec", "load_policy", "load_policy_file",
     "policy_from_namespace",
 ]

@@ -29,7 +29,10 @@ episode sees its pipe close and exits.
 
 from __future__ import annotations
 
+import ast
 import gc
+import importlib
+import importlib.util
 import json
 import os
 import select
@@ -53,7 +56,16 @@ from dream_gym.policy_files.inprocess import (
     resolve_in_process,
     where,
 )
-from dream_gym.policy_files.wire import HEADER, MAX_BATCH, MAX_MESSAGE_BYTES, decode_view, frame, wire_batch
+from dream_gym.policy_files.wire import (
+    HEADER,
+    MAX_BATCH,
+    MAX_MESSAGE_BYTES,
+    decode_view,
+    frame,
+    frame_request,
+    read_request,
+    wire_batch,
+)
 from dream_gym.view import NodeView
 
 Builder = Callable[[], Policy]
@@ -105,13 +117,42 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
         path = str(Path(spec).resolve())
         if not Path(path).is_file():
             raise PolicyNotFoundError(f"policy file {path} does not exist")
-        code = compile(Path(path).read_bytes(), path, "exec")
+        source = Path(path).read_bytes()
+        code = compile(source, path, "exec")
+        _import_ahead(source)
         return lambda: policy_from_code(code, path)
     if ":" in spec:
         module_attr(spec)  # import now, in the trusted template
         return lambda: load_module_attr(spec, params)
     resolve_in_process(spec, params)  # an unknown name fails here
     return lambda: resolve_in_process(spec, params)
+
+
+def _import_ahead(source: bytes) -> None:
+    """Import, here in the template, the installed modules the file imports at its top level,
+    so that every episode finds them imported instead of reading and executing them again
+    (``import random`` alone was most of building the example policy). Only modules of the
+    standard library and of installed packages can be found (the file's own folder is not on
+    the path); one that fails to import here fails in the episode, with the episode's error."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return
+    for statement in tree.body:
+        if isinstance(statement, ast.Import):
+            names = [alias.name for alias in statement.names]
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
+            names = [statement.module, *(f"{statement.module}.{alias.name}" for alias in statement.names)]
+        else:
+            continue
+        for name in names:
+            if name == "__future__" or name.startswith("__future__."):
+                continue
+            try:
+                if importlib.util.find_spec(name) is not None:
+                    importlib.import_module(name)
+            except BaseException:  # noqa: BLE001, S112 - the episode reports its own import error
+                continue
 
 
 class _Episode:
@@ -248,7 +289,7 @@ def _serve(fd_in: int, fd_out: int, build: Builder, source: str) -> None:
         message = requests.next()
         if message is None:
             return
-        request = json.loads(message[HEADER.size:])
+        request = read_request(message[HEADER.size:])
         op = request.get("op")
         try:
             if policy is None:
@@ -326,7 +367,7 @@ def main(args: Sequence[str], confinement: Any) -> None:
     episodes = _Episodes(build, confinement, hook, source)
     probe = episodes.fork()
     try:
-        hello = json.loads(probe.call(frame({"op": "probe"}), control.fileno())[HEADER.size:])
+        hello = json.loads(probe.call(frame_request({"op": "probe"}), control.fileno())[HEADER.size:])
     except _ParentGone:
         return
     finally:

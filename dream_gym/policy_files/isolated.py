@@ -51,7 +51,7 @@ from dream_gym.policy_files.errors import (
     PolicyTimeout,
 )
 from dream_gym.policy_files.inprocess import is_file_spec
-from dream_gym.policy_files.wire import HEADER, MAX_BATCH, MAX_MESSAGE_BYTES, encode_view, frame
+from dream_gym.policy_files.wire import HEADER, MAX_BATCH, MAX_MESSAGE_BYTES, encode_view, frame_request
 from dream_gym.sandbox import Launched, SandboxUnavailable, launch
 from dream_gym.view import NodeView, PrefixView
 
@@ -513,7 +513,7 @@ class IsolatedPolicy:
         return reply
 
     def _send(self, channel: _Channel, message: dict[str, Any], deadline: float) -> None:
-        view = memoryview(frame(message, allow_nan=False))
+        view = memoryview(frame_request(message))
         poller: select.poll | None = None
         while view:
             try:  # the pipe is almost always empty: write first, wait only when it is full
