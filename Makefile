@@ -1,6 +1,9 @@
 # Every target sets up .venv on first use: torch's CPU build first (it lies on this machine's disk;
 # any other pin downloads a multi-GB CUDA build), then the project with all extras.
 PYTHON ?= python3
+# Python caches bytecode even where the machine says not to (PYTHONDONTWRITEBYTECODE=1): the tests
+# start hundreds of interpreters, and each pytest worker would rewrite every test module again.
+export PYTHONDONTWRITEBYTECODE :=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed

@@ -124,6 +124,7 @@ def test_small_local_edits_dominate(name, tmp_path):
     assert (changes > 0.5).mean() < 0.25
 
 
+@pytest.mark.slow  # sixty evaluations in a row: about 7 s
 @pytest.mark.parametrize("name", PER_TASK)
 def test_a_branch_improves_over_many_steps_with_regressions_and_failures(name, tmp_path):
     task, root, records = chain(name, 60, 1, tmp_path)
