@@ -288,7 +288,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         # The episode: its revealed nodes (what its views share), its batches, how it ended.
         self._episode = 0  # episodes started (0: never reset)
         self._revealed = RevealedNodes()
-        self._batches: list[list[int]] = []
+        # the end of each applied batch in revealed.parents (a batch's selections are the parents
+        # of the nodes it revealed): ints, so a long episode adds no object the collector scans
+        self._batch_ends: list[int] = []
         self._done = False
         self._stopped = False  # by an empty batch
         self._cut = False  # truncated because the capacity cannot hold the next batch
@@ -297,7 +299,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         # what step reads on every call, in one attribute
         self._hot = (self._S, self._smv, self._fmv, self._o_batch, workers, self._kernel, self._sets, self._o_out,
                      self._field_of, self._constants)
-        self._episode_lists = (self._revealed, self._revealed.parents, self._revealed.fixed, self._batches)
+        self._episode_lists = (self._revealed, self._revealed.parents, self._revealed.fixed, self._batch_ends)
         # env.session follows the episode when read (it plays the batches it has not seen)
         self._followed: tuple[int, int, bool] = (0, 0, False)  # (episode, batches, done) it has played
         self._followed_batches = 0
@@ -311,9 +313,19 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         whenever one of its attributes is read (so reading it every step costs a session step)."""
         return self._session
 
+    def _applied_batches(self, start: int) -> list[list[int]]:
+        """The episode's applied batches (their legal parts) from the ``start``-th on."""
+        parents, ends = self._revealed.parents, self._batch_ends
+        begin = ends[start - 1] if start else 1  # parents[0] is the root's (none)
+        batches = []
+        for end in ends[start:]:
+            batches.append(parents[begin:end])
+            begin = end
+        return batches
+
     def _follow(self) -> None:
         """Bring the session to the env's episode (called before any attribute of it is read)."""
-        now = (self._episode, len(self._batches), self._done)
+        now = (self._episode, len(self._batch_ends), self._done)
         if self._followed == now:
             return
         session = self._session
@@ -322,10 +334,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             if self._followed[0] != self._episode:
                 session.reset()
                 self._followed_batches = 0
-            batches = self._batches
-            for batch in batches[self._followed_batches:]:
+            for batch in self._applied_batches(self._followed_batches):
                 session.step(batch)
-            self._followed_batches = len(batches)
+            self._followed_batches = len(self._batch_ends)
             if not session.done:
                 if self._stopped:
                     session.step([])
@@ -415,8 +426,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._revealed = revealed = RevealedNodes()
         revealed.fixed.append(self._fields[ROOT])
         revealed.parents.append(-1)
-        self._batches = []
-        self._episode_lists = (revealed, revealed.parents, revealed.fixed, self._batches)
+        self._batch_ends = []
+        self._episode_lists = (revealed, revealed.parents, revealed.fixed, self._batch_ends)
         self._done = self._stopped = self._cut = False
         self._ready = True
         index = self._run(_MODE_RESET)
@@ -472,12 +483,11 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         # the engine's output (_result, inline): header, kept selections, their nodes, frontier
         out = smv[out_at: out_at + smv[16]].tolist()
         k, first, root_slots, rounds, end = out[:5]
-        revealed, parents, fixed, batches = self._episode_lists
+        revealed, parents, fixed, batch_ends = self._episode_lists
         if k:
-            kept = out[5: 5 + k]
-            parents.extend(kept)
+            parents.extend(out[5: 5 + k])
             fixed.extend(map(field_of, out[5 + k: 5 + 2 * k]))
-            batches.append(kept)
+            batch_ends.append(len(parents))
             frontier = out[5 + 2 * k:]
         else:
             frontier = out[5:]
@@ -533,10 +543,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         k, first, root_slots, rounds, end = out[:_OUT_HEADER]
         revealed = self._revealed
         if k:
-            kept = out[_OUT_HEADER: _OUT_HEADER + k]
-            revealed.parents.extend(kept)
+            revealed.parents.extend(out[_OUT_HEADER: _OUT_HEADER + k])
             revealed.fixed.extend(map(self._field_of, out[_OUT_HEADER + k: _OUT_HEADER + 2 * k]))
-            self._batches.append(kept)
+            self._batch_ends.append(len(revealed.parents))
         frontier = out[_OUT_HEADER + 2 * k:]
         counts = dict.fromkeys(frontier, 1)
         if root_slots:
@@ -610,7 +619,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     def _episode_state(self) -> dict[str, Any]:
         return {
             "started": self._episode > 0,
-            "batches": [list(batch) for batch in self._batches],
+            "batches": self._applied_batches(0),
             "stopped": self._stopped,  # by an empty batch
             "warned_full": self._warned_full,
             "np_random": self._np_random,
