@@ -3,6 +3,12 @@ by one compiled call (numba) that judges a batch, applies it and writes the obse
 changed into an observation buffer set. The rules are :mod:`dream_gym.replay`'s, pinned to it
 by tests/test_reveal_rule_conformance.py and tests/test_env_engine.py; the vector envs run the
 same rules for N episodes in :mod:`dream_gym.vector_replay`.
+
+The kernel is compiled without numba's reference counting (``_nrt=False``): each inlined row
+writer takes the observation's arrays, and counting references to them for every row a step
+writes was a third of the kernel (the kernel took 0.9 µs a step on 1,000-node worlds with it, 0.5 µs without). It allocates
+nothing and every array it views outlives the call; tests/test_env_engine.py checks that the
+compiled kernel counts no references.
 """
 
 from __future__ import annotations
@@ -125,7 +131,7 @@ def _one_world_pool(world: World) -> _OneWorld:
     return arrays
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _write_flag(S: Any, i: int, nodes: Any, mask: Any) -> None:  # pragma: no cover
     """The frontier flag of revealed non-root row i, in the observation and the mask."""
     flag = S[S[H_O_OPEN] + i]
@@ -134,7 +140,7 @@ def _write_flag(S: Any, i: int, nodes: Any, mask: Any) -> None:  # pragma: no co
         mask[j, i] = flag
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _write_row(S: Any, F: Any, i: int, nodes: Any, scores: Any, mask: Any, root_slots: int) -> None:  # pragma: no cover
     """Row i of the observation and column i of the mask, from the state."""
     w = S[S[H_O_ORDER] + i]
@@ -155,7 +161,7 @@ def _write_row(S: Any, F: Any, i: int, nodes: Any, scores: Any, mask: Any, root_
             mask[j, i] = flag
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
     """Reset (H_MODE = MODE_RESET) or step the episode with the batch S[batch : batch + H_N]
     (values H_M: no selection), then bring buffer set H_DST (the bytes ``buffer``) up to date.
