@@ -2,11 +2,12 @@
 world load time/memory.
 
     python -m benchmarks.replay_speed [--steps 50000] [--repeats 10] [--step-sizes 151,600,1001]
-                                      [--wide-sizes 150,1000,10000,100000] [--parts wide,steps,episodes,load]
+                                      [--wide-sizes 150,1000,10000,100000] [--parts wide,breakdown,steps,episodes,load]
 
 Prints (0) steps/s of W-wide frontier batches with default arguments on 150- to 100,000-node
 worlds against CartPole, all in one run (targets: >= 1.5x CartPole up to 1,000 nodes, >= 1.0x at
-every size); (1) env steps/s of DreamGym/Replay-v1 with default arguments (fresh observation arrays
+every size), and (with ``--parts breakdown``) where that step's time goes: the policy, the
+``gym.make`` wrappers, the env's Python and the compiled engine's call; (1) env steps/s of DreamGym/Replay-v1 with default arguments (fresh observation arrays
 and action masks every step, the default capacity of 1,024 rows whatever the world) vs
 ``gym.make("CartPole-v1")`` with sampled actions (both through gym.make's default wrappers), for
 two policies: one selection per step (the last non-root frontier node) and W-wide batches (the
@@ -136,7 +137,7 @@ def wide_speed(sizes: list[int], steps: int, repeats: int) -> None:
     """W-wide batches from the frontier (default arguments) against CartPole at each world size,
     contenders interleaved in one run. No ``gc.freeze``: a built world holds a few objects the
     garbage collector tracks whatever its size (its records hold only atomic values), counted
-    and printed here."""
+    and printed here, and a step leaves none for its episode (tests/test_env.py)."""
     gc.collect()
     tracked = len(gc.get_objects())
     worlds = {n: build_world(new_meta(f"bench-{n}", "bench", workers=4), chain_world_records(n, branches=8))
@@ -164,6 +165,75 @@ def wide_speed(sizes: list[int], steps: int, repeats: int) -> None:
     for name, rate in rates.items():
         size = int(name.split()[0].replace(",", ""))
         print(f"| {name} | {rate:,.0f} | {rate / cartpole:.2f} | {'>= 1.5' if size <= 1001 else '>= 1.0'} |")
+    print()
+
+
+def step_breakdown(sizes: list[int], steps: int, repeats: int) -> None:
+    """Where a W-wide step's time goes: the policy's batches are recorded once, then replayed
+    through the ``gym.make`` stack, through the bare env, and through the bare env with the
+    compiled engine's call timed; the policy alone is timed on the recorded infos."""
+    print("## A W-wide step, part by part (microseconds a step; medians of interleaved blocks)")
+    print("| world | policy (frontier_batch) | gym.make wrappers | env in Python | engine call |")
+    print("|---:|---:|---:|---:|---:|")
+    clock = time.perf_counter_ns
+    for n in sizes:
+        world = build_world(new_meta(f"bench-{n}", "bench", workers=4), chain_world_records(n, branches=8))
+        wrapped = gym.make("DreamGym/Replay-v1", world=world, **({} if n <= DEFAULT_MAX_NODES else {"max_nodes": n}))
+        bare = wrapped.unwrapped
+        _, info = wrapped.reset(seed=0)
+        actions, infos = [], []
+        while len(actions) < steps:
+            action = frontier_batch(wrapped, info)
+            actions.append(action)
+            infos.append({"frontier": info["frontier"]})  # not the info: its action mask holds a buffer set
+            _, _, terminated, truncated, info = wrapped.step(action)
+            if terminated or truncated:
+                actions.append(None)
+                _, info = wrapped.reset()
+        del info
+        kernel, engine_ns = bare._kernel, [0]
+
+        def timed_kernel(state, buffer, kernel=kernel, engine_ns=engine_ns):
+            start = clock()
+            kernel(state, buffer)
+            engine_ns[0] += clock() - start
+
+        def replay(env) -> float:
+            env.reset(seed=0)
+            start = time.perf_counter()
+            for action in actions:
+                if action is None:
+                    env.reset()
+                else:
+                    env.step(action)
+            return (time.perf_counter() - start) * 1e6 / len(actions)
+
+        def policy_only() -> float:
+            start = time.perf_counter()
+            for recorded in infos:
+                frontier_batch(wrapped, recorded)
+            return (time.perf_counter() - start) * 1e6 / len(infos)
+
+        def engine_only() -> float:
+            hot = bare._hot
+            bare._hot = (*hot[:5], timed_kernel, *hot[6:])
+            engine_ns[0] = 0
+            try:
+                replay(bare)
+            finally:
+                bare._hot = hot
+            timer = min(clock() - clock() for _ in range(1000))  # one clock read, subtracted
+            return engine_ns[0] / 1000 / len(actions) - max(0, -timer) / 1000
+
+        samples: dict[str, list[float]] = {"policy": [], "wrapped": [], "bare": [], "engine": []}
+        for _ in range(repeats):
+            samples["policy"].append(policy_only())
+            samples["wrapped"].append(replay(wrapped))
+            samples["bare"].append(replay(bare))
+            samples["engine"].append(engine_only())
+        m = {key: statistics.median(values) for key, values in samples.items()}
+        print(f"| {world.size:,} nodes | {m['policy']:.2f} | {m['wrapped'] - m['bare']:.2f} | "
+              f"{m['bare'] - m['engine']:.2f} | {m['engine']:.2f} |")
     print()
 
 
@@ -275,6 +345,8 @@ def main() -> None:
 
     if "wide" in parts:
         wide_speed([int(n) for n in args.wide_sizes.split(",")], args.steps, args.repeats)
+    if "breakdown" in parts:
+        step_breakdown([int(n) for n in args.wide_sizes.split(",")], min(args.steps, 20000), args.repeats)
     if "steps" in parts:
         for nodes in (int(n) for n in args.step_sizes.split(",")):
             step_speed(nodes, args.steps, args.repeats)
