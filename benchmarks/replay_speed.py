@@ -169,72 +169,76 @@ def wide_speed(sizes: list[int], steps: int, repeats: int) -> None:
 
 
 def step_breakdown(sizes: list[int], steps: int, repeats: int) -> None:
-    """Where a W-wide step's time goes: the policy's batches are recorded once, then replayed
-    through the ``gym.make`` stack, through the bare env, and through the bare env with the
-    compiled engine's call timed; the policy alone is timed on the recorded infos."""
+    """Where a W-wide step's time goes, per world size (see :func:`_breakdown`)."""
     print("## A W-wide step, part by part (microseconds a step; medians of interleaved blocks)")
     print("| world | policy (frontier_batch) | gym.make wrappers | env in Python | engine call |")
     print("|---:|---:|---:|---:|---:|")
-    clock = time.perf_counter_ns
     for n in sizes:
-        world = build_world(new_meta(f"bench-{n}", "bench", workers=4), chain_world_records(n, branches=8))
-        wrapped = gym.make("DreamGym/Replay-v1", world=world, **({} if n <= DEFAULT_MAX_NODES else {"max_nodes": n}))
-        bare = wrapped.unwrapped
-        _, info = wrapped.reset(seed=0)
-        actions, infos = [], []
-        while len(actions) < steps:
-            action = frontier_batch(wrapped, info)
-            actions.append(action)
-            infos.append({"frontier": info["frontier"]})  # not the info: its action mask holds a buffer set
-            _, _, terminated, truncated, info = wrapped.step(action)
-            if terminated or truncated:
-                actions.append(None)
-                _, info = wrapped.reset()
-        del info
-        kernel, engine_ns = bare._kernel, [0]
-
-        def timed_kernel(state, buffer, kernel=kernel, engine_ns=engine_ns):
-            start = clock()
-            kernel(state, buffer)
-            engine_ns[0] += clock() - start
-
-        def replay(env) -> float:
-            env.reset(seed=0)
-            start = time.perf_counter()
-            for action in actions:
-                if action is None:
-                    env.reset()
-                else:
-                    env.step(action)
-            return (time.perf_counter() - start) * 1e6 / len(actions)
-
-        def policy_only() -> float:
-            start = time.perf_counter()
-            for recorded in infos:
-                frontier_batch(wrapped, recorded)
-            return (time.perf_counter() - start) * 1e6 / len(infos)
-
-        def engine_only() -> float:
-            hot = bare._hot
-            bare._hot = (*hot[:5], timed_kernel, *hot[6:])
-            engine_ns[0] = 0
-            try:
-                replay(bare)
-            finally:
-                bare._hot = hot
-            timer = min(clock() - clock() for _ in range(1000))  # one clock read, subtracted
-            return engine_ns[0] / 1000 / len(actions) - max(0, -timer) / 1000
-
-        samples: dict[str, list[float]] = {"policy": [], "wrapped": [], "bare": [], "engine": []}
-        for _ in range(repeats):
-            samples["policy"].append(policy_only())
-            samples["wrapped"].append(replay(wrapped))
-            samples["bare"].append(replay(bare))
-            samples["engine"].append(engine_only())
-        m = {key: statistics.median(values) for key, values in samples.items()}
-        print(f"| {world.size:,} nodes | {m['policy']:.2f} | {m['wrapped'] - m['bare']:.2f} | "
+        m = _breakdown(n, steps, repeats)
+        print(f"| {n:,} nodes | {m['policy']:.2f} | {m['wrapped'] - m['bare']:.2f} | "
               f"{m['bare'] - m['engine']:.2f} | {m['engine']:.2f} |")
     print()
+
+
+def _breakdown(n: int, steps: int, repeats: int) -> dict[str, float]:
+    """The policy's batches are recorded once, then replayed through the ``gym.make`` stack,
+    through the bare env, and through the bare env with the compiled engine's call timed; the
+    policy alone is timed on the recorded frontiers. Medians, microseconds a step."""
+    world = build_world(new_meta(f"bench-{n}", "bench", workers=4), chain_world_records(n, branches=8))
+    wrapped = gym.make("DreamGym/Replay-v1", world=world, **({} if n <= DEFAULT_MAX_NODES else {"max_nodes": n}))
+    bare = wrapped.unwrapped
+    _, info = wrapped.reset(seed=0)
+    actions, infos = [], []
+    while len(actions) < steps:
+        action = frontier_batch(wrapped, info)
+        actions.append(action)
+        infos.append({"frontier": info["frontier"]})  # not the info: its action mask holds a buffer set
+        _, _, terminated, truncated, info = wrapped.step(action)
+        if terminated or truncated:
+            actions.append(None)
+            _, info = wrapped.reset()
+    del info
+    clock, kernel, engine_ns = time.perf_counter_ns, bare._kernel, [0]
+
+    def timed_kernel(state, buffer) -> None:
+        start = clock()
+        kernel(state, buffer)
+        engine_ns[0] += clock() - start
+
+    def replay(env) -> float:
+        env.reset(seed=0)
+        start = time.perf_counter()
+        for action in actions:
+            if action is None:
+                env.reset()
+            else:
+                env.step(action)
+        return (time.perf_counter() - start) * 1e6 / len(actions)
+
+    def policy_only() -> float:
+        start = time.perf_counter()
+        for recorded in infos:
+            frontier_batch(wrapped, recorded)
+        return (time.perf_counter() - start) * 1e6 / len(infos)
+
+    def engine_only() -> float:
+        hot = bare._hot
+        bare._hot = (*hot[:5], timed_kernel, *hot[6:])
+        engine_ns[0] = 0
+        try:
+            replay(bare)
+        finally:
+            bare._hot = hot
+        one_read = -min(clock() - clock() for _ in range(1000))  # the timer's own cost, once per call
+        return (engine_ns[0] / len(actions) - max(0, one_read)) / 1000
+
+    samples: dict[str, list[float]] = {"policy": [], "wrapped": [], "bare": [], "engine": []}
+    for _ in range(repeats):
+        samples["policy"].append(policy_only())
+        samples["wrapped"].append(replay(wrapped))
+        samples["bare"].append(replay(bare))
+        samples["engine"].append(engine_only())
+    return {key: statistics.median(values) for key, values in samples.items()}
 
 
 def episodes_per_second(world, policy: str, fresh: bool, seconds: float) -> float:
