@@ -76,7 +76,10 @@ def test_read_roots_hold_code_not_data(tmp_path: Path) -> None:
     trees = {Path(p) for p in roots["tree"]}
     assert package / "sandbox" in trees and package / "world.py" in trees
     assert REPO not in trees and REPO / "recorded_worlds" not in trees and REPO / "agents" not in trees
-    assert not any(str(p).startswith(("/tmp", "/proc", "/home", "/root/.")) for p in trees if "pyenv" not in str(p))
+    # nothing else under a temp or home folder (this checkout and Python's own installation may be)
+    installed = (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package)
+    assert not any(str(p).startswith(("/tmp", "/proc", "/home", "/root/."))
+                   for p in trees if not any(p.is_relative_to(root) for root in installed))
     assert str((tmp_path / "policy.py").resolve()) in roots["file"]
 
 

@@ -18,12 +18,12 @@ def act(view):
     found = set()
     gc.unfreeze()  # the objects the template froze out of the collector's view come back
     for obj in gc.get_objects():
-        name = type(obj).__name__
-        if name in SUSPECT_TYPES:
-            found.add(f"gc:{name}")
-        elif isinstance(obj, dict) and _holds_needle(list(obj.values())):
+        kind = type(obj)  # not isinstance: a weak proxy would ask its (maybe dead) referent
+        if kind.__name__ in SUSPECT_TYPES:
+            found.add(f"gc:{kind.__name__}")
+        elif issubclass(kind, dict) and _holds_needle(list(obj.values())):
             found.add("gc:future text in a dict")
-        elif isinstance(obj, (list, tuple)) and _holds_needle(list(obj)):
+        elif issubclass(kind, (list, tuple)) and _holds_needle(list(obj)):
             found.add("gc:future text in a sequence")
     for module_name, module in list(sys.modules.items()):
         for attr, value in list(getattr(module, "__dict__", {}).items()):
