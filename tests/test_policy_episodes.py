@@ -95,3 +95,21 @@ def test_replies_forged_into_a_pipe_reach_no_later_episode(world: World) -> None
     # ... and on no later one
     assert after == expected
     assert all(result["rounds"] == 6 for result in after), after
+
+
+def test_a_files_standard_imports_are_imported_in_the_template_and_nothing_else(tmp_path: Path, world: World) -> None:
+    """The template imports the standard-library modules a file imports at its top level (the
+    episodes find them imported); an installed package, or a module that acts when imported,
+    the episode imports itself."""
+    source = tmp_path / "imports.py"
+    source.write_text(
+        "import sys\n"
+        "AHEAD = sorted(name for name in ('difflib', 'rich', 'this') if name in sys.modules)\n"
+        "import difflib\n"
+        "import rich\n"
+        "import this\n"
+        "def act(view):\n"
+        "    raise RuntimeError(f'AHEAD={AHEAD}')\n")
+    with IsolatedPolicy(source, **FAST) as policy:
+        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+    assert result.error is not None and "AHEAD=['difflib']" in result.error, result.error

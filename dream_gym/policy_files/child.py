@@ -117,9 +117,7 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
         path = str(Path(spec).resolve())
         if not Path(path).is_file():
             raise PolicyNotFoundError(f"policy file {path} does not exist")
-        source = Path(path).read_bytes()
-        code = compile(source, path, "exec")
-        _import_ahead(source)
+        code = compile(Path(path).read_bytes(), path, "exec")
         return lambda: policy_from_code(code, path)
     if ":" in spec:
         module_attr(spec)  # import now, in the trusted template
@@ -128,31 +126,44 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
     return lambda: resolve_in_process(spec, params)
 
 
-def _import_ahead(source: bytes) -> None:
-    """Import, here in the template, the installed modules the file imports at its top level,
-    so that every episode finds them imported instead of reading and executing them again
-    (``import random`` alone was most of building the example policy). Only modules of the
-    standard library and of installed packages can be found (the file's own folder is not on
-    the path); one that fails to import here fails in the episode, with the episode's error."""
+#: Standard-library modules whose import does something besides defining names (opens a
+#: browser, prints, starts a GUI): never imported ahead.
+_NOT_AHEAD = frozenset({"antigravity", "this", "turtle", "turtledemo", "tkinter", "idlelib", "webbrowser"})
+
+
+def _standard_imports(source: bytes) -> list[str]:
+    """The standard-library modules a policy file imports at its top level, for
+    :func:`_import_ahead` (parsed only: nothing of the file runs here)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return
+        return []
+    names: list[str] = []
     for statement in tree.body:
         if isinstance(statement, ast.Import):
-            names = [alias.name for alias in statement.names]
+            found = [alias.name for alias in statement.names]
         elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
-            names = [statement.module, *(f"{statement.module}.{alias.name}" for alias in statement.names)]
+            found = [statement.module, *(f"{statement.module}.{alias.name}" for alias in statement.names)]
         else:
             continue
-        for name in names:
-            if name == "__future__" or name.startswith("__future__."):
-                continue
-            try:
-                if importlib.util.find_spec(name) is not None:
-                    importlib.import_module(name)
-            except BaseException:  # noqa: BLE001, S112 - the episode reports its own import error
-                continue
+        names += [name for name in found
+                  if name.partition(".")[0] in sys.stdlib_module_names and name.partition(".")[0] not in _NOT_AHEAD]
+    return names
+
+
+def _import_ahead(names: Sequence[str]) -> None:
+    """Import, here in the confined template, the standard-library modules the file imports at
+    its top level, so that every episode finds them imported instead of reading and executing
+    them again (``statistics``, ``fractions`` and ``decimal`` alone take milliseconds). Only the
+    standard library: an installed
+    package could start threads as it imports, and a fork keeps none of them. A module that
+    fails to import here fails in the episode, with the episode's error."""
+    for name in names:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                importlib.import_module(name)
+        except BaseException:  # noqa: BLE001, S112 - the episode reports its own import error
+            continue
 
 
 class _Episode:
@@ -361,6 +372,8 @@ def main(args: Sequence[str], confinement: Any) -> None:
     except Exception as exc:  # noqa: BLE001 - the kernel refused a layer: nothing untrusted runs
         _tell(control, {"ok": False, "kind": "sandbox", "error": str(exc)})
         return
+    if is_file_spec(spec):  # confined first: what these imports do, the sandbox allows
+        _import_ahead(_standard_imports(Path(source).read_bytes()))
     # Every object so far is the template's for good: the collector of an episode never scans
     # them (a scan writes to every object's header, which copies each page the fork shared).
     gc.freeze()
