@@ -432,3 +432,12 @@ def test_protocol_violation_from_child(tmp_path: Path, world: World, good: Isola
         assert result.error is not None and result.error.startswith("PolicyProtocolError: ")
     _assert_good_still_works(good, world, reference)
     assert isinstance(PolicyException("x"), RuntimeError) and issubclass(PolicyProtocolError, RuntimeError)
+
+
+def test_a_load_error_longer_than_a_control_packet_is_cut_not_lost(tmp_path: Path) -> None:
+    """The template reports a load error in one packet of its control socket: a file whose
+    import raises a 300 kB message still comes back as the file's load error."""
+    broken = tmp_path / "long_message.py"
+    broken.write_text("raise ValueError('x' * 300_000)\n")
+    with pytest.raises(PolicyLoadError, match=r"ValueError: x+ \[cut\]"):
+        IsolatedPolicy(broken, **FAST)

@@ -59,6 +59,7 @@ from dream_gym.policy_files.inprocess import (
 from dream_gym.policy_files.wire import (
     HEADER,
     MAX_BATCH,
+    MAX_CONTROL_BYTES,
     MAX_MESSAGE_BYTES,
     decode_view,
     frame,
@@ -395,7 +396,12 @@ def main(args: Sequence[str], confinement: Any) -> None:
 
 
 def _tell(control: socket.socket, message: Mapping[str, Any]) -> None:
-    control.sendall(json.dumps(message, separators=(",", ":")).encode("utf-8"))
+    """One packet to the parent; an error too long for a packet is cut (a file's broken line
+    may be megabytes long)."""
+    data = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    if len(data) > MAX_CONTROL_BYTES and "error" in message:
+        data = json.dumps({**message, "error": f"{str(message['error'])[:4000]} [cut]"}).encode("utf-8")
+    control.sendall(data)
 
 
 def _hook(confinement: Any, source: str) -> AuditHook:
@@ -446,9 +452,6 @@ class _Episodes:
         self.reap(block=True)
 
 
-_MAX_CONTROL_BYTES = 1 << 16
-
-
 def _serve_parent(control: socket.socket, episodes: _Episodes) -> None:
     """Answer the parent's control messages until ``close`` or until it goes away:
 
@@ -462,7 +465,7 @@ def _serve_parent(control: socket.socket, episodes: _Episodes) -> None:
     try:
         while True:
             try:
-                data, fds, _, _ = socket.recv_fds(control, _MAX_CONTROL_BYTES, 2)
+                data, fds, _, _ = socket.recv_fds(control, MAX_CONTROL_BYTES, 2)
             except OSError:
                 return
             if not data:

@@ -51,12 +51,18 @@ from dream_gym.policy_files.errors import (
     PolicyTimeout,
 )
 from dream_gym.policy_files.inprocess import is_file_spec
-from dream_gym.policy_files.wire import HEADER, MAX_BATCH, MAX_MESSAGE_BYTES, encode_view, frame_request
+from dream_gym.policy_files.wire import (
+    HEADER,
+    MAX_BATCH,
+    MAX_CONTROL_BYTES,
+    MAX_MESSAGE_BYTES,
+    encode_view,
+    frame_request,
+)
 from dream_gym.sandbox import Launched, SandboxUnavailable, launch
 from dream_gym.view import NodeView, PrefixView
 
 _TAIL_BYTES = 8192
-_MAX_CONTROL_BYTES = 1 << 16  # the template's messages: a hello, an acknowledgement, a status
 #: Packages whose ``__init__`` the template does not run (``dream_gym``'s imports Gymnasium and
 #: every environment): it imports only the modules it uses, so it starts sooner and every
 #: episode forks a smaller process. A policy that asks for a name they define still gets it.
@@ -477,7 +483,7 @@ class IsolatedPolicy:
                 if time.monotonic() >= deadline or (self._output is not None and self._output.overflow):
                     raise _Deadline  # an overflow: the drain thread killed the group
             try:
-                body = self._control.recv(_MAX_CONTROL_BYTES, socket.MSG_DONTWAIT)
+                body = self._control.recv(MAX_CONTROL_BYTES, socket.MSG_DONTWAIT)
             except OSError:
                 raise _Closed from None
             if not body:

@@ -38,6 +38,7 @@ from dream_gym.view import NodeView, PrefixView
 
 HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 << 20  # a reply larger than this is a protocol error
+MAX_CONTROL_BYTES = 1 << 16  # a packet on the template's control socket (hello, reply, status)
 MAX_BATCH = 100_000
 
 
@@ -97,5 +98,5 @@ def wire_batch(batch: list[Any]) -> list[Any]:
     return out
 
 
-__all__ = ["HEADER", "MAX_BATCH", "MAX_MESSAGE_BYTES", "decode_view", "encode_view", "frame", "frame_request",
+__all__ = ["HEADER", "MAX_BATCH", "MAX_CONTROL_BYTES", "MAX_MESSAGE_BYTES", "decode_view", "encode_view", "frame", "frame_request",
            "read_request", "wire_batch"]
