@@ -6,7 +6,7 @@ same rules for N episodes in :mod:`dream_gym.vector_replay`.
 
 The kernel is compiled without numba's reference counting (``_nrt=False``): each inlined row
 writer takes the observation's arrays, and counting references to them for every row a step
-writes was a third of the kernel (the kernel took 0.9 µs a step on 1,000-node worlds with it, 0.5 µs without). It allocates
+writes was about a third of the kernel's call (docs/results/benchmarks.md). It allocates
 nothing and every array it views outlives the call; tests/test_env_engine.py checks that the
 compiled kernel counts no references.
 """

@@ -156,9 +156,9 @@ def _import_ahead(names: Sequence[str]) -> None:
     """Import, here in the confined template, the standard-library modules the file imports at
     its top level, so that every episode finds them imported instead of reading and executing
     them again (``statistics``, ``fractions`` and ``decimal`` alone take milliseconds). Only the
-    standard library: an installed
-    package could start threads as it imports, and a fork keeps none of them. A module that
-    fails to import here fails in the episode, with the episode's error."""
+    standard library: an installed package could start threads as it imports, and a fork keeps
+    none of them. A module that fails to import here fails in the episode, with the episode's
+    error."""
     for name in names:
         try:
             if importlib.util.find_spec(name) is not None:

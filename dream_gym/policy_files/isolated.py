@@ -294,22 +294,18 @@ class IsolatedPolicy:
             raise PolicyLoadError(f"policy {self.name}: loading failed in the isolated process: {error}")
         self.name = str(hello.get("name", self.name))
         self.hardening = [str(h) for h in hello.get("hardening", [])]
+        self._ahead, episode_ends = self._new_channel()
         try:
-            self._ahead = self._send_channel("ahead", deadline)
+            self._control_send({"op": "ahead"}, deadline, episode_ends)
         except (_Deadline, _Closed):
             self._restart_needed = True  # the next reset starts a fresh child
 
-    def _send_channel(self, op: str, deadline: float) -> _Channel:
-        """Send ``op`` with the episode's ends of a new pair of pipes (the template forks an
-        episode on them); this process keeps only its own ends."""
+    def _new_channel(self) -> tuple[_Channel, tuple[int, int]]:
+        """A new pair of pipes for an episode: this process's ends (kept until the episode is
+        retired) and the episode's, to hand to the template, which forks the episode on them."""
         channel, episode_ends = _Channel.pair()
         self._channels.append(channel)
-        try:
-            self._control_send({"op": op}, deadline, episode_ends)
-        finally:
-            for fd in episode_ends:
-                os.close(fd)
-        return channel
+        return channel, episode_ends
 
     def _retire(self, channel: _Channel | None) -> None:
         if channel is not None:
@@ -376,15 +372,10 @@ class IsolatedPolicy:
         started = time.monotonic()
         deadline = started + self.decision_timeout_s
         self._retire(self._current)
-        self._current, self._ahead = self._ahead, None
+        self._current = self._ahead
+        self._ahead, episode_ends = self._new_channel()
         try:
-            try:
-                self._ahead = self._send_channel("next", deadline)
-            except _Deadline:
-                raise self._timed_out("reset", True) from None
-            except _Closed:
-                raise self._death("reset") from None
-            reply = self._control_call(None, deadline, "reset")
+            reply = self._control_call({"op": "next"}, deadline, "reset", episode_ends)
         finally:
             self.episode_time_s += time.monotonic() - started
         if not reply.get("ok") or self._current is None:
@@ -448,35 +439,42 @@ class IsolatedPolicy:
             return self._control_call({"op": "status"}, max(deadline, time.monotonic() + 2.0), what)
         return self._parsed(body)
 
-    def _control_send(self, message: dict[str, Any], deadline: float, fds: tuple[int, ...] = ()) -> None:
-        """One message to the template (with ``fds`` attached)."""
+    def _control_send(self, message: dict[str, Any], deadline: float, handed: tuple[int, ...] = ()) -> None:
+        """One message to the template, with the descriptors ``handed`` over to it (closed here
+        once sent, or once the send failed)."""
         assert self._control is not None
         data = json.dumps(message).encode("utf-8")
         poller = select.poll()
         poller.register(self._control.fileno(), select.POLLOUT)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _Deadline
-            events = poller.poll(min(remaining, 0.2) * 1000)
-            if not events:
-                continue
-            if events[0][1] & (select.POLLERR | select.POLLHUP):
-                raise _Closed
-            try:
-                socket.send_fds(self._control, [data], list(fds), socket.MSG_DONTWAIT)
-                return
-            except BlockingIOError:
-                continue
-            except OSError:
-                raise _Closed from None
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise _Deadline
+                events = poller.poll(min(remaining, 0.2) * 1000)
+                if not events:
+                    continue
+                if events[0][1] & (select.POLLERR | select.POLLHUP):
+                    raise _Closed
+                try:
+                    socket.send_fds(self._control, [data], list(handed), socket.MSG_DONTWAIT)
+                    return
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    raise _Closed from None
+        finally:
+            for fd in handed:
+                os.close(fd)
 
-    def _control_call(self, message: dict[str, Any] | None, deadline: float, what: str) -> dict[str, Any]:
-        """Send ``message`` to the template (None: only read) and read its reply."""
+    def _control_call(self, message: dict[str, Any] | None, deadline: float, what: str,
+                      handed: tuple[int, ...] = ()) -> dict[str, Any]:
+        """Send ``message`` to the template (None: only read), ``handed`` as in
+        :meth:`_control_send`, and read its reply."""
         assert self._control is not None
         try:
             if message is not None:
-                self._control_send(message, deadline)
+                self._control_send(message, deadline, handed)
             poller = select.poll()
             poller.register(self._control.fileno(), select.POLLIN)
             while not poller.poll(min(max(0.0, deadline - time.monotonic()), 0.2) * 1000):
