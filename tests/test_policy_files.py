@@ -185,14 +185,18 @@ def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.Monkey
     with IsolatedPolicy(EXAMPLE, **FAST) as policy:
         pid = policy.pid
         assert pid is not None and os.getpgid(pid) == pid and os.getsid(pid) == pid
-        sandbox = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-        assert len(sandbox) == 3  # the warden, the namespace's init, the template
+        warden = psutil.Process(pid)
+        (init,) = warden.children()  # the namespace's init
+        (template_process,) = init.children()
+        episode = _episode_forked_ahead(template_process)
+        sandbox = [warden, *warden.children(recursive=True)]
+        assert {p.pid for p in sandbox} == {pid, init.pid, template_process.pid, episode.pid}
         for process in sandbox:
             environ = Path(f"/proc/{process.pid}/environ").read_bytes().decode()
             for name, value in SECRETS.items():
                 assert name not in environ and value not in environ
             assert os.getpgid(process.pid) == pid  # one process group, killed as a whole
-        template = sandbox[-1].pid
+        template = template_process.pid
         cmdline = Path(f"/proc/{template}/cmdline").read_bytes().split(b"\0")
         assert b"-s" in cmdline and b"-E" not in cmdline and b"-I" not in cmdline  # -I would ignore PYTHONHASHSEED
         fds = {int(fd): os.readlink(f"/proc/{template}/fd/{fd}") for fd in os.listdir(f"/proc/{template}/fd")}
@@ -202,8 +206,21 @@ def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.Monkey
         assert fds[0] == "/dev/null" and {fds[1], fds[2]} == drained, fds
         assert len(fds) == 4 and sum(target.startswith("socket:") for target in fds.values()) == 1, fds
         assert Path(os.readlink(f"/proc/{template}/cwd")).name.startswith("dream_gym_policy_")
+        # the episode holds its two pipes besides stdio, and not the template's control socket
+        episode_fds = [os.readlink(f"/proc/{episode.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{episode.pid}/fd")]
+        assert len(episode_fds) == 5 and not any(target.startswith("socket:") for target in episode_fds), episode_fds
         assert policy.hardening[0] == "namespaces" and policy.hardening[2:] == ["seccomp", "audit-hook"]
         assert policy.hardening[1].startswith("landlock-abi")
+
+
+def _episode_forked_ahead(template: psutil.Process, timeout_s: float = 10.0) -> psutil.Process:
+    """The template's one child: the episode it forks ahead once it has loaded the file. The
+    parent does not wait for that fork, so it is awaited here."""
+    deadline = time.monotonic() + timeout_s
+    while not (children := template.children()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(children) == 1, children
+    return children[0]
 
 
 @pytest.mark.slow
