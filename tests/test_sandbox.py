@@ -140,10 +140,15 @@ def test_every_sandbox_process_dies_with_its_parent(tmp_path: Path) -> None:
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "READY"
-        started = psutil.Process(holder.pid).children(recursive=True)
+        # the template forks the next episode after its reply, and the script's sandbox starts
+        # in the background: both are awaited, as are the two spinning
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and sum(p.status() == psutil.STATUS_RUNNING for p in started) < 2:
-            time.sleep(0.1)  # the episode and the script both spin
+        while True:
+            started = psutil.Process(holder.pid).children(recursive=True)
+            if time.monotonic() > deadline or (
+                    len(started) >= 8 and sum(p.status() == psutil.STATUS_RUNNING for p in started) >= 2):
+                break
+            time.sleep(0.1)
         assert len(started) == 8  # two wardens, two inits, the template, its episode, the one forked ahead, the script
         assert sum(p.status() == psutil.STATUS_RUNNING for p in started) >= 2
     finally:
