@@ -20,18 +20,30 @@ Part 3, the floor (:mod:`benchmarks.fork_floor`): a bare template that forks one
 episode and answers the grid's mean number of decisions per episode over pipes, without a
 sandbox, a policy or JSON, one episode after another and with 16 in flight; printed as a ratio
 to the in-process grid of part 1. No design with a fresh process per episode can beat it here.
+
+Part 4, where an isolated episode's CPU time goes (``--cpu-episodes``), by process: this process
+(the env, the views it encodes, the pipes), the template (forking the episodes, answering the
+control socket, reaping) and the episodes themselves (their whole life, fork to exit, as the
+template reaps them), with each one's page faults (after a fork, the first write to a page the
+two processes still share copies it); with the sandbox and, for this measurement only, without
+it (``unsafe_no_sandbox=True``); the in-process episode's CPU beside them.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
+
+import psutil
 
 from dream_gym import registry
 from dream_gym.evaluate import evaluate
@@ -136,13 +148,16 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=60, help="episodes per run of part 2 (0: skip it)")
     parser.add_argument("--beta", type=float, default=1.0)
     parser.add_argument("--grid-rounds", type=int, default=3, help="repetitions of the held-out grid (0: skip)")
+    parser.add_argument("--cpu-episodes", type=int, default=300, help="episodes of part 4 (0: skip it)")
     args = parser.parse_args()
-    if args.episodes < 0 or args.grid_rounds < 0:
-        parser.error("--episodes and --grid-rounds count runs: 0 or more")
+    if args.episodes < 0 or args.grid_rounds < 0 or args.cpu_episodes < 0:
+        parser.error("--episodes, --grid-rounds and --cpu-episodes count runs: 0 or more")
     if args.grid_rounds:
         floor(*grid_overhead(args.grid_rounds))
     if args.episodes:
         per_episode(args.nodes, args.episodes, args.beta)
+    if args.cpu_episodes:
+        cpu_split(args.nodes, args.cpu_episodes, args.beta)
 
 
 def per_episode(nodes: int, episodes: int, beta: float) -> None:
@@ -153,6 +168,65 @@ def per_episode(nodes: int, episodes: int, beta: float) -> None:
         exhaustive = Path(tmp) / "exhaustive_policy.py"
         exhaustive.write_text(EXHAUSTIVE)
         compare(exhaustive, world, episodes, beta)
+
+
+
+def cpu_split(nodes: int, episodes: int, beta: float) -> None:
+    """Part 4: CPU milliseconds and page faults per episode of the example file, by process."""
+    world = random_world(nodes)
+    in_process = load_policy(EXAMPLE, isolate=False)
+    measure(in_process, world, 20, beta)
+    start = time.process_time()
+    measure(in_process, world, episodes, beta)
+    reference = (time.process_time() - start) / episodes * 1000
+    print(f"CPU per episode of {EXAMPLE.name} ({nodes}-node world, beta={beta}, {episodes} episodes; "
+          f"in-process {reference:.2f} ms):")
+    print("| sandbox | wall | this process | template | episodes | page faults (template, episodes) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, unsafe in (("on", False), ("off (measurement only)", True)):
+        wall, own, template, forked = _isolated_cpu(world, episodes, beta, unsafe)
+        print(f"| {label} | {wall:.2f} ms | {own[0]:.2f} ms | {template[0]:.2f} ms | {forked[0]:.2f} ms | "
+              f"{template[1]:.0f}, {forked[1]:.0f} |")
+
+
+def _isolated_cpu(world, episodes: int, beta: float, unsafe: bool):
+    """Wall ms per episode, then (CPU ms, page faults) per episode of this process, the
+    template and the episodes the template reaped."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the unsafe mode's warning, expected here
+        policy = IsolatedPolicy(EXAMPLE, unsafe_no_sandbox=unsafe)
+    with policy:
+        measure(policy, world, 20, beta)  # warm-up; then the template has an episode forked ahead
+        template = _template_pid(policy)
+        before = (*_own_usage(), *_proc_usage(template))
+        start = time.perf_counter()
+        measure(policy, world, episodes, beta)
+        wall = (time.perf_counter() - start) / episodes * 1000
+        after = (*_own_usage(), *_proc_usage(template))
+    cpu_s, faults, tpl_s, tpl_faults, forked_s, forked_faults = (
+        (a - b) / episodes for a, b in zip(after, before, strict=True))
+    return wall, (cpu_s * 1000, faults), (tpl_s * 1000, tpl_faults), (forked_s * 1000, forked_faults)
+
+
+def _template_pid(policy: IsolatedPolicy) -> int:
+    """The template: the parent of the episodes (the sandbox's leaves: the current one, the one
+    forked ahead, killed ones not yet reaped)."""
+    leaves = [p for p in psutil.Process(policy.pid).children(recursive=True) if not p.children()]
+    (template,) = {leaf.ppid() for leaf in leaves}
+    return template
+
+
+def _own_usage() -> tuple[float, int]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, usage.ru_minflt
+
+
+def _proc_usage(pid: int) -> tuple[float, int, float, int]:
+    """(CPU s, page faults) of process ``pid``, then of the children it has reaped."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    minflt, cminflt, utime, stime, cutime, cstime = (int(fields[i]) for i in (7, 8, 11, 12, 13, 14))
+    return (utime + stime) / tick, minflt, (cutime + cstime) / tick, cminflt
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ observation that would show it working."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import time
 from pathlib import Path
@@ -113,3 +114,38 @@ def test_a_files_standard_imports_are_imported_in_the_template_and_nothing_else(
     with IsolatedPolicy(source, **FAST) as policy:
         result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
     assert result.error is not None and "AHEAD=['difflib']" in result.error, result.error
+
+
+_THREADING_PROBE = (
+    "import sys\n"
+    "LOADED = sorted(name for name in ('threading', 'subprocess', 'pyseccomp') if name in sys.modules)\n"
+    "def act(view):\n"
+    "    raise RuntimeError(f'LOADED={LOADED}')\n")
+
+
+def test_the_template_imports_nothing_that_works_at_each_fork(tmp_path: Path, world: World) -> None:
+    """``threading`` registers a handler that runs in every forked child and copies the pages it
+    writes; the template gets its seccomp programs from the parent, so neither pyseccomp (whose
+    search for libseccomp runs ldconfig through ``subprocess``) nor ``threading`` is imported."""
+    source = tmp_path / "probe.py"
+    source.write_text(_THREADING_PROBE)
+    with IsolatedPolicy(source, **FAST) as policy:
+        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+        assert "seccomp" in policy.hardening
+    assert result.error is not None and "LOADED=[]" in result.error, result.error
+
+
+def test_a_template_without_the_parents_programs_builds_its_own(tmp_path: Path, world: World,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where this process cannot build the programs, the template builds them itself (it imports
+    pyseccomp before Landlock) and its episodes are confined all the same."""
+    monkeypatch.setattr(importlib.import_module("dream_gym.sandbox.launch"), "_template_filters", dict)
+    source = tmp_path / "probe.py"
+    source.write_text(_THREADING_PROBE)
+    with IsolatedPolicy(source, **FAST) as policy:
+        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+        assert "seccomp" in policy.hardening
+    assert result.error is not None and "'pyseccomp'" in result.error, result.error
+    with IsolatedPolicy(HOSTILE / "unhooks.py", harden=False, **FAST) as policy:
+        errors = _errors(policy, world, 1)
+    assert "FIRST=kernel SECOND=kernel" in errors[0], errors  # the kernel refuses the episode's fork

@@ -38,6 +38,7 @@ for the loudly named opt-out (``unsafe``), which runs the program with no confin
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import errno
 import json
@@ -256,7 +257,18 @@ def _load_compiled(program: bytes) -> None:
     buffer = ctypes.create_string_buffer(program, len(program))
     prog = _SockFprog(len(program) // ctypes.sizeof(_SockFilter), ctypes.cast(buffer, ctypes.c_void_p))
     if _libc.prctl(22, 2, ctypes.addressof(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-        raise SandboxRefused(f"seccomp: loading the episode filter failed: {_errno_text()}")
+        raise SandboxRefused(f"seccomp: loading a compiled filter failed: {_errno_text()}")
+
+
+def template_filters() -> dict[str, str]:
+    """The seccomp programs of a template (trusted, forks its episodes) and of its episodes,
+    base64 text for the warden's config. The parent builds them, so that a template need not
+    import pyseccomp: its search for libseccomp runs ldconfig through ``subprocess``, which
+    imports ``threading``, whose at-fork handler every episode's fork would then run (about 125
+    more pages copied per fork). The episodes' program names no pid, so a template uses it
+    only where Landlock scopes signals (ABI 6+)."""
+    programs = {"template": _compiled(_seccomp_filter(False, None)), "episode": _compiled(_seccomp_filter(True, None))}
+    return {name: base64.b64encode(program).decode("ascii") for name, program in programs.items()}
 
 
 # -- capabilities and privileges ------------------------------------------------------------
@@ -300,6 +312,7 @@ class Confinement:
         self.write: Sequence[str] = spec.get("write", ())
         self.unsafe = bool(spec.get("unsafe", False))
         self.notes = list(notes)
+        self._filters = {name: base64.b64decode(text) for name, text in spec.get("filters", {}).items()}
         self._episode_program: bytes | None = None
 
     def confine(self, untrusted: bool = True) -> list[str]:
@@ -307,12 +320,14 @@ class Confinement:
             self.notes.append("UNSAFE: no sandbox (opted out)")
             return self.notes
         missing = []
-        try:  # before Landlock: finding libseccomp runs ldconfig
-            import pyseccomp  # noqa: F401
-        except (ImportError, OSError, RuntimeError) as exc:
-            missing.append(f"seccomp filters cannot be built ({type(exc).__name__}: {exc})")
-        _drop_privileges()
         abi = landlock_abi()
+        compiled = not untrusted and abi >= 6 and {"template", "episode"} <= self._filters.keys()
+        if not compiled:
+            try:  # before Landlock: finding libseccomp runs ldconfig
+                import pyseccomp  # noqa: F401
+            except (ImportError, OSError, RuntimeError) as exc:
+                missing.append(f"seccomp filters cannot be built ({type(exc).__name__}: {exc})")
+        _drop_privileges()
         if abi < 1:
             missing.append(f"Landlock is not available in this kernel ({_errno_text()})")
         else:
@@ -320,9 +335,13 @@ class Confinement:
             self.notes.append(f"landlock-abi{abi}")
         if not missing:
             try:
-                if not untrusted:  # a template: compile its episodes' filter while it may still write
-                    self._episode_program = _compiled(_seccomp_filter(True, None))
-                _load_seccomp(untrusted)
+                if compiled:  # the parent's programs (template_filters)
+                    self._episode_program = self._filters["episode"]
+                    _load_compiled(self._filters["template"])
+                else:
+                    if not untrusted:  # a template: compile its episodes' filter while it may still write
+                        self._episode_program = _compiled(_seccomp_filter(True, None))
+                    _load_seccomp(untrusted)
                 self.notes.append("seccomp")
             except (OSError, RuntimeError, ValueError) as exc:
                 missing.append(f"seccomp is not available ({type(exc).__name__}: {exc})")
