@@ -16,12 +16,12 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from dream_gym.registry import resolve_world
-from dream_gym.session import ReplaySession
 from dream_gym.view import PrefixView
-from dream_gym.world import World
+
+if TYPE_CHECKING:
+    from dream_gym.session import ReplaySession
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,12 @@ def result_from_session(session: ReplaySession, policy: str, error: str | None =
 
 def _session_of(target: Any, options: Mapping[str, Any]) -> tuple[ReplaySession, bool]:
     """The session to drive and whether it came from a gymnasium env (stepped through it)."""
+    # Imported here: the policy interface above is all an isolated policy's template imports,
+    # and it stays free of the replay and numpy (a smaller process, cheaper to fork per episode).
+    from dream_gym.registry import resolve_world
+    from dream_gym.session import ReplaySession
+    from dream_gym.world import World
+
     if isinstance(target, ReplaySession):
         return target, False
     if isinstance(target, (World, str, os.PathLike)):

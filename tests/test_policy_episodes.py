@@ -149,3 +149,23 @@ def test_a_template_without_the_parents_programs_builds_its_own(tmp_path: Path, 
     with IsolatedPolicy(HOSTILE / "unhooks.py", harden=False, **FAST) as policy:
         errors = _errors(policy, world, 1)
     assert "FIRST=kernel SECOND=kernel" in errors[0], errors  # the kernel refuses the episode's fork
+
+
+@pytest.mark.parametrize(("imports", "ahead"), [
+    ("import random\n", "numpy=False init=False"),  # the standard library alone: a lean template
+    ("def helper():\n    import numpy\n", "numpy=True init=False"),  # numpy, even inside a function
+    ("import rich\n", "numpy=True init=False"),  # another installed package: numpy comes ahead
+    ("from dream_gym import PrefixView\n", "numpy=True init=True"),  # the package's __init__ ran ahead
+])
+def test_the_template_imports_numpy_and_dream_gym_only_for_files_that_import_them(
+        tmp_path: Path, world: World, imports: str, ahead: str) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "import sys\n"
+        "AHEAD = f\"numpy={'numpy' in sys.modules} init={'dream_gym.env' in sys.modules}\"\n"
+        f"{imports}"
+        "def act(view):\n"
+        "    raise RuntimeError(f'AHEAD {AHEAD}')\n")
+    with IsolatedPolicy(source, **FAST) as policy:
+        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+    assert result.error is not None and f"AHEAD {ahead}" in result.error, result.error

@@ -3,9 +3,10 @@
 :func:`main` is the payload the sandbox's warden (:mod:`dream_gym.sandbox.warden`) runs for an
 :class:`~dream_gym.policy_files.isolated.IsolatedPolicy`. It is the *template*:
 
-1. with trusted code only, it imports what policies use (numpy, dream_gym's views and
-   built-ins), reads and compiles the policy file (or imports the ``module:Class``), and
-   confines itself (the trusted layer: no exec, sockets, ptrace, ... but fork);
+1. with trusted code only, it imports the policy interface (not numpy, nor the replay), reads
+   and compiles the policy file (or imports the ``module:Class``), confines itself (the
+   trusted layer: no exec, sockets, ptrace, ... but fork), then imports the modules of the
+   file's imports it trusts (:func:`_imports_ahead`: the standard library, dream_gym, numpy);
 2. it forks a probe episode that builds the policy once, so a file that defines no policy or
    fails to import is a load error at once, then says hello to the parent over its *control
    socket* (one end of a socket pair; the only descriptor it holds besides stdio);
@@ -42,8 +43,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy  # noqa: F401  (imported by the trusted template, so episodes need not read it)
 
 from dream_gym.policy import Policy, RunContext, batch_from, policy_name
 from dream_gym.policy_files.errors import PolicyNotFoundError
@@ -132,37 +131,56 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
 _NOT_AHEAD = frozenset({"antigravity", "this", "turtle", "turtledemo", "tkinter", "idlelib", "webbrowser"})
 
 
-def _standard_imports(source: bytes) -> list[str]:
-    """The standard-library modules a policy file imports at its top level, for
-    :func:`_import_ahead` (parsed only: nothing of the file runs here)."""
+#: The installed package that most packages a policy file may import build on: the template
+#: imports it when a file imports anything beyond the standard library and dream_gym (it starts
+#: no thread as it imports: the sandbox's environment caps its BLAS pool at one thread).
+_NUMERIC = "numpy"
+
+
+def _imports_ahead(source: bytes) -> list[str]:
+    """What the template imports for a policy file, from every import statement of the file,
+    at its top level or not (parsed only: nothing of the file runs here): the standard-library
+    modules (but those that act when imported), dream_gym's modules, and numpy when the file
+    imports any other installed package (numpy itself, or one that most likely builds on it).
+    A file of the standard library alone gets a template without numpy: smaller, cheaper to
+    fork, quicker to start."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
     names: list[str] = []
-    for statement in tree.body:
-        if isinstance(statement, ast.Import):
-            found = [alias.name for alias in statement.names]
-        elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
-            found = [statement.module, *(f"{statement.module}.{alias.name}" for alias in statement.names)]
+    installed = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
         else:
             continue
-        names += [name for name in found
-                  if name.partition(".")[0] in sys.stdlib_module_names and name.partition(".")[0] not in _NOT_AHEAD]
-    return names
+        for name in found:
+            top = name.partition(".")[0]
+            if top == "dream_gym" or (top in sys.stdlib_module_names and top not in _NOT_AHEAD):
+                names.append(name)
+            elif top not in sys.stdlib_module_names:
+                installed = True
+    return [_NUMERIC, *names] if installed else names
 
 
 def _import_ahead(names: Sequence[str]) -> None:
-    """Import, here in the confined template, the standard-library modules the file imports at
-    its top level, so that every episode finds them imported instead of reading and executing
-    them again (``statistics``, ``fractions`` and ``decimal`` alone take milliseconds). Only the
-    standard library: an installed package could start threads as it imports, and a fork keeps
-    none of them. A module that fails to import here fails in the episode, with the episode's
-    error."""
+    """Import, here in the confined template, the modules :func:`_imports_ahead` found, so that
+    every episode finds them imported instead of reading and executing them again
+    (``statistics``, ``fractions`` and ``decimal`` alone take milliseconds, numpy about 85).
+    ``a.b`` that is no module is a name a file imports from ``a``: it is looked up, which runs a
+    deferred package's ``__init__`` (``from dream_gym import PrefixView``). No other installed
+    package: one could start threads as it imports, and a fork keeps none of them. A module
+    that fails to import here fails in the episode, with the episode's error."""
     for name in names:
         try:
             if importlib.util.find_spec(name) is not None:
                 importlib.import_module(name)
+            elif "." in name:
+                parent, _, attribute = name.rpartition(".")
+                getattr(importlib.import_module(parent), attribute, None)
         except BaseException:  # noqa: BLE001, S112 - the episode reports its own import error
             continue
 
@@ -374,7 +392,7 @@ def main(args: Sequence[str], confinement: Any) -> None:
         _tell(control, {"ok": False, "kind": "sandbox", "error": str(exc)})
         return
     if is_file_spec(spec):  # confined first: what these imports do, the sandbox allows
-        _import_ahead(_standard_imports(Path(source).read_bytes()))
+        _import_ahead(_imports_ahead(Path(source).read_bytes()))
     # Every object so far is the template's for good: the collector of an episode never scans
     # them (a scan writes to every object's header, which copies each page the fork shared).
     gc.freeze()

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.policies import make_policy
 from dream_gym.policy import FunctionPolicy, Policy
 from dream_gym.policy_files.errors import PolicyLoadError, PolicyNotFoundError
 
@@ -128,6 +127,8 @@ def resolve_in_process(spec: str, params: Mapping[str, Any]) -> Policy:
         return load_policy_file(spec)
     if ":" in spec:
         return load_module_attr(spec, params)
+    from dream_gym.policies import make_policy  # here: a policy file's template needs no built-in
+
     try:
         return make_policy(spec, **params)
     except LookupError as exc:
