@@ -1,10 +1,11 @@
 """The floor of a fresh process per episode on this machine: what any design that forks one
 process per episode pays, before a sandbox, a policy or a message format.
 
-    .venv/bin/python -m benchmarks.fork_floor [--episodes 176] [--decisions 10] [--concurrent 1]
+    .venv/bin/python -m benchmarks.fork_floor [--episodes 176] [--decisions 10] [--concurrent 1] [--numpy]
 
-A bare "template" (this process: the standard library and numpy imported, its objects frozen
-out of the collector's view, as the policy template does) forks one process per episode. The
+A bare "template" (this process: the standard library imported, and numpy with ``--numpy`` as
+the policy template imports it for a file that uses installed packages; its objects frozen out
+of the collector's view, as the policy template does) forks one process per episode. The
 episode answers ``--decisions`` round trips of a 200-byte message with a 50-byte reply over its
 own two pipes, then exits. With ``--concurrent 1`` the episodes run one after another and the
 next one is forked ahead while the current one answers (the design of
@@ -17,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import os
 import select
 import time
-
-import numpy  # noqa: F401  (the template imports it: a fork copies its page tables too)
 
 REQUEST, REPLY = b"x" * 200, b"r" * 50
 
@@ -111,9 +111,12 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=10)
     parser.add_argument("--concurrent", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--numpy", action="store_true", help="import numpy first (a fork copies its page tables too)")
     args = parser.parse_args()
     if min(args.episodes, args.decisions, args.concurrent, args.repeats) < 1:
         parser.error("--episodes, --decisions, --concurrent and --repeats count: 1 or more")
+    if args.numpy:
+        importlib.import_module("numpy")
     gc.freeze()
     runs = [one_after_another(args.episodes, args.decisions) if args.concurrent == 1
             else in_flight(args.episodes, args.decisions, args.concurrent) for _ in range(args.repeats)]

@@ -16,10 +16,11 @@ policy file's module executed afresh, the episode's confinement: seccomp, a nest
 domain and, hardened, the audit hook), and one round trip per decision (length-prefixed JSON
 over the episode's own pipes, views sent incrementally); the sandbox itself starts once.
 
-Part 3, the floor (:mod:`benchmarks.fork_floor`): a bare template that forks one process per
-episode and answers the grid's mean number of decisions per episode over pipes, without a
-sandbox, a policy or JSON, one episode after another and with 16 in flight; printed as a ratio
-to the in-process grid of part 1. No design with a fresh process per episode can beat it here.
+Part 3, the floor (:mod:`benchmarks.fork_floor`): a bare template (the standard library only,
+as the example file's template) that forks one process per episode and answers the grid's mean
+number of decisions per episode over pipes, without a sandbox, a policy or JSON, one episode
+after another and with 16 in flight; printed as a ratio to the in-process grid of part 1. No
+design with a fresh process per episode can beat it here.
 
 Part 4, where an isolated episode's CPU time goes (``--cpu-episodes``), by process: this process
 (the env, the views it encodes, the pipes), the template (forking the episodes, answering the
