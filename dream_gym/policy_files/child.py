@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dream_gym.policy import Policy, RunContext, batch_from, policy_name
+from dream_gym.policy import Policy, batch_from, policy_name
 from dream_gym.policy_files.errors import PolicyNotFoundError
 from dream_gym.policy_files.hardening import AuditHook, audit_hook, install_audit_hook, read_roots_of_python
 from dream_gym.policy_files.inprocess import (
@@ -328,7 +328,7 @@ def _serve(fd_in: int, fd_out: int, build: Builder, source: str) -> None:
                 result: Any = {"ok": True, "name": policy_name(policy)}
             elif op == "reset":
                 nodes = []
-                policy.reset(RunContext(**request["context"]))
+                policy.reset(request["context"])
                 result = {"ok": True}
             else:
                 result = policy.act(decode_view(request["view"], nodes))

@@ -21,7 +21,6 @@ Where the kernel cannot enforce the sandbox, construction raises
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import select
@@ -364,7 +363,7 @@ class IsolatedPolicy:
         self._sent = ()
         self._next_episode()
         self._episode_over = False
-        self._call({"op": "reset", "context": dataclasses.asdict(context)}, "reset")
+        self._call({"op": "reset", "context": context}, "reset")
 
     def _next_episode(self) -> None:
         """The episode forked ahead becomes the current one, once the template has killed the

@@ -6,7 +6,7 @@ from the child's stdout and stderr. Each direction has its own encoding, for one
 parent never decodes anything but JSON from untrusted code.
 
 * Parent to episode (:func:`frame_request`): pickled dicts, ``{"op": "reset", "context":
-  RunContext fields}`` and ``{"op": "act", "view": encode_view(view, known)}``. Only the parent
+  RunContext}`` and ``{"op": "act", "view": encode_view(view, known)}``. Only the parent
   writes them and only the episode reads them; pickle carries the immutable node views as they
   are, several times faster than JSON both ways (a decision's view is a few kB of code and
   diagnostics).
