@@ -246,11 +246,20 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _load_compiled(program: bytes) -> None:
+def _fprog(program: bytes) -> tuple[Any, _SockFprog]:
+    """A BPF program as the kernel takes it: its buffer (to keep alive) and the struct."""
     buffer = ctypes.create_string_buffer(program, len(program))
-    prog = _SockFprog(len(program) // ctypes.sizeof(_SockFilter), ctypes.cast(buffer, ctypes.c_void_p))
-    if _libc.prctl(22, 2, ctypes.addressof(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-        raise SandboxRefused(f"seccomp: loading a compiled filter failed: {_errno_text()}")
+    return buffer, _SockFprog(len(program) // ctypes.sizeof(_SockFilter), ctypes.cast(buffer, ctypes.c_void_p))
+
+
+def _load_fprog(address: int, what: str) -> None:
+    if _libc.prctl(22, 2, address, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise SandboxRefused(f"seccomp: loading {what} failed: {_errno_text()}")
+
+
+def _load_compiled(program: bytes) -> None:
+    buffer, prog = _fprog(program)
+    _load_fprog(ctypes.addressof(prog), "a compiled filter")
 
 
 class _EpisodeConfinement:
@@ -263,8 +272,7 @@ class _EpisodeConfinement:
     def __init__(self, program: bytes):
         self.attr = _RulesetAttr(0, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
         self.attr_arguments = (ctypes.byref(self.attr), ctypes.c_size_t(ctypes.sizeof(_RulesetAttr)), ctypes.c_uint32(0))
-        self.buffer = ctypes.create_string_buffer(program, len(program))
-        self.program = _SockFprog(len(program) // ctypes.sizeof(_SockFilter), ctypes.cast(self.buffer, ctypes.c_void_p))
+        self.buffer, self.program = _fprog(program)
         self.program_address = ctypes.addressof(self.program)
 
     def apply(self) -> None:
@@ -272,16 +280,15 @@ class _EpisodeConfinement:
         if ruleset < 0:
             raise SandboxRefused(f"Landlock: creating a ruleset failed: {_errno_text()}")
         _restrict(int(ruleset))
-        if _libc.prctl(22, 2, self.program_address, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-            raise SandboxRefused(f"seccomp: loading the episode filter failed: {_errno_text()}")
+        _load_fprog(self.program_address, "the episode filter")
 
 
 def template_filters() -> dict[str, str]:
     """The seccomp programs of a template (trusted, forks its episodes) and of its episodes,
     base64 text for the warden's config. The parent builds them, so that a template need not
     import pyseccomp: its search for libseccomp runs ldconfig through ``subprocess``, which
-    imports ``threading``, whose at-fork handler every episode's fork would then run (about 125
-    more pages copied per fork). The episodes' program names no pid, so a template uses it
+    imports ``threading``, whose at-fork handler every episode's fork would then run (about 80
+    more pages copied per episode). The episodes' program names no pid, so a template uses it
     only where Landlock scopes signals (ABI 6+)."""
     programs = {"template": _compiled(_seccomp_filter(False, None)), "episode": _compiled(_seccomp_filter(True, None))}
     return {name: base64.b64encode(program).decode("ascii") for name, program in programs.items()}
