@@ -169,3 +169,20 @@ def test_the_template_imports_numpy_and_dream_gym_only_for_files_that_import_the
     with IsolatedPolicy(source, **FAST) as policy:
         result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
     assert result.error is not None and f"AHEAD {ahead}" in result.error, result.error
+
+
+def test_the_template_imports_no_modules_main(tmp_path: Path, world: World) -> None:
+    """A package's ``__main__`` runs its program when imported (``unittest.__main__`` runs the
+    test runner, ``dream_gym.__main__`` the CLI): the template never imports one for a file."""
+    source = tmp_path / "mains.py"
+    source.write_text(
+        "import sys\n"
+        "SEEN = sorted(m for m in ('dream_gym.cli', 'unittest') if m in sys.modules)\n"
+        "def act(view):\n"
+        "    if False:\n"
+        "        import dream_gym.__main__\n"
+        "        import unittest.__main__\n"
+        "    raise RuntimeError(f'SEEN={SEEN}')\n")
+    with IsolatedPolicy(source, **FAST) as policy:
+        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+    assert result.error is not None and "SEEN=[]" in result.error, result.error

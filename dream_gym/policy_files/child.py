@@ -140,10 +140,10 @@ _NUMERIC = "numpy"
 def _imports_ahead(source: bytes) -> list[str]:
     """What the template imports for a policy file, from every import statement of the file,
     at its top level or not (parsed only: nothing of the file runs here): the standard-library
-    modules (but those that act when imported), dream_gym's modules, and numpy when the file
-    imports any other installed package (numpy itself, or one that most likely builds on it).
-    A file of the standard library alone gets a template without numpy: smaller, cheaper to
-    fork, quicker to start."""
+    modules and dream_gym's (but those that act when imported: a few by name, and every
+    ``__main__``), and numpy when the file imports any other installed package (numpy itself,
+    or one that most likely builds on it). A file of the standard library alone gets a
+    template without numpy: smaller, cheaper to fork, quicker to start."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -159,6 +159,8 @@ def _imports_ahead(source: bytes) -> list[str]:
             continue
         for name in found:
             top = name.partition(".")[0]
+            if "__main__" in name.split("."):
+                continue  # a package's __main__ runs its program when imported
             if top == "dream_gym" or (top in sys.stdlib_module_names and top not in _NOT_AHEAD):
                 names.append(name)
             elif top not in sys.stdlib_module_names:
