@@ -62,6 +62,10 @@ def _kind(process: psutil.Process) -> str:
     return f"other ({line[:80]})"
 
 
+#: Kinds that say nothing about what a process is (it ended, or is a zombie).
+_TRANSIENT = frozenset({"gone", "other ()"})
+
+
 class Run:
     """A command started with the marker; records every descendant it is seen with."""
 
@@ -80,12 +84,18 @@ class Run:
             pids |= {c.pid for c in psutil.Process(self.process.pid).children(recursive=True)}
         except psutil.Error:
             pass
-        for pid in pids - set(self.seen):
+        for pid in pids:
             try:
                 process = psutil.Process(pid)
-                self.seen[pid] = (process.create_time(), _kind(process))
+                created, kind = process.create_time(), _kind(process)
             except psutil.Error:
-                pass
+                continue
+            known = self.seen.get(pid)
+            # A process seen between its fork and its exec still has its parent's command line
+            # (a resource tracker looks like a worker), and a zombie has none: it is classified
+            # again at every poll, keeping the last answer that names something.
+            if known is None or known[0] != created or kind not in _TRANSIENT:
+                self.seen[pid] = (created, kind)
 
     def kinds(self) -> list[str]:
         return sorted(kind for _, kind in self.seen.values())
