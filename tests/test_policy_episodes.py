@@ -64,17 +64,29 @@ def _report(policy: IsolatedPolicy) -> tuple[int, int]:
     return int(reports[-1][0]), int(reports[-1][1])
 
 
+def _wait_for(ready, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _more_reports_than(policy: IsolatedPolicy, count: int):
+    return lambda: len(re.findall(r"REPORT ", policy.output_tail("stdout"))) > count
+
+
 def test_an_episode_is_gone_before_the_next_one_runs_and_holds_only_its_own_pipes(world: World) -> None:
     with IsolatedPolicy(HOSTILE / "outlives.py", **FAST) as policy:
         reports = []
         for seed in range(5):
             assert run_episode(policy, world, seed=seed, beta=0.5, on_error="record").error is None
-            time.sleep(0.05)  # the thread of this episode prints meanwhile
+            # this process drains the episode's output in a thread: wait for its report
+            _wait_for(_more_reports_than(policy, len(reports)))
             reports.append(_report(policy))
+        pids = [pid for _, pid in reports]
         policy.forget_output()
-        time.sleep(0.3)
+        _wait_for(lambda: f"ALIVE {pids[-1]}" in policy.output_tail("stderr"))
+        time.sleep(0.2)  # time enough for an earlier episode's thread, were it alive, to speak too
         speaking = set(re.findall(r"ALIVE (\d+)", policy.output_tail("stderr")))
-    pids = [pid for _, pid in reports]
     assert len(set(pids)) == 5  # a fresh process every episode
     # the last episode's thread still speaks (the observation works); no earlier one does
     assert speaking == {str(pids[-1])}, (speaking, pids)
