@@ -110,22 +110,31 @@ def test_replies_forged_into_a_pipe_reach_no_later_episode(world: World) -> None
     assert all(result["rounds"] == 6 for result in after), after
 
 
+def _probe_error(tmp_path: Path, world: World, text: str) -> tuple[str, list[str]]:
+    """The error of one episode of the policy file ``text`` (a probe reports by raising), and the
+    sandbox's layers in force."""
+    source = tmp_path / "probe.py"
+    source.write_text(text)
+    with IsolatedPolicy(source, **FAST) as policy:
+        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+        hardening = policy.hardening
+    assert result.error is not None
+    return result.error, hardening
+
+
 def test_a_files_standard_imports_are_imported_in_the_template_and_nothing_else(tmp_path: Path, world: World) -> None:
     """The template imports the standard-library modules a file imports at its top level (the
     episodes find them imported); an installed package, or a module that acts when imported,
     the episode imports itself."""
-    source = tmp_path / "imports.py"
-    source.write_text(
-        "import sys\n"
-        "AHEAD = sorted(name for name in ('difflib', 'rich', 'this') if name in sys.modules)\n"
-        "import difflib\n"
-        "import rich\n"
-        "import this\n"
-        "def act(view):\n"
-        "    raise RuntimeError(f'AHEAD={AHEAD}')\n")
-    with IsolatedPolicy(source, **FAST) as policy:
-        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
-    assert result.error is not None and "AHEAD=['difflib']" in result.error, result.error
+    error, _ = _probe_error(tmp_path, world,
+                            "import sys\n"
+                            "AHEAD = sorted(name for name in ('difflib', 'rich', 'this') if name in sys.modules)\n"
+                            "import difflib\n"
+                            "import rich\n"
+                            "import this\n"
+                            "def act(view):\n"
+                            "    raise RuntimeError(f'AHEAD={AHEAD}')\n")
+    assert "AHEAD=['difflib']" in error, error
 
 
 _THREADING_PROBE = (
@@ -139,12 +148,9 @@ def test_the_template_imports_nothing_that_works_at_each_fork(tmp_path: Path, wo
     """``threading`` registers a handler that runs in every forked child and copies the pages it
     writes; the template gets its seccomp programs from the parent, so neither pyseccomp (whose
     search for libseccomp runs ldconfig through ``subprocess``) nor ``threading`` is imported."""
-    source = tmp_path / "probe.py"
-    source.write_text(_THREADING_PROBE)
-    with IsolatedPolicy(source, **FAST) as policy:
-        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
-        assert "seccomp" in policy.hardening
-    assert result.error is not None and "LOADED=[]" in result.error, result.error
+    error, hardening = _probe_error(tmp_path, world, _THREADING_PROBE)
+    assert "seccomp" in hardening
+    assert "LOADED=[]" in error, error
 
 
 def test_a_template_without_the_parents_programs_builds_its_own(tmp_path: Path, world: World,
@@ -152,12 +158,9 @@ def test_a_template_without_the_parents_programs_builds_its_own(tmp_path: Path, 
     """Where this process cannot build the programs, the template builds them itself (it imports
     pyseccomp before Landlock) and its episodes are confined all the same."""
     monkeypatch.setattr(importlib.import_module("dream_gym.sandbox.launch"), "_template_filters", dict)
-    source = tmp_path / "probe.py"
-    source.write_text(_THREADING_PROBE)
-    with IsolatedPolicy(source, **FAST) as policy:
-        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
-        assert "seccomp" in policy.hardening
-    assert result.error is not None and "'pyseccomp'" in result.error, result.error
+    error, hardening = _probe_error(tmp_path, world, _THREADING_PROBE)
+    assert "seccomp" in hardening
+    assert "'pyseccomp'" in error, error
     with IsolatedPolicy(HOSTILE / "unhooks.py", harden=False, **FAST) as policy:
         errors = _errors(policy, world, 1)
     assert "FIRST=kernel SECOND=kernel" in errors[0], errors  # the kernel refuses the episode's fork
@@ -171,30 +174,24 @@ def test_a_template_without_the_parents_programs_builds_its_own(tmp_path: Path, 
 ])
 def test_the_template_imports_numpy_and_dream_gym_only_for_files_that_import_them(
         tmp_path: Path, world: World, imports: str, ahead: str) -> None:
-    source = tmp_path / "probe.py"
-    source.write_text(
-        "import sys\n"
-        "AHEAD = f\"numpy={'numpy' in sys.modules} init={'dream_gym.env' in sys.modules}\"\n"
-        f"{imports}"
-        "def act(view):\n"
-        "    raise RuntimeError(f'AHEAD {AHEAD}')\n")
-    with IsolatedPolicy(source, **FAST) as policy:
-        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
-    assert result.error is not None and f"AHEAD {ahead}" in result.error, result.error
+    error, _ = _probe_error(tmp_path, world,
+                            "import sys\n"
+                            "AHEAD = f\"numpy={'numpy' in sys.modules} init={'dream_gym.env' in sys.modules}\"\n"
+                            f"{imports}"
+                            "def act(view):\n"
+                            "    raise RuntimeError(f'AHEAD {AHEAD}')\n")
+    assert f"AHEAD {ahead}" in error, error
 
 
 def test_the_template_imports_no_modules_main(tmp_path: Path, world: World) -> None:
     """A package's ``__main__`` runs its program when imported (``unittest.__main__`` runs the
     test runner, ``dream_gym.__main__`` the CLI): the template never imports one for a file."""
-    source = tmp_path / "mains.py"
-    source.write_text(
-        "import sys\n"
-        "SEEN = sorted(m for m in ('dream_gym.cli', 'unittest') if m in sys.modules)\n"
-        "def act(view):\n"
-        "    if False:\n"
-        "        import dream_gym.__main__\n"
-        "        import unittest.__main__\n"
-        "    raise RuntimeError(f'SEEN={SEEN}')\n")
-    with IsolatedPolicy(source, **FAST) as policy:
-        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
-    assert result.error is not None and "SEEN=[]" in result.error, result.error
+    error, _ = _probe_error(tmp_path, world,
+                            "import sys\n"
+                            "SEEN = sorted(m for m in ('dream_gym.cli', 'unittest') if m in sys.modules)\n"
+                            "def act(view):\n"
+                            "    if False:\n"
+                            "        import dream_gym.__main__\n"
+                            "        import unittest.__main__\n"
+                            "    raise RuntimeError(f'SEEN={SEEN}')\n")
+    assert "SEEN=[]" in error, error
