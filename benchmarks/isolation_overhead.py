@@ -1,6 +1,7 @@
 """Isolation overhead: episodes/s of a policy file run isolated vs the same file in-process.
 
     .venv/bin/python -m benchmarks.isolation_overhead [--nodes 150] [--episodes 60] [--grid-rounds 3]
+                                                    [--cpu-episodes 300] [--wait-rounds 3]
 
 Part 1, the shipped held-out grid (16 worlds of 251 nodes x 11 betas) through ``evaluate``:
 agents/example_policy.py as a policy file (isolated: one sandboxed child per job process, reused
@@ -28,11 +29,19 @@ control socket, reaping) and the episodes themselves (their whole life, fork to 
 template reaps them), with each one's page faults (after a fork, the first write to a page the
 two processes still share copies it); with the sandbox and, for this measurement only, without
 it (``unsafe_no_sandbox=True``); the in-process episode's CPU beside them.
+
+Part 5, where the grid's isolated wall time goes (``--wait-rounds``), as this process sees it:
+the held-out grid's 176 episodes replayed one after another with one isolated example file,
+each message's wait timed from sending it to holding its reply: ``next`` (the template stops the
+current episode and hands over the one forked ahead), ``reset`` (the fresh episode executes the
+file's module, builds the policy and resets it), the first decision and the later ones; the
+rest is this process's own work (the replay, encoding views).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import random
 import resource
@@ -47,7 +56,7 @@ from pathlib import Path
 import psutil
 
 from dream_gym import registry
-from dream_gym.evaluate import evaluate
+from dream_gym.evaluate import evaluate, parse_betas, resolve_worlds
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy, load_policy
 from dream_gym.world import build_world
@@ -150,15 +159,18 @@ def main() -> None:
     parser.add_argument("--beta", type=float, default=1.0)
     parser.add_argument("--grid-rounds", type=int, default=3, help="repetitions of the held-out grid (0: skip)")
     parser.add_argument("--cpu-episodes", type=int, default=300, help="episodes of part 4 (0: skip it)")
+    parser.add_argument("--wait-rounds", type=int, default=3, help="passes over the grid in part 5 (0: skip it)")
     args = parser.parse_args()
-    if args.episodes < 0 or args.grid_rounds < 0 or args.cpu_episodes < 0:
-        parser.error("--episodes, --grid-rounds and --cpu-episodes count runs: 0 or more")
+    if min(args.episodes, args.grid_rounds, args.cpu_episodes, args.wait_rounds) < 0:
+        parser.error("--episodes, --grid-rounds, --cpu-episodes and --wait-rounds count runs: 0 or more")
     if args.grid_rounds:
         floor(*grid_overhead(args.grid_rounds))
     if args.episodes:
         per_episode(args.nodes, args.episodes, args.beta)
     if args.cpu_episodes:
         cpu_split(args.nodes, args.cpu_episodes, args.beta)
+    if args.wait_rounds:
+        waits(args.wait_rounds)
 
 
 def per_episode(nodes: int, episodes: int, beta: float) -> None:
@@ -207,6 +219,57 @@ def _isolated_cpu(world, episodes: int, beta: float, unsafe: bool):
     cpu_s, faults, tpl_s, tpl_faults, forked_s, forked_faults = (
         (a - b) / episodes for a, b in zip(after, before, strict=True))
     return wall, (cpu_s * 1000, faults), (tpl_s * 1000, tpl_faults), (forked_s * 1000, forked_faults)
+
+
+class _TimedPolicy(IsolatedPolicy):
+    """The example file, isolated, timing how long this process waits for each message's
+    reply (part 5 only)."""
+
+    def __init__(self, path: Path):
+        super().__init__(path)
+        self.waits: dict[str, list[float]] = collections.defaultdict(list)
+        self.decision = 0
+
+    def _next_episode(self) -> None:
+        start = time.perf_counter()
+        super()._next_episode()
+        self.waits["next"].append(time.perf_counter() - start)
+        self.decision = 0
+
+    def _exchange(self, message, *args, **kwargs):
+        start = time.perf_counter()
+        reply = super()._exchange(message, *args, **kwargs)
+        if message["op"] == "act":
+            self.decision += 1
+        kind = {0: "reset", 1: "first decision"}.get(self.decision, "later decisions")
+        self.waits[kind].append(time.perf_counter() - start)
+        return reply
+
+
+def waits(rounds: int) -> None:
+    """Part 5: the grid's isolated wall time by the message this process waits for."""
+    worlds, betas = resolve_worlds("heldout"), parse_betas(None)
+    with _TimedPolicy(EXAMPLE) as policy:
+        passes = []
+        for _ in range(rounds + 1):  # the first pass warms up
+            policy.waits.clear()
+            start = time.perf_counter()
+            for world in worlds:
+                for beta in betas:
+                    run_episode(policy, world, seed=0, beta=beta)
+            passes.append((time.perf_counter() - start, {k: list(v) for k, v in policy.waits.items()}))
+    wall, timed = sorted(passes[1:], key=lambda p: p[0])[len(passes[1:]) // 2]  # the median pass
+    episodes = len(timed["reset"])
+    print(f"where the isolated grid's time goes (held-out grid, {episodes} episodes one after another, the median "
+          f"of {rounds} passes: {wall:.2f} s, {wall / episodes * 1000:.2f} ms an episode):")
+    print("| waiting for | per episode | median wait | total | share of the wall time |")
+    print("|---|---:|---:|---:|---:|")
+    for kind in ("next", "reset", "first decision", "later decisions"):
+        seconds = timed.get(kind, [])
+        print(f"| {kind} | {len(seconds) / episodes:.1f} | {statistics.median(seconds) * 1e6:.0f} µs | "
+              f"{sum(seconds):.2f} s | {sum(seconds) / wall:.0%} |")
+    own = wall - sum(sum(v) for v in timed.values())
+    print(f"| (this process's own work) | | | {own:.2f} s | {own / wall:.0%} |")
 
 
 def _template_pid(policy: IsolatedPolicy) -> int:
