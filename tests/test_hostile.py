@@ -14,12 +14,14 @@ import ctypes
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,6 +190,141 @@ def test_memory_across_episodes_gains_nothing_through_eval(memory_world: Path, t
     honest = next(r for r in grid if r.beta == 0.5)
     assert honest.limit is not None and cheating.replay_score >= 0.99 * honest.limit  # the oracle's score
     assert cheating.replay_score > honest.replay_score + 0.05 and cheating.attempts < honest.attempts / 3
+
+
+def _kernel_channels(memory_world: Path, seed: int, **options: Any) -> list[dict[str, str]]:
+    """What signals_through_the_kernel.py wrote (beta 0) and then read (beta 1, twice), by
+    channel, through one isolated child."""
+    sys.path.insert(0, str(HOSTILE))
+    world = load_world(memory_world)
+    reports = []
+    with IsolatedPolicy(HOSTILE / "signals_through_the_kernel.py", **FAST, **options) as policy:
+        for beta in (0.0, 1.0, 1.0):
+            policy.forget_output()
+            assert run_episode(policy, world, seed=seed, beta=beta, on_error="record").error is None
+            deadline = time.monotonic() + 10
+            while policy.output_tail("stdout").count("\n") < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)  # this process drains the output in a thread
+            lines = [line.split(" ", 2) for line in policy.output_tail("stdout").splitlines()]
+            reports.append({channel: value for _, channel, value in lines})
+    return reports
+
+
+@pytest.mark.parametrize("harden", [True, False], ids=["hardened", "kernel-alone"])
+def test_no_message_passes_through_the_kernels_shared_state(memory_world: Path, harden: bool) -> None:
+    """The file writes a message into what the kernel keeps for every process (the page cache,
+    the dentry cache, the pid counter, its template's priority) and reads it in the next
+    episodes: an episode may look up no path, evict no page, start no thread and change no
+    other process's scheduling."""
+    wrote, first, second = _kernel_channels(memory_world, random.randrange(1 << 30), harden=harden)
+    assert wrote == {"dentries": "refused:PermissionError", "page-cache": "refused:PermissionError",
+                     "threads": "refused:RuntimeError", "priority": "refused:PermissionError"}, wrote
+    for read in (first, second):
+        assert read == {"dentries": "refused:PermissionError", "page-cache": "refused:PermissionError",
+                        "threads": "refused:RuntimeError", "priority": "0"}, read
+
+
+def test_the_kernels_shared_state_carries_a_message_without_the_sandbox(memory_world: Path) -> None:
+    """The control: a fresh process per episode, unconfined. The priority a writer gave its
+    template reaches the episodes forked after it exactly; the thread count reaches the next
+    episode's thread ids (other processes of this machine can only add to them); the lookups
+    and reads that time the caches run."""
+    seed = random.randrange(1 << 30)
+    with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):
+        wrote, first, second = _kernel_channels(memory_world, seed, unsafe_no_sandbox=True)
+    import signals_through_the_kernel as attack  # on the path _kernel_channels set
+    bits = attack.message(seed)
+    assert set(wrote.values()) == {"written"}, wrote
+    assert second["priority"] == str(int(bits[-4:], 2) + 1)  # forked after the writer changed its template
+    assert int(first["threads"]) >= int(bits[-5:], 2) + 1 + 2  # its threads, the next fork, its own thread
+    for read in (first, second):
+        assert re.fullmatch("[01]{16}", read["dentries"]) and re.fullmatch("[01]{16}", read["page-cache"]), read
+
+
+def _evict(path: Path) -> None:
+    """Drop the file's pages that no process maps from the page cache."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _loaded_pages(path: Path) -> set[int]:
+    """The pages of a 64-bit ELF file that its loadable segments map (the rest, such as its
+    symbol tables, no process maps)."""
+    import mmap
+    import struct
+
+    with open(path, "rb") as handle:  # the headers only: reading the file would cache it
+        header = handle.read(64)
+        table, = struct.unpack_from("<Q", header, 0x20)
+        size, count = struct.unpack_from("<HH", header, 0x36)
+        handle.seek(table)
+        headers = handle.read(size * count)
+    pages: set[int] = set()
+    for i in range(count):
+        kind, _, offset, _, _, length, _, _ = struct.unpack_from("<IIQQQQQQ", headers, i * size)
+        if kind == 1 and length:  # PT_LOAD
+            pages.update(range(offset // mmap.PAGESIZE, (offset + length - 1) // mmap.PAGESIZE + 1))
+    return pages
+
+
+def _cached_pages(path: Path) -> set[int]:
+    """The pages of a file in the page cache: ``mincore`` on a fresh mapping of it."""
+    import mmap
+
+    import numpy as np
+
+    size = path.stat().st_size
+    vector = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), size, prot=mmap.PROT_READ) as mapped:
+        address = np.frombuffer(mapped, dtype=np.uint8).ctypes.data
+        assert ctypes.CDLL(None).mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vector) == 0
+    return {page for page, flag in enumerate(vector) if flag & 1}
+
+
+_FIRST_TOUCH = """
+import ctypes, json, sys
+sys.path[:0] = {paths!r}
+import test_hostile
+from dream_gym.sandbox import warden
+library = test_hostile.Path({library!r})
+ctypes.CDLL(str(library))  # mapped: the loader touches its headers and relocations
+if {load!r}:
+    warden.load_mapped_pages()
+print(len(test_hostile._loaded_pages(library) - test_hostile._cached_pages(library)))
+"""
+
+
+@pytest.mark.parametrize("load", [True, False], ids=["loaded", "control-not-loaded"])
+def test_every_page_a_process_maps_is_cached_once_it_loads_them(tmp_path: Path, load: bool) -> None:
+    """A library page no process touched is read from the disk at its first touch and then stays
+    cached, which a later episode could time: one bit a page. ``load_mapped_pages`` (which a
+    template runs once it has imported everything) brings every page of every mapped file into
+    the page cache. Here on a fresh copy of numpy's OpenBLAS that no other process maps, evicted
+    before a fresh process maps it; the control maps it without loading."""
+    import numpy
+
+    libraries = sorted((Path(numpy.__file__).resolve().parents[1] / "numpy.libs").glob("*openblas*.so*"))
+    if not libraries:
+        pytest.skip("this numpy bundles no OpenBLAS")
+    library = tmp_path / "libcopy.so"
+    shutil.copyfile(libraries[0], library)
+    os.sync()  # written back: clean pages can be evicted
+    _evict(library)
+    script = _FIRST_TOUCH.format(paths=[str(REPO / "tests"), str(REPO)], library=str(library), load=load)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    uncached = int(done.stdout)
+    assert (uncached == 0) if load else (uncached > 100), uncached
+
+
+def test_a_template_caches_the_pages_it_maps(tmp_path: Path) -> None:
+    source = tmp_path / "uses_numpy.py"
+    source.write_text("import numpy\ndef act(view):\n    return []\n")
+    with IsolatedPolicy(source, **FAST) as policy:
+        assert "mapped-pages-cached" in policy.hardening, policy.hardening
 
 
 def test_memory_across_episodes_through_the_cli_grid(memory_world: Path, tmp_path: Path) -> None:

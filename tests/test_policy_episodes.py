@@ -16,7 +16,7 @@ import pytest
 from worldgen import random_records
 
 from dream_gym.policy import run_episode
-from dream_gym.policy_files import IsolatedPolicy
+from dream_gym.policy_files import IsolatedPolicy, PolicyLoadError
 from dream_gym.world import World, build_world
 from dream_gym.world_writer import new_meta
 
@@ -122,19 +122,67 @@ def _probe_error(tmp_path: Path, world: World, text: str) -> tuple[str, list[str
     return result.error, hardening
 
 
-def test_a_files_standard_imports_are_imported_in_the_template_and_nothing_else(tmp_path: Path, world: World) -> None:
-    """The template imports the standard-library modules a file imports at its top level (the
-    episodes find them imported); an installed package, or a module that acts when imported,
-    the episode imports itself."""
+def test_a_files_imports_are_imported_in_the_template_but_those_that_act(tmp_path: Path, world: World) -> None:
+    """The template imports the modules a file imports, the standard library's and installed
+    packages (the episodes find them imported); not a module that acts when imported."""
     error, _ = _probe_error(tmp_path, world,
                             "import sys\n"
                             "AHEAD = sorted(name for name in ('difflib', 'rich', 'this') if name in sys.modules)\n"
                             "import difflib\n"
                             "import rich\n"
-                            "import this\n"
+                            "def never():\n"
+                            "    import this\n"
                             "def act(view):\n"
                             "    raise RuntimeError(f'AHEAD={AHEAD}')\n")
-    assert "AHEAD=['difflib']" in error, error
+    assert "AHEAD=['difflib', 'rich']" in error, error
+
+
+def test_an_episode_imports_only_what_was_imported_ahead_and_says_so(tmp_path: Path, world: World) -> None:
+    """An episode reads no file: a module named by a literal (an import statement or
+    ``import_module("...")``) was imported ahead and imports; one whose name is computed cannot,
+    and the error says what to add."""
+    error, _ = _probe_error(tmp_path, world,
+                            "import importlib\n"
+                            "def act(view):\n"
+                            "    importlib.import_module('heapq')\n"
+                            "    importlib.import_module('bis' + 'ect')\n")
+    assert "no module bisect in this episode" in error and "add 'import bisect' to the file" in error, error
+    missing = tmp_path / "missing.py"
+    missing.write_text("import no_such_module_here\ndef act(view):\n    return []\n")
+    with pytest.raises(PolicyLoadError, match="importing no_such_module_here failed ahead of the episodes: No module"):
+        IsolatedPolicy(missing, **FAST)
+
+
+def test_a_submodule_a_package_loads_on_first_use_is_loaded_ahead(tmp_path: Path, world: World) -> None:
+    """numpy 2 loads ``numpy.random`` when its attribute is first read, and ``np.median`` reads
+    ``np.ma``; an episode could do neither: the template reads each attribute chain of the file
+    and loads each deferred submodule the package's own code reads (the control: a deferred
+    submodule that neither reads, ``numpy.typing``, fails through a computed name)."""
+    error, _ = _probe_error(tmp_path, world,
+                            "import numpy as np\n"
+                            "def act(view):\n"
+                            "    value = int(np.random.default_rng(0).integers(10)) + float(np.median([1.0, 2.0]))\n"
+                            "    raise RuntimeError(f'VALUE={value}')\n")
+    assert "VALUE=" in error, error
+    error, _ = _probe_error(tmp_path, world,
+                            "import numpy as np\n"
+                            "def act(view):\n"
+                            "    getattr(np, 'typ' + 'ing')\n")
+    assert "no module numpy.typing in this episode" in error and "add 'import numpy.typing'" in error, error
+
+
+def test_a_built_in_policy_runs_from_a_file_that_wraps_it(tmp_path: Path, world: World) -> None:
+    """The dreaming loop's version 0 of a built-in is such a wrapper: each built-in's module loads
+    what it uses when it is imported, not on its first use in an episode."""
+    from dream_gym.policies import POLICIES
+
+    for name in sorted(POLICIES):
+        source = tmp_path / f"{name}.py"
+        source.write_text("from dream_gym.policies import make_policy as _builtin\n\n"
+                          f"def make_policy():\n    return _builtin({name!r})\n")
+        with IsolatedPolicy(source, **FAST) as policy:
+            result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+        assert result.error is None, (name, result.error)
 
 
 _THREADING_PROBE = (
@@ -169,7 +217,7 @@ def test_a_template_without_the_parents_programs_builds_its_own(tmp_path: Path, 
 @pytest.mark.parametrize(("imports", "ahead"), [
     ("import random\n", "numpy=False init=False"),  # the standard library alone: a lean template
     ("def helper():\n    import numpy\n", "numpy=True init=False"),  # numpy, even inside a function
-    ("import rich\n", "numpy=True init=False"),  # another installed package: numpy comes ahead
+    ("import rich\n", "numpy=False init=False"),  # another installed package: itself ahead, not numpy
     ("from dream_gym import PrefixView\n", "numpy=True init=True"),  # the package's __init__ ran ahead
 ])
 def test_the_template_imports_numpy_and_dream_gym_only_for_files_that_import_them(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.random  # noqa: F401 - numpy loads it on first use, which a policy episode cannot (it reads no file)
 
 from dream_gym.policy import RunContext
 from dream_gym.replay import ROOT

@@ -5,8 +5,8 @@
 
 1. with trusted code only, it imports the policy interface (not numpy, nor the replay), reads
    and compiles the policy file (or imports the ``module:Class``), confines itself (the
-   trusted layer: no exec, sockets, ptrace, ... but fork), then imports the modules of the
-   file's imports it trusts (:func:`_imports_ahead`: the standard library, dream_gym, numpy);
+   trusted layer: no exec, sockets, ptrace, ... but fork), then imports every module the
+   file names (:mod:`dream_gym.policy_files.ahead`: an episode reads no file);
 2. it forks a probe episode that builds the policy once, so a file that defines no policy or
    fails to import is a load error at once, then says hello to the parent over its *control
    socket* (one end of a socket pair; the only descriptor it holds besides stdio);
@@ -30,10 +30,7 @@ episode sees its pipe close and exits.
 
 from __future__ import annotations
 
-import ast
 import gc
-import importlib
-import importlib.util
 import json
 import os
 import select
@@ -45,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.policy import Policy, batch_from, policy_name
+from dream_gym.policy_files.ahead import import_ahead, named_in, only_imported_modules
 from dream_gym.policy_files.errors import PolicyNotFoundError
 from dream_gym.policy_files.hardening import AuditHook, audit_hook, install_audit_hook, read_roots_of_python
 from dream_gym.policy_files.inprocess import (
@@ -124,67 +122,6 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
         return lambda: load_module_attr(spec, params)
     resolve_in_process(spec, params)  # an unknown name fails here
     return lambda: resolve_in_process(spec, params)
-
-
-#: Standard-library modules whose import does something besides defining names (opens a
-#: browser, prints, starts a GUI): never imported ahead.
-_NOT_AHEAD = frozenset({"antigravity", "this", "turtle", "turtledemo", "tkinter", "idlelib", "webbrowser"})
-
-
-#: The installed package that most packages a policy file may import build on: the template
-#: imports it when a file imports anything beyond the standard library and dream_gym (it starts
-#: no thread as it imports: the sandbox's environment caps its BLAS pool at one thread).
-_NUMERIC = "numpy"
-
-
-def _imports_ahead(source: bytes) -> list[str]:
-    """What the template imports for a policy file, from every import statement of the file,
-    at its top level or not (parsed only: nothing of the file runs here): the standard-library
-    modules and dream_gym's (but those that act when imported: a few by name, and every
-    ``__main__``), and numpy when the file imports any other installed package (numpy itself,
-    or one that most likely builds on it). A file of the standard library alone gets a
-    template without numpy: smaller, cheaper to fork, quicker to start."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    names: list[str] = []
-    installed = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        else:
-            continue
-        for name in found:
-            top = name.partition(".")[0]
-            if "__main__" in name.split("."):
-                continue  # a package's __main__ runs its program when imported
-            if top == "dream_gym" or (top in sys.stdlib_module_names and top not in _NOT_AHEAD):
-                names.append(name)
-            elif top not in sys.stdlib_module_names:
-                installed = True
-    return [_NUMERIC, *names] if installed else names
-
-
-def _import_ahead(names: Sequence[str]) -> None:
-    """Import, here in the confined template, the modules :func:`_imports_ahead` found, so that
-    every episode finds them imported instead of reading and executing them again
-    (``statistics``, ``fractions`` and ``decimal`` alone take milliseconds, numpy about 85).
-    ``a.b`` that is no module is a name a file imports from ``a``: it is looked up, which runs a
-    deferred package's ``__init__`` (``from dream_gym import PrefixView``). No other installed
-    package: one could start threads as it imports, and a fork keeps none of them. A module
-    that fails to import here fails in the episode, with the episode's error."""
-    for name in names:
-        try:
-            if importlib.util.find_spec(name) is not None:
-                importlib.import_module(name)
-            elif "." in name:
-                parent, _, attribute = name.rpartition(".")
-                getattr(importlib.import_module(parent), attribute, None)
-        except BaseException:  # noqa: BLE001, S112 - the episode reports its own import error
-            continue
 
 
 class _Episode:
@@ -294,12 +231,19 @@ def _keep_only(*fds: int) -> None:
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
+#: The modules of the file that the template failed to import, with their errors (set once in
+#: the template, before it forks an episode).
+_FAILED_AHEAD: dict[str, str] = {}
+
+
 def _episode_main(fd_in: int, fd_out: int, build: Builder, confinement: Any, hook: AuditHook | None,
                   source: str) -> None:
     """An episode process: confine, build a fresh policy, answer until EOF (never returns)."""
     code = 0
     try:
         confinement.confine_episode()
+        if not confinement.unsafe:
+            only_imported_modules(_FAILED_AHEAD)
         if hook is not None:  # after the confinement: its ctypes calls are what the hook refuses
             install_audit_hook(hook)
         _serve(fd_in, fd_out, build, source)
@@ -394,7 +338,9 @@ def main(args: Sequence[str], confinement: Any) -> None:
         _tell(control, {"ok": False, "kind": "sandbox", "error": str(exc)})
         return
     if is_file_spec(spec):  # confined first: what these imports do, the sandbox allows
-        _import_ahead(_imports_ahead(Path(source).read_bytes()))
+        _FAILED_AHEAD.update(import_ahead(named_in(Path(source).read_bytes())))
+    if confinement.load_mapped_pages():  # all imported: every library an episode can touch is mapped
+        notes = [*notes, "mapped-pages-cached"]
     # Every object so far is the template's for good: the collector of an episode never scans
     # them (a scan writes to every object's header, which copies each page the fork shared).
     gc.freeze()

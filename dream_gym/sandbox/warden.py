@@ -187,15 +187,39 @@ DENIED_SYSCALLS = (
 #: to anything but itself. ``clone3`` answers ENOSYS so that glibc falls back to ``clone``,
 #: whose flags a filter can read (threads stay allowed).
 DENIED_FOR_UNTRUSTED = ("fork", "vfork", "tkill", "pidfd_send_signal", "pidfd_open")
+#: Also refused for a policy episode, which must leave nothing that a later episode can read in
+#: the state the kernel shares between processes: every call that looks up a path (the dentry
+#: cache keeps the names looked up, found or not, and a file read stays in the page cache, so a
+#: later lookup or read is faster), that reads or changes what the page cache holds, or that
+#: reads a descriptor's inode (inode numbers count up). An episode's template imports what the
+#: policy file imports ahead, so the episode needs no file.
+DENIED_FOR_EPISODES = (
+    "open", "openat", "openat2", "creat", "stat", "lstat", "fstat", "newfstatat", "fstatat64",
+    "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "chdir", "fchdir",
+    "statfs", "fstatfs", "truncate", "getdents", "getdents64", "getxattr", "lgetxattr",
+    "fgetxattr", "listxattr", "llistxattr", "flistxattr", "getxattrat", "listxattrat",
+    "setxattr", "lsetxattr", "fsetxattr", "setxattrat", "removexattr", "lremovexattr",
+    "fremovexattr", "removexattrat", "mkdir", "mkdirat", "mknod", "mknodat", "rmdir", "unlink",
+    "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
+    "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "utime", "utimes",
+    "futimesat", "utimensat", "inotify_add_watch", "fanotify_mark", "memfd_create", "mincore",
+    "fadvise64", "readahead", "cachestat", "file_getattr", "file_setattr",
+)
+_MADV_COLD, _MADV_PAGEOUT = 20, 21  # they push a file's pages out of the page cache
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
 
 _SIGNALLERS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # the pid is their first argument
 
 
-def _seccomp_filter(untrusted: bool, own_pid: int | None) -> Any:
+def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False) -> Any:
     """The filter: :data:`DENIED_SYSCALLS`; for untrusted code also no new processes and no
     signal to a group, to every process or to pid 0; with ``own_pid``, to no pid but that one
-    (without it, Landlock's signal scope keeps signals inside the sandbox's own domain)."""
+    (without it, Landlock's signal scope keeps signals inside the sandbox's own domain). For a
+    policy ``episode`` also :data:`DENIED_FOR_EPISODES`, no thread (each takes the next number
+    of the pid counter, which a later episode's thread would show), no eviction from the page
+    cache, and no change to another process's scheduling (its template's: the episodes forked
+    later inherit it)."""
     import pyseccomp as sc
 
     rules = sc.SyscallFilter(sc.ALLOW)
@@ -219,12 +243,24 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None) -> Any:
             deny(name, sc.Arg(0, sc.MASKED_EQ, 0x80000000, 0x80000000))  # -1 (everyone) or -pgid
             if own_pid is not None:
                 deny(name, sc.Arg(0, sc.NE, own_pid))
+    if episode:
+        for name in DENIED_FOR_EPISODES:
+            deny(name)
+        deny("clone")  # threads too
+        for advice in (_MADV_COLD, _MADV_PAGEOUT):
+            deny("madvise", sc.Arg(2, sc.EQ, advice))
+        deny("setpriority", sc.Arg(0, sc.NE, _PRIO_PROCESS))
+        deny("setpriority", sc.Arg(1, sc.NE, 0))
+        deny("ioprio_set", sc.Arg(0, sc.NE, _IOPRIO_WHO_PROCESS))
+        deny("ioprio_set", sc.Arg(1, sc.NE, 0))
+        for name in ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr"):
+            deny(name, sc.Arg(0, sc.NE, 0))
     deny("prlimit64", sc.Arg(0, sc.NE, 0))  # another process's limits (its own: no capability to raise)
     return rules
 
 
-def _load_seccomp(untrusted: bool) -> None:
-    _seccomp_filter(untrusted, os.getpid() if untrusted else None).load()
+def _load_seccomp(untrusted: bool, episode: bool = False) -> None:
+    _seccomp_filter(untrusted, os.getpid() if untrusted else None, episode).load()
 
 
 def _compiled(rules: Any) -> bytes:
@@ -283,6 +319,53 @@ class _EpisodeConfinement:
         _load_fprog(self.program_address, "the episode filter")
 
 
+# -- the pages of mapped files --------------------------------------------------------------
+class _DlPhdrInfo(ctypes.Structure):
+    _fields_ = [("addr", ctypes.c_size_t), ("name", ctypes.c_char_p), ("phdr", ctypes.c_void_p),
+                ("phnum", ctypes.c_uint16)]
+
+
+class _Elf64Phdr(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("offset", ctypes.c_uint64),
+                ("vaddr", ctypes.c_uint64), ("paddr", ctypes.c_uint64), ("filesz", ctypes.c_uint64),
+                ("memsz", ctypes.c_uint64), ("align", ctypes.c_uint64)]
+
+
+_PT_LOAD, _MADV_WILLNEED, _MADV_POPULATE_READ = 1, 3, 22
+
+
+def load_mapped_pages() -> int:
+    """Bring every page of every file this process has mapped (the interpreter, each shared
+    library and extension module: their loaded segments) into the page cache, and return how
+    many bytes that covers. An episode forked from here reads no file, but the first touch of a
+    mapped page still faults it in: a page no process had touched would be read from the disk
+    (slow) and stay cached, which a later episode could time, one bit a page. With every page
+    resident, every touch finds one. A 64-bit ELF process only (the layout read here)."""
+    if ctypes.sizeof(ctypes.c_void_p) != 8:
+        return 0
+    ranges: list[tuple[int, int]] = []
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_DlPhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
+    def visit(info: Any, size: int, data: Any) -> int:
+        headers = ctypes.cast(info.contents.phdr, ctypes.POINTER(_Elf64Phdr))
+        for i in range(info.contents.phnum):
+            header = headers[i]
+            if header.type == _PT_LOAD and header.filesz:
+                start = info.contents.addr + header.vaddr
+                ranges.append((start - start % page, start + header.filesz))
+        return 0
+
+    _libc.dl_iterate_phdr(visit, None)
+    covered = 0
+    for start, end in ranges:
+        length = end - start
+        if _libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(length), _MADV_POPULATE_READ) != 0:
+            _libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(length), _MADV_WILLNEED)  # before Linux 5.14
+        covered += length
+    return covered
+
+
 def template_filters() -> dict[str, str]:
     """The seccomp programs of a template (trusted, forks its episodes) and of its episodes,
     base64 text for the warden's config. The parent builds them, so that a template need not
@@ -290,7 +373,8 @@ def template_filters() -> dict[str, str]:
     imports ``threading``, whose at-fork handler every episode's fork would then run (about 80
     more pages copied per episode). The episodes' program names no pid, so a template uses it
     only where Landlock scopes signals (ABI 6+)."""
-    programs = {"template": _compiled(_seccomp_filter(False, None)), "episode": _compiled(_seccomp_filter(True, None))}
+    programs = {"template": _compiled(_seccomp_filter(False, None)),
+                "episode": _compiled(_seccomp_filter(True, None, episode=True))}
     return {name: base64.b64encode(program).decode("ascii") for name, program in programs.items()}
 
 
@@ -363,7 +447,7 @@ class Confinement:
                     _load_compiled(self._filters["template"])
                 else:
                     if not untrusted and abi >= 6:  # a template: its episodes' filter, while it may still write
-                        self._episode = _EpisodeConfinement(_compiled(_seccomp_filter(True, None)))
+                        self._episode = _EpisodeConfinement(_compiled(_seccomp_filter(True, None, episode=True)))
                     _load_seccomp(untrusted)
                 self.notes.append("seccomp")
             except (OSError, RuntimeError, ValueError) as exc:
@@ -372,13 +456,17 @@ class Confinement:
             raise SandboxRefused("; ".join(missing))
         return self.notes
 
+    def load_mapped_pages(self) -> int:
+        """See :func:`load_mapped_pages` (nothing without the sandbox)."""
+        return 0 if self.unsafe else load_mapped_pages()
+
     def confine_episode(self) -> None:
         if self.unsafe:
             return
         if self._episode is not None:
             self._episode.apply()  # Landlock scopes signals: no pid in the filter
         else:  # no signal scope (Landlock ABI < 6): a filter that names this process's pid
-            _load_seccomp(untrusted=True)
+            _load_seccomp(untrusted=True, episode=True)
 
 
 # -- processes ------------------------------------------------------------------------------

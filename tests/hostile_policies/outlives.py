@@ -1,30 +1,29 @@
-"""Hostile: leaves a thread behind that says it is alive, and counts its descriptors.
+"""Hostile: leaves a timer behind that says it is alive, and counts its descriptors.
 
-Each episode starts a thread that prints ``ALIVE <pid>`` on stderr every 10 ms, forever,
-replaces ``os._exit`` so that its process does not end when its pipe closes, prints
+Each episode starts a timer whose handler prints ``ALIVE <pid>`` on stderr every 10 ms, forever
+(an episode may start no thread), replaces ``os._exit`` so that its process does not end when its pipe closes, prints
 ``REPORT FDS=<n> PID=<pid>`` (its open descriptors) on stdout and stops. An episode
 process must be gone before the next one sees its first message (its thread never prints
 again), and an episode forked ahead, while another ran, must hold nothing of that one: stdio
 and its own two pipes."""
 
+import fcntl
 import os
+import signal
 import sys
-import threading
 import time
 
 
-def _say_alive():
-    while True:
-        sys.stderr.write(f"ALIVE {os.getpid()}\n")
-        sys.stderr.flush()
-        time.sleep(0.01)
+def _say_alive(signum, frame):
+    sys.stderr.write(f"ALIVE {os.getpid()}\n")
+    sys.stderr.flush()
 
 
 def _open_descriptors():
     count = 0
     for fd in range(1024):
         try:
-            os.fstat(fd)
+            fcntl.fcntl(fd, fcntl.F_GETFD)
         except OSError:
             continue
         count += 1
@@ -38,7 +37,8 @@ def _never_exit(code):
 
 def act(view):
     fds = _open_descriptors()
-    threading.Thread(target=_say_alive, daemon=True).start()
+    signal.signal(signal.SIGALRM, _say_alive)
+    signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)
     os._exit = _never_exit
     print(f"REPORT FDS={fds} PID={os.getpid()}", flush=True)
     return []
