@@ -320,6 +320,35 @@ def test_every_page_a_process_maps_is_cached_once_it_loads_them(tmp_path: Path, 
     assert (uncached == 0) if load else (uncached > 100), uncached
 
 
+_FIRST_TOUCH_DATA = """
+import json, mmap, sys
+sys.path[:0] = {paths!r}
+import test_hostile
+from dream_gym.sandbox import warden
+with open({data!r}, "rb") as file:
+    mapped = mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ)  # glibc so maps the locale files
+if {load!r}:
+    warden.load_mapped_pages(warden.file_mappings())
+print(len(test_hostile._cached_pages(test_hostile.Path({data!r}))))
+"""
+
+
+@pytest.mark.parametrize("load", [True, False], ids=["loaded", "control-not-loaded"])
+def test_a_mapped_file_that_is_no_library_is_cached_too(tmp_path: Path, load: bool) -> None:
+    """Not every mapped file is a library: glibc maps the locale's ``LC_CTYPE`` and the gconv
+    cache at start. Their ranges, read from ``/proc/self/maps`` before Landlock, are loaded too:
+    here a 1 MiB data file, evicted, then mapped and never touched."""
+    data = tmp_path / "mapped.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    os.sync()
+    _evict(data)
+    script = _FIRST_TOUCH_DATA.format(paths=[str(REPO / "tests"), str(REPO)], data=str(data), load=load)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cached, pages = int(done.stdout), (1 << 20) // os.sysconf("SC_PAGE_SIZE")
+    assert (cached == pages) if load else (cached < pages // 2), (cached, pages)
+
+
 def test_a_template_caches_the_pages_it_maps(tmp_path: Path) -> None:
     source = tmp_path / "uses_numpy.py"
     source.write_text("import numpy\ndef act(view):\n    return []\n")

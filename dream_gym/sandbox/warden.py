@@ -334,16 +334,34 @@ class _Elf64Phdr(ctypes.Structure):
 _PT_LOAD, _MADV_WILLNEED, _MADV_POPULATE_READ = 1, 3, 22
 
 
-def load_mapped_pages() -> int:
-    """Bring every page of every file this process has mapped (the interpreter, each shared
-    library and extension module: their loaded segments) into the page cache, and return how
-    many bytes that covers. An episode forked from here reads no file, but the first touch of a
-    mapped page still faults it in: a page no process had touched would be read from the disk
-    (slow) and stay cached, which a later episode could time, one bit a page. With every page
-    resident, every touch finds one. A 64-bit ELF process only (the layout read here)."""
+def file_mappings() -> list[tuple[int, int]]:
+    """The address ranges of this process's mappings of files, from ``/proc/self/maps`` (read
+    before Landlock: ``/proc`` is no read root); none where it cannot be read."""
+    ranges = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5].startswith("/"):
+                    start, _, end = fields[0].partition("-")
+                    ranges.append((int(start, 16), int(end, 16)))
+    except OSError:
+        return []
+    return ranges
+
+
+def load_mapped_pages(mapped: Sequence[tuple[int, int]] = ()) -> int:
+    """Bring every page of every file this process has mapped into the page cache: the loaded
+    segments of the interpreter, each shared library and extension module, and the ``mapped``
+    ranges (:func:`file_mappings`, read before confinement: the locale and gconv files glibc
+    maps at start). Returns how many bytes that covers. An episode forked from here reads no
+    file, but the first touch of a mapped page still faults it in: a page no process had touched
+    would be read from the disk (slow) and stay cached, which a later episode could time, one
+    bit a page. With every page resident, every touch finds one. A 64-bit ELF process only (the
+    layout read here)."""
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return 0
-    ranges: list[tuple[int, int]] = []
+    ranges: list[tuple[int, int]] = list(mapped)  # unmapped since: madvise fails, nothing done
     page = os.sysconf("SC_PAGE_SIZE")
 
     @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_DlPhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
@@ -421,6 +439,7 @@ class Confinement:
         self.notes = list(notes)
         self._filters = {name: base64.b64decode(text) for name, text in spec.get("filters", {}).items()}
         self._episode: _EpisodeConfinement | None = None  # a template's, with Landlock ABI 6+
+        self._mapped: list[tuple[int, int]] = []  # a template's file mappings before Landlock
 
     def confine(self, untrusted: bool = True) -> list[str]:
         if self.unsafe:
@@ -434,6 +453,8 @@ class Confinement:
                 import pyseccomp  # noqa: F401
             except (ImportError, OSError, RuntimeError) as exc:
                 missing.append(f"seccomp filters cannot be built ({type(exc).__name__}: {exc})")
+        if not untrusted:  # a template: what it maps now, for load_mapped_pages
+            self._mapped = file_mappings()
         _drop_privileges()
         if abi < 1:
             missing.append(f"Landlock is not available in this kernel ({_errno_text()})")
@@ -458,7 +479,7 @@ class Confinement:
 
     def load_mapped_pages(self) -> int:
         """See :func:`load_mapped_pages` (nothing without the sandbox)."""
-        return 0 if self.unsafe else load_mapped_pages()
+        return 0 if self.unsafe else load_mapped_pages(self._mapped)
 
     def confine_episode(self) -> None:
         if self.unsafe:
