@@ -10,6 +10,7 @@ because the attacker is blind.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -347,6 +348,66 @@ def test_a_mapped_file_that_is_no_library_is_cached_too(tmp_path: Path, load: bo
     assert done.returncode == 0, done.stderr
     cached, pages = int(done.stdout), (1 << 20) // os.sysconf("SC_PAGE_SIZE")
     assert (cached == pages) if load else (cached < pages // 2), (cached, pages)
+
+
+_GROWS_A_MAPPING = """
+import ctypes, mmap
+def act(view):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mremap.restype = ctypes.c_void_p
+    libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+    page = mmap.mmap(-1, mmap.PAGESIZE)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    moved = libc.mremap(address, mmap.PAGESIZE, 16 * mmap.PAGESIZE, 1)  # MREMAP_MAYMOVE
+    raise RuntimeError(f"GREW={moved != ctypes.c_void_p(-1).value} ERRNO={ctypes.get_errno()}")
+"""
+
+_GROWS_A_FILE_MAPPING = """
+import ctypes, mmap, os, sys
+sys.path[:0] = {paths!r}
+import test_hostile
+data = test_hostile.Path({data!r})
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+fd = os.open(data, os.O_RDONLY)
+first = libc.mmap(None, mmap.PAGESIZE, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
+os.close(fd)  # no descriptor left: the mapping alone reaches the file
+grown = libc.mremap(first, mmap.PAGESIZE, 1 << 20, 1)
+before = len(test_hostile._cached_pages(data))
+ctypes.c_ubyte.from_address(grown + (1 << 20) - mmap.PAGESIZE).value
+print(before, len(test_hostile._cached_pages(data)))
+"""
+
+
+def test_growing_a_file_mapping_writes_into_the_page_cache(tmp_path: Path) -> None:
+    """The channel an episode's ``mremap`` would open, unconfined: a process that maps the first
+    page of a file (as the loader maps a library's segments, not its symbol tables) and holds no
+    descriptor grows the mapping over the rest of the file; a touch reads that into the page
+    cache, where a later process finds it."""
+    data = tmp_path / "tail.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    os.sync()
+    _evict(data)
+    script = _GROWS_A_FILE_MAPPING.format(paths=[str(REPO / "tests"), str(REPO)], data=str(data))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    before, after = map(int, done.stdout.split())
+    assert before == 0 and after > 0, (before, after)
+
+
+@pytest.mark.parametrize("unsafe", [None, True], ids=["kernel-alone", "control-unconfined"])
+def test_an_episode_cannot_grow_or_move_a_mapping(tmp_path: Path, memory_world: Path, unsafe: bool | None) -> None:
+    source = tmp_path / "grows.py"
+    source.write_text(_GROWS_A_MAPPING)
+    with contextlib.ExitStack() as stack:
+        if unsafe:
+            stack.enter_context(pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"))
+        policy = stack.enter_context(IsolatedPolicy(source, harden=False, unsafe_no_sandbox=unsafe, **FAST))
+        error = run_episode(policy, load_world(memory_world), seed=0, beta=0.5, on_error="record").error
+    assert error is not None
+    assert ("GREW=True ERRNO=0" if unsafe else "GREW=False ERRNO=1") in error, error
 
 
 def test_a_template_caches_the_pages_it_maps(tmp_path: Path) -> None:

@@ -191,8 +191,10 @@ DENIED_FOR_UNTRUSTED = ("fork", "vfork", "tkill", "pidfd_send_signal", "pidfd_op
 #: the state the kernel shares between processes: every call that looks up a path (the dentry
 #: cache keeps the names looked up, found or not, and a file read stays in the page cache, so a
 #: later lookup or read is faster), that reads or changes what the page cache holds, or that
-#: reads a descriptor's inode (inode numbers count up). An episode's template imports what the
-#: policy file imports ahead, so the episode needs no file.
+#: reads a descriptor's inode (inode numbers count up), or that grows or moves a mapping (growing
+#: a library's mapping maps the rest of its file, which a first touch then reads into the page
+#: cache; glibc's ``realloc`` copies instead when ``mremap`` fails). An episode's template imports
+#: what the policy file imports ahead, so the episode needs no file.
 DENIED_FOR_EPISODES = (
     "open", "openat", "openat2", "creat", "stat", "lstat", "fstat", "newfstatat", "fstatat64",
     "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "chdir", "fchdir",
@@ -203,7 +205,7 @@ DENIED_FOR_EPISODES = (
     "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
     "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "utime", "utimes",
     "futimesat", "utimensat", "inotify_add_watch", "fanotify_mark", "memfd_create", "mincore",
-    "fadvise64", "readahead", "cachestat", "file_getattr", "file_setattr",
+    "fadvise64", "readahead", "cachestat", "file_getattr", "file_setattr", "mremap", "remap_file_pages",
 )
 _MADV_COLD, _MADV_PAGEOUT = 20, 21  # they push a file's pages out of the page cache
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
