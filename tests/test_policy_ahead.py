@@ -30,3 +30,13 @@ def test_attribute_chains_are_named_from_the_module_each_import_binds() -> None:
 
 def test_a_file_that_does_not_parse_names_nothing() -> None:
     assert named_in(b"def (:\n") == Named()
+
+
+def test_a_modules_deferred_imports_are_its_indented_import_statements() -> None:
+    import collections
+    import json.decoder
+
+    from dream_gym.policy_files.ahead import _deferred_imports
+
+    assert {"heapq", "copy"} <= set(_deferred_imports(collections))  # Counter.most_common, UserDict.copy
+    assert "json" not in _deferred_imports(json.decoder) and "json.scanner" not in _deferred_imports(json.decoder)

@@ -171,6 +171,45 @@ def test_a_submodule_a_package_loads_on_first_use_is_loaded_ahead(tmp_path: Path
     assert "no module numpy.typing in this episode" in error and "add 'import numpy.typing'" in error, error
 
 
+_COMMON_CALLS = """
+import bisect, copy, datetime, functools, heapq, itertools, json, math, random, re, statistics
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
+import numpy as np
+
+@dataclass
+class Stats:
+    values: list = field(default_factory=list)
+
+@functools.lru_cache(maxsize=None)
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+def act(view):
+    rng, values = random.Random(0), [3.0, 1.0, 2.0, 5.0, float("nan")]
+    clean = values[:-1]
+    done = [Counter("abca").most_common(1), statistics.median(clean), statistics.stdev(clean),
+            rng.sample(clean, 2), heapq.nlargest(2, clean), math.log1p(2.0), list(itertools.combinations(clean, 2))[0],
+            fib(20), copy.deepcopy(Stats(clean)), json.loads(json.dumps({"a": clean})), re.search(r"b+", "abbc").group(),
+            datetime.datetime.strptime("2024-01-02", "%Y-%m-%d").day, bisect.bisect(sorted(clean), 2.5),
+            defaultdict(int)["x"], deque(clean, maxlen=2), sorted(clean, key=lambda v: -v)[0],
+            float(np.median(clean)), float(np.percentile(clean, 90)), float(np.quantile(clean, 0.5)),
+            float(np.nanmedian(values)), float(np.nanmean(values)), np.unique([1, 1, 2]).tolist(),
+            np.argsort(clean).tolist(), float(np.linalg.norm(clean)), np.histogram(clean, bins=2)[0].tolist(),
+            np.polyfit([0, 1, 2], [1, 3, 5], 1).round(3).tolist(), np.convolve(clean, [1, 1]).tolist(),
+            int(np.random.default_rng(0).integers(10)), float(np.std(clean)), np.isclose(1.0, 1.0 + 1e-12).item()]
+    raise RuntimeError(f"DONE={len(done)}")
+"""
+
+
+def test_the_calls_policy_files_commonly_make_work_in_an_episode(tmp_path: Path, world: World) -> None:
+    """A policy file that calls what policy files commonly call: the standard library's
+    deferred imports (``Counter.most_common`` imports ``heapq`` on its first call, ``strptime``
+    imports ``_strptime``) and numpy's deferred submodules were loaded ahead."""
+    error, _ = _probe_error(tmp_path, world, _COMMON_CALLS)
+    assert "DONE=30" in error, error
+
+
 def test_a_built_in_policy_runs_from_a_file_that_wraps_it(tmp_path: Path, world: World) -> None:
     """The dreaming loop's version 0 of a built-in is such a wrapper: each built-in's module loads
     what it uses when it is imported, not on its first use in an episode."""

@@ -15,7 +15,7 @@ import importlib.machinery
 import re
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +116,7 @@ def import_ahead(named: Named) -> dict[str, str]:
     for module, chain in named.attributes:
         _read_chain(module, chain)
     _load_deferred_submodules()
+    _load_deferred_imports(named.modules)
     return failed
 
 
@@ -154,6 +155,55 @@ def _load_deferred_submodules() -> None:
             for attribute in deferred:
                 if re.search(rb"\." + re.escape(attribute.encode()) + rb"\b", code):
                     _read_chain(name, (attribute,))
+
+
+#: Standard-library modules never loaded for a deferred import: tools, and what an episode may
+#: not use anyway (processes, threads, sockets); a file that names one gets it all the same.
+_NOT_DEFERRED = _TOOLS | {"doctest", "unittest", "pdb", "pydoc", "subprocess", "multiprocessing", "concurrent",
+                          "threading", "socket", "asyncio"}
+#: An import statement inside a function or class (indented): ``import a, b.c`` or ``from .a import b``.
+_INDENTED_IMPORT = re.compile(rb"^[ \t]+(?:from[ \t]+(\.*[\w.]*)[ \t]+import\b|import[ \t]+([\w. \t,]+))", re.M)
+
+
+def _load_deferred_imports(modules: Sequence[str]) -> None:
+    """Load what the standard-library modules a file names import inside their functions, one
+    level deep: ``Counter.most_common`` imports ``heapq`` when first called, ``strptime``
+    ``_strptime``. Standard-library modules only: an installed package's deferred imports can
+    reach far (numpy's reach ``requests`` through its data sources)."""
+    for name in modules:
+        module = sys.modules.get(name)
+        if module is None or name.partition(".")[0] not in sys.stdlib_module_names:
+            continue
+        for target in _deferred_imports(module):
+            top = target.partition(".")[0]
+            if top in sys.stdlib_module_names and top not in _NOT_DEFERRED and _may_import(target):
+                try:
+                    importlib.import_module(target)
+                except Exception:  # noqa: BLE001, S112 - a platform's module (nt) or a name, not a module
+                    continue
+
+
+def _deferred_imports(module: types.ModuleType) -> list[str]:
+    """The modules a module's source imports in indented import statements."""
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return []
+    try:
+        with open(path, "rb") as source:
+            code = source.read()
+    except OSError:
+        return []
+    package = module.__name__ if hasattr(module, "__path__") else module.__name__.rpartition(".")[0]
+    found = []
+    for relative, names in _INDENTED_IMPORT.findall(code):
+        if relative:
+            text = relative.decode()
+            level = len(text) - len(text.lstrip("."))
+            base = package.rsplit(".", level - 1)[0] if level > 1 else package
+            found.append(text if not level else f"{base}.{text[level:]}".rstrip("."))
+        else:
+            found += [alias.split()[0] for alias in names.decode().split(",") if alias.strip()]
+    return found
 
 
 def _loaded_code(package: str) -> bytes:
