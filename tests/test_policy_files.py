@@ -205,7 +205,7 @@ def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.Monkey
         drained = {os.readlink(f"/proc/self/fd/{stream.fileno()}") for stream in (policy._proc.stdout, policy._proc.stderr)}
         assert fds[0] == "/dev/null" and {fds[1], fds[2]} == drained, fds
         assert len(fds) == 4 and sum(target.startswith("socket:") for target in fds.values()) == 1, fds
-        assert Path(os.readlink(f"/proc/{template}/cwd")).name.startswith("dream_gym_policy_")
+        assert Path(os.readlink(f"/proc/{template}/cwd")).name.startswith("dream_gym_policy.")
         # the episode holds its two pipes besides stdio, and not the template's control socket
         episode_fds = [os.readlink(f"/proc/{episode.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{episode.pid}/fd")]
         assert len(episode_fds) == 5 and not any(target.startswith("socket:") for target in episode_fds), episode_fds

@@ -22,7 +22,6 @@ import concurrent.futures as cf
 import json
 import math
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -40,14 +39,13 @@ from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.redact import redact_value
 from dream_gym.replay import ROOT, IllegalBatchError
 from dream_gym.reveal_rules import UNRECORDED, reveal_rule, root_slots
-from dream_gym.sandbox import require_sandbox
+from dream_gym.sandbox import require_sandbox, work_folder
 from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
 from dream_gym.world import NODES_FILE, build_world
 from dream_gym.world_writer import WorldWriter, new_meta
 
 HISTORY_LIMIT = 12  # ancestors shown to the agent
-WORKSPACE_PREFIX = "dream_gym_grow_"  # the run's attempt workspaces: a temp folder outside the world
 
 
 @dataclass
@@ -376,7 +374,7 @@ def grow(
     result = GrowResult(folder, 0, 0, 0, 0, None, 0.0, "rounds", None, repaired=writer.repaired)
     # Candidates work outside the world (they may write only their own workspace), so none can
     # touch the world it is grown into.
-    workspaces = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))
+    workspaces = work_folder("grow")
     try:
         if not writer.records:
             writer.append(_evaluate_root(task, workspaces, ledger))

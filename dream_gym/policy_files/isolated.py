@@ -28,7 +28,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import weakref
@@ -58,7 +57,7 @@ from dream_gym.policy_files.wire import (
     encode_view,
     frame_request,
 )
-from dream_gym.sandbox import Launched, SandboxUnavailable, launch
+from dream_gym.sandbox import Launched, SandboxUnavailable, launch, work_folder
 from dream_gym.view import NodeView, PrefixView
 
 _TAIL_BYTES = 8192
@@ -250,7 +249,7 @@ class IsolatedPolicy:
     # -- lifecycle ----------------------------------------------------------------------------
     def _start(self) -> None:
         self._stop()
-        tmp = tempfile.mkdtemp(prefix="dream_gym_policy_")
+        tmp = str(work_folder("policy"))
         control, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {"spec": self.spec, "params": self.params, "harden": self.harden}
         payload = {"call": "dream_gym.policy_files.child:main", "defer": _DEFERRED_PACKAGES,

@@ -4,9 +4,12 @@ docs/design/security.md).
 * :mod:`~dream_gym.sandbox.warden`: the program that starts inside the sandbox and confines
   itself (namespaces, Landlock, seccomp, no capabilities), standard library only;
 * :mod:`~dream_gym.sandbox.launch`: the parent's side (what may be read, starting the warden,
-  the kernel probe and the explicit opt-out).
+  the kernel probe and the explicit opt-out);
+* :mod:`~dream_gym.sandbox.folders`: the sandboxes' work folders, and the sweep of those a
+  killed process left behind.
 """
 
+from dream_gym.sandbox.folders import sweep_left_behind, work_folder
 from dream_gym.sandbox.launch import (
     UNSAFE_ENV,
     KernelSupport,
@@ -20,4 +23,4 @@ from dream_gym.sandbox.launch import (
 )
 
 __all__ = ["UNSAFE_ENV", "KernelSupport", "Launched", "SandboxUnavailable", "kernel_support", "launch",
-           "read_roots", "require_sandbox", "unsafe_requested"]
+           "read_roots", "require_sandbox", "sweep_left_behind", "unsafe_requested", "work_folder"]

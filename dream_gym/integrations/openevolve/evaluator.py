@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import math
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from dream_gym.online.fitness import combined_score
+from dream_gym.sandbox import work_folder
 
 EVALUATOR_TEMPLATE = '''"""OpenEvolve evaluator for the dream_gym task {task!r} (written by dream-gym).
 
@@ -67,7 +67,7 @@ def evaluate_code(task_name: str, code: str) -> tuple[dict[str, Any], dict[str, 
     from dream_gym.online.tasks import get_task
 
     task = get_task(task_name)
-    workdir = Path(tempfile.mkdtemp(prefix="dream_gym_openevolve_eval_"))
+    workdir = work_folder("openevolve_eval")
     try:
         evaluation = task.evaluate(code, workdir)
     finally:
