@@ -45,6 +45,14 @@ MEMORY_FILE = Path("/tmp/dream_gym_hostile_memory")
 FAST: dict[str, Any] = dict(decision_timeout_s=20.0, episode_timeout_s=60.0, memory_mb=512)
 
 
+@contextlib.contextmanager
+def _unconfined() -> Iterator[None]:
+    """Around the explicit opt-out: its warning, which comes once per process, is expected."""
+    _warn_unsafe.cache_clear()
+    with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):
+        yield
+
+
 class Listener:
     """A TCP server on 127.0.0.1 that counts the connections it accepts."""
 
@@ -231,7 +239,7 @@ def test_the_kernels_shared_state_carries_a_message_without_the_sandbox(memory_w
     episode's thread ids (other processes of this machine can only add to them); the lookups
     and reads that time the caches run."""
     seed = random.randrange(1 << 30)
-    with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):
+    with _unconfined():
         wrote, first, second = _kernel_channels(memory_world, seed, unsafe_no_sandbox=True)
     import signals_through_the_kernel as attack  # on the path _kernel_channels set
     bits = attack.message(seed)
@@ -403,7 +411,7 @@ def test_an_episode_cannot_grow_or_move_a_mapping(tmp_path: Path, memory_world: 
     source.write_text(_GROWS_A_MAPPING)
     with contextlib.ExitStack() as stack:
         if unsafe:
-            stack.enter_context(pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"))
+            stack.enter_context(_unconfined())
         policy = stack.enter_context(IsolatedPolicy(source, harden=False, unsafe_no_sandbox=unsafe, **FAST))
         error = run_episode(policy, load_world(memory_world), seed=0, beta=0.5, on_error="record").error
     assert error is not None
@@ -566,9 +574,8 @@ def test_candidate_control_without_the_sandbox_escapes(tmp_path: Path, listener:
     facts = {"parent_pid": stand_in.pid, "port": listener.port, "world": str(scratch), "secret": SECRET,
              "project": str(tmp_path), "venv": str(tmp_path)}
     code = CANDIDATE.format(facts=json.dumps(facts)) + "\nconstruct_set()\n"
-    _warn_unsafe.cache_clear()  # it warns once per process: this test wants to see it
     try:
-        with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):
+        with _unconfined():
             out = run_python(code=code, wall_s=30, unsafe_no_sandbox=True)
         found = _found(out.stderr.strip().splitlines()[-1])
     finally:
