@@ -50,8 +50,7 @@ def named_in(source: bytes) -> Named:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found = [alias.name for alias in node.names]
-            bound.update((alias.asname, alias.name) if alias.asname else (alias.name.partition(".")[0],) * 2
-                         for alias in node.names)
+            bound.update(map(_bound_by_import, node.names))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
             bound.update((alias.asname or alias.name, f"{node.module}.{alias.name}") for alias in node.names)
@@ -64,6 +63,15 @@ def named_in(source: bytes) -> Named:
     attributes = [(bound[root], chain) for root, chain in _attribute_chains(tree) if root in bound
                   and _may_import(bound[root])]
     return Named(list(dict.fromkeys(modules)), list(dict.fromkeys(attributes)))
+
+
+def _bound_by_import(alias: ast.alias) -> tuple[str, str]:
+    """The name ``import a.b as c`` binds and the module it holds (``c``, ``a.b``); without
+    ``as``, ``a`` and ``a``."""
+    if alias.asname:
+        return alias.asname, alias.name
+    top = alias.name.partition(".")[0]
+    return top, top
 
 
 def _may_import(name: str) -> bool:
