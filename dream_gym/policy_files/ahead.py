@@ -193,14 +193,7 @@ def _load_deferred_imports(modules: Sequence[str]) -> None:
 
 def _deferred_imports(module: types.ModuleType) -> list[str]:
     """The modules a module's source imports in indented import statements."""
-    path = getattr(module, "__file__", None)
-    if not isinstance(path, str) or not path.endswith(".py"):
-        return []
-    try:
-        with open(path, "rb") as source:
-            code = source.read()
-    except OSError:
-        return []
+    code = _source(module)
     package = module.__name__ if hasattr(module, "__path__") else module.__name__.rpartition(".")[0]
     found = []
     for relative, names in _INDENTED_IMPORT.findall(code):
@@ -216,16 +209,20 @@ def _deferred_imports(module: types.ModuleType) -> list[str]:
 
 def _loaded_code(package: str) -> bytes:
     """The source of every module of ``package`` loaded here."""
-    code = []
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if name.partition(".")[0] == package and isinstance(path, str) and path.endswith(".py"):
-            try:
-                with open(path, "rb") as source:
-                    code.append(source.read())
-            except OSError:
-                continue
-    return b"\n".join(code)
+    return b"\n".join(_source(module) for name, module in list(sys.modules.items())
+                      if name.partition(".")[0] == package)
+
+
+def _source(module: types.ModuleType) -> bytes:
+    """A module's Python source (nothing for an extension module or one without a file)."""
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return b""
+    try:
+        with open(path, "rb") as source:
+            return source.read()
+    except OSError:
+        return b""
 
 
 class _NotAhead:
