@@ -265,6 +265,11 @@ def _load_seccomp(untrusted: bool, episode: bool = False) -> None:
     _seccomp_filter(untrusted, os.getpid() if untrusted else None, episode).load()
 
 
+def _episode_program() -> bytes:
+    """The compiled filter of a policy episode, naming no pid (Landlock scopes its signals)."""
+    return _compiled(_seccomp_filter(True, None, episode=True))
+
+
 def _compiled(rules: Any) -> bytes:
     """The filter as the kernel's BPF program (built once, loaded by every episode)."""
     fd = os.memfd_create("dream_gym-seccomp")
@@ -393,8 +398,7 @@ def template_filters() -> dict[str, str]:
     imports ``threading``, whose at-fork handler every episode's fork would then run (about 80
     more pages copied per episode). The episodes' program names no pid, so a template uses it
     only where Landlock scopes signals (ABI 6+)."""
-    programs = {"template": _compiled(_seccomp_filter(False, None)),
-                "episode": _compiled(_seccomp_filter(True, None, episode=True))}
+    programs = {"template": _compiled(_seccomp_filter(False, None)), "episode": _episode_program()}
     return {name: base64.b64encode(program).decode("ascii") for name, program in programs.items()}
 
 
@@ -470,7 +474,7 @@ class Confinement:
                     _load_compiled(self._filters["template"])
                 else:
                     if not untrusted and abi >= 6:  # a template: its episodes' filter, while it may still write
-                        self._episode = _EpisodeConfinement(_compiled(_seccomp_filter(True, None, episode=True)))
+                        self._episode = _EpisodeConfinement(_episode_program())
                     _load_seccomp(untrusted)
                 self.notes.append("seccomp")
             except (OSError, RuntimeError, ValueError) as exc:
