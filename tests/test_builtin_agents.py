@@ -10,7 +10,7 @@ import pytest
 from dream_gym.online.agent_base import Agent, ParentContext
 from dream_gym.online.agents import builtin_agent, read_literal
 from dream_gym.online.agents.common import EDIT_TAG
-from dream_gym.online.tasks import get_task
+from dream_gym.online.tasks import Limits, get_task
 
 FAST = ["circle-packing-26", "sum-difference", "autocorrelation"]  # evaluators of ~0.1 s
 ALL = FAST + ["circle-packing-32", "lasso-path", "sleep-task"]
@@ -19,6 +19,16 @@ ALL = FAST + ["circle-packing-32", "lasso-path", "sleep-task"]
 PER_TASK = ["autocorrelation", *(pytest.param(name, marks=pytest.mark.slow) for name in FAST if name != "autocorrelation")]
 # The literal each agent edits and how far a child's solution is from its parent's.
 LITERALS = {"circle-packing-26": "CENTERS", "sum-difference": "A", "autocorrelation": "HEIGHTS"}
+
+
+def quick_task(name):
+    """The task, for a test about what the agent proposes: a program of a FAST task runs in
+    0.1-0.3 s, so a slip that never ends is cut at 5 s instead of the task's 10-20 s; it is
+    still a timeout, of the same class. (The lasso task's score is its wall time: kept.)"""
+    task = get_task(name)
+    if name in FAST:
+        task.limits = Limits(wall_s=min(task.limits.wall_s, 5.0), memory_mb=task.limits.memory_mb)
+    return task
 
 
 def context(code, score=None, error=None, history=None):
@@ -31,7 +41,7 @@ def initial_context(task):
 
 def chain(name, steps, seed, tmp_path):
     """A branch grown as Dream-RSI grows it: each proposal continues the previous node."""
-    task, agent = get_task(name), builtin_agent(name)
+    task, agent = quick_task(name), builtin_agent(name)
     rng = np.random.default_rng(seed)
     root = task.evaluate(task.initial_program(), tmp_path)
     history = [{"score": root.score, "error": None, "fail_class": None, "diagnostics": "",
@@ -80,7 +90,7 @@ def test_literal_is_read_even_when_the_program_does_not_parse():
 @pytest.mark.parametrize("name", PER_TASK)
 def test_first_proposals_land_far_from_the_best_known(name, tmp_path):
     """From the initial program, no first proposal covers even half the way to the best known."""
-    task, agent = get_task(name), builtin_agent(name)
+    task, agent = quick_task(name), builtin_agent(name)
     base = task.evaluate(task.initial_program(), tmp_path).score
     share = []
     for seed in range(12):
@@ -145,7 +155,7 @@ def test_a_branch_improves_over_many_steps_with_regressions_and_failures(name, t
 
 @pytest.mark.parametrize("name", PER_TASK)
 def test_slips_are_real_evaluator_failures_of_both_classes(name, tmp_path):
-    task, agent = get_task(name), builtin_agent(name)
+    task, agent = quick_task(name), builtin_agent(name)
     classes, outcomes = set(), []
     for seed in range(200):
         proposal = agent.propose(task, initial_context(task), np.random.default_rng(seed))
@@ -161,7 +171,7 @@ def test_slips_are_real_evaluator_failures_of_both_classes(name, tmp_path):
 
 @pytest.mark.parametrize("name", PER_TASK)
 def test_agent_repairs_what_the_error_names(name, tmp_path):
-    task, agent = get_task(name), builtin_agent(name)
+    task, agent = quick_task(name), builtin_agent(name)
     repaired = 0
     for seed in range(30):
         slipped = agent.propose(task, initial_context(task), np.random.default_rng(seed))
@@ -186,7 +196,7 @@ def test_agent_goes_back_to_the_branch_best_when_the_parent_regressed():
 
 @pytest.mark.slow
 def test_lasso_chain_gets_faster_and_sometimes_fails(tmp_path):
-    task, root, records = chain("lasso-path", 25, 0, tmp_path)
+    task, root, records = chain("lasso-path", 16, 0, tmp_path)
     valid = sorted((ev.score, proposal.code) for ev, proposal in records if ev.valid)
     assert valid and sum(not ev.valid for ev, _ in records) <= 0.4 * len(records)
     # The score is wall-clock seconds: under a loaded machine the root may have been timed in a

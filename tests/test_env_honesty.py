@@ -15,7 +15,6 @@ batch might not fit, decided from the frontier, so worlds of different sizes are
 
 from __future__ import annotations
 
-import copy
 import math
 import random
 from typing import Any
@@ -26,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_view_honesty import _children, _revealed, vary_order, vary_scores, vary_structure
 from worldgen import (
+    copied,
     frontier_st,
     make_world,
     node,
@@ -43,9 +43,10 @@ SMALL_CAPACITY = 8  # smaller than most generated worlds: episodes get cut
 
 
 def plain(value: Any) -> Any:
-    """A comparable copy of an observation or info value (arrays as lists, views as dicts)."""
+    """A comparable copy of an observation or info value (arrays as their bytes, which a policy
+    could read too: a -0.0 differs from a 0.0; views as dicts)."""
     if isinstance(value, np.ndarray):
-        return (value.dtype.str, value.shape, value.tolist())
+        return (value.dtype.str, value.shape, value.tolist() if value.dtype == object else value.tobytes())
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -113,7 +114,7 @@ def vary_size(records: list[Record], revealed: set[str], workers: int, rng: rand
     parents = _eligible_parents(records, revealed, workers)
     if not parents:
         return None
-    out = copy.deepcopy(records)
+    out = copied(records)
     parent = rng.choice(parents)
     for i in range(rng.randint(200, 600)):
         out.append(node(f"grown{i}", parent, rng.choice([None, -3.0, 1e6]), code="a longer future"))
@@ -139,7 +140,7 @@ def vary_inner_children(records: list[Record], revealed: set[str], rng: random.R
         for k in kids[rid]:
             if k not in revealed and rng.random() < 0.7:
                 drop_subtree(k)
-    out = [copy.deepcopy(r) for r in records if r["id"] not in drop]
+    out = copied([r for r in records if r["id"] not in drop])
     for i, rid in enumerate(inner):
         if rng.random() < 0.5:
             out.append(node(f"late{i}", rid, 1e9, code="a child the run never showed"))
@@ -181,7 +182,7 @@ def keep_the_record(records: list[Record], variant: list[Record], revealed: set[
     it the reward, is the base world's); None when the variant has no unrevealed scored node to
     hold it."""
     best = _best_recorded(records)
-    out = copy.deepcopy(variant)
+    out = copied(variant)
     hidden_scored = [r for r in out if r["id"] not in revealed and r["score"] is not None]
     for r in hidden_scored:
         r["score"] = min(r["score"], best)
@@ -278,7 +279,7 @@ def test_the_size_variant_really_grows_the_world_and_keeps_the_default_spaces() 
 def test_changing_a_revealed_score_is_seen() -> None:
     """Control: the traces react to the revealed part, through the observation and the info."""
     base = [node("root", None, 0.0), node("a", "root", 1.0), node("b", "a", 2.0)]
-    changed = copy.deepcopy(base)
+    changed = copied(base)
     changed[1]["score"] = 1.5
     for trace in (env_trace, vector_env_trace):
         assert trace(base, [[0]], 1, "leaves", None)[0] != trace(changed, [[0]], 1, "leaves", None)[0]

@@ -245,7 +245,9 @@ def test_the_kernels_shared_state_carries_a_message_without_the_sandbox(memory_w
     bits = attack.message(seed)
     assert set(wrote.values()) == {"written"}, wrote
     assert second["priority"] == str(int(bits[-4:], 2) + 1)  # forked after the writer changed its template
-    assert int(first["threads"]) >= int(bits[-5:], 2) + 1 + 2  # its threads, the next fork, its own thread
+    # the writer's threads and the reader's own thread (the template forks the next episode ahead
+    # when the reader starts, which may land before or after the reader's thread)
+    assert int(first["threads"]) >= int(bits[-5:], 2) + 1 + 1
     for read in (first, second):
         assert re.fullmatch("[01]{16}", read["dentries"]) and re.fullmatch("[01]{16}", read["page-cache"]), read
 

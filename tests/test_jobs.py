@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from once import built_once
 from test_evaluate import make_world
 
 from dream_gym.evaluate import evaluate, resolve_worlds
@@ -269,9 +270,11 @@ print(json.dumps({"same": rows[1] == rows[2], "episodes": len(rows[2])}))
 
 @pytest.fixture(scope="module")
 def sb3_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("sb3") / "ppo_macro.zip"
-    subprocess.run([sys.executable, "-c", TRAIN, str(path)], check=True, timeout=600, cwd=REPO)
-    return path
+    """A small MaskablePPO model, trained once per session."""
+    def train(folder: Path) -> None:
+        subprocess.run([sys.executable, "-c", TRAIN, str(folder / "ppo_macro.zip")], check=True, timeout=600, cwd=REPO)
+
+    return built_once(tmp_path_factory, "sb3-model", train) / "ppo_macro.zip"
 
 
 @pytest.mark.slow

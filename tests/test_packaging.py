@@ -20,10 +20,12 @@ import sysconfig
 import textwrap
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from once import built_once
 
 import dream_gym
 from dream_gym.cli import main as cli_main
@@ -83,16 +85,11 @@ def _working_tree_files() -> list[str]:
     return [f for f in listed.split("\0") if f and (REPO / f).is_file()]
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    root = tmp_path_factory.mktemp("wheel")
-    source, dist, venv, cwd = root / "source", root / "dist", root / "venv", root / "run"
+def _build_and_install(root: Path, env: dict[str, str]) -> None:
+    source, dist, venv = root / "source", root / "dist", root / "venv"
     for rel in _working_tree_files():
         (source / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, source / rel)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "DREAM_GYM_SHIPPED", "DREAM_GYM_MODELS", "DREAM_GYM_UNSAFE_NO_SANDBOX")}
-    env.update(PYTHONNOUSERSITE="1", DREAM_GYM_HOME=str(root / "home"), MPLBACKEND="Agg")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-w", str(dist)],
                            capture_output=True, text=True, env=env, timeout=600)
     assert built.returncode == 0, built.stdout + built.stderr
@@ -107,12 +104,50 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "--no-index",
                           "--ignore-installed", str(wheel)], capture_output=True, text=True, env=env, timeout=600)
     assert pip.returncode == 0, pip.stdout + pip.stderr
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """The wheel, built and installed once per session (whichever worker asks first); each
+    module gets its own working folder and DREAM_GYM_HOME."""
+    own = tmp_path_factory.mktemp("wheel")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "DREAM_GYM_SHIPPED", "DREAM_GYM_MODELS", "DREAM_GYM_UNSAFE_NO_SANDBOX")}
+    env.update(PYTHONNOUSERSITE="1", DREAM_GYM_HOME=str(own / "home"), MPLBACKEND="Agg")
+    root = built_once(tmp_path_factory, "installed-wheel", lambda folder: _build_and_install(folder, env))
+    (wheel,) = (root / "dist").glob("dream_gym-*.whl")
+    cwd = own / "run"
     cwd.mkdir()
-    yield Installed(wheel, venv, cwd, env)
+    yield Installed(wheel, root / "venv", cwd, env)
 
 
 @pytest.mark.slow
 def test_the_wheel_works_from_a_fresh_venv_outside_the_repository(installed: Installed) -> None:
+    dream_gym_cli = str(installed.venv / "bin" / "dream-gym")
+    with ThreadPoolExecutor(2) as pool:  # the two long commands run while the quick checks do
+        evaluating = pool.submit(installed.run, dream_gym_cli, "eval", "--policy", "ppo-options", "--worlds",
+                                 "heldout", "--out", "results.jsonl", "--no-progress")
+        demoing = pool.submit(installed.run, dream_gym_cli, "demo", "--out", "demo")
+        _quick_checks_of_the_wheel(installed)
+        evaluated, demo = evaluating.result(), demoing.result()
+
+    held_out = json.loads((REPO / "recorded_worlds" / "recorded-v1" / "dataset.json").read_text())["split"]["held_out"]
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert f"Leaderboard: mean over {len(held_out)} worlds" in evaluated.stdout
+    assert all(f"World {name} " in evaluated.stdout for name in held_out)
+    rows = [json.loads(line) for line in (installed.cwd / "results.jsonl").read_text().splitlines()]
+    assert {r["world"] for r in rows} == set(held_out) and {r["policy"] for r in rows} == {"ppo-options"}
+    assert all(r["error"] is None for r in rows)
+
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-4000:]
+    out = installed.cwd / "demo"
+    for name in ("results.jsonl", "leaderboard.md", "leaderboard_dreamed.md", "dream/chosen.py", "dream/ratchet.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert list(out.glob("*.png")) and DREAMED in (out / "leaderboard_dreamed.md").read_text()
+
+
+def _quick_checks_of_the_wheel(installed: Installed) -> None:
+    """What the wheel holds, where the installed package reads it from, and the quick start."""
     names = zipfile.ZipFile(installed.wheel).namelist()
     data = [n for n in names if n.startswith("dream_gym/_shipped/")]
     files = _working_tree_files()
@@ -158,23 +193,6 @@ def test_the_wheel_works_from_a_fresh_venv_outside_the_repository(installed: Ins
     snippet = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "gym.make(" in b or "run_episode(" in b)
     quick = installed.run(installed.python, "-c", snippet)
     assert quick.returncode == 0, quick.stderr
-
-    held_out = json.loads((REPO / "recorded_worlds" / "recorded-v1" / "dataset.json").read_text())["split"]["held_out"]
-    evaluated = installed.run(str(installed.venv / "bin" / "dream-gym"), "eval", "--policy", "ppo-options", "--worlds",
-                              "heldout", "--out", "results.jsonl", "--no-progress")
-    assert evaluated.returncode == 0, evaluated.stderr
-    assert f"Leaderboard: mean over {len(held_out)} worlds" in evaluated.stdout
-    assert all(f"World {name} " in evaluated.stdout for name in held_out)
-    rows = [json.loads(line) for line in (installed.cwd / "results.jsonl").read_text().splitlines()]
-    assert {r["world"] for r in rows} == set(held_out) and {r["policy"] for r in rows} == {"ppo-options"}
-    assert all(r["error"] is None for r in rows)
-
-    demo = installed.run(str(installed.venv / "bin" / "dream-gym"), "demo", "--out", "demo")
-    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-4000:]
-    out = installed.cwd / "demo"
-    for name in ("results.jsonl", "leaderboard.md", "leaderboard_dreamed.md", "dream/chosen.py", "dream/ratchet.png"):
-        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    assert list(out.glob("*.png")) and DREAMED in (out / "leaderboard_dreamed.md").read_text()
 
 
 @pytest.mark.slow

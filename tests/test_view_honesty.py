@@ -6,7 +6,6 @@ nodes, and checks that the same batches give identical observations, views and f
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import gc
 import json
@@ -20,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from worldgen import (
+    copied,
     frontier_st,
     make_world,
     node,
@@ -244,7 +244,7 @@ def _children(records) -> dict[str, list[str]]:
 
 def vary_scores(records, revealed, rng: random.Random):
     """(a) Change the scores (and other fields) of unrevealed nodes."""
-    out = copy.deepcopy(records)
+    out = copied(records)
     for r in out:
         if r["id"] not in revealed:
             r["score"] = rng.choice([None, 1e12, -1e12, rng.uniform(-1e3, 1e3)])
@@ -281,7 +281,7 @@ def vary_structure(records, revealed, workers: int, rng: random.Random):
             for k in kids[r["id"]]:
                 if rng.random() < 0.3:
                     drop_subtree(k)
-    out = [copy.deepcopy(r) for r in records if r["id"] not in drop]
+    out = copied([r for r in records if r["id"] not in drop])
     remaining_kids = _children(out)
     parents = [r["id"] for r in out if r["id"] not in revealed]
     parents += [
@@ -326,7 +326,7 @@ def vary_order(records, revealed, rng: random.Random):
         waiting.remove(pick)
         placed.append(pick)
         done.add(pick)
-    return [copy.deepcopy(by_id[rid]) for rid in placed]
+    return copied([by_id[rid] for rid in placed])
 
 
 def trace(records, batches, workers: int, frontier: str) -> list[Any]:
@@ -444,7 +444,7 @@ def test_metamorphic_variants_really_differ() -> None:
 def test_changing_a_revealed_score_is_seen() -> None:
     """Control: the traces do react to the revealed part."""
     base = [node("root", None, 0.0), node("a", "root", 1.0), node("b", "a", 2.0)]
-    changed = copy.deepcopy(base)
+    changed = copied(base)
     changed[1]["score"] = 1.5
     assert trace(base, [[0]], 1, "leaves") != trace(changed, [[0]], 1, "leaves")
     assert vector_trace(base, [[0]], 1, "leaves") != vector_trace(changed, [[0]], 1, "leaves")

@@ -6,8 +6,8 @@ failing example reproduces.
 
 from __future__ import annotations
 
-import copy
 import json
+import pickle
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,10 +75,16 @@ def meta_for(
     )
 
 
+def copied(records: Sequence[Record]) -> list[Record]:
+    """A deep copy of plain records (a pickle round trip: about 5x faster than ``copy.deepcopy``,
+    which the honesty tests spent a quarter of their time in)."""
+    return pickle.loads(pickle.dumps(list(records), protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def make_world(records: Sequence[Record], **meta_kwargs: Any) -> World:
     """An in-memory world; records are deep-copied so the caller's list stays independent."""
     meta = validate_meta("<test world.json>", meta_for(**meta_kwargs))
-    return build_world(meta, copy.deepcopy(list(records)))
+    return build_world(meta, copied(records))
 
 
 def random_pool(seed: int, count: int, prefix: str = "r") -> list[World]:
