@@ -244,7 +244,7 @@ def test_a_template_without_the_parents_programs_builds_its_own(tmp_path: Path, 
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Where this process cannot build the programs, the template builds them itself (it imports
     pyseccomp before Landlock) and its episodes are confined all the same."""
-    monkeypatch.setattr(importlib.import_module("dream_gym.sandbox.launch"), "_template_filters", dict)
+    monkeypatch.setattr(importlib.import_module("dream_gym.sandbox.launch"), "_compiled_filters", dict)
     error, hardening = _probe_error(tmp_path, world, _THREADING_PROBE)
     assert "seccomp" in hardening
     assert "'pyseccomp'" in error, error

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import signal
 import subprocess
@@ -172,3 +173,28 @@ def test_a_candidate_cannot_signal_anything_but_itself(attack: str) -> None:
     out = run_python(code=f"import os\ntry:\n    {attack}\n    print('SENT')\nexcept OSError as exc:\n    print(exc.strerror)\n",
                      wall_s=20)
     assert out.stdout.strip() == "Operation not permitted", out.stderr
+
+
+_SECCOMP_PROBE = """
+import os, sys
+try:
+    os.fork()
+    print('FORKED')
+except OSError as exc:
+    print(exc.strerror)
+print(sorted(m for m in sys.modules if m in ('pyseccomp', 'subprocess')))
+"""
+
+
+@pytest.mark.parametrize("programs", ["the parent's", "its own"])
+def test_a_candidate_is_confined_by_the_parents_program_or_by_its_own(programs: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent compiles the candidate's seccomp program once, so that no candidate imports
+    pyseccomp (which runs ldconfig); where the parent cannot, the candidate builds the same
+    filter itself, before Landlock."""
+    if programs == "its own":
+        monkeypatch.setattr(importlib.import_module("dream_gym.sandbox.launch"), "_compiled_filters", dict)
+    out = run_python(code=_SECCOMP_PROBE, wall_s=20)
+    refused, modules = out.stdout.strip().splitlines()
+    assert refused == "Operation not permitted", out.stderr
+    assert modules == ("[]" if programs == "the parent's" else "['pyseccomp', 'subprocess']"), modules

@@ -143,12 +143,12 @@ def read_roots(files: Iterable[str | os.PathLike[str]] = ()) -> dict[str, list[s
 
 
 @functools.lru_cache(maxsize=1)
-def _template_filters() -> dict[str, str]:
-    """The seccomp programs a call payload (a template that forks its episodes) loads, built
-    here once (:func:`warden.template_filters`); none where this process cannot build them (the
-    template then builds its own, or says why it cannot)."""
+def _compiled_filters() -> dict[str, str]:
+    """The seccomp programs a payload loads (a template, its episodes, a script), built here
+    once (:func:`warden.compiled_filters`); none where this process cannot build them (the
+    payload then builds its own, or says why it cannot)."""
     try:
-        return warden.template_filters()
+        return warden.compiled_filters()
     except (ImportError, OSError, RuntimeError, ValueError):
         return {}
 
@@ -224,7 +224,7 @@ def launch(
         "namespaces": True,
         "limits": dict(limits or {}),
         "confine": {"read": read_roots(read_files), "write": [str(Path(w).resolve()) for w in write],
-                    "unsafe": unsafe, **({"filters": _template_filters()} if "call" in payload and not unsafe else {})},
+                    "unsafe": unsafe, **({} if unsafe else {"filters": _compiled_filters()})},
         "payload": dict(payload),
         "keep_fds": list(handed[1:]),
         "report_fd": report_w if report_w >= 0 else None,

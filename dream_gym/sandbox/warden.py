@@ -391,14 +391,17 @@ def load_mapped_pages(mapped: Sequence[tuple[int, int]] = ()) -> int:
     return covered
 
 
-def template_filters() -> dict[str, str]:
-    """The seccomp programs of a template (trusted, forks its episodes) and of its episodes,
-    base64 text for the warden's config. The parent builds them, so that a template need not
-    import pyseccomp: its search for libseccomp runs ldconfig through ``subprocess``, which
-    imports ``threading``, whose at-fork handler every episode's fork would then run (about 80
-    more pages copied per episode). The episodes' program names no pid, so a template uses it
-    only where Landlock scopes signals (ABI 6+)."""
-    programs = {"template": _compiled(_seccomp_filter(False, None)), "episode": _episode_program()}
+def compiled_filters() -> dict[str, str]:
+    """The seccomp programs of a template (trusted, forks its episodes), of its episodes and of
+    an untrusted script (a candidate), base64 text for the warden's config. The parent builds
+    them once, so that a payload need not import pyseccomp: its search for libseccomp runs
+    ``ldconfig -p`` twice through ``subprocess`` (about a fifth of a candidate's sandbox start),
+    and in a template it imports ``threading``, whose at-fork handler every episode's fork would
+    then run (about 80 more pages copied per episode). No program names a pid, so a payload uses
+    them only where Landlock scopes signals (ABI 6+): a confined process cannot fork, so its
+    Landlock domain holds it alone, and a signal leaves the domain for no process."""
+    programs = {"template": _compiled(_seccomp_filter(False, None)), "episode": _episode_program(),
+                "script": _compiled(_seccomp_filter(True, None))}
     return {name: base64.b64encode(program).decode("ascii") for name, program in programs.items()}
 
 
@@ -453,7 +456,8 @@ class Confinement:
             return self.notes
         missing = []
         abi = landlock_abi()
-        compiled = not untrusted and abi >= 6 and {"template", "episode"} <= self._filters.keys()
+        wanted = {"script"} if untrusted else {"template", "episode"}
+        compiled = abi >= 6 and wanted <= self._filters.keys()
         if not compiled:
             try:  # before Landlock: finding libseccomp runs ldconfig
                 import pyseccomp  # noqa: F401
@@ -469,7 +473,9 @@ class Confinement:
             self.notes.append(f"landlock-abi{abi}")
         if not missing:
             try:
-                if compiled:  # the parent's programs (template_filters)
+                if compiled and untrusted:  # the parent's programs (compiled_filters)
+                    _load_compiled(self._filters["script"])
+                elif compiled:
                     self._episode = _EpisodeConfinement(self._filters["episode"])
                     _load_compiled(self._filters["template"])
                 else:
