@@ -8,6 +8,7 @@ a single summary line rather than one line per test.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,21 @@ def external_runs() -> Path:
     if not EXTERNAL.is_dir():
         pytest.skip(NEEDS_SHARED)
     return EXTERNAL
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sb3_logs_in_the_session_folder(tmp_path_factory: pytest.TempPathFactory) -> Generator[None, Any, Any]:
+    """Plain SB3's ``learn()`` makes a folder in the system's temporary folder for every model
+    without a logger of its own (``/tmp/SB3-<time>``, empty at verbose 0), as it would for a
+    user: the tests' plain-SB3 runs, and the processes they start, make it in the session's
+    folder instead of leaving hundreds in /tmp. (``dream-gym train`` gives its model a logger.)"""
+    before = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.getbasetemp() / "sb3-logs")
+    yield
+    if before is None:
+        os.environ.pop("SB3_LOGDIR", None)
+    else:
+        os.environ["SB3_LOGDIR"] = before
 
 
 @pytest.hookimpl(wrapper=True)
