@@ -253,12 +253,30 @@ def test_the_kernels_shared_state_carries_a_message_without_the_sandbox(memory_w
 
 
 def _evict(path: Path) -> None:
-    """Drop the file's pages that no process maps from the page cache."""
+    """Write the file back (clean pages can be evicted), then drop its pages that no process
+    maps from the page cache."""
+    os.sync()
     fd = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def _evicted_random_file(path: Path, size: int = 1 << 20) -> Path:
+    """A new file of random bytes, dropped from the page cache."""
+    path.write_bytes(os.urandom(size))
+    _evict(path)
+    return path
+
+
+def _run_probe(script: str, **values: Any) -> str:
+    """The stdout of ``script`` (formatted with ``values`` and the path of this folder and the
+    repository) run in a fresh interpreter, which must succeed."""
+    code = script.format(paths=[str(REPO / "tests"), str(REPO)], **values)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _loaded_pages(path: Path) -> set[int]:
@@ -321,12 +339,8 @@ def test_every_page_a_process_maps_is_cached_once_it_loads_them(tmp_path: Path, 
     assert libraries, "numpy's wheel bundles OpenBLAS in numpy.libs: the test needs a library no process maps"
     library = tmp_path / "libcopy.so"
     shutil.copyfile(libraries[0], library)
-    os.sync()  # written back: clean pages can be evicted
     _evict(library)
-    script = _FIRST_TOUCH.format(paths=[str(REPO / "tests"), str(REPO)], library=str(library), load=load)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    uncached = int(done.stdout)
+    uncached = int(_run_probe(_FIRST_TOUCH, library=str(library), load=load))
     assert (uncached == 0) if load else (uncached > 100), uncached
 
 
@@ -348,14 +362,8 @@ def test_a_mapped_file_that_is_no_library_is_cached_too(tmp_path: Path, load: bo
     """Not every mapped file is a library: glibc maps the locale's ``LC_CTYPE`` and the gconv
     cache at start. Their ranges, read from ``/proc/self/maps`` before Landlock, are loaded too:
     here a 1 MiB data file, evicted, then mapped and never touched."""
-    data = tmp_path / "mapped.bin"
-    data.write_bytes(os.urandom(1 << 20))
-    os.sync()
-    _evict(data)
-    script = _FIRST_TOUCH_DATA.format(paths=[str(REPO / "tests"), str(REPO)], data=str(data), load=load)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    cached, pages = int(done.stdout), (1 << 20) // os.sysconf("SC_PAGE_SIZE")
+    data = _evicted_random_file(tmp_path / "mapped.bin")
+    cached, pages = int(_run_probe(_FIRST_TOUCH_DATA, data=str(data), load=load)), (1 << 20) // os.sysconf("SC_PAGE_SIZE")
     assert (cached == pages) if load else (cached < pages // 2), (cached, pages)
 
 
@@ -395,14 +403,8 @@ def test_growing_a_file_mapping_writes_into_the_page_cache(tmp_path: Path) -> No
     page of a file (as the loader maps a library's segments, not its symbol tables) and holds no
     descriptor grows the mapping over the rest of the file; a touch reads that into the page
     cache, where a later process finds it."""
-    data = tmp_path / "tail.bin"
-    data.write_bytes(os.urandom(1 << 20))
-    os.sync()
-    _evict(data)
-    script = _GROWS_A_FILE_MAPPING.format(paths=[str(REPO / "tests"), str(REPO)], data=str(data))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    before, after = map(int, done.stdout.split())
+    data = _evicted_random_file(tmp_path / "tail.bin")
+    before, after = map(int, _run_probe(_GROWS_A_FILE_MAPPING, data=str(data)).split())
     assert before == 0 and after > 0, (before, after)
 
 
