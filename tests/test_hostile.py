@@ -363,7 +363,8 @@ def test_a_mapped_file_that_is_no_library_is_cached_too(tmp_path: Path, load: bo
     cache at start. Their ranges, read from ``/proc/self/maps`` before Landlock, are loaded too:
     here a 1 MiB data file, evicted, then mapped and never touched."""
     data = _evicted_random_file(tmp_path / "mapped.bin")
-    cached, pages = int(_run_probe(_FIRST_TOUCH_DATA, data=str(data), load=load)), (1 << 20) // os.sysconf("SC_PAGE_SIZE")
+    cached = int(_run_probe(_FIRST_TOUCH_DATA, data=str(data), load=load))
+    pages = (1 << 20) // os.sysconf("SC_PAGE_SIZE")
     assert (cached == pages) if load else (cached < pages // 2), (cached, pages)
 
 
