@@ -28,6 +28,11 @@ kernel for SIGKILL when its own parent, the server, exits (``PR_SET_PDEATHSIG``)
 was already gone by then, the job exits at once. The resource tracker exits by itself once
 the parent, the server and the jobs have closed their ends of its pipe.
 
+**Nothing left in the temp folder.** multiprocessing keeps the fork server's socket in a folder
+of the temp folder that only a normal exit removes (``pymp-*``). The fork server's owner makes
+that folder a work folder named after itself (:mod:`dream_gym.work_folders`) instead: after a
+``kill -9``, the next dream_gym process that makes a work folder sweeps it away.
+
 **Watchdog.** :class:`JobPool` runs a function on tasks in job processes. The function
 reports progress by calling ``beat()`` (a timestamp in shared memory: no message, no lock). A
 task that makes no progress for ``task_timeout`` seconds is ended: its job is killed and
@@ -40,7 +45,9 @@ from __future__ import annotations
 import ctypes
 import itertools
 import multiprocessing
+import multiprocessing.util
 import os
+import shutil
 import signal
 import sys
 import time
@@ -53,6 +60,7 @@ from multiprocessing.context import BaseContext
 from typing import Any
 
 from dream_gym.isolation import THREAD_VARS
+from dream_gym.work_folders import work_folder
 
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 #: Seconds an evaluation task (one policy on one world) may go without progress (a decision or
@@ -60,6 +68,7 @@ START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_met
 #: policies' own limits (5 s a decision, 30 s to start), so their finer errors come first.
 DEFAULT_TASK_TIMEOUT_S = 60.0
 _KILL_GRACE_S = 1.0  # SIGTERM first (finalisers kill isolated policy children), then SIGKILL
+_UNIX_PATH_MAX = 108  # bytes of an AF_UNIX socket's path (sun_path), its final NUL included
 _START_TIMEOUT_S = 120.0  # a new job may take this long to pick up its first task (a loaded machine)
 
 
@@ -82,6 +91,7 @@ def _ensure_fork_server(context: Any, preload: Sequence[str]) -> None:
         forkserver.ensure_running()  # restarts a server that died
         return
     context.set_forkserver_preload(list(preload))
+    _own_temp_folder()
     saved = {name: os.environ.get(name) for name in THREAD_VARS}
     os.environ.update({name: "1" for name in THREAD_VARS})  # inherited by the server only
     try:
@@ -92,6 +102,19 @@ def _ensure_fork_server(context: Any, preload: Sequence[str]) -> None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _own_temp_folder() -> None:
+    """Give multiprocessing a work folder of this process for its sockets, unless it has one
+    (see the module docstring); removed at a normal exit, as multiprocessing removes its own."""
+    config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
+    if config.get("tempdir") is None:
+        folder = str(work_folder("jobs"))
+        if len(folder) + len("/listener-12345678") >= _UNIX_PATH_MAX:  # a deep TMPDIR: pymp-* is shorter
+            os.rmdir(folder)
+            return
+        config["tempdir"] = folder
+        multiprocessing.util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=-100)
 
 
 def init_job(environ: Mapping[str, str] | None = None, owner: int | None = None) -> None:

@@ -7,9 +7,11 @@ the fork server, so what they run must be importable (``test_jobs:BlockingPolicy
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -138,6 +140,44 @@ def test_jobs_that_cannot_start_stop_the_pool_with_the_reason(tmp_path: Path) ->
     assert "this script cannot be imported twice" in done.stderr  # the job's own traceback
     assert "JobStartError: a job process exited (exit code 1) before it could run a task" in done.stderr
     assert "__mp_main__" in done.stderr
+
+
+_POOL_THEN = """
+import multiprocessing, os, signal, sys
+from dream_gym.jobs import job_context
+job_context()
+print(os.getpid(), multiprocessing.util.get_temp_dir(), flush=True)
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+_SWEEP = "from dream_gym.work_folders import sweep_left_behind; print(sweep_left_behind())"
+
+
+@pytest.mark.parametrize("end", ["exit", "kill"])
+def test_the_fork_servers_socket_folder_is_gone_after_an_exit_or_a_kill_and_a_sweep(
+        end: str, request: pytest.FixtureRequest) -> None:
+    """multiprocessing's own folder (pymp-*) stays in the temp folder after kill -9; the pool's
+    owner makes it a work folder of its own, which the next dream_gym process sweeps."""
+    # a short temp folder: the fork server's socket lives below it, and AF_UNIX paths are capped
+    tmp_path = Path(tempfile.mkdtemp(prefix="dg-jobs-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", _POOL_THEN, end], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert run.stdout, run.stderr
+    pid, folder_name = run.stdout.split()
+    folder = Path(folder_name)
+    assert folder.parent == tmp_path and folder.name.startswith(f"dream_gym_jobs.{pid}."), run.stdout
+    if end == "exit":
+        assert run.returncode == 0, run.stderr
+        assert not folder.exists()
+    else:
+        assert run.returncode == -signal.SIGKILL
+        assert folder.is_dir()
+        swept = subprocess.run([sys.executable, "-c", _SWEEP], capture_output=True, text=True, env=env, timeout=60)
+        assert swept.stdout.strip() == "1", swept.stderr
+        assert not folder.exists()
+    assert os.listdir(tmp_path) == []
 
 
 def test_pool_arguments_are_checked() -> None:

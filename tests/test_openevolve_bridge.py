@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -217,11 +219,16 @@ def test_any_openevolve_problem_with_an_openai_compatible_model(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path) -> None:
+def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     out = tmp_path / "world"
     cmd = [sys.executable, "-m", "dream_gym", "openevolve", "run", "--task", TASK, "--policy", "fixed",
            "-W", "2", "--iterations", "24", "--seed", "2", "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False)
+    # OpenEvolve's evaluator keeps each program in a temporary file that only it removes; the
+    # killed run's goes here (short: multiprocessing's sockets live below TMPDIR too)
+    scratch = tempfile.mkdtemp(prefix="dg-oe-", dir="/tmp")
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    env = {**os.environ, "TMPDIR": scratch}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.time() + 300
     while time.time() < deadline:
         if (out / "nodes.jsonl").exists() and len(nodes_lines(out)) >= 6:
@@ -235,7 +242,7 @@ def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path) -> None:
     proc.wait(timeout=30)
     before = nodes_lines(out)
     assert 6 <= len(before) < 25
-    done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]  # not refused: no worker kept the lock
     after = nodes(out)
     ids = [r["id"] for r in after]

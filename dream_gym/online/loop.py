@@ -39,9 +39,10 @@ from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.redact import redact_value
 from dream_gym.replay import ROOT, IllegalBatchError
 from dream_gym.reveal_rules import UNRECORDED, reveal_rule, root_slots
-from dream_gym.sandbox import require_sandbox, work_folder
+from dream_gym.sandbox import require_sandbox
 from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
+from dream_gym.work_folders import work_folder
 from dream_gym.world import NODES_FILE, build_world
 from dream_gym.world_writer import WorldWriter, new_meta
 

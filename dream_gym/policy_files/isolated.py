@@ -57,8 +57,9 @@ from dream_gym.policy_files.wire import (
     encode_view,
     frame_request,
 )
-from dream_gym.sandbox import Launched, SandboxUnavailable, launch, work_folder
+from dream_gym.sandbox import Launched, SandboxUnavailable, launch
 from dream_gym.view import NodeView, PrefixView
+from dream_gym.work_folders import work_folder
 
 _TAIL_BYTES = 8192
 #: Packages whose ``__init__`` the template does not run (``dream_gym``'s imports Gymnasium and

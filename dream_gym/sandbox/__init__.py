@@ -4,12 +4,11 @@ docs/design/security.md).
 * :mod:`~dream_gym.sandbox.warden`: the program that starts inside the sandbox and confines
   itself (namespaces, Landlock, seccomp, no capabilities), standard library only;
 * :mod:`~dream_gym.sandbox.launch`: the parent's side (what may be read, starting the warden,
-  the kernel probe and the explicit opt-out);
-* :mod:`~dream_gym.sandbox.folders`: the sandboxes' work folders, and the sweep of those a
-  killed process left behind.
+  the kernel probe and the explicit opt-out).
+
+A sandbox's work folder comes from :mod:`dream_gym.work_folders`.
 """
 
-from dream_gym.sandbox.folders import sweep_left_behind, work_folder
 from dream_gym.sandbox.launch import (
     UNSAFE_ENV,
     KernelSupport,
@@ -23,4 +22,4 @@ from dream_gym.sandbox.launch import (
 )
 
 __all__ = ["UNSAFE_ENV", "KernelSupport", "Launched", "SandboxUnavailable", "kernel_support", "launch",
-           "read_roots", "require_sandbox", "sweep_left_behind", "unsafe_requested", "work_folder"]
+           "read_roots", "require_sandbox", "unsafe_requested"]

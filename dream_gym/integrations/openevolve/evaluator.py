@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.online.fitness import combined_score
-from dream_gym.sandbox import work_folder
+from dream_gym.work_folders import work_folder
 
 EVALUATOR_TEMPLATE = '''"""OpenEvolve evaluator for the dream_gym task {task!r} (written by dream-gym).
 

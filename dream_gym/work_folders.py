@@ -1,7 +1,8 @@
-"""Work folders for sandboxed code, and the sweep of those a killed process left behind.
+"""Work folders in the temp folder, and the sweep of those a killed process left behind.
 
-A sandbox's folder (a policy template's HOME, a candidate's workspace) is made in the system's
-temp folder and removed by the process that made it when it is done with it. A process killed
+A work folder (a policy template's HOME, a candidate's workspace, multiprocessing's folder for
+the fork server's socket) is made in the system's temp folder and removed by the process that
+made it when it is done with it. A process killed
 with ``kill -9`` removes nothing: its folders are named after it (``dream_gym_<kind>.<pid>.*``),
 and the first folder any later dream_gym process makes sweeps away those whose process is gone.
 A folder whose pid lives (its own process, or one that reused the number) is kept.
