@@ -2,13 +2,14 @@
 
 ``import dream_gym`` registers ``DreamGym/Replay-v1``, one ``DreamGym/<world>-v1`` per shipped
 world and the RL training envs ``DreamGym/Macro-v0``, ``Node-v0``, ``Options-v0`` (Gymnasium 1.x
-has no plugin entry point; see :func:`dream_gym.env.register_envs`).
+has no plugin entry point; see :mod:`dream_gym.env_ids`).
 """
 
 # The dataset store plugs its lookup of ``namespace/name-vN/<world>`` into the registry, which sits
 # below it and never imports it.
 from dream_gym.datasets import store as _dataset_store  # noqa: F401
-from dream_gym.env import ReplayEnv, register_envs
+from dream_gym.env import ReplayEnv
+from dream_gym.env_ids import register_envs
 from dream_gym.policy import EpisodeResult, FunctionPolicy, Policy, RunContext, as_policy, run_episode
 from dream_gym.registry import list_worlds, resolve_world
 from dream_gym.replay import IllegalBatchError

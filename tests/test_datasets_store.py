@@ -209,7 +209,7 @@ def test_repo_ships_recorded_v0_beside_the_default_dataset(monkeypatch):
 def test_several_shipped_datasets_default_to_v1_and_keep_their_ids(store, monkeypatch):
     import gymnasium as gym
 
-    from dream_gym.env import register_envs
+    from dream_gym.env_ids import register_envs
     from dream_gym.registry import list_worlds, shipped_env_ids
 
     shipped = store / "recorded_worlds"

@@ -15,7 +15,8 @@ from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, Time
 from worldgen import make_world, node, random_records, write_folder
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import DEFAULT_MAX_NODES, GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv, shipped_world_ids
+from dream_gym.env import DEFAULT_MAX_NODES, GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv
+from dream_gym.env_ids import shipped_world_ids
 from dream_gym.replay import IllegalBatchError
 from dream_gym.session import ReplaySession
 

@@ -37,7 +37,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from worldgen import frontier_st, make_world, node, random_batch_sequence, workers_st, world_records
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import DEFAULT_MAX_NODES, SHIPPED_MODELS_POOL, ReplayEnv, shipped_world_ids
+from dream_gym.env import DEFAULT_MAX_NODES, ReplayEnv
+from dream_gym.env_ids import SHIPPED_MODELS_POOL, shipped_world_ids
 from dream_gym.registry import DEFAULT_DATASET
 from dream_gym.tree_image import HEIGHT, WIDTH
 from dream_gym.vector_env import ReplayVectorEnv
