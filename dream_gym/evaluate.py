@@ -25,13 +25,13 @@ from typing import Any
 
 from dream_gym.durable import write_atomic
 from dream_gym.eval_journal import EvalJournal, run_identity
-from dream_gym.jobs import DEFAULT_TASK_TIMEOUT_S, JobPool, TaskFailure
+from dream_gym.jobs import DEFAULT_TASK_TIMEOUT_S, JobPool, TaskFailure, job_context
 from dream_gym.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from dream_gym.locks import file_lock
 from dream_gym.oracle import oracle_limit_at
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files import check_policy_spec
-from dream_gym.policy_files.specs import PolicySource, is_file_spec, is_model_spec
+from dream_gym.policy_files.specs import MODEL_MODULES, PolicySource, is_file_spec, is_model_spec
 from dream_gym.registry import load_cached
 from dream_gym.results import dumps_row, load_results, read_results, result_from_row, result_row
 from dream_gym.sandbox import require_sandbox
@@ -186,8 +186,11 @@ def _in_process(tasks: list[_Task]) -> Outcomes:
 
 
 def _watched(tasks: list[_Task], jobs: int, task_timeout: float | None) -> Outcomes:
-    """Every task in job processes (dream_gym.jobs: fork server, watchdog)."""
-    with JobPool(_task_results, jobs, task_timeout=task_timeout) as pool:
+    """Every task in job processes (dream_gym.jobs: fork server, watchdog). Where a task runs a
+    trained model, the fork server imports the model's stack once (when this process starts it)."""
+    models = MODEL_MODULES if any(is_model_spec(task.policy) for task in tasks) else ()
+    context = job_context(preload=(__name__, *models))
+    with JobPool(_task_results, jobs, task_timeout=task_timeout, context=context) as pool:
         yield from pool.run(tasks)
 
 

@@ -6,6 +6,7 @@ the fork server, so what they run must be importable (``test_jobs:BlockingPolicy
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -324,11 +325,33 @@ def test_readme_eval_command_with_a_trained_sb3_model_at_j2_finishes(sb3_zip: Pa
                "--out", str(tmp_path / "results.jsonl")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)  # hung forever before
     assert done.returncode == 0, done.stderr
-    import json
 
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     held_out = len(resolve_worlds("heldout"))  # of the default dataset (recorded-v1: 16 worlds)
     assert len(rows) == 2 * held_out * 11 and all(row["error"] is None for row in rows)
+
+
+SERVER_IMPORTS = """
+import json, sys
+from multiprocessing import forkserver
+from dream_gym.evaluate import evaluate
+results = evaluate([sys.argv[1]], sys.argv[2], "0.5", jobs=2, progress=False)
+assert all(r.error is None for r in results), [r.error for r in results]
+maps = open(f"/proc/{forkserver._forkserver._forkserver_pid}/maps").read()
+print(json.dumps({"server_has_torch": "libtorch" in maps, "here_has_torch": "torch" in sys.modules}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("policy", "server_has_torch"), [("recommended", True), ("stagnation", False)])
+def test_the_fork_server_imports_the_model_stack_once_for_a_grid_of_models(
+        policy: str, server_has_torch: bool, two_worlds: Path) -> None:
+    """A job forked from a server that imported torch and SB3 does not import them again (seconds
+    a job, in every pool); a grid without a model keeps the server lean."""
+    done = subprocess.run([sys.executable, "-c", SERVER_IMPORTS, policy, str(two_worlds)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"server_has_torch": server_has_torch, "here_has_torch": False}
 
 
 @pytest.mark.slow

@@ -109,6 +109,11 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
     return IsolatedPolicy(spec, params=params, **limits)
 
 
+#: What a trained model's policy imports (torch, SB3, sb3-contrib: seconds): a job pool whose
+#: tasks run models names them for its fork server to import once, instead of every job.
+MODEL_MODULES = ("sb3_contrib", "dream_gym.rl.archs", "dream_gym.rl.ensemble", "dream_gym.rl.node_policy")
+
+
 def is_model_spec(spec: str) -> bool:
     """A trained model: a ``.zip``, zips joined by ``+`` (a seed ensemble) or a shipped model's name."""
     spec = resolve_recommended(spec)
@@ -179,4 +184,4 @@ class PolicySource:
             close()
 
 
-__all__ = ["PolicySource", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]
+__all__ = ["MODEL_MODULES", "PolicySource", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]
