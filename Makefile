@@ -29,8 +29,9 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-# The whole suite, slow tests included (CI runs this).
-test: lint docs
+# The whole suite, slow tests included (CI runs this); lint and the docs build side by side.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j 2 --output-sync=target lint docs
 	$(BIN)/python -m pytest -n 2 -q --nbmake tests notebooks
 
 # Fast tests only, for the edit-run loop: no test marked slow, no notebook (make test runs both).
