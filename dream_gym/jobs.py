@@ -107,6 +107,7 @@ def _ensure_fork_server(context: Any, preload: Sequence[str]) -> None:
 def _own_temp_folder() -> None:
     """Give multiprocessing a work folder of this process for its sockets, unless it has one
     (see the module docstring); removed at a normal exit, as multiprocessing removes its own."""
+    # multiprocessing.util.get_temp_dir() makes its pymp-* folder only where this holds none
     config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
     if config.get("tempdir") is None:
         folder = str(work_folder("jobs"))
