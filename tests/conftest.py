@@ -9,6 +9,8 @@ a single summary line rather than one line per test.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,16 @@ def external_runs() -> Path:
     if not EXTERNAL.is_dir():
         pytest.skip(NEEDS_SHARED)
     return EXTERNAL
+
+
+@pytest.fixture
+def short_tmp_path() -> Generator[Path, Any, Any]:
+    """A fresh folder directly in /tmp, removed after the test: a short path for a TMPDIR
+    (multiprocessing's sockets live below it, and AF_UNIX paths are capped at 108 bytes), in the
+    system's temp folder wherever pytest keeps its own."""
+    folder = Path(tempfile.mkdtemp(prefix="dg-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

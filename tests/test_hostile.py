@@ -20,7 +20,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -530,17 +529,14 @@ def construct_set():
 
 @pytest.mark.slow
 def test_candidates_are_contained_through_grow(tmp_path: Path, listener: Listener,
-                                               request: pytest.FixtureRequest) -> None:
+                                               short_tmp_path: Path) -> None:
     """A candidate that hunts for the user's key in its ancestors' environments, tampers with
     the world it is grown into, writes into the project and the virtualenv, opens a socket,
     leaves a daemon and signals the grow process: all refused, recorded as its own error."""
     from tests.openai_server import OpenAICompatServer
 
     world = tmp_path / "grown"
-    # The run's attempt workspaces go here (its processes name it); short, since multiprocessing's
-    # socket lives below TMPDIR and AF_UNIX paths are capped at 108 bytes.
-    workspaces = Path(tempfile.mkdtemp(prefix="dg-grow-", dir="/tmp"))
-    request.addfinalizer(lambda: shutil.rmtree(workspaces, ignore_errors=True))
+    workspaces = short_tmp_path  # the run's attempt workspaces (its processes name it)
     env = {**os.environ, "OPENAI_API_KEY": SECRET, "TMPDIR": str(workspaces)}
     with OpenAICompatServer() as server:
         grow = subprocess.Popen(

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -156,19 +154,16 @@ _SWEEP = "from dream_gym.work_folders import sweep_left_behind; print(sweep_left
 
 @pytest.mark.parametrize("end", ["exit", "kill"])
 def test_the_fork_servers_socket_folder_is_gone_after_an_exit_or_a_kill_and_a_sweep(
-        end: str, request: pytest.FixtureRequest) -> None:
+        end: str, short_tmp_path: Path) -> None:
     """multiprocessing's own folder (pymp-*) stays in the temp folder after kill -9; the pool's
     owner makes it a work folder of its own, which the next dream_gym process sweeps."""
-    # a short temp folder: the fork server's socket lives below it, and AF_UNIX paths are capped
-    tmp_path = Path(tempfile.mkdtemp(prefix="dg-jobs-", dir="/tmp"))
-    request.addfinalizer(lambda: shutil.rmtree(tmp_path, ignore_errors=True))
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
     run = subprocess.run([sys.executable, "-c", _POOL_THEN, end], capture_output=True, text=True, env=env,
                          timeout=120)
     assert run.stdout, run.stderr
     pid, folder_name = run.stdout.split()
     folder = Path(folder_name)
-    assert folder.parent == tmp_path and folder.name.startswith(f"dream_gym_jobs.{pid}."), run.stdout
+    assert folder.parent == short_tmp_path and folder.name.startswith(f"dream_gym_jobs.{pid}."), run.stdout
     if end == "exit":
         assert run.returncode == 0, run.stderr
         assert not folder.exists()
@@ -178,7 +173,7 @@ def test_the_fork_servers_socket_folder_is_gone_after_an_exit_or_a_kill_and_a_sw
         swept = subprocess.run([sys.executable, "-c", _SWEEP], capture_output=True, text=True, env=env, timeout=60)
         assert swept.stdout.strip() == "1", swept.stderr
         assert not folder.exists()
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(short_tmp_path) == []
 
 
 def test_pool_arguments_are_checked() -> None:

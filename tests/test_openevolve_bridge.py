@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -219,15 +217,13 @@ def test_any_openevolve_problem_with_an_openai_compatible_model(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path, short_tmp_path: Path) -> None:
     out = tmp_path / "world"
     cmd = [sys.executable, "-m", "dream_gym", "openevolve", "run", "--task", TASK, "--policy", "fixed",
            "-W", "2", "--iterations", "24", "--seed", "2", "--out", str(out)]
     # OpenEvolve's evaluator keeps each program in a temporary file that only it removes; the
-    # killed run's goes here (short: multiprocessing's sockets live below TMPDIR too)
-    scratch = tempfile.mkdtemp(prefix="dg-oe-", dir="/tmp")
-    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
-    env = {**os.environ, "TMPDIR": scratch}
+    # killed run's goes here
+    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.time() + 300
     while time.time() < deadline:

@@ -13,8 +13,6 @@ import os
 import random
 import re
 import resource
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -411,9 +409,8 @@ def test_spy_parent_control_without_sandbox(world: World) -> None:
 
 
 def test_spy_disk_finds_no_world_file(world: World, good: IsolatedPolicy, reference: Any,
-                                      request: pytest.FixtureRequest) -> None:
-    scratch = Path(tempfile.mkdtemp(dir="/tmp"))  # where the spy looks, wherever pytest's temp folder is
-    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+                                      short_tmp_path: Path) -> None:
+    scratch = short_tmp_path  # in /tmp, where the spy looks
     folder = write_world(scratch / "world-on-disk", _meta(), _records())
     control = run_episode(load_policy(HOSTILE / "spy_disk.py", isolate=False), world, on_error="record")
     assert str(folder / "nodes.jsonl") in _found(control.error)
