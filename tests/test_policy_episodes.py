@@ -58,10 +58,10 @@ def test_without_the_hook_only_the_kernel_refuses(world: World) -> None:
     assert all("FIRST=kernel SECOND=kernel" in e for e in errors), errors
 
 
-def _report(policy: IsolatedPolicy) -> tuple[int, int]:
-    reports = re.findall(r"REPORT FDS=(\d+) PID=(\d+)", policy.output_tail("stdout"))
+def _report(policy: IsolatedPolicy) -> tuple[int, int, str]:
+    reports = re.findall(r"REPORT FDS=(\d+) PID=(-?\d+) TOKEN=(\w+)", policy.output_tail("stdout"))
     assert reports, policy.output_tail("stdout")
-    return int(reports[-1][0]), int(reports[-1][1])
+    return int(reports[-1][0]), int(reports[-1][1]), reports[-1][2]
 
 
 def _wait_for(ready, timeout_s: float = 10.0) -> None:
@@ -82,16 +82,19 @@ def test_an_episode_is_gone_before_the_next_one_runs_and_holds_only_its_own_pipe
             # this process drains the episode's output in a thread: wait for its report
             _wait_for(_more_reports_than(policy, len(reports)))
             reports.append(_report(policy))
-        pids = [pid for _, pid in reports]
+        tokens = [token for _, _, token in reports]
         policy.forget_output()
-        _wait_for(lambda: f"ALIVE {pids[-1]}" in policy.output_tail("stderr"))
-        time.sleep(0.2)  # time enough for an earlier episode's thread, were it alive, to speak too
-        speaking = set(re.findall(r"ALIVE (\d+)", policy.output_tail("stderr")))
-    assert len(set(pids)) == 5  # a fresh process every episode
-    # the last episode's thread still speaks (the observation works); no earlier one does
-    assert speaking == {str(pids[-1])}, (speaking, pids)
+        _wait_for(lambda: f"ALIVE {tokens[-1]}" in policy.output_tail("stderr"))
+        time.sleep(0.2)  # time enough for an earlier episode's timer, were it alive, to speak too
+        speaking = set(re.findall(r"ALIVE (\w+)", policy.output_tail("stderr")))
+    assert len(set(tokens)) == 5
+    # the last episode's timer still speaks (the observation works); no earlier one does: each
+    # episode ran in a process of its own, gone before the next one started
+    assert speaking == {tokens[-1]}, (speaking, tokens)
     # stdin, stdout, stderr and the episode's own two pipes, in the episodes forked ahead too
-    assert [fds for fds, _ in reports] == [5] * 5, reports
+    assert [fds for fds, _, _ in reports] == [5] * 5, reports
+    # and none is told its pid (which would count the episodes forked before it)
+    assert {pid for _, pid, _ in reports} == {0}, reports
 
 
 def test_replies_forged_into_a_pipe_reach_no_later_episode(world: World) -> None:

@@ -10,19 +10,21 @@
 2. it forks a probe episode that builds the policy once, so a file that defines no policy or
    fails to import is a load error at once, then says hello to the parent over its *control
    socket* (one end of a socket pair; the only descriptor it holds besides stdio);
-3. with every pair of pipe ends the parent sends over that socket it forks one **episode**
-   process, ahead of its use: while the current episode runs, the next one is forked and
-   confined. An episode process confines itself further at once (no new processes, signals
-   only to itself, a nested Landlock domain, the audit hook the template built) and waits; at
-   its ``reset`` it executes the policy file's module code afresh and builds a fresh policy
-   object. It talks to the parent directly over its own two pipes (no process in between, so
-   a decision costs one round trip); the template keeps no copy of them. At the parent's
-   ``next`` the template kills the current episode before the parent sends the next one
-   anything, and reaps it later.
+3. with every set of four pipe ends the parent sends over that socket (requests, replies,
+   stdout, stderr) it forks one **episode** process, ahead of its use: while the current
+   episode runs, the next one is forked and confined. An episode process confines itself
+   further at once (no new processes, no signals, no pid of its own, a nested Landlock domain,
+   the audit hook the template built) and waits; at its ``reset`` it executes the policy
+   file's module code afresh and builds a fresh policy object. It talks to the parent directly
+   over its own two pipes (no process in between, so a decision costs one round trip) and
+   prints on its own two; the template keeps no copy of them. At the parent's ``next`` the
+   template kills the current episode before the parent sends the next one anything, and
+   reaps it later.
 
 So every episode starts from the same process state, one in which no earlier episode ran: no
-class attribute, module global, cache, open descriptor or pipe content survives an episode,
-and the policy's own code never runs in the template. An episode that dies (a crash, the CPU
+class attribute, module global, cache, open descriptor, open file description (not even
+stdio's: its flags, owner or signal) or pipe content survives an episode, and the policy's own
+code never runs in the template. An episode that dies (a crash, the CPU
 or memory limit) closes its pipe; the parent asks the template how it ended (``status``). If
 the parent dies, the template sees its socket close, kills its episodes and exits; an
 episode sees its pipe close and exits.
@@ -58,12 +60,16 @@ from dream_gym.policy_files.wire import (
     MAX_BATCH,
     MAX_CONTROL_BYTES,
     MAX_MESSAGE_BYTES,
+    MAX_REPLY_BYTES,
+    ReplyError,
     decode_view,
     frame,
     frame_request,
+    parse_reply,
     read_request,
     wire_batch,
 )
+from dream_gym.printable import NAME_CHARS, TEXT_CHARS, printable
 from dream_gym.view import NodeView
 
 Builder = Callable[[], Policy]
@@ -84,8 +90,8 @@ class _Frames:
     """Framed messages read from ``fd`` in as few reads as they were written in (the bytes read
     past a whole message wait for the next one)."""
 
-    def __init__(self, fd: int):
-        self.fd = fd
+    def __init__(self, fd: int, limit: int = MAX_MESSAGE_BYTES):
+        self.fd, self.limit = fd, limit
         self.pending = b""
 
     def next(self, ready: Callable[[int], None] | None = None) -> bytes | None:
@@ -94,7 +100,7 @@ class _Frames:
         data = bytearray(self.pending)
         while True:
             size = HEADER.unpack_from(data)[0] if len(data) >= HEADER.size else 0
-            if size > MAX_MESSAGE_BYTES:
+            if size > self.limit:
                 return None
             if len(data) >= HEADER.size and len(data) >= HEADER.size + size:
                 self.pending = bytes(data[HEADER.size + size:])
@@ -124,47 +130,66 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
     return lambda: resolve_in_process(spec, params)
 
 
+#: The pipe ends an episode is forked on: requests in, replies out, its stdout, its stderr.
+Channel = tuple[int, int, int, int]
+
+
 class _Episode:
     """One episode process (fresh for each episode) and, for the probe only, the template's ends
-    of its two pipes.
+    of its pipes.
 
     The process is forked, confined and hardened at once, then waits for its first message.
-    An episode of the parent talks to the parent over the two pipe ends the parent sent for it
+    An episode of the parent talks to the parent over the pipe ends the parent sent for it
     (``channel``; the template keeps no copy); the probe talks to the template. Forked, it keeps
-    no descriptor but its two pipe ends and stdio: not the control socket, not another
-    episode's pipes."""
+    no descriptor but its pipe ends: not the control socket, not another episode's pipes, and
+    not the template's stdio either. Its stdin, stdout and stderr are pipes made for it alone
+    (the parent's, for an episode; the template's, for the probe, which forwards what it
+    prints), so nothing it sets on an open file description (its flags, owner, signal, a
+    pipe's size) is seen by a process forked after it."""
 
     def __init__(self, build: Builder, confinement: Any, hook: AuditHook | None, source: str,
-                 channel: tuple[int, int] | None = None):
+                 channel: Channel | None = None):
+        self.output: dict[int, int] = {}  # the probe's: its stdout/stderr read end -> the template's fd
         if channel is None:
             to_child_r, self.to_child = os.pipe()
             from_child, from_child_w = os.pipe()
-            self.replies: _Frames | None = _Frames(from_child)
+            (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+            self.output = {out_r: 1, err_r: 2}
+            self.replies: _Frames | None = _Frames(from_child, MAX_REPLY_BYTES)
         else:
-            (to_child_r, from_child_w), self.to_child, self.replies = channel, -1, None
+            (to_child_r, from_child_w, out_w, err_w), self.to_child, self.replies = channel, -1, None
         self.status: int | None = None  # the wait status, once reaped
+        for stream in (sys.stdout, sys.stderr):
+            _flush(stream)  # nothing of the template's buffers is printed again by the episode
         self.pid = os.fork()
         if self.pid == 0:
+            _own_stdio(out_w, err_w)
             _keep_only(to_child_r, from_child_w)
             _episode_main(to_child_r, from_child_w, build, confinement, hook, source)
-        os.close(to_child_r)
-        os.close(from_child_w)
+        for fd in (to_child_r, from_child_w, out_w, err_w):
+            os.close(fd)
 
-    def call(self, message: bytes, parent: int) -> bytes:
-        """Forward one framed message to the probe and return its framed reply (or a report of
-        its death); raises :class:`_ParentGone` if the parent goes away meanwhile."""
+    def call(self, message: bytes, parent: int) -> tuple[dict[str, Any], bool]:
+        """Forward one framed message to the probe and return its reply and whether it is the
+        template's own report of the probe's death (trusted) rather than what the probe said;
+        raises :class:`_ParentGone` if the parent goes away meanwhile."""
         assert self.replies is not None
         try:
             _write_all(self.to_child, message)
         except OSError:
-            return frame(self.died())
+            return self.died(), True
 
         def ready(fd: int) -> None:
-            if not _readable(fd, parent):
+            if not _readable(fd, parent, self.output):
                 raise _ParentGone
 
         reply = self.replies.next(ready)
-        return frame(self.died()) if reply is None else reply
+        if reply is None:
+            return self.died(), True
+        try:
+            return parse_reply(reply[HEADER.size:]), False
+        except ReplyError as exc:
+            return {"ok": False, "kind": "protocol", "error": str(exc)}, False
 
     def died(self) -> dict[str, Any]:
         """How the process ended: it is killed first if it runs on (it closed its pipe)."""
@@ -189,6 +214,9 @@ class _Episode:
         if self.replies is not None:
             os.close(self.replies.fd)
             self.replies = None
+        for fd in self.output:
+            os.close(fd)
+        self.output = {}
 
     def reap(self, block: bool = True) -> bool:
         """Collect the status of the killed process (True once it is collected)."""
@@ -209,17 +237,45 @@ class _ParentGone(Exception):
     pass
 
 
-def _readable(fd: int, parent_in: int) -> bool:
-    """Wait until ``fd`` can be read; False when the parent's pipe closes first."""
+def _readable(fd: int, parent_in: int, forward: dict[int, int]) -> bool:
+    """Wait until ``fd`` can be read; False when the parent's pipe closes first. Meanwhile what
+    arrives on a ``forward`` pipe is written to the descriptor it maps to (the probe's output,
+    to the template's own stdout and stderr, which the parent drains)."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     poller.register(parent_in, select.POLLHUP)
+    for source in forward:
+        poller.register(source, select.POLLIN)
     while True:
         events = dict(poller.poll())
+        for source, target in forward.items():
+            if events.get(source):
+                data = os.read(source, 1 << 16)
+                if data:
+                    _write_all(target, data)
+                else:
+                    poller.unregister(source)
         if fd in events:
             return True
         if events.get(parent_in, 0) & (select.POLLHUP | select.POLLERR):
             return False
+
+
+def _own_stdio(out_w: int, err_w: int) -> None:
+    """In a freshly forked episode: stdin a pipe of its own whose write end is closed (a read
+    ends at once), stdout and stderr the write ends made for it."""
+    stdin_r, stdin_w = os.pipe()
+    os.close(stdin_w)
+    for fd, target in ((stdin_r, 0), (out_w, 1), (err_w, 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+
+
+def _flush(stream: Any) -> None:
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _keep_only(*fds: int) -> None:
@@ -250,10 +306,7 @@ def _episode_main(fd_in: int, fd_out: int, build: Builder, confinement: Any, hoo
     except BaseException:  # noqa: BLE001 - whatever happened, this process ends here
         code = 1
     for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+        _flush(stream)
     os._exit(code)
 
 
@@ -347,18 +400,37 @@ def main(args: Sequence[str], confinement: Any) -> None:
     episodes = _Episodes(build, confinement, hook, source)
     probe = episodes.fork()
     try:
-        hello = json.loads(probe.call(frame_request({"op": "probe"}), control.fileno())[HEADER.size:])
+        reply, died = probe.call(frame_request({"op": "probe"}), control.fileno())
     except _ParentGone:
         return
     finally:
         probe.end()
-    if not hello.get("ok"):
-        _tell(control, hello if hello.get("kind") != "died" else {
-            "ok": False, "kind": "load", "error": f"the policy's process died while loading ({_how(hello)})"})
+    if died:
+        _tell(control, {"ok": False, "kind": "load", "error": f"the policy's process died while loading ({_how(reply)})"})
         return
-    _tell(control, {"ok": True, "name": hello.get("name"), "pid": os.getpid(),
-                    "hardening": [*notes, *(["audit-hook"] if harden else [])]})
+    hello = _hello(reply)
+    if not hello["ok"]:
+        _tell(control, hello)
+        return
+    _tell(control, {**hello, "pid": os.getpid(), "hardening": [*notes, *(["audit-hook"] if harden else [])]})
     _serve_parent(control, episodes)
+
+
+def _hello(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """What the parent is told of the probe's reply, which untrusted code wrote: the policy's
+    name (a string of at most :data:`NAME_CHARS` printable characters: a longer one is the
+    policy's error) or the error it reported, as a load error (or a memory error); never a kind
+    the template alone reports (a refused sandbox, a missing file)."""
+    if reply.get("ok") is not True:
+        kind = "memory" if reply.get("kind") == "memory" else "load"
+        return {"ok": False, "kind": kind, "error": printable(reply.get("error", "no error given"), TEXT_CHARS, lines=True)}
+    name = reply.get("name")
+    if not isinstance(name, str) or not name:
+        return {"ok": False, "kind": "load", "error": f"the policy's name is {type(name).__name__}, not a non-empty string"}
+    if len(name) > NAME_CHARS:
+        return {"ok": False, "kind": "load",
+                "error": f"the policy's name is {len(name)} characters long (the limit is {NAME_CHARS})"}
+    return {"ok": True, "name": printable(name, NAME_CHARS)}
 
 
 def _tell(control: socket.socket, message: Mapping[str, Any]) -> None:
@@ -366,7 +438,7 @@ def _tell(control: socket.socket, message: Mapping[str, Any]) -> None:
     may be megabytes long)."""
     data = json.dumps(message, separators=(",", ":")).encode("utf-8")
     if len(data) > MAX_CONTROL_BYTES and "error" in message:
-        data = json.dumps({**message, "error": f"{str(message['error'])[:4000]} [cut]"}).encode("utf-8")
+        data = json.dumps({**message, "error": printable(message["error"], TEXT_CHARS, lines=True)}).encode("utf-8")
     control.sendall(data)
 
 
@@ -390,10 +462,10 @@ class _Episodes:
         self.fork_error = ""
         self.dying: list[_Episode] = []  # killed, not yet reaped (their memory is freed meanwhile)
 
-    def fork(self, channel: tuple[int, int] | None = None) -> _Episode:
+    def fork(self, channel: Channel | None = None) -> _Episode:
         return _Episode(self.build, self.confinement, self.hook, self.source, channel)
 
-    def fork_ahead(self, channel: tuple[int, int]) -> None:
+    def fork_ahead(self, channel: Channel) -> None:
         """The next episode, on the pipe ends the parent sent (closed here once it holds them)."""
         if self.ready is not None:
             self.retire(self.ready)
@@ -421,8 +493,8 @@ class _Episodes:
 def _serve_parent(control: socket.socket, episodes: _Episodes) -> None:
     """Answer the parent's control messages until ``close`` or until it goes away:
 
-    * ``ahead`` (with two pipe ends): fork the episode that the next ``next`` starts;
-    * ``next`` (with two pipe ends): kill the current episode, make the one forked ahead
+    * ``ahead`` (with four pipe ends): fork the episode that the next ``next`` starts;
+    * ``next`` (with four pipe ends): kill the current episode, make the one forked ahead
       current, reply, then fork the next one ahead on the ends sent. The parent talks to the
       current episode directly and only after this reply, so an episode is killed before the
       next one sees a message;
@@ -431,14 +503,14 @@ def _serve_parent(control: socket.socket, episodes: _Episodes) -> None:
     try:
         while True:
             try:
-                data, fds, _, _ = socket.recv_fds(control, MAX_CONTROL_BYTES, 2)
+                data, fds, _, _ = socket.recv_fds(control, MAX_CONTROL_BYTES, 4)
             except OSError:
                 return
             if not data:
                 return
             request = json.loads(data)
             op = request.get("op")
-            channel = (fds[0], fds[1]) if len(fds) == 2 else None
+            channel = (fds[0], fds[1], fds[2], fds[3]) if len(fds) == 4 else None
             if op == "close":
                 return
             if op == "next":

@@ -53,10 +53,13 @@ from dream_gym.policy_files.wire import (
     HEADER,
     MAX_BATCH,
     MAX_CONTROL_BYTES,
-    MAX_MESSAGE_BYTES,
+    MAX_REPLY_BYTES,
+    ReplyError,
     encode_view,
     frame_request,
+    parse_reply,
 )
+from dream_gym.printable import TEXT_CHARS, printable
 from dream_gym.sandbox import Launched, SandboxUnavailable, launch
 from dream_gym.view import NodeView, PrefixView
 from dream_gym.work_folders import work_folder
@@ -66,12 +69,16 @@ _TAIL_BYTES = 8192
 #: every environment): it imports only the modules it uses, so it starts sooner and every
 #: episode forks a smaller process. A policy that asks for a name they define still gets it.
 _DEFERRED_PACKAGES = ["dream_gym", "dream_gym.policy_files"]
+#: The kinds of failure an episode reports itself (see :mod:`dream_gym.policy_files.wire`).
+_EPISODE_KINDS = ("exception", "load", "memory", "protocol")
 _MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "Unable to allocate",
                  "out of memory", "Out of memory")
 
 
 class _Output:
-    """What a child printed: byte counts and bounded tails; trips ``overflow`` past a limit."""
+    """What a policy's processes printed: byte counts and bounded tails per stream; trips
+    ``overflow`` past a limit. The template's stdout and stderr are drained from its start, each
+    episode's own two pipes from when :meth:`watch` is given their read ends."""
 
     def __init__(self, limit: int, pgid: int):
         self.limit, self.pgid = limit, pgid
@@ -80,6 +87,10 @@ class _Output:
         self.overflow = False
         self.tails: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self.lock = threading.Lock()
+        self.waiting: list[tuple[int, str]] = []  # read ends given to watch, not yet drained
+        self.done = False  # the drain thread has ended: a read end given now is closed at once
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
 
     def add(self, stream: str, data: bytes) -> None:
         with self.lock:
@@ -97,24 +108,65 @@ class _Output:
         with self.lock:
             return bytes(self.tails[stream][-limit:]).decode("utf-8", "replace")
 
+    def watch(self, fd: int, stream: str) -> None:
+        """Drain ``fd``, a read end this object now owns (closed at its EOF), into ``stream``."""
+        with self.lock:
+            if self.done:
+                os.close(fd)
+                return
+            self.waiting.append((fd, stream))
+            try:
+                os.write(self.wake_w, b"w")
+            except BlockingIOError:
+                pass  # the thread has wake-ups waiting already
 
-def _drain(streams: dict[str, Any], output: _Output) -> None:
-    """Read the child's stdout/stderr until both close (runs in a daemon thread)."""
+    def take_waiting(self, finish: bool = False) -> list[tuple[int, str]]:
+        """The read ends given since the last call; with ``finish``, none can be given later."""
+        with self.lock:
+            waiting, self.waiting = self.waiting, []
+            if finish and not waiting:
+                self.done = True
+                os.close(self.wake_r)
+                os.close(self.wake_w)
+            return waiting
+
+
+def _drain(template: dict[str, Any], output: _Output) -> None:
+    """Read what the policy's processes print until the template's stdout and stderr and every
+    episode's pipes have closed (runs in a daemon thread)."""
     poller = select.poll()
-    by_fd = {}
-    for name, stream in streams.items():
-        poller.register(stream.fileno(), select.POLLIN)
-        by_fd[stream.fileno()] = (name, stream)
-    while by_fd:
+    streams: dict[int, tuple[str, Callable[[], None]]] = {}
+
+    def follow(fd: int, name: str, close: Callable[[], None]) -> None:
+        poller.register(fd, select.POLLIN)
+        streams[fd] = (name, close)
+
+    for name, stream in template.items():
+        follow(stream.fileno(), name, stream.close)
+    template_fds = set(streams)
+    poller.register(output.wake_r, select.POLLIN)
+    while True:
         for fd, _ in poller.poll():
-            name, stream = by_fd[fd]
+            if fd == output.wake_r:
+                os.read(fd, 1 << 12)
+                for episode_fd, name in output.take_waiting():
+                    follow(episode_fd, name, lambda episode_fd=episode_fd: os.close(episode_fd))
+                continue
+            name, close = streams[fd]
             data = os.read(fd, 1 << 16)
             if data:
                 output.add(name, data)
             else:
                 poller.unregister(fd)
-                stream.close()
-                del by_fd[fd]
+                close()
+                del streams[fd]
+                template_fds.discard(fd)
+        if not template_fds and not streams:  # the sandbox is gone: no episode will print again
+            late = output.take_waiting(finish=True)
+            if not late:
+                return
+            for late_fd, name in late:  # sent to no process, or to one now dead: at EOF soon
+                follow(late_fd, name, lambda late_fd=late_fd: os.close(late_fd))
 
 
 def _kill_group(pgid: int) -> None:
@@ -142,7 +194,8 @@ def _cleanup(launched: Launched, control: socket.socket, channels: list[_Channel
 
 class _Channel:
     """The parent's ends of one episode's two pipes (to it, from it) and the bytes read past its
-    last whole reply. :meth:`pair` also gives the ends the episode gets."""
+    last whole reply. :meth:`pair` also gives the ends the episode gets: those two, and the write
+    ends of its own stdout and stderr, whose read ends ``output`` drains."""
 
     def __init__(self, to_episode: int, from_episode: int):
         self.to_episode, self.from_episode = to_episode, from_episode
@@ -150,10 +203,13 @@ class _Channel:
         os.set_blocking(to_episode, False)
 
     @classmethod
-    def pair(cls) -> tuple[_Channel, tuple[int, int]]:
+    def pair(cls, output: _Output) -> tuple[_Channel, tuple[int, int, int, int]]:
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
-        return cls(to_w, from_r), (to_r, from_w)
+        (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+        output.watch(out_r, "stdout")
+        output.watch(err_r, "stderr")
+        return cls(to_w, from_r), (to_r, from_w, out_w, err_w)
 
     def close(self) -> None:
         for fd in (self.to_episode, self.from_episode):
@@ -219,7 +275,7 @@ class IsolatedPolicy:
                 raise PolicyNotFoundError(f"policy file {spec} does not exist")
             spec = str(Path(spec).resolve())
         self.spec = spec
-        self.name = Path(spec).stem if is_file_spec(spec) else spec
+        self.name = printable(Path(spec).stem if is_file_spec(spec) else spec)
         self.decision_timeout_s = float(decision_timeout_s)
         self.episode_timeout_s = float(episode_timeout_s)
         self.memory_mb = int(memory_mb)
@@ -283,7 +339,7 @@ class IsolatedPolicy:
         hello = self._control_call(None, deadline, "starting")
         if not hello.get("ok"):
             self._stop()
-            error = str(hello.get("error", "unknown error"))
+            error = printable(hello.get("error", "unknown error"), TEXT_CHARS, lines=True)
             if hello.get("kind") == "notfound":
                 raise PolicyNotFoundError(error)
             if hello.get("kind") == "sandbox":
@@ -291,7 +347,7 @@ class IsolatedPolicy:
             if hello.get("kind") == "memory":
                 raise PolicyMemoryError(f"policy {self.name}: ran out of memory ({self.memory_mb} MB) while loading: {error}")
             raise PolicyLoadError(f"policy {self.name}: loading failed in the isolated process: {error}")
-        self.name = str(hello.get("name", self.name))
+        self.name = printable(hello.get("name", self.name))
         self.hardening = [str(h) for h in hello.get("hardening", [])]
         self._ahead, episode_ends = self._new_channel()
         try:
@@ -299,10 +355,11 @@ class IsolatedPolicy:
         except (_Deadline, _Closed):
             self._restart_needed = True  # the next reset starts a fresh child
 
-    def _new_channel(self) -> tuple[_Channel, tuple[int, int]]:
-        """A new pair of pipes for an episode: this process's ends (kept until the episode is
-        retired) and the episode's, to hand to the template, which forks the episode on them."""
-        channel, episode_ends = _Channel.pair()
+    def _new_channel(self) -> tuple[_Channel, tuple[int, int, int, int]]:
+        """New pipes for an episode: this process's ends (kept until the episode is retired) and
+        the episode's, to hand to the template, which forks the episode on them."""
+        assert self._output is not None
+        channel, episode_ends = _Channel.pair(self._output)
         self._channels.append(channel)
         return channel, episode_ends
 
@@ -408,13 +465,15 @@ class IsolatedPolicy:
             reply = self._exchange(message, deadline, what, per_decision)
         finally:
             self.episode_time_s += time.monotonic() - started
-        if reply.get("ok"):
+        if reply.get("ok") is True:
             return reply
         self._episode_over = True  # the template ends that episode's process at the next reset
-        error = str(reply.get("error", "unknown error"))
+        # what the episode says went wrong: its own words, and one of the kinds an episode
+        # reports (how a process of the policy died, only the template may say)
+        error = printable(reply.get("error", "unknown error"), TEXT_CHARS, lines=True)
         kind = reply.get("kind")
-        if kind == "died":
-            raise self._died_error(what, reply.get("signal"), reply.get("exit"))
+        if kind not in _EPISODE_KINDS:
+            raise PolicyProtocolError(f"policy {self.name}: a reply of unknown kind {printable(kind, 40)}")
         if kind == "load":
             raise PolicyException(f"policy {self.name}: building the policy failed in {what}(): {error}")
         if kind == "memory":
@@ -435,7 +494,9 @@ class IsolatedPolicy:
         except _Deadline:
             raise self._timed_out(what, per_decision) from None
         except _Closed:  # the episode closed its pipe: it died (or is about to); the template says how
-            return self._control_call({"op": "status"}, max(deadline, time.monotonic() + 2.0), what)
+            status = self._control_call({"op": "status"}, max(deadline, time.monotonic() + 2.0), what)
+            self._episode_over = True
+            raise self._died_error(what, status.get("signal"), status.get("exit")) from None
         return self._parsed(body)
 
     def _control_send(self, message: dict[str, Any], deadline: float, handed: tuple[int, ...] = ()) -> None:
@@ -506,14 +567,10 @@ class IsolatedPolicy:
 
     def _parsed(self, body: bytes) -> dict[str, Any]:
         try:
-            reply = json.loads(body)
-        except (ValueError, RecursionError) as exc:
+            return parse_reply(body)
+        except ReplyError as exc:
             self._fail()
-            raise PolicyProtocolError(f"policy {self.name}: unreadable reply ({exc})") from None
-        if not isinstance(reply, dict):
-            self._fail()
-            raise PolicyProtocolError(f"policy {self.name}: reply is not a JSON object")
-        return reply
+            raise PolicyProtocolError(f"policy {self.name}: {printable(exc, TEXT_CHARS)}") from None
 
     def _send(self, channel: _Channel, message: dict[str, Any], deadline: float) -> None:
         view = memoryview(frame_request(message))
@@ -543,9 +600,9 @@ class IsolatedPolicy:
         poller.register(channel.from_episode, select.POLLIN)
         while True:
             size = HEADER.unpack_from(data)[0] if len(data) >= HEADER.size else 0
-            if size > MAX_MESSAGE_BYTES:
+            if size > MAX_REPLY_BYTES:
                 self._fail()
-                raise PolicyProtocolError(f"policy {self.name}: reply of {size} bytes (limit {MAX_MESSAGE_BYTES})")
+                raise PolicyProtocolError(f"policy {self.name}: reply of {size} bytes (limit {MAX_REPLY_BYTES})")
             if len(data) >= HEADER.size + size and len(data) >= HEADER.size:
                 channel.pending = bytes(data[HEADER.size + size:])
                 return bytes(data[HEADER.size:HEADER.size + size])
@@ -591,7 +648,7 @@ class IsolatedPolicy:
         time.sleep(0.02)  # let the drain thread collect the last words
         if self._output is not None and self._output.overflow:
             return self._overflow_error()
-        tail = self.output_tail("stderr")
+        tail = printable(self.output_tail("stderr"), TEXT_CHARS, lines=True)
         how = f"killed by {sig}" if sig else f"exit code {code}"
         tail_note = f"; stderr tail: {tail[-800:].strip()}" if tail.strip() else ""
         if sig == "SIGXCPU":

@@ -12,7 +12,10 @@ parent never decodes anything but JSON from untrusted code.
   diagnostics).
 * Episode to parent (:func:`frame`): JSON, one reply per request: ``{"ok": true}`` after
   reset, ``{"ok": true, "batch": [...]}`` after act, or ``{"ok": false, "kind": "exception" |
-  "load" | "memory" | "protocol", "error": text}`` (the episode ends after a failure).
+  "load" | "memory" | "protocol", "error": text}`` (the episode ends after a failure). A reply
+  is read with :func:`parse_reply`: at most :data:`MAX_REPLY_BYTES`, and checked to be one
+  object holding at most one list of scalars *before* it is parsed, so that no reply can make
+  its reader build more than a few objects per byte.
 
 The template speaks unframed JSON over its control socket (one message per packet): a hello
 after loading (``{"ok": true, "name", "hardening", "pid"}`` or ``{"ok": false, "kind",
@@ -30,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import re
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -37,15 +41,73 @@ from typing import Any
 from dream_gym.view import NodeView, PrefixView
 
 HEADER = struct.Struct(">I")
-MAX_MESSAGE_BYTES = 64 << 20  # a reply larger than this is a protocol error
+MAX_MESSAGE_BYTES = 64 << 20  # a request (a view of a large world) larger than this is refused
+#: A reply larger than this is a protocol error: a batch of MAX_BATCH ids of seven digits fits.
+MAX_REPLY_BYTES = 1 << 20
 MAX_CONTROL_BYTES = 1 << 16  # a packet on the template's control socket (hello, reply, status)
 MAX_BATCH = 100_000
+#: A JSON string, or an unterminated one to the end: every match consumes what it scanned, so
+#: blanking the strings of a hostile reply (``"\\"\\"...``) takes one pass, never one per quote.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.|\\\Z)*+(?:"|\Z)', re.DOTALL)
+_REPLY_FIELDS = 8  # the commas a reply needs besides its batch's
 
 
 def frame(message: Mapping[str, Any]) -> bytes:
     """One reply as bytes on the pipe: the length header, then compact UTF-8 JSON."""
     data = json.dumps(message, separators=(",", ":")).encode("utf-8")
     return HEADER.pack(len(data)) + data
+
+
+class ReplyError(ValueError):
+    """A reply that is no reply: too large, of the wrong shape, or not JSON."""
+
+
+def parse_reply(body: bytes) -> dict[str, Any]:
+    """One reply from an untrusted process, parsed: a JSON object whose values are scalars and
+    at most one list of scalars. The shape is checked on the bytes first (the brackets and
+    commas outside strings counted), so a reply of a million empty objects, lists or strings is
+    refused before any object is made; :class:`ReplyError` says why."""
+    if len(body) > MAX_REPLY_BYTES:
+        raise ReplyError(f"reply of {len(body)} bytes (limit {MAX_REPLY_BYTES})")
+    problem = _shape_problem(body)
+    if problem:
+        raise ReplyError(problem)
+    try:
+        reply = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ReplyError(f"unreadable reply ({exc})") from None
+    if not isinstance(reply, dict):
+        raise ReplyError("reply is not a JSON object")
+    return reply
+
+
+def _shape_problem(body: bytes) -> str:
+    """Why ``body`` cannot be one object holding at most one list of at most :data:`MAX_BATCH`
+    values, judged by its brackets and commas outside strings ("" when it can be). A reply with
+    few brackets and commas in all (an honest one) needs no look at its strings; otherwise the
+    gaps between strings are counted in place, a string at a time, and the count stops at the
+    first bound passed (no copy of the reply is made)."""
+    most_commas = MAX_BATCH + _REPLY_FIELDS
+    counts = [0, 0, 0]  # "{", "[", ","
+    start = 0
+    quick = body.count(b"{") <= 1 and body.count(b"[") <= 1 and body.count(b",") <= most_commas
+    for match in () if quick else _JSON_STRING.finditer(body):
+        _count_between(body, start, match.start(), counts)
+        start = match.end()
+        if counts[0] > 1 or counts[1] > 1 or counts[2] > most_commas:
+            break
+    else:
+        _count_between(body, start, len(body), counts)
+    if counts[0] != 1 or counts[1] > 1 or not body.lstrip().startswith(b"{"):
+        return "reply is not one JSON object holding at most one list"
+    if counts[2] > most_commas:
+        return f"reply holds more than {MAX_BATCH} values"
+    return ""
+
+
+def _count_between(body: bytes, start: int, end: int, counts: list[int]) -> None:
+    for i, mark in enumerate((b"{", b"[", b",")):
+        counts[i] += body.count(mark, start, end)
 
 
 def frame_request(message: Mapping[str, Any]) -> bytes:
@@ -98,5 +160,5 @@ def wire_batch(batch: list[Any]) -> list[Any]:
     return out
 
 
-__all__ = ["HEADER", "MAX_BATCH", "MAX_CONTROL_BYTES", "MAX_MESSAGE_BYTES", "decode_view", "encode_view", "frame", "frame_request",
-           "read_request", "wire_batch"]
+__all__ = ["HEADER", "MAX_BATCH", "MAX_CONTROL_BYTES", "MAX_MESSAGE_BYTES", "MAX_REPLY_BYTES", "ReplyError",
+           "decode_view", "encode_view", "frame", "frame_request", "parse_reply", "read_request", "wire_batch"]

@@ -107,7 +107,17 @@ def read_threads(seed):
 
 
 def write_priority(seed, bits):
-    os.setpriority(os.PRIO_PROCESS, os.getppid(), int(bits[-4:], 2) + 1)
+    """Lower the template's priority; an episode told no parent pid tries every small pid
+    (the template is one of the first processes of its PID namespace)."""
+    parent = os.getppid()
+    refused = None
+    for pid in [parent] if parent > 0 else range(1, 65):
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, int(bits[-4:], 2) + 1)
+            return
+        except OSError as exc:
+            refused = exc
+    raise refused
 
 
 def read_priority(seed):
