@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dream_gym.policy import EpisodeResult
+from dream_gym.printable import printable
 from dream_gym.redact import redact
 from dream_gym.results import result_from_row
 from dream_gym.score import DEFAULT_LAMBDA, v2_objective
@@ -57,7 +58,7 @@ class PolicyFailures:
     def line(self) -> str:
         """``policy p.py: 22 of 22 episodes failed; first: SyntaxError: ... (on w, beta 0)``."""
         return (f"policy {self.policy}: {self.failed} of {self.episodes} episodes failed; first: {self.first} "
-                f"(on {self.world}, beta {self.beta:g})")
+                f"(on {printable(self.world)}, beta {self.beta:g})")
 
 
 def shorten_middle(text: str, width: int) -> str:
@@ -120,7 +121,8 @@ class Leaderboard:
                 limit = rows[0].limit if rows else math.nan
                 notes = ([f"W {self.world_w[name]}"] if name in self.world_w else []) + (
                     [] if math.isnan(limit) else [f"limit V* {limit:.4f}"])
-                out.append((f"World {name}" + (f" ({', '.join(notes)})" if notes else ""), rows))
+                # the world's id is its own text: escaped and cut in every rendering of the title
+                out.append((f"World {printable(name)}" + (f" ({', '.join(notes)})" if notes else ""), rows))
         return out
 
     def failures(self) -> list[PolicyFailures]:
@@ -156,6 +158,7 @@ class Leaderboard:
         """
         from rich import box
         from rich.table import Table
+        from rich.text import Text
 
         tables = []
         shown = [(j, column) for j, column in enumerate(self.SHORT_COLUMNS) if column is not None]
@@ -167,7 +170,8 @@ class Leaderboard:
             gap, policy_width, parts = _fit(widths, natural, width)
             padding: tuple[int, int, int, int] = {3: (0, 1, 0, 1), 2: (0, 1, 0, 0), 1: (0, 0, 0, 0)}[gap]
             for k, part in enumerate(parts):
-                table = Table(title=title if k == 0 else f"{title} (continued)", box=box.SIMPLE_HEAD,
+                shown_title = Text(title if k == 0 else f"{title} (continued)", style="table.title")  # not markup
+                table = Table(title=shown_title, box=box.SIMPLE_HEAD,
                               padding=padding, pad_edge=False, show_edge=False)
                 columns = [0, 1, *part]
                 for i in columns:
@@ -179,7 +183,7 @@ class Leaderboard:
                 for row, row_cells in zip(rows, cells, strict=True):
                     values = [row_cells[shown[i][0]] for i in columns]
                     values[1] = shorten_middle(values[1], policy_width)
-                    table.add_row(*values, style="red" if row.errors else None)
+                    table.add_row(*(Text(v) for v in values), style="red" if row.errors else None)  # not markup
                 tables.append(table)
         return tables
 

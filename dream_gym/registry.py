@@ -60,7 +60,7 @@ def shipped_datasets() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for folder in shipped_dataset_folders():
         try:
-            dataset_id = read_json_document(folder / DATASET_FILE)["id"]
+            dataset_id = read_json_document(folder / DATASET_FILE, owner="a dataset")["id"]
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a broken dataset.json is reported by dream_gym.datasets.store, not here
         found.setdefault(str(dataset_id), folder)
@@ -180,7 +180,7 @@ def list_worlds(dataset: str | None = None) -> list[dict[str, Any]]:
         split: dict[str, str] = {}
         card = root / DATASET_FILE
         if card.is_file():
-            data = read_json_document(card)
+            data = read_json_document(card, owner="a dataset")
             for part, names in (data.get("split") or {}).items():
                 for name in names:
                     split[name] = part

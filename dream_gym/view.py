@@ -19,6 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from dream_gym.printable import printable
+
 
 class FrozenDict(Mapping[str, Any]):
     """A read-only mapping that pickles and copies (``types.MappingProxyType`` does neither,
@@ -448,7 +450,7 @@ def render_tree(view: PrefixView) -> str:
         score = "invalid" if node.score is None else f"{node.score:.6g}"
         mark = "*" if node_id in legal else " "
         elbow = "" if node.parent is None else ("└─ " if last else "├─ ")
-        error = f"  [{node.error[:40]}]" if node.error else ""
+        error = f"  [{printable(node.error, 40)}]" if node.error else ""  # the world's text: escaped
         lines.append(f"{prefix}{elbow}{mark}{node_id}: {score}{error}")
         children = view.children(node_id)
         child_prefix = prefix if node.parent is None else prefix + ("   " if last else "│  ")

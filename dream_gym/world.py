@@ -20,6 +20,13 @@ A world is a folder with two files (the node file stored plain or gzip-compresse
     line numbers in errors count lines of the decompressed text); a folder holding both files
     is an error, since either could be the stale one.
 
+Every file of a world is a regular file: a ``world.json``, ``nodes.jsonl`` or ``nodes.jsonl.gz``
+that is a symbolic link (to a valid file elsewhere, to ``/dev/zero``, to a secret), a FIFO, a
+device or a folder is refused with an error naming it (:func:`open_world_file`: the file is opened
+with ``O_NOFOLLOW``, without blocking, and checked with ``fstat`` on the open descriptor, which is
+then the one read). The world folder itself may be a symbolic link: it is the path the caller
+names.
+
 Bounds (:mod:`dream_gym.limits`): node files are read as a stream, a line at a time; the node
 lines of a world may hold at most 256 MB (``DREAM_GYM_MAX_DECOMPRESSED_MB``, counted after
 decompression), a line (and world.json) at most 16 MB (``DREAM_GYM_MAX_LINE_MB``), a JSON value
@@ -37,6 +44,8 @@ but :mod:`dream_gym.limits`.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import gzip
 import hashlib
@@ -44,8 +53,9 @@ import io
 import json
 import math
 import os
+import stat
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -118,36 +128,82 @@ def check_score(value: Any) -> str | None:
     if value is None:
         return None
     if not _is_number(value):
-        return f"score must be a number or null, got {type(value).__name__} {value!r}"
+        return f"score must be a number or null, got {type(value).__name__} {_short(value)}"
     try:
         finite = math.isfinite(value)
     except OverflowError:  # an int too large for a float
         finite = False
     if not finite:
-        return f"score must be finite, got {value!r}"
+        return f"score must be finite, got {_short(value)}"
     return None
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+        return sha256_stream(handle)
+
+
+def sha256_stream(handle: IO[bytes]) -> str:
+    """The sha256 of what ``handle`` holds from where it stands to its end."""
+    digest = hashlib.sha256()
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)
     return digest.hexdigest()
+
+
+_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+#: How :func:`open_world_file` opens: read, read and write (cutting a torn line), append (created if missing).
+_OPEN_FLAGS = {"rb": os.O_RDONLY, "r+b": os.O_RDWR, "ab": os.O_WRONLY | os.O_APPEND | os.O_CREAT}
+
+
+def open_world_file(path: str | os.PathLike[str], mode: str = "rb", owner: str = "a world") -> IO[bytes]:
+    """One of a world's files, opened only when it is a regular file (``mode``: "rb", "r+b" or "ab").
+
+    A symbolic link is refused (``O_NOFOLLOW``), and so is a FIFO, a device, a socket or a folder:
+    the open does not block (``O_NONBLOCK``, so a FIFO without a writer cannot hang the loader)
+    and the kind is read with ``fstat`` from the open descriptor, which is the one returned, so the
+    file checked is the file read. The error names the file: ``world.json is a symbolic link;
+    a world's files must be regular files``. ``owner`` says whose files they are ("a dataset").
+    """
+    path = Path(path)
+    rule = f"{owner}'s files must be regular files"
+    try:
+        fd = os.open(path, _OPEN_FLAGS[mode] | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and path.is_symlink():  # ELOOP also means a loop in the folders above
+            raise WorldFormatError(path.parent, f"{path.name} is a symbolic link; {rule}") from None
+        raise
+    try:
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            what = next((name for test, name in _FILE_KINDS if test(kind)), "not a regular file")
+            raise WorldFormatError(path.parent, f"{path.name} is {what}; {rule}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def is_present(path: Path) -> bool:
+    """Whether a world's file is there, whatever its kind (a dangling symbolic link included:
+    opening it names it)."""
+    return os.path.lexists(path)
 
 
 def check_format(path: str | os.PathLike[str], value: Any) -> None:
     """Accept ``dream-gym-world/1`` and later minor versions (``/1.x``); refuse other majors."""
     if not isinstance(value, str) or "/" not in value:
-        raise WorldFormatError(path, f"'format' must be like {FORMAT!r}, got {value!r}")
+        raise WorldFormatError(path, f"'format' must be like {FORMAT!r}, got {_short(value)}")
     name, version = value.split("/", 1)
     major = version.split(".", 1)[0]
     if name != FORMAT_NAME:
-        raise WorldFormatError(path, f"'format' {value!r} is not a dream-gym world format")
+        raise WorldFormatError(path, f"'format' {_short(value)} is not a dream-gym world format")
     if major != FORMAT_MAJOR:
         raise WorldFormatError(
             path,
-            f"unknown major format version {value!r}; this dream_gym reads {FORMAT!r}",
+            f"unknown major format version {_short(value)}; this dream_gym reads {FORMAT!r}",
         )
 
 
@@ -167,10 +223,10 @@ def validate_meta(path: str | os.PathLike[str], meta: Any) -> dict[str, Any]:
     task.setdefault("description", "")
     meta.setdefault("direction", "maximize")
     if meta["direction"] not in DIRECTIONS:
-        raise WorldFormatError(path, f"'direction' must be one of {DIRECTIONS}, got {meta['direction']!r}")
+        raise WorldFormatError(path, f"'direction' must be one of {DIRECTIONS}, got {_short(meta['direction'])}")
     meta.setdefault("frontier", "leaves")
     if meta["frontier"] not in FRONTIER_RULES:
-        raise WorldFormatError(path, f"'frontier' must be one of {FRONTIER_RULES}, got {meta['frontier']!r}")
+        raise WorldFormatError(path, f"'frontier' must be one of {FRONTIER_RULES}, got {_short(meta['frontier'])}")
     workers = meta.get("workers", 1)
     if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
         raise WorldFormatError(path, f"'workers' must be an integer from 1 to {MAX_WORKERS}, got {_short(workers)}")
@@ -346,27 +402,27 @@ def check_node(
             raise WorldFormatError(path, f"missing required key {key!r}", number)
     node_id = record["id"]
     if not isinstance(node_id, str) or not node_id:
-        raise WorldFormatError(path, f"'id' must be a non-empty string, got {node_id!r}", number)
+        raise WorldFormatError(path, f"'id' must be a non-empty string, got {_short(node_id)}", number)
     if node_id in index_of:
         raise WorldFormatError(
-            path, f"duplicate id {node_id!r} (first on line {index_of[node_id] + 1})", number
+            path, f"duplicate id {_short(node_id)} (first on line {index_of[node_id] + 1})", number
         )
     problem = check_score(record["score"])
     if problem:
-        raise WorldFormatError(path, f"node {node_id!r}: {problem}", number)
+        raise WorldFormatError(path, f"node {_short(node_id)}: {problem}", number)
     _check_round(path, number, node_id, record.get("round"))
     parent_id = record["parent"]
     if parent_id is None:
         if index_of:
             raise WorldFormatError(
-                path, f"second root {node_id!r}: only the first line may have parent null", number
+                path, f"second root {_short(node_id)}: only the first line may have parent null", number
             )
         return -1
     if not index_of:
-        raise WorldFormatError(path, f"first line must be the root (parent null), got parent {parent_id!r}", number)
+        raise WorldFormatError(path, f"first line must be the root (parent null), got parent {_short(parent_id)}", number)
     if not isinstance(parent_id, str) or parent_id not in index_of:
         raise WorldFormatError(
-            path, f"node {node_id!r}: parent {parent_id!r} is not defined on an earlier line", number
+            path, f"node {_short(node_id)}: parent {_short(parent_id)} is not defined on an earlier line", number
         )
     return index_of[parent_id]
 
@@ -376,7 +432,7 @@ def _check_round(path: Path, number: int, node_id: str, value: Any) -> None:
         return
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_ROUND:
         raise WorldFormatError(
-            path, f"node {node_id!r}: 'round' must be an integer from 0 to {MAX_ROUND}, got {_short(value)}", number
+            path, f"node {_short(node_id)}: 'round' must be an integer from 0 to {MAX_ROUND}, got {_short(value)}", number
         )
 
 
@@ -457,7 +513,7 @@ def prefix_world(world: World, attempts: int) -> World:
 def node_file(folder: str | os.PathLike[str]) -> Path:
     """The node file a world folder stores: ``nodes.jsonl`` or ``nodes.jsonl.gz`` (not both)."""
     folder = Path(folder)
-    present = [folder / name for name in NODE_FILES if (folder / name).is_file()]
+    present = [folder / name for name in NODE_FILES if is_present(folder / name)]
     if not present:
         raise WorldFormatError(
             folder / NODES_FILE, f"missing (a world folder holds world.json and {NODES_FILE} or {NODES_GZ_FILE})"
@@ -475,14 +531,23 @@ def _gzip_problem(exc: BaseException) -> str:
     return f"not a valid gzip file ({exc}); the file is truncated or corrupt"
 
 
-def open_node_text(path: Path) -> IO[bytes]:
-    """A binary stream of a node file's lines (inflated on the fly for ``.gz``)."""
-    return cast(IO[bytes], gzip.open(path, "rb")) if path.name == NODES_GZ_FILE else open(path, "rb")
+@contextlib.contextmanager
+def open_node_text(path: Path, stored: IO[bytes] | None = None) -> Iterator[IO[bytes]]:
+    """A binary stream of a node file's lines (inflated on the fly for ``.gz``), read from
+    ``stored`` when given (the file opened already; closed with the stream), else from the file
+    opened by :func:`open_world_file`."""
+    with stored if stored is not None else open_world_file(path) as raw:
+        if path.name != NODES_GZ_FILE:
+            yield raw
+        else:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as inflated:
+                yield cast(IO[bytes], inflated)
 
 
-def read_node_file(path: Path) -> list[dict[str, Any]]:
-    """The node records of a stored node file, streamed within the limits (see the module docstring)."""
-    with open_node_text(path) as stream:
+def read_node_file(path: Path, stored: IO[bytes] | None = None) -> list[dict[str, Any]]:
+    """The node records of a stored node file (``stored``: the file opened already), streamed
+    within the limits (see the module docstring)."""
+    with open_node_text(path, stored) as stream:
         try:
             return read_node_lines(path, stream)
         except (OSError, EOFError, zlib.error) as exc:
@@ -524,11 +589,12 @@ def count_node_lines(path: Path) -> int:
     return lines
 
 
-def read_json_document(path: Path) -> Any:
+def read_json_document(path: Path, owner: str = "a world") -> Any:
     """A whole JSON file (world.json, dataset.json) of at most ``limits.max_line_bytes()``,
-    strict and nested within the limit; :class:`WorldFormatError` names the file."""
+    strict and nested within the limit; :class:`WorldFormatError` names the file. It must be a
+    regular file (:func:`open_world_file`; ``owner`` names whose file it is in that error)."""
     limit = max_line_bytes()
-    with open(path, "rb") as handle:
+    with open_world_file(path, owner=owner) as handle:
         raw = read_bounded(handle, limit)
     if raw is None:
         raise WorldFormatError(path, line_limit_problem(limit, "file"))
@@ -541,14 +607,15 @@ def read_json_document(path: Path) -> Any:
 
 
 def read_meta(meta_path: Path) -> dict[str, Any]:
-    if not meta_path.is_file():
+    if not is_present(meta_path):
         raise WorldFormatError(meta_path, "missing (a world folder holds world.json and nodes.jsonl)")
     return validate_meta(meta_path, read_json_document(meta_path))
 
 
-def _check_sha256(meta: Mapping[str, Any], path: Path, consequence: str = "") -> None:
+def _check_sha256(meta: Mapping[str, Any], path: Path, handle: IO[bytes], consequence: str = "") -> None:
     if meta.get("sha256"):
-        actual = sha256_file(path)
+        actual = sha256_stream(handle)
+        handle.seek(0)
         if actual != meta["sha256"]:
             raise WorldFormatError(
                 path, f"checksum mismatch: world.json says sha256 {meta['sha256']}, the file has {actual}{consequence}"
@@ -562,6 +629,7 @@ def load_world(folder: str | os.PathLike[str]) -> World:
         raise WorldFormatError(folder, "is not a world folder (no such directory)")
     meta = read_meta(folder / WORLD_FILE)
     nodes_path = node_file(folder)
-    _check_sha256(meta, nodes_path)
-    records = read_node_file(nodes_path)
+    with open_world_file(nodes_path) as stored:  # one descriptor: the bytes checked are the bytes parsed
+        _check_sha256(meta, nodes_path, stored)
+        records = read_node_file(nodes_path, stored)
     return build_world(meta, records, source=nodes_path, path=folder)

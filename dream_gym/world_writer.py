@@ -34,9 +34,10 @@ from dream_gym.world import (
     build_world,
     check_node,
     decompressed,
+    is_present,
     load_world,
-    loads_strict,
     node_file,
+    open_world_file,
     parse_node_lines,
     read_meta,
     sha256_file,
@@ -44,11 +45,17 @@ from dream_gym.world import (
 )
 
 
+def _read_world_file(path: Path) -> bytes:
+    """A world file's bytes, refused unless it is a regular file (:func:`~dream_gym.world.open_world_file`)."""
+    with open_world_file(path) as handle:
+        return handle.read()
+
+
 def _finish_interrupted(folder: Path, meta: Mapping[str, Any]) -> bytes:
     """Both node files present (a compress or decompress was interrupted): check they hold the
     same nodes and that world.json's sha256 is one of theirs; return the node lines."""
     plain, packed = folder / NODES_FILE, folder / NODES_GZ_FILE
-    data, stored = plain.read_bytes(), packed.read_bytes()
+    data, stored = _read_world_file(plain), _read_world_file(packed)
     if decompressed(packed, stored) != data:
         raise WorldFormatError(folder, f"holds both {NODES_FILE} and {NODES_GZ_FILE} with different nodes")
     digests = {hashlib.sha256(data).hexdigest(), hashlib.sha256(stored).hexdigest()}
@@ -88,7 +95,7 @@ def _compress_world(folder: Path) -> Path:
         if plain.is_file() and not meta.get("sha256"):
             raise WorldFormatError(plain, "the world is not finished (no sha256 in world.json); finish it first")
         load_world(folder)
-        write_atomic(packed, gzip.compress(plain.read_bytes(), compresslevel=9, mtime=0))
+        write_atomic(packed, gzip.compress(_read_world_file(plain), compresslevel=9, mtime=0))
     meta["sha256"] = sha256_file(packed)
     write_world_json(folder / WORLD_FILE, meta)
     plain.unlink()
@@ -107,7 +114,7 @@ def _decompress_world(folder: Path) -> Path:
         data = _finish_interrupted(folder, meta)
     elif packed.is_file():
         load_world(folder)
-        data = decompressed(packed, packed.read_bytes())
+        data = decompressed(packed, _read_world_file(packed))
         write_atomic(plain, data)
     else:
         node_file(folder)  # names what is missing
@@ -174,7 +181,7 @@ class WorldWriter:
         self._index_of = {r["id"]: i for i, r in enumerate(records)}
         self._records = records
         self._lock = lock  # released by close()
-        self._handle = open(folder / NODES_FILE, "ab")
+        self._handle = open_world_file(folder / NODES_FILE, "ab")  # never appends through a symbolic link
 
     @classmethod
     def create(cls, folder: str | os.PathLike[str], meta: Mapping[str, Any]) -> WorldWriter:
@@ -184,7 +191,7 @@ class WorldWriter:
         meta.pop("sha256", None)
         lock = folder_lock(folder).acquire()  # before looking, so two creators cannot both see no world
         try:
-            if any((folder / name).exists() for name in (*NODE_FILES, WORLD_FILE)):
+            if any(is_present(folder / name) for name in (*NODE_FILES, WORLD_FILE)):
                 raise FileExistsError(f"{folder} already holds a world; use WorldWriter.open to resume it")
             write_world_json(folder / WORLD_FILE, meta)
             (folder / NODES_FILE).touch()
@@ -198,7 +205,7 @@ class WorldWriter:
         """Reopen a world to append more nodes, cutting a torn last line if a crash left one."""
         folder = Path(folder)
         meta_path = folder / WORLD_FILE
-        if not meta_path.is_file():
+        if not is_present(meta_path):
             raise WorldFormatError(meta_path, "missing: nothing to resume")
         lock = folder_lock(folder).acquire()  # before the torn-line repair: another writer may be mid-line
         try:
@@ -210,19 +217,14 @@ class WorldWriter:
     @classmethod
     def _reopen(cls, folder: Path, lock: WriterLock) -> WorldWriter:
         meta_path, nodes_path = folder / WORLD_FILE, folder / NODES_FILE
-        try:
-            meta = validate_meta(meta_path, loads_strict(meta_path.read_text(encoding="utf-8")))
-        except ValueError as exc:
-            if isinstance(exc, WorldFormatError):
-                raise
-            raise WorldFormatError(meta_path, f"bad JSON: {exc}") from None
-        if (folder / NODES_GZ_FILE).exists():
+        meta = read_meta(meta_path)  # bounded, strict, a regular file
+        if is_present(folder / NODES_GZ_FILE):
             raise WorldFormatError(
                 folder / NODES_GZ_FILE,
                 "a compressed world is finished and cannot be resumed as is; "
                 "dream_gym.world.decompress_world(folder) turns it back into nodes.jsonl",
             )
-        raw = nodes_path.read_bytes() if nodes_path.exists() else b""
+        raw = _read_world_file(nodes_path) if is_present(nodes_path) else b""
         if meta.get("sha256") and hashlib.sha256(raw).hexdigest() != meta["sha256"]:
             # a finished world changed behind our back: resuming would re-checksum the damage
             raise WorldFormatError(
@@ -232,7 +234,7 @@ class WorldWriter:
         if raw and not raw.endswith(b"\n"):
             cut = raw.rfind(b"\n") + 1
             repaired = f"cut a torn last line of {len(raw) - cut} bytes (an interrupted write)"
-            with open(nodes_path, "r+b") as handle:
+            with open_world_file(nodes_path, "r+b") as handle:
                 handle.truncate(cut)
                 handle.flush()
                 os.fsync(handle.fileno())

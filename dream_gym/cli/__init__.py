@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from dream_gym import __version__
+from dream_gym.cli.shown import LINE_CHARS
+from dream_gym.printable import printable
 from dream_gym.redact import redacted_output
 from dream_gym.sandbox.launch import UNSAFE_ENV
 
@@ -70,8 +72,10 @@ def _run(args: argparse.Namespace) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except (ValueError, OSError, LookupError, RuntimeError) as exc:
-        # Library errors name the problem already; show them once, without a traceback.
-        print(f"dream-gym {args.command}: error: {error_text(exc)}", file=sys.stderr)
+        # Library errors name the problem already; show them once, without a traceback. They
+        # may quote what others wrote (a world's id, a remote's reply): escaped and cut.
+        print(f"dream-gym {args.command}: error: {printable(error_text(exc), LINE_CHARS, lines=True)}",
+              file=sys.stderr)
         return 2
 
 

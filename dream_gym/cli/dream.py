@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import add_allow_errors, add_jobs, report_failures
+from dream_gym.cli.shown import shown
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -114,7 +115,7 @@ def incumbent_failures(out: Path, phase: int, spec: str) -> list[str]:
         return []
     first = failed[0]
     return [f"policy {spec}: {len(failed)} of {len(rows)} episodes failed; first: {first['error']} "
-            f"(on {first['world']}, beta {float(first['beta']):g})"]
+            f"(on {shown(first['world'])}, beta {float(first['beta']):g})"]
 
 
 def run(args: argparse.Namespace) -> int:

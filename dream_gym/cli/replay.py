@@ -6,6 +6,7 @@ import argparse
 import json
 
 from dream_gym.cli.options import add_allow_errors, add_workers, report_failures
+from dream_gym.cli.shown import say, shown
 from dream_gym.settings import DEFAULT_BETA
 
 
@@ -44,12 +45,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict()))
     else:
         w = session.replay.workers
-        print(f"world {result.world}  policy {result.policy}  beta {result.beta:g}  "
+        print(f"world {shown(result.world)}  policy {result.policy}  beta {result.beta:g}  "
               f"W {w}{' (recorded)' if args.workers is None else ''}")
         print(f"V = {result.replay_score:.4f}   best q = {result.best_q:.4f}   best score = {result.best_score}   "
               f"attempts N = {result.attempts}   rounds k = {result.rounds}")
     if args.tree:
-        print(render_tree(session.view()))
+        say(render_tree(session.view()))
     failed = [f"policy {args.policy}: 1 of 1 episodes failed; first: {result.error} "
-              f"(on {result.world}, beta {result.beta:g})"] if result.error else []
+              f"(on {shown(result.world)}, beta {result.beta:g})"] if result.error else []
     return report_failures("replay", failed, args.allow_errors)

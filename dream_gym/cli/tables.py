@@ -1,10 +1,14 @@
 """Terminal tables that keep every column at any console width: the columns that do not fit
-go to a further part of the table (each part repeats the key columns), never cut or dropped."""
+go to a further part of the table (each part repeats the key columns), never cut or dropped.
+Every cell is shown literally and escaped (:func:`dream_gym.cli.shown.cell`): a cell may quote
+what others wrote."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from dream_gym.cli.shown import cell, shown
 
 GAP = 3  # one space of padding each side and the space between columns (box.SIMPLE_HEAD)
 
@@ -35,6 +39,7 @@ def fitted_tables(title: str, columns: Sequence[str], rows: Sequence[Sequence[st
     from rich import box
     from rich.table import Table
 
+    rows = [[shown(value) for value in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
     tables = []
     for k, part in enumerate(column_parts(widths, width, keep)):
@@ -43,7 +48,7 @@ def fitted_tables(title: str, columns: Sequence[str], rows: Sequence[Sequence[st
         for i in part:
             table.add_column(columns[i], justify="right", no_wrap=True)
         for row in rows:
-            table.add_row(*(row[i] for i in part))
+            table.add_row(*(cell(row[i]) for i in part))
         tables.append(table)
     return tables
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from dream_gym.cli.shown import say, shown
+from dream_gym.printable import TEXT_CHARS
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
@@ -98,9 +101,9 @@ def _list(args: argparse.Namespace) -> int:
         remote = list_remote(url)
         if not remote:
             print(f"no datasets at {url}")
-        for item in remote:
+        for item in remote:  # what a remote says of itself is shown escaped, before anything is fetched
             worlds = "" if item.worlds is None else f"{item.worlds} world(s)  "
-            print(f"{item.id:<36} {item.kind:<8} {worlds}{item.description}")
+            print(f"{shown(item.id):<36} {shown(item.kind):<8} {worlds}{shown(item.description)}")
         return 0
     from dream_gym.datasets.store import datasets_root, list_datasets
 
@@ -110,9 +113,9 @@ def _list(args: argparse.Namespace) -> int:
     for d in found:
         where = "shipped" if d.shipped else "local"
         if d.problem:
-            print(f"{d.id:<36} {where:<8} BROKEN: {d.problem}")
+            print(f"{shown(d.id):<36} {where:<8} BROKEN: {shown(d.problem, TEXT_CHARS)}")
         else:
-            print(f"{d.id:<36} {where:<8} {d.worlds} world(s)  {d.description}")
+            print(f"{shown(d.id):<36} {where:<8} {d.worlds} world(s)  {shown(d.description)}")
     return 0
 
 
@@ -135,7 +138,7 @@ def _show(args: argparse.Namespace) -> int:
             return 0
         from dream_gym.datasets import show
 
-        print(show(target, plot=args.plot))
+        say(show(target, plot=args.plot))
     except LookupError as exc:  # an unknown world of a dataset: the nearest names, not all of them
         raise explain_world(target, exc) from None
     return 0
@@ -144,7 +147,7 @@ def _show(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from dream_gym.datasets.store import validate
 
-    print(validate(args.target).summary())
+    say(validate(args.target).summary())
     return 0
 
 
@@ -165,7 +168,7 @@ def _upload(args: argparse.Namespace) -> int:
 
     remote = resolve_remote(args.remote)
     if hub.is_hub_remote(remote) and not args.archive:
-        print(hub.upload(args.dataset_id, remote, overwrite=args.force).summary())
+        say(hub.upload(args.dataset_id, remote, overwrite=args.force).summary())
         return 0
     where = upload(args.dataset_id, remote, archive=args.archive, overwrite=args.force)
     print(f"uploaded {args.dataset_id} to {where}")
@@ -207,10 +210,10 @@ def _import(args: argparse.Namespace) -> int:
             args.system, args.src, args.out, metric=args.metric, direction=args.direction,
             world_id=args.world_id, task_name=args.task, workers=args.workers, orphans=args.orphans,
         )
-    print(report.summary())
+    say(report.summary())
     world = load_world(args.out)
     print()
-    print(render_text(coverage_report(world)))
+    say(render_text(coverage_report(world)))
     print(flush=True)
     Console().print(stats_rich([world_stats(world)]))
     return 0

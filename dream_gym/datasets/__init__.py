@@ -56,6 +56,7 @@ from dream_gym.datasets.store import (
     store_home,
     validate,
 )
+from dream_gym.printable import TEXT_CHARS, printable
 from dream_gym.world import World, load_world
 
 if TYPE_CHECKING:
@@ -181,17 +182,17 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
     if not Path(text).exists() and is_dataset_id(text):
         dataset = find_dataset(text)
         meta = dataset.meta
-        lines = [
+        lines = [  # every field of dataset.json is shown escaped and cut (printable): others wrote it
             f"dataset {dataset.id}{' (shipped with dream_gym)' if dataset.shipped else ''}",
             f"  path        {dataset.path}",
-            f"  description {meta.get('description', '')}",
-            f"  author      {meta.get('author', '')}",
-            f"  licence     {meta.get('licence', '')}",
-            f"  format      {meta['format']} (worlds: {meta.get('world_format')})",
-            f"  created     {meta.get('created', '')}",
+            f"  description {printable(meta.get('description', ''), TEXT_CHARS)}",
+            f"  author      {printable(meta.get('author', ''))}",
+            f"  licence     {printable(meta.get('licence', ''))}",
+            f"  format      {printable(meta['format'])} (worlds: {printable(meta.get('world_format'))})",
+            f"  created     {printable(meta.get('created', ''))}",
         ]
         for part, members in dataset.split.items():
-            lines.append(f"  split {part:<9} {', '.join(members) or '-'}")
+            lines.append(f"  split {printable(part):<9} {', '.join(members) or '-'}")
         if plot is not None:
             Path(plot).mkdir(parents=True, exist_ok=True)
         for name in dataset.world_names:

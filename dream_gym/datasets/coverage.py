@@ -23,6 +23,7 @@ import numpy as np
 
 from dream_gym.datasets.stats import STOP_ROUNDS, depths
 from dream_gym.oracle import oracle_limit
+from dream_gym.printable import printable
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.world import World
 
@@ -208,7 +209,8 @@ def render_text(report: CoverageReport) -> str:
     """The report as plain text (the body of ``dream-gym worlds show``)."""
     r = report
     lines = [
-        f"world {r.world_id}  (task {r.task}, {r.direction}, frontier {r.frontier_rule!r}, W={r.workers})",
+        f"world {printable(r.world_id)}  (task {printable(r.task)}, {r.direction}, frontier {r.frontier_rule!r}, "
+        f"W={r.workers})",
         f"  nodes            {r.nodes} (root + {r.attempts} attempts)",
         f"  scored           {r.scored}/{r.attempts} ({100 * r.scored_fraction:.0f}%), failed {r.failed}",
         f"  depth            max {r.max_depth}, mean {r.mean_depth:.2f}",

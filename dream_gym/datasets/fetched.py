@@ -16,6 +16,7 @@ from dream_gym.datasets.store import (
     install_staged,
     read_dataset_meta,
 )
+from dream_gym.printable import printable
 from dream_gym.world import World, WorldFormatError, load_world
 
 
@@ -25,11 +26,23 @@ class RemoteError(OSError):
 
 @dataclass
 class RemoteDataset:
+    """One dataset a remote lists, as its ``dataset.json`` says (unchecked: nothing is fetched
+    but that file). The fields are the remote's own text: show them through
+    :func:`dream_gym.printable.printable`."""
+
     id: str
     location: str
     kind: str  # "folder" | "archive"
     description: str = ""
     worlds: int | None = None
+
+
+def listed(meta: Any, location: str) -> RemoteDataset:
+    """The listing row of a dataset folder whose ``dataset.json`` (not validated) holds ``meta``."""
+    fields = meta if isinstance(meta, dict) else {}
+    worlds = fields.get("worlds")
+    return RemoteDataset(str(fields.get("id")), location, "folder", str(fields.get("description", "")),
+                         len(worlds) if isinstance(worlds, list) else None)
 
 
 def install_verified(source: str, staging: Path, did: DatasetId, target: Path, *, overwrite: bool) -> None:
@@ -55,7 +68,7 @@ def _load_staged(source: str, staging: Path, name: str) -> World:
 
 def check_id(where: str, meta: dict[str, Any], expected: str) -> None:
     if meta.get("id") != expected:
-        raise DatasetError(f"{where}: holds dataset {meta.get('id')!r}, not {expected!r}")
+        raise DatasetError(f"{where}: holds dataset {printable(repr(meta.get('id')))}, not {expected!r}")
 
 
-__all__ = ["RemoteDataset", "RemoteError", "check_id", "install_verified"]
+__all__ = ["RemoteDataset", "RemoteError", "check_id", "install_verified", "listed"]

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified
+from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified, listed
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id
 from dream_gym.datasets.store import (
     DATASET_FILE,
@@ -60,6 +60,7 @@ from dream_gym.limits import (
     max_decompressed_bytes,
     max_line_bytes,
 )
+from dream_gym.printable import printable
 from dream_gym.world import sha256_file
 
 SCHEME = "hf://"
@@ -140,8 +141,8 @@ def _api() -> Any:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    """A server's error text on one line, escaped and cut (the server wrote it)."""
+    return printable(" ".join(str(text).split()), limit)
 
 
 def _network_error_types() -> tuple[type[BaseException], ...]:
@@ -578,8 +579,7 @@ def list_remote(remote: str) -> list[RemoteDataset]:
                     with _hub_errors(hub, repo_id, f"listing of {remote}"):
                         local = _fetch(api, repo_id, sha, path, Path(tmp) / repo_id)
                     meta = _read_meta(f"{location}/{DATASET_FILE}", local, validate=False)[1]
-                    found.append(RemoteDataset(str(meta.get("id")), location, "folder",
-                                               str(meta.get("description", "")), len(meta.get("worlds", []))))
+                    found.append(listed(meta, location))
                 except (DatasetError, DatasetNotFoundError) as exc:
                     found.append(RemoteDataset("(unreadable)", location, "folder", f"error: {exc}"))
     return found

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.archive import UnsafeArchiveError, make_archive, safe_extract
-from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified
+from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified, listed
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id, parse_dataset_ref
 from dream_gym.datasets.store import (
     DATASET_FILE,
@@ -112,10 +112,7 @@ def list_remote(remote: str | None = None) -> list[RemoteDataset]:
         try:
             with fs.open(path, "rb") as stream:
                 meta = parse_dataset_json(path, stream, validate=False)[1]
-            found.append(
-                RemoteDataset(str(meta.get("id")), str(path).rsplit("/", 1)[0], "folder",
-                              str(meta.get("description", "")), len(meta.get("worlds", [])))
-            )
+            found.append(listed(meta, str(path).rsplit("/", 1)[0]))
         except (ValueError, OSError) as exc:
             found.append(RemoteDataset("(unreadable)", str(path), "folder", f"error: {exc}"))
     for path in sorted(fs.glob(_join(root, "*", "*.tar.gz"))):

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from dream_gym.oracle import oracle_limit
+from dream_gym.printable import printable
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.settings import ReplaySettings
 from dream_gym.world import World
@@ -145,7 +146,7 @@ def _rows(stats: Sequence[WorldStats]) -> list[tuple[str, list[str]]]:
         return f"{100 * x:.0f}%"
 
     rows = [
-        ("task", [s.task for s in stats]),
+        ("task", [printable(s.task) for s in stats]),  # the world's own text: escaped and cut
         ("nodes", [str(s.nodes) for s in stats]),
         ("W", [str(s.workers) for s in stats]),
         ("q after first W attempts", [f(s.q_first_w) for s in stats]),
@@ -176,9 +177,9 @@ def stats_markdown(stats: Sequence[WorldStats], *, one_row_per_world: bool = Fal
     rows = _rows(stats)
     if one_row_per_world:
         header = ["world", *[name for name, _ in rows]]
-        body = [[s.world_id, *[cells[i] for _, cells in rows]] for i, s in enumerate(stats)]
+        body = [[printable(s.world_id), *[cells[i] for _, cells in rows]] for i, s in enumerate(stats)]
     else:
-        header = ["statistic", *[s.world_id for s in stats]]
+        header = ["statistic", *[printable(s.world_id) for s in stats]]
         body = [[name, *cells] for name, cells in rows]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
@@ -190,15 +191,19 @@ def stats_json(stats: Sequence[WorldStats]) -> str:
 
 
 def stats_rich(stats: Sequence[WorldStats]) -> Any:
+    """The statistics as a rich Table; world ids and task names are ``Text`` (shown literally,
+    never read as markup) and escaped (:func:`dream_gym.printable.printable`)."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="World statistics", caption=_caption(stats), box=box.SIMPLE_HEAD)
     rows = _rows(stats)
     table.add_column("statistic", justify="left", no_wrap=True)
     for i, s in enumerate(stats):
-        widest = max(len(s.world_id), *(len(cells[i]) for _, cells in rows))
-        table.add_column(s.world_id, justify="right", overflow="fold", min_width=min(widest, 18))
+        world = printable(s.world_id)
+        widest = max(len(world), *(len(cells[i]) for _, cells in rows))
+        table.add_column(Text(world), justify="right", overflow="fold", min_width=min(widest, 18))
     for name, cells in rows:
-        table.add_row(name, *cells)
+        table.add_row(name, *(Text(c) for c in cells))
     return table

@@ -37,7 +37,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from dream_gym.datasets.ids import (
     DatasetId,
@@ -48,10 +48,21 @@ from dream_gym.datasets.ids import (
 )
 from dream_gym.limits import LimitError, line_limit_problem, loads_bounded, max_line_bytes, read_bounded
 from dream_gym.locks import file_lock
+from dream_gym.printable import printable
 from dream_gym.registry import DATASET_FILE, shipped_dataset_dir, use_dataset_store
 from dream_gym.registry import shipped_dataset_folders as shipped_folders
 from dream_gym.world import FORMAT as WORLD_FORMAT
-from dream_gym.world import NODE_FILES, WORLD_FILE, World, load_world, node_file, sha256_file
+from dream_gym.world import (
+    NODE_FILES,
+    WORLD_FILE,
+    World,
+    WorldFormatError,
+    is_present,
+    load_world,
+    node_file,
+    open_world_file,
+    sha256_stream,
+)
 
 DATASET_FORMAT = "dream-gym-dataset/1"
 HOME_ENV = "DREAM_GYM_HOME"
@@ -211,10 +222,19 @@ def parse_dataset_json(path: Path | str, stream: Any, *, validate: bool = True) 
 
 def read_dataset_meta(folder: Path) -> dict[str, Any]:
     path = folder / DATASET_FILE
-    if not path.is_file():
+    if not is_present(path):
         raise DatasetError(f"{path}: missing (a dataset folder holds a {DATASET_FILE})")
-    with open(path, "rb") as stream:
+    with open_dataset_file(path) as stream:
         return parse_dataset_json(path, stream)[1]
+
+
+def open_dataset_file(path: Path) -> IO[bytes]:
+    """One of a dataset's files, opened for reading only when it is a regular file (never through
+    a symbolic link, never a FIFO or a device: :func:`dream_gym.world.open_world_file`)."""
+    try:
+        return open_world_file(path, owner="a dataset")
+    except WorldFormatError as exc:
+        raise DatasetError(str(exc)) from None
 
 
 def check_declared_size(path: Path | str, entry: Mapping[str, Any], world: World) -> None:
@@ -270,7 +290,7 @@ def find_dataset(dataset_id: str) -> Dataset:
     """
     did = parse_dataset_id(dataset_id)
     folder = local_path(did)
-    if (folder / DATASET_FILE).is_file():
+    if is_present(folder / DATASET_FILE):
         dataset = open_dataset_folder(folder)
         if dataset.id != str(did):
             raise DatasetError(f"{folder / DATASET_FILE}: says id {dataset.id!r}, stored as {did}")
@@ -354,7 +374,7 @@ class ValidationResult:
 
     def summary(self) -> str:
         what = f"dataset {self.dataset_id}" if self.kind == "dataset" else "world"
-        sizes = ", ".join(f"{k} ({v} nodes)" for k, v in self.worlds.items())
+        sizes = ", ".join(f"{printable(k)} ({v} nodes)" for k, v in self.worlds.items())  # a world's own id
         return f"OK: {what} at {self.path}: {len(self.worlds)} world(s): {sizes}"
 
 
@@ -363,9 +383,10 @@ def verify_files(folder: Path, meta: Mapping[str, Any]) -> None:
     for rel, digest in meta["files"].items():
         safe_relative_path(folder / DATASET_FILE, rel)
         path = folder / rel
-        if path.is_symlink() or not path.is_file():
-            raise DatasetError(f"{path}: listed in {DATASET_FILE} but missing (or not a regular file)")
-        actual = sha256_file(path)
+        if not is_present(path):
+            raise DatasetError(f"{path}: listed in {DATASET_FILE} but missing")
+        with open_dataset_file(path) as handle:  # a symbolic link, a FIFO or a device is refused, naming it
+            actual = sha256_stream(handle)
         if actual != digest:
             raise DatasetError(
                 f"{path}: sha256 mismatch (dataset.json says {digest}, the file has {actual}); "
@@ -387,7 +408,7 @@ def validate(target: str | os.PathLike[str]) -> ValidationResult:
         except DatasetIdError:
             raise FileNotFoundError(f"{text}: no such folder, and not a dataset id") from None
         path = dataset.path
-    if (path / DATASET_FILE).is_file():
+    if is_present(path / DATASET_FILE):
         meta = read_dataset_meta(path)
         verify_files(path, meta)
         result = ValidationResult(path, "dataset", str(meta["id"]))
@@ -396,7 +417,7 @@ def validate(target: str | os.PathLike[str]) -> ValidationResult:
             check_declared_size(path / DATASET_FILE, entry, world)
             result.worlds[entry["name"]] = world.size
         return result
-    if any((path / name).is_file() for name in (WORLD_FILE, *NODE_FILES)):
+    if any(is_present(path / name) for name in (WORLD_FILE, *NODE_FILES)):
         world = load_world(path)
         return ValidationResult(path, "world", None, {world.id: world.size})
     raise FileNotFoundError(f"{path}: neither a dataset folder ({DATASET_FILE}) nor a world folder")
@@ -413,7 +434,8 @@ def file_digests(folder: Path) -> dict[str, str]:
             raise DatasetError(f"{path}: symbolic links are not allowed in a dataset")
         if not path.is_file() or (path.parent == folder and path.name == DATASET_FILE):
             continue
-        digests[path.relative_to(folder).as_posix()] = sha256_file(path)
+        with open_dataset_file(path) as handle:
+            digests[path.relative_to(folder).as_posix()] = sha256_stream(handle)
     return dict(sorted(digests.items()))
 
 
@@ -467,7 +489,8 @@ def pack(
             dest = staging / world.id
             dest.mkdir()
             for source in (folder / WORLD_FILE, node_file(folder)):
-                shutil.copyfile(source, dest / source.name)
+                with open_world_file(source) as original, open(dest / source.name, "xb") as copy:
+                    shutil.copyfileobj(original, copy)  # a file swapped for a link since it loaded is refused
         if readme is not None:
             shutil.copyfile(readme, staging / "README.md")
         meta = {
@@ -510,7 +533,7 @@ def delete(dataset_id: str) -> Path:
     """Remove a dataset from the local store (the shipped dataset cannot be deleted)."""
     did = parse_dataset_id(dataset_id)
     folder = local_path(did)
-    if not (folder / DATASET_FILE).is_file():
+    if not is_present(folder / DATASET_FILE):
         shipped = shipped_path(str(did))
         if shipped is not None:
             raise PermissionError(f"dataset {did} is shipped with dream_gym ({shipped}); it cannot be deleted")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dream_gym.printable import TEXT_CHARS, printable
 from dream_gym.world import DIRECTIONS
 from dream_gym.world_writer import new_meta, write_world
 
@@ -156,7 +157,8 @@ class ImportReport:
         ]
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  warning: {w}" for w in self.warnings]
-        return "\n".join(lines)
+        # notes and warnings quote the run's own names (program ids, folders): escaped and cut
+        return "\n".join(printable(line, TEXT_CHARS) for line in lines)
 
 
 def check_options(direction: str, orphans: str) -> None:

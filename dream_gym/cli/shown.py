@@ -1,0 +1,51 @@
+"""What a command prints of text that others wrote: a world's id and task name, a dataset's
+description, author or licence, a remote's listing, an imported run's names.
+
+Such text never reaches the terminal raw: each field goes through
+:func:`dream_gym.printable.printable` (control characters escaped as ``\\x1b``, cut to a bound
+with a marker), either where the library renders it (``worlds show``, the statistics and
+leaderboard tables, the revealed tree) or here, for the fields a command puts in its own lines.
+:func:`say` is the print of every multi-line report from the library: each of its lines is
+escaped and cut again, so a field a renderer missed still cannot drive the terminal.
+
+Tables are rich ``Text`` cells (:func:`cell`), never strings: rich reads markup in strings
+(``[link=...]`` writes an OSC 8 hyperlink, an unmatched ``[/x]`` stops the command) and strips
+only a few control characters (BEL, backspace, CR, VT, FF; not ESC, not the 8-bit CSI ``0x9b``).
+JSON output (``--json``) is left to ``json.dumps``, which escapes every control character and
+keeps each value whole.
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+from dream_gym.printable import NAME_CHARS, TEXT_CHARS, printable
+
+#: The bound on one line of a report: room for a description (TEXT_CHARS), its cut marker and a
+#: label, so that a field cut by its renderer is not cut again here.
+LINE_CHARS = TEXT_CHARS + NAME_CHARS
+
+
+def shown(text: object, limit: int = NAME_CHARS) -> str:
+    """One field on one line: control characters (newlines too) escaped, cut to ``limit``."""
+    return printable(text, limit)
+
+
+def shown_lines(text: object, limit: int = LINE_CHARS) -> str:
+    """A multi-line text with each line's control characters escaped and each line cut to ``limit``."""
+    return "\n".join(printable(line, limit) for line in str(text).split("\n"))
+
+
+def say(text: object = "", *, file: IO[str] | None = None, end: str = "\n") -> None:
+    """``print`` for a report that quotes what others wrote (see :func:`shown_lines`)."""
+    print(shown_lines(text), file=file, end=end)
+
+
+def cell(text: object, limit: int = NAME_CHARS) -> Any:
+    """A rich table cell or title showing ``text`` literally (no markup), escaped and cut."""
+    from rich.text import Text
+
+    return Text(printable(text, limit))
+
+
+__all__ = ["LINE_CHARS", "cell", "say", "shown", "shown_lines"]
