@@ -72,6 +72,7 @@ class _Task:
     settings: ReplaySettings  # of every episode but its beta (taken from ``betas``)
     seed: int
     file_options: Mapping[str, Any] | None = None
+    trust_model: bool = False  # model zips load with the objects pickled in them (else as data)
 
 
 class _Heartbeat:
@@ -99,6 +100,34 @@ def _no_beat(step: int | None = None) -> None:
 def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[EpisodeResult]:
     """The task's episodes, one per beta in order (a JobPool task function: ``beat(i)``
     when episode i starts, ``beat()`` around every decision)."""
+    with model_trust(task.trust_model):
+        return _episodes(task, beat)
+
+
+def model_trust(trusted: bool) -> contextlib.AbstractContextManager[None]:
+    """A block in which model zips load with the objects pickled in them (``trusted``: the
+    ``--trust-model`` of a command), else as data (:mod:`dream_gym.rl.model_zips`). Imports the
+    RL stack only when trusted."""
+    if not trusted:
+        return contextlib.nullcontext()
+    from dream_gym.rl.model_zips import trusted_models
+
+    return trusted_models()
+
+
+def check_model_zips(policies: Sequence[str]) -> None:
+    """Refuse a model spec whose zip does not load as data (UntrustedModelError naming what it
+    holds), before anything runs: reads the zips' data, imports no torch."""
+    for spec in policies:
+        if is_model_spec(spec):
+            from dream_gym.policy_files.specs import model_files
+            from dream_gym.rl.model_zips import check_model_zip
+
+            for path in model_files(spec):
+                check_model_zip(path)
+
+
+def _episodes(task: _Task, beat: Callable[..., None]) -> list[EpisodeResult]:
     world = task.world if isinstance(task.world, World) else load_cached(task.world)
     beat(0)
     try:
@@ -249,6 +278,7 @@ def evaluate(
     chunk_size: int | None = None,
     file_options: Mapping[str, Any] | None = None,
     resume: bool = False,
+    trust_model: bool = False,
 ) -> list[EpisodeResult]:
     """Run every (policy, world, beta) episode and return the results in canonical order.
 
@@ -280,6 +310,9 @@ def evaluate(
         resume: continue the run into ``out`` that was killed: the (policy, world) tasks its
             journal ``<out>.partial`` holds are kept, only the others run (the journal must be
             of the same policies, worlds, betas and options; see :mod:`dream_gym.eval_journal`).
+        trust_model: load model zips with the objects pickled in them, which run as code (only
+            for models whose authors you trust). Default: as data (:mod:`dream_gym.rl.model_zips`),
+            and a zip holding anything else is refused (UntrustedModelError) before anything runs.
 
     With ``out``, the run holds the lock of ``out`` (``<out>.lock``, :mod:`dream_gym.locks`):
     a second run into the same file is refused with LockedError naming this one. Each finished
@@ -299,6 +332,8 @@ def evaluate(
         raise ValueError(f"policies repeat: {policies}")
     for spec in policies:  # fail fast on an unknown name, module or file; built only in workers
         check_policy_spec(spec)
+    if not trust_model:
+        check_model_zips(policies)
     if any(is_file_spec(spec) and not is_model_spec(spec) for spec in policies):
         require_sandbox()  # policy files run only where the kernel can sandbox them
     if task_timeout is not None and not task_timeout > 0:
@@ -312,7 +347,7 @@ def evaluate(
     settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, max_rounds=max_rounds)
     tasks = [
         _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, settings, seed,
-              file_options)
+              file_options, trust_model)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]
@@ -445,9 +480,11 @@ __all__ = [
     "DEFAULT_TASK_TIMEOUT_S",
     "Leaderboard",
     "LeaderboardRow",
+    "check_model_zips",
     "evaluate",
     "leaderboard",
     "load_policy_spec",
+    "model_trust",
     "load_results",
     "parse_betas",
     "read_results",

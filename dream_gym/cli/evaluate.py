@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import add_allow_errors, add_jobs, add_workers, parse_betas_option, report_failures
+from dream_gym.cli.options import (
+    add_allow_errors,
+    add_jobs,
+    add_trust_model,
+    add_workers,
+    parse_betas_option,
+    report_failures,
+)
 from dream_gym.jobs import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 from dream_gym.settings import DEFAULT_BETA, ReplaySettings
@@ -25,8 +32,8 @@ def register(subparsers: Any) -> None:
         ),
     )
     ev.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
-                    help="a built-in name (random, greedy, fixed), module:Class or a policy .py file "
-                         "(run isolated); repeat for several")
+                    help="a built-in name (random, greedy, fixed), module:Class, a policy .py file "
+                         "(run isolated) or a model .zip (loaded as data); repeat for several")
     ev.add_argument("--worlds", "-w", required=True,
                     help="a world folder, a folder of worlds, a dataset id ns/name-vN, a shipped world, "
                          "or a split of the shipped dataset (train, heldout); comma-separated lists allowed")
@@ -56,6 +63,7 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.add_argument("--summary", action="store_true", help="print only the table over all worlds")
     add_allow_errors(ev)
+    add_trust_model(ev)
     ev.set_defaults(func=run_eval)
 
     plot = subparsers.add_parser(
@@ -96,6 +104,7 @@ def run_eval(args: argparse.Namespace) -> int:
         seed=args.seed,
         task_timeout=args.task_timeout or None,
         resume=args.resume,
+        trust_model=args.trust_model,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     board.conditions = f"replayed {w_note(worlds, args.workers)}; betas {betas_note(board.betas)}"

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from dream_gym.cli.options import add_workers
+from dream_gym.cli.options import add_trust_model, add_workers
 from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 
 
@@ -39,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
     p.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
     p.add_argument("--quiet", action="store_true", help="no live progress display")
+    add_trust_model(p)
     p.set_defaults(func=run)
 
 
@@ -63,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
     elif params:
         raise ValueError("--policy-arg applies to built-in policies only")
     else:
+        from dream_gym.evaluate import model_trust
         from dream_gym.policy_files import load_policy
 
-        policy = load_policy(args.policy)
+        with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
+            policy = load_policy(args.policy)
     console = Console(stderr=True)
     table_rows: list[RoundStats] = []
 

@@ -48,6 +48,14 @@ def add_allow_errors(parser: argparse.ArgumentParser) -> None:
                              "named on stderr with its first error, and the table counts them)")
 
 
+def add_trust_model(parser: argparse.ArgumentParser) -> None:
+    """``--trust-model``: load model zips with the objects pickled in them (code in them runs)."""
+    parser.add_argument("--trust-model", action="store_true",
+                        help="load model zips with the Python objects pickled in them, which run as code: only for "
+                             "a model whose author you trust (default: a zip is loaded as data, and one holding "
+                             "anything else is refused)")
+
+
 def parse_betas_option(text: str, option: str = "--betas") -> tuple[float, ...]:
     """The beta grid of a comma-separated option, with an error naming the option and the bad value."""
     from dream_gym.evaluate import parse_betas

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dream_gym.cli.options import add_allow_errors, add_workers, report_failures
+from dream_gym.cli.options import add_allow_errors, add_trust_model, add_workers, report_failures
 from dream_gym.cli.shown import say, shown
 from dream_gym.settings import DEFAULT_BETA
 
@@ -26,18 +26,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
     p.add_argument("--json", action="store_true", help="print the episode record as JSON")
     add_allow_errors(p)
+    add_trust_model(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import check_policy, resolve_one_world
+    from dream_gym.evaluate import model_trust
     from dream_gym.policy import run_episode
     from dream_gym.policy_files import load_policy
     from dream_gym.session import ReplaySession
     from dream_gym.view import render_tree
 
     world = resolve_one_world(args.world)
-    policy = load_policy(check_policy(args.policy))
+    with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
+        policy = load_policy(check_policy(args.policy))
     session = ReplaySession(world, workers=args.workers, beta=args.beta,
                             max_rounds=args.max_rounds, frontier=args.frontier)
     result = run_episode(policy, session, seed=args.seed, on_error="record")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from dream_gym.cli.options import add_trust_model
+
 
 def register(subparsers: argparse._SubParsersAction, with_options: bool = True) -> None:
     """Add ``train``; ``with_options=False`` leaves out its options (another command runs: they
@@ -11,12 +13,14 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
     p = subparsers.add_parser(
         "train", help="train an RL policy (MaskablePPO / PPO, macro or node-level) on a pool of worlds",
         description="Train MaskablePPO or PPO on a pool of worlds with the beta-priced objective (or plain V); "
-                    "checkpoints durably and resumes a killed run from its --out folder; TensorBoard logs in "
+                    "checkpoints durably and resumes a killed run from its --out folder (the checkpoint of that "
+                    "folder only, loaded as data unless --trust-model); TensorBoard logs in "
                     "OUT/tb; evaluates on the held-out worlds every --eval-every steps (logged only). "
                     "The trained model (OUT/model.zip) works with --policy in eval, replay, grow.")
     p.set_defaults(func=run)
     if not with_options:
         return
+    add_trust_model(p)
     from dream_gym.rl.training import ALGOS, ARCHS, config_fields
 
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
@@ -34,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     config = TrainConfig(**{name: getattr(args, name) for name, _, _ in config_fields()})
     pool = resolve_world_specs(config.worlds, "--worlds")
     heldout = resolve_world_specs(config.heldout, "--heldout") if config.heldout else []
-    summary = train(config)
+    summary = train(config, trust_model=args.trust_model)
     final = summary["final"]
     w, betas = config.workers, betas_note(config.beta_grid)
     print(f"train pool ({worlds_count(pool)} at W = {w}, betas {betas}): "

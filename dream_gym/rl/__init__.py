@@ -23,6 +23,9 @@ in replay and online and never sees q, the world's best score or unrevealed node
   model's architecture, :data:`~dream_gym.rl.archs.ARCHITECTURES`) and :func:`sb3_vec_env` (the vector env as an SB3
   ``VecEnv``); :mod:`~dream_gym.rl.ensemble`: :class:`EnsemblePolicy` (seeds of one kind as
   one policy, their action probabilities averaged; spec ``a.zip+b.zip``).
+* :mod:`~dream_gym.rl.model_zips`: model zips loaded as data (nothing pickled in them runs;
+  :class:`UntrustedModelError` names what is refused; ``trust_model=True`` or
+  :func:`trusted_models` for a model whose author you trust).
 * :mod:`~dream_gym.rl.training`: ``dream-gym train`` (checkpoints, resume, TensorBoard logs,
   periodic held-out evaluation).
 
@@ -56,6 +59,7 @@ from dream_gym.rl.macro import (
     ranked_open,
 )
 from dream_gym.rl.macro_env import MacroReplayEnv
+from dream_gym.rl.model_zips import UntrustedModelError, trusted_models
 from dream_gym.rl.node_env import N_GLOBAL_FEATURES, NodeReplayEnv, node_observation
 from dream_gym.rl.node_features import N_NODE_FEATURES, NODE_FEATURE_NAMES, RoundPlan
 from dream_gym.rl.option_set import OPTION_POLICIES, OptionSet, option_features
@@ -99,6 +103,7 @@ __all__ = [
     "Progress",
     "RoundPlan",
     "SB3Policy",
+    "UntrustedModelError",
     "ValueFn",
     "batch_features",
     "batch_for",
@@ -116,5 +121,6 @@ __all__ = [
     "ranked_open",
     "replay_value",
     "sb3_vec_env",
+    "trusted_models",
     "view_features",
 ]

@@ -4,11 +4,13 @@ runs a trained model of it. One entry of :data:`ARCHITECTURES` per architecture 
 :func:`~dream_gym.rl.training.make_model` and :func:`model_policy`.
 
 A model records its architecture: :func:`~dream_gym.rl.training.make_model` sets the attribute
-:data:`ARCH_ATTRIBUTE`, which SB3's ``model.save`` writes with the model's other data and
+:data:`ARCH_ATTRIBUTE` (defined with what a model zip may hold, :mod:`dream_gym.rl.model_zips`), which SB3's ``model.save`` writes with the model's other data and
 ``load`` restores. Zips saved before the architecture was recorded fall back to the shape rule:
 the first architecture whose :attr:`Arch.fits` accepts the model's spaces, else ``macro``.
 
-A new architecture is one module (its env, its network, its policy class) and one line here.
+A new architecture is one module (its env, its network, its policy class) and one line here; a
+policy class of its own is also one line of :data:`dream_gym.rl.model_zips.POLICY_CLASSES` (the
+classes a model zip may name, loaded as data).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Protocol
 from dream_gym.objectives import ValueFn
 from dream_gym.rl.features import MACRO_FEATURES
 from dream_gym.rl.macro import MACRO_ACTIONS
+from dream_gym.rl.model_zips import ARCH_ATTRIBUTE
 from dream_gym.rl.node_env import NodeReplayEnv
 from dream_gym.rl.options_env import OptionsReplayEnv
 from dream_gym.rl.sb3 import (
@@ -47,8 +50,6 @@ class ArchConfig(Protocol):
     @property
     def beta_grid(self) -> list[float]: ...
 
-#: The model attribute that records its architecture (saved in the zip's data by ``model.save``).
-ARCH_ATTRIBUTE = "dream_gym_arch"
 #: What a model saved without :data:`ARCH_ATTRIBUTE` is when no architecture's shape fits.
 FALLBACK_ARCH = "macro"
 
@@ -149,10 +150,11 @@ def record_arch(model: Any, arch: str) -> Any:
     return model
 
 
-def model_policy(model: Any, **params: Any) -> Any:
+def model_policy(model: Any, *, trust_model: bool = False, **params: Any) -> Any:
     """The policy of a trained model (path or loaded), by its architecture (:func:`model_arch`).
+    A path is loaded as data unless ``trust_model`` (:func:`dream_gym.rl.sb3.load_model`).
     ``params``: ``deterministic``."""
-    name, loaded = named_model(model)
+    name, loaded = named_model(model, trust_model=trust_model)
     return ARCHITECTURES[model_arch(loaded)].policy(loaded, name=name, **params)
 
 

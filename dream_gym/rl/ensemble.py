@@ -32,12 +32,13 @@ class EnsemblePolicy:
         models: two or more model paths or loaded models of one kind (all macro, or all node,
             with the same observation; macro members all MaskablePPO or all PPO).
         name: the policy's name (default: ``ensemble-<first member>-x<K>``).
+        trust_model: load zips with the objects pickled in them (:func:`dream_gym.rl.sb3.load_model`).
     """
 
-    def __init__(self, models: Sequence[Any], name: str | None = None):
+    def __init__(self, models: Sequence[Any], name: str | None = None, *, trust_model: bool = False):
         if len(models) < 2:
             raise ValueError(f"an ensemble needs two or more models, got {len(models)}")
-        members = [model_policy(m) for m in models]
+        members = [model_policy(m, trust_model=trust_model) for m in models]
         if any(not isinstance(p, (SB3Policy, NodeSB3Policy)) for p in members):
             raise ValueError("ensemble members must be macro or node models: an options model's members would each "
                              "keep their own built-ins, so options models are not ensembled")

@@ -6,6 +6,8 @@ SB3 ``VecEnv`` (extra ``rl``: stable-baselines3, sb3-contrib, torch; imported la
   (:class:`~dream_gym.rl.NodeReplayEnv`), :class:`OptionsSB3Policy` for the options env; :func:`dream_gym.rl.archs.model_policy` picks the
   one of a zip's architecture, and
   ``dream_gym.policy_files.load_policy("model.zip")`` (or a shipped model's name) calls it.
+  A zip is loaded as data (:func:`load_model`, :mod:`dream_gym.rl.model_zips`): nothing pickled
+  in it runs, unless ``trust_model=True``.
 * :func:`sb3_vec_env`: a :class:`~dream_gym.rl.vector.MacroVectorEnv` as an SB3 ``VecEnv``, so
   that ``MaskablePPO("MlpPolicy", sb3_vec_env(worlds, n_envs=1024))`` trains on it directly
   (masks through ``env_method("action_masks")``, as sb3-contrib's ``get_action_masks`` asks).
@@ -26,20 +28,16 @@ from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
 from dream_gym.view import PrefixView
 
 
-def load_model(path: str | os.PathLike[str]) -> Any:
-    """A MaskablePPO or PPO model from an SB3 zip (chosen by the policy class saved in it)."""
-    from sb3_contrib import MaskablePPO
-    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.save_util import load_from_zip_file
+def load_model(path: str | os.PathLike[str], *, trust_model: bool = False) -> Any:
+    """A MaskablePPO or PPO model from an SB3 zip (chosen by the policy class saved in it), loaded
+    as data: nothing pickled in the zip is unpickled, and a zip holding what dream_gym cannot
+    rebuild is refused with :class:`~dream_gym.rl.model_zips.UntrustedModelError` naming it
+    (:mod:`dream_gym.rl.model_zips`). ``trust_model=True`` (or a load inside
+    :func:`~dream_gym.rl.model_zips.trusted_models`) loads it the old way, running the objects
+    pickled in it: only for a zip whose author you trust."""
+    from dream_gym.rl.model_zips import load_model_zip
 
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"model file {path} does not exist")
-    data, _, _ = load_from_zip_file(path, device="cpu")
-    policy_class = (data or {}).get("policy_class")
-    maskable = isinstance(policy_class, type) and issubclass(policy_class, MaskableActorCriticPolicy)
-    return (MaskablePPO if maskable else PPO).load(path, device="cpu")
+    return load_model_zip(path, trust=trust_model)
 
 
 class SB3Policy:
@@ -52,14 +50,14 @@ class SB3Policy:
 
     Args:
         model: a path to an SB3 ``.zip`` (MaskablePPO or PPO), or a loaded model.
-            **An SB3 zip holds pickled Python objects: load only files from a trusted source.**
         deterministic: take the most likely action (True) or sample one.
         features: the observation the model was trained on.
+        trust_model: load a zip with the objects pickled in it (:func:`load_model`).
     """
 
     def __init__(self, model: Any, *, deterministic: bool = True, features: FeatureSet = MACRO_FEATURES,
-                 name: str | None = None):
-        self.name, model = named_model(model, name)
+                 name: str | None = None, trust_model: bool = False):
+        self.name, model = named_model(model, name, trust_model=trust_model)
         obs_shape = tuple(getattr(model.observation_space, "shape", ()) or ())
         n_actions = getattr(model.action_space, "n", None)
         if obs_shape != (features.size,) or n_actions != len(MACRO_ACTIONS):
@@ -92,25 +90,31 @@ class SB3Policy:
         return batch_for(view, int(action))
 
 
-def named_model(model: Any, name: str | None = None) -> tuple[str, Any]:
+def named_model(model: Any, name: str | None = None, *, trust_model: bool = False) -> tuple[str, Any]:
     """(name, loaded model) of a path (named after the file, unless ``name``) or a loaded model.
-    A path is loaded once per process and file version (:func:`_shared_model`)."""
+    A path is loaded once per process, file version and trust (:func:`_shared_model`), as data
+    unless ``trust_model`` (:func:`load_model`)."""
     if isinstance(model, (str, os.PathLike)):
-        return name or os.path.splitext(os.path.basename(os.fspath(model)))[0], _shared_model(model)
+        name = name or os.path.splitext(os.path.basename(os.fspath(model)))[0]
+        return name, _shared_model(model, trust_model)
     return name or "sb3", model
 
 
-def _shared_model(path: str | os.PathLike[str]) -> Any:
+def _shared_model(path: str | os.PathLike[str], trust_model: bool) -> Any:
     """The loaded model of a zip, shared by every policy built from it: a policy only predicts
-    with it (its per-episode state lives in the policy object, built fresh for each episode)."""
+    with it (its per-episode state lives in the policy object, built fresh for each episode).
+    A zip loaded trusted is kept apart from the same zip loaded as data."""
+    from dream_gym.rl.model_zips import models_trusted
+
     real = os.path.realpath(path)
     stat = os.stat(real) if os.path.isfile(real) else None
-    return _load_shared(real, stat.st_mtime_ns if stat else 0, stat.st_size if stat else 0)
+    trusted = trust_model or models_trusted()
+    return _load_shared(real, stat.st_mtime_ns if stat else 0, stat.st_size if stat else 0, trusted)
 
 
 @functools.lru_cache(maxsize=32)
-def _load_shared(path: str, mtime_ns: int, size: int) -> Any:
-    return load_model(path)
+def _load_shared(path: str, mtime_ns: int, size: int, trust_model: bool) -> Any:
+    return load_model(path, trust_model=trust_model)
 
 
 def is_node_model(model: Any) -> bool:
@@ -131,12 +135,13 @@ class NodeSB3Policy:
 
     Args:
         model: a path to an SB3 ``.zip`` or a loaded MaskablePPO / PPO model with a node policy.
-            **An SB3 zip holds pickled Python objects: load only files from a trusted source.**
         deterministic: take the most likely row (True) or sample one (seeded per episode).
+        trust_model: load a zip with the objects pickled in it (:func:`load_model`).
     """
 
-    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None):
-        self.name, model = named_model(model, name)
+    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None,
+                 trust_model: bool = False):
+        self.name, model = named_model(model, name, trust_model=trust_model)
         if not is_node_model(model):
             raise ValueError(f"model {self.name} was not trained on the node env (observation "
                              f"{getattr(model, 'observation_space', None)})")
@@ -194,12 +199,13 @@ class OptionsSB3Policy:
 
     Args:
         model: a path to an SB3 ``.zip`` or a loaded MaskablePPO / PPO model of the options env.
-            **An SB3 zip holds pickled Python objects: load only files from a trusted source.**
         deterministic: take the most likely action (True) or sample one (seeded per episode).
+        trust_model: load a zip with the objects pickled in it (:func:`load_model`).
     """
 
-    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None):
-        self.name, model = named_model(model, name)
+    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None,
+                 trust_model: bool = False):
+        self.name, model = named_model(model, name, trust_model=trust_model)
         if not is_options_model(model):
             raise ValueError(f"model {self.name} was not trained on the options env (spaces "
                              f"{getattr(model, 'observation_space', None)} -> {getattr(model, 'action_space', None)})")

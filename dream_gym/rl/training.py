@@ -9,7 +9,9 @@ the last checkpoint when one exists. Each run folder holds:
 * ``checkpoint-<step>.zip`` + ``progress.json`` (which names it): written durably (temp file,
   fsync, rename) every ``checkpoint_every`` steps, the checkpoint first, older ones deleted last,
   so a run killed with ``kill -9`` resumes from there (steps since the last checkpoint are redone;
-  episodes in flight restart, so a resumed run is not bit-identical to an uninterrupted one);
+  episodes in flight restart, so a resumed run is not bit-identical to an uninterrupted one).
+  A resume reads a checkpoint of its own folder only (:func:`resume_checkpoint`), as data
+  (:func:`load_checkpoint`);
 * ``evals.jsonl``: every ``eval_every`` steps, v2, mean V and % of the oracle limit of the
   current policy on the train pool and on the held-out worlds (the held-out curve is reported,
   never used to select anything: the model kept is the last one);
@@ -36,7 +38,9 @@ from dream_gym.locks import folder_lock
 from dream_gym.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.oracle import oracle_limit
 from dream_gym.policy import EpisodeResult, run_episode
+from dream_gym.printable import printable
 from dream_gym.rl.archs import ARCHITECTURES, model_policy, record_arch
+from dream_gym.rl.model_zips import load_model_zip
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
 from dream_gym.settings import STANDARD_WORKERS
 from dream_gym.world import World, prefix_world
@@ -197,6 +201,12 @@ def algo_class(config: TrainConfig) -> Any:
     return PPO
 
 
+def policy_class(config: TrainConfig) -> type:
+    """The SB3 policy class of the run's architecture and algorithm ("MlpPolicy" resolved)."""
+    policy, _ = ARCHITECTURES[config.arch].network(config)
+    return algo_class(config).policy_aliases[policy] if isinstance(policy, str) else policy  # type: ignore[no-any-return]
+
+
 def make_model(config: TrainConfig, env: Any) -> Any:
     """A fresh (Maskable)PPO with the architecture's network (an MLP on the macro or options
     features, or the permutation-equivariant node scorer), recording its architecture."""
@@ -348,6 +358,36 @@ class _Run:
             self._next_checkpoint = (steps // self.config.checkpoint_every + 1) * self.config.checkpoint_every
 
 
+def resume_checkpoint(out: Path, progress: dict[str, Any]) -> Path | None:
+    """The checkpoint ``progress.json`` names, if it exists: a relative path to a regular file
+    below the run folder ``out`` (no absolute path, no ``..``, no symlink out of it), else
+    ValueError and nothing is loaded. A folder's progress.json can come with a shared run: it
+    must not make a resume load some other zip of the machine."""
+    name = progress.get("checkpoint", "checkpoint.zip")  # runs of earlier versions: checkpoint.zip
+    where = f"{out / 'progress.json'} names the checkpoint {printable(name, 200)!r}"
+    relative = Path(name) if isinstance(name, str) and name.strip() else None
+    if relative is None or relative.is_absolute() or ".." in relative.parts:
+        raise ValueError(f"{where}: a checkpoint is a file name inside the run folder; nothing was loaded")
+    path = out / relative
+    if not os.path.lexists(path):
+        return None  # killed before its first checkpoint: the run starts over
+    real, folder = path.resolve(), out.resolve()
+    if not real.is_relative_to(folder):
+        raise ValueError(f"{where}, which leads out of the run folder (to {printable(real, 200)}); "
+                         "nothing was loaded")
+    if not real.is_file():
+        raise ValueError(f"{where}, which is not a regular file; nothing was loaded")
+    return real
+
+
+def load_checkpoint(config: TrainConfig, path: Path, env: Any, trust_model: bool = False) -> Any:
+    """The run's model from its checkpoint, loaded as data (:mod:`dream_gym.rl.model_zips`): its
+    policy class must be the run's, its schedules are the config's constants, training goes on in
+    ``env``. ``trust_model``: the old way, with the objects pickled in the zip."""
+    return load_model_zip(path, trust=trust_model, env=env, policy_class=policy_class(config),
+                          constants={"learning_rate": config.learning_rate, "clip_range": config.clip_range})
+
+
 def _check_config(out: Path, config: TrainConfig) -> None:
     """Refuse to resume a run folder with another configuration (timesteps may change)."""
     path = out / "config.json"
@@ -362,8 +402,12 @@ def _check_config(out: Path, config: TrainConfig) -> None:
     durable_json(path, mine)
 
 
-def train(config: TrainConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+def train(config: TrainConfig, log: Callable[[str], None] = print, *, trust_model: bool = False) -> dict[str, Any]:
     """Train (or resume) the run of ``config``; return its summary (also in summary.json).
+
+    A resume loads the checkpoint progress.json names, inside the run folder only, as data
+    (:func:`resume_checkpoint`, :func:`load_checkpoint`); ``trust_model=True`` loads it with the
+    objects pickled in it, for a run folder whose author you trust.
 
     The run holds its folder's lock (``<out>/.lock``, dream_gym.locks): a second train of the
     same folder is refused with LockedError naming this one. A finished run (its summary is of
@@ -376,7 +420,7 @@ def train(config: TrainConfig, log: Callable[[str], None] = print) -> dict[str, 
         if recorded is not None:
             log(f"{out} is finished ({recorded['timesteps']} steps); nothing to do")
             return recorded
-        return _train(config, out, log)
+        return _train(config, out, log, trust_model)
 
 
 def finished_summary(out: Path, config: TrainConfig) -> dict[str, Any] | None:
@@ -393,17 +437,17 @@ def finished_summary(out: Path, config: TrainConfig) -> dict[str, Any] | None:
     return dict(summary)
 
 
-def _train(config: TrainConfig, out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def _train(config: TrainConfig, out: Path, log: Callable[[str], None], trust_model: bool) -> dict[str, Any]:
+    progress = json.loads((out / "progress.json").read_text(encoding="utf-8")) if (out / "progress.json").is_file() else {}
+    checkpoint = resume_checkpoint(out, progress) if progress else None  # before anything is built
     settings = seed_everything(config.seed, config.torch_threads)
     worlds = training_pool(config)
     heldout = resolve_worlds(config.heldout) if config.heldout else []
     env = make_env(config, worlds)
     run = _Run(config, worlds, heldout, log)
 
-    progress = json.loads((out / "progress.json").read_text(encoding="utf-8")) if (out / "progress.json").is_file() else {}
-    checkpoint = out / progress.get("checkpoint", "checkpoint.zip")  # runs of earlier versions: checkpoint.zip
-    if progress and checkpoint.is_file():
-        model = record_arch(algo_class(config).load(checkpoint, env=env, device="cpu"), config.arch)
+    if checkpoint is not None:
+        model = record_arch(load_checkpoint(config, checkpoint, env, trust_model), config.arch)
         run.resume_from(progress)
         log(f"resuming {out} from step {model.num_timesteps}")
     else:
@@ -428,5 +472,5 @@ def _train(config: TrainConfig, out: Path, log: Callable[[str], None]) -> dict[s
     return summary
 
 
-__all__ = ["ALGOS", "ARCHS", "TrainConfig", "config_fields", "evaluate_policy", "make_env", "make_model",
-           "seed_everything", "train", "training_pool"]
+__all__ = ["ALGOS", "ARCHS", "TrainConfig", "config_fields", "evaluate_policy", "load_checkpoint", "make_env",
+           "make_model", "policy_class", "resume_checkpoint", "seed_everything", "train", "training_pool"]

@@ -71,6 +71,7 @@ class BridgeConfig:
     command: str | None = None
     policy_params: dict[str, Any] = field(default_factory=dict)
     log_level: str = "WARNING"
+    trust_model: bool = False  # a model zip loads with the objects pickled in it (default: as data)
 
 
 @dataclass
@@ -155,6 +156,10 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
     require_sandbox()  # candidates (built-in evaluators) and policy files run sandboxed
     if config.workers < 1 or config.iterations < 1:
         raise ValueError("-W and --iterations must be at least 1")
+    if config.policy != NATIVE_POLICY and not config.trust_model:
+        from dream_gym.evaluate import check_model_zips
+
+        check_model_zips([config.policy])  # a zip that does not load as data: refused before any folder is made
     from dream_gym.integrations.openevolve import bridge
     from dream_gym.world_writer import WorldWriter, new_meta
 
@@ -207,15 +212,17 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         oe_config = openevolve_config(config, model=model, api_base=api_base, api_key=api_key)
         policy = None
         if config.policy != NATIVE_POLICY:
+            from dream_gym.evaluate import model_trust
             from dream_gym.policy_files.specs import PolicySource, is_file_spec
 
-            if config.policy_params and not is_file_spec(config.policy):
-                from dream_gym.policy_files import load_policy
+            with model_trust(config.trust_model):  # a model zip: as data unless trusted
+                if config.policy_params and not is_file_spec(config.policy):
+                    from dream_gym.policy_files import load_policy
 
-                policy = load_policy(config.policy, params=config.policy_params)
-            else:
-                source = PolicySource(config.policy)
-                policy = source.new()
+                    policy = load_policy(config.policy, params=config.policy_params)
+                else:
+                    source = PolicySource(config.policy)
+                    policy = source.new()
         state = bridge.RunState(writer, policy, config.workers, seed=config.seed, beta=config.beta,
                                 frontier=config.frontier, total_iterations=config.iterations)
         bridge.guard_forks()
