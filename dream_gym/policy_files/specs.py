@@ -68,8 +68,10 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
                 params: Mapping[str, Any] | None = None, **limits: Any) -> Policy:
     """A policy from a built-in name, ``module:attr``, a ``.py`` file path, or a trained
     stable-baselines3 model: a ``.zip`` or a shipped model's name (``ppo-macro``, ``ppo-node``),
-    built by :func:`dream_gym.rl.model_policy` in-process (an SB3 zip holds pickled objects, so
-    load only models from a trusted source; ``params`` such as ``deterministic`` go to it).
+    built by :func:`dream_gym.rl.model_policy` in-process, its zip read as data: no pickled
+    entry of it is unpickled (a zip that needs one is refused; inside
+    ``with dream_gym.rl.trusted_models():`` it is unpickled, for a model whose author you trust;
+    ``params`` such as ``deterministic`` go to it).
 
     Args:
         spec: see the module docstring.
@@ -91,7 +93,7 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
             policy.name = named  # type: ignore[attr-defined]
         return policy
     params = dict(params or {})
-    if is_model_spec(spec):  # SB3 models hold pickled objects: trusted, in-process
+    if is_model_spec(spec):  # read as data (dream_gym.rl.model_zips), in-process
         if isolate or limits:
             raise ValueError(f"{spec}: SB3 models load in-process only (no isolate=True, no limits)")
         return _model_policy(spec, model_files(spec), params)
