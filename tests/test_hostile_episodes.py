@@ -162,6 +162,46 @@ def test_unconfined_the_ways_of_reading_the_counter_work(small_world: Path) -> N
     assert re.fullmatch(r"[\d,]+", read["signal-0"]), read
 
 
+_PIPES = """
+import os, sys
+
+def pipes(most):
+    held = []
+    try:
+        while len(held) < most:
+            held.append(os.pipe())
+    except OSError as exc:
+        return len(held), type(exc).__name__
+    return len(held), "none"
+
+
+class Policy:
+    def reset(self, context):
+        sys.stderr.write("PIPES %d %s\\n" % pipes(200))
+        sys.stderr.flush()
+
+    def act(self, view):
+        return []
+"""
+
+
+def test_an_episode_holds_too_few_pipes_to_touch_the_users_pipe_quota(tmp_path: Path, small_world: Path) -> None:
+    """Pipe buffers count against one quota per user, past which every new pipe of the user is
+    smaller, which an episode running beside it could see: an episode may hold 64 descriptors."""
+    spec = _file(tmp_path, "pipes.py", _PIPES)
+    with IsolatedPolicy(spec, **FAST) as policy:
+        assert run_episode(policy, load_world(small_world), seed=0, beta=0.5).error is None
+        deadline = time.monotonic() + 10
+        while "PIPES" not in policy.output_tail("stderr") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        count, error = re.search(r"PIPES (\d+) (\w+)", policy.output_tail("stderr")).groups()  # type: ignore[union-attr]
+    assert error == "OSError" and 2 * int(count) + 5 <= 64, (count, error)
+    # the control: the same code in a plain process holds all 200
+    done = subprocess.run([sys.executable, "-c", _PIPES + "print(pipes(200))"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "(200, 'none')", done.stdout + done.stderr
+
+
 # -- replies ---------------------------------------------------------------------------------
 FORGERIES = ("none", "huge", "objects", "lists", "strings", "died", "terminal")
 

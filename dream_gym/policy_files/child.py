@@ -35,6 +35,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -132,6 +133,11 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
 
 #: The pipe ends an episode is forked on: requests in, replies out, its stdout, its stderr.
 Channel = tuple[int, int, int, int]
+#: The most descriptors an episode may hold. Pipe buffers count against one quota per user
+#: (``/proc/sys/fs/pipe-user-pages-soft``, 16,384 pages by default), past which every new pipe of
+#: that user gets one page: an episode with thousands of pipes could make that visible to an
+#: episode running beside it. 64 descriptors of 16 pages each stay far below the quota.
+EPISODE_DESCRIPTORS = 64
 
 
 class _Episode:
@@ -165,6 +171,7 @@ class _Episode:
         if self.pid == 0:
             _own_stdio(out_w, err_w)
             _keep_only(to_child_r, from_child_w)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (EPISODE_DESCRIPTORS, EPISODE_DESCRIPTORS))
             _episode_main(to_child_r, from_child_w, build, confinement, hook, source)
         for fd in (to_child_r, from_child_w, out_w, err_w):
             os.close(fd)
