@@ -13,7 +13,7 @@ from dream_gym.env_ids import register_envs
 from dream_gym.policy import EpisodeResult, FunctionPolicy, Policy, RunContext, as_policy, run_episode
 from dream_gym.registry import list_worlds, resolve_world
 from dream_gym.replay import IllegalBatchError
-from dream_gym.session import ReplaySession
+from dream_gym.session import EpisodeLimitError, ReplaySession
 from dream_gym.view import NodeView, PrefixView
 from dream_gym.world import World, WorldFormatError, load_world
 from dream_gym.world_writer import WorldWriter
@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 register_envs()
 
 __all__ = [
+    "EpisodeLimitError",
     "EpisodeResult",
     "FunctionPolicy",
     "IllegalBatchError",

@@ -18,7 +18,7 @@ from dream_gym.registry import is_path, resolve_world
 from dream_gym.replay import ROOT, IllegalBatchError, judge_batch, why_illegal
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession, world_fields
-from dream_gym.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.settings import DEFAULT_BETA, DEFAULT_MAX_ATTEMPTS, ReplaySettings
 from dream_gym.view import PrefixView, RevealedNodes, render_tree
 from dream_gym.world import World
 
@@ -32,11 +32,13 @@ _new_object = object.__new__
 _refs = sys.getrefcount
 # The engine's layout (dream_gym.episode_engine; repeated here so that importing this module does
 # not load numba): header slots of its int64 state, its float64 state and its output.
-_H_STATUS, _H_N, _H_OBSERVED, _H_ROOT_SLOTS, _H_DST, _H_OUTLEN, _H_MODE = 0, 1, 4, 6, 8, 16, 17
+_H_STATUS, _H_N, _H_OBSERVED, _H_ROOT_SLOTS, _H_DST, _H_OUTLEN, _H_MODE, _H_REFUSED = 0, 1, 4, 6, 8, 16, 17, 39
 _STATUS_ILLEGAL, _MODE_STEP, _MODE_RESET = 1, 0, 1
 _F_REWARD = 1
 _OUT_HEADER = 5  # k, first new id, root slots, rounds, end
-_END_TERMINATED, _END_TRUNCATED, _END_FULL = 1, 2, 3
+_END_TERMINATED, _END_TRUNCATED, _END_FULL, _END_LIMIT = 1, 2, 3, 4
+# info["truncated_by"] of each way a step truncates an episode
+_TRUNCATED_BY = {_END_TRUNCATED: "max_rounds", _END_FULL: "capacity", _END_LIMIT: "max_attempts"}
 _MAX_SETS = 4
 
 # The observation capacity when ``max_nodes`` is not given: a constant, so that the shape of an
@@ -154,18 +156,23 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
     ## Episode End
     Terminated when the batch has no legal selection (see Action Space) or nothing is left to
-    reveal. Truncated when ``k`` reaches ``max_rounds``, or, with an explicit ``max_nodes``
+    reveal. Truncated when ``k`` reaches ``max_rounds``; with an explicit ``max_nodes``
     smaller than the world, when the next batch might not fit in the free rows (fewer free rows
     than ``min(W, root_slots + open nodes)``: decided from the frontier alone;
-    ``info["capacity_full"]``, and a warning the first time). A world that fits the capacity is
-    never cut short; one bigger than the default capacity is an error at make time.
+    ``info["capacity_full"]``, and a warning the first time); and when a batch would take the
+    episode past ``max_attempts`` attempts (default
+    :data:`~dream_gym.settings.DEFAULT_MAX_ATTEMPTS`, 10,000): that batch is not applied (the
+    observation stays, reward 0). ``info["truncated_by"]`` says which: ``"max_rounds"``,
+    ``"capacity"`` or ``"max_attempts"`` (then ``env.unwrapped.session.limit_error`` holds the
+    message). A world that fits the capacity and has at most ``max_attempts`` attempts is never
+    cut short; one bigger than the default capacity is an error at make time.
 
     ## Info
     ``view`` (a :class:`dream_gym.view.PrefixView`, the policy interface's input),
     ``frontier`` ({id: allowed multiplicity}), ``action_mask`` (see Action Space), ``attempts``
     (N), ``rounds`` (k), ``new_ids``, ``dropped`` ([(selection, reason)], empty unless
-    strict=False dropped something) and, when they apply, ``illegal_stop`` and
-    ``capacity_full``. V so far is the sum of the rewards (``env.unwrapped.session.value``).
+    strict=False dropped something) and, when they apply, ``illegal_stop``, ``capacity_full``
+    and ``truncated_by``. V so far is the sum of the rewards (``env.unwrapped.session.value``).
     Infos, observations, views and the env itself pickle and deep-copy (async vector envs and
     SB3's vector envs need it); a copied or unpickled env continues the same episode.
 
@@ -182,7 +189,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     [0, 1]), ``beta1``, ``beta2`` (score coefficients), ``max_rounds`` (K2, default none),
     ``frontier`` ("leaves" | "any", default the world's), ``max_nodes`` (observation capacity,
     default :data:`DEFAULT_MAX_NODES`), ``strict`` (default False), ``share_obs`` (default
-    False), ``render_mode`` (None | "ansi" | "rgb_array").
+    False), ``render_mode`` (None | "ansi" | "rgb_array"), ``max_attempts`` (the most attempts
+    one episode may make, default 10,000).
 
     ## Registered ids
     ``DreamGym/Replay-v1`` (pass ``world=``) and one ``DreamGym/<world>-v1`` per shipped world,
@@ -192,6 +200,11 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     :class:`dream_gym.vector_env.ReplayVectorEnv`.
 
     ## Version History
+    * v1, end of 2026-12 (same spaces, values and episodes on every world of at most
+      ``max_attempts`` + 1 nodes, which holds every shipped world and every world that fits the
+      default capacity): ``max_attempts`` (default 10,000) truncates an episode whose next batch
+      would take it past that many attempts, the batch not applied; ``info["truncated_by"]``
+      says why an episode was truncated (``"max_rounds"``, ``"capacity"``, ``"max_attempts"``).
     * v1, later in 2026-12 (same spaces, values and episodes): observations and action masks
       are read-only arrays over buffers the env writes again once nobody holds them (before: a
       fresh writeable copy every step); a step's cost no longer grows with ``max_nodes``;
@@ -231,6 +244,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         strict: bool = False,
         share_obs: bool = False,
         render_mode: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ):
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
@@ -238,9 +252,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._arguments: dict[str, Any] = {
             "world": _portable_reference(world), "workers": workers, "beta": beta, "beta1": beta1, "beta2": beta2,
             "max_rounds": max_rounds, "frontier": frontier, "max_nodes": max_nodes, "strict": strict,
-            "share_obs": share_obs, "render_mode": render_mode,
+            "share_obs": share_obs, "render_mode": render_mode, "max_attempts": max_attempts,
         }
-        settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier)
+        settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier, max_attempts)
         self._session = _FollowingSession(resolve_world(world), settings, strict=strict)
         session = self._session
         self.settings = session.settings  # resolved on the world: the W and rule replayed
@@ -259,7 +273,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
         self._kernel = engine.episode_kernel()
         arrays = engine.EpisodeArrays(self.world, workers, self.max_nodes, session.replay.frontier_rule == "leaves",
-                                      max_rounds, session.beta1, session.beta2)
+                                      max_rounds, session.beta1, session.beta2, session.max_attempts)
         self._engine_arrays = arrays
         self._S, self._F = arrays.S, arrays.F
         self._smv: Any = memoryview(self._S)  # type: ignore[arg-type]  # scalar reads and writes
@@ -291,6 +305,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._done = False
         self._stopped = False  # by an empty batch
         self._cut = False  # truncated because the capacity cannot hold the next batch
+        self._refused = 0  # the size of the batch refused at max_attempts (which ended the episode)
         self._view: PrefixView | None = None
         self._ready = False  # reset, and the episode not over
         # what step reads on every call, in one attribute
@@ -339,6 +354,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
                     session.step([])
                 elif self._cut:
                     session.truncate()
+                elif self._refused:
+                    session._refuse_over_limit(self._refused, [])
             self._followed = now
         finally:
             session._follow = self._follow
@@ -426,6 +443,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._batch_ends = []
         self._episode_lists = (revealed, revealed.parents, revealed.fixed, self._batch_ends)
         self._done = self._stopped = self._cut = False
+        self._refused = 0
         self._ready = True
         index = self._run(_MODE_RESET)
         self._smv[_H_MODE] = _MODE_STEP
@@ -505,10 +523,14 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._done, self._ready = True, False
         if end == _END_TERMINATED:
             self._stopped = not k  # an empty batch (else nothing is left to reveal)
-        elif end == _END_FULL:  # the capacity cannot hold the next batch
+            return
+        info["truncated_by"] = _TRUNCATED_BY[end]
+        if end == _END_FULL:  # the capacity cannot hold the next batch
             self._cut = True
             info["capacity_full"] = True
             self._warn_full()
+        elif end == _END_LIMIT:  # the batch would have taken the episode past max_attempts
+            self._refused = self._smv[_H_REFUSED]
 
     def _step_judged(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """A batch with an illegal selection, or of a kind the engine does not take: judged by the
@@ -618,6 +640,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             "started": self._episode > 0,
             "batches": self._applied_batches(0),
             "stopped": self._stopped,  # by an empty batch
+            "refused": self._refused,  # a batch refused at max_attempts ended it
             "warned_full": self._warned_full,
             "np_random": self._np_random,
             "np_random_seed": self._np_random_seed,
@@ -698,5 +721,7 @@ def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[st
             env.step(batch)
         if state["stopped"] and not env._done:
             env.step([])
+        if state.get("refused") and not env._done:  # the refused batch changed nothing but the end
+            env._done, env._ready, env._refused = True, False, state["refused"]
     env._warned_full = state["warned_full"]
     return env

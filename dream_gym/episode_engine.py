@@ -36,18 +36,19 @@ H_STATUS, H_N, H_K, H_FIRST, H_OBSERVED, H_ROUNDS, H_ROOT_SLOTS, H_FC = range(8)
 H_DST, H_EPOCH, H_W, H_M, H_LEAVES, H_ROUND_LIMIT, H_ROWS_SAFE = range(8, 15)
 H_OUTLEN, H_MODE, H_ROOT_CHILDREN, H_O_F, H_NF = range(16, 21)
 H_B_SCORES, H_B_GLOBALS, H_B_MASK = range(35, 38)  # byte offsets in a buffer set (its nodes at 0)
+H_MAX_ATTEMPTS, H_REFUSED = 38, 39  # the attempts limit; the size of the batch it refused (0: none)
 H_O_BATCH, H_O_OUT, H_O_SETS, H_O_ORDER, H_O_PARENT, H_O_REVEALED, H_O_OPEN, H_O_FRONT = range(22, 30)
 H_O_CSTART, H_O_NCH, H_O_CHILDREN, H_O_DEPTH, H_O_VALID = range(30, 35)
 HEADER_SIZE = 40
 F_VALUE, F_REWARD, F_BEST_Q, F_BETA1, F_BETA2, F_BASELINE = range(6)
 F_HEADER_SIZE = 8
 F_O_SCORE = F_HEADER_SIZE
-STATUS_APPLIED, STATUS_ILLEGAL, STATUS_EMPTY = 0, 1, 2
+STATUS_APPLIED, STATUS_ILLEGAL, STATUS_EMPTY, STATUS_REFUSED = 0, 1, 2, 3
 MODE_STEP, MODE_RESET = 0, 1
 MAX_SETS = 4  # observation buffer sets an env keeps
 # The output starts with these, then the kept selections, their nodes, the frontier (root first).
 OUT_K, OUT_FIRST, OUT_ROOT_SLOTS, OUT_ROUNDS, OUT_END = range(5)  # OUT_END: 0 running, 1 terminated,
-OUT_HEADER = 5                                                    # 2 truncated, 3 capacity full
+OUT_HEADER = 5                                   # 2 truncated (rounds), 3 capacity full, 4 max_attempts
 
 
 def set_layout(workers: int, max_nodes: int) -> tuple[tuple[tuple[Any, tuple[int, ...], int], ...], int]:
@@ -67,7 +68,7 @@ class EpisodeArrays:
     observed ids (see the section comment above): ``S``, and ``F``, its float64 part."""
 
     def __init__(self, world: World, workers: int, max_nodes: int, leaves: bool, round_limit: int | None,
-                 beta1: float, beta2: float):
+                 beta1: float, beta2: float, max_attempts: int):
         pool = _one_world_pool(world)
         size = int(pool.sizes[0])
         n_children = pool.n_children
@@ -89,6 +90,7 @@ class EpisodeArrays:
         S[H_W], S[H_M], S[H_LEAVES] = workers, max_nodes, int(leaves)
         S[H_ROUND_LIMIT] = -1 if round_limit is None else round_limit
         S[H_ROWS_SAFE] = max_nodes - workers
+        S[H_MAX_ATTEMPTS] = max_attempts
         S[H_ROOT_CHILDREN] = n_children[0]
         layout, _ = set_layout(workers, max_nodes)
         S[H_B_SCORES], S[H_B_GLOBALS], S[H_B_MASK] = (offset for _, _, offset in layout[1:])
@@ -166,7 +168,8 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
     """Reset (H_MODE = MODE_RESET) or step the episode with the batch S[batch : batch + H_N]
     (values H_M: no selection), then bring buffer set H_DST (the bytes ``buffer``) up to date.
     A batch with an illegal selection changes nothing (H_STATUS = STATUS_ILLEGAL): the caller
-    judges it and steps again with its legal part."""
+    judges it and steps again with its legal part. A legal batch that would take the episode
+    past H_MAX_ATTEMPTS is not applied: the episode ends (OUT_END 4, H_REFUSED its size)."""
     W, M = S[H_W], S[H_M]
     F = S[S[H_O_F]: S[H_O_F] + S[H_NF]].view(np.float64)
     nodes = buffer[: 20 * M].view(np.int32).reshape(M, 5)
@@ -184,6 +187,7 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
         S[o_parent] = -1
         S[o_rev] = 0
         S[o_open] = 0
+        S[H_REFUSED] = 0
         root_slots = min(W, S[H_ROOT_CHILDREN])
         valid_root = S[S[H_O_VALID]]
         size = S[H_O_NCH] - S[H_O_CSTART]
@@ -219,6 +223,11 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
         if k == 0:
             S[H_STATUS] = STATUS_EMPTY
             end = 1
+        elif observed - 1 + k > S[H_MAX_ATTEMPTS]:  # past the attempts limit: nothing is applied
+            S[H_STATUS] = STATUS_REFUSED
+            S[H_REFUSED] = k
+            k = 0
+            end = 4
         else:
             S[H_STATUS] = STATUS_APPLIED
             o_cstart, o_nch, o_children, o_valid = S[H_O_CSTART], S[H_O_NCH], S[H_O_CHILDREN], S[H_O_VALID]

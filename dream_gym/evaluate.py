@@ -42,7 +42,7 @@ from dream_gym.score import (
     DEFAULT_LAMBDA,
 )
 from dream_gym.session import ReplaySession
-from dream_gym.settings import ReplaySettings
+from dream_gym.settings import DEFAULT_MAX_ATTEMPTS, ReplaySettings
 from dream_gym.world import World
 from dream_gym.world_specs import resolve_worlds
 
@@ -270,6 +270,7 @@ def evaluate(
     out: str | os.PathLike[str] | None = None,
     progress: bool = True,
     max_rounds: int | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     beta1: float = DEFAULT_BETA1,
     beta2: float = DEFAULT_BETA2,
     lam: float = DEFAULT_LAMBDA,
@@ -299,6 +300,8 @@ def evaluate(
         out: write one JSON line per episode there (in canonical order).
         progress: show a rich progress bar (on stderr).
         max_rounds, beta1, beta2: ReplaySession options (round limit and V's coefficients).
+        max_attempts: the most attempts one episode may make; a policy that asks for more gets
+            an ``EpisodeLimitError`` on that world (:data:`dream_gym.settings.DEFAULT_MAX_ATTEMPTS`).
         lam: recorded with the results for the leaderboard (the v2 penalty weight).
         seed: the seed every policy gets in its RunContext.
         task_timeout: seconds a (policy, world) task may go without progress (a decision or
@@ -319,9 +322,10 @@ def evaluate(
     task is journaled durably, so a killed run loses only the tasks in flight; without
     ``resume``, a journal left by a killed run is an error (FileExistsError).
 
-    A policy that raises, returns an illegal batch, cannot be loaded, hangs (``task_timeout``)
-    or kills its worker gets its error in ``EpisodeResult.error``; every other episode still
-    runs. An unknown policy name, module or file raises LookupError before anything runs.
+    A policy that raises, returns an illegal batch, asks for more than ``max_attempts``
+    attempts in one episode, cannot be loaded, hangs (``task_timeout``) or kills its worker gets
+    its error in ``EpisodeResult.error``; every other episode still runs. An unknown policy
+    name, module or file raises LookupError before anything runs.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -344,7 +348,7 @@ def evaluate(
     if not world_list:
         raise LookupError("no worlds to evaluate")
     beta_grid = parse_betas(betas)
-    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, max_rounds=max_rounds)
+    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, max_rounds=max_rounds, max_attempts=max_attempts)
     tasks = [
         _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, settings, seed,
               file_options, trust_model)
@@ -358,7 +362,7 @@ def evaluate(
         backend = "serial"
     identity = {"policies": policies, "worlds": world_list, "betas": beta_grid,
                 "options": {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds,
-                            "seed": seed, "lam": lam},
+                            "max_attempts": max_attempts, "seed": seed, "lam": lam},
                 "file_options": file_options}
     with _results_output(out, identity, resume) as journal:
         by_key: dict[tuple[int, int], list[EpisodeResult]] = dict(journal.finished) if journal else {}

@@ -191,8 +191,10 @@ def run_episode(
             World or a world reference such as a shipped world's name (the fast path used by
             evaluation: no observation encoding).
         seed: passed to the policy in its RunContext (and to ``env.reset``).
-        on_error: "raise" re-raises a policy's exception or illegal batch; "record" ends the
-            episode there and puts the message in ``EpisodeResult.error``.
+        on_error: "raise" re-raises a policy's exception or illegal batch, and raises
+            :class:`~dream_gym.session.EpisodeLimitError` when the policy asked for more than
+            ``max_attempts`` attempts; "record" ends the episode there and puts the message in
+            ``EpisodeResult.error``.
         session_options: ReplaySession arguments when ``env`` is a World (workers, beta, ...).
     """
     if on_error not in ("raise", "record"):
@@ -219,7 +221,11 @@ def run_episode(
             else:
                 session.step(batch)
                 view = session.view()
-    except Exception as exc:  # an IllegalBatchError, or anything the policy raised
+        if session.limit_error is not None:  # the episode asked for more than max_attempts
+            from dream_gym.session import EpisodeLimitError  # here: see _session_of
+
+            raise EpisodeLimitError(session.limit_error)
+    except Exception as exc:  # an IllegalBatchError, EpisodeLimitError, or anything the policy raised
         if on_error == "raise":
             raise
         error = f"{type(exc).__name__}: {exc}"

@@ -61,6 +61,19 @@ def world_fields(world: World) -> WorldFields:
     return fields
 
 
+class EpisodeLimitError(RuntimeError):
+    """An episode asked for more attempts than ``max_attempts`` allows
+    (:data:`dream_gym.settings.DEFAULT_MAX_ATTEMPTS`): its batch was not applied and the episode
+    ended there. Evaluation records it as the policy's error on that world."""
+
+
+def attempts_limit_message(limit: int, attempts: int, batch: int) -> str:
+    """Why a batch of ``batch`` selections after ``attempts`` attempts was refused."""
+    return (f"episode exceeded {limit} attempts (max_attempts); its batch of {batch} after {attempts} "
+            "attempts was not applied and the episode ended there (raise the bound with --max-attempts, "
+            "or max_attempts= of evaluate, ReplaySettings or the env)")
+
+
 class StepOutcome(NamedTuple):
     """What one batch did. Built with ``tuple.__new__`` on the hot path (a NamedTuple's own
     constructor is a Python function)."""
@@ -102,6 +115,7 @@ class ReplaySession:
         self.beta, self.beta1, self.beta2 = float(settings.beta), float(settings.beta1), float(settings.beta2)
         self.max_rounds = max_rounds
         self._round_limit = math.inf if max_rounds is None else max_rounds
+        self.max_attempts = settings.max_attempts
         self.strict = strict
         self.replay = Replay(world, settings.workers_on(world), settings.frontier_on(world))
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
@@ -133,6 +147,7 @@ class ReplaySession:
         self.done = False
         self.terminated = False
         self.truncated = False
+        self.limit_error: str | None = None  # why the episode was cut at max_attempts, if it was
         root_q = self._q[ROOT]
         self.best_q = 0.0 if root_q is None else root_q  # an unscored root: quality starts at the baseline's q
         root = self._fields[ROOT]
@@ -191,6 +206,9 @@ class ReplaySession:
 
         Non-strict sessions drop illegal selections (listed in ``StepOutcome.dropped``); a
         non-empty batch with no legal selection left is the empty batch: it stops the episode.
+        A batch that would take the episode past ``max_attempts`` is not applied: the episode
+        ends truncated, reward 0, and ``limit_error`` says why (:class:`EpisodeLimitError`'s
+        message).
         """
         if self.done:
             raise RuntimeError("the episode is over; call reset() first")
@@ -200,6 +218,8 @@ class ReplaySession:
             ids, dropped = replay.check(batch), []
         else:
             ids, dropped = replay.legal_part(batch)
+        if ids and replay.attempts + len(ids) > self.max_attempts:
+            return self._refuse_over_limit(len(ids), dropped)
         if ids:
             new_ids = replay.apply_checked(ids)
             self._reveal(new_ids, ids)
@@ -216,10 +236,17 @@ class ReplaySession:
         self.value = value
         return _new_outcome(StepOutcome, (new_ids, reward, terminated, truncated, dropped))
 
+    def _refuse_over_limit(self, batch: int, dropped: list[tuple[object, str]]) -> StepOutcome:
+        """End the episode, truncated, without applying a batch of ``batch`` selections that would
+        take it past ``max_attempts``."""
+        self.limit_error = attempts_limit_message(self.max_attempts, self.replay.attempts, batch)
+        self.truncated = self.done = True
+        return _new_outcome(StepOutcome, ([], 0.0, False, True, dropped))
+
     def truncate(self) -> None:
         """End the episode from outside (e.g. the env's observation capacity is full)."""
         self.truncated = True
         self.done = True
 
 
-__all__ = ["IllegalBatchError", "ReplaySession", "StepOutcome"]
+__all__ = ["EpisodeLimitError", "IllegalBatchError", "ReplaySession", "StepOutcome", "attempts_limit_message"]

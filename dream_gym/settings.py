@@ -2,9 +2,11 @@
 
 Six numbers decide an episode besides the world and the policy: W (``workers``, attempts per
 round), the budget preference ``beta`` the policy is shown, V's coefficients ``beta1`` and
-``beta2``, the round limit ``max_rounds`` and the ``frontier`` rule. Their defaults are defined
-here once; every layer above (the session, the envs, evaluation and its result rows, the oracle,
-the plots) takes or builds this value instead of re-listing them.
+``beta2``, the round limit ``max_rounds`` and the ``frontier`` rule. A seventh bounds the work
+one episode may do: ``max_attempts`` (:data:`DEFAULT_MAX_ATTEMPTS`), a limit of the machinery
+rather than a rule of the game (the oracle does not see it). Their defaults are defined here
+once; every layer above (the session, the envs, evaluation and its result rows, the oracle, the
+plots) takes or builds this value instead of re-listing them.
 
 Two of the defaults depend on the world: ``workers=None`` is the W the world was recorded at and
 ``frontier=None`` its frontier rule. :meth:`ReplaySettings.resolved` fills them in, so what is
@@ -29,6 +31,13 @@ from dream_gym.world import World
 
 #: The budget preference a policy is shown when none is given.
 DEFAULT_BETA = 0.5
+#: The most attempts one episode may make (``max_attempts``): a batch that would take an episode
+#: past it is not applied and ends the episode, truncated, with :class:`EpisodeLimitError`'s
+#: message (an error of the policy in evaluation; ``truncated`` in the Gymnasium env). Ten times
+#: the largest shipped world (1,000 attempts) and fifty times the largest imported real run, so
+#: no real world is cut; at the bound, a policy file that takes one attempt per decision costs
+#: about 2 s of replay (docs/reference/replay-env.md).
+DEFAULT_MAX_ATTEMPTS = 10_000
 #: W where no recorded world gives it (online runs, the RL training envs and their models):
 #: the W most shipped worlds were recorded at and every shipped model was trained at.
 STANDARD_WORKERS = 4
@@ -44,6 +53,7 @@ class ReplaySettings:
         beta1, beta2: cost and parallelism coefficients of V.
         max_rounds: K2, the round limit (None: no limit).
         frontier: "leaves" or "any" (None: the world's rule).
+        max_attempts: the most attempts one episode may make (see :data:`DEFAULT_MAX_ATTEMPTS`).
     """
 
     workers: int | None = None
@@ -52,12 +62,15 @@ class ReplaySettings:
     beta2: float = DEFAULT_BETA2
     max_rounds: int | None = None
     frontier: str | None = None
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must be in [0, 1], got {self.beta}")
         if self.max_rounds is not None and self.max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1 or None, got {self.max_rounds}")
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
 
     @classmethod
     def of(cls, settings: ReplaySettings | None = None, **changes: Any) -> ReplaySettings:
@@ -103,8 +116,8 @@ class ReplaySettings:
         return cls(**{f.name: row[f.name] for f in dataclasses.fields(cls) if row.get(f.name) is not None})
 
     def as_dict(self) -> dict[str, Any]:
-        """The six fields, by name (what result rows and run identities record)."""
+        """The fields, by name (what result rows and run identities record)."""
         return dataclasses.asdict(self)
 
 
-__all__ = ["DEFAULT_BETA", "STANDARD_WORKERS", "ReplaySettings"]
+__all__ = ["DEFAULT_BETA", "DEFAULT_MAX_ATTEMPTS", "STANDARD_WORKERS", "ReplaySettings"]

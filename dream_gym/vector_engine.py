@@ -29,8 +29,8 @@ from numba.extending import intrinsic
 from dream_gym.vector_replay import OPEN, ORDER, PARENT, REVEALED, judge_row
 
 # The per-episode flags the engine sets (rows of one (FLAGS, N) bool array).
-TERMINATED, TRUNCATED, ILLEGAL_STOP, CAPACITY_FULL = range(4)
-FLAGS = 4
+TERMINATED, TRUNCATED, ILLEGAL_STOP, CAPACITY_FULL, ATTEMPTS_LIMIT = range(5)
+FLAGS = 5
 # Episodes ahead whose first rows the step asks the cache for: each episode's rows lie a page or
 # more from its neighbours', so without the hint every episode waits for its own cache misses.
 PREFETCH_AHEAD = 3
@@ -151,13 +151,14 @@ def _write_rows(e: int, root_slots: int, observed: int, records: Any, depth: Any
 
 @njit(cache=True, _nrt=False)
 def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, frontier: int, workers: int,
-                round_limit: int, max_nodes: int, beta1: float, beta2: float, pool: Any, ep: Any,
+                round_limit: int, max_attempts: int, max_nodes: int, beta1: float, beta2: float, pool: Any, ep: Any,
                 root_revealed: Any, records: Any, kept: Any, nodes: Any, scores: Any, glob: Any, written: Any, set_epoch: Any, epoch: Any,
                 value: Any, reward: Any, dropped: Any, flags: Any) -> None:  # pragma: no cover
     """One step of ReplayVectorEnv: episodes where ``start`` begin again on their world
     (``world_of``), episodes where ``act`` judge and apply their row of ``actions``; then each
     episode's reward, ``dropped`` count and ``flags`` (FLAGS, N), its rows of the buffer set
-    (nodes, scores, glob) and the value so far. ``pool``: WorldPool.arrays, ``ep``:
+    (nodes, scores, glob) and the value so far. A row whose legal part would take its episode past
+    ``max_attempts`` is not applied and ends the episode (flag ATTEMPTS_LIMIT). ``pool``: WorldPool.arrays, ``ep``:
     VectorReplay._episode_arrays(), ``root_revealed`` and ``records``: VectorReplay's,
     ``kept``: (1, W), room for one row's legal part.
     The argument tuples are unpacked once: numba counts references to every array it takes out
@@ -179,6 +180,7 @@ def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, fro
         for f in range(FLAGS):
             flags[f, e] = False
         count = drops = 0
+        refused = False
         if start[e]:
             _start(e, world_of[e], frontier, offsets, n_children, valid, q, leaves_rule, world, root_children,
                    root_revealed, leaves, observed, rounds, open_count, best_q, records)
@@ -187,12 +189,16 @@ def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, fro
         if act[e]:
             slots = min(workers, root_children[e] - root_revealed[e])
             count, drops = judge_row(actions, e, pad, slots, observed[e], open_pos, kept, 0, no_flags)
-            _apply(e, kept, count, offsets[world[e]], child_start, n_children, children, valid, q, leaves, observed,
-                   rounds, open_count, best_q, root_revealed, records)
+            refused = observed[e] - 1 + count > max_attempts  # past the attempts limit: nothing is applied
+            if not refused:
+                _apply(e, kept, count, offsets[world[e]], child_start, n_children, children, valid, q, leaves,
+                       observed, rounds, open_count, best_q, root_revealed, records)
         root_slots = min(workers, root_children[e] - root_revealed[e])
         if act[e] and not start[e]:
             dropped[e] = drops
-            if count == 0:  # no legal selection: the empty batch stops
+            if refused:
+                flags[ATTEMPTS_LIMIT, e] = True
+            elif count == 0:  # no legal selection: the empty batch stops
                 flags[TERMINATED, e] = True
                 flags[ILLEGAL_STOP, e] = drops > 0
             elif open_count[e] == 0 and root_slots == 0:
@@ -212,4 +218,4 @@ def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, fro
         glob[e, 3] = m - 1
 
 
-__all__ = ["CAPACITY_FULL", "FLAGS", "ILLEGAL_STOP", "TERMINATED", "TRUNCATED", "step_kernel"]
+__all__ = ["ATTEMPTS_LIMIT", "CAPACITY_FULL", "FLAGS", "ILLEGAL_STOP", "TERMINATED", "TRUNCATED", "step_kernel"]

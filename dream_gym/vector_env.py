@@ -36,8 +36,16 @@ from dream_gym.episode_engine import MAX_SETS
 from dream_gym.objectives import replay_value
 from dream_gym.replay import IllegalBatchError
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.settings import DEFAULT_BETA, ReplaySettings
-from dream_gym.vector_engine import CAPACITY_FULL, FLAGS, ILLEGAL_STOP, TERMINATED, TRUNCATED, step_kernel
+from dream_gym.settings import DEFAULT_BETA, DEFAULT_MAX_ATTEMPTS, ReplaySettings
+from dream_gym.vector_engine import (
+    ATTEMPTS_LIMIT,
+    CAPACITY_FULL,
+    FLAGS,
+    ILLEGAL_STOP,
+    TERMINATED,
+    TRUNCATED,
+    step_kernel,
+)
 from dream_gym.vector_episodes import VectorEpisodes, WorldRef, as_world_list, reset_mask
 from dream_gym.vector_replay import _FRONTIER_CODES, NONE, ROOT, VectorReplay, WorldPool
 
@@ -54,7 +62,9 @@ class ReplayVectorEnv(VectorEpisodes):
     flags ``info["capacity_full"]`` and warns once). Every action is valid: illegal selections
     are dropped (counted in ``info["dropped"]``; the reasons are the single env's) and a row with
     no legal selection stops that episode (``info["illegal_stop"]``). ``strict=True`` raises
-    instead. Also in ``info``: ``attempts``, ``rounds`` (arrays). V so far is the sum of an
+    instead. A row that would take its episode past ``max_attempts`` attempts (default
+    :data:`~dream_gym.settings.DEFAULT_MAX_ATTEMPTS`) is not applied and truncates the episode
+    (``info["attempts_limit"]``, present on a step where it happened). Also in ``info``: ``attempts``, ``rounds`` (arrays). V so far is the sum of an
     episode's rewards (not in ``info``: through q it would tell the world's best recorded score).
 
     Every episode is the one a :class:`~dream_gym.env.ReplayEnv` gives for the same actions
@@ -75,12 +85,13 @@ class ReplayVectorEnv(VectorEpisodes):
         strict: bool = False,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ):
         if world is None:
             raise TypeError("ReplayVectorEnv needs world= (a world reference or a sequence of them)")
         if render_mode is not None:
             raise ValueError("the vector replay env does not render; use a single ReplayEnv(render_mode='ansi')")
-        settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier)
+        settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier, max_attempts)
         worlds = as_world_list(world)
         workers = settings.pool_workers(worlds)
         self.settings = settings.replace(workers=workers)  # the frontier rule stays each world's when None
@@ -166,12 +177,14 @@ class ReplayVectorEnv(VectorEpisodes):
         reward, dropped, flags = np.empty(n), np.empty(n, dtype=np.int64), np.empty((FLAGS, n), dtype=bool)
         nodes, scores, glob = entry.rw
         step_kernel(actions, self.max_nodes, act, start, self.world_of, _FRONTIER_CODES[replay.frontier],
-                    self.workers, -1 if self.max_rounds is None else self.max_rounds, self.max_nodes, self.beta1,
+                    self.workers, -1 if self.max_rounds is None else self.max_rounds, self.settings.max_attempts,
+                    self.max_nodes, self.beta1,
                     self.beta2, self.pool.arrays, replay._episode_arrays(), replay.root_revealed,
                     replay.records, self._kept, nodes, scores, glob, entry.written, entry.epoch, self._epoch, self._value, reward, dropped, flags)
         self._last = index
         return index, {"reward": reward, "terminated": flags[TERMINATED], "truncated": flags[TRUNCATED],
-                       "dropped": dropped, "illegal_stop": flags[ILLEGAL_STOP], "capacity_full": flags[CAPACITY_FULL]}
+                       "dropped": dropped, "illegal_stop": flags[ILLEGAL_STOP], "capacity_full": flags[CAPACITY_FULL],
+                       "attempts_limit": flags[ATTEMPTS_LIMIT]}
 
     def _observation(self, index: int) -> dict[str, np.ndarray]:
         nodes, scores, glob = self._sets[index].out
@@ -205,11 +218,13 @@ class ReplayVectorEnv(VectorEpisodes):
                 raise IllegalBatchError(f"sub-env {e}, slot {j}: selection {batch[e, j]} breaks the reveal rules "
                                         "(the single ReplayEnv names the reason)", int(batch[e, j]))
         index, out = self._run(batch, act, start)
-        terminated, full = out["terminated"], out["capacity_full"]
-        truncated = out["truncated"] | full
+        terminated, full, limit = out["terminated"], out["capacity_full"], out["attempts_limit"]
+        truncated = out["truncated"] | full | limit
         if full.any():
             self._warn_full()
         info: dict[str, Any] = {"dropped": out["dropped"], "illegal_stop": out["illegal_stop"], "capacity_full": full}
+        if limit.any():  # a row refused at max_attempts ended those episodes
+            info["attempts_limit"] = limit
         ended = terminated | truncated
         if mode == AutoresetMode.SAME_STEP and ended.any():
             observation = self._observation(index)

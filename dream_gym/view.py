@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from dream_gym.printable import printable
 
@@ -256,6 +256,13 @@ class RevealedNodes:
         built = self._views
         return tuple(built) if count == len(built) else tuple(built[:count])
 
+    def views_from(self, start: int, count: int) -> tuple[NodeView, ...]:
+        """The views of revealed nodes ``start`` to ``count - 1``: what a reader holding the first
+        ``start`` lacks, at the cost of those nodes alone (:func:`unsent_nodes`)."""
+        if count > len(self._views):
+            self._build(count)
+        return tuple(self._views[start:count])
+
     def _build(self, count: int) -> None:
         built, fixed, parents = self._views, self.fixed, self.parents
         if count > len(parents):
@@ -277,6 +284,74 @@ class RevealedNodes:
                 else:
                     fields_["branch"] = built[parent].branch
             built.append(view)
+
+
+class ReceivedNodes:
+    """Node views received from elsewhere, in observed-id order: the store of the views an
+    isolated policy's episode process rebuilds from what its parent sends (only the nodes it
+    lacks; :func:`unsent_nodes`). Append-only, like :class:`RevealedNodes`: the views built over
+    it (:meth:`PrefixView.over`) share it and build their ``nodes`` tuple when first read, so a
+    decision costs the nodes received, not every node of the episode."""
+
+    __slots__ = ("_views",)
+
+    def __init__(self, views: Sequence[NodeView] = ()) -> None:
+        self._views: list[NodeView] = list(views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def views(self, count: int) -> tuple[NodeView, ...]:
+        """The first ``count`` views."""
+        built = self._views
+        if count > len(built):
+            raise IndexError(f"{count} node views asked for, {len(built)} received")
+        return tuple(built) if count == len(built) else tuple(built[:count])
+
+    def views_from(self, start: int, count: int) -> tuple[NodeView, ...]:
+        """Views ``start`` to ``count - 1``."""
+        return tuple(self._views[start:count])
+
+    def extended(self, known: int, new: Sequence[NodeView]) -> ReceivedNodes:
+        """The store of this one's first ``known`` views followed by ``new``: this store, grown,
+        when it holds exactly ``known`` (the usual next decision); a new store otherwise, so
+        that no view built over this one ever changes. ValueError when ``known`` is more than
+        were received."""
+        held = len(self._views)
+        if not 0 <= known <= held:
+            raise ValueError(f"view refers to {known} known nodes, only {held} received")
+        store = self if known == held else ReceivedNodes(self._views[:known])
+        store._views.extend(new)
+        return store
+
+
+class SentNodes(NamedTuple):
+    """What the receiver of an episode's views holds after one was sent (:func:`unsent_nodes`):
+    the store its nodes came from (a :class:`RevealedNodes`, a :class:`ReceivedNodes`, or the
+    ``nodes`` tuple of a view built whole) and how many of them it holds."""
+
+    store: Any
+    held: int
+
+
+def unsent_nodes(view: PrefixView, sent: SentNodes | None) -> tuple[int, tuple[NodeView, ...], SentNodes]:
+    """The nodes of ``view`` that a receiver holding ``sent`` (None: nothing) lacks, as
+    ``(known, new nodes, what it holds once they are sent)``: ``known`` of its nodes are the
+    view's first ones, and ``new`` the rest.
+
+    For the views of one episode of replay or of the env (their nodes live in one append-only
+    store) this costs the new nodes alone, whatever the episode's length; a view built whole
+    (online, or unpickled) is compared with the tuple sent before by the identity of its first
+    and last node."""
+    store, count = view._node_source()
+    if not isinstance(store, tuple):
+        known = sent.held if sent is not None and sent.store is store and sent.held <= count else 0
+        return known, store.views_from(known, count), SentNodes(store, count)
+    known = 0
+    if sent is not None and isinstance(sent.store, tuple) and 0 < sent.held <= count and (
+            store[0] is sent.store[0] and store[sent.held - 1] is sent.store[-1]):
+        known = sent.held
+    return known, store[known:], SentNodes(store, count)
 
 
 _new_object = object.__new__
@@ -338,6 +413,32 @@ class PrefixView:
         view.__dict__["_lazy"] = (revealed, count, frontier, root_slots, rounds, attempts, constants)
         return view
 
+    @classmethod
+    def over(cls, nodes: RevealedNodes | ReceivedNodes, count: int, fields: Mapping[str, Any]) -> PrefixView:
+        """A view of the first ``count`` nodes of the store ``nodes`` with the other ``fields``
+        (every field but ``nodes``, ``frontier`` a tuple): its ``nodes`` tuple is built when
+        first read, so a view nobody reads costs nothing per node."""
+        view = _new_object(cls)
+        fields_ = view.__dict__
+        fields_.update(fields)
+        fields_.setdefault("_children", ())
+        fields_["_nodes_of"] = (nodes, count)
+        return view
+
+    def _node_source(self) -> tuple[Any, int]:
+        """(the store of this view's nodes, how many are its own): the episode's
+        :class:`RevealedNodes` or :class:`ReceivedNodes`, or for a view built whole its
+        ``nodes`` tuple."""
+        fields_ = self.__dict__
+        lazy = fields_.get("_lazy")
+        if lazy is not None:
+            return lazy[0], lazy[1]
+        source = fields_.get("_nodes_of")
+        if source is not None:
+            return source[0], source[1]
+        nodes = self.nodes
+        return nodes, len(nodes)
+
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes missing from the instance: the fields of a lazily built
         # view, filled on first use, and its ``nodes``, built from the episode's revealed nodes.
@@ -353,7 +454,7 @@ class PrefixView:
             fields_.setdefault("_children", ())
             fields_["_nodes_of"] = (revealed, count)
         if name == "nodes":
-            source = fields_.pop("_nodes_of", None)
+            source = fields_.get("_nodes_of")  # kept: where the nodes came from (_node_source)
             if source is not None:
                 nodes = source[0].views(source[1])
                 fields_["nodes"] = nodes

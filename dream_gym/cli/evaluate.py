@@ -9,6 +9,7 @@ from typing import Any
 from dream_gym.cli.options import (
     add_allow_errors,
     add_jobs,
+    add_max_attempts,
     add_trust_model,
     add_workers,
     parse_betas_option,
@@ -53,6 +54,7 @@ def register(subparsers: Any) -> None:
                          "run only the others (the same policies, worlds, betas and options are required)")
     ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
     ev.add_argument("--max-rounds", type=int, default=None, help="round limit K2 (default: none)")
+    add_max_attempts(ev)
     ev.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
     ev.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
                     help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
@@ -98,6 +100,7 @@ def run_eval(args: argparse.Namespace) -> int:
         out=args.out,
         progress=not args.no_progress,
         max_rounds=args.max_rounds,
+        max_attempts=args.max_attempts,
         beta1=args.beta1,
         beta2=args.beta2,
         lam=args.lam,

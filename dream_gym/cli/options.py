@@ -17,6 +17,15 @@ def add_workers(parser: argparse.ArgumentParser, default: int | None = None, hel
                         help=help or "W: attempts per round (default: each world's recorded W)")
 
 
+def add_max_attempts(parser: argparse.ArgumentParser) -> None:
+    """``--max-attempts``: the most attempts one episode may make (ReplaySettings.max_attempts)."""
+    from dream_gym.settings import DEFAULT_MAX_ATTEMPTS
+
+    parser.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, metavar="N",
+                        help="the most attempts one episode may make: a policy that asks for more gets the "
+                             f"error 'episode exceeded N attempts' on that world (default {DEFAULT_MAX_ATTEMPTS:,})")
+
+
 def add_jobs(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """``-j/--jobs``: processes."""
     parser.add_argument("-j", "--jobs", type=int, default=None, metavar="N",

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from dream_gym.cli.options import add_allow_errors, add_trust_model, add_workers, report_failures
+from dream_gym.cli.options import (
+    add_allow_errors,
+    add_max_attempts,
+    add_trust_model,
+    add_workers,
+    report_failures,
+)
 from dream_gym.cli.shown import say, shown
 from dream_gym.settings import DEFAULT_BETA
 
@@ -21,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--beta", type=float, default=DEFAULT_BETA, help=f"budget preference in [0, 1] (default {DEFAULT_BETA})")
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")
     p.add_argument("--max-rounds", type=int, default=None, help="K2")
+    add_max_attempts(p)
     p.add_argument("--frontier", choices=("leaves", "any"), default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
@@ -42,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
         policy = load_policy(check_policy(args.policy))
     session = ReplaySession(world, workers=args.workers, beta=args.beta,
-                            max_rounds=args.max_rounds, frontier=args.frontier)
+                            max_rounds=args.max_rounds, frontier=args.frontier, max_attempts=args.max_attempts)
     result = run_episode(policy, session, seed=args.seed, on_error="record")
     if args.json:
         print(json.dumps(result.to_dict()))
