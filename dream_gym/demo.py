@@ -106,6 +106,9 @@ def step_failures(result: Any) -> list[str]:
 
 def kept_line(result: Any, gain_held_out: float | None, held_out: str) -> str:
     """The step in one line: what it kept and what that gained on H and on the held-out worlds."""
+    if result.gated:
+        return (f"the held-out check refused version {result.selected_m} ({result.gain_history:+.4f} on H): "
+                "kept version 0, the incumbent")
     if result.deployed_m == 0:
         scores = [v.score for v in result.versions[1:] if v.status in SCORED and v.score is not None]
         best = f"; its best revision {max(scores) - result.incumbent_score:+.4f} on H" if scores else ""

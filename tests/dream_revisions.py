@@ -94,3 +94,13 @@ def strong() -> str:
 
 def fenced(code: str, words: str = "Here is the revised policy.") -> str:
     return f"{words}\n\n```python\n{code.rstrip()}\n```\n"
+
+
+def off_task(task: str) -> str:
+    """The tuned family file, except that on any task but ``task`` it stops at once (an empty
+    batch): it scores like :func:`strong` on a history of that task and 0 everywhere else."""
+    code = strong().replace(
+        "    def act(self, view):\n",
+        f"    def act(self, view):\n        if view.task_name != {task!r}:\n            return []\n", 1)
+    assert code != strong(), "the family file has no act() to guard"
+    return code

@@ -64,6 +64,13 @@ def test_a_step_that_kept_its_incumbent_says_so_plainly():
         "the step did not improve: kept version 0, the incumbent; its best revision -0.0500 on H")
 
 
+def test_a_step_whose_revision_the_held_out_check_refused_says_so():
+    result = _phase(_version(0, "incumbent", 0.2), _version(1, "ok", 0.3))
+    result.deployed_m, result.deployed, result.gated = 0, "revisions/1/0.py", True
+    assert kept_line(result, None, "held-out") == (
+        "the held-out check refused version 1 (+0.1000 on H): kept version 0, the incumbent")
+
+
 def test_refused_versions_and_a_failing_incumbent_are_failures_of_the_demo():
     result = _phase(_version(0, "incumbent", 0.2, warning="2 of 12 episodes failed"), _version(1, "ok", 0.3),
                     _version(2, "nondeterministic", 0.4, error="two evaluations differ"))

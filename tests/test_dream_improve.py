@@ -4,6 +4,7 @@ the gate, resume after an interrupted phase."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -130,11 +131,12 @@ def test_gate_keeps_the_incumbent_when_the_validation_score_drops(tmp_path):
     assert (tmp_path / "chosen.py").read_text() == (tmp_path / "revisions/1/0.py").read_text()
 
 
-def test_validation_gain_is_reported_without_the_gate(tmp_path):
+def test_validation_gain_is_reported_when_the_margin_only_reports(tmp_path):
     history, validation = resolve_worlds("sd-fixed-s0"), resolve_worlds("lasso-ucb-s0")
     result = improvement_step(tmp_path, 1, "greedy", history, ScriptedDeveloper([OVERFIT]),
-                              DreamSettings(2, SCORING), validation=validation)
+                              DreamSettings(2, SCORING, held_out_margin=math.inf), validation=validation)
     assert result.deployed_m == 1 and not result.gated and result.validation["gain"] < 0
+    assert "deployed but scores" in result.warning
 
 
 class CrashAt:
@@ -170,8 +172,14 @@ def test_bad_arguments_are_refused_with_the_reason(tmp_path):
     history = _history()
     with pytest.raises(ValueError, match="M, the incumbent included"):
         DreamSettings(0)
-    with pytest.raises(ValueError, match="validation worlds"):
-        improvement_step(tmp_path, 1, "greedy", history, ScriptedDeveloper([]), DreamSettings(1, SCORING, gate=True))
+    with pytest.raises(ValueError, match="needs held-out worlds"):
+        improvement_step(tmp_path, 1, "greedy", history, ScriptedDeveloper([]), DreamSettings(1, SCORING, gate=True),
+                         validation=[])
+    with pytest.raises(ValueError, match="held-out worlds must not be in the history"):
+        improvement_step(tmp_path, 1, "greedy", history, ScriptedDeveloper([]), DreamSettings(1, SCORING),
+                         validation=history)
+    with pytest.raises(ValueError, match="held_out_margin must be >= 0"):
+        DreamSettings(1, held_out_margin=-0.1)
     with pytest.raises(ValueError, match="distinct ids"):
         improvement_step(tmp_path, 1, "greedy", history + history, ScriptedDeveloper([]), DreamSettings(1, SCORING))
     with pytest.raises(LookupError, match="unknown built-in policy"):

@@ -41,15 +41,25 @@ def register(subparsers: Any) -> None:
         description=(
             "Build M versions of the policy (the incumbent and M-1 revisions by the developer), validate each, "
             "evaluate each isolated on every history world at every beta (twice, in separate processes: "
-            "a nondeterministic revision is refused), and keep the argmax, the incumbent included. "
+            "a nondeterministic revision is refused), and keep the argmax, the incumbent included. Before a "
+            "revision is deployed, it and the incumbent are scored on held-out worlds it was not selected on "
+            "(--validate; by default one shipped held-out world of each task the history does not hold): it is "
+            "not deployed when it fails there or scores more than --held-out-margin below the incumbent. "
             "Exits 1 when episodes of the incumbent (your --policy) ended with an error, unless --allow-errors "
             "(revisions that fail are refused and shown in the table)."
         ),
     )
     p.add_argument("--history", required=True, help="worlds to select on (a folder, dataset id, split, ...)")
     p.add_argument("--policy", required=True, help="the incumbent: built-in name, module:Class or policy .py file")
-    p.add_argument("--validate", default=None, help="worlds not used for selection: report the gain there")
-    p.add_argument("--gate", action="store_true", help="deploy only when the validation score does not drop")
+    p.add_argument("--validate", default=None, metavar="WORLDS",
+                   help="held-out worlds, not used for selection, a revision is checked on before it is deployed "
+                        "(default: one shipped held-out world of each task the history does not hold; "
+                        "'none': no check)")
+    p.add_argument("--held-out-margin", type=float, default=None, metavar="X",
+                   help="do not deploy a revision that scores more than X below the incumbent on the held-out "
+                        "worlds (default 0.1, in units of the selection score; 'inf': report only)")
+    p.add_argument("--gate", action="store_true",
+                   help="do not deploy a revision that scores below the incumbent on the held-out worlds at all")
     p.add_argument("--out", required=True, type=Path, help="the run folder")
     add_scoring_arguments(p)
     add_allow_errors(p)
@@ -118,37 +128,64 @@ def incumbent_failures(out: Path, phase: int, spec: str) -> list[str]:
             f"(on {shown(first['world'])}, beta {float(first['beta']):g})"]
 
 
+def held_out_lines(result: Any) -> list[Any]:
+    """What the held-out check of a phase found, as rich Text (never markup: the worlds' ids and
+    the revision's errors are others' text): the scores there, the verdict, the warning."""
+    from rich.text import Text
+
+    from dream_gym.printable import TEXT_CHARS
+
+    check = result.validation
+    if not check:
+        none = "the incumbent is kept" if result.selected_m == 0 else "no held-out worlds (--validate none)"
+        return [Text(f"held-out check: none ({none})")]
+    where = "one shipped held-out world per task the history does not hold" if check.get("auto") else "--validate"
+    lines = [Text(f"held-out worlds ({where}): {', '.join(shown(w) for w in check.get('worlds', []))}"),
+             Text(f"  on them: incumbent {check['incumbent']:.4f}, version {result.selected_m} "
+                  f"{check['selected']:.4f} (gain {check['gain']:+.4f}; margin {check.get('margin', 0.0):g}): "
+                  f"{check.get('verdict', 'deployed')}")]
+    if result.warning:
+        lines.append(Text(f"WARNING: {shown(result.warning, TEXT_CHARS)}", style="bold red"))
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.text import Text
 
     from dream_gym.cli.names import check_policy, resolve_world_specs
     from dream_gym.cli.options import parse_betas_option
-    from dream_gym.dream.improve import DreamRun, DreamSettings, run_dream
+    from dream_gym.dream.held_out import HELD_OUT_MARGIN
+    from dream_gym.dream.improve import NO_HELD_OUT, DreamRun, DreamSettings, run_dream
 
     check_policy(args.policy)
     history = resolve_world_specs(args.history, "--history")
-    if args.validate:
+    if args.validate and args.validate != NO_HELD_OUT:
         resolve_world_specs(args.validate, "--validate")
     parse_betas_option(args.betas)
     console = Console(stderr=True)
-    settings = DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), gate=args.gate)
+    margin = HELD_OUT_MARGIN if args.held_out_margin is None else args.held_out_margin
+    settings = DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), gate=args.gate,
+                             held_out_margin=margin)
     dream_run = DreamRun(history=args.history, policy=args.policy, developer=args.developer, out=args.out,
                          settings=settings, validate=args.validate, api_base=args.api_base, resume=args.resume)
 
     def events(kind: str, data: dict[str, Any]) -> None:
         if kind == "version" and not args.quiet:
             console.print(version_line(data["record"], data["revisions"], data["best"]))
+        elif kind == "held_out" and not args.quiet:
+            console.print(Text(f"held-out check of version {data['m']} and the incumbent on "
+                               f"{', '.join(shown(w.id) for w in data['worlds'])}"))
 
     result = run_dream(dream_run, events)
     out = wide_console()
     out.print(phase_table(result))
     out.print(scores_note(history, settings.scoring.betas, settings.scoring.select), highlight=False)
     out.print(f"selected version {result.selected_m} (gain on the history {result.gain_history:+.4f}); "
-              f"deployed version {result.deployed_m}" + (" (the gate kept the incumbent)" if result.gated else ""))
-    if result.validation:
-        v = result.validation
-        out.print(f"validation worlds: incumbent {v['incumbent']:.4f}, selected {v['selected']:.4f} "
-                  f"(gain {v['gain']:+.4f})")
+              f"deployed version {result.deployed_m}"
+              + (" (the held-out check kept the incumbent)" if result.gated else ""))
+    for line in held_out_lines(result):
+        out.print(line)
     cost = result.cost
     out.print(f"development cost: {cost['calls']:.0f} LLM calls, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
               f"${cost['usd']:.4f}")

@@ -9,6 +9,7 @@ from typing import Any
 
 from dream_gym.cli.dream import (
     add_scoring_arguments,
+    held_out_lines,
     phase_table,
     scoring_settings,
     version_line,
@@ -101,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
                           f"({len(row['evaluated'])} new world(s) evaluated, {row['seconds']:.1f}s)")
         elif kind == "iteration_done":
             console.print(phase_table(data["phase"]))
+            for line in held_out_lines(data["phase"]):
+                console.print(line)
 
     records = run_rsi(config, events)
     out = wide_console()

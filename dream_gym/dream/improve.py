@@ -10,9 +10,13 @@ policy, each a policy file, and keeps the argmax on the history:
    then evaluated isolated on every world of the history at every beta, twice, in separate
    processes (the determinism gate): a revision whose two evaluations differ is refused;
 4. the argmax over the selectable versions, the incumbent included, is selected (a tie keeps
-   the incumbent); with validation worlds the gain of the selected version on the history and
-   on the validation worlds is reported, and with ``gate`` it is deployed only when its
-   validation score does not drop below the incumbent's.
+   the incumbent);
+5. before a selected revision is deployed, it and the incumbent are scored on held-out worlds
+   it was not selected on (the validation worlds, or by default one shipped held-out world of
+   each task the history does not hold) and the revision is deployed only when the rule of
+   :mod:`dream_gym.dream.held_out` allows it: not when any of its episodes there fails or it
+   scores more than :data:`~dream_gym.dream.held_out.HELD_OUT_MARGIN` below the incumbent there
+   (with ``gate``: below it by any amount). The check is printed and recorded either way.
 
 From phase 2 on, before the first revision, the ``carry`` best versions of earlier phases are
 scored exactly on this phase's history (evaluated only on the worlds added since; see
@@ -34,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dream_gym.dream import held_out
 from dream_gym.dream.carry import DEFAULT_CARRY, Carried, choose, code_key, complete, earlier_versions
 from dream_gym.dream.developer import Developer, EarlierRevision, Feedback
 from dream_gym.dream.runfolder import JsonLog, write_json
@@ -41,7 +46,6 @@ from dream_gym.dream.scoring import Scored, ScoringSettings, first_difference, s
 from dream_gym.dream.traces import policy_traces
 from dream_gym.dream.validate import validate_policy_file
 from dream_gym.dream.versions import (
-    TIE_TOLERANCE,
     VersionRecord,
     incumbent_source,
     phase_dir,
@@ -56,6 +60,8 @@ from dream_gym.sandbox import require_sandbox
 from dream_gym.world import World
 
 LEDGER_FILE = "dream.jsonl"
+#: The ``--validate`` value that turns the held-out check off.
+NO_HELD_OUT = "none"
 #: PYTHONHASHSEED of the isolated children of the determinism gate's two evaluations.
 GATE_HASH_SEEDS = (1, 2)
 CHOSEN_FILE = "chosen.py"
@@ -68,15 +74,19 @@ class DreamSettings:
 
     revisions: int  # M, the incumbent included
     scoring: ScoringSettings = field(default_factory=ScoringSettings)
-    gate: bool = False  # deploy only when the validation score does not drop
+    gate: bool = False  # deploy only when the held-out score does not drop at all
     validation_rounds: int = 3  # decisions of the validation episode on the tiny world
     carry: int = DEFAULT_CARRY  # earlier phases' versions scored exactly on each new history (0: none)
+    # a revision more than this below the incumbent on the held-out worlds is not deployed (inf: report only)
+    held_out_margin: float = held_out.HELD_OUT_MARGIN
 
     def __post_init__(self) -> None:
         if self.revisions < 1:
             raise ValueError(f"revisions (M, the incumbent included) must be >= 1, got {self.revisions}")
         if self.carry < 0:
             raise ValueError(f"carry must be >= 0, got {self.carry}")
+        if not self.held_out_margin >= 0:
+            raise ValueError(f"held_out_margin must be >= 0 (inf: report only), got {self.held_out_margin}")
 
 
 @dataclass
@@ -92,8 +102,11 @@ class PhaseResult:
     deployed: str  # file of the deployed version
     gain_history: float  # selected - incumbent, on the history
     history: list[str]
-    validation: dict[str, float] | None = None  # incumbent, selected, gain on the validation worlds
-    gated: bool = False  # the gate kept the incumbent although a revision scored higher on H
+    # the held-out check (dream_gym.dream.held_out.report): its worlds, the incumbent's and the
+    # selected version's scores there, the gain, errors, the margin and the verdict
+    validation: dict[str, Any] | None = None
+    gated: bool = False  # the held-out check kept the incumbent although a revision scored higher on H
+    warning: str | None = None  # the loud line of a revision refused, or losing ground, on the held-out worlds
     cost: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     carried: list[dict[str, Any]] = field(default_factory=list)  # earlier versions re-scored on this history
@@ -274,8 +287,27 @@ class _Phase:
                                        params=v.params, phase=v.phase) for v, row in self.past),
         )
 
+    # -- the held-out check ------------------------------------------------------------------
+    def _on_held_out(self, version: VersionRecord, worlds: Sequence[World]) -> Scored:
+        """A version's score on the held-out worlds (its episodes in ``<m>.held_out.results.jsonl``)."""
+        out = version_path(self.out, self.phase, version.m, ".held_out.results.jsonl")
+        journal_path(out).unlink(missing_ok=True)  # left by a killed run: the check is redone whole
+        return score_policy(self.out / version.file, worlds, self.scoring, out=out)
+
+    def held_out_check(self, incumbent: VersionRecord, selected: VersionRecord, worlds: Sequence[World],
+                       auto: bool) -> tuple[dict[str, Any], str | None]:
+        """Score the incumbent and the selected revision on the held-out worlds; the record of the
+        check and why the revision must not be deployed (None: it may be)."""
+        self.events("held_out", {"worlds": worlds, "m": selected.m})
+        mine, theirs = self._on_held_out(selected, worlds), self._on_held_out(incumbent, worlds)
+        refused = held_out.refusal(theirs.score, mine.score, mine.errors, self.settings.held_out_margin,
+                                   self.settings.gate)
+        check = held_out.report(worlds, auto, theirs.score, mine.score, mine.per_world, mine.errors,
+                                self.settings.held_out_margin, refused)
+        return check, refused
+
     # -- the phase --------------------------------------------------------------------------
-    def run(self, spec: str, validation: Sequence[World] | None) -> PhaseResult:
+    def run(self, spec: str, held_out_worlds: Sequence[World], auto: bool) -> PhaseResult:
         started = time.perf_counter()
         versions = [self.incumbent(spec)]
         if self.settings.revisions > 1:
@@ -283,19 +315,17 @@ class _Phase:
         for m in range(1, self.settings.revisions):
             versions.append(self.records[m] if m in self.records else self.revision(m))
         incumbent, selected = versions[0], select(versions)
-        deployed, gated, validation_scores = selected, False, None
-        if validation:
-            on_val = {v.m: score_policy(self.out / v.file, validation, self.scoring).score
-                      for v in {incumbent.m: incumbent, selected.m: selected}.values()}
-            validation_scores = {"incumbent": on_val[0], "selected": on_val[selected.m],
-                                 "gain": on_val[selected.m] - on_val[0]}
-            if self.settings.gate and on_val[selected.m] < on_val[0] - TIE_TOLERANCE:
+        deployed, gated, check, warning = selected, False, None, None
+        if held_out_worlds and selected.m != 0:  # a revision is about to be deployed: check it first
+            check, refused = self.held_out_check(incumbent, selected, held_out_worlds, auto)
+            warning = held_out.warning(selected.m, check, refused)
+            if refused is not None:
                 deployed, gated = incumbent, True
         gain = (selected.score or 0.0) - (incumbent.score or 0.0) if selected.score is not None else 0.0
         result = PhaseResult(
             phase=self.phase, incumbent=incumbent.file, incumbent_score=incumbent.score, selected_m=selected.m,
             selected_score=selected.score, deployed_m=deployed.m, deployed=deployed.file, gain_history=gain,
-            history=[w.id for w in self.history], validation=validation_scores, gated=gated,
+            history=[w.id for w in self.history], validation=check, gated=gated, warning=warning,
             cost=_sum_costs(versions), seconds=time.perf_counter() - started, versions=versions,
             carried=[{"source": [v.phase, v.m], "score": row["score"], "evaluated": row["evaluated"]}
                      for v, row in self.past],
@@ -317,9 +347,12 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
         incumbent: π⁰, a built-in name, ``module:Class`` or a policy ``.py`` file.
         history: the worlds versions are scored and selected on.
         developer: writes revisions 1 … M−1.
-        settings: M, the scoring settings and the gate.
-        validation: worlds not used for selection (the gain there is reported; ``gate`` uses it).
-        events: ``events(kind, data)`` for progress: ``"version"`` after each version, ``"phase"`` at the end.
+        settings: M, the scoring settings, the gate and the held-out margin.
+        validation: the held-out worlds, not used for selection, that a selected revision is
+            checked on before it is deployed (:mod:`dream_gym.dream.held_out`); None (default):
+            :func:`~dream_gym.dream.held_out.auto_held_out` of the history; empty: no check.
+        events: ``events(kind, data)`` for progress: ``"version"`` after each version,
+            ``"held_out"`` when the held-out check starts, ``"phase"`` at the end.
     """
     require_sandbox()  # revisions are policy files: they run only where the kernel can sandbox them
     out = Path(out)
@@ -328,15 +361,20 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
         raise ValueError("the history holds no worlds")
     if len(set(ids)) != len(ids):
         raise ValueError(f"history worlds must have distinct ids: {sorted({i for i in ids if ids.count(i) > 1})}")
-    if settings.gate and not validation:
-        raise ValueError("the gate needs validation worlds (--validate)")
+    auto = validation is None
+    worlds = held_out.auto_held_out(history) if validation is None else list(validation)
+    if settings.gate and not worlds:
+        raise ValueError("the gate needs held-out worlds (--validate)")
+    overlap = set(ids) & {w.id for w in worlds}
+    if overlap:
+        raise ValueError(f"held-out worlds must not be in the history: {sorted(overlap)}")
     with folder_lock(out):  # one writer per run folder: a second one would write the same versions
         state = _Phase(out, phase, history, developer, settings, events or _no_events)
         if state.done_row is not None:
             versions = [state.records[m] for m in sorted(state.records)]
             result = PhaseResult.from_dict(state.done_row, versions)
         else:
-            result = state.run(incumbent, validation)
+            result = state.run(incumbent, worlds, auto)
         shutil.copyfile(out / result.deployed, out / CHOSEN_FILE)
         from dream_gym.plots import plot_ratchet
 
@@ -379,7 +417,7 @@ class DreamRun:
     developer: str  # "builtin" or a litellm model string
     out: Path
     settings: DreamSettings
-    validate: str | None = None  # worlds spec, not used for selection
+    validate: str | None = None  # held-out worlds spec, not used for selection (None: automatic; "none": no check)
     api_base: str | None = None
     resume: bool = False
 
@@ -391,15 +429,12 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     from dream_gym.evaluate import resolve_worlds
 
     history = resolve_worlds(run.history)
-    validation = resolve_worlds(run.validate) if run.validate else None
-    if validation:
-        overlap = {w.id for w in history} & {w.id for w in validation}
-        if overlap:
-            raise ValueError(f"validation worlds must not be in the history: {sorted(overlap)}")
+    validation = None if run.validate is None else [] if run.validate == NO_HELD_OUT else resolve_worlds(run.validate)
+    held = held_out.auto_held_out(history) if validation is None else validation
     scoring = run.settings.scoring
     fingerprint = {
         "history": {w.id: world_digest(w) for w in history},
-        "validate": {w.id: world_digest(w) for w in validation or []},
+        "validate": {w.id: world_digest(w) for w in held}, "held_out_margin": run.settings.held_out_margin,
         "policy": run.policy, "policy_sha256": policy_digest(run.policy), "developer": run.developer,
         "revisions": run.settings.revisions, "gate": run.settings.gate, "carry": run.settings.carry,
         "betas": list(scoring.betas),
