@@ -13,6 +13,14 @@ survival check. What a child gets:
   the parent's environment;
 * **resource limits**: address space (RLIMIT_AS), CPU seconds (RLIMIT_CPU, then SIGKILL one
   second later), no core files, a cap on file sizes;
+* a **workspace of bounded size** (``workspace_mb``, default :data:`DEFAULT_WORKSPACE_MB`; at most
+  :data:`WORKSPACE_FILES` files): where the kernel gives the sandbox a mount namespace, its
+  working folder is a tmpfs of that size holding a copy of the folder's files, and only the
+  named ``outputs`` come back to the real folder afterwards, each a regular file within its size
+  (a link, a FIFO, a file too large stays behind and is named in
+  :attr:`RunOutcome.refused_outputs`); elsewhere the sandbox's warden measures the folder every
+  0.1 s and kills the program once it is over the cap. Either way
+  :attr:`RunOutcome.workspace_problem` names a cap that was reached;
 * its **own session / process group**, killed as a whole on timeout and after exit;
 * a **wall-clock deadline** enforced by the parent;
 * **bounded output capture**: stdout and stderr keep their first and last ``max_output_bytes / 2``
@@ -37,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from dream_gym.limits import leftover_problem
+
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Variables copied from the parent when present; everything else is dropped.
 ENV_ALLOWLIST = ("LANG", "LC_ALL", "TZ")
@@ -46,6 +56,12 @@ TRUNCATION_MARKER = "\n[... {n} bytes cut by dream_gym.isolation ...]\n"
 # Messages a child prints when an allocation fails under RLIMIT_AS.
 _MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "Unable to allocate",
                  "memory allocation failed", "Out of memory")
+#: Megabytes a program's working folder may hold in all (its files, its HOME and TMPDIR). The
+#: tmpfs that holds them is memory: W candidates side by side may take W times this on top of
+#: their address-space limits.
+DEFAULT_WORKSPACE_MB = 64
+#: Files and folders a working folder may hold.
+WORKSPACE_FILES = 4096
 
 
 def scrubbed_env(extra: Mapping[str, str] | None = None, home: str | os.PathLike[str] | None = None
@@ -128,6 +144,12 @@ class RunOutcome:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     stdout_bytes: int = 0
+    #: "workspace limit of 64 MB reached" (or "of 4096 files") when the program's working folder
+    #: reached its cap (a tmpfs full at the end, or the program killed for writing past it).
+    workspace_problem: str | None = None
+    #: Outputs not handed back from the workspace, and why: ``{"_result.json": "is a FIFO, not a
+    #: regular file"}``.
+    refused_outputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -137,6 +159,8 @@ class RunOutcome:
         """A one-line human summary of a failed run (empty for a clean exit)."""
         if self.timed_out:
             return f"timeout after {self.duration_s:.1f}s"
+        if self.workspace_problem:
+            return self.workspace_problem
         if self.memory_exceeded:
             return "memory limit exceeded"
         if self.killed_signal is not None:
@@ -162,6 +186,8 @@ class IsolatedProcess:
     started: float = field(default_factory=time.monotonic)
     timed_out: bool = False
     lifeline: Any = None  # the sandbox's Launched: released when the run ends
+    workdir: Path | None = None
+    notes: list[str] = field(default_factory=list)  # the sandbox's layers, as the warden named them
 
     def __post_init__(self) -> None:
         self._out = _Capture(self.max_output_bytes)
@@ -173,6 +199,17 @@ class IsolatedProcess:
         for stream, cap in ((self.proc.stdout, self._out), (self.proc.stderr, self._err)):
             os.set_blocking(stream.fileno(), False)
             self._sel.register(stream.fileno(), selectors.EVENT_READ, cap)
+
+    def workspace_path(self, name: str) -> Path:
+        """Where this process sees the file ``name`` of the child's working folder while the
+        child runs: inside the sandbox's tmpfs (through the warden's ``/proc/<pid>/root``) when
+        it has one, else in the folder itself. Only to look at (``is_file``); a file the
+        child left is read once it has ended, with :func:`dream_gym.limits.read_leftover`."""
+        assert self.workdir is not None
+        folder = self.workdir.resolve()
+        if any(note.startswith("workspace tmpfs") for note in self.notes):
+            return Path(f"/proc/{self.proc.pid}/root{folder}") / name
+        return folder / name
 
     def send(self, data: bytes) -> bool:
         """Write to the child's stdin; False when the child no longer reads it."""
@@ -241,7 +278,9 @@ class IsolatedProcess:
             self._pump(min(self.deadline - now, 0.05))
         self.kill()
         self.proc.wait()
+        report: dict[str, Any] = {}
         if self.lifeline is not None:
+            report = self.lifeline.workspace_report()
             self.lifeline.release()
         ended = time.monotonic()
         # Drain what is left; grandchildren are dead, so the pipes reach EOF quickly.
@@ -252,7 +291,7 @@ class IsolatedProcess:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
-        return self._outcome(ended - self.started)
+        return self._outcome(ended - self.started, report)
 
     def kill(self) -> None:
         """SIGKILL the child's whole process group (a no-op when it is already gone)."""
@@ -261,7 +300,7 @@ class IsolatedProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def _outcome(self, duration: float) -> RunOutcome:
+    def _outcome(self, duration: float, workspace: dict[str, Any]) -> RunOutcome:
         code = self.proc.returncode
         sig = -code if code is not None and code < 0 else None
         stderr = self._err.text()
@@ -273,8 +312,27 @@ class IsolatedProcess:
             returncode=code, stdout=self._out.text(), stderr=stderr, duration_s=duration,
             timed_out=timed_out, memory_exceeded=memory, killed_signal=sig, argv=self.argv,
             stdout_truncated=self._out.truncated, stderr_truncated=self._err.truncated,
-            stdout_bytes=self._out.total,
+            stdout_bytes=self._out.total, workspace_problem=_workspace_problem(workspace),
+            refused_outputs=_refused_outputs(workspace),
         )
+
+
+def _workspace_problem(report: dict[str, Any]) -> str | None:
+    over = report.get("over")
+    if over == "files":
+        return f"workspace limit of {report.get('inodes')} files reached"
+    if over == "size":
+        return f"workspace limit of {report.get('size_mb')} MB reached"
+    return None
+
+
+def _refused_outputs(report: dict[str, Any]) -> dict[str, str]:
+    refused = report.get("refused")
+    problems = {}
+    for name, facts in (refused.items() if isinstance(refused, dict) else ()):
+        if isinstance(facts, list) and len(facts) == 3 and all(isinstance(n, int) for n in facts):
+            problems[str(name)] = leftover_problem(*facts) or "was not handed back"
+    return problems
 
 
 def start_python(
@@ -289,6 +347,8 @@ def start_python(
     env_extra: Mapping[str, str] | None = None,
     stdin_bytes: bytes | None = None,
     unsafe_no_sandbox: bool | None = None,
+    workspace_mb: int | None = DEFAULT_WORKSPACE_MB,
+    outputs: Mapping[str, int] | None = None,
 ) -> IsolatedProcess:
     """Start ``script`` in the sandbox (:mod:`dream_gym.sandbox`) and return it for line-by-line
     interaction, once the sandbox is in force (the script has not run a line before).
@@ -297,7 +357,10 @@ def start_python(
     (default: the script's folder), its HOME and TMPDIR. ``cpu_s`` defaults to ``wall_s``
     (rounded up): on one core CPU time cannot exceed wall time. With ``stdin_bytes`` the child
     reads them from a file (no pipe that could fill up and block the parent) and
-    :meth:`IsolatedProcess.send` is unavailable. Raises
+    :meth:`IsolatedProcess.send` is unavailable. ``workspace_mb`` caps what ``cwd`` may hold
+    in all (None: no cap but the file-size limit); ``outputs`` maps file-name patterns of ``cwd``
+    (``fnmatch``, top level only) to the most bytes each such file may hold when it is handed
+    back (default: every file, within the cap). Raises
     :class:`~dream_gym.sandbox.SandboxUnavailable` where the kernel cannot sandbox it
     (``unsafe_no_sandbox`` runs it unconfined instead).
     """
@@ -311,25 +374,31 @@ def start_python(
         stdin = tempfile.TemporaryFile()
         stdin.write(stdin_bytes)
         stdin.seek(0)
+    workspace = None if workspace_mb is None else {
+        "path": str(workdir.resolve()), "size_mb": int(workspace_mb), "inodes": WORKSPACE_FILES,
+        "outputs": dict(outputs) if outputs is not None else {"*": int(workspace_mb) << 20},
+    }
     started = time.monotonic()
     try:
         launched = launch(
             {"script": str(script), "args": argv_child[1:]}, env=scrubbed_env(env_extra, home=workdir),
             cwd=workdir, read_files=[script], write=[workdir], stdin=stdin, unsafe=unsafe_no_sandbox,
             limits={"memory_mb": memory_mb, "cpu_s": wall_s if cpu_s is None else cpu_s, "fsize_mb": 256},
+            workspace=workspace,
         )
     finally:
         if not isinstance(stdin, int):
             stdin.close()
     try:
-        launched.confined(max(wall_s, 30.0))
+        notes = launched.confined(max(wall_s, 30.0))
     except BaseException:
         IsolatedProcess(launched.proc, [], 0.0, 1).kill()
         launched.proc.wait()
         launched.release()
         raise
     shown = [sys.executable, "-s", "-B", "<dream_gym sandbox>", *argv_child]
-    child = IsolatedProcess(launched.proc, shown, started + wall_s, max_output_bytes, started=started)
+    child = IsolatedProcess(launched.proc, shown, started + wall_s, max_output_bytes, started=started,
+                            workdir=workdir, notes=notes)
     child.lifeline = launched
     return child
 
@@ -347,12 +416,15 @@ def run_python(
     max_output_bytes: int = 1 << 20,
     env_extra: Mapping[str, str] | None = None,
     unsafe_no_sandbox: bool | None = None,
+    workspace_mb: int | None = DEFAULT_WORKSPACE_MB,
+    outputs: Mapping[str, int] | None = None,
 ) -> RunOutcome:
     """Run a Python file (``script``) or source text (``code``) isolated; return its outcome.
 
     Exactly one of ``script`` and ``code`` is given; ``code`` is written to a temporary file
     first. ``cwd`` is the child's working folder and HOME (default: the script's folder, or
     a fresh temp folder for ``code``). The whole process group is killed at ``wall_s``.
+    ``workspace_mb`` and ``outputs``: see :func:`start_python`.
     """
     if (script is None) == (code is None):
         raise ValueError("run_python needs exactly one of script= and code=")
@@ -364,8 +436,9 @@ def run_python(
         child = start_python(script, args=args, cwd=cwd if cwd is not None else tmp, wall_s=wall_s,
                              memory_mb=memory_mb, cpu_s=cpu_s, max_output_bytes=max_output_bytes,
                              env_extra=env_extra, stdin_bytes=stdin_bytes,
-                             unsafe_no_sandbox=unsafe_no_sandbox)
+                             unsafe_no_sandbox=unsafe_no_sandbox, workspace_mb=workspace_mb, outputs=outputs)
         return child.finish()
 
 
-__all__ = ["RunOutcome", "IsolatedProcess", "scrubbed_env", "start_python", "run_python"]
+__all__ = ["DEFAULT_WORKSPACE_MB", "WORKSPACE_FILES", "RunOutcome", "IsolatedProcess", "scrubbed_env", "start_python",
+           "run_python"]

@@ -37,7 +37,9 @@ that folder a work folder named after itself (:mod:`dream_gym.work_folders`) ins
 reports progress by calling ``beat()`` (a timestamp in shared memory: no message, no lock). A
 task that makes no progress for ``task_timeout`` seconds is ended: its job is killed and
 replaced by a fresh one, the task is reported as a :class:`TaskFailure`, and the other tasks go
-on. A job that dies (a segfault, the OOM killer) is reported and replaced the same way.
+on. A task whose phases differ in length gives each its own allowance as it starts it
+(``beat(step, allowance_s)``: an online attempt allows its agent one time and its evaluation
+another). A job that dies (a segfault, the OOM killer) is reported and replaced the same way.
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ class JobStartError(RuntimeError):
     calling script does not import cleanly), so the pool stops instead of failing each task."""
 
 
-Beat = Callable[..., None]  # beat(step: int | None = None)
+Beat = Callable[..., None]  # beat(step: int | None = None, allowance_s: float | None = None)
 TaskFunction = Callable[[Any, Beat], Any]
 
 
@@ -199,10 +201,12 @@ def _job_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mappin
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     clock = time.monotonic
 
-    def beat(step: int | None = None) -> None:
+    def beat(step: int | None = None, allowance_s: float | None = None) -> None:
         progress[0] = clock()
         if step is not None:
             progress[1] = step
+        if allowance_s is not None:  # the next beat is due within this, not the pool's timeout
+            progress[3] = allowance_s
 
     while True:
         try:
@@ -213,6 +217,7 @@ def _job_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mappin
             return
         ticket, index, task = message
         beat()  # before the ticket: once the parent sees the ticket, the time is this task's
+        progress[3] = 0.0  # the pool's timeout until the task says otherwise
         progress[1], progress[2] = -1, ticket
         try:
             reply = ("done", index, fn(task, beat))
@@ -234,8 +239,9 @@ class _Slot:
 
     def __init__(self, context: BaseContext, fn: TaskFunction):
         self.conn, child_conn = context.Pipe()
-        # written by the job: [time of its last beat, step, ticket of the task it runs]
-        self.progress = context.RawArray("d", [0.0, -1.0, -1.0])  # type: ignore[attr-defined]
+        # written by the job: [time of its last beat, step, ticket of the task it runs, the
+        # allowance of the task's current phase (0: the pool's task timeout)]
+        self.progress = context.RawArray("d", [0.0, -1.0, -1.0, 0.0])  # type: ignore[attr-defined]
         self.process = context.Process(  # type: ignore[attr-defined]
             target=_job_main, args=(child_conn, self.progress, fn, *job_initargs()),
             name="dream_gym-job", daemon=True,
@@ -276,6 +282,10 @@ class _Slot:
 
     def step(self) -> int | None:
         return int(self.progress[1]) if self.started_task() and self.progress[1] >= 0 else None
+
+    def allowance_s(self) -> float | None:
+        """The seconds the running task gave its current phase (None: the pool's timeout)."""
+        return self.progress[3] if self.started_task() and self.progress[3] > 0 else None
 
     def ask_to_stop(self) -> None:
         """An idle job is asked to exit (None); a busy one gets SIGTERM."""
@@ -403,12 +413,13 @@ class JobPool:
     def _stuck(self, slot: _Slot) -> bool:
         if self.task_timeout is None:
             return False
-        limit = self.task_timeout if slot.started_task() else max(self.task_timeout, _START_TIMEOUT_S)
+        limit = (slot.allowance_s() or self.task_timeout) if slot.started_task() else max(self.task_timeout, _START_TIMEOUT_S)
         return slot.idle_s() > limit
 
     def _timeout_failure(self, slot: _Slot) -> TaskFailure:
         # no measured durations in the message: the record of a grid must not depend on timing
-        what = (f"no progress within the task timeout of {self.task_timeout:g}s" if slot.started_task()
+        what = (f"no progress within the task timeout of {slot.allowance_s() or self.task_timeout:g}s"
+                if slot.started_task()
                 else f"its job did not start within {max(self.task_timeout or 0, _START_TIMEOUT_S):g}s")
         return TaskFailure("timeout", f"{what}; its job process was killed and replaced", slot.step())
 

@@ -19,13 +19,26 @@ raise it, instead of exhausting memory or the interpreter's stack:
   header's own data, such as a long name, is read whole by :mod:`tarfile`).
 
 The environment variables take a size in MB (a positive number) and are read at each call.
+
+**Files left by untrusted code.** A candidate program may leave anything where the parent
+expects its answer: a FIFO (a plain ``open`` blocks for ever), a symbolic link to
+``/dev/zero`` (a plain ``read`` never ends) or to a file outside its workspace, a file of any
+size, JSON that parses into millions of objects. :func:`read_leftover` reads such a file as data
+only (no link followed, nothing but a regular file opened, at most a given number of bytes,
+under a deadline) and raises :class:`LeftoverError` naming what it found instead;
+:func:`json_containers` counts the arrays and objects a JSON text would build, before it is
+parsed.
+
 This module imports nothing of dream_gym.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -203,6 +216,123 @@ class BoundedStream:
         self.inner.close()
 
 
-__all__ = ["DECOMPRESSED_ENV", "LINE_ENV", "MAX_DECOMPRESSED_MB", "MAX_JSON_DEPTH", "MAX_LINE_MB", "MAX_READ_BYTES",
-           "BoundedStream", "LimitError", "Readable", "bounded_lines", "json_depth", "loads_bounded", "max_decompressed_bytes",
-           "max_line_bytes", "read_bounded"]
+# -- files left by untrusted code ------------------------------------------------------------
+#: Seconds a read of a file left by untrusted code may take (a regular file on a local disk is
+#: read in milliseconds; the bound is for a file system that stalls).
+LEFTOVER_DEADLINE_S = 10.0
+_FILE_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFLNK: "a symbolic link", stat.S_IFDIR: "a folder",
+               stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+class LeftoverError(ValueError):
+    """A file left by untrusted code cannot be read as data; ``problem`` says why, as the end of
+    a sentence whose subject the caller names ("result file " + "is a FIFO, not a regular file")."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
+
+
+def size_text(n_bytes: int) -> str:
+    """A size for a message: ``256 KB``, ``1.5 MB``, ``100 bytes``."""
+    if n_bytes < 1024:
+        return f"{n_bytes} bytes"
+    if n_bytes < _MB:
+        return f"{round(n_bytes / 1024, 1):g} KB"
+    return _mb(n_bytes)
+
+
+def leftover_problem(mode: int, size: int, limit: int) -> str | None:
+    """What keeps a file of this ``st_mode`` and ``st_size`` from being read as data of at most
+    ``limit`` bytes (None: nothing)."""
+    kind = stat.S_IFMT(mode)
+    if kind != stat.S_IFREG:
+        return f"is {_FILE_KINDS.get(kind, 'of an unknown type')}, not a regular file"
+    if size > limit:
+        return f"is larger than {size_text(limit)}"
+    return None
+
+
+def read_leftover(path: str | os.PathLike[str], limit: int, *, deadline_s: float = LEFTOVER_DEADLINE_S) -> bytes:
+    """The bytes of ``path``, a file that untrusted code may have replaced by anything.
+
+    The folder holding it is opened without following a link in its last component, the file
+    without following any link (``O_NOFOLLOW``) and without waiting for a writer
+    (``O_NONBLOCK``: a FIFO opens at once, and is then refused); only a regular file of at most
+    ``limit`` bytes is read, and only while ``deadline_s`` lasts. Raises :class:`LeftoverError`
+    naming what was found instead, :class:`FileNotFoundError` when nothing is there.
+    """
+    path = os.fspath(path)
+    folder, name = os.path.split(path)
+    folder_fd = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = _open_leftover(name, folder_fd)
+    finally:
+        os.close(folder_fd)
+    try:
+        info = os.fstat(fd)
+        problem = leftover_problem(info.st_mode, info.st_size, limit)
+        if problem:
+            raise LeftoverError(problem)
+        return _read_within(fd, limit, time.monotonic() + deadline_s, deadline_s)
+    finally:
+        os.close(fd)
+
+
+def _open_leftover(name: str, folder_fd: int) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link, a socket, a folder
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+            raise LeftoverError(leftover_problem(info.st_mode, info.st_size, 0) or "cannot be opened") from None
+        raise
+
+
+def _read_within(fd: int, limit: int, stop: float, deadline_s: float) -> bytes:
+    pieces, total = [], 0
+    while chunk := os.read(fd, min(_CHUNK, limit + 1 - total)):
+        pieces.append(chunk)
+        total += len(chunk)
+        if total > limit:  # it grew after fstat
+            raise LeftoverError(f"is larger than {size_text(limit)}")
+        if time.monotonic() > stop:
+            raise LeftoverError(f"could not be read within {deadline_s:g} s")
+    return b"".join(pieces)
+
+
+def json_containers(text: bytes) -> int:
+    """How many arrays and objects parsing the JSON ``text`` would build (brackets outside
+    strings), counted in one pass without building anything. Parsing builds some 20 times the
+    text's size in Python objects when it is all ``[]`` or ``{}``; a caller that knows how many
+    containers a valid value holds refuses the rest before :func:`json.loads`."""
+    count, position, end = 0, 0, len(text)
+    while position < end:
+        quote = text.find(b'"', position)
+        stop = end if quote < 0 else quote
+        count += text.count(b"[", position, stop) + text.count(b"{", position, stop)
+        if quote < 0:
+            break
+        position = _string_end(text, quote + 1)
+    return count
+
+
+def _string_end(text: bytes, position: int) -> int:
+    """The index after the quote closing the string whose body starts at ``position`` (the
+    end of ``text`` when none closes it)."""
+    while True:
+        quote = text.find(b'"', position)
+        if quote < 0:
+            return len(text)
+        backslashes = 0
+        while text[quote - 1 - backslashes] == 0x5C:  # a quote after an odd run of \ is escaped
+            backslashes += 1
+        if backslashes % 2 == 0:
+            return quote + 1
+        position = quote + 1
+
+
+__all__ = ["DECOMPRESSED_ENV", "LEFTOVER_DEADLINE_S", "LINE_ENV", "MAX_DECOMPRESSED_MB", "MAX_JSON_DEPTH", "MAX_LINE_MB",
+           "MAX_READ_BYTES", "BoundedStream", "LeftoverError", "LimitError", "Readable", "bounded_lines", "json_containers",
+           "json_depth", "leftover_problem", "loads_bounded", "max_decompressed_bytes", "max_line_bytes", "read_bounded",
+           "read_leftover", "size_text"]

@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-seconds", type=float, default=None)
     p.add_argument("--max-usd", type=float, default=None)
     p.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
+    p.add_argument("--evaluation-timeout", type=float, default=None, metavar="SECONDS",
+                   help="kill an attempt's worker when its evaluation takes longer than this, and record the "
+                        "attempt as failed (default: the task's wall time + 60 s; an agent has 60 s to propose a "
+                        "program, an LLM agent 393 s)")
     p.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
     p.add_argument("--quiet", action="store_true", help="no live progress display")
     add_trust_model(p)
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         rounds=args.rounds, seed=args.seed, beta=args.beta, frontier=args.frontier,
         max_attempts=args.max_attempts, max_seconds=args.max_seconds, max_usd=args.max_usd,
         backend=args.backend, api_base=args.api_base, world_id=args.world_id, resume=args.resume,
-        command=shlex.join(["dream-gym", *args.argv]),
+        command=shlex.join(["dream-gym", *args.argv]), evaluation_timeout_s=args.evaluation_timeout,
     )
     params = parse_policy_args(args.policy_arg)
     if args.policy in POLICIES:

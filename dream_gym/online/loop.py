@@ -11,6 +11,12 @@ Rounds are synchronous: a round's attempts all finish before the next batch is c
 ends after K1 rounds, when the policy returns [], or when a budget (attempts, seconds, dollars)
 runs out. At the end the best candidate goes through the survival check.
 
+Every attempt has deadlines (:class:`Deadlines`): the agent's allowance for proposing a program,
+then the task's wall time and a margin for the sandbox and the checks for evaluating it
+(``--evaluation-timeout`` sets the second). A worker that overstays one is killed with
+everything it started, and its attempt is recorded as a failed node naming the deadline
+(``repairable``), so a round always ends.
+
 Online, the future does not exist yet, so the frontier is the reveal rule's with every node's
 recorded children unbounded (``reveal_rules.UNRECORDED``): the root (up to W times) and every
 leaf of the tree (rule "leaves", default) or every node (rule "any").
@@ -18,23 +24,24 @@ leaf of the tree (rule "leaves", default) or every node (rule "any").
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import datetime as _dt
 import json
 import math
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dream_gym.jobs import init_job, job_context, job_initargs
+from dream_gym.jobs import JobPool, TaskFailure, job_context
+from dream_gym.limits import LeftoverError, max_line_bytes, read_leftover
 from dream_gym.locks import folder_lock
 from dream_gym.online.agent_base import ParentContext
 from dream_gym.online.evidence import EvidenceLedger, Survival, stagnation_class, survival_check
-from dream_gym.online.tasks import get_task
+from dream_gym.online.tasks import REPAIRABLE, env_digest, get_task
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.redact import redact_value
 from dream_gym.replay import ROOT, IllegalBatchError
@@ -47,6 +54,10 @@ from dream_gym.world import NODES_FILE, build_world
 from dream_gym.world_writer import WorldWriter, new_meta
 
 HISTORY_LIMIT = 12  # ancestors shown to the agent
+#: Seconds an agent may take to propose a program: the built-in agents take well under a
+#: second; the LLM agent makes up to 3 requests of at most 120 s each, with 1 s and 2 s between.
+AGENT_ALLOWANCE_S = {"builtin": 60.0, "llm": 3 * 120.0 + 3.0 + 30.0}
+PROPOSAL_SUFFIX = ".proposal.json"  # beside an attempt's workspace: its program, for the record
 
 
 @dataclass
@@ -71,6 +82,7 @@ class GrowConfig:
     survival_repeats: int | None = None
     resume: bool = False
     command: str | None = None  # the command line that started the run (provenance)
+    evaluation_timeout_s: float | None = None  # None: the task's (Deadlines.of)
 
     @property
     def settings(self) -> ReplaySettings:
@@ -92,6 +104,7 @@ class AttemptJob:
     worker: int
     seed: list[int]
     workdir: str
+    evaluation_s: float | None = None  # the evaluation's deadline, told to the watchdog when it starts
 
 
 @dataclass
@@ -140,18 +153,43 @@ def make_agent(spec: str, task_name: str, api_base: str | None = None) -> Any:
     return LiteLLMAgent(spec, api_base=api_base)
 
 
-def run_attempt(job: AttemptJob) -> AttemptResult:
-    """One attempt in a worker: the agent writes a candidate, the task evaluates it isolated."""
+PROPOSED = 1  # the step a worker reports once the agent has proposed: the evaluation starts
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long each phase of an attempt may take before its worker is killed."""
+
+    propose_s: float  # the agent's allowance (:data:`AGENT_ALLOWANCE_S`)
+    evaluate_s: float  # the task's wall time, the sandbox's start and the parent's checks
+
+    @classmethod
+    def of(cls, task: Any, agent: str, evaluation_s: float | None = None) -> Deadlines:
+        """The agent's allowance and the task's evaluation deadline (``evaluation_s`` instead)."""
+        if evaluation_s is None:
+            evaluation_s = float(task.limits.deadline_s)
+        elif not 0 < evaluation_s < math.inf:
+            raise ValueError(f"the evaluation timeout must be a positive number of seconds, got {evaluation_s:g}")
+        return cls(AGENT_ALLOWANCE_S["builtin" if agent == "builtin" else "llm"], evaluation_s)
+
+
+def run_attempt(job: AttemptJob, beat: Callable[..., None] | None = None) -> AttemptResult:
+    """One attempt in a worker: the agent writes a candidate, the task evaluates it isolated.
+    ``beat`` (a watched pool's) hears when the evaluation starts, and its deadline."""
     task = get_task(job.task)
     agent = make_agent(job.agent, job.task, job.api_base)
     rng = np.random.default_rng(job.seed)
     started = time.time()
     proposal = agent.propose(task, job.parent, rng)
     workdir = Path(job.workdir)
+    _keep_proposal(workdir, proposal)
+    if beat is not None:
+        beat(PROPOSED, job.evaluation_s)
     try:
         evaluation = task.evaluate(proposal.code, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    _proposal_path(workdir).unlink(missing_ok=True)  # kept when the worker is stopped: the parent reads it
     node: dict[str, Any] = {
         "id": job.node_id,
         "parent": job.parent_id,
@@ -259,17 +297,62 @@ def branch_scores(records: list[dict[str, Any]], index_of: dict[str, int], index
     return scores[::-1]
 
 
+def _keep_proposal(workdir: Path, proposal: Any) -> None:
+    """Write the proposed program beside its workspace (out of the candidate's reach), so that
+    an attempt whose worker is killed at its deadline is still recorded with its program."""
+    record = {"code": proposal.code, "cost": proposal.cost, "notes": proposal.notes, "prompt": proposal.prompt}
+    workdir.parent.mkdir(parents=True, exist_ok=True)
+    _proposal_path(workdir).write_text(json.dumps(record, default=str), encoding="utf-8")
+
+
+def _proposal_path(workdir: Path) -> Path:
+    return workdir.with_name(workdir.name + PROPOSAL_SUFFIX)
+
+
+def overstayed(job: AttemptJob, seconds: float, how: str) -> AttemptResult:
+    """The failed node of an attempt whose worker was killed (``how``: past a deadline of
+    ``seconds``, or it died), with its program when the agent had proposed one."""
+    proposal: dict[str, Any] = {}
+    try:
+        proposal = json.loads(read_leftover(_proposal_path(Path(job.workdir)), max_line_bytes()))
+    except (OSError, LeftoverError, ValueError):
+        pass  # killed before the agent proposed a program
+    _proposal_path(Path(job.workdir)).unlink(missing_ok=True)
+    if not isinstance(proposal, dict):
+        proposal = {}
+    error = f"{how}; its worker and everything it started were killed"
+    node: dict[str, Any] = {
+        "id": job.node_id, "parent": job.parent_id, "score": None, "round": job.round, "worker": job.worker,
+        "code": str(proposal.get("code") or ""), "diagnostics": error, "error": error, "fail_class": REPAIRABLE,
+        "metrics": {}, "duration_s": round(seconds, 4), "eval_s": None,
+        "cost": proposal.get("cost") if isinstance(proposal.get("cost"), dict) else None,
+        "notes": str(proposal.get("notes") or "the agent had not proposed a program"),
+    }
+    if proposal.get("prompt") is not None:
+        node["prompt"] = str(proposal["prompt"])
+    evidence: dict[str, Any] = {
+        "t": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "actor": "eval", "cmd": None,
+        "exit": None, "duration_ms": None, "artifacts": [], "env_digest": env_digest(), "parsed": None,
+        "admissible": False, "node": job.node_id, "round": job.round, "agent": job.agent, "error": error,
+    }
+    return AttemptResult(node, evidence)
+
+
 # -- execution backends ---------------------------------------------------------------------
 class _Backend:
-    def __init__(self, kind: str, workers: int):
-        self.kind = kind
-        self._pool: cf.Executor | None = None
+    """Runs a round's attempts on W workers: a watched job pool (``process``: each worker is a
+    job of :class:`~dream_gym.jobs.JobPool`, killed and replaced when its attempt overstays a
+    deadline), Ray (``ray``: tasks past the round's deadline are cancelled with their worker)
+    or this process (``serial``, for debugging: no deadline, each evaluation has its own)."""
+
+    def __init__(self, kind: str, workers: int, deadlines: Deadlines):
+        self.kind, self.workers, self.deadlines = kind, workers, deadlines
+        self._pool: JobPool | None = None
         if kind == "process":  # workers from dream_gym's fork server: safe in a threaded parent
-            context = job_context(preload=(__name__,))
-            self._pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                                                initializer=init_job, initargs=job_initargs())
+            self._pool = JobPool(_pool_task, workers, task_timeout=deadlines.propose_s,
+                                 context=job_context(preload=(__name__,)))
             # Start every worker and import the heavy modules now, not inside round 1's clock.
-            list(self._pool.map(_warm_up, range(workers)))
+            list(self._pool.run([None] * workers))
         elif kind == "serial":
             self._pool = None
         elif kind == "ray":
@@ -289,25 +372,61 @@ class _Backend:
                 yield _call(run_attempt, job)
         elif self.kind == "process":
             assert self._pool is not None
-            futures = [self._pool.submit(run_attempt, job) for job in jobs]
-            for future in cf.as_completed(futures):
-                error = future.exception()
-                yield error if error is not None else future.result()
+            jobs = [replace(job, evaluation_s=self.deadlines.evaluate_s) for job in jobs]
+            for index, outcome in self._pool.run(jobs):
+                yield self._from_pool(jobs[index], outcome)
         else:
-            import ray
+            yield from self._run_ray(jobs)
 
-            pending = [self._remote.remote(job) for job in jobs]
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                yield _call(ray.get, done[0])
+    def _from_pool(self, job: AttemptJob, outcome: Any) -> AttemptResult | BaseException:
+        if not isinstance(outcome, TaskFailure):
+            return outcome
+        proposing = outcome.step != PROPOSED
+        seconds = self.deadlines.propose_s if proposing else self.deadlines.evaluate_s
+        if outcome.kind == "timeout":
+            phase = "the agent did not propose a program" if proposing else "the evaluation did not finish"
+            return overstayed(job, seconds, f"{phase} within its deadline of {seconds:g}s")
+        if outcome.kind == "died":
+            return overstayed(job, seconds, "the attempt's " + outcome.message.replace("its job process", "worker"))
+        return AttemptError(outcome.message.splitlines()[0])  # run_attempt raised: not a candidate's doing
+
+    def _run_ray(self, jobs: list[AttemptJob]) -> Iterator[AttemptResult | BaseException]:
+        import ray
+
+        pending = {self._remote.remote(job): job for job in jobs}
+        waves = -(-len(jobs) // self.workers)  # attempts beyond W wait for a free CPU
+        seconds = self.deadlines.propose_s + self.deadlines.evaluate_s
+        stop = time.monotonic() + seconds * waves
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, stop - time.monotonic()))
+            if not done:  # the round's deadline: end the attempts still running, with their workers
+                for ref, job in pending.items():
+                    ray.cancel(ref, force=True)
+                    yield overstayed(job, seconds, f"the attempt did not finish within its deadline of {seconds:g}s")
+                return
+            pending.pop(done[0])
+            yield _call(ray.get, done[0])
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.close()
 
 
-def _warm_up(_: int) -> None:
-    import dream_gym.online.agents  # noqa: F401  (numpy, scipy and the tasks come with it)
+def _pool_task(job: AttemptJob | None, beat: Callable[..., None]) -> AttemptResult | None:
+    """A job of the process backend: an attempt, or (None) the warm-up of a fresh worker."""
+    if job is None:
+        import dream_gym.online.agents  # noqa: F401  (numpy, scipy and the tasks come with it)
+
+        return None
+    return run_attempt(job, beat)
+
+
+class AttemptError(RuntimeError):
+    """An attempt that raised in its worker: the message is the exception's type and text."""
+
+
+def _error_text(error: BaseException) -> str:
+    return str(error) if isinstance(error, AttemptError) else f"{type(error).__name__}: {error}"
 
 
 def _call(fn: Callable[[Any], AttemptResult], arg: Any) -> AttemptResult | BaseException:
@@ -366,12 +485,13 @@ def grow(
     """Run the online loop; every finished node is on disk before the next is awaited."""
     require_sandbox()  # candidates run only where the kernel can sandbox them
     task = get_task(config.task)
+    deadlines = Deadlines.of(task, config.agent, config.evaluation_timeout_s)
     started = time.time()
     writer = _open_world(config, task)
     folder = writer.folder
     ledger = EvidenceLedger(folder)
     negate = task.direction == "minimize"
-    backend = _Backend(config.backend, config.workers)
+    backend = _Backend(config.backend, config.workers, deadlines)
     result = GrowResult(folder, 0, 0, 0, 0, None, 0.0, "rounds", None, repaired=writer.repaired)
     # Candidates work outside the world (they may write only their own workspace), so none can
     # touch the world it is grown into.
@@ -419,7 +539,7 @@ def grow(
             if errors:
                 raise AttemptFailed(
                     f"round {round_no}: {len(errors)} of {len(jobs)} attempts could not run "
-                    f"({type(errors[0]).__name__}: {errors[0]}); the {len(jobs) - len(errors)} that finished "
+                    f"({_error_text(errors[0])}); the {len(jobs) - len(errors)} that finished "
                     f"are recorded; fix the cause and continue with --resume"
                 ) from errors[0]
             stats = RoundStats(round_no, len(jobs), failures, _best(records, negate), time.time() - round_started)

@@ -161,6 +161,7 @@ class Launched:
     proc: subprocess.Popen[bytes]
     lifeline: int
     report: int = -1  # scripts: the pipe on which the warden says the sandbox is in force
+    done: int = -1  # a workspace's: the pipe on which the warden reports it after the payload
 
     def confined(self, timeout_s: float) -> list[str]:
         """Wait for a script's sandbox report: the layers in force; :class:`SandboxUnavailable`
@@ -186,6 +187,27 @@ class Launched:
             raise SandboxUnavailable(f"untrusted code did not run: {reply.get('error')}")
         return [str(n) for n in reply.get("notes", [])]
 
+    def workspace_report(self) -> dict[str, Any]:
+        """What the warden said of the workspace once the payload had ended (read after the
+        warden exited; empty when it said nothing, e.g. killed at the deadline): ``over``
+        ("size" or "files" when the cap was reached, else None), ``size_mb``, ``inodes`` and
+        ``refused``, the outputs not handed back, ``{name: [st_mode, st_size, limit]}``."""
+        if self.done < 0:
+            return {}
+        try:
+            os.set_blocking(self.done, False)
+            data = os.read(self.done, warden.WORKSPACE_REPORT_BYTES + 1)
+        except OSError:  # BlockingIOError: nothing was written
+            data = b""
+        finally:
+            os.close(self.done)
+            self.done = -1
+        try:
+            report = json.loads(data) if 0 < len(data) <= warden.WORKSPACE_REPORT_BYTES else {}
+        except ValueError:
+            report = {}
+        return report if isinstance(report, dict) else {}
+
     def release(self) -> None:
         """Close the lifeline (the warden then kills whatever is left of the sandbox)."""
         if self.lifeline >= 0:
@@ -194,6 +216,9 @@ class Launched:
             except OSError:
                 pass
             self.lifeline = -1
+        if self.done >= 0:
+            os.close(self.done)
+            self.done = -1
 
 
 def launch(
@@ -207,17 +232,22 @@ def launch(
     keep_fds: Sequence[int] = (),
     unsafe: bool | None = None,
     stdin: int | IO[bytes] | None = subprocess.DEVNULL,
+    workspace: Mapping[str, Any] | None = None,
 ) -> Launched:
     """Start ``payload`` (``{"script": path, "args": [...]}`` or ``{"call": "module:function",
     "args": [...]}``) in the sandbox; raises :class:`SandboxUnavailable` first where it cannot be.
 
     ``keep_fds`` are descriptors of this process handed to the payload (at the same numbers).
-    stdout and stderr are pipes (``proc.stdout``, ``proc.stderr``).
+    stdout and stderr are pipes (``proc.stdout``, ``proc.stderr``). ``workspace`` caps the total
+    size of a script's working folder (:class:`~dream_gym.sandbox.warden.Workspace`: ``path``,
+    ``size_mb``, ``inodes``, ``outputs``); the warden's report on it is
+    :meth:`Launched.workspace_report`.
     """
     unsafe = unsafe_requested(unsafe)
     require_sandbox(unsafe)
     life_r, life_w = os.pipe()
     report_r, report_w = os.pipe() if "script" in payload else (-1, -1)
+    done_r, done_w = os.pipe() if workspace else (-1, -1)
     handed = (life_r, *keep_fds, *([report_w] if report_w >= 0 else []))
     config = {
         "lifeline": life_r,
@@ -228,23 +258,25 @@ def launch(
         "payload": dict(payload),
         "keep_fds": list(handed[1:]),
         "report_fd": report_w if report_w >= 0 else None,
+        "workspace": dict(workspace) if workspace else None,
+        "done_fd": done_w if done_w >= 0 else None,  # the warden's alone: the payload closes it
     }
     argv = [sys.executable, "-s", "-B", WARDEN, json.dumps(config)]
     try:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=dict(env), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=handed, close_fds=True, start_new_session=True,
+            pass_fds=(*handed, *([done_w] if done_w >= 0 else [])), close_fds=True, start_new_session=True,
         )
     except BaseException:
-        for fd in (life_w, report_r):
+        for fd in (life_w, report_r, done_r):
             if fd >= 0:
                 os.close(fd)
         raise
     finally:
-        for fd in (life_r, report_w):
+        for fd in (life_r, report_w, done_w):
             if fd >= 0:
                 os.close(fd)
-    return Launched(proc, life_w, report_r)
+    return Launched(proc, life_w, report_r, done_r)
 
 
 __all__ = ["KernelSupport", "Launched", "SandboxUnavailable", "UNSAFE_ENV", "kernel_support", "launch",

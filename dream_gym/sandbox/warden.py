@@ -12,6 +12,11 @@ candidate's evaluation does not pay for importing dream_gym. With namespaces the
 
 Without namespaces (the kernel refuses them) the warden starts the payload itself.
 
+A script's working folder may be given a cap on its total size (:class:`Workspace`): with
+namespaces the warden mounts a tmpfs of that size over it in the sandbox's own mount namespace
+(the payload writes there; afterwards only the named outputs are copied back, regular files
+within their size), without them it measures the folder while the payload runs.
+
 Three things end every process of a sandbox with its parent, whatever the payload does: the
 warden polls a *lifeline* pipe whose write end only the parent holds (EOF: the parent is gone)
 and then kills init, whose death makes the kernel kill the whole PID namespace; the payload
@@ -45,6 +50,7 @@ import json
 import os
 import select
 import signal
+import stat
 import struct
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -502,13 +508,198 @@ class Confinement:
             _load_seccomp(untrusted=True, episode=True)
 
 
+# -- the workspace --------------------------------------------------------------------------
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_WORKSPACE_POLL_S = 0.05  # without a mount: how often the warden measures the folder
+WORKSPACE_REPORT_BYTES = 4000  # the warden's last word fits one atomic pipe write (PIPE_BUF is 4096)
+_COPY_CHUNK = 1 << 20
+
+
+class Workspace:
+    """A script's working folder with a cap on its total size (``spec``: ``path``, ``size_mb``,
+    ``inodes``, ``outputs``: a pattern of file names → the most bytes one may hold).
+
+    Where the warden holds a user and a mount namespace, :meth:`prepare` mounts a tmpfs of
+    ``size_mb`` and ``inodes`` over the folder for the sandbox alone, copies the folder's files
+    in (the inputs the parent wrote), and the payload works there: a write past the cap fails
+    with ENOSPC, and nothing the payload does reaches the real folder. After the payload has
+    ended (every process of the sandbox is dead), :meth:`finish` copies back the named outputs
+    that are regular files within their size (never following a link), and reports those it
+    refused and whether the cap was reached. Without the namespaces (the kernel refused them,
+    or the explicit opt-out) the payload works in the real folder and the warden measures it
+    every :data:`_WORKSPACE_POLL_S` seconds, killing the payload once it is over the cap.
+    """
+
+    def __init__(self, spec: Mapping[str, Any]):
+        self.path = str(spec["path"])
+        self.size = int(spec["size_mb"]) << 20
+        self.inodes = int(spec["inodes"])
+        self.outputs: dict[str, int] = {str(k): int(v) for k, v in (spec.get("outputs") or {"*": self.size}).items()}
+        # the real folder, opened before anything is mounted over it
+        self.real = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self.mounted = -1  # the tmpfs's root
+        self.over: str | None = None  # "size" or "files" once the cap was reached
+
+    @property
+    def fds(self) -> list[int]:
+        return [fd for fd in (self.real, self.mounted) if fd >= 0]
+
+    def prepare(self, mountable: bool) -> str:
+        """Mount the tmpfs where this process holds a mount namespace of its own (a note saying
+        which way the cap is kept)."""
+        if not mountable:
+            return "workspace polled (no mount namespace)"
+        options = f"size={self.size},nr_inodes={self.inodes},mode=0700".encode()
+        flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        if _libc.mount(b"tmpfs", self.path.encode(), b"tmpfs", ctypes.c_ulong(flags), options) != 0:
+            return f"workspace polled (tmpfs refused: {_errno_text()})"
+        self.mounted = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        os.fchdir(self.mounted)  # the payload starts here (the old cwd is the folder below)
+        for name in os.listdir(self.real):
+            refused = _copy_file(self.real, name, self.mounted, self.size)
+            if refused is not None and stat.S_ISREG(refused[0]):
+                raise SandboxRefused(f"the files of the working folder do not fit its limit of {self.size >> 20} MB")
+        return f"workspace tmpfs {self.size >> 20} MB"
+
+    def over_cap(self) -> bool:
+        """Without a mount: whether the folder holds more than the cap (bytes or files)."""
+        used, files = _folder_usage(self.real, self.inodes)
+        self.over = "files" if files > self.inodes else "size" if used > self.size else None
+        return self.over is not None
+
+    def finish(self, report_fd: int) -> None:
+        """Copy the outputs back (with a tmpfs), then tell the parent what became of them."""
+        refused: dict[str, list[int]] = {}
+        if self.mounted < 0 and self.over is None:
+            self.over_cap()  # past the cap since the last look (the payload ended meanwhile)
+        if self.mounted >= 0:
+            self._cap_reached()
+            for name in sorted(os.listdir(self.mounted)):
+                limit = self._limit_of(name)
+                try:
+                    problem = None if limit is None else _copy_file(self.mounted, name, self.real, limit)
+                except OSError:
+                    continue  # the real folder refused it (the parent sees no such file)
+                if problem is not None and limit is not None:
+                    refused[name] = [*problem, limit]
+        _report(report_fd, {"over": self.over, "size_mb": self.size >> 20, "inodes": self.inodes,
+                            "refused": refused})
+
+    def _cap_reached(self) -> None:
+        info = os.fstatvfs(self.mounted)
+        if info.f_favail == 0:
+            self.over = "files"
+        elif info.f_bavail * info.f_frsize < max(1 << 16, self.size >> 6):  # less than 1/64 left
+            self.over = "size"
+
+    def _limit_of(self, name: str) -> int | None:
+        import fnmatch
+
+        limits = [limit for pattern, limit in self.outputs.items() if fnmatch.fnmatchcase(name, pattern)]
+        return max(limits) if limits else None
+
+
+def _copy_file(source: int, name: str, target: int, limit: int) -> list[int] | None:
+    """Copy ``name`` from folder ``source`` to folder ``target`` when it is a regular file of
+    at most ``limit`` bytes (a link is not followed, a FIFO not waited on); else return its
+    ``[st_mode, st_size]``."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=source)
+    except OSError:  # a link (ELOOP), a socket (ENXIO)
+        info = os.stat(name, dir_fd=source, follow_symlinks=False)
+        return [info.st_mode, info.st_size]
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return [info.st_mode, info.st_size]
+        temporary = ".dream_gym-copy"
+        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      info.st_mode & 0o700 | 0o600, dir_fd=target)
+        try:
+            copied = 0
+            while copied <= limit and (chunk := os.read(fd, min(_COPY_CHUNK, info.st_size + 1))):
+                os.write(out, chunk)  # a full tmpfs raises ENOSPC: the inputs do not fit
+                copied += len(chunk)
+            if copied <= limit:
+                os.rename(temporary, name, src_dir_fd=target, dst_dir_fd=target)
+                return None
+            return [info.st_mode, copied]
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                return [stat.S_IFREG, limit + 1]
+            raise
+        finally:
+            os.close(out)
+            try:
+                os.unlink(temporary, dir_fd=target)  # left only when the copy failed
+            except FileNotFoundError:
+                pass
+    finally:
+        os.close(fd)
+
+
+def _folder_usage(folder: int, most_files: int) -> tuple[int, int]:
+    """(bytes allocated, entries) below the open ``folder``, links not followed; the walk stops
+    once it has seen more than ``most_files`` entries."""
+    used, files, pending = 0, 0, [os.dup(folder)]
+    try:
+        while pending and files <= most_files:
+            current = pending.pop()
+            try:
+                with os.scandir(current) as entries:
+                    for entry in entries:
+                        files += 1
+                        try:
+                            info = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue  # removed meanwhile
+                        used += info.st_blocks * 512
+                        if stat.S_ISDIR(info.st_mode) and files <= most_files:
+                            try:
+                                pending.append(os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                                                       | os.O_CLOEXEC, dir_fd=current))
+                            except OSError:
+                                continue
+            finally:
+                os.close(current)
+    finally:
+        for fd in pending:
+            os.close(fd)
+    return used, files
+
+
+def _report(fd: int, report: dict[str, Any]) -> None:
+    """Write ``report`` as JSON on ``fd`` in one write of at most :data:`WORKSPACE_REPORT_BYTES` (refused
+    names beyond that are left out), so that it never waits for the reader."""
+    refused = report["refused"]
+    for name in list(refused):
+        if len(name) > 64:
+            del refused[name]
+    data = json.dumps(report).encode()
+    while len(data) > WORKSPACE_REPORT_BYTES and refused:
+        del refused[sorted(refused)[-1]]
+        data = json.dumps(report).encode()
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass  # the parent is gone
+
+
 # -- processes ------------------------------------------------------------------------------
+NAMESPACES_WITHOUT_MOUNT = "namespaces (no mount namespace)"
+
+
 def _enter_namespaces() -> str:
-    """New user, PID, network, IPC and UTS namespaces for the processes forked next (a note
-    saying which, or why none: the sandbox's other layers do not depend on them)."""
+    """New user, PID, network, IPC, UTS and mount namespaces for the processes forked next (a
+    note saying which, or why none: the sandbox's other layers do not depend on them). The mount
+    namespace is this process's at once: a workspace's tmpfs is mounted in it (:class:`Workspace`)
+    and seen by the sandbox alone. A kernel that refuses the mount namespace alone still gives
+    the others (:data:`NAMESPACES_WITHOUT_MOUNT`)."""
     uid, gid = os.getuid(), os.getgid()
     flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
-    if _libc.unshare(flags) != 0:
+    mount = _libc.unshare(flags | _CLONE_NEWNS) == 0
+    if not mount and _libc.unshare(flags) != 0:
         return f"no namespaces ({_errno_text()})"
     try:
         for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
@@ -516,7 +707,7 @@ def _enter_namespaces() -> str:
                 handle.write(text)
     except OSError as exc:
         return f"namespaces without an id map ({exc.strerror})"
-    return "namespaces"
+    return "namespaces" if mount else NAMESPACES_WITHOUT_MOUNT
 
 
 def _close_fds(keep: Iterable[int]) -> None:
@@ -544,21 +735,26 @@ def _end_like(status: int) -> None:
         import resource
 
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        if sig != signal.SIGKILL:  # SIGKILL has no handler to reset (signal() raises)
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-def _watch(child: int, lifeline: int, status_pipe: int | None, namespaced: bool) -> None:
-    """Wait for ``child``; if the lifeline closes first (the parent died), kill everything."""
+def _watch(child: int, lifeline: int, status_pipe: int | None, namespaced: bool,
+           workspace: Workspace | None = None, done_fd: int | None = None) -> None:
+    """Wait for ``child``; if the lifeline closes first (the parent died), kill everything. A
+    workspace without a tmpfs is measured meanwhile, and the child killed once it is over its
+    cap; after the child, the workspace's outputs are handed back and reported on ``done_fd``."""
     poller = select.poll()
     poller.register(lifeline, select.POLLIN | select.POLLHUP)
     pidfd = os.pidfd_open(child)
     poller.register(pidfd, select.POLLIN)
+    polled = workspace is not None and workspace.mounted < 0
     while True:
-        events = dict(poller.poll())
+        events = dict(poller.poll(int(_WORKSPACE_POLL_S * 1000) if polled else None))
         if pidfd in events:
             break
         if lifeline in events:
@@ -567,11 +763,19 @@ def _watch(child: int, lifeline: int, status_pipe: int | None, namespaced: bool)
                 os.killpg(0, signal.SIGKILL)  # the payload cannot have left our group
             os.waitpid(child, 0)
             os._exit(128 + signal.SIGKILL)
+        if polled and workspace is not None and workspace.over_cap():
+            os.kill(child, signal.SIGKILL)  # init's death ends the rest; without it the payload is alone
+            polled = False
     _, status = os.waitpid(child, 0)
     if status_pipe is not None:
         reported = os.read(status_pipe, 4)
         if len(reported) == 4:
             status = struct.unpack("i", reported)[0]
+    if workspace is not None and done_fd is not None:
+        try:
+            workspace.finish(done_fd)
+        except Exception:  # noqa: BLE001 - the payload's status is reported whatever happened here
+            pass
     _end_like(status)
 
 
@@ -724,10 +928,18 @@ def main(argv: Sequence[str]) -> None:
     lifeline = int(config["lifeline"])
     notes: list[str] = []
     namespaced = False
-    if config.get("namespaces", True) and not config.get("confine", {}).get("unsafe"):
-        note = _enter_namespaces()
-        namespaced = note == "namespaces"
-        notes.append(note)
+    try:  # the real folder is opened before any namespace or mount
+        workspace = Workspace(config["workspace"]) if config.get("workspace") else None
+        mountable = False
+        if config.get("namespaces", True) and not config.get("confine", {}).get("unsafe"):
+            note = _enter_namespaces()
+            namespaced, mountable = note in ("namespaces", NAMESPACES_WITHOUT_MOUNT), note == "namespaces"
+            notes.append(note)
+        if workspace is not None:
+            notes.append(workspace.prepare(mountable))
+    except (OSError, SandboxRefused) as exc:
+        _refuse(config.get("report_fd"), f"the workspace could not be prepared: {exc}")
+    done_fd = config.get("done_fd")
     status_r, status_w = os.pipe() if namespaced else (None, None)
     child = os.fork()
     if child == 0:
@@ -738,9 +950,19 @@ def main(argv: Sequence[str]) -> None:
         _payload(config, notes)
     if status_w is not None:
         os.close(status_w)
-    _close_fds([lifeline] + ([status_r] if status_r is not None else []))
+    kept = [lifeline, *([status_r] if status_r is not None else []), *([done_fd] if done_fd is not None else []),
+            *(workspace.fds if workspace is not None else [])]
+    _close_fds(kept)
     _quiet_stdio()
-    _watch(child, lifeline, status_r, namespaced)
+    _watch(child, lifeline, status_r, namespaced, workspace, done_fd)
+
+
+def _refuse(report_fd: int | None, error: str) -> None:
+    """Tell the parent that nothing runs (as :func:`_confine_script` does), and exit."""
+    if report_fd is not None:
+        os.write(report_fd, json.dumps({"ok": False, "error": error}).encode())
+    sys.stderr.write(REFUSED_PREFIX + error + "\n")
+    os._exit(EXIT_REFUSED)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from dream_gym.limits import LeftoverError, read_leftover, size_text
 from dream_gym.online.fitness import combined_score
 from dream_gym.work_folders import work_folder
+
+#: Bytes of a program file OpenEvolve hands over (its ``max_code_length`` counts characters:
+#: 100,000 in the config written here, at most 400 KB of UTF-8).
+PROGRAM_MAX_BYTES = 1 << 20
 
 EVALUATOR_TEMPLATE = '''"""OpenEvolve evaluator for the dream_gym task {task!r} (written by dream-gym).
 
@@ -77,9 +82,18 @@ def evaluate_code(task_name: str, code: str) -> tuple[dict[str, Any], dict[str, 
 
 def evaluate_program(task_name: str, program_path: str) -> Any:
     """OpenEvolve's ``evaluate(program_path)``: an ``EvaluationResult`` (metrics with
-    ``combined_score``, and artifacts) when OpenEvolve is installed, else the metrics dict."""
-    code = Path(program_path).read_text(encoding="utf-8", errors="replace")
-    metrics, artifacts = evaluate_code(task_name, code)
+    ``combined_score``, and artifacts) when OpenEvolve is installed, else the metrics dict. The
+    program file is read as data (a regular file of at most :data:`PROGRAM_MAX_BYTES`); anything
+    else is an invalid program, with the reason."""
+    try:
+        code = read_leftover(Path(program_path), PROGRAM_MAX_BYTES).decode("utf-8", errors="replace")
+    except LeftoverError as exc:
+        problem = exc.problem + (f" ({size_text(PROGRAM_MAX_BYTES)} is the limit)" if exc.problem.startswith("is larger") else "")
+        error = f"program file {problem}"
+        metrics: dict[str, Any] = {"combined_score": 0.0, "error": error}
+        artifacts = {"diagnostics": error, "error": error, "fail_class": "repairable"}
+    else:
+        metrics, artifacts = evaluate_code(task_name, code)
     try:
         from openevolve.evaluation_result import EvaluationResult
     except ImportError:  # any other caller: the plain dict of metrics

@@ -16,6 +16,7 @@ instance and checks the KKT conditions of every returned solution.
 
 from __future__ import annotations
 
+import io
 import secrets
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dream_gym.isolation import IsolatedProcess
+from dream_gym.limits import LeftoverError, read_leftover
 from dream_gym.online.tasks.base import (
     CANDIDATE_FILE,
     HARD,
@@ -40,6 +42,9 @@ LAMBDA_MIN_RATIO = 0.05
 REPEATS = 2
 KKT_RTOL = 1e-3       # relative to lambda
 SUPPORT_EPS = 1e-12   # |b_j| below this counts as zero
+COEF_FILES = "_coef_*.npy"
+#: Bytes of one repeat's coefficient file: 120,128 for (30, 500) float64 with its header; twice that.
+COEF_MAX_BYTES = 2 * (N_LAMBDAS * N_FEATURES * 8 + 128)
 
 MAKE_INSTANCE = f'''
 def make_instance(seed):
@@ -152,9 +157,12 @@ class LassoPath(HarnessTask):
         head = _IMPORT_PART.format(result=RESULT_FILE, candidate=CANDIDATE_FILE, entry=self.entry)
         return head + MAKE_INSTANCE + _TIMED_LOOP
 
+    def outputs(self) -> dict[str, int]:
+        return {**super().outputs(), COEF_FILES: COEF_MAX_BYTES}
+
     def interact(self, child: IsolatedProcess, workdir: Path) -> dict[str, Any]:
         """Run the timed repeats; returns their seeds and parent-measured seconds."""
-        for stale in workdir.glob("_coef_*.npy"):
+        for stale in workdir.glob(COEF_FILES):
             stale.unlink()
         facts: dict[str, Any] = {"seeds": [], "seconds": [], "workdir": workdir}
         if child.read_line(b"@@READY") is None:
@@ -164,7 +172,7 @@ class LassoPath(HarnessTask):
             started = time.perf_counter()
             if not child.send(f"{seed}\n".encode()):
                 break
-            if not _wait_done(child, workdir / f"_coef_{k}.npy", k):
+            if not _wait_done(child, child.workspace_path(f"_coef_{k}.npy"), k):
                 break
             facts["seconds"].append(time.perf_counter() - started)
             facts["seeds"].append(seed)
@@ -177,7 +185,7 @@ class LassoPath(HarnessTask):
         worst = 0.0
         supports: list[float] = []
         for k, seed in enumerate(seeds):
-            problem, violation, support = self._check_repeat(facts["workdir"], k, seed)
+            problem, violation, support = self._check_repeat(facts["workdir"], k, seed, facts.get("refused", {}))
             if problem:
                 check = Check.fail(problem, HARD if "KKT" in problem else REPAIRABLE, problem,
                                    seconds=seconds, kkt_max_rel_violation=violation)
@@ -193,15 +201,23 @@ class LassoPath(HarnessTask):
         return Check(best, diagnostics, metrics=metrics,
                      parsed={"seeds": seeds, "seconds": seconds, "kkt_max_rel_violation": worst})
 
-    def _check_repeat(self, workdir: Path, k: int, seed: int) -> tuple[str | None, float, float]:
-        path = workdir / f"_coef_{k}.npy"
+    def _check_repeat(self, workdir: Path, k: int, seed: int, refused: dict[str, str]) -> tuple[str | None, float, float]:
+        name = f"_coef_{k}.npy"
+        shape = (N_LAMBDAS, N_FEATURES)
+        if name in refused:  # the warden did not hand it back from the workspace
+            return f"coefficient file {name} {refused[name]}", 0.0, 0.0
         try:
-            coef = np.load(path, allow_pickle=False)
+            data = read_leftover(workdir / name, COEF_MAX_BYTES)
+            found, dtype = npy_header(data)
+            if found != shape:
+                return f"wrong shape: expected coef {shape}, got {found}", 0.0, 0.0
+            if dtype.hasobject:
+                raise ValueError("an array of Python objects")
+            coef = np.load(io.BytesIO(data), allow_pickle=False)
+        except LeftoverError as exc:
+            return f"coefficient file {name} {exc.problem}", 0.0, 0.0
         except (OSError, ValueError) as exc:
             return f"unreadable coefficients of repeat {k}: {exc}", 0.0, 0.0
-        shape = (N_LAMBDAS, N_FEATURES)
-        if coef.shape != shape:
-            return f"wrong shape: expected coef {shape}, got {coef.shape}", 0.0, 0.0
         if not np.isfinite(coef).all():
             return "non-finite number (nan or inf) in coef", 0.0, 0.0
         X, y, lambdas = make_instance(seed)
@@ -215,6 +231,16 @@ class LassoPath(HarnessTask):
             support += float((np.abs(coef[i]) > SUPPORT_EPS).sum()) / len(lambdas)
         return None, worst, support
 
+
+
+def npy_header(data: bytes) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """(shape, dtype) a ``.npy`` file's bytes declare, read before any array is allocated from
+    them (a header may claim any shape); ValueError when they are no ``.npy`` file."""
+    stream = io.BytesIO(data)
+    version = np.lib.format.read_magic(stream)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(stream)
+    return tuple(shape), dtype
 
 
 def _wait_done(child: IsolatedProcess, coef_path: Path, k: int) -> bool:
