@@ -35,7 +35,7 @@ from dream_gym.policy_files import (
 )
 from dream_gym.policy_files.wire import HEADER, decode_view, encode_view, frame_request, read_request
 from dream_gym.session import ReplaySession
-from dream_gym.view import PrefixView
+from dream_gym.view import PrefixView, ReceivedNodes
 from dream_gym.world import World, build_world
 from dream_gym.world_writer import new_meta, write_world
 
@@ -146,18 +146,18 @@ def test_file_conventions(tmp_path: Path) -> None:
 # -- equivalence --------------------------------------------------------------------------------
 def test_view_wire_format_roundtrip(world: World) -> None:
     session = ReplaySession(world, beta=0.3)
-    received: list = []
-    sent: tuple = ()
-    for _ in range(6):
+    received = ReceivedNodes()
+    sent = None
+    for step in range(6):
         view = session.view()
-        known = len(sent)
-        request = read_request(frame_request({"op": "act", "view": encode_view(view, known)})[HEADER.size:])
-        rebuilt = decode_view(request["view"], received)
+        encoded, sent = encode_view(view, sent)
+        assert encoded[0] == (0 if step == 0 else len(received))  # only the new nodes travel
+        request = read_request(frame_request({"op": "act", "view": encoded})[HEADER.size:])
+        rebuilt, received = decode_view(request["view"], received)
         assert rebuilt == PrefixView.from_dict(json.loads(view.to_json())) == view
         assert rebuilt.children(0) == view.children(0)
-        sent = view.nodes
         session.step([view.frontier[-1]])
-    full = decode_view(encode_view(session.view(), 0), [])
+    full, _ = decode_view(encode_view(session.view())[0], ReceivedNodes())
     assert full == session.view()
 
 

@@ -261,3 +261,32 @@ def test_a_hub_listing_is_escaped(home, monkeypatch):
         out = run("worlds", "list", "--remote", "hf://me", columns=1000)
     assert out.startswith("rh\\x1b]52;c;c2VjcmV0\\x07") and "1 world(s)  dh\\x1b]52;c;" in out
     assert_escaped(out)
+
+
+# --------------------------------------------------------------------------- dream and grow
+
+
+def test_a_revisions_error_is_shown_escaped_and_never_read_as_markup():
+    """A revision's error and notes (untrusted text) in dream's progress line and phase table:
+    rich must show ``[/x]`` and ``[link=...]`` as text, and no escape may reach the output."""
+    from io import StringIO
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from dream_gym.cli.dream import phase_table, version_line
+
+    error = f"PolicyException: [/x] [link=https://evil.example]click[/link] {HOSTILE}"
+    record = SimpleNamespace(score=None, status="failed", phase=1, m=2, seconds=1.0, error=error, warning=None)
+    best = SimpleNamespace(m=0, score=0.5)
+    result = SimpleNamespace(phase=1, incumbent_score=0.5, deployed_m=0,
+                             versions=[SimpleNamespace(m=2, status="failed", score=None, error=error, warning=None,
+                                                       notes=None)])
+    out = StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    console.print(version_line(record, 4, best))
+    console.print(phase_table(result))
+    shown = out.getvalue()
+    assert_inert(shown.encode("utf-8"))
+    assert "[/x] [link=https://evil.example]click[/link]" in shown, shown
+    assert "\\x1b]52;c;c2VjcmV0\\x07" in shown, shown

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import add_allow_errors, add_jobs, report_failures
-from dream_gym.cli.shown import shown
+from dream_gym.cli.shown import cell, shown
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -83,8 +83,10 @@ def version_line(record: Any, revisions: int, best: Any) -> str:
     text = (f"[{colour}]phase {record.phase} version {record.m}/{revisions - 1} {record.status:<16}[/{colour}] "
             f"score {score}  best so far: version {best.m} ({best.score:.4f})  {record.seconds:.1f}s")
     problem = record.error or record.warning
-    if problem:
-        text += f"\n    [dim]{problem[:300]}[/dim]"
+    if problem:  # a revision's words: escaped, and never read as markup
+        from rich.markup import escape as rich_escape
+
+        text += f"\n    [dim]{rich_escape(shown(problem, 300))}[/dim]"
     return text
 
 
@@ -99,9 +101,8 @@ def phase_table(result: Any) -> Any:
         mark = " *" if v.m == result.deployed_m else ""
         score = "-" if v.score is None else f"{v.score:.4f}"
         delta = "-" if v.score is None or base is None else f"{v.score - base:+.4f}"
-        note = v.error or v.warning or v.notes or ""
-        note = note if len(note) <= 90 else note[:89] + "\u2026"  # whole in the version's .json
-        table.add_row(f"{v.m}{mark}", v.status, score, delta, note)
+        note = v.error or v.warning or v.notes or ""  # whole in the version's .json
+        table.add_row(f"{v.m}{mark}", v.status, score, delta, cell(note, 90))
     return table
 
 

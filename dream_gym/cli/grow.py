@@ -11,6 +11,8 @@ from rich.live import Live
 from rich.table import Table
 
 from dream_gym.cli.options import add_trust_model, add_workers
+from dream_gym.cli.shown import shown
+from dream_gym.printable import TEXT_CHARS
 from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 
 
@@ -105,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"resume: {result.repaired}")
     if survival:
         spread = f" ± {survival.stdev:.3g}" if survival.stdev else ""
+        note = shown(survival.note, TEXT_CHARS)  # it quotes a candidate's error: escaped, no markup
         console.print(f"survival check: {'survived' if survival.survived else 'FAILED'} "
-                      f"({survival.valid_runs}/{survival.repeats} valid, mean {survival.mean}{spread}; {survival.note})")
+                      f"({survival.valid_runs}/{survival.repeats} valid, mean {survival.mean}{spread}; {note})",
+                      markup=False)
     console.print(f"summary: {summary}")
     return 0
 

@@ -71,7 +71,7 @@ from dream_gym.policy_files.wire import (
     wire_batch,
 )
 from dream_gym.printable import NAME_CHARS, TEXT_CHARS, printable
-from dream_gym.view import NodeView
+from dream_gym.view import ReceivedNodes
 
 Builder = Callable[[], Policy]
 
@@ -319,7 +319,7 @@ def _episode_main(fd_in: int, fd_out: int, build: Builder, confinement: Any, hoo
 
 def _serve(fd_in: int, fd_out: int, build: Builder, source: str) -> None:
     policy: Policy | None = None
-    nodes: list[NodeView] = []
+    nodes = ReceivedNodes()
     requests = _Frames(fd_in)
     while True:
         message = requests.next()
@@ -333,11 +333,12 @@ def _serve(fd_in: int, fd_out: int, build: Builder, source: str) -> None:
             if op == "probe":
                 result: Any = {"ok": True, "name": policy_name(policy)}
             elif op == "reset":
-                nodes = []
+                nodes = ReceivedNodes()
                 policy.reset(request["context"])
                 result = {"ok": True}
             else:
-                result = policy.act(decode_view(request["view"], nodes))
+                view, nodes = decode_view(request["view"], nodes)
+                result = policy.act(view)
         except _BuildError as exc:
             reply = {"ok": False, "kind": "load", "error": str(exc)}
         except MemoryError:

@@ -21,6 +21,7 @@ Where the kernel cannot enforce the sandbox, construction raises
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -61,7 +62,7 @@ from dream_gym.policy_files.wire import (
 )
 from dream_gym.printable import TEXT_CHARS, printable
 from dream_gym.sandbox import Launched, SandboxUnavailable, launch
-from dream_gym.view import NodeView, PrefixView
+from dream_gym.view import PrefixView, SentNodes
 from dream_gym.work_folders import work_folder
 
 _TAIL_BYTES = 8192
@@ -150,7 +151,7 @@ def _drain(template: dict[str, Any], output: _Output) -> None:
             if fd == output.wake_r:
                 os.read(fd, 1 << 12)
                 for episode_fd, name in output.take_waiting():
-                    follow(episode_fd, name, lambda episode_fd=episode_fd: os.close(episode_fd))
+                    follow(episode_fd, name, functools.partial(os.close, episode_fd))
                 continue
             name, close = streams[fd]
             data = os.read(fd, 1 << 16)
@@ -166,7 +167,7 @@ def _drain(template: dict[str, Any], output: _Output) -> None:
             if not late:
                 return
             for late_fd, name in late:  # sent to no process, or to one now dead: at EOF soon
-                follow(late_fd, name, lambda late_fd=late_fd: os.close(late_fd))
+                follow(late_fd, name, functools.partial(os.close, late_fd))
 
 
 def _kill_group(pgid: int) -> None:
@@ -300,7 +301,7 @@ class IsolatedPolicy:
         self._ahead: _Channel | None = None  # the episode forked ahead for the next reset
         self._restart_needed = False
         self._episode_over = True
-        self._sent: tuple[NodeView, ...] = ()
+        self._sent: SentNodes | None = None
         self._start()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -334,7 +335,7 @@ class IsolatedPolicy:
         self._finalizer = weakref.finalize(self, _cleanup, launched, control, self._channels, tmp)
         self.starts += 1
         self._restart_needed = False
-        self._sent = ()
+        self._sent = None
         deadline = time.monotonic() + self.startup_timeout_s
         hello = self._control_call(None, deadline, "starting")
         if not hello.get("ok"):
@@ -417,7 +418,7 @@ class IsolatedPolicy:
         with self._output.lock:
             self._output.episode_bytes = 0
         self.episode_time_s = 0.0
-        self._sent = ()
+        self._sent = None
         self._next_episode()
         self._episode_over = False
         self._call({"op": "reset", "context": context}, "reset")
@@ -441,13 +442,11 @@ class IsolatedPolicy:
     def act(self, view: PrefixView) -> list[Any]:
         if self._proc is None or self._restart_needed or self._episode_over:
             raise PolicyError(f"policy {self.name}: act() after a failure; call reset() first")
-        sent, nodes = self._sent, view.nodes
-        # the episode keeps the nodes it was sent: a view of the same session extends them (its
-        # nodes are the same objects), so only the new ones are sent
-        known = len(sent) if sent and len(nodes) >= len(sent) and nodes[0] is sent[0] and (
-            nodes[len(sent) - 1] is sent[-1]) else 0
-        reply = self._call({"op": "act", "view": encode_view(view, known)}, "act")
-        self._sent = view.nodes
+        # the episode keeps the nodes it was sent: a view of the same episode extends them, so
+        # only the new ones are sent (a decision costs them, not every node of the episode)
+        encoded, sent = encode_view(view, self._sent)
+        reply = self._call({"op": "act", "view": encoded}, "act")
+        self._sent = sent
         batch = reply.get("batch")
         if not isinstance(batch, list) or len(batch) > MAX_BATCH or not all(
                 item is None or isinstance(item, (int, float, str)) for item in batch):

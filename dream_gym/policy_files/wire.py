@@ -38,7 +38,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from dream_gym.view import NodeView, PrefixView
+from dream_gym.view import NodeView, PrefixView, ReceivedNodes, SentNodes, unsent_nodes
 
 HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 << 20  # a request (a view of a large world) larger than this is refused
@@ -127,21 +127,24 @@ def read_request(body: bytes) -> dict[str, Any]:
 _VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(PrefixView) if f.name != "nodes" and not f.name.startswith("_"))
 
 
-def encode_view(view: PrefixView, known: int = 0) -> tuple[int, tuple[NodeView, ...], dict[str, Any]]:
-    """What a request carries of a view: ``known``, the nodes from index ``known`` on (the
-    receiver keeps the ones before) and the view's other fields."""
-    return known, view.nodes[known:], {f: getattr(view, f) for f in _VIEW_FIELDS}
+def encode_view(view: PrefixView, sent: SentNodes | None = None
+                ) -> tuple[tuple[int, tuple[NodeView, ...], dict[str, Any]], SentNodes]:
+    """What a request carries of a view, and what the receiver holds once it is sent: ``known``
+    (how many of the view's nodes the receiver holds, given ``sent``: what it held before), the
+    nodes from index ``known`` on, and the view's other fields. A decision costs the nodes
+    revealed since the last one, not the episode's (:func:`dream_gym.view.unsent_nodes`)."""
+    known, new, holds = unsent_nodes(view, sent)
+    return (known, new, {f: getattr(view, f) for f in _VIEW_FIELDS}), holds
 
 
-def decode_view(data: tuple[int, tuple[NodeView, ...], dict[str, Any]], nodes: list[NodeView]) -> PrefixView:
-    """Rebuild a view from :func:`encode_view`'s data; ``nodes`` (the receiver's list of nodes
-    so far) is cut to ``known`` and extended in place."""
+def decode_view(data: tuple[int, tuple[NodeView, ...], dict[str, Any]], nodes: ReceivedNodes
+                ) -> tuple[PrefixView, ReceivedNodes]:
+    """Rebuild a view from :func:`encode_view`'s data over ``nodes`` (the receiver's nodes so
+    far): the view, and the store that holds its nodes now (pass it to the next call). The
+    view's ``nodes`` tuple is built when the policy first reads it."""
     known, new, fields = data
-    if known > len(nodes):
-        raise ValueError(f"view refers to {known} known nodes, only {len(nodes)} received")
-    del nodes[known:]
-    nodes.extend(new)
-    return PrefixView.build(fields, nodes=tuple(nodes))
+    nodes = nodes.extended(known, new)
+    return PrefixView.over(nodes, len(nodes), fields), nodes
 
 
 def wire_batch(batch: list[Any]) -> list[Any]:

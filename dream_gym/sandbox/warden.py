@@ -188,11 +188,23 @@ DENIED_SYSCALLS = (
     "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "personality", "vhangup",
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
     "iopl", "ioperm", "uselib", "nfsservctl", "modify_ldt",
+    # what reaches the host outside the sandbox's view: flushing every file system of the host,
+    # and the host's uptime, load, process count and free memory and swap
+    "sync", "syncfs", "sysinfo", "ustat", "process_mrelease",
 )
 #: Also refused for untrusted code (a policy episode, a candidate): new processes and signals
 #: to anything but itself. ``clone3`` answers ENOSYS so that glibc falls back to ``clone``,
 #: whose flags a filter can read (threads stay allowed).
-DENIED_FOR_UNTRUSTED = ("fork", "vfork", "tkill", "pidfd_send_signal", "pidfd_open")
+DENIED_FOR_UNTRUSTED = ("fork", "vfork", "tkill", "pidfd_send_signal", "pidfd_open",
+                        # the host's file systems (free space, which others' writes change), and
+                        # watching files of the read roots that other processes open or read
+                        "statfs", "fstatfs", "inotify_init", "inotify_init1", "capget")
+#: Calls whose first argument names a process (0: the caller). Refused for untrusted code for
+#: any other process: the answer (or ESRCH against EPERM) says which pids are alive.
+_ABOUT_A_PID = ("getpgid", "getsid", "sched_getparam", "sched_getscheduler", "sched_getaffinity",
+                "sched_rr_get_interval", "sched_getattr", "get_robust_list", "migrate_pages", "move_pages")
+#: Calls whose second argument names a process (``which, who``).
+_ABOUT_A_WHO = ("getpriority", "ioprio_get")
 #: Also refused for a policy episode, which must leave nothing that a later episode can read in
 #: the state the kernel shares between processes: every call that looks up a path (the dentry
 #: cache keeps the names looked up, found or not, and a file read stays in the page cache, so a
@@ -212,7 +224,29 @@ DENIED_FOR_EPISODES = (
     "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "utime", "utimes",
     "futimesat", "utimensat", "inotify_add_watch", "fanotify_mark", "memfd_create", "mincore",
     "fadvise64", "readahead", "cachestat", "file_getattr", "file_setattr", "mremap", "remap_file_pages",
+    # a socket pair's peer credentials hold the caller's pid; a timer aimed at a thread id says
+    # whether a guessed id is the caller's
+    "socketpair", "timer_create",
+    # signals: an episode has no process to signal but itself, and the answer for another pid
+    # (EPERM or ESRCH) says whether it is alive
+    "kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
 )
+#: Also refused for a policy episode: its own pid and thread id (an episode is forked from a
+#: template that forks one after another, so the number would say how many came before it and
+#: whether the template was restarted, which an earlier episode can cause); its calls answer 0.
+#: Without a PID namespace its parent's and its group's ids would say the same; they answer 0 too.
+HIDDEN_FROM_EPISODES = ("getpid", "gettid", "set_tid_address", "getppid", "getpgrp", "getpgid", "getsid")
+#: ``fcntl`` commands that change an open file description (shared by every process that
+#: inherited it) or announce this process to it, and the ``ioctl`` requests that do the same.
+#: Every description an episode holds is its own, made for it; these are refused as well.
+_FCNTL_SETS = {"F_SETFL": 4, "F_SETLK": 6, "F_SETLKW": 7, "F_SETOWN": 8, "F_SETSIG": 10,
+               "F_SETOWN_EX": 15, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38, "F_SETLEASE": 1024,
+               "F_NOTIFY": 1026, "F_SETPIPE_SZ": 1031, "F_ADD_SEALS": 1033}
+_IOCTL_SETS = {"FIONBIO": 0x5421, "FIOASYNC": 0x5452, "FIOSETOWN": 0x8901, "SIOCSPGRP": 0x8902}
+#: ``futex`` operations on a priority-inheriting lock, whose uncontended word the kernel sets
+#: to the caller's thread id (``FUTEX_CMD_MASK`` leaves the private and clock flags out).
+_FUTEX_PI_OPS = (6, 7, 8, 11, 12, 13)
+_FUTEX_CMD_MASK = 0x7F
 _MADV_COLD, _MADV_PAGEOUT = 20, 21  # they push a file's pages out of the page cache
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
@@ -226,8 +260,10 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False)
     (without it, Landlock's signal scope keeps signals inside the sandbox's own domain). For a
     policy ``episode`` also :data:`DENIED_FOR_EPISODES`, no thread (each takes the next number
     of the pid counter, which a later episode's thread would show), no eviction from the page
-    cache, and no change to another process's scheduling (its template's: the episodes forked
-    later inherit it)."""
+    cache, no change to another process's scheduling (its template's: the episodes forked
+    later inherit it), no change to an open file description, and no process id of its own or
+    its family (:data:`HIDDEN_FROM_EPISODES` answer 0). For any untrusted code, no question about
+    another process (:data:`_ABOUT_A_PID`)."""
     import pyseccomp as sc
 
     rules = sc.SyscallFilter(sc.ALLOW)
@@ -251,9 +287,22 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False)
             deny(name, sc.Arg(0, sc.MASKED_EQ, 0x80000000, 0x80000000))  # -1 (everyone) or -pgid
             if own_pid is not None:
                 deny(name, sc.Arg(0, sc.NE, own_pid))
+        for name in _ABOUT_A_PID:
+            if not (episode and name in HIDDEN_FROM_EPISODES):  # those answer 0 whatever the pid
+                deny(name, sc.Arg(0, sc.NE, 0))
+        for name in _ABOUT_A_WHO:
+            deny(name, sc.Arg(1, sc.NE, 0))
     if episode:
         for name in DENIED_FOR_EPISODES:
             deny(name)
+        for name in HIDDEN_FROM_EPISODES:
+            deny(name, action=sc.ERRNO(0))
+        for command in _FCNTL_SETS.values():
+            deny("fcntl", sc.Arg(1, sc.EQ, command))
+        for request in _IOCTL_SETS.values():
+            deny("ioctl", sc.Arg(1, sc.EQ, request))
+        for operation in _FUTEX_PI_OPS:
+            deny("futex", sc.Arg(1, sc.MASKED_EQ, _FUTEX_CMD_MASK, operation))
         deny("clone")  # threads too
         for advice in (_MADV_COLD, _MADV_PAGEOUT):
             deny("madvise", sc.Arg(2, sc.EQ, advice))
