@@ -21,9 +21,10 @@ from dream_gym.redact import redacted_output
 from dream_gym.sandbox.launch import UNSAFE_ENV
 
 # Modules of this package that each add one or more sub-commands.
-COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train", "openevolve", "serve_agent")
+COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train", "openevolve", "deploy",
+                   "serve_agent")
 # Sub-commands that run untrusted code (policy files, candidates): they take the opt-out.
-UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi", "openevolve")
+UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi", "openevolve", "deploy")
 
 
 #: Sub-commands whose options cost an import (``train``'s come from the RL stack): when another

@@ -1,0 +1,62 @@
+"""``dream-gym deploy``: run a discovery system with a dream_gym policy choosing the parents."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from dream_gym.cli.options import add_trust_model, add_workers
+from dream_gym.settings import DEFAULT_BETA
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from dream_gym.integrations.deploy import NATIVE_POLICY, SYSTEMS
+
+    p = subparsers.add_parser(
+        "deploy", help="run a discovery system (OpenEvolve, ShinkaEvolve, SkyDiscover) with a dream_gym policy",
+        description="Run --system with --policy choosing the parents (or 'native': the system's own selection), "
+                    "recorded as a dream_gym world in --out as it goes. Without --model the children come from "
+                    "dream_gym's no-LLM agent behind a local agent server (no key).")
+    p.add_argument("--system", required=True, choices=sorted(SYSTEMS), help="the discovery system to run")
+    p.add_argument("--task", required=True,
+                   help="a built-in task (circle-packing-26, sum-difference, ...) or initial_program.py,evaluator.py")
+    p.add_argument("--policy", default=NATIVE_POLICY,
+                   help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
+                        f"or '{NATIVE_POLICY}' for the system's own parent selection")
+    p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="parameter of a built-in policy (repeatable)")
+    add_workers(p, default=2, help="W: the system's parallel evaluations, and the most selections per round")
+    p.add_argument("--budget", type=int, required=True, help="programs to propose (the run's attempts)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, type=Path, help="the world folder to write")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--model", default=None,
+                   help="an OpenAI-compatible model; default: dream_gym's no-LLM agent behind a local agent server")
+    p.add_argument("--api-base", default=None, help="base URL of the OpenAI-compatible server of --model")
+    p.add_argument("--beta", type=float, default=DEFAULT_BETA,
+                   help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
+    p.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
+    add_trust_model(p)
+    p.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from dream_gym.cli.grow import parse_policy_args
+    from dream_gym.integrations.deploy import DeployRequest, deploy
+
+    request = DeployRequest(
+        system=args.system, task=args.task, out=args.out, policy=args.policy, workers=args.workers,
+        budget=args.budget, seed=args.seed, model=args.model, api_base=args.api_base, beta=args.beta,
+        resume=args.resume, world_id=args.world_id, command=shlex.join(["dream-gym", *args.argv]),
+        policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model,
+    )
+    result = deploy(request)
+    console = Console(stderr=True)
+    console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {result.best_score}, "
+                  f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version})",
+                  markup=False)
+    console.print(f"world: {result.folder}", markup=False)
+    return 0

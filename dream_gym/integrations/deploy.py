@@ -1,0 +1,96 @@
+"""One verb for every discovery system: run it with a dream_gym policy choosing the parents.
+
+``deploy(DeployRequest(system=..., task=..., policy=..., workers=W, budget=N, seed=S, out=DIR))``
+(``dream-gym deploy``) runs the named system's own loop with the parents chosen by any policy
+``dream-gym eval`` takes (or ``native``: the system's own selection), records the run as a world
+folder as it goes (crash-safe, locked, resumable) and returns what happened. Each system's
+bridge lives in its own package and is imported only when asked for (:data:`SYSTEMS`); without
+``model`` the children come from dream_gym's no-LLM agent behind a local agent server.
+
+A bridge is a function ``run(request: DeployRequest) -> DeployResult``; it raises
+:class:`SystemUnavailable` when the system is not installed, is of an unsupported version, or
+lacks the hook a policy needs (naming the hook).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from dream_gym.settings import DEFAULT_BETA
+
+NATIVE_POLICY = "native"  # the system's own parent selection, recorded
+
+#: Each system's bridge, ``module:function``, imported when that system is asked for.
+SYSTEMS: dict[str, str] = {
+    "openevolve": "dream_gym.integrations.openevolve.deploy:run",
+}
+
+
+class SystemUnavailable(RuntimeError):
+    """The system cannot run here: not installed, an unsupported version, or a missing hook."""
+
+
+@dataclass
+class DeployRequest:
+    """One run. ``task`` is a built-in task name or ``initial_program.py,evaluator.py``."""
+
+    system: str
+    task: str
+    out: Path
+    policy: str = NATIVE_POLICY
+    workers: int = 2  # W: the system's parallel evaluations, and the most selections per round
+    budget: int = 20  # programs to propose (iterations, generations x children: the system's unit)
+    seed: int = 0
+    model: str | None = None  # an OpenAI-compatible model; None: the built-in agent server
+    api_base: str | None = None
+    beta: float = DEFAULT_BETA
+    resume: bool = False
+    world_id: str | None = None
+    command: str | None = None
+    policy_params: dict[str, Any] = field(default_factory=dict)
+    trust_model: bool = False
+    options: dict[str, Any] = field(default_factory=dict)  # system-specific settings
+
+
+@dataclass
+class DeployResult:
+    """What one run did: the world folder and its counts."""
+
+    system: str
+    version: str  # the system's installed version
+    folder: Path
+    nodes: int
+    invalid: int
+    best_score: float | None
+    stopped_by: str
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["folder"] = str(self.folder)
+        return data
+
+
+def bridge(system: str) -> Callable[[DeployRequest], DeployResult]:
+    """The run function of ``system``; ValueError naming the systems for an unknown one."""
+    if system not in SYSTEMS:
+        raise ValueError(f"unknown system {system!r}; one of {', '.join(sorted(SYSTEMS))}")
+    module, _, name = SYSTEMS[system].partition(":")
+    function: Callable[[DeployRequest], DeployResult] = getattr(importlib.import_module(module), name)
+    return function
+
+
+def deploy(request: DeployRequest) -> DeployResult:
+    """Run ``request.system`` with ``request.policy`` choosing the parents (see the module docstring)."""
+    if request.workers < 1:
+        raise ValueError(f"workers must be >= 1, got {request.workers}")
+    if request.budget < 1:
+        raise ValueError(f"budget must be >= 1, got {request.budget}")
+    return bridge(request.system)(request)
+
+
+__all__ = ["NATIVE_POLICY", "SYSTEMS", "DeployRequest", "DeployResult", "SystemUnavailable", "bridge", "deploy"]
