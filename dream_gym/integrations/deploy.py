@@ -15,9 +15,10 @@ lacks the hook a policy needs (naming the hook).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dream_gym.settings import DEFAULT_BETA
 
