@@ -62,6 +62,18 @@ def test_a_run_folder_with_another_configuration_is_refused(tmp_path: Path) -> N
     assert again["timesteps"] >= 1024
 
 
+@pytest.mark.parametrize("options", [["--workers", "-2"], ["--worlds", "no-such-world"], ["--gamma", "1.5"],
+                                     ["--n-epochs", "0"]])
+def test_arguments_are_refused_before_anything_is_written(tmp_path: Path, options: list[str]) -> None:
+    """A refused command leaves no run folder behind, so the corrected command is not refused
+    for "another configuration" (it was before: the first command wrote config.json)."""
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "dream_gym", "train", "--worlds", POOL, "--timesteps", "64", "--out", str(out)]
+    refused = subprocess.run(command + options, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and refused.stderr.count("error:") == 1, refused.stderr
+    assert not (out / "config.json").exists()
+
+
 @pytest.mark.slow
 def test_training_resumes_after_kill_9(tmp_path: Path) -> None:
     """Kill a real `dream-gym train` process after its first checkpoint; the same command resumes

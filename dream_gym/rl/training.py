@@ -51,6 +51,11 @@ ARCHS = tuple(ARCHITECTURES)
 GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
 
 
+#: The least value of each integer setting (0 means "the architecture's default" where allowed).
+_AT_LEAST = {"workers": 1, "timesteps": 1, "n_envs": 0, "n_steps": 0, "batch_size": 1, "n_epochs": 1,
+             "hidden": 0, "max_candidates": 1, "eval_every": 0, "checkpoint_every": 1, "torch_threads": 1}
+
+
 @dataclass
 class TrainConfig:
     algo: str = "maskable-ppo"
@@ -113,8 +118,16 @@ class TrainConfig:
             raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
         if self.arch not in ARCHITECTURES:
             raise ValueError(f"arch must be one of {', '.join(ARCHITECTURES)}, got {self.arch!r}")
-        if self.timesteps < 1:
-            raise ValueError(f"timesteps must be >= 1, got {self.timesteps}")
+        for name, least in _AT_LEAST.items():
+            if getattr(self, name) < least:
+                raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
+        if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
+            raise ValueError(f"gamma must be in (0, 1] and gae_lambda in [0, 1], got {self.gamma} and {self.gae_lambda}")
+        if not self.learning_rate > 0 or not self.clip_range > 0 or not self.ent_coef >= 0:
+            raise ValueError("learning_rate and clip_range must be > 0 and ent_coef >= 0, got "
+                             f"{self.learning_rate}, {self.clip_range} and {self.ent_coef}")
+        if self.objective not in ("v2", "v"):
+            raise ValueError(f"objective must be v2 or v, got {self.objective!r}")
         try:
             valid = all(n >= 1 for n in self.prefix_attempts)
         except ValueError:
@@ -389,7 +402,9 @@ def load_checkpoint(config: TrainConfig, path: Path, env: Any, trust_model: bool
 
 
 def _check_config(out: Path, config: TrainConfig) -> None:
-    """Refuse to resume a run folder with another configuration (timesteps may change)."""
+    """Refuse to resume a run folder with another configuration (timesteps may change). The
+    configuration is written only once the run's worlds and envs are built from it
+    (:func:`_train`): a command refused for its arguments leaves no folder to refuse the next."""
     path = out / "config.json"
     mine = asdict(config)
     if path.is_file():
@@ -399,7 +414,6 @@ def _check_config(out: Path, config: TrainConfig) -> None:
         if differ:
             raise ValueError(f"{out} holds a run with another configuration ({', '.join(differ)} differ): "
                              "use another --out, or the same options to resume it")
-    durable_json(path, mine)
 
 
 def train(config: TrainConfig, log: Callable[[str], None] = print, *, trust_model: bool = False) -> dict[str, Any]:
@@ -444,6 +458,7 @@ def _train(config: TrainConfig, out: Path, log: Callable[[str], None], trust_mod
     worlds = training_pool(config)
     heldout = resolve_worlds(config.heldout) if config.heldout else []
     env = make_env(config, worlds)
+    durable_json(out / "config.json", asdict(config))  # the arguments held: the run is this folder's now
     run = _Run(config, worlds, heldout, log)
 
     if checkpoint is not None:
