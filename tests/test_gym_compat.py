@@ -358,3 +358,28 @@ def test_the_docs_recipe_runs() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env,
                             cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+_SUBPROC = """
+import dream_gym  # noqa: F401
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import SubprocVecEnv
+venv = make_vec_env({env_id!r}, n_envs=2, vec_env_cls=SubprocVecEnv)
+venv.reset()
+print(venv.observation_space.shape)
+venv.close()
+"""
+
+
+@pytest.mark.parametrize("prefixed", [True, False], ids=["dream_gym-prefix", "control-no-prefix"])
+def test_worker_processes_find_the_envs_by_the_dream_gym_prefix(prefixed: bool, tmp_path: Path) -> None:
+    """From ``python -c`` (as from a notebook), SB3's worker processes start without dream_gym
+    imported: ``dream_gym:<id>`` makes ``gym.make`` import it (what the README says); the bare id
+    is not found there (the control)."""
+    env_id = ("dream_gym:" if prefixed else "") + "DreamGym/cp26-fixed-w4-s0-v1"
+    done = subprocess.run([sys.executable, "-c", _SUBPROC.format(env_id=env_id)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    if prefixed:
+        assert done.returncode == 0, done.stderr[-2000:]
+    else:
+        assert done.returncode != 0 and "NamespaceNotFound" in done.stderr, done.stderr[-2000:]
