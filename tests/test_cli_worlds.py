@@ -102,3 +102,21 @@ def test_import_recognises_the_system_and_refuses_the_wrong_one(env, capsys):
     assert main(["worlds", "import", str(run), "--out", str(env / "m2")]) == 0
     text = capsys.readouterr().out
     assert "imported ShinkaEvolve run" in text and "nodes written 41 (scored 13, invalid 28)" in text
+
+
+@pytest.mark.parametrize("command", [["worlds", "show", "dream-gym/recorded-v1"], ["replay", "cp26-fixed-w4-s0", "--policy", "greedy"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(command):
+    """``dream-gym ... | head``: a reader that closed its end ends the command with a shell's
+    status for SIGPIPE (141) and nothing on stderr, not ``error: [Errno 32] Broken pipe``."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line
+    try:
+        done = subprocess.run([sys.executable, "-m", "dream_gym", *command], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == "", (done.returncode, done.stderr)

@@ -62,13 +62,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv  # provenance: `grow` records the exact command in world.json
     if getattr(args, "unsafe_no_sandbox", False):
         os.environ[UNSAFE_ENV] = "1"  # read by every sandbox launch, in workers too
-    with redacted_output():
-        return _run(args)
+    try:
+        with redacted_output():
+            status = _run(args)
+        sys.stdout.flush()  # a reader that went away shows here, while it can still be told apart
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+#: The exit status of a command whose reader went away (``dream-gym ... | head``): what a shell
+#: reports for a command ended by SIGPIPE, 128 + 13.
+BROKEN_PIPE_STATUS = 141
+
+
+def _reader_gone() -> int:
+    """End quietly: the rest of the output goes nowhere (so that the interpreter's own flush at
+    exit does not fail again and print a traceback)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return BROKEN_PIPE_STATUS
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        raise  # not the command's error: the reader of its output went away
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
