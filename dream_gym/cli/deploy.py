@@ -54,7 +54,7 @@ def run_command(args: argparse.Namespace) -> int:
         policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model,
     )
     result = deploy(request)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
     console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {result.best_score}, "
                   f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version})",
                   markup=False)

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     if args.validate and args.validate != NO_HELD_OUT:
         resolve_world_specs(args.validate, "--validate")
     parse_betas_option(args.betas)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
     margin = HELD_OUT_MARGIN if args.held_out_margin is None else args.held_out_margin
     settings = DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), gate=args.gate,
                              held_out_margin=margin)
@@ -201,7 +201,7 @@ def wide_console() -> Any:
 
     from rich.console import Console
 
-    out = Console()
+    out = Console(soft_wrap=True)  # a line of text wraps where the terminal wraps, or stays whole
     if not out.is_terminal and not os.environ.get("COLUMNS"):
-        out = Console(width=200)
+        out = Console(width=200, soft_wrap=True)
     return out

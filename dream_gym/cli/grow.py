@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
         with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
             policy = load_policy(args.policy)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
     table_rows: list[RoundStats] = []
 
     def render(result: GrowResult) -> Table:
@@ -90,6 +90,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.quiet:
         result = grow(config, policy, on_round=lambda stats, _: table_rows.append(stats))
+    elif not console.is_terminal:  # piped or logged: one plain line a round, no table redrawn
+        def log_round(stats: RoundStats, result: GrowResult) -> None:
+            best = "-" if stats.best_score is None else f"{stats.best_score:.6g}"
+            console.print(f"round {stats.round}: {stats.attempts} attempts, {stats.failures} failures, "
+                          f"best score {best}, {stats.seconds:.2f}s", markup=False)
+
+        result = grow(config, policy, on_round=log_round)
     else:
         with Live(console=console, auto_refresh=False) as live:
             def on_round(stats: RoundStats, result: GrowResult) -> None:

@@ -69,7 +69,7 @@ def run_command(args: argparse.Namespace) -> int:
         policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model,
     )
     result = run_openevolve(config)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
     console.print(
         f"{result.nodes} nodes ({result.invalid} invalid), {result.iterations} iterations in {result.rounds} rounds, "
         f"best combined_score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s "

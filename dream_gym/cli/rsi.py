@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     check_policy(args.policy)
     if args.history:
         resolve_world_specs(args.history, "--history")
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
     config = RsiConfig(
         task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
         settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), carry=args.carry),

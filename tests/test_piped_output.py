@@ -1,0 +1,41 @@
+"""What the long-running commands print stays readable when piped to a file or another program
+(not a terminal, 80 columns): one whole line per event, no table redrawn, no line broken
+mid-phrase, no line glued to a table's border."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _piped(*args: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "dream_gym", *args], capture_output=True, text=True, timeout=600,
+                          cwd=REPO, env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    return (done.stdout + done.stderr).splitlines()
+
+
+def test_grow_prints_a_line_a_round_and_its_summary_on_its_own_line(tmp_path: Path) -> None:
+    lines = _piped("grow", "--task", "circle-packing-26", "--policy", "greedy", "-W", "2", "--max-attempts", "4",
+                   "--out", str(tmp_path / "w"))
+    rounds = [line for line in lines if line.startswith("round ")]
+    assert len(rounds) == 4 and all("best score" in line for line in rounds), lines
+    summary = next(line for line in lines if " nodes, " in line)
+    assert summary.startswith("5 nodes, 4 rounds") and "stopped by max_attempts" in summary, lines
+    assert not any(c in "".join(lines) for c in "┌└│"), lines  # no table redrawn into the log
+
+
+@pytest.mark.slow
+def test_dreams_progress_is_one_whole_line_per_version(tmp_path: Path) -> None:
+    lines = _piped("dream", "--history", "sd-fixed-w4-s0", "--policy", "fixed", "--developer", "builtin", "-M", "2",
+                   "--betas", "0.5", "--out", str(tmp_path / "dream"))
+    versions = [line for line in lines if line.startswith("phase 1 version")]
+    assert versions and all("best so far: version" in line for line in versions), lines
+    score = next(line for line in lines if line.startswith("score: mean V over"))
+    assert len(score) > 80 and score.endswith("world)"), lines  # longer than the width, and whole
