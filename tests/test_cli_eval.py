@@ -50,3 +50,21 @@ def test_eval_errors_are_reported_without_traceback(worlds: Path, capsys: pytest
     assert "nope" in capsys.readouterr().err
     assert main(["eval", "-p", "greedy", "-w", str(worlds), "--betas", "2", "--no-progress"]) == 2
     assert "beta must be in [0, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source, error", [("def act(view)\n    return []\n", "SyntaxError: expected ':'"),
+                                           ("import no_such_module_anywhere\n", "ModuleNotFoundError"),
+                                           ("x = 1\n", "defines no policy")])
+def test_a_policy_file_that_does_not_load_fails_once_before_its_episodes(
+        worlds: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str, error: str) -> None:
+    """No episode runs, no all-zero row is printed and no results file is written: the load
+    error is said once, and the command exits 2 (as for an unknown policy name)."""
+    bad, out = tmp_path / "bad.py", tmp_path / "results.jsonl"
+    bad.write_text(source)
+    assert main(["eval", "-p", "greedy", "-p", str(bad), "-w", str(worlds), "--no-progress", "-o", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == "" and not out.exists()
+    assert printed.err.count("error:") == 1 and error in printed.err, printed.err
+    good = tmp_path / "good.py"  # the control: a file that loads runs as before
+    good.write_text("def act(view):\n    return []\n")
+    assert main(["eval", "-p", str(good), "-w", str(worlds), "--no-progress", "--betas", "0.5"]) == 0

@@ -89,6 +89,9 @@ def run_eval(args: argparse.Namespace) -> int:
 
     check_policies(args.policies)
     worlds = resolve_world_specs(args.worlds)
+    from dream_gym.policy_files import probe_policy_files
+
+    probe_policy_files(args.policies)  # a file that does not load fails here, once, before its episodes
     betas = parse_betas_option(args.betas)
     results = evaluate(
         args.policies,

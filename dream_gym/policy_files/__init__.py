@@ -31,11 +31,12 @@ from dream_gym.policy_files.specs import (
     load_policy,
     load_policy_file,
     policy_from_namespace,
+    probe_policy_files,
 )
 
 __all__ = [
     "IsolatedPolicy", "PolicyCrashed", "PolicyError", "PolicyException", "PolicyLoadError",
     "PolicyMemoryError", "PolicyNotFoundError", "PolicyOutputError", "PolicyProtocolError",
     "PolicyTimeout", "check_policy_spec", "load_policy", "load_policy_file",
-    "policy_from_namespace",
+    "policy_from_namespace", "probe_policy_files",
 ]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,19 @@ def check_policy_spec(spec: str | os.PathLike[str]) -> None:
         module_attr(spec)
     elif spec not in POLICIES:
         resolve_in_process(spec, {})  # raises the error that lists the built-in names
+
+
+def probe_policy_files(specs: Sequence[str | os.PathLike[str]], **limits: Any) -> None:
+    """Load each policy file of ``specs`` once, in its sandbox, and close it: a file that does
+    not load (a syntax error, an import that fails, no policy defined) raises its
+    :class:`PolicyLoadError` here, once, before a grid runs its episodes (which would each
+    report it). Other specs are left to :func:`check_policy_spec`."""
+    from dream_gym.policy_files.isolated import IsolatedPolicy
+
+    for spec in specs:
+        named = resolve_recommended(os.fspath(spec))
+        if is_file_spec(named) and not is_model_spec(named):
+            IsolatedPolicy(named, **limits).close()
 
 
 def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
@@ -186,4 +199,4 @@ class PolicySource:
             close()
 
 
-__all__ = ["MODEL_MODULES", "PolicySource", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "resolve_in_process", "where"]
+__all__ = ["MODEL_MODULES", "PolicySource", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "probe_policy_files", "resolve_in_process", "where"]
