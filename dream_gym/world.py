@@ -617,9 +617,37 @@ def _check_sha256(meta: Mapping[str, Any], path: Path, handle: IO[bytes], conseq
         actual = sha256_stream(handle)
         handle.seek(0)
         if actual != meta["sha256"]:
+            why = _how_it_differs(path, handle)
+            handle.seek(0)
             raise WorldFormatError(
-                path, f"checksum mismatch: world.json says sha256 {meta['sha256']}, the file has {actual}{consequence}"
+                path, f"checksum mismatch: {why}; world.json says sha256 {meta['sha256']}, the file has {actual}{consequence}"
             )
+
+
+def _how_it_differs(path: Path, handle: IO[bytes]) -> str:
+    """Why a node file's checksum may not match, from the file alone: cut short (a torn last
+    line, or a compressed stream without its end), or otherwise changed since it was recorded."""
+    cut_short = "it was cut short (an interrupted copy or download?): fetch or copy the world again"
+    if path.name.endswith(".gz"):
+        import gzip
+        import zlib
+
+        try:
+            with gzip.GzipFile(fileobj=handle) as inflated:  # no further than a node file may inflate
+                budget = max_decompressed_bytes()
+                while budget > 0 and (chunk := inflated.read(1 << 20)):
+                    budget -= len(chunk)
+        except EOFError:
+            return f"the compressed file ends before its end marker: {cut_short}"
+        except (OSError, zlib.error):
+            return "the file is not a whole gzip stream"
+    else:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() > 0:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                return f"its last line ends mid-record: {cut_short}"
+    return "the file was changed after world.json was written (it is not the file the world was recorded with)"
 
 
 def load_world(folder: str | os.PathLike[str]) -> World:

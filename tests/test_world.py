@@ -213,6 +213,25 @@ def test_checksum_catches_appended_valid_line(tmp_path: Path) -> None:
     assert "checksum mismatch" in str(load_error(folder))
 
 
+def test_a_node_file_cut_short_says_so(tmp_path: Path) -> None:
+    """An interrupted copy or download: the mismatch says the file was cut short, plain or
+    compressed; a file edited in place is said to be changed (the control)."""
+    from dream_gym.world_writer import compress_world
+
+    folder = write_folder(tmp_path / "w", GOOD)
+    path = folder / "nodes.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    assert "its last line ends mid-record: it was cut short" in str(load_error(folder))
+    path.write_bytes(whole.replace(b"3.0", b"3.5"))
+    assert "the file was changed after world.json was written" in str(load_error(folder))
+    path.write_bytes(whole)
+    compress_world(folder)
+    packed = folder / "nodes.jsonl.gz"
+    packed.write_bytes(packed.read_bytes()[:-12])
+    assert "the compressed file ends before its end marker: it was cut short" in str(load_error(folder))
+
+
 def test_world_without_checksum_loads(tmp_path: Path) -> None:
     folder = write_raw(tmp_path / "w", base_meta(), jsonl(GOOD))
     world = load_world(folder)
