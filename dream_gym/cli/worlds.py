@@ -75,10 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--from", default="auto", choices=("auto", *IMPORTERS), dest="system",
                    help="the system that wrote SRC (default auto: recognised from the folder)")
-    p.add_argument("src", help="OpenEvolve output folder, or ShinkaEvolve results folder / evolution_db.sqlite")
+    p.add_argument("src", help="a run's folder (or its database / state / trace file), or a folder of many runs: "
+                   "each is imported into a world of its own, OUT/<its path below SRC>")
     p.add_argument("--out", required=True, help="world folder to write (must not exist or be empty)")
-    p.add_argument("--metric", default="combined_score",
-                   help="metric used as score (default combined_score; an unknown one lists those found)")
+    p.add_argument("--metric", default=None,
+                   help="metric used as score (default: the system's own, combined_score for OpenEvolve and "
+                   "ShinkaEvolve, val_score for GEPA, EvoReplay's primary score for EvoTrace; an unknown one lists "
+                   "those found)")
     p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"))
     p.add_argument("--id", dest="world_id", help="world id (default: the run folder's name)")
     p.add_argument("--task", help="task name (default: the run folder's name)")
@@ -201,19 +204,38 @@ def _import(args: argparse.Namespace) -> int:
 
     from dream_gym.datasets.coverage import coverage_report, render_text
     from dream_gym.datasets.importers import OrphanWarning, import_run
+    from dream_gym.datasets.importers.many import find_runs
     from dream_gym.datasets.stats import stats_rich, world_stats
     from dream_gym.world import load_world
 
+    options: dict[str, object] = {"direction": args.direction, "world_id": args.world_id, "task_name": args.task,
+                                  "workers": args.workers, "orphans": args.orphans}
+    if args.metric is not None:
+        options["metric"] = args.metric
+    if find_runs(args.src):
+        return _import_many(args, options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrphanWarning)  # the summary prints them
-        report = import_run(
-            args.system, args.src, args.out, metric=args.metric, direction=args.direction,
-            world_id=args.world_id, task_name=args.task, workers=args.workers, orphans=args.orphans,
-        )
+        report = import_run(args.system, args.src, args.out, **options)
     say(report.summary())
     world = load_world(args.out)
     print()
     say(render_text(coverage_report(world)))
     print(flush=True)
     Console().print(stats_rich([world_stats(world)]))
+    return 0
+
+
+def _import_many(args: argparse.Namespace, options: dict[str, object]) -> int:
+    """A folder of many runs: each into OUT/<name>, one line per run (imported, or refused and why)."""
+    import warnings
+
+    from dream_gym.datasets.importers import OrphanWarning
+    from dream_gym.datasets.importers.many import import_runs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrphanWarning)  # each run's line counts its orphans
+        report = import_runs(args.system, args.src, args.out, **options)
+    say(report.summary())
+    print(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
     return 0

@@ -13,12 +13,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import openevolve, shinkaevolve
+from . import evotrace, gepa, openevolve, shinkaevolve
 from .base import Importer, ImportReport, NotARunError, RunImportError
 
 IMPORTERS: dict[str, Importer] = {
     "openevolve": openevolve.IMPORTER,
     "shinkaevolve": shinkaevolve.IMPORTER,
+    "gepa": gepa.IMPORTER,
+    "evotrace": evotrace.IMPORTER,
 }
 #: The name each system goes by in messages.
 SYSTEM_NAMES = {system: importer.label for system, importer in IMPORTERS.items()}

@@ -1,0 +1,174 @@
+"""A folder of many runs: each imported into a world of its own.
+
+``dream-gym worlds import FOLDER --out DIR`` on a folder that holds several runs (EvoTrace's
+corpus, ``EvoTrace/<backend>/<run>/``, a folder of OpenEvolve outputs, a mix of systems) imports
+every run into ``DIR/<name>``, its name made from its path below the folder
+(``gepa_native/run_3`` -> ``gepa_native-run_3``), and reports each run: imported, or refused with
+the reason. One run that cannot be imported does not stop the others.
+
+**Which folders are folders of runs.** A folder is one when two or more runs lie below it, in its
+subfolders or (to :data:`MAX_DEPTH` levels) in theirs, and no subfolder on the way to them is a
+part of one run's own layout (:data:`RUN_PARTS`: ``checkpoints``, ``checkpoint_<N>``, ``programs``,
+``db``, ``openevolve_output``, ``gen_<N>``, ``blobs``): an OpenEvolve output folder holds its
+snapshots in ``checkpoints/checkpoint_<N>/programs/``, each of which an importer would recognise,
+yet it is one run. A subfolder is a run when an importer of :data:`~.systems.IMPORTERS` recognises
+it; when it holds one run in a subfolder of its own beside other files (a run's ``SOURCE.md`` beside
+its ``raw/gepa_state.bin``), the subfolder's parent is the run and names the world. Folders whose
+name starts with a dot and symbolic links to folders are not looked into.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dream_gym.printable import TEXT_CHARS, printable
+
+from .base import ImportReport, RunImportError, check_out_folder
+from .coerce import world_name_from
+from .systems import SYSTEM_NAMES, detect_system, import_run
+
+MAX_DEPTH = 3
+RUN_PARTS = re.compile(r"^(checkpoints|checkpoint_\d+|programs|db|openevolve_output|gen_\d+|blobs)$")
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [p for p in entries if not p.name.startswith(".") and not p.is_symlink() and p.is_dir()]
+
+
+def _runs_below(folder: Path, depth: int) -> list[Path] | None:
+    """The runs in ``folder``'s subfolders, or None when one of them is a part of a run's own layout
+    (``folder`` is then that run)."""
+    runs: list[Path] = []
+    for sub in _subfolders(folder):
+        found = _runs_in(sub, depth - 1)
+        if found and RUN_PARTS.match(sub.name):
+            return None
+        runs += found
+    return runs
+
+
+def _only_holds_one_folder(path: Path) -> bool:
+    try:
+        return len([p for p in path.iterdir() if not p.name.startswith(".")]) == 1
+    except OSError:
+        return False
+
+
+def _runs_in(path: Path, depth: int) -> list[Path]:
+    """The runs ``path`` holds: those below it, or ``path`` itself when it is a run that keeps its one
+    run in a subfolder beside files of its own (``SOURCE.md`` and ``raw/gepa_state.bin``)."""
+    below = _runs_below(path, depth) if depth > 0 else None
+    is_run = detect_system(path) is not None
+    if below and (len(below) >= 2 or not is_run or _only_holds_one_folder(path)):
+        return below
+    return [path] if is_run else []
+
+
+def find_runs(folder: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> list[Path]:
+    """The runs of a folder of runs, in name order; [] when ``folder`` is one run or holds fewer than two."""
+    folder = Path(folder)
+    runs = _runs_below(folder, max_depth) if folder.is_dir() else None
+    return runs if runs is not None and len(runs) >= 2 else []
+
+
+@dataclass
+class RunOutcome:
+    """One run of a folder of runs: imported (``report``) or refused (``reason``)."""
+
+    name: str
+    source: str
+    report: ImportReport | None = None
+    reason: str = ""
+
+    @property
+    def imported(self) -> bool:
+        return self.report is not None
+
+
+@dataclass
+class ManyReport:
+    """The import of a folder of runs: one :class:`RunOutcome` per run."""
+
+    source: str
+    out: str
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def imported(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.imported]
+
+    def summary(self) -> str:
+        refused = len(self.outcomes) - len(self.imported)
+        lines = [f"imported {len(self.imported)} of {len(self.outcomes)} run(s) of {self.source} into {self.out} "
+                 f"({refused} refused) in {self.seconds:.2f} s"]
+        width = max(len(o.name) for o in self.outcomes)
+        for o in self.outcomes:
+            if o.report is not None:
+                r = o.report
+                lines.append(f"  imported  {o.name:<{width}}  {SYSTEM_NAMES.get(r.system, r.system)}: {r.nodes} nodes "
+                             f"(invalid {r.invalid}, orphans {r.orphans}), baseline {r.baseline}, best {r.best} "
+                             f"by {r.metric!r}")
+            else:
+                lines.append(f"  refused   {o.name:<{width}}  {o.reason}")
+        return "\n".join(printable(line, TEXT_CHARS) for line in lines)
+
+
+def _names(folder: Path, runs: list[Path]) -> list[str]:
+    names: list[str] = []
+    for run in runs:
+        base = world_name_from("-".join(run.relative_to(folder).parts))
+        name, n = base, 1
+        while name in names:
+            n += 1
+            name = f"{base}-{n}"
+        names.append(name)
+    return names
+
+
+def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike[str], **options: Any) -> ManyReport:
+    """Import every run of the folder of runs ``src`` (see :func:`find_runs`) into ``out/<name>``.
+
+    ``system`` is ``auto`` (each run recognised on its own) or the system every run was written
+    by; ``options`` go to each run's importer (``world_id`` is refused: each world is named after
+    its run). A run that fails is refused with its error and the others go on; raises
+    :class:`~.base.RunImportError` when no run could be imported.
+    """
+    started = time.perf_counter()
+    src = Path(src)
+    if options.get("world_id"):
+        raise RunImportError(f"{src}: --id names one world, but this folder holds several runs: each world is named "
+                             "after its run's folder")
+    runs = find_runs(src)
+    if not runs:
+        raise RunImportError(f"{src}: not a folder of runs (fewer than two runs below it)")
+    out_path = check_out_folder(out)
+    out_path.mkdir(parents=True, exist_ok=True)
+    report = ManyReport(str(src), str(out_path))
+    for name, run in zip(_names(src, runs), runs, strict=True):
+        report.outcomes.append(_import_one(system, run, out_path / name, name, options))
+    report.seconds = time.perf_counter() - started
+    if not report.imported:
+        raise RunImportError(f"{report.summary()}\n{src}: none of its {len(runs)} run(s) could be imported")
+    return report
+
+
+def _import_one(system: str, run: Path, out: Path, name: str, options: dict[str, Any]) -> RunOutcome:
+    outcome = RunOutcome(name, str(run))
+    try:
+        outcome.report = import_run(system, run, out, **{**options, "world_id": name})
+    except Exception as exc:  # one run's failure is reported and the others go on
+        shutil.rmtree(out, ignore_errors=True)  # a world this import began: never one it did not write
+        kind = "" if isinstance(exc, (RunImportError, OSError, ValueError)) else f"{type(exc).__name__}: "
+        outcome.reason = f"{kind}{exc}"
+    return outcome

@@ -1,0 +1,102 @@
+"""A folder of many runs through the real CLI: each run into a world of its own, named after its
+folder; a run that cannot be imported is refused with its reason and the others go on; one run is
+never split into its snapshots or phases."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from evotrace_runs import gepa_native_programs, write_corpus, write_refined_run
+from openevolve_runs import write_resumed_run
+
+from dream_gym.cli import main
+from dream_gym.datasets.importers import RunImportError
+from dream_gym.datasets.importers.many import find_runs, import_runs
+from dream_gym.world import load_world
+
+GEPA_RUN = Path(__file__).parent / "data" / "gepa" / "linear-fit"
+EXTERNAL_GEPA = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "gepa"
+
+
+def _mixed_folder(root: Path) -> dict[str, Path]:
+    """EvoTrace's layout (three backends), a GEPA run, a resumed OpenEvolve run and a broken run."""
+    runs = {f"EvoTrace-{rel.replace('/', '-')}": path for rel, path in write_corpus(root / "EvoTrace").items()}
+    shutil.copytree(GEPA_RUN, root / "gepa" / "linear-fit")
+    runs["gepa-linear-fit"] = root / "gepa" / "linear-fit"
+    runs["openevolve-resumed"] = write_resumed_run(root / "openevolve" / "resumed", iterations=(10, 10),
+                                                   resume_at=(10,)).folder
+    broken = write_refined_run(root / "broken" / "altered", "gepa_native", gepa_native_programs())
+    blob = next((broken / "blobs").rglob("*.txt"))
+    blob.write_text("altered\n")
+    runs["broken-altered"] = broken
+    return runs
+
+
+def test_a_folder_of_runs_imports_each_into_its_own_world(tmp_path, capsys):
+    runs = _mixed_folder(tmp_path / "runs")
+    out = tmp_path / "worlds"
+    assert main(["worlds", "import", "--from", "auto", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"imported 5 of 6 run(s) of {tmp_path / 'runs'} into {out} (1 refused)" in text
+    assert "  refused   broken-altered" in text and "hashes to sha256" in text
+    for system, name in (("EvoTrace", "EvoTrace-gepa_native-circle-gepa-s0"), ("GEPA", "gepa-linear-fit"),
+                         ("OpenEvolve", "openevolve-resumed")):
+        assert f"  imported  {name}" in text and f"{system}: " in text.split(name, 1)[1].splitlines()[0]
+    imported = sorted(p.name for p in out.iterdir())
+    assert imported == sorted(set(runs) - {"broken-altered"})  # nothing is left of the refused run
+    for name in imported:
+        assert main(["worlds", "validate", str(out / name)]) == 0
+        world = load_world(out / name)
+        assert world.id == name and world.meta["source"]["path"].startswith(str(runs[name].resolve()))
+    assert main(["replay", str(out / "gepa-linear-fit"), "--policy", "greedy"]) == 0
+
+
+def test_one_run_is_never_split_into_its_phases_or_snapshots(tmp_path, capsys):
+    run = write_resumed_run(tmp_path / "run", iterations=(10, 10), resume_at=(10,))
+    assert find_runs(run.folder) == [] and find_runs(run.resume_checkpoints[0]) == []
+    assert main(["worlds", "import", str(run.folder), "--out", str(tmp_path / "w")]) == 0
+    text = capsys.readouterr().out
+    assert "imported OpenEvolve run" in text and "phases 2: 1 resumed phase(s) stitched" in text
+    assert find_runs(GEPA_RUN) == []
+    # two such runs side by side are two runs
+    write_resumed_run(tmp_path / "two" / "a", iterations=(5,), resume_at=())
+    write_resumed_run(tmp_path / "two" / "b", iterations=(5,), resume_at=())
+    assert [p.name for p in find_runs(tmp_path / "two")] == ["a", "b"]
+
+
+def test_a_folder_where_no_run_imports_fails_and_says_why_for_each(tmp_path, capsys):
+    for name in ("x", "y"):
+        run = write_refined_run(tmp_path / "runs" / name, "gepa_native", gepa_native_programs())
+        (run / "meta.json").write_text('{"backend": "alphaevolve"}')
+    assert main(["worlds", "import", str(tmp_path / "runs"), "--out", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "imported 0 of 2 run(s)" in err and err.count("backend 'alphaevolve' is none of EvoTrace's") == 2
+    assert "none of its 2 run(s) could be imported" in err
+
+
+def test_a_world_id_is_refused_for_a_folder_of_runs(tmp_path, capsys):
+    write_corpus(tmp_path / "corpus")
+    assert main(["worlds", "import", str(tmp_path / "corpus"), "--out", str(tmp_path / "w"), "--id", "one"]) == 2
+    assert "--id names one world, but this folder holds several runs" in capsys.readouterr().err
+
+
+def test_every_run_of_a_folder_is_imported_by_the_system_named(tmp_path):
+    write_corpus(tmp_path / "corpus")
+    with pytest.raises(RunImportError) as refused:  # none of them is a GEPA run
+        import_runs("gepa", tmp_path / "corpus", tmp_path / "w")
+    assert str(refused.value).count("looks like a EvoTrace run instead: import it with --from evotrace") == 3
+    report = import_runs("evotrace", tmp_path / "corpus", tmp_path / "w2")
+    assert [o.name for o in report.imported] == ["gepa_native-circle-gepa-s0", "openevolve_native-circle-oe-s0",
+                                                 "shinkaevolve-circle-shinka-s0"]
+    assert [o.report.nodes for o in report.imported if o.report] == [9, 4, 4]
+
+
+@pytest.mark.usefixtures("external_runs")
+def test_the_real_gepa_runs_as_one_folder(tmp_path, capsys):
+    assert main(["worlds", "import", str(EXTERNAL_GEPA), "--out", str(tmp_path / "w")]) == 0
+    text = capsys.readouterr().out
+    assert "imported 3 of 3 run(s)" in text
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["gepa-cache-gemini3", "gepa-cache-gpt5",
+                                                                "gepa-cache-gpt5-run0"]
