@@ -37,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     p.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", dest="system_option",
+                   help="a setting of the system (repeatable), e.g. SkyDiscover's --option search=adaevolve")
     add_trust_model(p)
     p.set_defaults(func=run_command)
 
@@ -52,6 +54,7 @@ def run_command(args: argparse.Namespace) -> int:
         budget=args.budget, seed=args.seed, model=args.model, api_base=args.api_base, beta=args.beta,
         resume=args.resume, world_id=args.world_id, command=shlex.join(["dream-gym", *args.argv]),
         policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model,
+        options=_system_options(args.system_option),
     )
     result = deploy(request)
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
@@ -60,3 +63,13 @@ def run_command(args: argparse.Namespace) -> int:
                   markup=False)
     console.print(f"world: {result.folder}", markup=False)
     return 0
+
+
+def _system_options(pairs: list[str]) -> dict[str, object]:
+    """``--option KEY=VALUE`` pairs as a dict, numbers parsed."""
+    from dream_gym.cli.grow import parse_policy_args
+
+    bad = [pair for pair in pairs if not pair.partition("=")[0] or "=" not in pair]
+    if bad:
+        raise ValueError(f"--option {bad[0]!r} must look like KEY=VALUE")
+    return parse_policy_args(pairs)

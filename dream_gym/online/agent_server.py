@@ -9,7 +9,10 @@ run on a laptop without an LLM or a key: each request is answered by ``builtin_a
   client's prompt: its last fenced code block. The parent's error and diagnostics come from the
   ``### error`` / ``### diagnostics`` artifacts OpenEvolve shows under "Last Execution Output"
   (the evaluator files of :mod:`dream_gym.integrations.openevolve.evaluator` return them), its
-  score from ``- Fitness:``. The agent reads programs as text and never runs them.
+  score from ``- Fitness:``; in SkyDiscover's prompts from the ``combined_score:`` and ``error:``
+  lines of the parent's "## Program Information" and the ``## error`` / ``## diagnostics``
+  artifact sections below its code (:func:`skydiscover_feedback`). The agent reads programs as
+  text and never runs them.
 * **What it answers.** When the prompt asks for SEARCH/REPLACE blocks (diff mode), the agent's
   new program as SEARCH/REPLACE blocks against the parent (small hunks, each SEARCH unique in the
   parent, checked by applying them the way OpenEvolve does; one block of the whole program when
@@ -45,6 +48,7 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 SEARCH, DIVIDER, REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)\n```[ \t]*(?=\n|$)", re.DOTALL)
+_HEADER = re.compile(r"^# Current Program[ \t]*$", re.MULTILINE)
 _FITNESS = re.compile(r"^- Fitness:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
 
 
@@ -74,11 +78,17 @@ def parse_prompt(messages: Sequence[dict[str, Any]]) -> ParsedPrompt:
     text = users[-1] if users else ""
     code: str | None = None
     after = text
-    header = text.rfind("# Current Program")
+    headers = list(_HEADER.finditer(text))  # the header line: SkyDiscover's task text also quotes it
+    header = headers[-1].start() if headers else text.rfind("# Current Program")
+    skydiscover = None
     if header >= 0:
         match = _FENCE.search(text, header)
         if match:
             code, after = match.group(1), text[match.end():]
+            skydiscover = skydiscover_feedback(text[header:match.start()], after)
+    if skydiscover is not None:
+        return ParsedPrompt(code=code, diff_mode=SEARCH in after, fitness=skydiscover[0], error=skydiscover[1],
+                            diagnostics=skydiscover[2])
     if code is None:
         blocks = list(_FENCE.finditer(text))
         if blocks:
@@ -97,6 +107,37 @@ def parse_prompt(messages: Sequence[dict[str, Any]]) -> ParsedPrompt:
         code=code, diff_mode=SEARCH in after, fitness=fitness,
         error=_artifact(outputs, "error"), diagnostics=_artifact(outputs, "diagnostics") or "",
     )
+
+
+# SkyDiscover's prompts (its default templates): the parent's block under "# Current Program" opens
+# with "## Program Information" ("combined_score: 0.9798", "error: ..."), and the evaluator's artifacts
+# follow the code as "## <key>" sections, up to "# Task".
+_SKY_INFO = "## Program Information"
+_SKY_SCORE = re.compile(r"^combined_score:[ \t]*(\S+)[ \t]*$", re.MULTILINE)
+_SKY_ERROR = re.compile(r"^error:[ \t]*(.*)$", re.MULTILINE)
+_SKY_SECTION = re.compile(r"^## ([A-Za-z_][\w-]*)\n(.*?)(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+
+
+def skydiscover_feedback(before_code: str, after_code: str) -> tuple[float | None, str | None, str] | None:
+    """(fitness, error, diagnostics) of the parent in a SkyDiscover prompt, or None for another client's.
+
+    ``before_code`` is the "# Current Program" section up to the parent's code block, ``after_code``
+    what follows the block (the evaluator's artifacts, then "# Task")."""
+    if _SKY_INFO not in before_code:
+        return None
+    info = before_code[before_code.find(_SKY_INFO):]
+    fitness = None
+    found = _SKY_SCORE.search(info)
+    if found:
+        try:
+            fitness = float(found.group(1))
+        except ValueError:
+            fitness = None
+    end = after_code.find("\n# Task")
+    artifacts = {m.group(1): m.group(2).strip() for m in _SKY_SECTION.finditer(after_code[: end if end >= 0 else None])}
+    error_line = _SKY_ERROR.search(info)
+    error = artifacts.get("error") or (error_line.group(1).strip() if error_line else None) or None
+    return fitness, error, artifacts.get("diagnostics", "")
 
 
 def _artifact(section: str, key: str) -> str | None:

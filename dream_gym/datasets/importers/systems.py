@@ -13,10 +13,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import evotrace, gepa, openevolve, shinkaevolve
+from . import evotrace, gepa, openevolve, shinkaevolve, skydiscover
 from .base import Importer, ImportReport, NotARunError, RunImportError
 
 IMPORTERS: dict[str, Importer] = {
+    "skydiscover": skydiscover.IMPORTER,  # before openevolve: both keep programs/*.json
     "openevolve": openevolve.IMPORTER,
     "shinkaevolve": shinkaevolve.IMPORTER,
     "gepa": gepa.IMPORTER,

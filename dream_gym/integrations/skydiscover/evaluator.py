@@ -1,0 +1,77 @@
+"""dream_gym's task evaluators as SkyDiscover evaluator files.
+
+SkyDiscover imports an evaluator file and calls ``evaluate(program_path)`` (in a thread of its
+own process); it takes a dict of metrics or its own ``EvaluationResult`` (metrics plus artifacts,
+which its prompts show under the parent's code as ``## <key>`` sections). :func:`evaluate_program`
+runs the candidate through the task's own evaluator (``Task.evaluate``: the isolated harness, the
+sandbox, time and memory limits; the candidate never reports its own score), with the metrics of
+the OpenEvolve evaluator files (:mod:`dream_gym.integrations.openevolve.evaluator`):
+
+* ``combined_score``: the task's score when it maximises, ``1 / score`` when it minimises, so it is
+  higher-is-better and positive; 0.0 for an invalid candidate, which also gets ``error`` (the
+  evaluator's reason), the pair SkyDiscover's loop reads as a failed evaluation;
+* ``score``: the task's own score (its direction), only when valid; the task's numeric metrics;
+* artifacts ``diagnostics`` (what was measured or what failed, written for the agent),
+  ``error`` and ``fail_class`` (``repairable`` | ``hard``).
+
+:func:`write_task_files` writes ``initial_program.py`` and ``evaluator.py`` for a built-in task,
+the two files ``skydiscover-run`` takes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dream_gym.integrations.openevolve.evaluator import PROGRAM_MAX_BYTES, evaluate_code
+from dream_gym.limits import LeftoverError, read_leftover, size_text
+
+EVALUATOR_TEMPLATE = '''"""SkyDiscover evaluator for the dream_gym task {task!r} (written by dream-gym).
+
+Runs each candidate through dream_gym's own evaluator of the task (isolated, sandboxed,
+time- and memory-limited); combined_score is higher-is-better.
+"""
+
+from dream_gym.integrations.skydiscover.evaluator import evaluate_program
+
+TASK = {task!r}
+
+
+def evaluate(program_path):
+    return evaluate_program(TASK, program_path)
+'''
+
+
+def evaluate_program(task_name: str, program_path: str) -> Any:
+    """SkyDiscover's ``evaluate(program_path)``: its ``EvaluationResult`` (metrics with
+    ``combined_score``, and artifacts) when SkyDiscover is installed, else the metrics dict. The
+    program file is read as data (a regular file of at most ``PROGRAM_MAX_BYTES``); anything else
+    is an invalid program, with the reason."""
+    try:
+        code = read_leftover(Path(program_path), PROGRAM_MAX_BYTES).decode("utf-8", errors="replace")
+    except LeftoverError as exc:
+        limit = f" ({size_text(PROGRAM_MAX_BYTES)} is the limit)" if exc.problem.startswith("is larger") else ""
+        error = f"program file {exc.problem}{limit}"
+        metrics: dict[str, Any] = {"combined_score": 0.0, "error": error}
+        artifacts = {"diagnostics": error, "error": error, "fail_class": "repairable"}
+    else:
+        metrics, artifacts = evaluate_code(task_name, code)
+    try:
+        from skydiscover.evaluation.evaluation_result import EvaluationResult
+    except ImportError:  # any other caller: the plain dict of metrics
+        return metrics
+    return EvaluationResult(metrics=metrics, artifacts=dict(artifacts))
+
+
+def write_task_files(task_name: str, folder: str | Path) -> tuple[Path, Path]:
+    """Write ``initial_program.py`` (the task's baseline) and ``evaluator.py`` into ``folder``."""
+    from dream_gym.online.tasks import get_task
+
+    task = get_task(task_name)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    initial = folder / "initial_program.py"
+    evaluator = folder / "evaluator.py"
+    initial.write_text(task.initial_program(), encoding="utf-8")
+    evaluator.write_text(EVALUATOR_TEMPLATE.format(task=task_name), encoding="utf-8")
+    return initial, evaluator

@@ -1,0 +1,350 @@
+"""One SkyDiscover run with a dream_gym policy, recorded as a world (``dream-gym deploy --system skydiscover``).
+
+The world folder ``out`` holds ``world.json`` and ``nodes.jsonl`` (every program SkyDiscover
+evaluated a node, in the order of the rounds and their slots; ``score`` is ``combined_score``, null
+with the reason for a failed evaluation), ``skydiscover/`` (SkyDiscover's own output:
+checkpoints, the final best, logs, ``db/programs/`` with each program as its database was given it,
+and ``dropped/programs/`` with the programs its database did not keep) and, for a built-in task,
+``task/`` (the ``initial_program.py`` and ``evaluator.py`` given to SkyDiscover). As in
+``dream-gym grow``: each node is written with flush + fsync as it is admitted, the run holds the
+folder's lock, and ``resume`` continues a killed run (SkyDiscover's database is rebuilt from the
+world's nodes, then the policy is asked for the next round).
+
+Without ``model`` the agent is the task's built-in agent behind an
+:class:`~dream_gym.online.agent_server.AgentServer` started for the run (no LLM, no key).
+System-specific settings (``DeployRequest.options``, ``--option KEY=VALUE``): :data:`OPTIONS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, DeployResult, SystemUnavailable
+from dream_gym.locks import folder_lock
+from dream_gym.redact import redact_value
+from dream_gym.world import NODES_FILE
+
+SUPPORTED_SKYDISCOVER = ">=0.1,<0.2"
+NO_KEY = "sk-no-key-required"
+OUTPUT_DIR = "skydiscover"
+#: SkyDiscover's searches whose parent choice is a ProgramDatabase's sample(): the bridge's.
+BACKENDS = ("topk", "best_of_n", "beam_search", "adaevolve")
+#: The system-specific settings a run takes, with their defaults.
+OPTIONS: dict[str, Any] = {
+    "search": None,  # SkyDiscover's search (backend), one of BACKENDS: the config's, else topk
+    "config_path": None,  # a SkyDiscover config.yaml to start from (prompts, database settings)
+    "checkpoint_interval": 10,
+    "frontier": "any",
+    "log_level": "INFO",  # of SkyDiscover's log file, skydiscover/logs/
+}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_EXTERNAL = {"openevolve": "openevolve", "shinkaevolve": "shinkaevolve", "gepa": None}
+
+
+def check_skydiscover() -> str:
+    """The installed SkyDiscover version; SystemUnavailable when missing or unsupported."""
+    try:
+        version = importlib.metadata.version("skydiscover")
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemUnavailable("SkyDiscover is not installed: pip install 'dream-gym[skydiscover]' "
+                                f"(skydiscover{SUPPORTED_SKYDISCOVER})") from None
+    parts = version.split(".")
+    if len(parts) < 2 or parts[0] != "0" or parts[1] != "1":
+        raise SystemUnavailable(f"SkyDiscover {version} is installed; the bridge supports skydiscover"
+                                f"{SUPPORTED_SKYDISCOVER} (its ProgramDatabase and DiscoveryManager of the 0.1 series)")
+    return version
+
+
+def check_search(search: str) -> None:
+    """Refuse a SkyDiscover search the bridge cannot run, naming the hook it lacks."""
+    if search in BACKENDS:
+        return
+    if search == "evox":
+        raise SystemUnavailable(
+            "SkyDiscover's evox search cannot be deployed: it replaces its solution database during the run with "
+            "ProgramDatabase code its LLM writes (CoEvolutionManager._switch_to_new_search_algorithm), so there is no "
+            "fixed sample() for a policy to choose the parents through, nor add() to record every program as it is "
+            "admitted; import an EvoX run's output folder with dream-gym worlds import")
+    if search in _EXTERNAL:
+        own = _EXTERNAL[search]
+        instead = (f"run it with dream-gym deploy --system {own}" if own else "run GEPA itself")
+        raise SystemUnavailable(
+            f"SkyDiscover's {search} search cannot be deployed: it hands the whole run to {search}'s own loop "
+            f"(skydiscover.extras.external.{search}_backend.run), where SkyDiscover's ProgramDatabase.sample() and "
+            f"add() are not called, so neither a policy's parent choice nor the record can hook in; {instead}, "
+            "and import its output with dream-gym worlds import")
+    raise ValueError(f"--option search={search!r}: SkyDiscover's searches are {', '.join(BACKENDS)} "
+                     "(deployable), evox, openevolve, shinkaevolve, gepa")
+
+
+@dataclass
+class RunOptions:
+    search: str
+    config_path: Path | None
+    checkpoint_interval: int
+    frontier: str
+    log_level: str
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> RunOptions:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown SkyDiscover option(s) {', '.join(unknown)}; the options are "
+                             f"{', '.join(f'{k} (default {v!r})' for k, v in OPTIONS.items())}")
+        values = OPTIONS | options
+        config_path = None if values["config_path"] in (None, "") else Path(str(values["config_path"]))
+        if config_path is not None and not config_path.is_file():
+            raise FileNotFoundError(f"--option config_path={config_path}: no such file")
+        interval = values["checkpoint_interval"]
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ValueError(f"--option checkpoint_interval={interval!r}: a whole number >= 1")
+        from dream_gym.world import FRONTIER_RULES
+
+        if values["frontier"] not in FRONTIER_RULES:
+            raise ValueError(f"--option frontier={values['frontier']!r}: one of {', '.join(FRONTIER_RULES)}")
+        if values["log_level"] not in LOG_LEVELS:
+            raise ValueError(f"--option log_level={values['log_level']!r}: one of {', '.join(LOG_LEVELS)}")
+        search = values["search"]
+        if search is None:
+            search = _search_of(config_path) if config_path is not None else "topk"
+        return cls(str(search), config_path, interval, str(values["frontier"]), str(values["log_level"]))
+
+
+def _search_of(config_path: Path) -> str:
+    """The search a SkyDiscover config.yaml names (``search.type``; SkyDiscover's default topk)."""
+    from skydiscover.config import load_config
+
+    return str(load_config(str(config_path)).search.type)
+
+
+def resolve_task(spec: str, folder: Path) -> tuple[str | None, Path, Path]:
+    """(built-in task name or None, initial program, evaluator file) of a ``--task`` value."""
+    if "," in spec:
+        initial, evaluator = (Path(p.strip()) for p in spec.split(",", 1))
+        for path in (initial, evaluator):
+            if not path.is_file():
+                raise FileNotFoundError(f"--task {spec}: {path} does not exist")
+        return None, initial.resolve(), evaluator.resolve()
+    from dream_gym.integrations.skydiscover.evaluator import write_task_files
+    from dream_gym.online.tasks import get_task
+
+    get_task(spec)  # KeyError listing the tasks
+    initial, evaluator = write_task_files(spec, folder / "task")
+    return spec, initial.resolve(), evaluator.resolve()
+
+
+def skydiscover_config(request: DeployRequest, options: RunOptions, *, model: str, api_base: str,
+                       api_key: str, folder: Path) -> Any:
+    """SkyDiscover's Config: the given YAML or SkyDiscover's defaults, with the run's search, W,
+    budget, seed, model and output settings. Everything else (prompts, the backend's database
+    settings, retries) stays SkyDiscover's."""
+    from skydiscover.config import (
+        AdaEvolveDatabaseConfig,
+        BeamSearchDatabaseConfig,
+        BestOfNDatabaseConfig,
+        Config,
+        DatabaseConfig,
+        LLMModelConfig,
+        load_config,
+    )
+
+    from dream_gym.integrations.skydiscover.bridge import SEARCH_TYPES, SeededLLM
+
+    config = load_config(str(options.config_path)) if options.config_path is not None else Config()
+    if options.config_path is None:
+        config.evaluator.cascade_evaluation = False  # the evaluator files define evaluate() only
+    database_classes = {"topk": DatabaseConfig, "best_of_n": BestOfNDatabaseConfig,
+                        "beam_search": BeamSearchDatabaseConfig, "adaevolve": AdaEvolveDatabaseConfig}
+    if config.search.type != options.search or type(config.search.database) is not database_classes[options.search]:
+        config.search.database = database_classes[options.search]()
+    config.search.type = SEARCH_TYPES[options.search]
+    config.log_level = options.log_level
+    config.max_iterations = request.budget
+    config.random_seed = request.seed
+    config.search.database.random_seed = request.seed
+    config.search.database.db_path = str(folder / OUTPUT_DIR / "db")
+    config.checkpoint_interval = options.checkpoint_interval
+    config.evaluator.parallel_evaluations = request.workers
+    if request.policy != NATIVE_POLICY and isinstance(config.search.database, AdaEvolveDatabaseConfig):
+        config.search.database.use_paradigm_breakthrough = False  # an active paradigm overrides the parent
+    llm = config.llm
+    llm.api_base, llm.api_key = api_base, api_key
+    chosen = LLMModelConfig(name=model, init_client=SeededLLM)
+    llm.models, llm.evaluator_models, llm.guide_models = [chosen], [chosen], [chosen]
+    llm.update_model_params({
+        "api_base": api_base, "api_key": api_key, "temperature": llm.temperature, "top_p": llm.top_p,
+        "max_tokens": llm.max_tokens, "timeout": llm.timeout, "retries": llm.retries, "retry_delay": llm.retry_delay,
+        "reasoning_effort": llm.reasoning_effort, "system_message": config.prompt.system_message,
+    }, overwrite=True)
+    return config
+
+
+def _model_endpoint(request: DeployRequest) -> tuple[str, str, str]:
+    """(model name, api base, key) of ``--model`` / ``--api-base`` (an OpenAI-compatible server)."""
+    assert request.model is not None
+    model = request.model.split("/", 1)[1] if request.model.startswith("openai/") else request.model
+    api_base = request.api_base or os.environ.get("OPENAI_API_BASE", "https://api.openai.com/v1")
+    return model, api_base, os.environ.get("OPENAI_API_KEY") or NO_KEY
+
+
+def _load_policy(request: DeployRequest) -> tuple[Any, Any]:
+    """(policy or None for native, the PolicySource to close or None)."""
+    if request.policy == NATIVE_POLICY:
+        return None, None
+    from dream_gym.evaluate import model_trust
+    from dream_gym.policy_files.specs import PolicySource, is_file_spec
+
+    with model_trust(request.trust_model):  # a model zip: as data unless trusted
+        if request.policy_params and not is_file_spec(request.policy):
+            from dream_gym.policy_files import load_policy
+
+            return load_policy(request.policy, params=request.policy_params), None
+        source = PolicySource(request.policy)
+        return source.new(), source
+
+
+@contextlib.contextmanager
+def _skydiscover_process_state() -> Iterator[None]:
+    """SkyDiscover's controller sets the root logger's level, adds a log file handler (and a console
+    handler) to it and takes SIGINT/SIGTERM for itself; all of it is put back when the run ends."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    in_main = threading.current_thread() is threading.main_thread()
+    signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
+    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler) for h in handlers):
+        # SkyDiscover adds a console handler only when the root has none: its log (every failed
+        # evaluation with the program's code) goes to skydiscover/logs/, the console stays the CLI's
+        quiet = logging.StreamHandler()
+        quiet.setLevel(logging.CRITICAL + 1)
+        root.addHandler(quiet)
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(level)
+        for number, action in signals.items():
+            signal.signal(number, action)
+
+
+def _new_writer(request: DeployRequest, options: RunOptions, folder: Path, task_name: str | None,
+                initial: Path, evaluator: Path, version: str) -> Any:
+    from dream_gym.world_writer import WorldWriter, new_meta
+
+    description = ""
+    direction_note = None
+    if task_name is not None:
+        from dream_gym.online.tasks import get_task
+
+        task = get_task(task_name)
+        description, direction_note = task.description, task.direction
+    how = "its own sampling" if request.policy == NATIVE_POLICY else "parents chosen by a dream_gym policy"
+    meta = new_meta(
+        request.world_id or folder.name, task_name or initial.parent.name, description,
+        direction="maximize", workers=request.workers, frontier=options.frontier,
+        source=f"dream-gym deploy --system skydiscover (SkyDiscover {version}, {options.search}, {how})",
+        licence="CC-BY-4.0", policy=request.policy, agent=request.model or "dream-gym serve-agent (built-in agent)",
+        seed=request.seed, beta=request.beta, metric="combined_score", command=request.command,
+        skydiscover={"version": version, "search": options.search, "iterations": request.budget,
+                     "task_direction": direction_note, "initial_program": str(initial), "evaluator": str(evaluator)},
+    )
+    return WorldWriter.create(folder, meta)
+
+
+def run_skydiscover(request: DeployRequest) -> DeployResult:
+    """Run SkyDiscover with ``request.policy`` choosing the parents; see the module docstring."""
+    version = check_skydiscover()
+    options = RunOptions.of(dict(request.options))
+    check_search(options.search)
+    from dream_gym.sandbox import require_sandbox
+
+    require_sandbox()  # candidates (built-in evaluators) and policy files run sandboxed
+    if request.policy != NATIVE_POLICY and not request.trust_model:
+        from dream_gym.evaluate import check_model_zips
+
+        check_model_zips([request.policy])  # a zip that does not load as data: refused before any folder is made
+    if "," in request.task and request.model is None:
+        raise ValueError("a task given as initial_program.py,evaluator.py needs --model (the built-in "
+                         "agent knows the built-in tasks only)")
+    from dream_gym.integrations.skydiscover import bridge
+    from dream_gym.world_writer import WorldWriter
+
+    started = time.time()
+    folder = Path(request.out)
+    with folder_lock(folder):  # a second run of the same folder is refused naming the first
+        exists = (folder / NODES_FILE).exists()
+        if exists and not request.resume:
+            raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
+        if request.resume and not exists and (folder / OUTPUT_DIR).exists():
+            raise FileExistsError(f"{folder}/{OUTPUT_DIR} exists without a world to resume")
+        if not request.resume and (folder / OUTPUT_DIR).exists():
+            raise FileExistsError(f"{folder}/{OUTPUT_DIR} exists: choose an empty --out")
+        task_name, initial, evaluator = resolve_task(request.task, folder)
+        writer = WorldWriter.open(folder) if exists else _new_writer(
+            request, options, folder, task_name, initial, evaluator, version)
+    server = source = state = None
+    try:
+        if request.model is None:
+            from dream_gym.online.agent_server import MODEL_NAME, AgentServer
+
+            assert task_name is not None
+            server = AgentServer(task_name, seed=request.seed).start()
+            model, api_base, api_key = MODEL_NAME, server.base_url, NO_KEY
+        else:
+            model, api_base, api_key = _model_endpoint(request)
+        config = skydiscover_config(request, options, model=model, api_base=api_base, api_key=api_key, folder=folder)
+        policy, source = _load_policy(request)
+        state = bridge.RunState(writer, policy, request.workers, total_iterations=request.budget,
+                                dropped_dir=folder / OUTPUT_DIR / "dropped", seed=request.seed, beta=request.beta,
+                                frontier=options.frontier)
+        with _skydiscover_process_state():
+            controller = bridge.BridgeController(str(initial), str(evaluator), config=config,
+                                                 output_dir=str(folder / OUTPUT_DIR))
+            controller.database.dream_state = state
+            state.database = controller.database
+            if writer.records:
+                bridge.restore_database(controller.database, writer.records, state)
+            if state.iterations_done < request.budget:
+                first = max(1, controller.database.last_iteration)
+                asyncio.run(controller.run(iterations=request.budget - first + 1))
+        writer.update_meta(skydiscover=dict(writer.meta.get("skydiscover") or {}, stopped_by=state.stopped_by,
+                                            iterations_done=state.iterations_done))
+        writer.finish()
+    finally:
+        writer.close()
+        if source is not None:
+            source.close()
+        if server is not None:
+            server.stop()
+    return _result(request, options, version, folder, writer.records, state, time.time() - started)
+
+
+def _result(request: DeployRequest, options: RunOptions, version: str, folder: Path, records: list[dict[str, Any]],
+            state: Any, seconds: float) -> DeployResult:
+    scores = [r["score"] for r in records if r.get("score") is not None]
+    result = DeployResult(
+        system="skydiscover", version=version, folder=folder, nodes=len(records),
+        invalid=sum(1 for r in records[1:] if r.get("score") is None), best_score=max(scores) if scores else None,
+        stopped_by=state.stopped_by if state else "error", seconds=seconds,
+        extra={"search": options.search, "iterations": state.iterations_done if state else 0,
+               "rounds": max((int(r.get("round") or 0) for r in records), default=0),
+               "failed_iterations": state.failed_iterations if state else 0,
+               "not_kept": sum(1 for r in records if not (r.get("skydiscover") or {}).get("kept", True)),
+               "batches": list(state.batches) if state else []},
+    )
+    (folder / "run_summary.json").write_text(
+        json.dumps(redact_value(result.summary()), indent=2, default=str) + "\n", encoding="utf-8")
+    return result

@@ -1,0 +1,388 @@
+"""`dream-gym deploy --system skydiscover` (dream_gym.integrations.skydiscover).
+
+SkyDiscover runs for real (the installed 0.1 package: its MainController, databases, managers,
+prompts, diff parser, checkpoints) against the built-in agent server; nothing is mocked. Every
+run goes through the CLI as users run it. Small budgets: W = 2, at most 40 iterations (a few
+seconds each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("skydiscover")
+
+from dream_gym import load_world  # noqa: E402
+from dream_gym.online.loop import tree_view  # noqa: E402
+from dream_gym.policies import make_policy  # noqa: E402
+from dream_gym.policy import RunContext, batch_from  # noqa: E402
+
+TASK = "circle-packing-26"
+# A policy file (run isolated, as every policy file): each round the best node and the newest
+# one (distinct), three rounds, then stop. It stops at once instead when it can read the file
+# SECRET: as a policy file it runs isolated, so it cannot.
+BEST_AND_NEWEST = '''
+SECRET = {secret!r}
+
+
+class Policy:
+    def reset(self, context):
+        self.w = context.workers
+    def act(self, view):
+        try:
+            with open(SECRET) as handle:
+                handle.read()
+            return []
+        except OSError:
+            pass
+        if view.rounds >= 3:
+            return []
+        picks = [view.best().id]
+        newest = len(view.nodes) - 1
+        if newest not in picks:
+            picks.append(newest)
+        return picks[: self.w]
+'''
+
+
+def deploy(out: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "skydiscover", "--task", TASK,
+               *args, "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    if check:
+        assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def nodes(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / "nodes.jsonl").read_text().splitlines() if line.strip()]
+
+
+def tree(records: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    return {r["id"]: (r["parent"], r["score"], r.get("code"), r.get("error")) for r in records}
+
+
+def shape(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The tree with ids replaced by positions (SkyDiscover names programs with uuid4s)."""
+    position = {r["id"]: i for i, r in enumerate(records)}
+    return [(position.get(r["parent"]), r["score"], r.get("code"), r.get("error"), r.get("round"), r.get("worker"),
+             r["skydiscover"]["iteration_found"], r["skydiscover"]["kept"]) for r in records]
+
+
+def import_cli(src: Path, out: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "import", str(src), "--from", "auto",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith(f"imported SkyDiscover run {src}")
+
+
+GREEDY = ("--policy", "greedy", "-W", "2", "--budget", "12", "--seed", "0")
+
+
+@pytest.fixture(scope="module")
+def greedy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("greedy") / "world"
+    deploy(out, *GREEDY)
+    return out
+
+
+def test_every_program_is_a_node_and_greedy_chose_every_parent(greedy_run: Path) -> None:
+    """Driving a fresh greedy policy through the recorded prefix views round by round gives
+    exactly the parents of each round's programs, so SkyDiscover's own sampling chose none."""
+    records = nodes(greedy_run)
+    world = load_world(greedy_run)
+    meta = json.loads((greedy_run / "world.json").read_text())
+    assert world.workers == 2 and meta["policy"] == "greedy" and meta["sha256"]
+    assert meta["skydiscover"]["search"] == "topk" and meta["skydiscover"]["iterations_done"] == 12
+    assert records[0]["parent"] is None and records[0]["round"] == 0
+    # every iteration made at least one program; SkyDiscover's retries are programs of their own
+    iterations = [r["skydiscover"]["iteration_found"] for r in records[1:]]
+    assert sorted(set(iterations)) == list(range(1, 13)) and len(records) - 1 >= 12
+    policy = make_policy("greedy")
+    rounds = sorted({r["round"] for r in records[1:]})
+    assert rounds == list(range(1, len(rounds) + 1))
+    for number in rounds:
+        prefix = [r for r in records if r["round"] < number]
+        view = tree_view(prefix, meta, workers=2, beta=0.5, frontier="any", rounds=number - 1, max_rounds=None)
+        if number == 1:
+            policy.reset(RunContext.from_view(view, seed=0))
+        chosen = [prefix[i]["id"] for i in batch_from(policy.act(view))]
+        made = [r for r in records if r["round"] == number]
+        slots = sorted({r["worker"] for r in made})
+        assert slots == list(range(len(slots))) and len(slots) <= 2
+        for slot in slots:  # every program of a slot (its retries too) continues the slot's parent
+            assert {r["parent"] for r in made if r["worker"] == slot} == {chosen[slot]}, f"round {number}"
+    summary = json.loads((greedy_run / "run_summary.json").read_text())
+    assert summary["nodes"] == len(records) and summary["stopped_by"] == "iterations"
+
+
+def test_importing_skydiscovers_own_output_gives_the_recorded_tree(greedy_run: Path, tmp_path: Path) -> None:
+    import_cli(greedy_run / "skydiscover", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(nodes(greedy_run))
+    meta = json.loads((tmp_path / "imported" / "world.json").read_text())
+    assert meta["source"]["system"] == "skydiscover"
+
+
+@pytest.mark.slow
+def test_the_same_seed_gives_the_same_tree(greedy_run: Path, tmp_path: Path) -> None:
+    """Everything but SkyDiscover's uuid4 program ids and the timestamps is the same."""
+    again = tmp_path / "again"
+    deploy(again, *GREEDY)
+    first, second = nodes(greedy_run), nodes(again)
+    assert shape(first) == shape(second)
+    assert {r["id"] for r in first}.isdisjoint({r["id"] for r in second})  # the ids are SkyDiscover's own
+
+
+@pytest.mark.slow
+def test_native_records_skydiscovers_own_topk_choice_with_its_failures(tmp_path: Path) -> None:
+    """SkyDiscover's topk continues its best program: each round's parents are the best program
+    its database held; a failed evaluation (which SkyDiscover keeps nowhere, and retries as a new
+    program) is a node too, and is saved in SkyDiscover's output so that the import is whole."""
+    out = tmp_path / "native"
+    deploy(out, "--policy", "native", "-W", "2", "--budget", "30", "--seed", "1")
+    records = nodes(out)
+    assert json.loads((out / "world.json").read_text())["policy"] == "native"
+    for number in sorted({r["round"] for r in records[1:]}):
+        held = [r for r in records if r["round"] < number and r["skydiscover"]["kept"]]
+        best = max(held, key=lambda r: r["metrics"].get("combined_score", 0.0))
+        assert {r["parent"] for r in records if r["round"] == number} == {best["id"]}, f"round {number}"
+    # the two slots of a round start from the same parent and database: each LLM call has a seed
+    # of its own (iteration, call), so the agent answers them differently
+    first = {(r["round"], r["worker"]): r["code"] for r in reversed(records[1:])}
+    pairs = [(first[(n, 0)], first[(n, 1)]) for n in {r["round"] for r in records[1:]} if (n, 1) in first]
+    assert pairs and all(a != b for a, b in pairs)
+    dropped = [r for r in records if not r["skydiscover"]["kept"]]
+    assert dropped and all(r["score"] is None and r["error"] for r in dropped)
+    assert len(records) - 1 > 30  # a failed program's retries are programs of their own
+    saved = {p.stem for p in (out / "skydiscover" / "dropped" / "programs").glob("*.json")}
+    assert saved == {r["id"] for r in dropped}
+    import_cli(out / "skydiscover", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(records)
+    # the control: without the programs the bridge saved, SkyDiscover's output lacks them
+    (out / "skydiscover" / "dropped").rename(tmp_path / "set-aside")
+    import_cli(out / "skydiscover", tmp_path / "without")
+    assert set(tree(nodes(tmp_path / "without"))) == set(tree(records)) - saved
+
+
+@pytest.mark.slow
+def test_adaevolve_islands_copies_and_migrants_in_the_record_and_the_import(tmp_path: Path) -> None:
+    """AdaEvolve's own sampling (native), two islands, a migration at iteration 15: the copies of
+    the initial program and the migrants are no nodes, their children are their originals'."""
+    out = tmp_path / "ada"
+    deploy(out, "--policy", "native", "-W", "2", "--budget", "16", "--seed", "3", "--option", "search=adaevolve")
+    records = nodes(out)
+    ids = {r["id"] for r in records}
+    assert all(r["parent"] in ids for r in records[1:])
+    islands = {r["skydiscover"]["island"] for r in records if r["skydiscover"]["kept"]}
+    assert islands == {0, 1}
+    programs = [json.loads(p.read_text()) for p in (out / "skydiscover").rglob("programs/*.json")]
+    copies = {p["id"] for p in programs if {"seeded_to_island", "migrated_from"} & set(p["metadata"] or {})}
+    assert copies and copies.isdisjoint(ids)
+    assert any(r["skydiscover"]["parent_id"] in copies for r in records)  # a copy was continued
+    import_cli(out / "skydiscover", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(records)
+
+
+@pytest.mark.slow
+def test_a_policy_file_chooses_the_parents_and_an_empty_batch_stops(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("sk-not-for-policies")
+    policy = tmp_path / "best_and_newest.py"
+    policy.write_text(BEST_AND_NEWEST.format(secret=str(secret)))
+    out = tmp_path / "world"
+    deploy(out, "--policy", str(policy), "-W", "2", "--budget", "20", "--seed", "0", "--option", "search=adaevolve")
+    records = nodes(out)
+    assert json.loads((out / "run_summary.json").read_text())["stopped_by"] == "policy"
+    assert {r["round"] for r in records[1:]} == {1, 2, 3}
+    for number in (1, 2, 3):
+        prefix = [r for r in records if r["round"] < number]
+        scores = [r["score"] if r["score"] is not None else float("-inf") for r in prefix]
+        best = max(range(len(prefix)), key=lambda i: (scores[i], -i))
+        chosen = [best] if best == len(prefix) - 1 else [best, len(prefix) - 1]
+        made = {r["worker"]: r["parent"] for r in records if r["round"] == number}
+        assert made == {slot: prefix[i]["id"] for slot, i in enumerate(chosen)}, f"round {number}"
+    # the control: the same code as trusted module:Class, in-process, reads the file and stops at once
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    trusted = tmp_path / "trusted"
+    deploy(trusted, "--policy", "best_and_newest:Policy", "-W", "2", "--budget", "20", "--seed", "0", env=env)
+    assert len(nodes(trusted)) == 1
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_continues_and_a_second_writer_is_refused(tmp_path: Path, short_tmp_path: Path) -> None:
+    out = tmp_path / "world"
+    args = ("--policy", "fixed", "-W", "2", "--budget", "40", "--seed", "2", "--option", "search=adaevolve")
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "skydiscover", "--task", TASK, *args,
+               "--out", str(out)]
+    # SkyDiscover's evaluator keeps each program in a temporary file that only it removes; the
+    # killed run's go here
+    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(lines(out)) < 8:
+        time.sleep(0.05)
+    from dream_gym.integrations.deploy import DeployRequest
+    from dream_gym.integrations.deploy import deploy as deploy_api
+    from dream_gym.locks import LockedError
+
+    with pytest.raises(LockedError, match=f"pid {proc.pid}"):  # one writer per world
+        deploy_api(DeployRequest(system="skydiscover", task=TASK, out=out, policy="fixed", budget=40, resume=True,
+                                 options={"search": "adaevolve"}))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = lines(out)
+    assert 8 <= len(before) < 41
+    deploy(out, *args, "--resume", env=env)  # not refused: the killed run held the lock, nothing else
+    after = nodes(out)
+    assert [r["id"] for r in after[: len(before)]] == [json.loads(line)["id"] for line in before]
+    assert len({r["id"] for r in after}) == len(after)
+    assert sorted({r["skydiscover"]["iteration_found"] for r in after[1:]}) == list(range(1, 41))
+    rounds = [r["round"] for r in after[1:]]
+    assert rounds == sorted(rounds)  # the resumed run continued with the next rounds
+    assert load_world(out).meta["sha256"]
+    import_cli(out / "skydiscover", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(after)
+    refused = deploy(out, *args, check=False)  # a finished world is not started again
+    assert refused.returncode != 0 and "--resume" in refused.stderr
+
+
+@pytest.mark.slow
+def test_a_model_and_its_api_base_are_passed_through_on_a_task_given_as_files(tmp_path: Path) -> None:
+    """`--task initial_program.py,evaluator.py --model M --api-base URL`: SkyDiscover's LLM client
+    talks to URL with model M (here the agent server standing in for an OpenAI-compatible LLM)."""
+    from dream_gym.integrations.skydiscover import write_task_files
+    from dream_gym.online.agent_server import AgentServer
+
+    initial, evaluator = write_task_files(TASK, tmp_path / "problem")
+    files = f"{initial},{evaluator}"
+    with AgentServer(TASK, seed=0) as server:
+        out = tmp_path / "world"
+        command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "skydiscover", "--task", files,
+                   "--policy", "greedy", "-W", "2", "--budget", "4", "--model", "openai/dream-gym-builtin",
+                   "--api-base", server.base_url, "--out", str(out)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert server.requests >= 4
+    meta = json.loads((out / "world.json").read_text())
+    assert meta["agent"] == "openai/dream-gym-builtin" and meta["task"]["name"] == "problem"
+    assert len(nodes(out)) >= 5
+    refused = subprocess.run(command[: command.index("--model")] + ["--out", str(tmp_path / "other")],
+                             capture_output=True, text=True, timeout=600)
+    assert refused.returncode != 0 and "needs --model" in refused.stderr and not (tmp_path / "other").exists()
+
+
+def lines(out: Path) -> list[str]:
+    path = out / "nodes.jsonl"
+    if not path.exists():
+        return []
+    return [line for line in path.read_text().split("\n")[:-1] if line.strip()]
+
+
+@pytest.mark.parametrize("search, hook", [
+    ("evox", "CoEvolutionManager._switch_to_new_search_algorithm"),
+    ("openevolve", "skydiscover.extras.external.openevolve_backend.run"),
+    ("shinkaevolve", "skydiscover.extras.external.shinkaevolve_backend.run"),
+    ("gepa", "skydiscover.extras.external.gepa_backend.run"),
+])
+def test_searches_without_a_database_sample_are_refused_naming_why(tmp_path: Path, search: str, hook: str) -> None:
+    out = tmp_path / "world"
+    for policy in ("greedy", "native"):
+        done = deploy(out, "--policy", policy, "--budget", "2", "--option", f"search={search}", check=False)
+        assert done.returncode != 0 and hook in done.stderr and "sample()" in done.stderr
+        assert done.stderr.count("error:") == 1 and "Traceback" not in done.stderr
+    assert not out.exists()
+    bad = deploy(out, "--budget", "2", "--option", "serach=topk", check=False)
+    assert bad.returncode != 0 and "unknown SkyDiscover option(s) serach" in bad.stderr and not out.exists()
+
+
+def test_skydiscovers_evaluator_file_runs_candidates_in_the_sandbox(tmp_path: Path) -> None:
+    """The evaluator.py SkyDiscover imports scores a candidate through the task's own isolated
+    evaluator: a candidate that writes outside its workspace cannot, and still gets its score."""
+    from skydiscover.evaluation.evaluation_result import EvaluationResult
+
+    from dream_gym.integrations.skydiscover import write_task_files
+    from dream_gym.online.tasks import get_task
+
+    _, evaluator = write_task_files(TASK, tmp_path / "task")
+    namespace: dict[str, Any] = {}
+    exec(compile(evaluator.read_text(), str(evaluator), "exec"), namespace)  # as SkyDiscover loads it
+    escaped = tmp_path / "escaped.txt"
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(get_task(TASK).initial_program() + (
+        "\n\ntry:\n    open(" + repr(str(escaped)) + ", 'w').write('out')\nexcept OSError:\n    pass\n"))
+    result = namespace["evaluate"](str(candidate))
+    assert isinstance(result, EvaluationResult) and result.metrics["combined_score"] > 0.9
+    assert not escaped.exists()
+    exec(compile(candidate.read_text(), str(candidate), "exec"), {})  # the control: unsandboxed, it writes
+    assert escaped.read_text() == "out"
+    candidate.write_text("def construct_packing(:\n")
+    broken = namespace["evaluate"](str(candidate))
+    assert broken.metrics["combined_score"] == 0.0 and "SyntaxError" in broken.metrics["error"]
+    assert broken.artifacts["fail_class"] == "repairable"
+
+
+def test_the_agent_servers_answers_parse_with_skydiscovers_own_parser() -> None:
+    """SkyDiscover's prompts (its own builder, diff and full-rewrite templates) read by the agent
+    server, whose answer SkyDiscover's own parser turns into the agent's program exactly."""
+    from skydiscover.config import PromptConfig
+    from skydiscover.prompt.default import DefaultContextBuilder
+    from skydiscover.search.base_database import Program
+    from skydiscover.utils.code_utils import apply_diff, parse_full_rewrite
+
+    from dream_gym.integrations.skydiscover.evaluator import evaluate_program
+    from dream_gym.online.agent_server import AgentResponder, ParsedPrompt, parse_prompt
+    from dream_gym.online.agents import builtin_agent
+    from dream_gym.online.tasks import get_task
+
+    task = get_task(TASK)
+    responder = AgentResponder(TASK, seed=0)
+    builder = DefaultContextBuilder(PromptConfig())
+    broken = task.initial_program().replace("def construct_packing():", "def construct_packing(:")
+    for code in (task.initial_program(), broken):
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"dg-sky-{os.getpid()}.py"
+        path.write_text(code)
+        try:
+            result = evaluate_program(TASK, str(path))
+        finally:
+            path.unlink()
+        parent = Program(id="p", solution=code, metrics=result.metrics, artifacts=result.artifacts)
+        for diff in (True, False):
+            prompt = builder.build_prompt({"": parent}, {"program_metrics": parent.metrics, "diff_based_generation": diff,
+                                                         "inspiration_programs": {}, "language": "python"})
+            body = {"messages": [{"role": "system", "content": prompt["system"]},
+                                 {"role": "user", "content": prompt["user"]}], "seed": 7}
+            # the trap: the task text below the program quotes "# Current Program" (and the
+            # full-rewrite template shows a placeholder code block after it)
+            assert prompt["user"].rfind("# Current Program") > prompt["user"].find(code)
+            parsed = parse_prompt(body["messages"])
+            assert isinstance(parsed, ParsedPrompt) and parsed.code == code and parsed.diff_mode == diff
+            if code is broken:
+                assert parsed.fitness == 0.0 and parsed.error and "SyntaxError" in parsed.error
+            else:
+                assert parsed.error is None and parsed.fitness == pytest.approx(result.metrics["combined_score"], abs=1e-4)
+                assert parsed.diagnostics == result.artifacts["diagnostics"]
+            answer = responder.reply(body)
+            child = apply_diff(code, answer) if diff else parse_full_rewrite(answer, "python")
+            expected = builtin_agent(TASK).propose(task, _parent_context(parsed, task), responder.rng_for(body)).code
+            assert child.strip() == expected.strip() and child.strip() != code.strip()
+
+
+def _parent_context(parsed: Any, task: Any) -> Any:
+    """The parent the server gives the agent (as AgentResponder.reply builds it)."""
+    from dream_gym.online.agent_base import ParentContext
+    from dream_gym.online.fitness import task_score
+
+    score = None if parsed.error or parsed.fitness is None or parsed.fitness <= 0 else task_score(
+        parsed.fitness, task.direction)
+    return ParentContext(code=parsed.code, score=score, diagnostics=parsed.diagnostics, error=parsed.error,
+                         history=[{"score": score, "error": parsed.error, "fail_class": None,
+                                   "diagnostics": parsed.diagnostics[:300], "code": parsed.code}])
