@@ -27,6 +27,7 @@ NATIVE_POLICY = "native"  # the system's own parent selection, recorded
 #: Each system's bridge, ``module:function``, imported when that system is asked for.
 SYSTEMS: dict[str, str] = {
     "openevolve": "dream_gym.integrations.openevolve.deploy:run",
+    "shinkaevolve": "dream_gym.integrations.shinkaevolve.deploy:run",
     "skydiscover": "dream_gym.integrations.skydiscover.deploy:run",
 }
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from dream_gym.online.agent_base import ParentContext
+from dream_gym.online.agent_base import ParentContext, Proposal
 from dream_gym.online.fitness import task_score
 
 HOST = "127.0.0.1"
@@ -138,6 +138,99 @@ def skydiscover_feedback(before_code: str, after_code: str) -> tuple[float | Non
     error_line = _SKY_ERROR.search(info)
     error = artifacts.get("error") or (error_line.group(1).strip() if error_line else None) or None
     return fitness, error, artifacts.get("diagnostics", "")
+
+
+# ShinkaEvolve's prompts (shinka.prompts, 0.0.7): the system message asks for <NAME>, <DESCRIPTION> and
+# either <DIFF> (SEARCH/REPLACE blocks) or <CODE> (the whole program in a fence); the parent is the
+# fenced block under "# Current program" ("# Incorrect Program to Fix" in fix mode), followed by
+# "Combined score to maximize: ..." and, with use_text_feedback, the evaluator's text feedback.
+# Only the text between the EVOLVE-BLOCK-START and -END lines may change: the agent sees that text.
+_SHINKA_HEADER = re.compile(r"^# (?:Current program|Incorrect Program to Fix)[ \t]*$", re.MULTILINE)
+_SHINKA_SCORE = re.compile(r"^Combined score to maximize:[ \t]*(\S+)", re.MULTILINE)
+_SHINKA_FEEDBACK = "Here is additional text feedback about the current program:"
+_SHINKA_STDERR = re.compile(r"^### Standard Error \(stderr\):\n\n```\n(.*?)\n```", re.MULTILINE | re.DOTALL)
+_EVOLVE_LINE = re.compile(r"^[^\n]*EVOLVE-BLOCK-(START|END)[^\n]*\n?", re.MULTILINE)
+
+
+@dataclass
+class ShinkaPrompt(ParsedPrompt):
+    """A ShinkaEvolve request: ``code`` is the parent's evolvable text, between ``prefix`` and ``suffix``."""
+
+    prefix: str = ""
+    suffix: str = ""
+
+
+def shinka_prompt(messages: Sequence[dict[str, Any]]) -> ShinkaPrompt | None:
+    """What a ShinkaEvolve request asks (None for another client's prompt)."""
+    system = "\n".join(message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "system")
+    if "<NAME>" not in system or ("<DIFF>" not in system and "<CODE>" not in system):
+        return None
+    users = [message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    text = users[0] if users else ""  # retries append "try again" turns; the first holds the parent
+    headers = list(_SHINKA_HEADER.finditer(text))
+    block = _FENCE.search(text, headers[-1].end()) if headers else None
+    if block is None:
+        return None
+    after = text[block.end():]
+    found = _SHINKA_SCORE.search(after)
+    try:
+        fitness = float(found.group(1)) if found else None
+    except ValueError:
+        fitness = None
+    feedback = after[after.find(_SHINKA_FEEDBACK):] if _SHINKA_FEEDBACK in after else ""
+    stderr = _SHINKA_STDERR.search(after)
+    error = _artifact(feedback, "error") or (stderr.group(1).strip() if stderr else None)
+    if error is None and "Incorrect Program to Fix" in headers[-1].group(0):
+        error = "the program is incorrect: it did not pass validation"
+    prefix, code, suffix = evolve_region(block.group(1))
+    return ShinkaPrompt(code=code, diff_mode="<DIFF>" in system, fitness=fitness, error=error,
+                        diagnostics=_artifact(feedback, "diagnostics") or "", prefix=prefix, suffix=suffix)
+
+
+def evolve_region(program: str) -> tuple[str, str, str]:
+    """(prefix, evolvable text, suffix) of a program with one EVOLVE-BLOCK region; ("", program, "")
+    for a program without markers or with several regions."""
+    markers = list(_EVOLVE_LINE.finditer(program))
+    if [m.group(1) for m in markers] != ["START", "END"]:
+        return "", program, ""
+    start, end = markers
+    return program[: start.end()], program[start.end(): end.start()], program[end.start():]
+
+
+def shinka_answer(prompt: ShinkaPrompt, proposal: Proposal) -> str:
+    """The agent's child in the form ShinkaEvolve parses (its ``apply_diff_patch`` or
+    ``apply_full_patch``): <NAME>, <DESCRIPTION>, then <DIFF> blocks or the whole file in <CODE>."""
+    note = " ".join(proposal.notes.split())
+    name = re.sub(r"[^a-z0-9_]+", "_", note.lower()).strip("_")[:60] or "edit"
+    child = proposal.code.strip("\n")
+    head = f"<NAME>\n{name}\n</NAME>\n\n<DESCRIPTION>\n{note}\n</DESCRIPTION>\n\n"
+    if prompt.diff_mode:
+        return head + f"<DIFF>\n{format_diff(shinka_blocks(prompt, child))}\n</DIFF>\n"
+    program = f"{prompt.prefix}{child}\n{prompt.suffix}" if prompt.prefix else child
+    return head + f"<CODE>\n```python\n{program.rstrip()}\n```\n</CODE>\n"
+
+
+def shinka_blocks(prompt: ShinkaPrompt, child: str) -> list[tuple[str, str]]:
+    """SEARCH/REPLACE blocks turning the parent's evolvable text into ``child``, checked with
+    ShinkaEvolve's own ``apply_diff_patch`` when it is installed (it matches the first occurrence
+    in the text so far and drops blank lines at a block's ends); else one block of the whole text."""
+    code = prompt.code or ""
+    parent = f"{prompt.prefix}{code}{prompt.suffix}"
+    wanted = f"{prompt.prefix}{child}\n{prompt.suffix}"
+    blocks = diff_blocks(code, child)
+    try:
+        from shinka.edit.apply_diff import apply_diff_patch
+    except ImportError:
+        return blocks
+    applied, count, _, error, _, _ = apply_diff_patch(patch_str=format_diff(blocks), original_str=parent,
+                                                       language="python", verbose=False)
+    if error is None and count and _lines(applied) == _lines(wanted):
+        return blocks
+    return [(code.strip("\n"), child)]
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines() if line.strip()]
 
 
 def _artifact(section: str, key: str) -> str | None:
@@ -248,7 +341,7 @@ class AgentResponder:
         messages = body.get("messages")
         if not isinstance(messages, list):
             raise ValueError("the request has no 'messages' list")
-        parsed = parse_prompt(messages)
+        parsed = shinka_prompt(messages) or parse_prompt(messages)
         if parsed.code is None:
             return ("I found no program to improve in this prompt: put the current program in a fenced "
                     "code block (OpenEvolve's '# Current Program' section).")
@@ -260,6 +353,8 @@ class AgentResponder:
                       "diagnostics": parsed.diagnostics[:300], "code": parsed.code}],
         )
         proposal = builtin_agent(self.task_name).propose(self.task, parent, self.rng_for(body))
+        if isinstance(parsed, ShinkaPrompt):
+            return shinka_answer(parsed, proposal)
         note = proposal.notes.replace("\n", " ")
         if parsed.diff_mode:
             return f"Change: {note}\n\n{format_diff(diff_blocks(parsed.code, proposal.code))}\n"
@@ -275,6 +370,7 @@ class AgentServer:
         self.responder = AgentResponder(task_name, seed)
         self.requests = 0
         self._lock = threading.Lock()
+        self._agent_lock = threading.Lock()  # see do_POST
         self._httpd = ThreadingHTTPServer((host, port), self._handler())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -366,7 +462,8 @@ class AgentServer:
                     self._error(400, "streaming is not supported: send stream=false")
                     return
                 try:
-                    content = server.responder.reply(body)
+                    with server._agent_lock:  # one answer at a time: the agents parse programs with
+                        content = server.responder.reply(body)  # ast, whose C state CPython 3.11 shares
                 except ValueError as exc:
                     self._error(400, str(exc))
                     return

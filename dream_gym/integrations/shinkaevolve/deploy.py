@@ -1,0 +1,338 @@
+"""``dream-gym deploy --system shinkaevolve``: one ShinkaEvolve run, recorded as a world.
+
+The world folder ``out`` holds ``world.json`` and ``nodes.jsonl`` (every program a node; ``score``
+is ShinkaEvolve's ``combined_score``, null with the evaluator's reason for an incorrect program),
+``shinkaevolve/`` (ShinkaEvolve's own results folder: ``programs.sqlite``, ``gen_<g>/`` with each
+program, its patch and its evaluation, ``best/``, ``evolution_run.log``) and ``task/`` (for a
+built-in task, the ``initial.py`` and ``evaluate.py`` given to ShinkaEvolve). As in
+``dream-gym grow``: each node is written with flush + fsync once ShinkaEvolve has committed its
+row, the run holds the folder's lock, and ``resume`` continues a killed run (ShinkaEvolve resumes
+from its database; programs it saved that the world lacks are recorded first; a generation that
+was started but not saved when the run was killed is spent).
+
+The budget is ShinkaEvolve's generations: ``budget`` proposals (generations 1 to ``budget``;
+``num_generations = budget + 1`` with the initial program); W is its ``max_evaluation_jobs`` and
+``max_proposal_jobs``. Without ``model`` the children come from the task's built-in agent behind
+an :class:`~dream_gym.online.agent_server.AgentServer` started for the run (no LLM, no key), given
+to ShinkaEvolve as its dynamic local model ``local/dream-gym-builtin@http://127.0.0.1:<port>/v1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, DeployResult, SystemUnavailable
+from dream_gym.locks import folder_lock
+from dream_gym.redact import redact_value
+from dream_gym.world import NODES_FILE
+
+SUPPORTED_SHINKA = ">=0.0.7,<0.0.8"
+OUTPUT_DIR = "shinkaevolve"
+LOG_FILE = "evolution_run.log"
+#: Options a request may set (``DeployRequest.options``).
+OPTIONS = ("frontier", "num_islands", "patch_types", "patch_type_probs", "log_level")
+PATCH_TYPES = ("diff", "full", "cross")  # ShinkaEvolve's patch prompts (its fix prompt is for incorrect parents)
+
+
+def check_shinka() -> str:
+    """The installed ShinkaEvolve version; :class:`SystemUnavailable` when missing or unsupported."""
+    try:
+        version = importlib.metadata.version("shinka-evolve")
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemUnavailable("ShinkaEvolve is not installed: pip install 'dream-gym[shinka]' "
+                                f"(shinka-evolve{SUPPORTED_SHINKA})") from None
+    if version.split(".")[:3] != ["0", "0", "7"]:
+        raise SystemUnavailable(
+            f"ShinkaEvolve {version} is installed; the bridge supports shinka-evolve{SUPPORTED_SHINKA} (it "
+            "overrides ShinkaEvolveRunner._proposal_coordinator_task and "
+            "AsyncProgramDatabase.sample_with_fix_mode_async of that version)")
+    return version
+
+
+def resolve_task(spec: str, folder: Path) -> tuple[str | None, Path, Path]:
+    """(built-in task name or None, initial program, evaluation script) of a ``--task`` value."""
+    if "," in spec:
+        initial, evaluate = (Path(p.strip()) for p in spec.split(",", 1))
+        for path in (initial, evaluate):
+            if not path.is_file():
+                raise FileNotFoundError(f"--task {spec}: {path} does not exist")
+        return None, initial.resolve(), evaluate.resolve()
+    from dream_gym.integrations.shinkaevolve.evaluator import write_task_files
+    from dream_gym.online.tasks import get_task
+
+    get_task(spec)  # KeyError listing the tasks
+    initial, evaluate = write_task_files(spec, folder / "task")
+    return spec, initial.resolve(), evaluate.resolve()
+
+
+def model_name(model: str, api_base: str | None) -> tuple[str, bool]:
+    """ShinkaEvolve's name of ``model`` and whether its requests carry a seed (an OpenAI-compatible
+    server). With ``api_base``: its dynamic local model ``local/<name>@<api_base>``, whose key is
+    ``OPENAI_API_KEY`` when set (else ShinkaEvolve's ``LOCAL_OPENAI_API_KEY`` or none); without:
+    the name as ShinkaEvolve knows it (its pricing table, ``openrouter/...``), with its own keys."""
+    from shinka.llm.providers.model_resolver import resolve_model_backend
+    from shinka.model_availability import validate_model_env_access
+
+    if api_base:
+        name = model.split("/", 1)[1] if model.startswith("openai/") else model
+        key = "?api_key_env=OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else ""
+        return f"local/{name}@{api_base.rstrip('/')}{key}", True
+    try:
+        resolved = resolve_model_backend(model)
+        validate_model_env_access(llm_models=[model], embedding_models=[])
+    except ValueError as exc:
+        raise ValueError(f"--model {model}: {exc} (or give --api-base for an OpenAI-compatible server)") from None
+    return model, resolved.provider == "local_openai"
+
+
+def task_message(task_name: str | None) -> str:
+    """ShinkaEvolve's task system message: its default, and the task's description."""
+    from shinka.defaults import DEFAULT_TASK_SYS_MSG
+
+    if task_name is None:
+        return DEFAULT_TASK_SYS_MSG
+    from dream_gym.online.tasks import get_task
+
+    task = get_task(task_name)
+    goal = ("combined_score is the task's score" if task.direction == "maximize" else
+            "combined_score is 1 / the task's score (the task minimises its score)")
+    return f"{DEFAULT_TASK_SYS_MSG}\n\nTask: {task.description}\n({goal}.)"
+
+
+def shinka_configs(request: DeployRequest, task_name: str | None, initial: Path, evaluate: Path,
+                   results_dir: Path, model: str) -> tuple[Any, Any, Any]:
+    """ShinkaEvolve's EvolutionConfig, DatabaseConfig and LocalJobConfig: its defaults, with the
+    run's budget, model, files and folder. No embedding, meta-summary or novelty model (each would
+    need a model of its own); the evaluator's text feedback is shown in the prompts."""
+    from shinka.core import EvolutionConfig
+    from shinka.database import DatabaseConfig
+    from shinka.launch import LocalJobConfig
+
+    options = request.options
+    evo = EvolutionConfig(
+        task_sys_msg=task_message(task_name), num_generations=request.budget + 1, language="python",
+        llm_models=[model], llm_dynamic_selection=None, embedding_model=None, init_program_path=str(initial),
+        results_dir=str(results_dir), use_text_feedback=True,
+    )
+    if "patch_types" in options:
+        evo.patch_types, evo.patch_type_probs = patch_types(options)
+    db = DatabaseConfig()
+    if "num_islands" in options:
+        db.num_islands = int(options["num_islands"])
+    job = LocalJobConfig(eval_program_path=str(evaluate), time=_job_time(task_name))
+    return evo, db, job
+
+
+def patch_types(options: dict[str, Any]) -> tuple[list[str], list[float]]:
+    """ShinkaEvolve's patch types and their probabilities from ``--option patch_types=diff,full``
+    (and ``patch_type_probs=0.7,0.3``; default: equal); ValueError naming a bad value."""
+    kinds = [k.strip() for k in str(options["patch_types"]).split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in PATCH_TYPES]
+    if not kinds or unknown:
+        raise ValueError(f"--option patch_types={options['patch_types']}: a comma-separated list of "
+                         f"{', '.join(PATCH_TYPES)}")
+    raw = options.get("patch_type_probs")
+    try:
+        probs = [float(p) for p in str(raw).split(",")] if raw is not None else [1.0 / len(kinds)] * len(kinds)
+    except ValueError:
+        probs = []
+    if len(probs) != len(kinds) or any(p < 0 for p in probs) or abs(sum(probs) - 1.0) > 1e-6:
+        raise ValueError(f"--option patch_type_probs={raw}: {len(kinds)} probabilities (one per patch type) "
+                         "that sum to 1")
+    return kinds, probs
+
+
+def _job_time(task_name: str | None) -> str | None:
+    """ShinkaEvolve's per-evaluation time limit (hh:mm:ss): the task's deadline and a minute."""
+    if task_name is None:
+        return None
+    from dream_gym.online.tasks import get_task
+
+    seconds = int(get_task(task_name).limits.deadline_s) + 60
+    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+@contextlib.contextmanager
+def shinka_output(results_dir: Path, level: str) -> Iterator[None]:
+    """ShinkaEvolve's log records and console output go to ``<results>/evolution_run.log``."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    logger = logging.getLogger("shinka")
+    saved = (logger.level, logger.propagate)
+    with open(results_dir / LOG_FILE, "a", encoding="utf-8") as log:
+        handler = logging.StreamHandler(log)
+        handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(getattr(logging, level.upper(), logging.INFO))
+        logger.propagate = False
+        try:
+            with contextlib.redirect_stdout(log):
+                yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(saved[0])
+            logger.propagate = saved[1]
+
+
+def _saved_generations(db_path: Path) -> int:
+    """How many generations after the initial program ShinkaEvolve's database holds."""
+    conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM programs WHERE generation > 0").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _load_policy(request: DeployRequest) -> tuple[Any, Any]:
+    """(policy, its isolated source to close) of ``request.policy``; (None, None) for native."""
+    if request.policy == NATIVE_POLICY:
+        return None, None
+    from dream_gym.evaluate import model_trust
+    from dream_gym.policy_files.specs import PolicySource, is_file_spec
+
+    with model_trust(request.trust_model):  # a model zip: as data unless trusted
+        if request.policy_params and not is_file_spec(request.policy):
+            from dream_gym.policy_files import load_policy
+
+            return load_policy(request.policy, params=request.policy_params), None
+        source = PolicySource(request.policy)
+        return source.new(), source
+
+
+def _check_request(request: DeployRequest) -> None:
+    unknown = sorted(set(request.options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown ShinkaEvolve option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
+    if "patch_types" in request.options:
+        patch_types(request.options)
+    elif "patch_type_probs" in request.options:
+        raise ValueError("--option patch_type_probs needs --option patch_types")
+    islands = request.options.get("num_islands", 1)
+    if isinstance(islands, bool) or not isinstance(islands, int) or islands < 1:
+        raise ValueError(f"--option num_islands={islands}: a whole number of islands, at least 1")
+    if request.model is None and "," in request.task:
+        raise ValueError("a task given as initial.py,evaluate.py needs --model (the built-in agent knows the "
+                         "built-in tasks only)")
+    if request.policy != NATIVE_POLICY and not request.trust_model:
+        from dream_gym.evaluate import check_model_zips
+
+        check_model_zips([request.policy])  # a zip that does not load as data: refused before any folder is made
+
+
+def open_world(request: DeployRequest, folder: Path, version: str) -> tuple[Any, str | None, Path, Path]:
+    """(writer, task name, initial, evaluate): the world created, or reopened to resume."""
+    from dream_gym.world_writer import WorldWriter, new_meta
+
+    results_dir = folder / OUTPUT_DIR
+    exists = (folder / NODES_FILE).exists()
+    if exists and not request.resume:
+        raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
+    if request.resume and not exists and results_dir.exists():
+        raise FileExistsError(f"{results_dir} exists without a world to resume")
+    db_path = results_dir / "programs.sqlite"
+    recorded = exists and (folder / NODES_FILE).stat().st_size > 0
+    if recorded and not db_path.is_file():
+        raise FileNotFoundError(f"{db_path} is missing: ShinkaEvolve's database is needed to resume {folder}")
+    if exists and (not db_path.is_file() or _saved_generations(db_path) == 0) and results_dir.exists():
+        shutil.rmtree(results_dir)  # stopped while setting up: ShinkaEvolve starts again (same root id)
+    task_name, initial, evaluate = resolve_task(request.task, folder)
+    if exists:
+        return WorldWriter.open(folder), task_name, initial, evaluate
+    description, direction_note = "", None
+    if task_name is not None:
+        from dream_gym.online.tasks import get_task
+
+        task = get_task(task_name)
+        description, direction_note = task.description, task.direction
+    own = "its own parent selection" if request.policy == NATIVE_POLICY else "parents chosen by a dream_gym policy"
+    meta = new_meta(
+        request.world_id or folder.name, task_name or initial.parent.name, description, direction="maximize",
+        workers=request.workers, frontier=str(request.options.get("frontier", "any")),
+        source=f"dream-gym deploy --system shinkaevolve (ShinkaEvolve {version}, {own})", licence="CC-BY-4.0",
+        policy=request.policy, agent=request.model or "dream-gym serve-agent (built-in agent)", seed=request.seed,
+        beta=request.beta, metric="combined_score", command=request.command,
+        shinkaevolve={"version": version, "budget": request.budget, "task_direction": direction_note,
+                      "initial": str(initial), "evaluate": str(evaluate)},
+    )
+    return WorldWriter.create(folder, meta), task_name, initial, evaluate
+
+
+def run(request: DeployRequest) -> DeployResult:
+    """One ShinkaEvolve run with ``request.policy`` choosing the parents (see the module docstring)."""
+    version = check_shinka()
+    from dream_gym.sandbox import require_sandbox
+
+    require_sandbox()  # candidates (built-in tasks) and policy files run sandboxed
+    _check_request(request)
+    model, seeded = model_name(request.model, request.api_base) if request.model else ("", True)
+    started = time.time()
+    folder = Path(request.out)
+    with folder_lock(folder):  # a second run of the same folder is refused naming the first
+        writer, task_name, initial, evaluate = open_world(request, folder, version)
+    results_dir = folder / OUTPUT_DIR
+    server = source = state = None
+    try:
+        from dream_gym.integrations.shinkaevolve import bridge  # imports ShinkaEvolve (seconds)
+
+        if request.model is None:
+            from dream_gym.online.agent_server import MODEL_NAME, AgentServer
+
+            assert task_name is not None
+            server = AgentServer(task_name, seed=request.seed).start()
+            model = f"local/{MODEL_NAME}@{server.base_url}"
+        evo, db, job = shinka_configs(request, task_name, initial, evaluate, results_dir, model)
+        policy, source = _load_policy(request)
+        state = bridge.RunState(writer, policy, request.workers, results_dir.resolve(), seed=request.seed,
+                                beta=request.beta, frontier=str(request.options.get("frontier", "any")))
+        if policy is None:
+            bridge.seed_global_generators(request.seed)
+        with shinka_output(results_dir, str(request.options.get("log_level", "INFO"))):
+            runner = bridge.PolicyRunner(evo, job, db, state=state, workers=request.workers, request_seeds=seeded,
+                                         banner_style="minimal", verbose=False, max_evaluation_jobs=request.workers,
+                                         max_proposal_jobs=request.workers)
+            runner.run()
+        if state.error is not None:
+            raise state.error
+        state.end_round()
+        state.catch_up()  # anything committed by ShinkaEvolve's last steps
+        writer.update_meta(shinkaevolve=dict(writer.meta.get("shinkaevolve") or {}) | {
+            "stopped_by": state.stopped_by, "failed_generations": sorted(state.failed_generations)})
+        writer.finish()
+    finally:
+        if state is not None:
+            with contextlib.suppress(Exception):  # the original error matters more
+                state.end_round()
+        writer.close()
+        if source is not None:
+            source.close()
+        if server is not None:
+            server.stop()
+    return _result(folder, writer.records, version, state, started)
+
+
+def _result(folder: Path, records: list[dict[str, Any]], version: str, state: Any, started: float) -> DeployResult:
+    generations = max((int((r.get("shinkaevolve") or {}).get("generation") or 0) for r in records), default=0)
+    scores = [r["score"] for r in records if r.get("score") is not None]
+    result = DeployResult(
+        system="shinkaevolve", version=version, folder=folder, nodes=len(records),
+        invalid=sum(1 for r in records[1:] if r.get("score") is None), best_score=max(scores) if scores else None,
+        stopped_by=state.stopped_by if state else "error", seconds=time.time() - started,
+        extra={"generations": generations, "rounds": max((int(r.get("round") or 0) for r in records), default=0),
+               "failed_generations": sorted(state.failed_generations) if state else [],
+               "batches": list(state.batches) if state else []},
+    )
+    (folder / "run_summary.json").write_text(
+        json.dumps(redact_value(result.summary()), indent=2, default=str) + "\n", encoding="utf-8")
+    return result
+
+
+__all__ = ["OPTIONS", "SUPPORTED_SHINKA", "check_shinka", "model_name", "run"]

@@ -1,0 +1,162 @@
+"""dream_gym's built-in tasks as ShinkaEvolve task files (``initial.py`` and ``evaluate.py``).
+
+ShinkaEvolve edits only the text between ``EVOLVE-BLOCK-START`` and ``EVOLVE-BLOCK-END``
+comment lines, and evaluates each program by running ``python evaluate.py --program_path
+gen_<g>/main.py --results_dir gen_<g>/results``, which must write ``correct.json``
+(``{"correct": bool, "error": str | null}``) and ``metrics.json`` (``combined_score``,
+``public``, ``private``, ``text_feedback``) there (``shinka.core.wrap_eval.save_json_results``).
+
+:func:`write_task_files` writes a built-in task's baseline as ``initial.py``, the whole program
+between the two markers (every line of it may evolve), and an ``evaluate.py`` that calls
+:func:`main`: the candidate runs through the task's own evaluator (``Task.evaluate``: the
+isolated harness, the sandbox, time and memory limits; the candidate never reports its own
+score). The program file is read as data (a regular file of bounded size). What it writes:
+
+* ``correct``: the task's verdict; ``error``: the evaluator's reason for an invalid candidate;
+* ``combined_score``: the task's score when it maximises, ``1 / score`` when it minimises (every
+  built-in minimised score is positive), so higher is better; 0.0 for an invalid candidate;
+* ``public``: the task's ``score`` (its own direction, valid candidates only) and numeric
+  metrics; ``text_feedback``: the error and the diagnostics, as ``### error`` and
+  ``### diagnostics`` sections with fenced bodies (shown in ShinkaEvolve's prompts with
+  ``use_text_feedback``); the same text is printed on stdout (stderr for an error), which its
+  fix prompt shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from dream_gym.limits import LeftoverError, read_leftover, size_text
+from dream_gym.online.fitness import combined_score
+from dream_gym.work_folders import work_folder
+
+START_MARKER = "# EVOLVE-BLOCK-START"
+END_MARKER = "# EVOLVE-BLOCK-END"
+INITIAL_FILE = "initial.py"
+EVALUATE_FILE = "evaluate.py"
+#: Bytes of a program file read for evaluation (the task's own limits apply after that).
+PROGRAM_MAX_BYTES = 1 << 20
+WORKDIR = "<workdir>"  # stands for the evaluation's work folder in error texts
+
+EVALUATE_TEMPLATE = '''"""ShinkaEvolve evaluation script for the dream_gym task {task!r} (written by dream-gym).
+
+Runs the candidate through dream_gym's own evaluator of the task (isolated, sandboxed, time- and
+memory-limited) and writes correct.json and metrics.json into --results_dir.
+"""
+
+from dream_gym.integrations.shinkaevolve.evaluator import main
+
+TASK = {task!r}
+
+if __name__ == "__main__":
+    main(TASK)
+'''
+
+
+def marked_program(code: str) -> str:
+    """``code`` between the two EVOLVE-BLOCK markers: all of it may evolve."""
+    return f"{START_MARKER}\n{code.rstrip()}\n{END_MARKER}\n"
+
+
+def feedback_text(error: str | None, diagnostics: str) -> str:
+    """The text feedback of one evaluation: ``### error`` (when invalid) and ``### diagnostics``."""
+    parts = []
+    if error:
+        parts.append(f"### error\n```\n{error.strip()}\n```")
+    if diagnostics.strip():
+        parts.append(f"### diagnostics\n```\n{diagnostics.strip()}\n```")
+    return "\n".join(parts)
+
+
+def evaluation_files(task: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(correct.json, metrics.json) of one dream_gym ``Evaluation``."""
+    public: dict[str, Any] = {}
+    for name, value in (evaluation.metrics or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            public[str(name)] = float(value)
+    valid = bool(evaluation.valid and evaluation.score is not None)
+    error = None if valid else str(evaluation.error or "invalid")
+    if valid:
+        public["score"] = float(evaluation.score)
+    metrics = {
+        "combined_score": combined_score(float(evaluation.score), task.direction) if valid else 0.0,
+        "public": public,
+        "private": {} if valid else {"fail_class": str(evaluation.fail_class or "repairable")},
+        "text_feedback": feedback_text(error, str(evaluation.diagnostics or "")),
+    }
+    return {"correct": valid, "error": error}, metrics
+
+
+def failed_files(error: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The files of a program that could not be read (no evaluation ran)."""
+    metrics = {"combined_score": 0.0, "public": {}, "private": {"fail_class": "repairable"},
+               "text_feedback": feedback_text(error, "")}
+    return {"correct": False, "error": error}, metrics
+
+
+def evaluate_file(task_name: str, program_path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(correct.json, metrics.json) of the program at ``program_path`` on the built-in task."""
+    from dream_gym.online.tasks import get_task
+
+    try:
+        code = read_leftover(Path(program_path), PROGRAM_MAX_BYTES).decode("utf-8", errors="replace")
+    except (LeftoverError, FileNotFoundError) as exc:
+        problem = exc.problem if isinstance(exc, LeftoverError) else "does not exist"
+        if problem.startswith("is larger"):
+            problem += f" ({size_text(PROGRAM_MAX_BYTES)} is the limit)"
+        return failed_files(f"program file {problem}")
+    task = get_task(task_name)
+    workdir = work_folder("shinka_eval")
+    try:
+        evaluation = task.evaluate(code, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    correct, metrics = evaluation_files(task, evaluation)
+    # the work folder's name (a pid, a random suffix) would make the text differ from run to run
+    for path in {str(workdir.resolve()), str(workdir)}:
+        correct["error"] = correct["error"].replace(path, WORKDIR) if correct["error"] else None
+        metrics["text_feedback"] = metrics["text_feedback"].replace(path, WORKDIR)
+    return correct, metrics
+
+
+def write_results(results_dir: str | os.PathLike[str], correct: dict[str, Any], metrics: dict[str, Any]) -> None:
+    folder = Path(results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "correct.json").write_text(json.dumps(correct, indent=2) + "\n", encoding="utf-8")
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+
+
+def main(task_name: str, argv: list[str] | None = None) -> int:
+    """The ``evaluate.py`` entry point: ``--program_path P --results_dir D``."""
+    parser = argparse.ArgumentParser(description=f"Evaluate a program on the dream_gym task {task_name}.")
+    parser.add_argument("--program_path", required=True)
+    parser.add_argument("--results_dir", required=True)
+    args = parser.parse_args(argv)
+    correct, metrics = evaluate_file(task_name, args.program_path)
+    write_results(args.results_dir, correct, metrics)
+    print(metrics["text_feedback"], file=sys.stdout if correct["correct"] else sys.stderr)
+    return 0
+
+
+def write_task_files(task_name: str, folder: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Write ``initial.py`` (the task's baseline between the markers) and ``evaluate.py``."""
+    from dream_gym.online.tasks import get_task
+
+    task = get_task(task_name)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    initial, evaluate = folder / INITIAL_FILE, folder / EVALUATE_FILE
+    initial.write_text(marked_program(task.initial_program()), encoding="utf-8")
+    evaluate.write_text(EVALUATE_TEMPLATE.format(task=task_name), encoding="utf-8")
+    return initial, evaluate
+
+
+__all__ = ["END_MARKER", "START_MARKER", "evaluate_file", "evaluation_files", "feedback_text", "main",
+           "marked_program", "write_task_files"]
