@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from dream_gym.registry import is_path, resolve_world
-from dream_gym.replay import ROOT, IllegalBatchError, judge_batch, why_illegal
+from dream_gym.replay import ROOT, IllegalBatchError, judge_batch, refused_among, why_illegal
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.session import ReplaySession, world_fields
 from dream_gym.settings import DEFAULT_BETA, DEFAULT_MAX_ATTEMPTS, ReplaySettings
@@ -33,12 +33,14 @@ _refs = sys.getrefcount
 # The engine's layout (dream_gym.episode_engine; repeated here so that importing this module does
 # not load numba): header slots of its int64 state, its float64 state and its output.
 _H_STATUS, _H_N, _H_OBSERVED, _H_ROOT_SLOTS, _H_DST, _H_OUTLEN, _H_MODE, _H_REFUSED = 0, 1, 4, 6, 8, 16, 17, 39
+_H_REFUSALS, _H_STEP_REFUSED, _H_O_REFUSED = 21, 40, 41
 _STATUS_ILLEGAL, _MODE_STEP, _MODE_RESET = 1, 0, 1
 _F_REWARD = 1
 _OUT_HEADER = 5  # k, first new id, root slots, rounds, end
-_END_TERMINATED, _END_TRUNCATED, _END_FULL, _END_LIMIT = 1, 2, 3, 4
+_END_TERMINATED, _END_TRUNCATED, _END_FULL, _END_LIMIT, _END_RECORD = 1, 2, 3, 4, 5
 # info["truncated_by"] of each way a step truncates an episode
-_TRUNCATED_BY = {_END_TRUNCATED: "max_rounds", _END_FULL: "capacity", _END_LIMIT: "max_attempts"}
+_TRUNCATED_BY = {_END_TRUNCATED: "max_rounds", _END_FULL: "capacity", _END_LIMIT: "max_attempts",
+                 _END_RECORD: "record"}
 _MAX_SETS = 4
 
 # The observation capacity when ``max_nodes`` is not given: a constant, so that the shape of an
@@ -162,17 +164,23 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     ``info["capacity_full"]``, and a warning the first time); and when a batch would take the
     episode past ``max_attempts`` attempts (default
     :data:`~dream_gym.settings.DEFAULT_MAX_ATTEMPTS`, 10,000): that batch is not applied (the
-    observation stays, reward 0). ``info["truncated_by"]`` says which: ``"max_rounds"``,
-    ``"capacity"`` or ``"max_attempts"`` (then ``env.unwrapped.session.limit_error`` holds the
-    message). A world that fits the capacity and has at most ``max_attempts`` attempts is never
+    observation stays, reward 0). In request mode, a batch the record can answer none of truncates
+    the episode too (nothing applied, reward 0; ``info["cut_short"]``). ``info["truncated_by"]``
+    says which: ``"max_rounds"``, ``"capacity"``, ``"max_attempts"`` (then
+    ``env.unwrapped.session.limit_error`` holds the message) or ``"record"``. A world that fits the capacity and has at most ``max_attempts`` attempts is never
     cut short; one bigger than the default capacity is an error at make time.
 
     ## Info
     ``view`` (a :class:`dream_gym.view.PrefixView`, the policy interface's input),
     ``frontier`` ({id: allowed multiplicity}), ``action_mask`` (see Action Space), ``attempts``
     (N), ``rounds`` (k), ``new_ids``, ``dropped`` ([(selection, reason)], empty unless
-    strict=False dropped something) and, when they apply, ``illegal_stop``, ``capacity_full``
-    and ``truncated_by``. V so far is the sum of the rewards (``env.unwrapped.session.value``).
+    strict=False dropped something), ``refused`` (the step's selections an online run of the
+    rule would have made that the record could not answer: dropped ones under the rule's
+    frontier, refused ones in request mode) and ``coverage`` (N / (N + refused so far): the
+    share of the episode's requests the record answered; both count only what the policy
+    chose, docs/concepts/coverage.md) and, when they apply, ``illegal_stop``, ``capacity_full``,
+    ``cut_short`` (the record ended the episode: nothing left to reveal, or a batch it could
+    answer none of) and ``truncated_by``. V so far is the sum of the rewards (``env.unwrapped.session.value``).
     Infos, observations, views and the env itself pickle and deep-copy (async vector envs and
     SB3's vector envs need it); a copied or unpickled env continues the same episode.
 
@@ -190,7 +198,11 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     ``frontier`` ("leaves" | "any", default the world's), ``max_nodes`` (observation capacity,
     default :data:`DEFAULT_MAX_NODES`), ``strict`` (default False), ``share_obs`` (default
     False), ``render_mode`` (None | "ansi" | "rgb_array"), ``max_attempts`` (the most attempts
-    one episode may make, default 10,000).
+    one episode may make, default 10,000), ``requests`` (request mode, default False: the
+    frontier, the mask and the root's slots are an online run's, every revealed node the rule
+    lets it continue and the root W times; a selection the record cannot answer is refused,
+    reveals nothing, costs nothing and is listed in ``info["refused"]``; the vector envs do not
+    have it).
 
     ## Registered ids
     ``DreamGym/Replay-v1`` (pass ``world=``) and one ``DreamGym/<world>-v1`` per shipped world,
@@ -200,6 +212,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     :class:`dream_gym.vector_env.ReplayVectorEnv`.
 
     ## Version History
+    * v1, with coverage (same spaces, values and episodes): ``info["refused"]``, ``info["coverage"]``
+      and ``info["cut_short"]`` (coverage); the ``requests`` argument (request mode) and
+      ``info["truncated_by"] == "record"``.
     * v1, end of 2026-12 (same spaces, values and episodes on every world of at most
       ``max_attempts`` + 1 nodes, which holds every shipped world and every world that fits the
       default capacity): ``max_attempts`` (default 10,000) truncates an episode whose next batch
@@ -245,6 +260,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         share_obs: bool = False,
         render_mode: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        requests: bool = False,
     ):
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
@@ -252,9 +268,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._arguments: dict[str, Any] = {
             "world": _portable_reference(world), "workers": workers, "beta": beta, "beta1": beta1, "beta2": beta2,
             "max_rounds": max_rounds, "frontier": frontier, "max_nodes": max_nodes, "strict": strict,
-            "share_obs": share_obs, "render_mode": render_mode, "max_attempts": max_attempts,
+            "share_obs": share_obs, "render_mode": render_mode, "max_attempts": max_attempts, "requests": requests,
         }
-        settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier, max_attempts)
+        settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier, max_attempts, requests)
         self._session = _FollowingSession(resolve_world(world), settings, strict=strict)
         session = self._session
         self.settings = session.settings  # resolved on the world: the W and rule replayed
@@ -272,8 +288,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         from dream_gym import episode_engine as engine
 
         self._kernel = engine.episode_kernel()
+        self.requests = session.replay.requests
         arrays = engine.EpisodeArrays(self.world, workers, self.max_nodes, session.replay.frontier_rule == "leaves",
-                                      max_rounds, session.beta1, session.beta2, session.max_attempts)
+                                      max_rounds, session.beta1, session.beta2, session.max_attempts, self.requests)
         self._engine_arrays = arrays
         self._S, self._F = arrays.S, arrays.F
         self._smv: Any = memoryview(self._S)  # type: ignore[arg-type]  # scalar reads and writes
@@ -306,6 +323,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._stopped = False  # by an empty batch
         self._cut = False  # truncated because the capacity cannot hold the next batch
         self._refused = 0  # the size of the batch refused at max_attempts (which ended the episode)
+        self._cut_short = False  # the record, not the policy, ended the episode (coverage)
         self._view: PrefixView | None = None
         self._ready = False  # reset, and the episode not over
         # what step reads on every call, in one attribute
@@ -356,6 +374,11 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
                     session.truncate()
                 elif self._refused:
                     session._refuse_over_limit(self._refused, [])
+                elif self._cut_short:  # request mode: a batch of refusals ended it
+                    session.truncated = session.done = True
+            # what the session's own steps (the applied batches) cannot know: the refusals
+            session.refused = int(self._smv[_H_REFUSALS])
+            session.cut_short = session.cut_short or self._cut_short
             self._followed = now
         finally:
             session._follow = self._follow
@@ -442,7 +465,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         revealed.parents.append(-1)
         self._batch_ends = []
         self._episode_lists = (revealed, revealed.parents, revealed.fixed, self._batch_ends)
-        self._done = self._stopped = self._cut = False
+        self._done = self._stopped = self._cut = self._cut_short = False
         self._refused = 0
         self._ready = True
         index = self._run(_MODE_RESET)
@@ -513,17 +536,31 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._view = view = _new_object(PrefixView)
         view.__dict__["_lazy"] = (revealed, observed, frontier, root_slots, rounds, observed - 1, constants)
         self._last = index
+        refused = smv[40]  # _H_STEP_REFUSED: request mode's refusals of this batch
         info = {"view": view, "frontier": counts, "action_mask": mask, "attempts": observed - 1,
-                "rounds": rounds, "new_ids": list(range(first, observed)), "dropped": []}
+                "rounds": rounds, "new_ids": list(range(first, observed)), "dropped": [],
+                "refused": self._step_refusals(refused) if refused else [],
+                "coverage": (observed - 1) / (observed - 1 + smv[21]) if smv[21] else 1.0}  # _H_REFUSALS
         if end:
             self._end(end, k, info)
         return {"nodes": nodes, "score": scores, "globals": glob}, fmv[1], end == 1, end >= 2, info
+
+    def _step_refusals(self, count: int) -> list[int]:
+        """The selections of the last batch the record refused (the engine's refused section)."""
+        at = self._smv[_H_O_REFUSED]
+        return self._S[at: at + count].tolist()
 
     def _end(self, end: int, k: int, info: dict[str, Any]) -> None:
         self._done, self._ready = True, False
         if end == _END_TERMINATED:
             self._stopped = not k  # an empty batch (else nothing is left to reveal)
+            # nothing left to reveal, or a batch that asked only for what the record does not hold
+            self._cut_short = bool(k) or bool(info["refused"])
+            if self._cut_short:
+                info["cut_short"] = True
             return
+        if end == _END_RECORD:
+            self._cut_short = info["cut_short"] = True
         info["truncated_by"] = _TRUNCATED_BY[end]
         if end == _END_FULL:  # the capacity cannot hold the next batch
             self._cut = True
@@ -545,16 +582,23 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         if self.strict and dropped:
             selection, reason = dropped[0]
             raise IllegalBatchError(reason, selection)
+        # Under the rule's frontier, the dropped selections an online run would have taken are the
+        # requests the record refused (request mode: the engine tells them apart among the kept).
+        refused = [] if self.requests or not dropped else refused_among(
+            batch, kept, self.workers, observed, _OnlineIds(smv, self._o_revealed, observed, self._leaves_rule),
+            self._why_illegal)
         self._batch_array[: len(kept)] = kept
         smv[_H_N] = len(kept)
         index = self._run(_MODE_STEP)
-        return self._result(index, dropped, illegal_stop=bool(batch) and not kept)
+        if refused:
+            smv[_H_REFUSALS] += len(refused)
+        return self._result(index, dropped, illegal_stop=bool(batch) and not kept, refused=refused)
 
     def _why_illegal(self, obs_id: int) -> str:
         return why_illegal(obs_id, self._leaves_rule, self._smv[self._o_revealed + obs_id] > 0)
 
-    def _result(self, index: int, dropped: list[tuple[object, str]], illegal_stop: bool = False
-                ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    def _result(self, index: int, dropped: list[tuple[object, str]], illegal_stop: bool = False,
+                refused: list[int] | None = None) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """The observation (buffer set ``index``), reward, flags and info of the engine's output
         (:meth:`step` has this inline)."""
         at = self._o_out
@@ -578,9 +622,14 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         else:
             nodes, scores, glob, mask = self._sets[index].out
             obs = {"nodes": nodes, "score": scores, "globals": glob}
+        smv = self._smv
+        if not refused and smv[_H_STEP_REFUSED]:
+            refused = self._step_refusals(smv[_H_STEP_REFUSED])
+        refusals = smv[_H_REFUSALS]
         info = {"view": view, "frontier": counts, "action_mask": self._shared_mask if self.share_obs else mask,
                 "attempts": observed - 1, "rounds": rounds, "new_ids": list(range(first, observed)),
-                "dropped": dropped}
+                "dropped": dropped, "refused": refused or [],
+                "coverage": (observed - 1) / (observed - 1 + refusals) if refusals else 1.0}
         if end:
             self._end(end, k, info)
         if illegal_stop:
@@ -641,6 +690,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             "batches": self._applied_batches(0),
             "stopped": self._stopped,  # by an empty batch
             "refused": self._refused,  # a batch refused at max_attempts ended it
+            "refusals": int(self._smv[_H_REFUSALS]),  # requests the record could not answer
+            "cut_short": self._cut_short,
             "warned_full": self._warned_full,
             "np_random": self._np_random,
             "np_random_seed": self._np_random_seed,
@@ -665,6 +716,20 @@ class _FollowingSession(ReplaySession):
         reduced = copied.__reduce_ex__(2)
         assert isinstance(reduced, tuple)
         return reduced
+
+
+class _OnlineIds:
+    """The non-root ids an online run of the env's rule could select, from the engine's state:
+    under "leaves" the revealed ids with no revealed child, under "any" every revealed id."""
+
+    __slots__ = ("_smv", "_at", "_observed", "_leaves")
+
+    def __init__(self, smv: Any, at: int, observed: int, leaves: bool):
+        self._smv, self._at, self._observed, self._leaves = smv, at, observed, leaves
+
+    def __contains__(self, obs_id: object) -> bool:
+        return (type(obs_id) is int and 0 < obs_id < self._observed
+                and (not self._leaves or self._smv[self._at + obs_id] == 0))
 
 
 class _OpenIds:
@@ -723,5 +788,9 @@ def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[st
             env.step([])
         if state.get("refused") and not env._done:  # the refused batch changed nothing but the end
             env._done, env._ready, env._refused = True, False, state["refused"]
+        # refused requests changed nothing but the counts and (a batch of them) the end
+        env._smv[_H_REFUSALS] = state.get("refusals", 0)
+        if state.get("cut_short"):
+            env._done, env._ready, env._cut_short = True, False, True
     env._warned_full = state["warned_full"]
     return env

@@ -37,18 +37,22 @@ H_DST, H_EPOCH, H_W, H_M, H_LEAVES, H_ROUND_LIMIT, H_ROWS_SAFE = range(8, 15)
 H_OUTLEN, H_MODE, H_ROOT_CHILDREN, H_O_F, H_NF = range(16, 21)
 H_B_SCORES, H_B_GLOBALS, H_B_MASK = range(35, 38)  # byte offsets in a buffer set (its nodes at 0)
 H_MAX_ATTEMPTS, H_REFUSED = 38, 39  # the attempts limit; the size of the batch it refused (0: none)
+# Request mode (1: the online frontier, selections the record cannot answer refused); the episode's
+# refusals so far; the step's refusals (their ids in the "refused" section); that section's offset.
+H_REQUESTS, H_REFUSALS, H_STEP_REFUSED, H_O_REFUSED = 15, 21, 40, 41
 H_O_BATCH, H_O_OUT, H_O_SETS, H_O_ORDER, H_O_PARENT, H_O_REVEALED, H_O_OPEN, H_O_FRONT = range(22, 30)
 H_O_CSTART, H_O_NCH, H_O_CHILDREN, H_O_DEPTH, H_O_VALID = range(30, 35)
-HEADER_SIZE = 40
+HEADER_SIZE = 42
 F_VALUE, F_REWARD, F_BEST_Q, F_BETA1, F_BETA2, F_BASELINE = range(6)
 F_HEADER_SIZE = 8
 F_O_SCORE = F_HEADER_SIZE
-STATUS_APPLIED, STATUS_ILLEGAL, STATUS_EMPTY, STATUS_REFUSED = 0, 1, 2, 3
+STATUS_APPLIED, STATUS_ILLEGAL, STATUS_EMPTY, STATUS_REFUSED, STATUS_CUT = 0, 1, 2, 3, 4
 MODE_STEP, MODE_RESET = 0, 1
 MAX_SETS = 4  # observation buffer sets an env keeps
 # The output starts with these, then the kept selections, their nodes, the frontier (root first).
 OUT_K, OUT_FIRST, OUT_ROOT_SLOTS, OUT_ROUNDS, OUT_END = range(5)  # OUT_END: 0 running, 1 terminated,
-OUT_HEADER = 5                                   # 2 truncated (rounds), 3 capacity full, 4 max_attempts
+OUT_HEADER = 5       # 2 truncated (rounds), 3 capacity full, 4 max_attempts, 5 cut short (request mode:
+                     # the record could answer none of the batch's selections)
 
 
 def set_layout(workers: int, max_nodes: int) -> tuple[tuple[tuple[Any, tuple[int, ...], int], ...], int]:
@@ -68,11 +72,11 @@ class EpisodeArrays:
     observed ids (see the section comment above): ``S``, and ``F``, its float64 part."""
 
     def __init__(self, world: World, workers: int, max_nodes: int, leaves: bool, round_limit: int | None,
-                 beta1: float, beta2: float, max_attempts: int):
+                 beta1: float, beta2: float, max_attempts: int, requests: bool = False):
         pool = _one_world_pool(world)
         size = int(pool.sizes[0])
         n_children = pool.n_children
-        sections = [("batch", workers), ("out", OUT_HEADER + 2 * workers + max_nodes + 1), ("sets", 2 * MAX_SETS),
+        sections = [("batch", workers), ("refused", workers), ("out", OUT_HEADER + 2 * workers + max_nodes + 1), ("sets", 2 * MAX_SETS),
                     ("order", max_nodes), ("parent", max_nodes), ("revealed", max_nodes), ("open", max_nodes),
                     ("front", max_nodes), ("cstart", size), ("nch", size), ("children", len(pool.children)),
                     ("depth", size), ("valid", size), ("floats", F_HEADER_SIZE + 2 * size)]
@@ -81,13 +85,14 @@ class EpisodeArrays:
             offsets[name] = at
             at += length
         S = np.zeros(at, dtype=np.int64)
-        for key, name in ((H_O_BATCH, "batch"), (H_O_OUT, "out"), (H_O_SETS, "sets"), (H_O_ORDER, "order"),
+        for key, name in ((H_O_BATCH, "batch"), (H_O_REFUSED, "refused"), (H_O_OUT, "out"), (H_O_SETS, "sets"), (H_O_ORDER, "order"),
                           (H_O_PARENT, "parent"), (H_O_REVEALED, "revealed"), (H_O_OPEN, "open"),
                           (H_O_FRONT, "front"), (H_O_CSTART, "cstart"), (H_O_NCH, "nch"),
                           (H_O_CHILDREN, "children"), (H_O_DEPTH, "depth"), (H_O_VALID, "valid"), (H_O_F, "floats")):
             S[key] = offsets[name]
         S[H_NF] = F_HEADER_SIZE + 2 * size
         S[H_W], S[H_M], S[H_LEAVES] = workers, max_nodes, int(leaves)
+        S[H_REQUESTS] = int(requests)
         S[H_ROUND_LIMIT] = -1 if round_limit is None else round_limit
         S[H_ROWS_SAFE] = max_nodes - workers
         S[H_MAX_ATTEMPTS] = max_attempts
@@ -169,7 +174,13 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
     (values H_M: no selection), then bring buffer set H_DST (the bytes ``buffer``) up to date.
     A batch with an illegal selection changes nothing (H_STATUS = STATUS_ILLEGAL): the caller
     judges it and steps again with its legal part. A legal batch that would take the episode
-    past H_MAX_ATTEMPTS is not applied: the episode ends (OUT_END 4, H_REFUSED its size)."""
+    past H_MAX_ATTEMPTS is not applied: the episode ends (OUT_END 4, H_REFUSED its size).
+
+    Request mode (H_REQUESTS = 1): the open flags and the frontier list are the online frontier
+    (every revealed node the rule lets an online run continue; the root W times), and a legal
+    batch is split into hits, applied as above, and refusals (H_STEP_REFUSED of them, their ids in
+    the refused section, counted in H_REFUSALS); a batch of refusals only ends the episode
+    (OUT_END 5) and applies nothing."""
     W, M = S[H_W], S[H_M]
     F = S[S[H_O_F]: S[H_O_F] + S[H_NF]].view(np.float64)
     nodes = buffer[: 20 * M].view(np.int32).reshape(M, 5)
@@ -179,7 +190,9 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
     o_order, o_parent, o_rev, o_open, o_front = S[H_O_ORDER], S[H_O_PARENT], S[H_O_REVEALED], S[H_O_OPEN], S[H_O_FRONT]
     o_out = S[H_O_OUT]
     observed, rounds, root_slots, fc = S[H_OBSERVED], S[H_ROUNDS], S[H_ROOT_SLOTS], S[H_FC]
+    requests = S[H_REQUESTS] == 1
     k = 0
+    S[H_STEP_REFUSED] = 0
     if S[H_MODE] == MODE_RESET:
         S[H_EPOCH] += 1
         observed, rounds, fc = 1, 0, 0
@@ -188,7 +201,8 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
         S[o_rev] = 0
         S[o_open] = 0
         S[H_REFUSED] = 0
-        root_slots = min(W, S[H_ROOT_CHILDREN])
+        S[H_REFUSALS] = 0
+        root_slots = W if requests else min(W, S[H_ROOT_CHILDREN])
         valid_root = S[S[H_O_VALID]]
         size = S[H_O_NCH] - S[H_O_CSTART]
         F[F_BEST_Q] = F[F_O_SCORE + size] if valid_root else 0.0
@@ -220,7 +234,32 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
                 return
             S[kept + k] = s
             k += 1
-        if k == 0:
+        refused = 0
+        if requests and k > 0:  # the hits stay in order in the kept section, the refusals move out
+            o_nch, leaves = S[H_O_NCH], S[H_LEAVES] == 1
+            hits, opened = 0, 0
+            for i in range(k):
+                s = S[kept + i]
+                if s == 0:
+                    answered = S[o_rev] + opened < S[o_nch]
+                    if answered:
+                        opened += 1
+                else:
+                    recorded = S[o_nch + S[o_order + s]]
+                    answered = S[o_rev + s] < (min(recorded, 1) if leaves else recorded)
+                if answered:
+                    S[kept + hits] = s
+                    hits += 1
+                else:
+                    S[S[H_O_REFUSED] + refused] = s
+                    refused += 1
+            k = hits
+            S[H_STEP_REFUSED] = refused
+            S[H_REFUSALS] += refused
+        if k == 0 and refused > 0:  # request mode: the record holds nothing the batch asked for
+            S[H_STATUS] = STATUS_CUT
+            end = 5
+        elif k == 0:
             S[H_STATUS] = STATUS_EMPTY
             end = 1
         elif observed - 1 + k > S[H_MAX_ATTEMPTS]:  # past the attempts limit: nothing is applied
@@ -248,8 +287,8 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
                 S[o_rev + new] = 0
                 S[kept + k + i] = child
                 if s == 0:
-                    root_slots = min(W, S[o_nch] - rank)
-                elif leaves or rank == S[o_nch + pw]:
+                    root_slots = W if requests else min(W, S[o_nch] - rank)
+                elif leaves or (rank == S[o_nch + pw] and not requests):  # request mode: open while online
                     S[o_open + s] = 0
                     lo, hi = 0, fc  # s in the ascending open list: binary search, then close the gap
                     while lo < hi:
@@ -261,7 +300,7 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
                     for p in range(lo, fc - 1):
                         S[o_front + p] = S[o_front + p + 1]
                     fc -= 1
-                if S[o_nch + child] > 0:
+                if S[o_nch + child] > 0 or requests:
                     S[o_open + new] = 1
                     S[o_front + fc] = new
                     fc += 1

@@ -280,6 +280,7 @@ def evaluate(
     file_options: Mapping[str, Any] | None = None,
     resume: bool = False,
     trust_model: bool = False,
+    requests: bool = False,
 ) -> list[EpisodeResult]:
     """Run every (policy, world, beta) episode and return the results in canonical order.
 
@@ -316,6 +317,10 @@ def evaluate(
         trust_model: load model zips with the objects pickled in them, which run as code (only
             for models whose authors you trust). Default: as data (:mod:`dream_gym.rl.model_zips`),
             and a zip holding anything else is refused (UntrustedModelError) before anything runs.
+        requests: replay in request mode (docs/concepts/coverage.md): each policy chooses among
+            what an online run could continue, and what the record cannot answer is refused and
+            counted. Every episode records its coverage either way (``refused``, ``cut_short``,
+            ``answerable``).
 
     With ``out``, the run holds the lock of ``out`` (``<out>.lock``, :mod:`dream_gym.locks`):
     a second run into the same file is refused with LockedError naming this one. Each finished
@@ -348,7 +353,8 @@ def evaluate(
     if not world_list:
         raise LookupError("no worlds to evaluate")
     beta_grid = parse_betas(betas)
-    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, max_rounds=max_rounds, max_attempts=max_attempts)
+    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, max_rounds=max_rounds, max_attempts=max_attempts,
+                              requests=requests)
     tasks = [
         _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, settings, seed,
               file_options, trust_model)
@@ -360,9 +366,11 @@ def evaluate(
     jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
     if backend == "process" and jobs == 1:
         backend = "serial"
-    identity = {"policies": policies, "worlds": world_list, "betas": beta_grid,
-                "options": {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds,
-                            "max_attempts": max_attempts, "seed": seed, "lam": lam},
+    options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds,
+               "max_attempts": max_attempts, "seed": seed, "lam": lam}
+    if requests:  # only when on: a journal written before request mode existed still resumes
+        options["requests"] = True
+    identity = {"policies": policies, "worlds": world_list, "betas": beta_grid, "options": options,
                 "file_options": file_options}
     with _results_output(out, identity, resume) as journal:
         by_key: dict[tuple[int, int], list[EpisodeResult]] = dict(journal.finished) if journal else {}

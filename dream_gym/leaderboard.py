@@ -2,7 +2,10 @@
 
 Columns: mean V over the betas, the v2 objective ``auc - lambda * penalty`` (docs/concepts/score.md), its auc
 and penalty, attainment, attempts, rounds, errors, and V as a share of the world's oracle limit
-("% of limit", recorded on every episode by :func:`dream_gym.evaluate.evaluate`) with the regret.
+("% of limit", recorded on every episode by :func:`dream_gym.evaluate.evaluate`) with the regret,
+and coverage (docs/concepts/coverage.md): the share of episodes the record answered whole ("on
+record"), of requests it answered, and of the online choices it held per decision. :meth:`Leaderboard.coverage_warning` says when the V
+difference between two policies next to each other rests mostly on the other episodes.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ class LeaderboardRow:
     limit: float = math.nan  # the world's oracle limit (overall: mean over worlds); NaN: unknown
     limit_share: float = math.nan  # mean_v / limit (overall: mean of the per-world shares)
     regret: float = math.nan  # limit - mean_v (overall: mean over worlds)
+    on_record: float = math.nan  # share of episodes neither refused nor cut short; NaN: not recorded
+    coverage: float = math.nan  # mean share of the requests the record answered; NaN: not recorded
+    held: float = math.nan  # mean share, per decision, of an online run's choices the record held
 
 
 @dataclass(frozen=True)
@@ -94,9 +100,12 @@ class Leaderboard:
     world_w: dict[str, int] = field(default_factory=dict)
 
     COLUMNS = ("rank", "policy", "v2", "auc", "penalty", "mean V", "% of limit", "regret", "quality", "attempts",
-               "rounds", "errors")
-    # terminal tables: short labels, and no regret column (it is V* - V; the titles give V*)
-    SHORT_COLUMNS = ("#", "policy", "v2", "auc", "pen", "V", "%lim", None, "q", "N", "k", "err")
+               "rounds", "on record", "requests answered", "choices held", "errors")
+    # terminal tables: short labels, and no regret or requests column (the titles give V*; the
+    # share of episodes on the record says whether refusals matter at all)
+    SHORT_COLUMNS = ("#", "policy", "v2", "auc", "pen", "V", "%lim", None, "q", "N", "k", "rec", None, "held", "err")
+    # the coverage warning (coverage_warning), set by leaderboard()
+    coverage_pairs: list[tuple[str, str, float]] = field(default_factory=list)
 
     def _cells(self, row: LeaderboardRow, ties: set[int]) -> list[str]:
         rank = f"{row.rank}=" if row.rank in ties else str(row.rank)
@@ -105,6 +114,9 @@ class Leaderboard:
             "n/a" if math.isnan(row.limit_share) else f"{100 * row.limit_share:.1f}%",
             "n/a" if math.isnan(row.regret) else f"{row.regret:.4f}",
             f"{row.attainment:.3f}", f"{row.attempts:.1f}", f"{row.rounds:.1f}",
+            "n/a" if math.isnan(row.on_record) else f"{100 * row.on_record:.0f}%",
+            "n/a" if math.isnan(row.coverage) else f"{100 * row.coverage:.1f}%",
+            "n/a" if math.isnan(row.held) else f"{100 * row.held:.0f}%",
             f"{row.errors}/{row.episodes}" if row.errors else "0",
         ]
 
@@ -144,7 +156,9 @@ class Leaderboard:
             f"{measured}ranked by {self.rank_by}; v2 = auc - {self.lam:g}*penalty over the betas; "
             "pen = mean rounds/attempts, V = mean replay score, "
             "%lim = V as a share of the world's oracle limit V* (overall: mean over worlds), "
-            "q = mean attainment, N/k = mean attempts/rounds, err = episodes with an error; "
+            "q = mean attainment, N/k = mean attempts/rounds, rec = episodes the record answered whole "
+            "(no request refused, not cut short), held = mean share of an online run's choices the record "
+            "held per decision, err = episodes with an error; "
             f"'=' after a rank marks a tie; '{ELLIPSIS}' shortens a long policy name"
         )
 
@@ -200,6 +214,9 @@ class Leaderboard:
             console.print(table)
         # Not a table caption: rich crops a caption wider than its table; plain text wraps.
         console.print(self.legend(), style="dim", highlight=False)
+        warning = self.coverage_warning()
+        if warning:
+            console.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False)
         if errors:
             for failure in self.failures():
                 console.print(f"[red]error[/red] {escape(failure.line())}", highlight=False)
@@ -217,9 +234,27 @@ class Leaderboard:
             f"Ranked by {self.rank_by}; v2 = auc - {self.lam:g} x penalty over betas "
             f"{', '.join(f'{b:g}' for b in self.betas)}; % of limit = mean V over the betas / the world's "
             "oracle limit V* (the best V any policy can reach; overall: mean over worlds); regret = V* - mean V; "
+            "on record = episodes the record answered whole (no request refused, not cut short); requests "
+            "answered = mean share of the policy's requests the record answered; choices held = mean share, per "
+            "decision, of the choices an online run would have had that the record held; "
             "`=` after a rank marks a tie." + (f" Conditions: {self.conditions}." if self.conditions else "")
         )
+        warning = self.coverage_warning()
+        if warning:
+            lines += ["", f"Warning: {warning}"]
         return "\n".join(lines) + "\n"
+
+    def coverage_warning(self) -> str | None:
+        """One line naming the policies next to each other in the overall ranking whose V
+        difference rests mostly on episodes the record did not answer whole (see
+        :func:`rests_on_uncovered`), or None."""
+        if not self.coverage_pairs:
+            return None
+        named = [f"{printable(a, 40)} vs {printable(b, 40)} ({100 * share:.0f}%)" for a, b, share in self.coverage_pairs]
+        shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        return (f"coverage: the V difference of {shown} rests mostly on episodes where the record refused a "
+                "request or cut the episode short (share of the difference in parentheses): replay cannot "
+                "tell how those policies compare online")
 
     def to_text(self, per_world: bool = True) -> str:
         """Plain aligned text (no markup)."""
@@ -350,6 +385,7 @@ def leaderboard(
             rounds=_mean([float(r.rounds) for r in episodes]),
             errors=sum(1 for r in episodes if r.error),
             **_limit_fields(episodes, mean_v),
+            **_coverage_fields(episodes),
         )
         per_world.setdefault(world, []).append(row)
         by_policy.setdefault(policy, []).append(row)
@@ -363,16 +399,71 @@ def leaderboard(
                 attainment=_mean([r.attainment for r in rows]), attempts=_mean([r.attempts for r in rows]),
                 rounds=_mean([r.rounds for r in rows]), errors=sum(r.errors for r in rows),
                 limit=_mean_known([r.limit for r in rows]), limit_share=_mean_known([r.limit_share for r in rows]),
-                regret=_mean_known([r.regret for r in rows]),
+                regret=_mean_known([r.regret for r in rows]), on_record=_mean([r.on_record for r in rows]),
+                coverage=_mean([r.coverage for r in rows]), held=_mean([r.held for r in rows]),
             )
         )
     # an error is untrusted text (a policy's exception) and the board is printed and shared
     errors = [(r.policy, r.world, r.beta, redact(str(r.error))) for r in items if r.error]
+    ranked = _rank(overall, key)
     return Leaderboard(
-        overall=_rank(overall, key),
+        overall=ranked,
         per_world={world: _rank(rows, key) for world, rows in sorted(per_world.items())},
         lam=lam,
         betas=betas,
         rank_by=rank_by,
         errors=errors,
+        coverage_pairs=_uncovered_neighbours(ranked, items),
     )
+
+
+#: The difference between two policies "rests mostly" on uncovered episodes when more than this
+#: share of it comes from (world, beta) pairs where either episode was not answered whole.
+MOSTLY = 0.5
+
+
+def rests_on_uncovered(first: Sequence[EpisodeResult], second: Sequence[EpisodeResult]) -> float | None:
+    """How much of the V difference between two policies comes from episodes the record did not
+    answer whole, as a share of the difference (None: no difference, or coverage not recorded).
+
+    The episodes are paired by (world, beta); with ``d`` the V difference of a pair, the share is
+    the sum of ``d`` over the pairs where either episode had a refused request or was cut short,
+    divided by the sum over all pairs (the mean V difference up to a factor). Above
+    :data:`MOSTLY` (a half), the difference *rests mostly* on what the record did not answer.
+    """
+    theirs = {(r.world, r.beta): r for r in second}
+    pairs = [(mine, theirs[(mine.world, mine.beta)]) for mine in first if (mine.world, mine.beta) in theirs]
+    if not pairs or any(a.on_record is None or b.on_record is None for a, b in pairs):
+        return None
+    total = sum(a.replay_score - b.replay_score for a, b in pairs)
+    if abs(total) <= TIE_TOLERANCE * len(pairs):
+        return None
+    uncovered = sum(a.replay_score - b.replay_score for a, b in pairs if not (a.on_record and b.on_record))
+    return uncovered / total
+
+
+def _uncovered_neighbours(ranked: Sequence[LeaderboardRow], items: Sequence[EpisodeResult]
+                          ) -> list[tuple[str, str, float]]:
+    """The policies next to each other in ``ranked`` whose difference rests mostly on uncovered
+    episodes, with the share (:func:`rests_on_uncovered`)."""
+    by_policy: dict[str, list[EpisodeResult]] = {}
+    for result in items:
+        by_policy.setdefault(result.policy, []).append(result)
+    found = []
+    for upper, lower in zip(ranked, ranked[1:], strict=False):
+        share = rests_on_uncovered(by_policy[upper.policy], by_policy[lower.policy])
+        if share is not None and share > MOSTLY:
+            found.append((upper.policy, lower.policy, share))
+    return found
+
+
+def _coverage_fields(episodes: Sequence[EpisodeResult]) -> dict[str, float]:
+    """``on_record``, ``coverage`` and ``held`` of a (policy, world) row; nothing when an episode does not
+    record them (a results file written before coverage was)."""
+    on_record = [r.on_record for r in episodes]
+    coverage = [r.coverage for r in episodes]
+    if any(v is None for v in on_record) or any(v is None for v in coverage):
+        return {}
+    held = [r.answerable for r in episodes if r.answerable is not None]  # None: no decision (a failed load)
+    return {"on_record": _mean([float(bool(v)) for v in on_record]),
+            "coverage": _mean([float(v) for v in coverage if v is not None]), "held": _mean(held)}

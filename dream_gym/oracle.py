@@ -356,7 +356,11 @@ def oracle_limit(
 
 def oracle_limit_at(world: World, settings: ReplaySettings) -> OracleLimit:
     """:func:`oracle_limit` at an episode's settings: its W and frontier rule on ``world`` (the
-    world's where not given), beta1, beta2 and round limit (beta does not enter V)."""
+    world's where not given), beta1, beta2 and round limit (beta does not enter V).
+
+    Request mode (``settings.requests``) has the rule's limit: refusals reveal nothing and cost
+    nothing, and the hits of every request batch are a legal batch of the rule, so a policy that
+    knows the tree gains nothing by asking what the record cannot answer."""
     return oracle_limit(world, settings.workers_on(world), settings.beta1, settings.beta2,
                         settings.frontier_on(world), settings.max_rounds)
 

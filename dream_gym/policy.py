@@ -126,9 +126,30 @@ class EpisodeResult:
     # the world's oracle limit at this episode's W, beta1, beta2, frontier and round limit: set
     # by evaluation (dream_gym.evaluate), never by the episode, never shown to the policy
     limit: float | None = None
+    # Coverage (docs/concepts/coverage.md); None in results files written before it was recorded.
+    refused: int | None = None  # selections an online run would have made that the record could not answer
+    cut_short: bool | None = None  # the record, not the policy, ended the episode
+    answerable: float | None = None  # mean share, over decisions, of the online choices the record held
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def coverage(self) -> float | None:
+        """The share of the policy's requests that landed on recorded nodes: attempts /
+        (attempts + refused); 1.0 when it asked for nothing; None when not recorded."""
+        if self.refused is None:
+            return None
+        asked = self.attempts + self.refused
+        return self.attempts / asked if asked else 1.0
+
+    @property
+    def on_record(self) -> bool | None:
+        """Whether the record answered the whole episode: nothing refused and not cut short
+        (None when not recorded)."""
+        if self.refused is None or self.cut_short is None:
+            return None
+        return not self.refused and not self.cut_short
 
 
 def result_from_session(session: ReplaySession, policy: str, error: str | None = None) -> EpisodeResult:
@@ -150,6 +171,9 @@ def result_from_session(session: ReplaySession, policy: str, error: str | None =
         terminated=session.terminated,
         truncated=session.truncated,
         error=error,
+        refused=session.refused,
+        cut_short=session.cut_short,
+        answerable=session.answerable,
     )
 
 

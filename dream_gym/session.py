@@ -76,13 +76,15 @@ def attempts_limit_message(limit: int, attempts: int, batch: int) -> str:
 
 class StepOutcome(NamedTuple):
     """What one batch did. Built with ``tuple.__new__`` on the hot path (a NamedTuple's own
-    constructor is a Python function)."""
+    constructor is a Python function). ``refused``: the selections an online run would have made
+    that the record could not answer (:meth:`dream_gym.replay.Replay.judge`)."""
 
     new_ids: list[int]
     reward: float
     terminated: bool
     truncated: bool
     dropped: list[tuple[object, str]]
+    refused: list[int]
 
 
 _new_outcome = tuple.__new__
@@ -117,7 +119,7 @@ class ReplaySession:
         self._round_limit = math.inf if max_rounds is None else max_rounds
         self.max_attempts = settings.max_attempts
         self.strict = strict
-        self.replay = Replay(world, settings.workers_on(world), settings.frontier_on(world))
+        self.replay = Replay(world, settings.workers_on(world), settings.frontier_on(world), settings.requests)
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
         self._fields = world_fields(world)
         self._q = self._fields.q
@@ -148,6 +150,11 @@ class ReplaySession:
         self.terminated = False
         self.truncated = False
         self.limit_error: str | None = None  # why the episode was cut at max_attempts, if it was
+        # Coverage (docs/concepts/coverage.md): counted from what the policy chose only.
+        self.refused = 0  # selections an online run would have made that the record could not answer
+        self.cut_short = False  # the record, not the policy, ended the episode
+        self._answerable_sum = 0.0  # over decisions: the share of the online choices the record could answer
+        self.decisions = 0
         root_q = self._q[ROOT]
         self.best_q = 0.0 if root_q is None else root_q  # an unscored root: quality starts at the baseline's q
         root = self._fields[ROOT]
@@ -200,6 +207,19 @@ class ReplaySession:
         return PrefixView.lazy(self._revealed, len(replay.order), replay.frontier(), replay.root_slots,
                                replay.rounds, replay.attempts, self._frozen_constants)
 
+    @property
+    def coverage(self) -> float:
+        """The share of the policy's requests the record answered: attempts / (attempts +
+        refused); 1.0 when it asked for nothing."""
+        asked = self.replay.attempts + self.refused
+        return self.replay.attempts / asked if asked else 1.0
+
+    @property
+    def answerable(self) -> float | None:
+        """Over the decisions so far, the mean share of the choices an online run would have had
+        that the record could answer (None before the first decision)."""
+        return self._answerable_sum / self.decisions if self.decisions else None
+
     # -- dynamics ---------------------------------------------------------------------
     def step(self, batch: Sequence[object]) -> StepOutcome:
         """Apply one batch ([] stops). Returns the new ids, the reward (change of V) and flags.
@@ -209,24 +229,45 @@ class ReplaySession:
         A batch that would take the episode past ``max_attempts`` is not applied: the episode
         ends truncated, reward 0, and ``limit_error`` says why (:class:`EpisodeLimitError`'s
         message).
+
+        Coverage: ``StepOutcome.refused`` lists the selections the record could not answer
+        (counted in ``refused``). In request mode they are legal and not charged, and a batch
+        holding nothing else ends the episode truncated and ``cut_short``; under the rule's own
+        frontier they are dropped selections (non-strict), and an episode that ends because
+        nothing is left to reveal, or on a batch whose selections the record refused, is
+        ``cut_short`` too.
         """
         if self.done:
             raise RuntimeError("the episode is over; call reset() first")
         replay = self.replay
+        self._answerable_sum += replay.answerable_choices() / replay.online_choices()
+        self.decisions += 1
         dropped: list[tuple[object, str]]
+        refused: list[int]
         if self.strict:
             ids, dropped = replay.check(batch), []
+            refused = []
+            if replay.requests:
+                ids, refused = replay.answer(ids)
         else:
-            ids, dropped = replay.legal_part(batch)
+            ids, dropped, refused = replay.judge(batch)
+        if refused:
+            self.refused += len(refused)
         if ids and replay.attempts + len(ids) > self.max_attempts:
-            return self._refuse_over_limit(len(ids), dropped)
+            return self._refuse_over_limit(len(ids), dropped, refused)
         if ids:
             new_ids = replay.apply_checked(ids)
             self._reveal(new_ids, ids)
             self.batches.append(ids)
             terminated = replay.exhausted
+            if terminated:  # nothing left to reveal: the policy did not ask to stop
+                self.cut_short = True
+        elif refused and replay.requests:  # the record holds nothing the batch asked for
+            self.cut_short = self.truncated = self.done = True
+            return _new_outcome(StepOutcome, ([], 0.0, False, True, dropped, refused))
         else:
             new_ids, terminated = [], True
+            self.cut_short = bool(refused)
         rounds, attempts = replay.rounds, replay.attempts
         truncated = not terminated and rounds >= self._round_limit
         self.terminated, self.truncated, self.done = terminated, truncated, terminated or truncated
@@ -234,14 +275,15 @@ class ReplaySession:
         value = self.best_q - self.beta1 * attempts + self.beta2 * attempts / max(1, rounds)
         reward = value - self.value
         self.value = value
-        return _new_outcome(StepOutcome, (new_ids, reward, terminated, truncated, dropped))
+        return _new_outcome(StepOutcome, (new_ids, reward, terminated, truncated, dropped, refused))
 
-    def _refuse_over_limit(self, batch: int, dropped: list[tuple[object, str]]) -> StepOutcome:
+    def _refuse_over_limit(self, batch: int, dropped: list[tuple[object, str]],
+                           refused: list[int] | None = None) -> StepOutcome:
         """End the episode, truncated, without applying a batch of ``batch`` selections that would
         take it past ``max_attempts``."""
         self.limit_error = attempts_limit_message(self.max_attempts, self.replay.attempts, batch)
         self.truncated = self.done = True
-        return _new_outcome(StepOutcome, ([], 0.0, False, True, dropped))
+        return _new_outcome(StepOutcome, ([], 0.0, False, True, dropped, refused or []))
 
     def truncate(self) -> None:
         """End the episode from outside (e.g. the env's observation capacity is full)."""

@@ -2,7 +2,9 @@
 
 Six numbers decide an episode besides the world and the policy: W (``workers``, attempts per
 round), the budget preference ``beta`` the policy is shown, V's coefficients ``beta1`` and
-``beta2``, the round limit ``max_rounds`` and the ``frontier`` rule. A seventh bounds the work
+``beta2``, the round limit ``max_rounds`` and the ``frontier`` rule; ``requests`` switches on
+request mode (docs/concepts/coverage.md: the policy chooses among what an online run could
+continue, and what the record cannot answer is refused and counted). Another bounds the work
 one episode may do: ``max_attempts`` (:data:`DEFAULT_MAX_ATTEMPTS`), a limit of the machinery
 rather than a rule of the game (the oracle does not see it). Their defaults are defined here
 once; every layer above (the session, the envs, evaluation and its result rows, the oracle, the
@@ -54,6 +56,9 @@ class ReplaySettings:
         max_rounds: K2, the round limit (None: no limit).
         frontier: "leaves" or "any" (None: the world's rule).
         max_attempts: the most attempts one episode may make (see :data:`DEFAULT_MAX_ATTEMPTS`).
+        requests: request mode (:class:`dream_gym.replay.Replay`): the frontier an online run of
+            the rule has; selections the record cannot answer are refused, not charged, and
+            counted (coverage). Off: the rule's frontier, as the paper's replay.
     """
 
     workers: int | None = None
@@ -63,6 +68,7 @@ class ReplaySettings:
     max_rounds: int | None = None
     frontier: str | None = None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    requests: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.beta <= 1.0:
@@ -71,6 +77,8 @@ class ReplaySettings:
             raise ValueError(f"max_rounds must be >= 1 or None, got {self.max_rounds}")
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
+        if not isinstance(self.requests, bool):
+            raise ValueError(f"requests must be True or False, got {self.requests!r}")
 
     @classmethod
     def of(cls, settings: ReplaySettings | None = None, **changes: Any) -> ReplaySettings:

@@ -86,9 +86,14 @@ class ReplayVectorEnv(VectorEpisodes):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        requests: bool = False,
     ):
         if world is None:
             raise TypeError("ReplayVectorEnv needs world= (a world reference or a sequence of them)")
+        if requests:  # a measurement of replay's coverage, kept to the session and the single env
+            raise ValueError("request mode (requests=True) is not in the vector envs, which replay the rule's "
+                             "frontier: use a single ReplayEnv(requests=True), a ReplaySession or dream-gym eval "
+                             "--requests")
         if render_mode is not None:
             raise ValueError("the vector replay env does not render; use a single ReplayEnv(render_mode='ansi')")
         settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier, max_attempts)

@@ -15,7 +15,8 @@ def test_replay_prints_score_and_tree(tmp_path, capsys):
     assert main(["replay", str(folder), "--policy", "fixed", "--beta", "0.5", "--tree"]) == 0
     out = capsys.readouterr().out
     assert "V = " in out and "attempts N = " in out
-    assert out.splitlines()[2].startswith("round ")  # the tree drawing's header
+    assert out.splitlines()[2].startswith("coverage (the rule's frontier): ")
+    assert out.splitlines()[3].startswith("round ")  # the tree drawing's header
     assert "0: " in out
 
 

@@ -23,7 +23,7 @@ from dream_gym.results import read_results
 
 WORLDS = "cp26-puct-w4-s1,sd-puct-w8-s1"  # shipped, recorded at W = 4 and W = 8
 BETAS = "0,0.5,1"
-HEADERS = ["#", "policy", "v2", "auc", "pen", "V", "%lim", "q", "N", "k", "err"]
+HEADERS = ["#", "policy", "v2", "auc", "pen", "V", "%lim", "q", "N", "k", "rec", "held", "err"]
 LONG_NAME = "a_policy_file_with_a_rather_long_descriptive_name_for_the_table.py"
 BROKEN = "def act(view)\n    return []\n"  # a SyntaxError: every episode fails
 GOOD = "from dream_gym.policies import GreedyPolicy\n\n\ndef make_policy():\n    return GreedyPolicy()\n"
@@ -62,6 +62,10 @@ def failing_eval(policies: dict[str, Path], tmp_path_factory: pytest.TempPathFac
     done = dream_gym("eval", "-p", str(policies["broken"]), "-p", str(policies["long"]), "-p", "greedy",
                      "-w", WORLDS, "--betas", BETAS, "-j", "2", "--no-progress", "-o", str(out))
     return done, out
+
+
+def percent(share: float) -> str:
+    return "n/a" if share != share else f"{100 * share:.0f}%"
 
 
 def table_blocks(stdout: str) -> list[list[str]]:
@@ -123,7 +127,8 @@ def test_the_leaderboard_keeps_every_column_at_80_columns(
             cells = line.split()
             err = f"{row.errors}/{row.episodes}" if row.errors else "0"
             assert cells[0].rstrip("=") == str(row.rank)  # the two greedy policies tie: "1="
-            assert cells[-3:] == [f"{row.attempts:.1f}", f"{row.rounds:.1f}", err]  # N, k and err, whole
+            assert cells[-5:-3] + cells[-1:] == [f"{row.attempts:.1f}", f"{row.rounds:.1f}", err]  # N, k, err whole
+            assert cells[-3:-1] == [percent(row.on_record), percent(row.held)]  # rec, held
             assert cells[2:5] == [f"{row.v2:.4f}", f"{row.auc:.4f}", f"{row.penalty:.3f}"]
     # long names are shortened in the middle, and still say where they start and end
     for line, row in zip(blocks[0][1:], board.overall, strict=True):

@@ -113,7 +113,8 @@ def test_observation_space_layout(folder: Path) -> None:
 def test_info_keys_and_frontier_multiplicity(folder: Path) -> None:
     env = gym.make("DreamGym/Replay-v1", world=folder, beta1=0.01, beta2=0.1)
     _, info = env.reset()
-    assert set(info) == {"view", "frontier", "action_mask", "attempts", "rounds", "new_ids", "dropped"}
+    assert set(info) == {"view", "frontier", "action_mask", "attempts", "rounds", "new_ids", "dropped", "refused",
+                         "coverage"}
     assert info["frontier"] == {0: 2} and info["attempts"] == 0 and info["rounds"] == 0
     obs, reward, term, trunc, info = env.step([0, 0])
     assert info["new_ids"] == [1, 2] and info["dropped"] == []

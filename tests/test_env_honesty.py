@@ -36,6 +36,7 @@ from worldgen import (
 )
 
 from dream_gym.env import DEFAULT_MAX_NODES, ReplayEnv
+from dream_gym.replay import Replay
 from dream_gym.vector_env import ReplayVectorEnv
 
 Record = dict[str, Any]
@@ -319,3 +320,161 @@ def test_the_reason_a_selection_is_dropped_tells_nothing_unrevealed() -> None:
     shown = [env_trace(records, [[0], [1], [1]], 1, "leaves", None)[0] for records in (base, again)]
     assert shown[0] == shown[1]
     assert "not a leaf" in shown[0][-1][1]["dropped"][0][1]
+
+
+# -- request mode: what a refusal tells ---------------------------------------------------------
+def request_env_trace(records: list[Record], batches: list[list[int]], workers: int, frontier: str
+                      ) -> tuple[list[Any], list[float]]:
+    """Everything a request-mode ReplayEnv shows for the batches (its refusals and coverage
+    included), and its rewards (kept apart)."""
+    env = ReplayEnv(make_world(records, workers=workers, frontier=frontier), requests=True, render_mode="ansi")
+    obs, info = env.reset()
+    shown: list[Any] = [repr(env.observation_space), repr(env.action_space), plain(obs), plain(info), env.render()]
+    rewards: list[float] = []
+    for batch in batches:
+        obs, reward, terminated, truncated, info = env.step(batch)
+        shown.append((plain(obs), plain(info), terminated, truncated, env.render(), plain(env.action_masks())))
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    return shown, rewards
+
+
+def request_batch_sequence(world: Any, workers: int, frontier: str, rng: random.Random,
+                           max_rounds: int = 12) -> tuple[list[list[int]], set[str]]:
+    """Random request-mode batches (from the online frontier, the root up to W times; now and
+    then an id off it), played on a request-mode Replay until a batch of refusals ends the
+    episode; and the recorded ids they revealed."""
+    replay = Replay(world, workers, frontier, requests=True)
+    batches: list[list[int]] = []
+    for _ in range(max_rounds):
+        pool = [0] * workers + replay.open_ids()
+        batch = rng.sample(pool, rng.randint(1, min(workers, len(pool))))
+        if rng.random() < 0.2:
+            batch.append(rng.randrange(len(replay.order) + 2))
+        batches.append(batch)
+        hits, _, _ = replay.judge(batch)
+        if not hits:
+            break
+        replay.apply(hits)
+    return batches, {world.ids[i] for i in replay.order}
+
+
+def assert_twin_shows_the_same(base: list[Record], twin: list[Record], batches: list[list[int]],
+                               revealed: set[str], workers: int, frontier: str) -> None:
+    """Request mode shows the same on ``twin`` as on ``base`` (the rewards too when the twin keeps
+    the base's best recorded score)."""
+    expected, expected_rewards = request_env_trace(base, batches, workers, frontier)
+    assert request_env_trace(twin, batches, workers, frontier)[0] == expected
+    same_record = keep_the_record(base, twin, revealed)
+    if same_record is not None:
+        assert request_env_trace(same_record, batches, workers, frontier) == (expected, expected_rewards)
+
+
+def assert_request_twins_show_the_same(base: list[Record], workers: int, frontier: str, rng: random.Random) -> None:
+    batches, revealed = request_batch_sequence(make_world(base, workers=workers, frontier=frontier), workers,
+                                               frontier, rng)
+    for variant in variants(base, revealed, workers, frontier, rng).values():
+        assert_twin_shows_the_same(base, variant, batches, revealed, workers, frontier)
+
+
+@pytest.mark.slow
+def test_request_mode_shows_nothing_a_twin_world_would_not() -> None:
+    """Twins that keep what the rule's frontier tells (whether a revealed node has an unrevealed
+    recorded child; the root's remaining branches capped at W) show the same in request mode:
+    observations, infos (refusals and coverage included), ends and renderings. A refusal tells
+    nothing the frontier bias does not already tell."""
+    for seed in range(60):
+        rng = random.Random(f"requests-{seed}")
+        base = random_records(rng, rng.randint(2, 25))
+        assert_request_twins_show_the_same(base, rng.randint(1, 4), rng.choice(("leaves", "any")), rng)
+
+
+@settings(max_examples=30, deadline=None)
+@given(base=world_records(min_nodes=2, max_nodes=20), workers=workers_st, frontier=frontier_st,
+       rng=st.randoms(use_true_random=False))
+def test_request_mode_shows_nothing_a_twin_world_would_not_on_drawn_worlds(base, workers, frontier, rng) -> None:
+    assert_request_twins_show_the_same(base, workers, frontier, rng)
+
+
+def test_a_twin_that_differs_in_what_a_refusal_answers_is_told_apart_as_the_frontier_tells_it() -> None:
+    """Control: a twin that continues the run where the base stopped (a recorded child under a
+    revealed leaf) answers the request the base refuses, and the test above would catch it. The
+    rule's own frontier tells the two apart the same way (the leaf is on it in one, off it in the
+    other): the refusal adds nothing to the frontier bias."""
+    base = [node("root", None, 0.0), node("a", "root", 1.0), node("b", "root", 2.0)]
+    twin = [*base, node("a1", "a", 0.5)]  # the best recorded score stays b's: only the answer differs
+    batches = [[0], [1]]  # open branch a, then ask to continue a
+    revealed = {"root", "a"}
+    with pytest.raises(AssertionError):
+        assert_twin_shows_the_same(base, twin, batches, revealed, 1, "leaves")
+    (shown_base, _), (shown_twin, _) = (request_env_trace(r, batches, 1, "leaves") for r in (base, twin))
+    assert shown_base[:-1] == shown_twin[:-1]  # the same until the request the record answers differently
+    assert shown_base[-1][1]["refused"] == [1] and shown_twin[-1][1]["refused"] == []
+    frontiers = [env_trace(r, [[0]], 1, "leaves", None)[0][-1][1]["frontier"] for r in (base, twin)]
+    assert 1 not in frontiers[0] and 1 in frontiers[1]  # the leaves frontier told it already
+    assert_twin_shows_the_same(base, [*base, node("b1", "b", 0.5)], batches, revealed, 1, "leaves")  # b unrevealed
+
+
+def vary_unasked(records: list[Record], revealed: set[str], asked: set[str], rng: random.Random) -> list[Record]:
+    """Continue the run, or not, under revealed non-root nodes no batch selected: drop their
+    unrevealed children, or give a childless one a recorded child. The rule's frontier may tell
+    (a leaf on or off it); a request-mode episode asked nothing there."""
+    kids = _children(records)
+    root = records[0]["id"]
+    unasked = [r["id"] for r in records if r["id"] in revealed and r["id"] not in asked and r["id"] != root]
+    drop: set[str] = set()
+
+    def drop_subtree(rid: str) -> None:
+        drop.add(rid)
+        for k in kids[rid]:
+            drop_subtree(k)
+
+    for rid in unasked:
+        for k in kids[rid]:
+            if k not in revealed and rng.random() < 0.7:
+                drop_subtree(k)
+    out = copied([r for r in records if r["id"] not in drop])
+    for i, rid in enumerate(unasked):
+        if rng.random() < 0.5:
+            out.append(node(f"unasked{i}", rid, -7.0, code="where the policy never asked"))
+    return out
+
+
+@pytest.mark.slow
+def test_request_mode_tells_nothing_about_nodes_the_policy_did_not_select() -> None:
+    """Request mode tells less than the frontier bias: whether the run went on under a revealed
+    node shows only when the policy selects it. Twins that differ there alone show the same in
+    request mode, while the rule's frontier tells many of them apart."""
+    told_by_the_frontier = 0
+    for seed in range(60):
+        rng = random.Random(f"unasked-{seed}")
+        base = random_records(rng, rng.randint(3, 25), shape="bushy")
+        workers, frontier = rng.randint(1, 4), rng.choice(("leaves", "any"))
+        world = make_world(base, workers=workers, frontier=frontier)
+        batches, revealed = request_batch_sequence(world, workers, frontier, rng, max_rounds=4)
+        asked, hit_batches = _asked_and_hits(world, batches, workers, frontier)
+        twin = vary_unasked(base, revealed, {world.ids[i] for i in asked}, rng)
+        assert_twin_shows_the_same(base, twin, batches, revealed, workers, frontier)
+        # the rule's own env, played with the hits (a legal batch of the rule each), reveals the
+        # same nodes and shows, on its frontier, where the run went on
+        told_by_the_frontier += (env_trace(base, hit_batches, workers, frontier, None)[0]
+                                 != env_trace(twin, hit_batches, workers, frontier, None)[0])
+    assert told_by_the_frontier >= 10, told_by_the_frontier
+
+
+def _asked_and_hits(world: Any, batches: list[list[int]], workers: int, frontier: str
+                    ) -> tuple[set[int], list[list[int]]]:
+    """World indices of the revealed nodes the request batches selected (any selection in
+    range), and the batches' hits."""
+    replay = Replay(world, workers, frontier, requests=True)
+    asked: set[int] = set()
+    hit_batches = []
+    for batch in batches:
+        asked |= {replay.world_index(s) for s in batch if type(s) is int and 0 <= s < len(replay.order)}
+        hits, _, _ = replay.judge(batch)
+        if not hits:
+            break
+        replay.apply(hits)
+        hit_batches.append(hits)
+    return asked, hit_batches

@@ -23,6 +23,7 @@ from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.oracle import reach_costs
 from dream_gym.replay import ROOT, IllegalBatchError, Replay
 from dream_gym.reveal_rules import REVEAL_RULES
+from dream_gym.session import ReplaySession
 from dream_gym.vector_replay import NONE, VectorReplay, WorldPool
 from dream_gym.world import World
 
@@ -209,3 +210,76 @@ def test_a_rule_selects_a_node_at_most_once_per_recorded_child(rule: str) -> Non
     counts = np.arange(0, 50)
     assert all(0 <= reveal_rule.selections(int(n)) <= n for n in counts)
     assert reveal_rule.selection_limits(counts).tolist() == [reveal_rule.selections(int(n)) for n in counts]
+
+
+# -- request mode ---------------------------------------------------------------------------------
+def request_batches(replay: Replay, rng: random.Random, count: int) -> list[list[int]]:
+    """Random request-mode batches: mostly from the (online) frontier, the root up to W times,
+    now and then an id off it, out of range or repeated."""
+    legal = replay.open_ids()
+    batches = []
+    for _ in range(count):
+        size = rng.randint(1, replay.workers)
+        pool = [ROOT] * replay.workers + legal
+        batch = rng.sample(pool, min(size, len(pool)))
+        if rng.random() < 0.2:
+            batch[rng.randrange(len(batch))] = rng.randrange(len(replay.order) + 2)
+        batches.append(batch)
+    return batches
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("rule", RULES)
+def test_request_mode_is_the_online_frontier_answered_by_the_rule(rule: str, seed: int) -> None:
+    """Request mode's frontier is the online loop's on the revealed tree; its hits are a legal
+    batch of the rule itself, revealing the same nodes (so the oracle's cost model bounds it);
+    its refusals are exactly the selections with no unrevealed recorded child (the root beyond
+    its unopened branches); the env's engine and the session agree with Replay step by step."""
+    rng = random.Random(f"requests-{rule}-{seed}")
+    world = random_world(rng, rule, 2, 60)
+    workers = world.workers
+    requests = Replay(world, workers, rule, requests=True)
+    plain = Replay(world, workers, rule)  # the rule's own replay, fed the hits
+    env = ReplayEnv(world, workers=workers, frontier=rule, requests=True)
+    _, info = env.reset(seed=0)
+    session = ReplaySession(world, workers=workers, frontier=rule, requests=True)
+    costs = reach_costs(world, workers, rule)
+    refusals = 0
+    for _ in range(200):
+        view = tree_view(revealed_records(requests), dict(world.meta), workers=workers, beta=0.5, frontier=rule,
+                         rounds=requests.rounds, max_rounds=None)
+        assert requests.frontier() == view.frontier and requests.root_slots == view.root_slots == workers
+        assert info["frontier"] == requests.frontier_counts() == session.replay.frontier_counts()
+        assert plain.order == requests.order and plain.open_ids() == [
+            i for i in requests.open_ids() if has_unrevealed_child(requests, i)]
+        batch = rng.choice(request_batches(requests, rng, 4))
+        if not requests.legal_part(batch)[0]:
+            continue
+        hits, dropped, refused = requests.judge(batch)
+        unopened = len(world.children_of(ROOT)) - requests._revealed_children.get(ROOT, 0)
+        for obs_id in refused:
+            assert obs_id == ROOT or not has_unrevealed_child(requests, obs_id)
+        assert refused.count(ROOT) == max(0, [*hits, *refused].count(ROOT) - unopened)
+        assert all(s == ROOT or has_unrevealed_child(requests, s) for s in hits)
+        if dropped:  # a strict session refuses a batch off the online frontier; the env drops those
+            with pytest.raises(IllegalBatchError):
+                session.step(batch)
+        outcome = session.step(requests.legal_part(batch)[0])
+        _, _, terminated, truncated, info = env.step(list(batch))
+        assert info["refused"] == refused and outcome.refused == refused
+        refusals += len(refused)
+        attempts = requests.attempts + len(hits)
+        assert info["coverage"] == attempts / (attempts + refusals) == session.coverage
+        if not hits:  # a batch of refusals ends the episode, cut short
+            assert truncated and not terminated and info["truncated_by"] == "record" and info["cut_short"]
+            assert session.done and session.truncated and session.cut_short
+            break
+        assert plain.check(hits) == hits  # the hits are a legal batch of the rule
+        new_ids = requests.apply(hits)
+        assert plain.apply(hits) == new_ids == info["new_ids"] == outcome.new_ids
+        for new_id in new_ids:  # no request schedule beats the oracle's cost model
+            node = requests.world_index(new_id)
+            assert costs.feasible[node]
+            assert requests.attempts >= costs.attempts[node] and requests.rounds >= costs.rounds[node]
+        assert session.refused == refusals == env.session.refused
+    assert session.cut_short and refusals  # every episode asked beyond the record, and ended there

@@ -61,6 +61,10 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--lam", type=float, default=DEFAULT_LAMBDA,
                     help=f"weight of the parallel penalty in v2 (default {DEFAULT_LAMBDA})")
     ev.add_argument("--rank-by", choices=("v2", "V"), default="v2")
+    ev.add_argument("--requests", action="store_true",
+                    help="request mode: each policy chooses among what an online run could continue; what the "
+                         "record cannot answer is refused (not charged) and counted, and a batch of refusals ends "
+                         "the episode cut short (coverage: docs/concepts/coverage.md)")
     ev.add_argument("--seed", type=int, default=0, help="seed given to every policy (default 0)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.add_argument("--summary", action="store_true", help="print only the table over all worlds")
@@ -111,9 +115,11 @@ def run_eval(args: argparse.Namespace) -> int:
         task_timeout=args.task_timeout or None,
         resume=args.resume,
         trust_model=args.trust_model,
+        requests=args.requests,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
-    board.conditions = f"replayed {w_note(worlds, args.workers)}; betas {betas_note(board.betas)}"
+    board.conditions = (f"replayed {w_note(worlds, args.workers)}{' in request mode' if args.requests else ''}; "
+                        f"betas {betas_note(board.betas)}")
     board.world_w = {w.id: ReplaySettings(args.workers).workers_on(w) for w in worlds}
     console = Console()
     board.print(console, per_world=not args.summary, errors=False)  # the errors go to stderr, once

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from dream_gym.cli.options import (
     add_allow_errors,
@@ -14,6 +15,9 @@ from dream_gym.cli.options import (
 )
 from dream_gym.cli.shown import say, shown
 from dream_gym.settings import DEFAULT_BETA
+
+if TYPE_CHECKING:
+    from dream_gym.policy import EpisodeResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,12 +33,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-rounds", type=int, default=None, help="K2")
     add_max_attempts(p)
     p.add_argument("--frontier", choices=("leaves", "any"), default=None)
+    p.add_argument("--requests", action="store_true",
+                   help="request mode: the policy chooses among what an online run could continue; what the record "
+                        "cannot answer is refused and counted (docs/concepts/coverage.md)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
     p.add_argument("--json", action="store_true", help="print the episode record as JSON")
     add_allow_errors(p)
     add_trust_model(p)
     p.set_defaults(func=run)
+
+
+def coverage_line(result: EpisodeResult, requests: bool) -> str:
+    """What the record answered of the episode, in one line (docs/concepts/coverage.md)."""
+    asked = result.attempts + (result.refused or 0)
+    ended = "cut short by the record" if result.cut_short else "ended by the policy or a limit"
+    share = "n/a" if result.answerable is None else f"{100 * result.answerable:.0f}%"
+    mode = "request mode" if requests else "the rule's frontier"
+    return (f"coverage ({mode}): {result.attempts} of {asked} requests answered by the record "
+            f"({100 * (result.coverage or 0.0):.1f}%), {result.refused or 0} refused; {ended}; "
+            f"the record held {share} of the online choices per decision")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
     world = resolve_one_world(args.world)
     with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
         policy = load_policy(check_policy(args.policy))
-    session = ReplaySession(world, workers=args.workers, beta=args.beta,
-                            max_rounds=args.max_rounds, frontier=args.frontier, max_attempts=args.max_attempts)
+    session = ReplaySession(world, workers=args.workers, beta=args.beta, max_rounds=args.max_rounds,
+                            frontier=args.frontier, max_attempts=args.max_attempts, requests=args.requests)
     result = run_episode(policy, session, seed=args.seed, on_error="record")
     if args.json:
         print(json.dumps(result.to_dict()))
@@ -59,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
               f"W {w}{' (recorded)' if args.workers is None else ''}")
         print(f"V = {result.replay_score:.4f}   best q = {result.best_q:.4f}   best score = {result.best_score}   "
               f"attempts N = {result.attempts}   rounds k = {result.rounds}")
+        print(coverage_line(result, session.replay.requests))
     if args.tree:
         say(render_tree(session.view()))
     failed = [f"policy {args.policy}: 1 of 1 episodes failed; first: {result.error} "

@@ -3,7 +3,8 @@
 :func:`coverage_report` measures a :class:`~dream_gym.world.World` (sizes, scored fraction,
 depth and branching, root children, best against baseline, leaves where the original run
 stopped, attempts per round of the original run, the oracle limit and what stopping after
-rounds 1, 2 and 3 could reach) and lists warnings; :func:`render_text` prints
+rounds 1, 2 and 3 could reach, and how much of the reference policies' requests the record
+answers: docs/concepts/coverage.md) and lists warnings; :func:`render_text` prints
 it; :func:`plot_tree` draws the tree to a PNG (a matplotlib Figure, no pyplot: the caller's backend is untouched).
 
 Scores here are oriented ("higher is better", as :class:`World` stores them); the report
@@ -21,14 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from dream_gym.datasets.stats import STOP_ROUNDS, depths
+from dream_gym.datasets.stats import COVERAGE_POLICIES, STOP_ROUNDS, depths, reference_coverage
 from dream_gym.oracle import oracle_limit
 from dream_gym.printable import printable
 from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.settings import ReplaySettings
 from dream_gym.world import World
 
 # Warn when the best improvement over the baseline is below this share of the scores' scale.
 TINY_GAIN = 0.01
+# Warn when the record cuts short at least this share of a reference policy's episodes.
+MOSTLY_CUT_SHORT = 0.5
 
 
 @dataclass
@@ -67,6 +71,10 @@ class CoverageReport:
     limit: float = float("nan")
     limit_exact: bool = True
     stop_after: dict[int, float] = field(default_factory=dict)  # best V stopping by round r
+    # per reference policy, in request mode over betas 0-1: share of its requests the record
+    # answers, and of its episodes the record cuts short (dream_gym.datasets.stats.reference_coverage)
+    answered: dict[str, float] = field(default_factory=dict)
+    cut_short: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     cannot_answer: list[str] = field(default_factory=list)
@@ -144,6 +152,9 @@ def coverage_report(world: World, *, tiny_gain: float = TINY_GAIN) -> CoverageRe
     limit = oracle_limit(world, world.workers, DEFAULT_BETA1, DEFAULT_BETA2)
     report.limit, report.limit_exact = limit.value, limit.exact
     report.stop_after = {r: oracle_limit(world, world.workers, max_rounds=r).value for r in STOP_ROUNDS}
+    settings = ReplaySettings().resolved(world)
+    for policy in COVERAGE_POLICIES:
+        report.answered[policy], report.cut_short[policy] = reference_coverage(world, settings, policy)
     _judge(report, tiny_gain)
     return report
 
@@ -181,6 +192,13 @@ def _judge(r: CoverageReport, tiny_gain: float) -> None:
                  "later children of an expanded node are unreachable in replay")
     if r.rounds is None and r.attempts:
         w.append("the world records no rounds: attempts per round of the original run are unknown")
+    cut = [p for p, share in r.cut_short.items() if share >= MOSTLY_CUT_SHORT]
+    if cut:
+        w.append(
+            f"coverage: the record cuts short most episodes of {', '.join(cut)} in request mode (a batch "
+            "asking only for what the run never tried): a policy that goes where the original run did "
+            "not finds little recorded here, and its replay score says little about it online"
+        )
 
     r.answers.append(
         f"which of {r.attempts} recorded attempts a policy reveals, in what order, and the best "
@@ -237,6 +255,10 @@ def render_text(report: CoverageReport) -> str:
             f"beta1 {DEFAULT_BETA1:g}, beta2 {DEFAULT_BETA2:g}; stopping after round "
             f"{'/'.join(str(k) for k in r.stop_after)}: {stops}"
         )
+    if r.answered:
+        shares = "; ".join(f"{p} {100 * r.answered[p]:.0f}% answered, {100 * r.cut_short[p]:.0f}% cut short"
+                           for p in r.answered)
+        lines.append(f"  coverage         {shares} (request mode, betas 0-1)")
     lines.append("  a replay can answer:")
     lines += [f"    - {a}" for a in r.answers]
     lines.append("  a replay cannot answer:")

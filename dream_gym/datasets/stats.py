@@ -14,6 +14,10 @@ baseline, 1 at the best recorded score; "attempts" are the non-root nodes, in cr
 * ``limit``: the oracle limit (:func:`dream_gym.oracle.oracle_limit`) at W, beta1, beta2 and the
   frontier rule; ``stop_r[r]``: the limit for policies that stop after at most r rounds, for
   r = 1, 2, 3; ``limit_minus_stop_r[r]``: what stopping there gives away.
+* ``answered[p]`` / ``cut_short[p]``: coverage of the reference policy p
+  (:data:`COVERAGE_POLICIES`, docs/concepts/coverage.md), replayed in request mode at W and the
+  frontier rule over the betas 0, 0.1, ..., 1: the share of its requests the world answers, and
+  the share of its episodes the world cut short (a batch of requests it could not answer).
 """
 
 from __future__ import annotations
@@ -27,13 +31,19 @@ from typing import Any
 import numpy as np
 
 from dream_gym.oracle import oracle_limit
+from dream_gym.policies import make_policy
+from dream_gym.policy import run_episode
 from dream_gym.printable import printable
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
+from dream_gym.session import ReplaySession
 from dream_gym.settings import ReplaySettings
 from dream_gym.world import World
 
 STOP_ROUNDS = (1, 2, 3)
 FIRST_ATTEMPTS = 10
+#: The reference policies whose coverage the statistics give: greedy, the built-in that goes
+#: deepest (the one replay's record holds least of), and OpenEvolve's own parent sampling.
+COVERAGE_POLICIES = ("greedy", "openevolve")
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,8 @@ class WorldStats:
     limit_gap: float
     stop_r: dict[int, float] = field(default_factory=dict)
     limit_minus_stop_r: dict[int, float] = field(default_factory=dict)
+    answered: dict[str, float] = field(default_factory=dict)  # per reference policy (request mode)
+    cut_short: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -87,6 +99,20 @@ def _best_q_of_first(q: np.ndarray, count: int) -> float:
     return float(valid.max()) if valid.size else 0.0
 
 
+def reference_coverage(world: World, settings: ReplaySettings, policy: str) -> tuple[float, float]:
+    """Coverage of the built-in ``policy`` on ``world`` in request mode at ``settings`` (W, rule),
+    over the default beta grid: the share of its requests the world answered (all episodes
+    pooled) and the share of its episodes the world cut short."""
+    hits = asked = cut = 0
+    for beta in DEFAULT_BETA_GRID:
+        session = ReplaySession(world, settings, beta=beta, requests=True)
+        result = run_episode(make_policy(policy), session)
+        hits += result.attempts
+        asked += result.attempts + (result.refused or 0)
+        cut += bool(result.cut_short)
+    return (hits / asked if asked else 1.0), cut / len(DEFAULT_BETA_GRID)
+
+
 def world_stats(
     world: World,
     workers: int | None = None,
@@ -114,6 +140,7 @@ def world_stats(
     best_index = int(np.flatnonzero(valid & (scores == np.nanmax(scores)))[0]) if valid.any() else 0
     limit = oracle_limit(world, w, beta1, beta2, rule)
     stops = {r: oracle_limit(world, w, beta1, beta2, rule, max_rounds=r).value for r in STOP_ROUNDS}
+    coverage = {p: reference_coverage(world, settings.resolved(world), p) for p in COVERAGE_POLICIES}
     return WorldStats(
         world_id=world.id,
         task=world.task_name,
@@ -134,6 +161,8 @@ def world_stats(
         limit_gap=limit.gap,
         stop_r=stops,
         limit_minus_stop_r={r: limit.value - v for r, v in stops.items()},
+        answered={p: answered for p, (answered, _) in coverage.items()},
+        cut_short={p: cut for p, (_, cut) in coverage.items()},
     )
 
 
@@ -162,6 +191,9 @@ def _rows(stats: Sequence[WorldStats]) -> list[tuple[str, list[str]]]:
         rows.append((f"best V stopping after round {r}", [f(s.stop_r[r]) for s in stats]))
     for r in STOP_ROUNDS:
         rows.append((f"V* - stop after round {r}", [f(s.limit_minus_stop_r[r]) for s in stats]))
+    for p in COVERAGE_POLICIES:
+        rows.append((f"{p}: requests answered", [pct(s.answered[p]) if p in s.answered else "n/a" for s in stats]))
+        rows.append((f"{p}: episodes cut short", [pct(s.cut_short[p]) if p in s.cut_short else "n/a" for s in stats]))
     return rows
 
 
@@ -169,7 +201,9 @@ def _caption(stats: Sequence[WorldStats]) -> str:
     settings = sorted({(s.beta1, s.beta2) for s in stats})
     betas = "; ".join(f"beta1 {b1:g}, beta2 {b2:g}" for b1, b2 in settings)
     return (f"q: 0 = baseline, 1 = best recorded; V* = the oracle limit (best V any policy can reach; "
-            f"{betas}); 'stopping after round r' = the best V of any policy that stops by round r")
+            f"{betas}); 'stopping after round r' = the best V of any policy that stops by round r; "
+            "'requests answered' / 'episodes cut short': of the policy replayed in request mode over "
+            "betas 0-1 (the share of its requests the world holds; of its episodes the world ended)")
 
 
 def stats_markdown(stats: Sequence[WorldStats], *, one_row_per_world: bool = False) -> str:

@@ -231,7 +231,11 @@ def card(worlds: list[World], stats: list[WorldStats]) -> str:
             f"{sum(1 for r in records if r['score'] is None)} | {records[0]['score']:.6g} | {best:.6g} | "
             f"{w.meta.get('best_known') or '-'} | {verdict} |"
         )
-    lines += ["", "## Statistics (`dream-gym worlds stats`)", "", stats_markdown(stats, one_row_per_world=True), ""]
+    lines += ["", "## Statistics (`dream-gym worlds stats`)", "",
+              "The last columns are coverage (docs/concepts/coverage.md): replayed in request mode (the choices",
+              "an online run would have), how much of a reference policy's requests each world answers, and how",
+              "many of its episodes the world cuts short because it asked only for what the run never tried.", "",
+              stats_markdown(stats, one_row_per_world=True), ""]
     lines += ["## The exact commands", "",
               "`make dataset` runs `recorded_worlds/recorded-v1/build.py`, which grows (or resumes) each world with:", ""]
     for w in worlds:
