@@ -211,9 +211,11 @@ def test_any_openevolve_problem_with_an_openai_compatible_model(tmp_path: Path) 
             iterations=4, model="openai/dream-gym-builtin", api_base=server.base_url))
         assert server.requests >= 2
     assert result.nodes >= 3 and json.loads((out / "world.json").read_text())["task"]["name"] == "problem"
-    with pytest.raises(ValueError, match="needs --model"):
-        run_openevolve(BridgeConfig(task=f"{files / 'initial_program.py'},{files / 'evaluator.py'}",
-                                    out=tmp_path / "other", policy="greedy", iterations=2))
+    # without --model the generic agent answers for a task given as files (no key)
+    other = run_openevolve(BridgeConfig(task=f"{files / 'initial_program.py'},{files / 'evaluator.py'}",
+                                        out=tmp_path / "other", policy="greedy", iterations=2))
+    assert other.nodes >= 2
+    assert json.loads((tmp_path / "other" / "world.json").read_text())["agent"].endswith("(generic agent)")
 
 
 @pytest.mark.slow

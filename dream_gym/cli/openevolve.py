@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--model", default=None,
                      help="an OpenAI-compatible model (openai/<name> or <name>); default: the task's built-in "
-                          "agent behind a local agent server (no LLM, no key)")
+                          "agent, or the generic agent for a task given as files, behind a local agent server "
+                          "(no LLM, no key)")
     run.add_argument("--api-base", default=None, help="base URL of the OpenAI-compatible server of --model")
     run.add_argument("--config", dest="config_path", type=Path, default=None,
                      help="an OpenEvolve config.yaml to start from (W, budget, seed and model are set from the options)")

@@ -2,7 +2,10 @@
 
 ``dream-gym serve-agent --task T`` lets OpenEvolve (or any system that speaks the OpenAI chat API)
 run on a laptop without an LLM or a key: each request is answered by ``builtin_agent(T)``
-(:mod:`dream_gym.online.agents`), the same no-LLM agent ``dream-gym grow --agent builtin`` uses.
+(:mod:`dream_gym.online.agents`), the same no-LLM agent ``dream-gym grow --agent builtin`` uses;
+``--task initial_program.py,evaluator.py`` (any OpenEvolve-style task) is answered by the generic
+agent (:mod:`dream_gym.online.agents.generic`: seeded edits of the parent, crossover with the
+other programs the prompt shows).
 
 * **What it reads.** The parent program is the fenced block under ``# Current Program`` of the
   last user message (OpenEvolve's ``diff_user`` and ``full_rewrite_user`` templates); any other
@@ -35,6 +38,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -317,16 +321,31 @@ def format_diff(blocks: Sequence[tuple[str, str]]) -> str:
 
 # -- the agent behind the server --------------------------------------------------------------------
 class AgentResponder:
-    """Turns a chat request into the built-in agent's reply (thread-safe: no shared state)."""
+    """Turns a chat request into the agent's reply (thread-safe: no shared state).
+
+    ``task_name`` is a built-in task (its built-in agent answers) or ``initial_program.py,evaluator.py``
+    (any OpenEvolve-style task: the generic agent of :mod:`dream_gym.online.agents.generic` answers,
+    from the parent and the other programs the prompt shows)."""
 
     def __init__(self, task_name: str, seed: int = 0):
-        from dream_gym.online.agents import builtin_agent
+        from dream_gym.online.agents import GenericAgent, builtin_agent
         from dream_gym.online.tasks import get_task
 
         self.task_name = task_name
         self.seed = int(seed)
+        self.task = None
+        self.generic: GenericAgent | None = None
+        if "," in task_name:
+            for path in (p.strip() for p in task_name.split(",", 1)):
+                if not Path(path).is_file():
+                    raise FileNotFoundError(f"--task {task_name}: {path} does not exist")
+            self.generic = GenericAgent()
+            return
         self.task = get_task(task_name)
-        builtin_agent(task_name)  # fail now for a task without a built-in agent
+        try:
+            builtin_agent(task_name)
+        except ValueError:  # a built-in task without an agent of its own
+            self.generic = GenericAgent()
 
     def rng_for(self, body: dict[str, Any]) -> np.random.Generator:
         digest = hashlib.sha256(json.dumps(body.get("messages", []), sort_keys=True).encode()).digest()
@@ -345,6 +364,9 @@ class AgentResponder:
         if parsed.code is None:
             return ("I found no program to improve in this prompt: put the current program in a fenced "
                     "code block (OpenEvolve's '# Current Program' section).")
+        if self.generic is not None:
+            return self._formatted(parsed, self._generic_proposal(parsed.code, parsed.fitness, messages, body))
+        assert self.task is not None
         score = None if parsed.error or parsed.fitness is None or parsed.fitness <= 0 else task_score(
             parsed.fitness, self.task.direction)
         parent = ParentContext(
@@ -353,6 +375,24 @@ class AgentResponder:
                       "diagnostics": parsed.diagnostics[:300], "code": parsed.code}],
         )
         proposal = builtin_agent(self.task_name).propose(self.task, parent, self.rng_for(body))
+        return self._formatted(parsed, proposal)
+
+    def _generic_proposal(self, code: str, fitness: float | None, messages: list[Any],
+                          body: dict[str, Any]) -> Proposal:
+        """The generic agent's child: seeded from the server's seed, the request's seed, the parent
+        and the other programs shown (not the rest of the prompt's text); crossover takes from the
+        shown programs scored at least the parent's ``fitness``."""
+        from dream_gym.online.agents.generic import generic_seed, prompt_donors
+
+        assert self.generic is not None
+        texts = [message_text(m.get("content")) for m in messages if isinstance(m, dict)]
+        donors = prompt_donors(texts, code)
+        rng = np.random.default_rng(generic_seed(self.seed, body.get("seed"), code, donors, messages))
+        return self.generic.propose(None, ParentContext(code=code, score=fitness), rng, donors=donors)
+
+    @staticmethod
+    def _formatted(parsed: ParsedPrompt, proposal: Proposal) -> str:
+        assert parsed.code is not None
         if isinstance(parsed, ShinkaPrompt):
             return shinka_answer(parsed, proposal)
         note = proposal.notes.replace("\n", " ")

@@ -37,10 +37,13 @@ pipelined schedule, 2W iterations in flight) and only records the world; its ``r
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import json
 import os
 import signal
 import sys
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +55,7 @@ from openevolve.database import ProgramDatabase
 from dream_gym.datasets.importers.openevolve import _program as imported_program
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
+from dream_gym.printable import printable
 from dream_gym.settings import DEFAULT_BETA, ReplaySettings
 
 METRIC = "combined_score"
@@ -123,6 +127,9 @@ class RunState:
         assert self.policy is not None
         self.flush()
         records = self.writer.records
+        if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
+            raise ValueError("the initial program failed its evaluation, so a policy has no scored program to "
+                             f"start from: {printable(str(records[0].get('error') or 'no score'), 300)}")
         view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
                          rounds=self.round)
         if not self.reset_done:
@@ -157,18 +164,147 @@ class RunState:
         return database.programs.get(program_id) or self.known.get(program_id)
 
 
+class OrderedIdSet(set):  # type: ignore[type-arg]
+    """A set of program ids that iterates in insertion order.
+
+    OpenEvolve keeps each island and the archive as a ``set`` of ids and iterates them to sample
+    inspirations and to list an island's programs for the prompt; a plain set of strings iterates
+    in hash order, which changes with each process's hash seed, so two runs with the same seed
+    would see different inspirations. Membership stays the set's own."""
+
+    def __init__(self, items: Any = ()):
+        super().__init__()
+        self._order: dict[Any, None] = {}
+        self.update(items)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._order))
+
+    def __reduce__(self) -> Any:
+        return (OrderedIdSet, (list(self._order),))
+
+    def copy(self) -> OrderedIdSet:
+        return OrderedIdSet(self._order)
+
+    def add(self, item: Any) -> None:
+        super().add(item)
+        self._order[item] = None
+
+    def discard(self, item: Any) -> None:
+        super().discard(item)
+        self._order.pop(item, None)
+
+    def remove(self, item: Any) -> None:
+        super().remove(item)
+        self._order.pop(item, None)
+
+    def pop(self) -> Any:
+        if not self._order:
+            raise KeyError("pop from an empty set")
+        item = next(iter(self._order))
+        self.remove(item)
+        return item
+
+    def clear(self) -> None:
+        super().clear()
+        self._order.clear()
+
+    def update(self, *others: Any) -> None:
+        for other in others:
+            for item in list(other):
+                self.add(item)
+
+    def _keep(self, kept: set[Any]) -> None:
+        for item in [i for i in self._order if i not in kept]:
+            self.remove(item)
+
+    def intersection_update(self, *others: Any) -> None:
+        self._keep(set(self).intersection(*others))
+
+    def difference_update(self, *others: Any) -> None:
+        self._keep(set(self).difference(*others))
+
+    def symmetric_difference_update(self, other: Any) -> None:
+        for item in dict.fromkeys(other):
+            if item in self._order:
+                self.remove(item)
+            else:
+                self.add(item)
+
+    def __ior__(self, other: Any) -> OrderedIdSet:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def __iand__(self, other: Any) -> OrderedIdSet:  # type: ignore[override,misc]
+        self.intersection_update(other)
+        return self
+
+    def __isub__(self, other: Any) -> OrderedIdSet:  # type: ignore[override,misc]
+        self.difference_update(other)
+        return self
+
+    def __ixor__(self, other: Any) -> OrderedIdSet:  # type: ignore[override,misc]
+        self.symmetric_difference_update(other)
+        return self
+
+
+def program_id(seed: int, *parts: Any) -> str:
+    """A program id (UUID-shaped, as OpenEvolve's) derived from the run's seed and what identifies
+    the program in the run, so the same seed gives the same ids."""
+    digest = hashlib.sha256(json.dumps([int(seed), *parts], default=str).encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
 class PolicyDatabase(ProgramDatabase):  # type: ignore[misc]
-    """OpenEvolve's database with the parents chosen by the policy and every program recorded."""
+    """OpenEvolve's database with the parents chosen by the policy and every program recorded.
+
+    Two changes make a run repeat with its seed: islands and archive iterate in insertion order
+    (:class:`OrderedIdSet`), and each new program's random ``uuid4`` id is replaced, as it is
+    added, by :func:`program_id` of the seed, its iteration, parent and code (a migrant copy: of
+    its original and island); artifacts stored under the old id follow it."""
+
+    islands: list[Any]  # OpenEvolve's attributes, replaced by ordered sets
+    archive: Any
 
     def __init__(self, config: Any, state: RunState, population_strategy: Any = None):
         super().__init__(config, population_strategy=population_strategy)
         self.dream_state = state
+        self.renamed: dict[str, str] = {}
+        self._ordered_sets()
+
+    def _ordered_sets(self) -> None:
+        self.islands = [OrderedIdSet(island) for island in self.islands]
+        self.archive = OrderedIdSet(self.archive)
+
+    def load(self, path: str) -> None:
+        super().load(path)
+        self._ordered_sets()
 
     def add(self, program: Any, iteration: int | None = None, target_island: int | None = None) -> str | None:
+        if self.dream_state.recording and program.id not in self.programs:
+            self._rename(program, iteration, target_island)
         admitted = super().add(program, iteration=iteration, target_island=target_island)
         if admitted is not None:
             self.dream_state.admitted(program)
         return admitted  # type: ignore[no-any-return]
+
+    def _rename(self, program: Any, iteration: int | None, target_island: int | None) -> None:
+        seed = self.dream_state.seed
+        if program.metadata.get("migrant"):
+            new = program_id(seed, "migrant", program.parent_id, target_island)
+        else:
+            found = program.iteration_found if iteration is None else iteration
+            new = program_id(seed, found, program.parent_id, target_island, program.code)
+        while new in self.programs:  # the same program twice in one iteration (island seeds)
+            new = program_id(seed, new)
+        self.renamed[program.id] = new
+        program.id = new
+
+    def store_artifacts(self, program_id: str, artifacts: Any) -> None:
+        super().store_artifacts(self.renamed.get(program_id, program_id), artifacts)
+
+    def get_artifacts(self, program_id: str) -> Any:
+        return super().get_artifacts(self.renamed.get(program_id, program_id))
 
     def increment_island_generation(self, island_idx: int | None = None) -> None:
         super().increment_island_generation(island_idx)
@@ -211,6 +347,27 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
                 await super()._run_evolution_with_checkpoints(iteration, end - iteration, target_score)
             state.flush()
             return
+        pool = controller.executor = InOrderPool(controller.executor)
+        try:
+            iteration, completed, successful, last_saved = await self._rounds(iteration, end, target_score, pool)
+        finally:
+            if controller.executor is pool:
+                controller.executor = pool.executor
+        final = iteration - 1
+        if final > 0 and final != last_saved:
+            self._save_checkpoint(final)  # the whole run, for the importer
+        if state.stopped_by == "policy":
+            controller.request_shutdown()  # the empty batch is OpenEvolve's shutdown
+        controller.completed_iterations = completed
+        controller.successful_iterations = successful
+        controller.produced_no_candidates = completed > 0 and successful == 0
+
+    async def _rounds(self, iteration: int, end: int, target_score: float | None,
+                      pool: InOrderPool) -> tuple[int, int, int, int | None]:
+        """The policy's rounds, from ``iteration`` up to ``end``: (next iteration, completed,
+        successful, last checkpointed iteration)."""
+        state = self.dream_state
+        controller = self.parallel_controller
         completed = successful = 0
         last_saved = None
         while iteration < end and not controller.shutdown_event.is_set():
@@ -220,6 +377,7 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
                 break
             for slot in range(len(batch)):
                 state.slot_of[iteration + slot] = slot
+            pool.new_round()
             await controller.run_evolution(iteration, len(batch), target_score,
                                            checkpoint_callback=self._save_checkpoint)
             state.flush()
@@ -238,14 +396,46 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
         else:
             if controller.shutdown_event.is_set():
                 state.stopped_by = "shutdown"
-        final = iteration - 1
-        if final > 0 and final != last_saved:
-            self._save_checkpoint(final)  # the whole run, for the importer
-        if state.stopped_by == "policy":
-            controller.request_shutdown()  # the empty batch is OpenEvolve's shutdown
-        controller.completed_iterations = completed
-        controller.successful_iterations = successful
-        controller.produced_no_candidates = completed > 0 and successful == 0
+        return iteration, completed, successful, last_saved
+
+
+class InOrderPool:
+    """The controller's process pool, with a round's results handed over in iteration order.
+
+    OpenEvolve's ``run_evolution`` takes the first finished future of those in flight, so the
+    order in which a round's children enter the database (and so the database's later sampling)
+    would depend on which worker finished first. Each future of a round reports itself done only
+    once the round's earlier futures are done too; the work still runs in parallel."""
+
+    def __init__(self, executor: Any):
+        self.executor = executor
+        self._round: list[Any] = []
+
+    def new_round(self) -> None:
+        self._round = []
+
+    def submit(self, function: Any, *args: Any, **kwargs: Any) -> InOrderFuture:
+        future = self.executor.submit(function, *args, **kwargs)
+        ordered = InOrderFuture(future, tuple(self._round))
+        self._round.append(future)
+        return ordered
+
+    def __getattr__(self, name: str) -> Any:  # shutdown, _processes, ...: the pool's own
+        return getattr(self.executor, name)
+
+
+class InOrderFuture:
+    """A future that is done when it and every earlier future of its round are done."""
+
+    def __init__(self, future: Any, earlier: tuple[Any, ...]):
+        self.future = future
+        self.earlier = earlier
+
+    def done(self) -> bool:
+        return self.future.done() and all(f.done() for f in self.earlier)
+
+    def __getattr__(self, name: str) -> Any:  # result, cancel, exception, ...
+        return getattr(self.future, name)
 
 
 def _best_combined(database: Any) -> float:

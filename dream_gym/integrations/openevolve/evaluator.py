@@ -115,6 +115,71 @@ def write_task_files(task_name: str, folder: str | Path) -> tuple[Path, Path]:
     return initial, evaluator
 
 
+SEEDED_TEMPLATE = '''"""OpenEvolve evaluator written by dream-gym: the task's evaluator (EVALUATOR), each evaluation seeded.
+
+Before each call of the task's evaluate() (and evaluate_stage1/2/3 when it has them), the global
+generators of `random` and `numpy.random` are seeded from the run's seed and the program's text, so
+an evaluator or a program that draws from them without a seed of its own scores a program the same
+way in every run with that seed, whichever worker process evaluates it.
+"""
+
+import functools
+import hashlib
+import importlib.util
+import os
+import random
+import sys
+
+EVALUATOR = {evaluator!r}
+SEED = {seed!r}
+
+if os.path.dirname(EVALUATOR) not in sys.path:  # the evaluator's own imports, as OpenEvolve allows them
+    sys.path.insert(0, os.path.dirname(EVALUATOR))
+_spec = importlib.util.spec_from_file_location("dream_gym_seeded_task_evaluator", EVALUATOR)
+_task = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_task)
+
+
+def _seed_for(program_path):
+    with open(program_path, "rb") as handle:
+        digest = hashlib.sha256(("%d:" % SEED).encode() + handle.read()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def _seeded(function):
+    @functools.wraps(function)
+    def call(program_path, *args, **kwargs):
+        seed = _seed_for(program_path)
+        random.seed(seed)
+        try:
+            import numpy
+        except ImportError:
+            pass
+        else:
+            numpy.random.seed(seed)
+        return function(program_path, *args, **kwargs)
+
+    return call
+
+
+evaluate = _seeded(_task.evaluate)
+for _stage in ("evaluate_stage1", "evaluate_stage2", "evaluate_stage3"):
+    if hasattr(_task, _stage):
+        globals()[_stage] = _seeded(getattr(_task, _stage))
+'''
+
+
+def write_seeded_evaluator(evaluator: str | Path, folder: str | Path, seed: int) -> Path:
+    """Write ``folder/evaluator.py``: the task's ``evaluator`` with every evaluation's global random
+    generators seeded from ``seed`` and the program's text (see :data:`SEEDED_TEMPLATE`), so a run
+    with the same seed scores every program the same way. The task's file is not changed."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "evaluator.py"
+    path.write_text(SEEDED_TEMPLATE.format(evaluator=str(Path(evaluator).resolve()), seed=int(seed)), encoding="utf-8")
+    return path
+
+
 CONFIG_TEMPLATE = """# OpenEvolve config for a dream_gym task served by `dream-gym serve-agent` (written by dream-gym)
 max_iterations: 20
 random_seed: 0

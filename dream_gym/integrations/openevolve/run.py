@@ -3,13 +3,16 @@
 The world folder ``out`` holds ``world.json`` and ``nodes.jsonl`` (every program a node, in the
 order OpenEvolve finished them; ``score`` is ``combined_score``, null with the reason for a
 program OpenEvolve's evaluator failed), ``openevolve/`` (OpenEvolve's own output: checkpoints,
-evolution trace, logs, best program) and, for a built-in task, ``task/`` (the
-``initial_program.py`` and ``evaluator.py`` given to OpenEvolve). As in ``dream-gym grow``: each
+evolution trace, logs, best program) and ``task/``: for a built-in task the ``initial_program.py``
+and ``evaluator.py`` given to OpenEvolve; for a task given as files the ``evaluator.py`` given to
+OpenEvolve, the task's own evaluator with each evaluation's random generators seeded from the run's
+seed and the program (:func:`.evaluator.write_seeded_evaluator`). As in ``dream-gym grow``: each
 node is written with flush + fsync as it is admitted, the run holds the folder's lock, and
 ``resume`` continues a killed run (the database is rebuilt from the world's nodes, then the
 policy is asked for the next round).
 
-Without ``model`` the agent is the task's built-in agent behind an
+Without ``model`` the agent is the task's built-in agent, or for a task given as files the
+generic agent (:mod:`dream_gym.online.agents.generic`), behind an
 :class:`~dream_gym.online.agent_server.AgentServer` started for the run (no LLM, no key).
 """
 
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dream_gym.integrations.openevolve.evaluator import write_seeded_evaluator
 from dream_gym.locks import folder_lock
 from dream_gym.redact import redact_value
 from dream_gym.settings import DEFAULT_BETA
@@ -172,6 +176,10 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         if config.resume and not exists and (folder / OUTPUT_DIR).exists():
             raise FileExistsError(f"{folder}/{OUTPUT_DIR} exists without a world to resume")
         task_name, initial, evaluator = resolve_task(config.task, folder)
+        # OpenEvolve gets the task's evaluator with each evaluation's random generators seeded
+        # (from the run's seed and the program), so the same seed scores every program the same way
+        oe_evaluator = evaluator if task_name is not None else write_seeded_evaluator(
+            evaluator, folder / "task", config.seed)
         if exists:
             writer = WorldWriter.open(folder)
         else:
@@ -183,11 +191,12 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
                 task = get_task(task_name)
                 description = task.description
                 direction_note = task.direction
+            agent_name = f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)"
             meta = new_meta(
                 config.world_id or folder.name, task_name or initial.parent.name, description,
                 direction="maximize", workers=config.workers, frontier=config.frontier,
                 source=f"dream-gym openevolve run (OpenEvolve {version}, {'its own sampling' if config.policy == NATIVE_POLICY else 'parents chosen by a dream_gym policy'})",
-                licence="CC-BY-4.0", policy=config.policy, agent=config.model or "dream-gym serve-agent (built-in agent)",
+                licence="CC-BY-4.0", policy=config.policy, agent=config.model or agent_name,
                 seed=config.seed, beta=config.beta, metric="combined_score", command=config.command,
                 openevolve={"version": version, "iterations": config.iterations, "task_direction": direction_note,
                             "initial_program": str(initial), "evaluator": str(evaluator)},
@@ -197,13 +206,10 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
     source = None
     state = None
     try:
-        if config.model is None:
-            if task_name is None:
-                raise ValueError("a task given as initial_program.py,evaluator.py needs --model (the built-in "
-                                 "agent knows the built-in tasks only)")
+        if config.model is None:  # a built-in task's own agent, or the generic agent for any other task
             from dream_gym.online.agent_server import MODEL_NAME, AgentServer
 
-            server = AgentServer(task_name, seed=config.seed).start()
+            server = AgentServer(task_name or f"{initial},{evaluator}", seed=config.seed).start()
             model, api_base, api_key = MODEL_NAME, server.base_url, NO_KEY
         else:
             model = config.model
@@ -226,7 +232,7 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         state = bridge.RunState(writer, policy, config.workers, seed=config.seed, beta=config.beta,
                                 frontier=config.frontier, total_iterations=config.iterations)
         bridge.guard_forks()
-        controller = bridge.PolicyOpenEvolve(str(initial), str(evaluator), oe_config, state,
+        controller = bridge.PolicyOpenEvolve(str(initial), str(oe_evaluator), oe_config, state,
                                              output_dir=str(folder / OUTPUT_DIR))
         if writer.records:
             bridge.restore_database(controller.database, writer.records, state)

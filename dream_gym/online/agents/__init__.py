@@ -1,6 +1,7 @@
 """Built-in discovery agents: LLM-like improvement operators that need no LLM, one module per task.
 
-``builtin_agent(task_name)`` returns the agent of a built-in task. Every agent follows the
+``builtin_agent(task_name)`` returns the agent of a built-in task; :class:`GenericAgent`
+(:mod:`.generic`) edits any program without knowing its task. Every agent follows the
 :class:`~dream_gym.online.agent_base.Agent` protocol of the LLM agent, reads the parent's program
 as text (never running it), and imitates an LLM's incremental progress (mostly small local edits,
 rare large changes, realistic slips); :mod:`dream_gym.online.agents.common` holds what they share.
@@ -12,6 +13,7 @@ from dream_gym.online.agent_base import Agent
 from dream_gym.online.agents.autocorrelation import AutocorrelationAgent
 from dream_gym.online.agents.circle_packing import CirclePackingAgent
 from dream_gym.online.agents.common import EditAgent, read_literal
+from dream_gym.online.agents.generic import GenericAgent
 from dream_gym.online.agents.lasso_path import LassoPathAgent
 from dream_gym.online.agents.sleep_task import SleepTaskAgent
 from dream_gym.online.agents.sum_difference import SumDifferenceAgent
@@ -36,5 +38,5 @@ def builtin_agent(task_name: str) -> Agent:
     return agent
 
 
-__all__ = ["BUILTIN_AGENTS", "AutocorrelationAgent", "CirclePackingAgent", "EditAgent", "LassoPathAgent",
+__all__ = ["BUILTIN_AGENTS", "AutocorrelationAgent", "CirclePackingAgent", "EditAgent", "GenericAgent", "LassoPathAgent",
            "SleepTaskAgent", "SumDifferenceAgent", "builtin_agent", "read_literal"]
