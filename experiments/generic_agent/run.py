@@ -1,0 +1,143 @@
+"""The generic no-LLM agent on OpenEvolve's own example tasks: validity and progress.
+
+Run once (not in CI), from the repository root:
+
+    nice -n 10 .venv/bin/python experiments/generic_agent/run.py --out /tmp/generic-agent-runs
+
+Every command it runs is appended to ``<out>/commands.log``; a finished run (its
+``run_summary.json`` exists) is skipped, so a killed experiment continues where it stopped. It
+writes ``results.json`` beside this file (and in ``--out``); the world folders stay in ``--out``.
+
+Design (fixed before any run):
+* the five examples of OpenEvolve's repository copied in ``/work/shared/openevolve-examples``
+  (function_minimization, heilbronn_triangle, k_module_problem, polynomial_real, fft_convolution),
+  each as ``--task initial_program.py,evaluator.py`` with no ``--model``: the generic agent answers
+  through the agent server; OpenEvolve's default config (the example's own config.yaml is not
+  used: ``dream-gym deploy`` has none either), W = 2, 100 iterations, seeds 0-4 (a run is quick);
+* arms: ``--policy native`` (OpenEvolve's own sampling), ``--policy greedy`` (the built-in, its
+  defaults: it stops after three rounds without a new best) and greedy with ``patience=100`` (so
+  it spends the whole budget);
+* an example is excluded when its evaluator cannot score the initial program here (checked first,
+  in a subprocess: the reason is the evaluator's own error);
+* per run: the share of valid children (the evaluator returned a combined_score and no error),
+  the initial program's and the best combined_score, nodes, why it stopped, seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+EXAMPLES_DIR = Path("/work/shared/openevolve-examples")
+EXAMPLES = ("function_minimization", "heilbronn_triangle", "k_module_problem", "polynomial_real", "fft_convolution")
+ARMS = {"native": ["--policy", "native"], "greedy": ["--policy", "greedy"],
+        "greedy-patience-100": ["--policy", "greedy", "--policy-arg", "patience=100"]}
+W, ITERATIONS, SEEDS = 2, 100, (0, 1, 2, 3, 4)
+HERE = Path(__file__).resolve().parent
+DREAM_GYM = [sys.executable, "-m", "dream_gym"]
+
+PROBE = """
+import importlib.util, io, contextlib, json, sys
+folder = sys.argv[1]
+sys.path.insert(0, folder)
+spec = importlib.util.spec_from_file_location("evaluator", folder + "/evaluator.py")
+module = importlib.util.module_from_spec(spec)
+with contextlib.redirect_stdout(io.StringIO()):
+    spec.loader.exec_module(module)
+    result = module.evaluate(folder + "/initial_program.py")
+metrics = getattr(result, "metrics", result)
+error = metrics.get("error") if isinstance(metrics, dict) else "no metrics"
+print(json.dumps({"error": None if error is None else str(error), "combined_score": metrics.get("combined_score")}))
+"""
+
+
+def probe(example: str) -> dict:
+    """The example's evaluator on its initial program, in a subprocess: its error or score."""
+    done = subprocess.run([sys.executable, "-c", PROBE, str(EXAMPLES_DIR / example)], capture_output=True,
+                          text=True, timeout=600, cwd="/tmp")
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["the probe failed"])[-1], "combined_score": None}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(example: str, arm: str, seed: int, out: Path, log: Path) -> dict:
+    folder = out / f"{example}-{arm}-{seed}"
+    task = f"{EXAMPLES_DIR / example / 'initial_program.py'},{EXAMPLES_DIR / example / 'evaluator.py'}"
+    command = [*DREAM_GYM, "openevolve", "run", "--task", task, *ARMS[arm], "-W", str(W),
+               "--iterations", str(ITERATIONS), "--seed", str(seed), "--out", str(folder)]
+    if not (folder / "run_summary.json").exists():
+        line = shlex.join(["nice", "-n", "10", "dream-gym", *command[3:]])
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+        started = time.time()
+        done = subprocess.run(["nice", "-n", "10", *command], capture_output=True, text=True, cwd="/tmp")
+        if done.returncode != 0:
+            raise RuntimeError(f"{line} failed:\n{done.stderr[-3000:]}")
+        print(f"{example} {arm} {seed}: {time.time() - started:.0f}s", flush=True)
+    return summarise(folder)
+
+
+def summarise(folder: Path) -> dict:
+    records = [json.loads(line) for line in (folder / "nodes.jsonl").read_text().splitlines() if line.strip()]
+    summary = json.loads((folder / "run_summary.json").read_text())
+    children = records[1:]
+    valid = [r for r in children if r.get("score") is not None]
+    scores = [r["score"] for r in records if r.get("score") is not None]
+    initial = records[0].get("score")
+    best = max(scores) if scores else None
+    return {
+        "nodes": len(records), "children": len(children), "valid_children": len(valid),
+        "valid_share": round(len(valid) / len(children), 3) if children else None,
+        "initial_score": initial, "best_score": best,
+        "improved": best is not None and initial is not None and best > initial,
+        "stopped_by": summary.get("stopped_by"), "seconds": round(float(summary.get("seconds") or 0.0), 1),
+        "folder": str(folder),
+    }
+
+
+def aggregate(runs: list[dict]) -> dict:
+    """One arm of one example over the seeds: pooled valid share, runs improved, mean gain."""
+    children = sum(r["children"] for r in runs)
+    gains = [r["best_score"] - r["initial_score"] for r in runs
+             if r["best_score"] is not None and r["initial_score"] is not None]
+    return {
+        "valid_share": round(sum(r["valid_children"] for r in runs) / children, 3) if children else None,
+        "improved_runs": sum(1 for r in runs if r["improved"]), "runs": len(runs),
+        "mean_initial": round(sum(r["initial_score"] or 0.0 for r in runs) / len(runs), 4),
+        "mean_best": round(sum(r["best_score"] or 0.0 for r in runs) / len(runs), 4),
+        "mean_gain": round(sum(gains) / len(gains), 4) if gains else None,
+        "mean_nodes": round(sum(r["nodes"] for r in runs) / len(runs), 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("/tmp/generic-agent-runs"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "commands.log"
+    results: dict = {"design": {"w": W, "iterations": ITERATIONS, "seeds": SEEDS, "arms": ARMS}, "examples": {}}
+    for example in EXAMPLES:
+        checked = probe(example)
+        entry: dict = {"initial_program": checked}
+        if checked["error"] is not None:
+            entry["excluded"] = checked["error"]
+        else:
+            runs = {arm: [run(example, arm, seed, args.out, log) for seed in SEEDS] for arm in ARMS}
+            entry["summary"] = {arm: aggregate(found) for arm, found in runs.items()}
+            entry["runs"] = runs
+        results["examples"][example] = entry
+    text = json.dumps(results, indent=2) + "\n"
+    (HERE / "results.json").write_text(text, encoding="utf-8")
+    (args.out / "results.json").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
