@@ -228,6 +228,34 @@ def test_a_parent_cycle_is_broken_at_its_earliest_node(tmp_path):
     assert world.records[1]["parent"] == "r" and "loops" in world.records[1]["orphan"]["reason"]
 
 
+def test_an_error_flag_of_zero_beside_a_score_is_no_failure_but_every_real_failure_still_is(tmp_path):
+    folder = tmp_path / "run" / "programs"
+
+    def flagged(pid, parent, metrics, it):
+        program = _prog(pid, parent, 0.0, float(it), it)
+        program["metrics"] = metrics
+        return program
+
+    # an evaluator that reports error as a 0/1 number beside every score (the root included)
+    _write(folder, flagged("r", None, {"combined_score": 1.0, "error": 0.0}, 0))
+    _write(folder, flagged("ok", "r", {"combined_score": 2.0, "error": 0}, 1))
+    _write(folder, flagged("flag1", "r", {"combined_score": 0.0, "error": 1.0}, 2))
+    # OpenEvolve's own failure: {"error": 0.0} without a score (and with a timeout)
+    _write(folder, flagged("oe-fail", "r", {"error": 0.0}, 3))
+    _write(folder, flagged("oe-timeout", "r", {"error": 0.0, "timeout": True}, 4))
+    # an error message beside a score
+    _write(folder, flagged("message", "r", {"combined_score": 3.0, "error": "Traceback: boom"}, 5))
+    report = import_openevolve(tmp_path / "run", tmp_path / "w")
+    world = load_world(tmp_path / "w")
+    by_id = {r["id"]: r for r in world.records}
+    assert world.baseline_score == 1.0 and by_id["ok"]["score"] == 2.0 and by_id["ok"].get("error") is None
+    assert report.invalid == 4 and report.best == 2.0
+    assert by_id["flag1"]["score"] is None and "error=1.0" in by_id["flag1"]["error"]
+    assert by_id["oe-fail"]["score"] is None and "error=0.0" in by_id["oe-fail"]["error"]
+    assert "metric 'combined_score' missing" in by_id["oe-timeout"]["error"]
+    assert by_id["message"]["score"] is None and "Traceback: boom" in by_id["message"]["error"]
+
+
 # --------------------------------------------------------------------------- OpenEvolve error paths
 
 

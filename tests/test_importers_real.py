@@ -224,3 +224,29 @@ def test_shinka_island_copy_children_hang_from_the_original_and_errors_come_from
 def test_shinka_run_of_initial_copies_only_is_a_root_world(tmp_path):
     report, world = _import("shinkaevolve", EXTERNAL / "shinkaevolve" / "circle-packing-example", tmp_path / "w")
     assert world.size == 1 and report.migrants_collapsed == 4 and report.roots_found == 1
+
+
+@needs_runs
+@pytest.mark.parametrize(("name", "nodes", "invalid", "orphans", "best"), [
+    ("oe-bm25-composable", 179, 11, 0, 0.43045407582053996),
+    ("oe-bm25-constrained", 185, 0, 12, 0.4259518327666566),
+    ("oe-bm25-freeform", 200, 6, 0, 0.442431217235689),
+])
+def test_runs_whose_evaluator_flags_error_as_a_number_import(name, nodes, invalid, orphans, best, tmp_path):
+    src = EXTERNAL / "openevolve" / name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constrained's population cap pruned 12 parents: orphans attach
+        report = import_run("auto", src, tmp_path / "w")
+    world = load_world(tmp_path / "w")
+    raws = _raw_openevolve(src)
+    # every program reports error as 0.0 or 1.0 beside its combined_score; 1.0 is a failure (12 datasets failed)
+    flags = {float(r["metrics"]["error"]) for r in raws.values()}
+    assert flags <= {0.0, 1.0}
+    for record in world.records:
+        metrics = raws[record["id"]]["metrics"]
+        failed = metrics["error"] == 1.0
+        assert (record["score"] is None) == failed
+        if failed:
+            assert metrics["datasets_failed"] > 0 and "error=1.0" in record["error"]
+    assert (world.size, report.invalid, report.orphans, report.best) == (nodes, invalid, orphans, best)
+    assert world.baseline_score == raws[world.ids[0]]["metrics"]["combined_score"]

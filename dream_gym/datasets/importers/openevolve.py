@@ -10,7 +10,8 @@ A resumed phase's root is stitched onto the program it was started from (the id 
 checkpoint's ``best_program_info.json``, else identical code), and its iterations are counted on
 from the rounds of the phases before it, so that ``round`` keeps growing across phases.
 
-A program is invalid (null score, with its error) when its metrics hold an ``error`` key, a
+A program is invalid (null score, with its error) when its metrics hold an ``error`` key (but
+not a numeric 0 beside a finite score: some evaluators report ``error`` as a 0/1 flag), a
 validity flag (``validity``/``valid``/``valid_solution``/``is_valid``) of 0, or no finite value
 for the chosen metric. Code, all metrics, prompts, the change description, island, generation,
 iteration and timestamp are kept on each node; evaluator artifacts go to ``diagnostics``.

@@ -25,15 +25,30 @@ def _metrics_of(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _reports_error(metrics: dict[str, Any], value: float | None) -> bool:
+    """Whether the metrics hold an ``error`` that marks the evaluation failed.
+
+    OpenEvolve's own failures are ``{"error": 0.0}`` (sometimes with ``timeout`` or
+    ``stage1_passed``) with no score, and evaluators return an error message; both fail. Some
+    evaluators instead report ``error`` as a number beside every score, 0 when nothing failed and
+    1 when something did: a numeric 0 beside a finite score is that flag saying "no error".
+    """
+    if "error" not in metrics:
+        return False
+    flag = metrics["error"]
+    no_error_flag = isinstance(flag, (int, float)) and flag == 0
+    return not (no_error_flag and value is not None and math.isfinite(value))
+
+
 def _error_of(metrics: dict[str, Any], metric: str, diagnostics: Any, stderr: Any) -> str | None:
     """The reason a program has no valid score, or None when it has one."""
     reasons = []
-    if "error" in metrics:
+    value = to_float(metrics.get(metric))
+    if _reports_error(metrics, value):
         reasons.append(f"evaluator reported error={metrics['error']!r}")
     for key in VALIDITY_KEYS:
         if key in metrics and to_float(metrics[key]) == 0.0:
             reasons.append(f"{key}=0")
-    value = to_float(metrics.get(metric))
     if value is None:
         reasons.append(f"metric {metric!r} missing")
     elif not math.isfinite(value):
