@@ -50,6 +50,9 @@ class ArchConfig(Protocol):
     @property
     def beta_grid(self) -> list[float]: ...
 
+    @property
+    def episode_settings(self) -> list[tuple[int, float, float]]: ...
+
 #: What a model saved without :data:`ARCH_ATTRIBUTE` is when no architecture's shape fits.
 FALLBACK_ARCH = "macro"
 
@@ -90,7 +93,7 @@ def _mlp(config: ArchConfig) -> tuple[Any, dict[str, Any]]:
 
 # -- macro: one of the macro actions a round, on the numba vector env ---------------------------
 def _macro_env(config: ArchConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
-    return sb3_vec_env(list(worlds), config.n_envs, workers=config.workers, beta=config.beta_grid,
+    return sb3_vec_env(list(worlds), config.n_envs, draws=config.episode_settings, beta=config.beta_grid,
                        value_fn=value_fn)
 
 
@@ -102,8 +105,8 @@ def _is_macro(model: Any) -> bool:
 # -- node: a candidate node or "commit" a step, scored by the permutation-equivariant network ---
 def _node_env(config: ArchConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
     def one() -> NodeReplayEnv:
-        return NodeReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn,
-                             max_candidates=config.max_candidates)
+        return NodeReplayEnv(list(worlds), beta=config.beta_grid, value_fn=value_fn,
+                             max_candidates=config.max_candidates, draws=config.episode_settings)
 
     return _dummy_vec_env(one, config.n_envs)
 
@@ -117,7 +120,8 @@ def _node_network(config: ArchConfig) -> tuple[Any, dict[str, Any]]:
 # -- options: a meta-controller that runs one built-in's proposal a round -------------------------
 def _options_env(config: ArchConfig, worlds: Sequence[World], value_fn: ValueFn) -> Any:
     def one() -> OptionsReplayEnv:
-        return OptionsReplayEnv(list(worlds), workers=config.workers, beta=config.beta_grid, value_fn=value_fn)
+        return OptionsReplayEnv(list(worlds), beta=config.beta_grid, value_fn=value_fn,
+                                draws=config.episode_settings)
 
     return _dummy_vec_env(one, config.n_envs)
 

@@ -91,7 +91,8 @@ class NodeReplayEnv(PoolEpisodes):
 
     ## Arguments
     ``worlds``, ``workers``, ``beta``, ``beta1``, ``beta2``, ``max_rounds``, ``value_fn`` as for
-    MacroReplayEnv; ``max_candidates`` (rows of the observation, default 16).
+    MacroReplayEnv; ``max_candidates`` (rows of the observation, default 16); ``draws``: (W, beta1,
+    beta2) settings, one drawn per episode (default: the one given by ``workers``, ``beta1``, ``beta2``).
 
     ## Version History
     * v0 (unreleased): initial version.
@@ -110,10 +111,11 @@ class NodeReplayEnv(PoolEpisodes):
         max_rounds: int | None = None,
         value_fn: ValueFn = replay_value,
         max_candidates: int = DEFAULT_CAPACITY,
+        draws: Sequence[tuple[int, float, float]] = (),
     ):
         if max_candidates < 1:
             raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
-        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds)
+        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds, draws)
         self.value_fn = value_fn
         self.capacity = int(max_candidates)
         self.action_space = spaces.Discrete(self.capacity + 1)

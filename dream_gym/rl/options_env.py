@@ -50,7 +50,8 @@ class OptionsReplayEnv(PoolEpisodes):
 
     ## Arguments
     ``worlds``, ``workers`` (default :data:`~dream_gym.settings.STANDARD_WORKERS`, 4), ``beta`` (fixed or a sequence to draw from),
-    ``beta1``, ``beta2``, ``max_rounds``, ``value_fn``.
+    ``beta1``, ``beta2``, ``max_rounds``, ``value_fn``; ``draws``: (W, beta1, beta2) settings, one drawn per
+    episode (default: the one given by ``workers``, ``beta1``, ``beta2``).
 
     ## Version History
     * v0 (unreleased): 2026-12 initial version.
@@ -68,8 +69,9 @@ class OptionsReplayEnv(PoolEpisodes):
         beta2: float = DEFAULT_BETA2,
         max_rounds: int | None = None,
         value_fn: ValueFn = replay_value,
+        draws: Sequence[tuple[int, float, float]] = (),
     ):
-        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds)
+        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds, draws)
         self.value_fn = value_fn
         self.action_space = spaces.Discrete(N_OPTION_ACTIONS)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(N_OPTION_FEATURES,), dtype=np.float32)

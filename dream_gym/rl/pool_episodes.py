@@ -1,5 +1,6 @@
 """``PoolEpisodes``: what the single-episode RL envs share (the macro, node and options envs):
-a pool of worlds, a world and a beta drawn per episode, one ReplaySession per (world, beta)."""
+a pool of worlds, a world and a beta drawn per episode (and, when given several, a (W, beta1,
+beta2) setting), one ReplaySession per (world, beta, setting)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,23 @@ def betas_of(beta: float | Sequence[float]) -> tuple[float, ...]:
     return betas
 
 
+def settings_of(workers: int, beta1: float, beta2: float,
+                draws: Sequence[tuple[int, float, float]] = ()) -> tuple[tuple[int, float, float], ...]:
+    """The (W, beta1, beta2) settings an episode draws from: ``draws`` when given, else the one
+    setting (workers, beta1, beta2). ValueError for a W below 1 or a negative price."""
+    settings = tuple((int(w), float(b1), float(b2)) for w, b1, b2 in draws) or ((int(workers), float(beta1),
+                                                                                float(beta2)),)
+    if any(w < 1 or b1 < 0 or b2 < 0 for w, b1, b2 in settings):
+        raise ValueError(f"settings need W >= 1 and beta1, beta2 >= 0, got {settings}")
+    return settings
+
+
 class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
     """What the single pool envs share: the pool's worlds, a world and a beta drawn per episode
-    (or given in ``reset``'s options), and one ReplaySession per (world, beta), kept since a
-    session caches its world's node views."""
+    (or given in ``reset``'s options), a (W, beta1, beta2) setting drawn per episode when the env
+    was given several (``draws``), and one ReplaySession per (world, beta, setting), kept since a
+    session caches its world's node views. With one setting nothing more is drawn, so an env's
+    episodes are those it gave before settings could be drawn."""
 
     value_fn: ValueFn  # set by each env: the value whose changes are the rewards (see _reward)
 
@@ -38,27 +52,33 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
         beta1: float,
         beta2: float,
         max_rounds: int | None,
+        draws: Sequence[tuple[int, float, float]] = (),
     ) -> None:
         if not worlds:
             raise ValueError(f"{type(self).__name__} needs at least one world")
         self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
         self.betas = betas_of(beta)
+        self.episode_settings = settings_of(workers, beta1, beta2, draws)
+        workers, beta1, beta2 = self.episode_settings[0]
         # every world of the pool at one W; the beta of an episode replaces the first one's
         self.settings = ReplaySettings(int(workers), self.betas[0], float(beta1), float(beta2), max_rounds)
         self.workers = int(workers)
         self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
-        self._sessions: dict[tuple[int, float], ReplaySession] = {}
+        self._sessions: dict[tuple[int, float, int], ReplaySession] = {}
         self.session: ReplaySession | None = None
         self._value = 0.0
 
-    def _session(self, world: int, beta: float) -> ReplaySession:
-        key = (world, beta)
+    def _session(self, world: int, beta: float, setting: int = 0) -> ReplaySession:
+        key = (world, beta, setting)
         if key not in self._sessions:
-            self._sessions[key] = ReplaySession(self.worlds[world], self.settings.replace(beta=beta), strict=True)
+            workers, beta1, beta2 = self.episode_settings[setting]
+            settings = self.settings.replace(workers=workers, beta=beta, beta1=beta1, beta2=beta2)
+            self._sessions[key] = ReplaySession(self.worlds[world], settings, strict=True)
         return self._sessions[key]
 
     def _start_episode(self, seed: int | None, options: dict[str, Any] | None) -> ReplaySession:
-        """Seed, draw (or take) the world and beta, reset their session; the value restarts at 0."""
+        """Seed, draw (or take) the world and beta, then the setting, reset their session; the value
+        restarts at 0."""
         gym.Env.reset(self, seed=seed)
         options = options or {}
         world = int(options["world"]) if "world" in options else int(self.np_random.integers(len(self.worlds)))
@@ -68,7 +88,9 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
             beta = float(options["beta"])
         else:
             beta = self.betas[int(self.np_random.integers(len(self.betas)))] if len(self.betas) > 1 else self.betas[0]
-        self.session = self._session(world, beta)
+        count = len(self.episode_settings)
+        setting = int(self.np_random.integers(count)) if count > 1 else 0  # one setting: nothing drawn
+        self.session = self._session(world, beta, setting)
         self.session.reset()
         self._value = 0.0
         return self.session
@@ -89,4 +111,4 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
                 "batch": batch}
 
 
-__all__ = ["PoolEpisodes", "betas_of"]
+__all__ = ["PoolEpisodes", "betas_of", "settings_of"]

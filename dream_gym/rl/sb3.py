@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gymnasium import spaces
@@ -260,7 +260,8 @@ def node_batch(view: PrefixView, pick: Callable[[dict[str, Any]], int]) -> list[
     return [plan.candidates[i] for i in pending]
 
 
-def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
+def sb3_vec_env(worlds: Any, n_envs: int = 1, draws: Sequence[tuple[int, float, float]] = (),
+                **options: Any) -> Any:
     """A :class:`~dream_gym.rl.vector.MacroVectorEnv` of ``n_envs`` episodes as an SB3 ``VecEnv``.
 
     SB3's conventions: ``reset()`` returns observations only; an episode that ends is reset in
@@ -268,10 +269,25 @@ def sb3_vec_env(worlds: Any, n_envs: int = 1, **options: Any) -> Any:
     ``infos[i]["TimeLimit.truncated"]`` set for truncations, and ``infos[i]["episode"]``
     (``r`` = return = V, ``l`` = length, ``t`` = seconds) as SB3's ``VecMonitor`` writes it.
     ``seed(s)`` seeds the next reset. ``options``: MacroVectorEnv's (workers, beta, ...).
-    """
-    from dream_gym.rl.sb3_vec import SB3MacroVecEnv
 
-    return SB3MacroVecEnv(worlds, n_envs, **options)
+    ``draws``: several (W, beta1, beta2) settings to train on at once: the ``n_envs`` episodes are
+    split among them as evenly as possible (the first settings get one more when they do not
+    divide), each part a vector env of its own setting (a :class:`~dream_gym.rl.sb3_vec.MixedVecEnv`).
+    """
+    from dream_gym.rl.sb3_vec import MixedVecEnv, SB3MacroVecEnv
+
+    if len(draws) <= 1:
+        if draws:
+            (workers, beta1, beta2), = draws
+            options = {**options, "workers": workers, "beta1": beta1, "beta2": beta2}
+        return SB3MacroVecEnv(worlds, n_envs, **options)
+    if n_envs < len(draws):
+        raise ValueError(f"{len(draws)} settings need at least as many envs, got n_envs {n_envs}")
+    share, extra = divmod(n_envs, len(draws))
+    return MixedVecEnv([
+        SB3MacroVecEnv(worlds, share + (k < extra), **{**options, "workers": w, "beta1": b1, "beta2": b2})
+        for k, (w, b1, b2) in enumerate(draws)
+    ])
 
 
 __all__ = ["NodeSB3Policy", "OptionsSB3Policy", "SB3Policy", "is_node_model", "is_options_model", "load_model",

@@ -1,5 +1,5 @@
 """The vector macro env as a stable-baselines3 ``VecEnv`` (imports stable_baselines3; build it
-with :func:`dream_gym.rl.sb3_vec_env`)."""
+with :func:`dream_gym.rl.sb3_vec_env`), and :class:`MixedVecEnv`, several of them side by side."""
 
 from __future__ import annotations
 
@@ -98,3 +98,79 @@ class SB3MacroVecEnv(VecEnv):
 
     def close(self) -> None:
         self.env.close()
+
+
+class MixedVecEnv(VecEnv):
+    """Several SB3 ``VecEnv`` of one observation and action space side by side, as one: sub-env i
+    of the whole is sub-env i - start of the part holding it. Built by
+    :func:`dream_gym.rl.sb3_vec_env` to train on several replay settings at once (each part
+    replays at its own W, beta1 and beta2: a numba vector env holds one W).
+
+    ``seed(s)`` gives part k the seed ``s + start_k`` (sub-env i gets ``s + i``, SB3's rule);
+    ``get_attr``, ``env_method`` (``action_masks``: one row per sub-env) and ``set_attr`` reach
+    the parts holding the indices asked for."""
+
+    def __init__(self, parts: Sequence[VecEnv]):
+        if not parts:
+            raise ValueError("MixedVecEnv needs at least one part")
+        first = parts[0]
+        for part in parts[1:]:
+            if part.observation_space != first.observation_space or part.action_space != first.action_space:
+                raise ValueError("the parts of a MixedVecEnv must share their observation and action spaces")
+        self.parts = list(parts)
+        self.starts = np.cumsum([0] + [part.num_envs for part in self.parts])
+        super().__init__(int(self.starts[-1]), first.observation_space, first.action_space)
+
+    def _split(self, indices: VecEnvIndices) -> list[tuple[VecEnv, list[int]]]:
+        """(part, its local indices) for the global ``indices``, in order of the parts."""
+        wanted = list(self._get_indices(indices))
+        out = []
+        for k, part in enumerate(self.parts):
+            start, stop = int(self.starts[k]), int(self.starts[k + 1])
+            local = [i - start for i in wanted if start <= i < stop]
+            if local:
+                out.append((part, local))
+        return out
+
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
+        seeds: list[int | None] = []
+        for k, part in enumerate(self.parts):
+            seeds += part.seed(None if seed is None else seed + int(self.starts[k]))
+        return seeds
+
+    def reset(self) -> np.ndarray:
+        obs = np.concatenate([part.reset() for part in self.parts])
+        self.reset_infos = [info for part in self.parts for info in getattr(part, "reset_infos", [{}] * part.num_envs)]
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        for k, part in enumerate(self.parts):
+            part.step_async(actions[int(self.starts[k]):int(self.starts[k + 1])])
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        steps = [part.step_wait() for part in self.parts]
+        infos = [info for step in steps for info in step[3]]
+        return (np.concatenate([s[0] for s in steps]), np.concatenate([s[1] for s in steps]),
+                np.concatenate([s[2] for s in steps]), infos)
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        return [value for part, local in self._split(indices) for value in part.get_attr(attr_name, local)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        for part, local in self._split(indices):
+            part.set_attr(attr_name, value, local)
+
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
+                   **method_kwargs: Any) -> list[Any]:
+        return [value for part, local in self._split(indices)
+                for value in part.env_method(method_name, *method_args, indices=local, **method_kwargs)]
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:  # type: ignore[type-arg]
+        return [value for part, local in self._split(indices) for value in part.env_is_wrapped(wrapper_class, local)]
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [image for part in self.parts for image in part.get_images()]
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()

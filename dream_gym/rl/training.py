@@ -22,6 +22,7 @@ the last checkpoint when one exists. Each run folder holds:
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -78,6 +79,10 @@ class TrainConfig:
     """v2 objective: the same at beta = 1 (geometric in between)"""
     workers: int = STANDARD_WORKERS
     """W: attempts per decision round"""
+    draw_workers: str = ""
+    """W drawn per training episode from this comma list (W is a feature the policy sees; empty: --workers for every episode)"""
+    draw_prices: str = ""
+    """V's prices beta1:beta2 drawn per training episode from this comma list, e.g. 0.003:0.02,0.002:0 (the policy sees them; objective v scores each episode by its own; empty: 0.003:0.02)"""
     timesteps: int = 200_000
     """env steps to train for (macro: rounds; node: selections and commits)"""
     seed: int = 0
@@ -134,6 +139,7 @@ class TrainConfig:
             valid = False
         if not valid:
             raise ValueError(f"prefixes must be a comma list of positive attempt counts, got {self.prefixes!r}")
+        self.episode_settings  # noqa: B018 - parses and checks --draw-workers and --draw-prices
         for name, default in ARCHITECTURES[self.arch].defaults.items():  # 0: the architecture's own
             setattr(self, name, getattr(self, name) or default)
 
@@ -145,10 +151,49 @@ class TrainConfig:
     def beta_grid(self) -> list[float]:
         return [float(b) for b in self.betas.split(",") if b.strip()]
 
+    @property
+    def episode_settings(self) -> list[tuple[int, float, float]]:
+        """The (W, beta1, beta2) a training episode draws from (uniformly): every W of
+        ``draw_workers`` with every price pair of ``draw_prices``; one entry, ``(workers, 0.003,
+        0.02)``, when neither is given. ValueError names a malformed list."""
+        workers = _comma_list(self.draw_workers, "draw_workers", _positive_int, "W >= 1") or [self.workers]
+        prices = _comma_list(self.draw_prices, "draw_prices", _price_pair,
+                             "beta1:beta2 (two numbers >= 0)") or [(DEFAULT_BETA1, DEFAULT_BETA2)]
+        return [(w, beta1, beta2) for w in workers for beta1, beta2 in prices]
+
     def value_fn(self) -> ValueFn:
         if self.objective == "v2":
             return make_objective("v2", price_high=self.price_high, price_low=self.price_low)
         return make_objective(self.objective)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _price_pair(text: str) -> tuple[float, float]:
+    beta1, sep, beta2 = text.partition(":")
+    pair = (float(beta1), float(beta2))
+    if not sep or not all(math.isfinite(x) and x >= 0 for x in pair):
+        raise ValueError(text)
+    return pair
+
+
+def _comma_list(text: str, name: str, parse: Callable[[str], Any], what: str) -> list[Any]:
+    """The entries of a comma list, each parsed; ValueError names the setting and the entry."""
+    entries = [part.strip() for part in text.split(",") if part.strip()]
+    values = []
+    for entry in entries:
+        try:
+            values.append(parse(entry))
+        except ValueError:
+            raise ValueError(f"{name} must be a comma list of {what}; {entry!r} is not one") from None
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} lists an entry twice: {text!r}")
+    return values
 
 
 def config_fields() -> list[tuple[str, Any, str]]:
