@@ -349,12 +349,14 @@ def start_python(
     unsafe_no_sandbox: bool | None = None,
     workspace_mb: int | None = DEFAULT_WORKSPACE_MB,
     outputs: Mapping[str, int] | None = None,
+    read_dirs: Sequence[str | os.PathLike[str]] = (),
 ) -> IsolatedProcess:
     """Start ``script`` in the sandbox (:mod:`dream_gym.sandbox`) and return it for line-by-line
     interaction, once the sandbox is in force (the script has not run a line before).
 
     The script may read Python's runtime and itself, and read and write only below ``cwd``
-    (default: the script's folder), its HOME and TMPDIR. ``cpu_s`` defaults to ``wall_s``
+    (default: the script's folder), its HOME and TMPDIR, and everything below the folders
+    ``read_dirs`` (read only: a task's evaluator and the data it reads). ``cpu_s`` defaults to ``wall_s``
     (rounded up): on one core CPU time cannot exceed wall time. With ``stdin_bytes`` the child
     reads them from a file (no pipe that could fill up and block the parent) and
     :meth:`IsolatedProcess.send` is unavailable. ``workspace_mb`` caps what ``cwd`` may hold
@@ -382,7 +384,7 @@ def start_python(
     try:
         launched = launch(
             {"script": str(script), "args": argv_child[1:]}, env=scrubbed_env(env_extra, home=workdir),
-            cwd=workdir, read_files=[script], write=[workdir], stdin=stdin, unsafe=unsafe_no_sandbox,
+            cwd=workdir, read_files=[script], read_trees=read_dirs, write=[workdir], stdin=stdin, unsafe=unsafe_no_sandbox,
             limits={"memory_mb": memory_mb, "cpu_s": wall_s if cpu_s is None else cpu_s, "fsize_mb": 256},
             workspace=workspace,
         )
@@ -418,13 +420,14 @@ def run_python(
     unsafe_no_sandbox: bool | None = None,
     workspace_mb: int | None = DEFAULT_WORKSPACE_MB,
     outputs: Mapping[str, int] | None = None,
+    read_dirs: Sequence[str | os.PathLike[str]] = (),
 ) -> RunOutcome:
     """Run a Python file (``script``) or source text (``code``) isolated; return its outcome.
 
     Exactly one of ``script`` and ``code`` is given; ``code`` is written to a temporary file
     first. ``cwd`` is the child's working folder and HOME (default: the script's folder, or
     a fresh temp folder for ``code``). The whole process group is killed at ``wall_s``.
-    ``workspace_mb`` and ``outputs``: see :func:`start_python`.
+    ``workspace_mb``, ``outputs`` and ``read_dirs``: see :func:`start_python`.
     """
     if (script is None) == (code is None):
         raise ValueError("run_python needs exactly one of script= and code=")
@@ -436,7 +439,8 @@ def run_python(
         child = start_python(script, args=args, cwd=cwd if cwd is not None else tmp, wall_s=wall_s,
                              memory_mb=memory_mb, cpu_s=cpu_s, max_output_bytes=max_output_bytes,
                              env_extra=env_extra, stdin_bytes=stdin_bytes,
-                             unsafe_no_sandbox=unsafe_no_sandbox, workspace_mb=workspace_mb, outputs=outputs)
+                             unsafe_no_sandbox=unsafe_no_sandbox, workspace_mb=workspace_mb, outputs=outputs,
+                             read_dirs=read_dirs)
         return child.finish()
 
 

@@ -327,10 +327,14 @@ def test_serve_agent_answers_for_a_task_given_as_files() -> None:
 
 
 # -- a run that repeats: what OpenEvolve would otherwise vary -----------------------------------------------------
-def test_the_seeded_evaluator_scores_a_program_the_same_way_each_time(tmp_path: Path) -> None:
+def test_the_evaluator_openevolve_gets_scores_a_program_the_same_way_each_time(tmp_path: Path) -> None:
     import importlib.util
 
-    from dream_gym.integrations.openevolve.evaluator import write_seeded_evaluator
+    from dream_gym.integrations.files_task import FilesTask
+    from dream_gym.integrations.openevolve.evaluator import write_files_evaluator
+
+    def write_seeded_evaluator(evaluator: Path, folder: Path, seed: int) -> Path:
+        return write_files_evaluator(FilesTask.of(evaluator, seed=seed, wall_s=60), folder)
 
     def load(path: Path, name: str):
         spec = importlib.util.spec_from_file_location(name, path)
@@ -344,10 +348,13 @@ def test_the_seeded_evaluator_scores_a_program_the_same_way_each_time(tmp_path: 
     seeded = load(write_seeded_evaluator(FIXTURE / "evaluator.py", tmp_path / "a", seed=5), "seeded_a")
     again = load(write_seeded_evaluator(FIXTURE / "evaluator.py", tmp_path / "b", seed=5), "seeded_b")
     other = load(write_seeded_evaluator(FIXTURE / "evaluator.py", tmp_path / "c", seed=6), "seeded_c")
-    score = seeded.evaluate(str(program))["combined_score"]
-    assert seeded.evaluate(str(program))["combined_score"] == score == again.evaluate(str(program))["combined_score"]
-    assert other.evaluate(str(program))["combined_score"] != score
-    assert list(inspect.signature(seeded.evaluate).parameters) == ["program_path"]  # OpenEvolve reads it
+    def score_of(evaluator) -> float:  # an OpenEvolve EvaluationResult, the sandbox's metrics
+        return evaluator.evaluate(str(program)).metrics["combined_score"]
+
+    score = score_of(seeded)
+    assert score_of(seeded) == score == score_of(again)
+    assert score_of(other) != score
+    assert list(inspect.signature(seeded.evaluate).parameters) == ["program_path", "evaluator_args"]  # OpenEvolve reads it
 
 
 def test_island_sets_iterate_in_insertion_order_whatever_the_hash_seed() -> None:

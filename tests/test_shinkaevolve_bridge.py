@@ -184,7 +184,7 @@ def test_the_hook_hands_out_the_chosen_parent_with_shinkas_own_context(tmp_path:
 
 def test_bad_requests_are_refused_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "world"
-    with pytest.raises(ValueError, match="needs --model"):
+    with pytest.raises(FileNotFoundError, match="a.py does not exist"):
         deploy(DeployRequest(system="shinkaevolve", task="a.py,b.py", out=out, budget=2))
     with pytest.raises(ValueError, match="unknown ShinkaEvolve option"):
         deploy(DeployRequest(system="shinkaevolve", task=TASK, out=out, budget=2, options={"islands": 3}))

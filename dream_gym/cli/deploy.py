@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from dream_gym.cli.options import add_trust_model, add_workers
+from dream_gym.cli.options import add_read, add_trust_model, add_workers
 from dream_gym.settings import DEFAULT_BETA
 
 
@@ -39,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", dest="system_option",
                    help="a setting of the system (repeatable), e.g. SkyDiscover's --option search=adaevolve")
+    add_read(p)
     add_trust_model(p)
     p.set_defaults(func=run_command)
 
@@ -54,7 +55,7 @@ def run_command(args: argparse.Namespace) -> int:
         budget=args.budget, seed=args.seed, model=args.model, api_base=args.api_base, beta=args.beta,
         resume=args.resume, world_id=args.world_id, command=shlex.join(["dream-gym", *args.argv]),
         policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model,
-        options=_system_options(args.system_option),
+        options=_system_options(args.system_option), read=tuple(args.read),
     )
     result = deploy(request)
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log

@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from dream_gym.cli.options import add_trust_model, add_workers
+from dream_gym.cli.options import add_read, add_trust_model, add_workers
 from dream_gym.settings import DEFAULT_BETA
 
 
@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
     run.add_argument("--unsafe-no-sandbox", action="store_true", default=argparse.SUPPRESS,
                      help="run policy files and candidates WITHOUT the sandbox (as dream-gym openevolve --unsafe-no-sandbox)")
+    add_read(run)
     add_trust_model(run)
     run.set_defaults(func=run_command)
     files = sub.add_parser("task", help="write a built-in task as OpenEvolve files (initial_program.py, evaluator.py)",
@@ -67,7 +68,7 @@ def run_command(args: argparse.Namespace) -> int:
         seed=args.seed, model=args.model, api_base=args.api_base, config_path=args.config_path, beta=args.beta,
         frontier=args.frontier, resume=args.resume, checkpoint_interval=args.checkpoint_interval,
         world_id=args.world_id, command=shlex.join(["dream-gym", *args.argv]),
-        policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model,
+        policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model, read=tuple(args.read),
     )
     result = run_openevolve(config)
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log

@@ -5,6 +5,7 @@ that names the option to use instead."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 # Spellings that could mean processes; each is refused with a pointer to -j/--jobs.
@@ -55,6 +56,13 @@ def add_allow_errors(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-errors", action="store_true",
                         help="exit 0 even when episodes ended with an error (each failing policy is still "
                              "named on stderr with its first error, and the table counts them)")
+
+
+def add_read(parser: argparse.ArgumentParser) -> None:
+    """``--read DIR`` (repeatable): a folder the evaluator of a task given as files may read."""
+    parser.add_argument("--read", action="append", default=[], metavar="DIR", type=Path,
+                        help="a folder the evaluator of a task given as files may read in dream_gym's sandbox, "
+                             "besides its own folder (repeatable): a data set, a library checkout it imports")
 
 
 def add_trust_model(parser: argparse.ArgumentParser) -> None:

@@ -56,6 +56,7 @@ class DeployRequest:
     policy_params: dict[str, Any] = field(default_factory=dict)
     trust_model: bool = False
     options: dict[str, Any] = field(default_factory=dict)  # system-specific settings
+    read: tuple[Path, ...] = ()  # folders a task given as files may read besides its evaluator's
 
 
 @dataclass
@@ -93,6 +94,9 @@ def deploy(request: DeployRequest) -> DeployResult:
         raise ValueError(f"workers must be >= 1, got {request.workers}")
     if request.budget < 1:
         raise ValueError(f"budget must be >= 1, got {request.budget}")
+    from dream_gym.integrations.files_task import checked_read
+
+    request.read = checked_read(request.task, request.read)
     return bridge(request.system)(request)
 
 

@@ -135,11 +135,14 @@ def _runtime() -> dict[str, tuple[str, ...]]:
             "file": SYSTEM_FILES}
 
 
-def read_roots(files: Iterable[str | os.PathLike[str]] = ()) -> dict[str, list[str]]:
-    """The read roots of untrusted code (see the module docstring), plus ``files``."""
+def read_roots(files: Iterable[str | os.PathLike[str]] = (),
+               trees: Iterable[str | os.PathLike[str]] = ()) -> dict[str, list[str]]:
+    """The read roots of untrusted code (see the module docstring), plus ``files`` and the
+    folders ``trees`` (everything below them)."""
     runtime = _runtime()
     extra = [str(Path(f).resolve()) for f in files]
-    return {"tree": list(runtime["tree"]), "list": list(runtime["list"]), "file": [*runtime["file"], *extra]}
+    folders = [str(Path(t).resolve()) for t in trees]
+    return {"tree": [*runtime["tree"], *folders], "list": list(runtime["list"]), "file": [*runtime["file"], *extra]}
 
 
 @functools.lru_cache(maxsize=1)
@@ -227,6 +230,7 @@ def launch(
     env: Mapping[str, str],
     cwd: str | os.PathLike[str],
     read_files: Sequence[str | os.PathLike[str]] = (),
+    read_trees: Sequence[str | os.PathLike[str]] = (),
     write: Sequence[str | os.PathLike[str]] = (),
     limits: Mapping[str, Any] | None = None,
     keep_fds: Sequence[int] = (),
@@ -237,7 +241,8 @@ def launch(
     """Start ``payload`` (``{"script": path, "args": [...]}`` or ``{"call": "module:function",
     "args": [...]}``) in the sandbox; raises :class:`SandboxUnavailable` first where it cannot be.
 
-    ``keep_fds`` are descriptors of this process handed to the payload (at the same numbers).
+    ``read_files`` and the folders ``read_trees`` may be read besides the runtime
+    (:func:`read_roots`). ``keep_fds`` are descriptors of this process handed to the payload (at the same numbers).
     stdout and stderr are pipes (``proc.stdout``, ``proc.stderr``). ``workspace`` caps the total
     size of a script's working folder (:class:`~dream_gym.sandbox.warden.Workspace`: ``path``,
     ``size_mb``, ``inodes``, ``outputs``); the warden's report on it is
@@ -253,7 +258,7 @@ def launch(
         "lifeline": life_r,
         "namespaces": True,
         "limits": dict(limits or {}),
-        "confine": {"read": read_roots(read_files), "write": [str(Path(w).resolve()) for w in write],
+        "confine": {"read": read_roots(read_files, read_trees), "write": [str(Path(w).resolve()) for w in write],
                     "unsafe": unsafe, **({} if unsafe else {"filters": _compiled_filters()})},
         "payload": dict(payload),
         "keep_fds": list(handed[1:]),

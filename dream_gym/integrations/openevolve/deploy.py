@@ -16,7 +16,8 @@ def run(request: DeployRequest) -> DeployResult:
         task=request.task, out=request.out, policy=request.policy, workers=request.workers,
         iterations=request.budget, seed=request.seed, model=request.model, api_base=request.api_base,
         beta=request.beta, resume=request.resume, world_id=request.world_id, command=request.command,
-        policy_params=dict(request.policy_params), trust_model=request.trust_model, **request.options,
+        policy_params=dict(request.policy_params), trust_model=request.trust_model, read=tuple(request.read),
+        **request.options,
     )
     result = run_openevolve(config)
     return DeployResult(

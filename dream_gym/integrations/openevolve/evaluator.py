@@ -15,7 +15,9 @@ sandbox, time and memory limits; the candidate never reports its own score) and 
   ``error`` and ``fail_class`` (``repairable`` | ``hard``).
 
 :func:`write_task_files` writes ``initial_program.py`` and ``evaluator.py`` for a built-in task,
-the two files ``openevolve-run`` takes.
+the two files ``openevolve-run`` takes. For a task given as files, :func:`write_files_evaluator`
+writes the evaluator OpenEvolve gets: the task's own, run in dream_gym's sandbox
+(:mod:`dream_gym.integrations.files_task`).
 """
 
 from __future__ import annotations
@@ -115,69 +117,54 @@ def write_task_files(task_name: str, folder: str | Path) -> tuple[Path, Path]:
     return initial, evaluator
 
 
-SEEDED_TEMPLATE = '''"""OpenEvolve evaluator written by dream-gym: the task's evaluator (EVALUATOR), each evaluation seeded.
+FILES_TEMPLATE = '''"""OpenEvolve evaluator written by dream-gym: the task's evaluator, run in dream_gym's sandbox.
 
-Before each call of the task's evaluate() (and evaluate_stage1/2/3 when it has them), the global
-generators of `random` and `numpy.random` are seeded from the run's seed and the program's text, so
-an evaluator or a program that draws from them without a seed of its own scores a program the same
-way in every run with that seed, whichever worker process evaluates it.
+The task's evaluator: {evaluator}
+Each call runs the task's own function of the same name on the program in dream_gym's sandbox (a fresh
+workspace; the evaluator's folder and the --read folders readable; no network, no new process), with
+`random` and `numpy.random` seeded from the run's seed and the program's text, and returns what it
+returned (dream_gym.integrations.files_task).
 """
 
-import functools
-import hashlib
-import importlib.util
-import os
-import random
-import sys
+from dream_gym.integrations.openevolve.evaluator import files_evaluate
 
-EVALUATOR = {evaluator!r}
-SEED = {seed!r}
+TASK = {settings!r}
+'''
 
-if os.path.dirname(EVALUATOR) not in sys.path:  # the evaluator's own imports, as OpenEvolve allows them
-    sys.path.insert(0, os.path.dirname(EVALUATOR))
-_spec = importlib.util.spec_from_file_location("dream_gym_seeded_task_evaluator", EVALUATOR)
-_task = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_task)
+FILES_FUNCTION = '''
 
-
-def _seed_for(program_path):
-    with open(program_path, "rb") as handle:
-        digest = hashlib.sha256(("%d:" % SEED).encode() + handle.read()).digest()
-    return int.from_bytes(digest[:4], "little")
-
-
-def _seeded(function):
-    @functools.wraps(function)
-    def call(program_path, *args, **kwargs):
-        seed = _seed_for(program_path)
-        random.seed(seed)
-        try:
-            import numpy
-        except ImportError:
-            pass
-        else:
-            numpy.random.seed(seed)
-        return function(program_path, *args, **kwargs)
-
-    return call
-
-
-evaluate = _seeded(_task.evaluate)
-for _stage in ("evaluate_stage1", "evaluate_stage2", "evaluate_stage3"):
-    if hasattr(_task, _stage):
-        globals()[_stage] = _seeded(getattr(_task, _stage))
+def {name}(program_path, **evaluator_args):
+    return files_evaluate(TASK, {name!r}, program_path, evaluator_args)
 '''
 
 
-def write_seeded_evaluator(evaluator: str | Path, folder: str | Path, seed: int) -> Path:
-    """Write ``folder/evaluator.py``: the task's ``evaluator`` with every evaluation's global random
-    generators seeded from ``seed`` and the program's text (see :data:`SEEDED_TEMPLATE`), so a run
-    with the same seed scores every program the same way. The task's file is not changed."""
+def write_files_evaluator(task: Any, folder: str | Path) -> Path:
+    """Write ``folder/evaluator.py``: OpenEvolve's evaluator of a task given as files
+    (:class:`~dream_gym.integrations.files_task.FilesTask`), whose ``evaluate`` (and the
+    ``evaluate_stage1/2/3`` the task's evaluator defines, for OpenEvolve's cascade) run the task's
+    own function in dream_gym's sandbox. The task's file is not changed."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    names = ["evaluate", *(name for name in task.functions() if name != "evaluate")]
+    text = FILES_TEMPLATE.format(evaluator=task.evaluator, settings=task.settings())
+    text += "".join(FILES_FUNCTION.format(name=name) for name in names)
     path = folder / "evaluator.py"
-    path.write_text(SEEDED_TEMPLATE.format(evaluator=str(Path(evaluator).resolve()), seed=int(seed)), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     return path
+
+
+def files_evaluate(settings: dict[str, Any], function: str, program_path: str, kwargs: dict[str, Any]) -> Any:
+    """One call of the task's ``function`` on ``program_path`` in the sandbox: an OpenEvolve
+    ``EvaluationResult`` (its metrics and artifacts, or ``combined_score`` 0 and ``error`` when the
+    evaluation failed), or the metrics dict when OpenEvolve is not installed."""
+    from dream_gym.integrations.files_task import FilesTask
+
+    evaluation = FilesTask.from_settings(settings).evaluate(program_path, function, kwargs)
+    try:
+        from openevolve.evaluation_result import EvaluationResult
+    except ImportError:  # any other caller: the plain dict of metrics
+        return evaluation.metrics
+    return EvaluationResult(metrics=evaluation.metrics, artifacts=dict(evaluation.artifacts))
 
 
 CONFIG_TEMPLATE = """# OpenEvolve config for a dream_gym task served by `dream-gym serve-agent` (written by dream-gym)

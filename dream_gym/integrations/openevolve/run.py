@@ -5,8 +5,10 @@ order OpenEvolve finished them; ``score`` is ``combined_score``, null with the r
 program OpenEvolve's evaluator failed), ``openevolve/`` (OpenEvolve's own output: checkpoints,
 evolution trace, logs, best program) and ``task/``: for a built-in task the ``initial_program.py``
 and ``evaluator.py`` given to OpenEvolve; for a task given as files the ``evaluator.py`` given to
-OpenEvolve, the task's own evaluator with each evaluation's random generators seeded from the run's
-seed and the program (:func:`.evaluator.write_seeded_evaluator`). As in ``dream-gym grow``: each
+OpenEvolve, which runs the task's own evaluator in dream_gym's sandbox, each evaluation seeded from the
+run's seed and the program (:func:`.evaluator.write_files_evaluator`,
+:mod:`dream_gym.integrations.files_task`; ``read``: the folders it may read besides its own). As
+in ``dream-gym grow``: each
 node is written with flush + fsync as it is admitted, the run holds the folder's lock, and
 ``resume`` continues a killed run (the database is rebuilt from the world's nodes, then the
 policy is asked for the next round).
@@ -27,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.integrations.openevolve.evaluator import write_seeded_evaluator
 from dream_gym.locks import folder_lock
 from dream_gym.redact import redact_value
 from dream_gym.settings import DEFAULT_BETA
@@ -76,6 +77,7 @@ class BridgeConfig:
     policy_params: dict[str, Any] = field(default_factory=dict)
     log_level: str = "WARNING"
     trust_model: bool = False  # a model zip loads with the objects pickled in it (default: as data)
+    read: tuple[Path, ...] = ()  # folders a task given as files may read besides its evaluator's (--read)
 
 
 @dataclass
@@ -113,6 +115,20 @@ def resolve_task(spec: str, folder: Path) -> tuple[str | None, Path, Path]:
     get_task(spec)  # KeyError listing the tasks
     initial, evaluator = write_task_files(spec, folder / "task")
     return spec, initial.resolve(), evaluator.resolve()
+
+
+def files_evaluator(config: BridgeConfig, evaluator: Path, read: tuple[Path, ...], oe_config: Any,
+                    folder: Path) -> Path:
+    """The evaluator OpenEvolve gets for a task given as files: the task's own, run in dream_gym's
+    sandbox (wall time from OpenEvolve's evaluator timeout), each evaluation seeded from the run's
+    seed and the program, so the same seed scores every program the same way."""
+    from dream_gym.integrations.files_task import FilesTask, sandbox_wall_s, written_task
+    from dream_gym.integrations.openevolve.evaluator import EVALUATOR_TEMPLATE, write_files_evaluator
+
+    if written_task(evaluator, EVALUATOR_TEMPLATE) is not None:  # dream_gym's own: it sandboxes its candidates
+        return evaluator
+    task = FilesTask.of(evaluator, seed=config.seed, wall_s=sandbox_wall_s(oe_config.evaluator.timeout), read=read)
+    return write_files_evaluator(task, folder / "task")
 
 
 def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_key: str) -> Any:
@@ -164,6 +180,9 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         from dream_gym.evaluate import check_model_zips
 
         check_model_zips([config.policy])  # a zip that does not load as data: refused before any folder is made
+    from dream_gym.integrations.files_task import checked_read
+
+    read = checked_read(config.task, config.read)
     from dream_gym.integrations.openevolve import bridge
     from dream_gym.world_writer import WorldWriter, new_meta
 
@@ -176,10 +195,6 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         if config.resume and not exists and (folder / OUTPUT_DIR).exists():
             raise FileExistsError(f"{folder}/{OUTPUT_DIR} exists without a world to resume")
         task_name, initial, evaluator = resolve_task(config.task, folder)
-        # OpenEvolve gets the task's evaluator with each evaluation's random generators seeded
-        # (from the run's seed and the program), so the same seed scores every program the same way
-        oe_evaluator = evaluator if task_name is not None else write_seeded_evaluator(
-            evaluator, folder / "task", config.seed)
         if exists:
             writer = WorldWriter.open(folder)
         else:
@@ -199,7 +214,8 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
                 licence="CC-BY-4.0", policy=config.policy, agent=config.model or agent_name,
                 seed=config.seed, beta=config.beta, metric="combined_score", command=config.command,
                 openevolve={"version": version, "iterations": config.iterations, "task_direction": direction_note,
-                            "initial_program": str(initial), "evaluator": str(evaluator)},
+                            "initial_program": str(initial), "evaluator": str(evaluator),
+                            **({"read": [str(p) for p in read]} if read else {})},
             )
             writer = WorldWriter.create(folder, meta)
     server = None
@@ -216,6 +232,7 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
             api_base = config.api_base or os.environ.get("OPENAI_API_BASE", "https://api.openai.com/v1")
             api_key = config.api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY
         oe_config = openevolve_config(config, model=model, api_base=api_base, api_key=api_key)
+        oe_evaluator = files_evaluator(config, evaluator, read, oe_config, folder) if task_name is None else evaluator
         policy = None
         if config.policy != NATIVE_POLICY:
             from dream_gym.evaluate import model_trust

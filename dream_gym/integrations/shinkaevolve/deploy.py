@@ -4,7 +4,10 @@ The world folder ``out`` holds ``world.json`` and ``nodes.jsonl`` (every program
 is ShinkaEvolve's ``combined_score``, null with the evaluator's reason for an incorrect program),
 ``shinkaevolve/`` (ShinkaEvolve's own results folder: ``programs.sqlite``, ``gen_<g>/`` with each
 program, its patch and its evaluation, ``best/``, ``evolution_run.log``) and ``task/`` (for a
-built-in task, the ``initial.py`` and ``evaluate.py`` given to ShinkaEvolve). As in
+built-in task, the ``initial.py`` and ``evaluate.py`` given to ShinkaEvolve; for a task given as
+files, the ``evaluate.py`` given to ShinkaEvolve, which runs the task's own evaluator, OpenEvolve's
+``evaluate(program_path)`` or ShinkaEvolve's evaluation script, in dream_gym's sandbox:
+:mod:`dream_gym.integrations.files_task`). As in
 ``dream-gym grow``: each node is written with flush + fsync once ShinkaEvolve has committed its
 row, the run holds the folder's lock, and ``resume`` continues a killed run (ShinkaEvolve resumes
 from its database; programs it saved that the world lacks are recorded first; a generation that
@@ -12,7 +15,8 @@ was started but not saved when the run was killed is spent).
 
 The budget is ShinkaEvolve's generations: ``budget`` proposals (generations 1 to ``budget``;
 ``num_generations = budget + 1`` with the initial program); W is its ``max_evaluation_jobs`` and
-``max_proposal_jobs``. Without ``model`` the children come from the task's built-in agent behind
+``max_proposal_jobs``. Without ``model`` the children come from the task's built-in agent (for a
+task given as files, the generic agent) behind
 an :class:`~dream_gym.online.agent_server.AgentServer` started for the run (no LLM, no key), given
 to ShinkaEvolve as its dynamic local model ``local/dream-gym-builtin@http://127.0.0.1:<port>/v1``.
 """
@@ -133,6 +137,19 @@ def shinka_configs(request: DeployRequest, task_name: str | None, initial: Path,
     return evo, db, job
 
 
+def files_evaluate(request: DeployRequest, evaluate: Path, folder: Path) -> Path:
+    """The evaluation script ShinkaEvolve gets for a task given as files: the task's evaluator run
+    in dream_gym's sandbox (ShinkaEvolve sets no evaluation time limit: the sandbox's default),
+    each evaluation seeded from the run's seed and the program."""
+    from dream_gym.integrations.files_task import FilesTask, sandbox_wall_s, written_task
+    from dream_gym.integrations.shinkaevolve.evaluator import EVALUATE_TEMPLATE, write_files_evaluate
+
+    if written_task(evaluate, EVALUATE_TEMPLATE) is not None:  # dream_gym's own: it sandboxes its candidates
+        return evaluate
+    task = FilesTask.of(evaluate, seed=request.seed, wall_s=sandbox_wall_s(None), read=request.read)
+    return write_files_evaluate(task, folder / "task")
+
+
 def patch_types(options: dict[str, Any]) -> tuple[list[str], list[float]]:
     """ShinkaEvolve's patch types and their probabilities from ``--option patch_types=diff,full``
     (and ``patch_type_probs=0.7,0.3``; default: equal); ValueError naming a bad value."""
@@ -153,12 +170,16 @@ def patch_types(options: dict[str, Any]) -> tuple[list[str], list[float]]:
 
 
 def _job_time(task_name: str | None) -> str | None:
-    """ShinkaEvolve's per-evaluation time limit (hh:mm:ss): the task's deadline and a minute."""
+    """ShinkaEvolve's per-evaluation time limit (hh:mm:ss): the task's deadline (for a task given as
+    files, the sandbox's wall time) and a minute."""
     if task_name is None:
-        return None
-    from dream_gym.online.tasks import get_task
+        from dream_gym.integrations.files_task import sandbox_wall_s
 
-    seconds = int(get_task(task_name).limits.deadline_s) + 60
+        seconds = int(sandbox_wall_s(None)) + 60
+    else:
+        from dream_gym.online.tasks import get_task
+
+        seconds = int(get_task(task_name).limits.deadline_s) + 60
     return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
@@ -219,9 +240,6 @@ def _check_request(request: DeployRequest) -> None:
     islands = request.options.get("num_islands", 1)
     if isinstance(islands, bool) or not isinstance(islands, int) or islands < 1:
         raise ValueError(f"--option num_islands={islands}: a whole number of islands, at least 1")
-    if request.model is None and "," in request.task:
-        raise ValueError("a task given as initial.py,evaluate.py needs --model (the built-in agent knows the "
-                         "built-in tasks only)")
     if request.policy != NATIVE_POLICY and not request.trust_model:
         from dream_gym.evaluate import check_model_zips
 
@@ -258,10 +276,12 @@ def open_world(request: DeployRequest, folder: Path, version: str) -> tuple[Any,
         request.world_id or folder.name, task_name or initial.parent.name, description, direction="maximize",
         workers=request.workers, frontier=str(request.options.get("frontier", "any")),
         source=f"dream-gym deploy --system shinkaevolve (ShinkaEvolve {version}, {own})", licence="CC-BY-4.0",
-        policy=request.policy, agent=request.model or "dream-gym serve-agent (built-in agent)", seed=request.seed,
+        policy=request.policy, seed=request.seed,
+        agent=request.model or f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)",
         beta=request.beta, metric="combined_score", command=request.command,
         shinkaevolve={"version": version, "budget": request.budget, "task_direction": direction_note,
-                      "initial": str(initial), "evaluate": str(evaluate)},
+                      "initial": str(initial), "evaluate": str(evaluate),
+                      **({"read": [str(p) for p in request.read]} if request.read else {})},
     )
     return WorldWriter.create(folder, meta), task_name, initial, evaluate
 
@@ -286,9 +306,10 @@ def run(request: DeployRequest) -> DeployResult:
         if request.model is None:
             from dream_gym.online.agent_server import MODEL_NAME, AgentServer
 
-            assert task_name is not None
-            server = AgentServer(task_name, seed=request.seed).start()
+            server = AgentServer(task_name or f"{initial},{evaluate}", seed=request.seed).start()
             model = f"local/{MODEL_NAME}@{server.base_url}"
+        if task_name is None:
+            evaluate = files_evaluate(request, evaluate, folder)
         evo, db, job = shinka_configs(request, task_name, initial, evaluate, results_dir, model)
         policy, source = _load_policy(request)
         state = bridge.RunState(writer, policy, request.workers, results_dir.resolve(), seed=request.seed,

@@ -145,6 +145,113 @@ def main(task_name: str, argv: list[str] | None = None) -> int:
     return 0
 
 
+FILES_TEMPLATE = '''"""ShinkaEvolve evaluation script written by dream-gym: the task's evaluator, run in dream_gym's sandbox.
+
+The task's evaluator: {evaluator} ({form})
+Takes --program_path and --results_dir as ShinkaEvolve gives them, runs the task's evaluator on the
+program in dream_gym's sandbox (a fresh workspace; the evaluator's folder and the --read folders
+readable; no network, no new process), with `random` and `numpy.random` seeded from the run's seed
+and the program's text, and writes correct.json and metrics.json (dream_gym.integrations.files_task).
+"""
+
+from dream_gym.integrations.shinkaevolve.evaluator import files_main
+
+TASK = {settings!r}
+
+if __name__ == "__main__":
+    raise SystemExit(files_main(TASK, {contract!r}))
+'''
+
+
+def files_contract(task: Any) -> str:
+    """How a task's evaluator file is called: OpenEvolve's ``evaluate(program_path)`` when it
+    defines ``evaluate`` at its top level, else ShinkaEvolve's evaluation script."""
+    from dream_gym.integrations.files_task import FUNCTION, SCRIPT
+
+    return FUNCTION if "evaluate" in task.functions() else SCRIPT
+
+
+def write_files_evaluate(task: Any, folder: str | os.PathLike[str]) -> Path:
+    """Write ``folder/evaluate.py``: ShinkaEvolve's evaluation script of a task given as files
+    (:class:`~dream_gym.integrations.files_task.FilesTask`), which runs the task's evaluator in
+    dream_gym's sandbox. The task's file is not changed."""
+    from dream_gym.integrations.files_task import FUNCTION
+
+    contract = files_contract(task)
+    form = "OpenEvolve's evaluate(program_path)" if contract == FUNCTION else "ShinkaEvolve's evaluation script"
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / EVALUATE_FILE
+    path.write_text(FILES_TEMPLATE.format(evaluator=task.evaluator, form=form, settings=task.settings(),
+                                          contract=contract), encoding="utf-8")
+    return path
+
+
+def files_results(evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(correct.json, metrics.json) of one sandboxed evaluation of a task given as files: the
+    script's own files (their shape checked), or for OpenEvolve's form its metrics read the way
+    dream_gym reads an OpenEvolve program (valid when it has a finite ``combined_score`` and
+    reports no error), the numeric metrics as ``public`` and the artifacts as text feedback."""
+    diagnostics = "\n".join(f"{key}:\n{text}" for key, text in evaluation.artifacts.items() if key != "error")
+    if evaluation.failure is not None:
+        return {"correct": False, "error": evaluation.failure}, {
+            "combined_score": 0.0, "public": {}, "private": {"fail_class": "repairable"},
+            "text_feedback": feedback_text(evaluation.failure, diagnostics)}
+    if evaluation.correct is not None:
+        return script_results(evaluation.correct, evaluation.metrics)
+    error = openevolve_error(evaluation.metrics, evaluation.artifacts)
+    public = {str(k): float(v) for k, v in evaluation.metrics.items() if k != "combined_score"
+              and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    score = evaluation.metrics.get("combined_score")
+    metrics = {"combined_score": float(score) if error is None else 0.0, "public": public,
+               "private": {} if error is None else {"fail_class": "repairable"},
+               "text_feedback": feedback_text(error, diagnostics)}
+    return {"correct": error is None, "error": error}, metrics
+
+
+def openevolve_error(metrics: dict[str, Any], artifacts: dict[str, str]) -> str | None:
+    """Why an OpenEvolve-form evaluation has no valid score (None when it has one), by the rule
+    dream_gym reads OpenEvolve's programs with."""
+    from dream_gym.datasets.importers.openevolve import _program
+
+    parsed = _program({"id": "program", "metrics": metrics, "artifacts_json": json.dumps(artifacts)},
+                      "combined_score", None, None)
+    return None if parsed.score is not None else (parsed.error or "no valid combined_score")
+
+
+def script_results(correct: dict[str, Any], metrics: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The evaluation script's own correct.json and metrics.json, with the fields ShinkaEvolve
+    reads checked: ``correct`` a bool, ``combined_score`` a finite number (else the program is
+    incorrect, saying why), ``public``/``private`` objects, ``text_feedback`` text."""
+    error = correct.get("error") if isinstance(correct.get("error"), str) else None
+    score = metrics.get("combined_score")
+    valid = correct.get("correct") is True
+    if not (isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score)):
+        valid, error, score = False, error or "metrics.json holds no finite combined_score", 0.0
+    checked = dict(metrics, combined_score=float(score))
+    for key in ("public", "private"):
+        if not isinstance(checked.get(key), dict):
+            checked[key] = {}
+    if not isinstance(checked.get("text_feedback"), str):
+        checked["text_feedback"] = feedback_text(error if not valid else None, "")
+    return {"correct": valid, "error": None if valid else (error or "the evaluation script found it incorrect")}, checked
+
+
+def files_main(settings: dict[str, Any], contract: str, argv: list[str] | None = None) -> int:
+    """The ``evaluate.py`` entry point of a task given as files: ``--program_path P --results_dir D``."""
+    from dream_gym.integrations.files_task import FilesTask
+
+    parser = argparse.ArgumentParser(description=f"Evaluate a program with {settings['evaluator']} in dream_gym's sandbox.")
+    parser.add_argument("--program_path", required=True)
+    parser.add_argument("--results_dir", required=True)
+    args = parser.parse_args(argv)
+    evaluation = FilesTask.from_settings(settings).evaluate(args.program_path, contract=contract)
+    correct, metrics = files_results(evaluation)
+    write_results(args.results_dir, correct, metrics)
+    print(metrics["text_feedback"], file=sys.stdout if correct["correct"] else sys.stderr)
+    return 0
+
+
 def write_task_files(task_name: str, folder: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Write ``initial.py`` (the task's baseline between the markers) and ``evaluate.py``."""
     from dream_gym.online.tasks import get_task
@@ -158,5 +265,5 @@ def write_task_files(task_name: str, folder: str | os.PathLike[str]) -> tuple[Pa
     return initial, evaluate
 
 
-__all__ = ["END_MARKER", "START_MARKER", "evaluate_file", "evaluation_files", "feedback_text", "main",
-           "marked_program", "write_task_files"]
+__all__ = ["END_MARKER", "START_MARKER", "evaluate_file", "evaluation_files", "feedback_text", "files_main",
+           "files_results", "main", "marked_program", "write_files_evaluate", "write_task_files"]

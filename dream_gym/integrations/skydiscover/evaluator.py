@@ -15,7 +15,10 @@ the OpenEvolve evaluator files (:mod:`dream_gym.integrations.openevolve.evaluato
   ``error`` and ``fail_class`` (``repairable`` | ``hard``).
 
 :func:`write_task_files` writes ``initial_program.py`` and ``evaluator.py`` for a built-in task,
-the two files ``skydiscover-run`` takes.
+the two files ``skydiscover-run`` takes. For a task given as files, :func:`write_files_evaluator`
+writes the evaluator SkyDiscover gets: the task's own, run in dream_gym's sandbox
+(:mod:`dream_gym.integrations.files_task`), where SkyDiscover would run it in a thread of its own
+process.
 """
 
 from __future__ import annotations
@@ -61,6 +64,56 @@ def evaluate_program(task_name: str, program_path: str) -> Any:
     except ImportError:  # any other caller: the plain dict of metrics
         return metrics
     return EvaluationResult(metrics=metrics, artifacts=dict(artifacts))
+
+
+FILES_TEMPLATE = '''"""SkyDiscover evaluator written by dream-gym: the task's evaluator, run in dream_gym's sandbox.
+
+The task's evaluator: {evaluator}
+Each call runs the task's own function of the same name on the program in dream_gym's sandbox (a fresh
+workspace; the evaluator's folder and the --read folders readable; no network, no new process), with
+`random` and `numpy.random` seeded from the run's seed and the program's text, and returns what it
+returned (dream_gym.integrations.files_task).
+"""
+
+from dream_gym.integrations.skydiscover.evaluator import files_evaluate
+
+TASK = {settings!r}
+'''
+
+FILES_FUNCTION = '''
+
+def {name}(program_path):
+    return files_evaluate(TASK, {name!r}, program_path)
+'''
+
+
+def write_files_evaluator(task: Any, folder: str | Path) -> Path:
+    """Write ``folder/evaluator.py``: SkyDiscover's evaluator of a task given as files
+    (:class:`~dream_gym.integrations.files_task.FilesTask`), whose ``evaluate`` (and the
+    ``evaluate_stage1/2/3`` the task's evaluator defines, for SkyDiscover's cascade) run the task's
+    own function in dream_gym's sandbox. The task's file is not changed."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = ["evaluate", *(name for name in task.functions() if name != "evaluate")]
+    text = FILES_TEMPLATE.format(evaluator=task.evaluator, settings=task.settings())
+    text += "".join(FILES_FUNCTION.format(name=name) for name in names)
+    path = folder / "evaluator.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def files_evaluate(settings: dict[str, Any], function: str, program_path: str) -> Any:
+    """One call of the task's ``function`` on ``program_path`` in the sandbox: SkyDiscover's
+    ``EvaluationResult`` (the evaluator's metrics and artifacts, or ``combined_score`` 0 and
+    ``error`` when the evaluation failed), or the metrics dict when SkyDiscover is not installed."""
+    from dream_gym.integrations.files_task import FilesTask
+
+    evaluation = FilesTask.from_settings(settings).evaluate(program_path, function)
+    try:
+        from skydiscover.evaluation.evaluation_result import EvaluationResult
+    except ImportError:  # any other caller: the plain dict of metrics
+        return evaluation.metrics
+    return EvaluationResult(metrics=evaluation.metrics, artifacts=dict(evaluation.artifacts))
 
 
 def write_task_files(task_name: str, folder: str | Path) -> tuple[Path, Path]:

@@ -4,13 +4,16 @@ The world folder ``out`` holds ``world.json`` and ``nodes.jsonl`` (every program
 evaluated a node, in the order of the rounds and their slots; ``score`` is ``combined_score``, null
 with the reason for a failed evaluation), ``skydiscover/`` (SkyDiscover's own output:
 checkpoints, the final best, logs, ``db/programs/`` with each program as its database was given it,
-and ``dropped/programs/`` with the programs its database did not keep) and, for a built-in task,
-``task/`` (the ``initial_program.py`` and ``evaluator.py`` given to SkyDiscover). As in
+and ``dropped/programs/`` with the programs its database did not keep) and ``task/`` (for a
+built-in task, the ``initial_program.py`` and ``evaluator.py`` given to SkyDiscover; for a task
+given as files, the ``evaluator.py`` given to SkyDiscover, which runs the task's own evaluator in
+dream_gym's sandbox: :mod:`dream_gym.integrations.files_task`). As in
 ``dream-gym grow``: each node is written with flush + fsync as it is admitted, the run holds the
 folder's lock, and ``resume`` continues a killed run (SkyDiscover's database is rebuilt from the
 world's nodes, then the policy is asked for the next round).
 
-Without ``model`` the agent is the task's built-in agent behind an
+Without ``model`` the agent is the task's built-in agent (for a task given as files, the generic
+agent) behind an
 :class:`~dream_gym.online.agent_server.AgentServer` started for the run (no LLM, no key).
 System-specific settings (``DeployRequest.options``, ``--option KEY=VALUE``): :data:`OPTIONS`.
 """
@@ -191,6 +194,20 @@ def skydiscover_config(request: DeployRequest, options: RunOptions, *, model: st
     return config
 
 
+def files_evaluator(request: DeployRequest, evaluator: Path, config: Any, folder: Path) -> Path:
+    """The evaluator SkyDiscover gets for a task given as files: the task's own, run in dream_gym's
+    sandbox (wall time from SkyDiscover's evaluator timeout), each evaluation seeded from the run's
+    seed and the program."""
+    from dream_gym.integrations.files_task import FilesTask, sandbox_wall_s, written_task
+    from dream_gym.integrations.skydiscover.evaluator import EVALUATOR_TEMPLATE, write_files_evaluator
+
+    if written_task(evaluator, EVALUATOR_TEMPLATE) is not None:  # dream_gym's own: it sandboxes its candidates
+        return evaluator
+    task = FilesTask.of(evaluator, seed=request.seed, wall_s=sandbox_wall_s(config.evaluator.timeout),
+                        read=request.read)
+    return write_files_evaluator(task, folder / "task")
+
+
 def _model_endpoint(request: DeployRequest) -> tuple[str, str, str]:
     """(model name, api base, key) of ``--model`` / ``--api-base`` (an OpenAI-compatible server)."""
     assert request.model is not None
@@ -256,10 +273,12 @@ def _new_writer(request: DeployRequest, options: RunOptions, folder: Path, task_
         request.world_id or folder.name, task_name or initial.parent.name, description,
         direction="maximize", workers=request.workers, frontier=options.frontier,
         source=f"dream-gym deploy --system skydiscover (SkyDiscover {version}, {options.search}, {how})",
-        licence="CC-BY-4.0", policy=request.policy, agent=request.model or "dream-gym serve-agent (built-in agent)",
+        licence="CC-BY-4.0", policy=request.policy,
+        agent=request.model or f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)",
         seed=request.seed, beta=request.beta, metric="combined_score", command=request.command,
         skydiscover={"version": version, "search": options.search, "iterations": request.budget,
-                     "task_direction": direction_note, "initial_program": str(initial), "evaluator": str(evaluator)},
+                     "task_direction": direction_note, "initial_program": str(initial), "evaluator": str(evaluator),
+                     **({"read": [str(p) for p in request.read]} if request.read else {})},
     )
     return WorldWriter.create(folder, meta)
 
@@ -276,9 +295,6 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
         from dream_gym.evaluate import check_model_zips
 
         check_model_zips([request.policy])  # a zip that does not load as data: refused before any folder is made
-    if "," in request.task and request.model is None:
-        raise ValueError("a task given as initial_program.py,evaluator.py needs --model (the built-in "
-                         "agent knows the built-in tasks only)")
     from dream_gym.integrations.skydiscover import bridge
     from dream_gym.world_writer import WorldWriter
 
@@ -300,18 +316,18 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
         if request.model is None:
             from dream_gym.online.agent_server import MODEL_NAME, AgentServer
 
-            assert task_name is not None
-            server = AgentServer(task_name, seed=request.seed).start()
+            server = AgentServer(task_name or f"{initial},{evaluator}", seed=request.seed).start()
             model, api_base, api_key = MODEL_NAME, server.base_url, NO_KEY
         else:
             model, api_base, api_key = _model_endpoint(request)
         config = skydiscover_config(request, options, model=model, api_base=api_base, api_key=api_key, folder=folder)
+        sky_evaluator = evaluator if task_name is not None else files_evaluator(request, evaluator, config, folder)
         policy, source = _load_policy(request)
         state = bridge.RunState(writer, policy, request.workers, total_iterations=request.budget,
                                 dropped_dir=folder / OUTPUT_DIR / "dropped", seed=request.seed, beta=request.beta,
                                 frontier=options.frontier)
         with _skydiscover_process_state():
-            controller = bridge.BridgeController(str(initial), str(evaluator), config=config,
+            controller = bridge.BridgeController(str(initial), str(sky_evaluator), config=config,
                                                  output_dir=str(folder / OUTPUT_DIR))
             controller.database.dream_state = state
             state.database = controller.database
