@@ -54,7 +54,7 @@ GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
 
 #: The least value of each integer setting (0 means "the architecture's default" where allowed).
 _AT_LEAST = {"workers": 1, "timesteps": 1, "n_envs": 0, "n_steps": 0, "batch_size": 1, "n_epochs": 1,
-             "hidden": 0, "max_candidates": 1, "eval_every": 0, "checkpoint_every": 1, "torch_threads": 1}
+             "hidden": 0, "max_candidates": 1, "eval_every": 0, "checkpoint_every": 0, "torch_threads": 1}
 
 
 @dataclass
@@ -112,7 +112,7 @@ class TrainConfig:
     eval_every: int = 50_000
     """steps between evaluations on the train pool and the held-out worlds (0: only at the end)"""
     checkpoint_every: int = 20_000
-    """steps between durable checkpoints (rounded up to whole rollouts)"""
+    """steps between durable checkpoints (rounded up to whole rollouts; 0: only at the end)"""
     torch_threads: int = 1
     """torch CPU threads (small networks gain nothing from more)"""
     out: str = "out/train"
