@@ -43,6 +43,16 @@ DEFAULT_MAX_ATTEMPTS = 10_000
 #: W where no recorded world gives it (online runs, the RL training envs and their models):
 #: the W most shipped worlds were recorded at and every shipped model was trained at.
 STANDARD_WORKERS = 4
+#: The recorder (the policy that grows the worlds replay runs on, docs/concepts/recorders.md) that
+#: ``dream-gym grow``, ``deploy`` and ``openevolve run`` record with when no ``--policy`` is given;
+#: None keeps each command's own: grow's ``recommended``, the bridges' ``native`` (the system's own
+#: parent selection). The fidelity of replay per recorder decides it.
+DEFAULT_RECORDER: str | None = None
+
+
+def recorder_or(command_default: str) -> str:
+    """The ``--policy`` default of a recording command: :data:`DEFAULT_RECORDER`, else its own."""
+    return DEFAULT_RECORDER or command_default
 
 
 @dataclass(frozen=True)
@@ -128,4 +138,4 @@ class ReplaySettings:
         return dataclasses.asdict(self)
 
 
-__all__ = ["DEFAULT_BETA", "DEFAULT_MAX_ATTEMPTS", "STANDARD_WORKERS", "ReplaySettings"]
+__all__ = ["DEFAULT_BETA", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_RECORDER", "STANDARD_WORKERS", "ReplaySettings", "recorder_or"]

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from dream_gym.online.agents.generic import (
+    EDIT_WEIGHTS,
     EDITS,
     Donor,
     GenericAgent,
@@ -156,6 +157,58 @@ def test_string_edits_take_a_sibling_from_the_listed_options() -> None:
     assert values == {"careful", "exhaustive"}
 
 
+ARRAYS = '''"""A program written for these tests: points that are all one value."""
+# EVOLVE-BLOCK-START
+import numpy as np
+
+WIDTH = 0.5
+
+
+def points(n):
+    grid = np.zeros((n, 2))
+    filled = np.full((n,), WIDTH)
+    return grid + filled[:, None]
+
+
+# EVOLVE-BLOCK-END
+'''
+
+
+def run_points(code: str):
+    namespace: dict = {}
+    exec(compile(code, "<test program>", "exec"), namespace)  # a program written for this test
+    return namespace["points"](7)
+
+
+def test_a_constant_array_becomes_a_small_seeded_random_array_and_nothing_else() -> None:
+    found = children(only("array"), code=ARRAYS, seeds=range(30))
+    kinds = set()
+    for child, note in found:
+        removed, added = changed_lines(ARRAYS, child)
+        assert len(removed) == len(added) == 1, note
+        kinds.add(removed[0].split("=")[0].strip())
+        assert re.fullmatch(r" +(grid = np\.random\.default_rng\(\d+\)\.random\(\(n, 2\)\) \* 0\.0(5|05)"
+                            r"|filled = \(WIDTH\) \+ np\.random\.default_rng\(\d+\)\.random\(\(n,\)\) \* 0\.0(5|05))",
+                            added[0]), added[0]  # a tenth or a hundredth of the literals' scale (0.5)
+        values = run_points(child)
+        assert values.shape == run_points(ARRAYS).shape == (7, 2) and len(np.unique(values)) > 2
+        assert np.array_equal(values, run_points(child))  # seeded: the same child, the same points
+    assert kinds == {"grid", "filled"}
+    # the whole agent gives such a child no other edit (edits stacked on it mostly break the program)
+    for child, notes in (GenericAgent().child(ARRAYS, [], np.random.default_rng(s), parent_score=0.0) for s in range(40)):
+        if "default_rng" in child:
+            assert len(notes) == 1 and len(changed_lines(ARRAYS, child)[0]) == 1, notes
+    # the control: without numpy imported there is no site (a zeros() of another library is left alone)
+    other = ARRAYS.replace("import numpy as np", "import torch as np")
+    assert children(only("array"), code=other, seeds=range(3))[0][1] == "no edit site: a comment line added"
+    # and a program without a site gets exactly the children of the agent without this edit
+    without = GenericAgent(weights={k: w for k, w in EDIT_WEIGHTS.items() if k != "array"})
+    for seed in range(20):
+        for code in (PROGRAM, other):
+            assert GenericAgent().child(code, [], np.random.default_rng(seed), parent_score=0.0) == without.child(
+                code, [], np.random.default_rng(seed), parent_score=0.0)
+
+
 def test_crossover_takes_a_function_or_a_block_from_a_better_program() -> None:
     donor_code = PROGRAM.replace("    k = 0\n", "    k = 3\n").replace(
         "    best = min(best, min(values))\n", "    best = min(values) - 1\n").replace(
@@ -216,7 +269,7 @@ def test_a_program_without_sites_or_that_does_not_compile_still_gets_a_child() -
 def test_unknown_edit_kinds_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown edit kinds"):
         GenericAgent(weights={"rewrite-everything": 1.0})
-    assert set(EDITS) == {"number", "bound", "compare", "swap", "statement", "string", "crossover"}
+    assert set(EDITS) == {"number", "bound", "compare", "swap", "statement", "string", "crossover", "array"}
 
 
 # -- what it reads off a prompt, and how it answers ---------------------------------------------------------

@@ -175,7 +175,7 @@ def test_make_policy() -> None:
     assert isinstance(make_policy("random"), RandomPolicy)
     assert isinstance(make_policy("greedy", patience=2), GreedyPolicy)
     assert isinstance(make_policy("fixed", branches=2, depth=3), FixedPolicy)
-    with pytest.raises(LookupError, match="known: fixed, greedy, .*random"):
+    with pytest.raises(LookupError, match="known: coverage, fixed, greedy, .*random"):
         make_policy("genius")
 
 

@@ -22,9 +22,9 @@ from dream_gym.sandbox.launch import UNSAFE_ENV
 
 # Modules of this package that each add one or more sub-commands.
 COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train", "openevolve", "deploy",
-                   "serve_agent")
+                   "serve_agent", "fidelity")
 # Sub-commands that run untrusted code (policy files, candidates): they take the opt-out.
-UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi", "openevolve", "deploy")
+UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi", "openevolve", "deploy", "fidelity")
 
 
 #: Sub-commands whose options cost an import (``train``'s come from the RL stack): when another

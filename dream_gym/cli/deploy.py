@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.options import add_read, add_trust_model, add_workers
-from dream_gym.settings import DEFAULT_BETA
+from dream_gym.settings import DEFAULT_BETA, recorder_or
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--system", required=True, choices=sorted(SYSTEMS), help="the discovery system to run")
     p.add_argument("--task", required=True,
                    help="a built-in task (circle-packing-26, sum-difference, ...) or initial_program.py,evaluator.py")
-    p.add_argument("--policy", default=NATIVE_POLICY,
+    p.add_argument("--policy", default=recorder_or(NATIVE_POLICY),
                    help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
                         f"or '{NATIVE_POLICY}' for the system's own parent selection")
     p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",

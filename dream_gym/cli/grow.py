@@ -13,7 +13,7 @@ from rich.table import Table
 from dream_gym.cli.options import add_trust_model, add_workers
 from dream_gym.cli.shown import shown
 from dream_gym.printable import TEXT_CHARS
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
+from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_or
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,8 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--task", required=True, help="built-in task name (circle-packing-26, sum-difference, ...)")
     p.add_argument("--agent", default="builtin", help="'builtin' or a litellm model string (e.g. openai/gpt-4o-mini)")
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server for the LLM agent")
-    p.add_argument("--policy", default="recommended",
-                   help="built-in policy name, shipped model, module:Class, or a policy .py file (default: recommended)")
+    p.add_argument("--policy", default=recorder_or("recommended"),
+                   help="the recorder: built-in policy name (coverage: docs/concepts/recorders.md), shipped model, "
+                        f"module:Class, or a policy .py file (default: {recorder_or('recommended')})")
     p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="parameter of a built-in policy (repeatable), e.g. --policy-arg branches=8")
     add_workers(p, default=STANDARD_WORKERS,
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         command=shlex.join(["dream-gym", *args.argv]), evaluation_timeout_s=args.evaluation_timeout,
     )
     params = parse_policy_args(args.policy_arg)
+    config.policy_params = params
     if args.policy in POLICIES:
         policy = make_policy(args.policy, **params)
     elif params:

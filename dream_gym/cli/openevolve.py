@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.options import add_read, add_trust_model, add_workers
-from dream_gym.settings import DEFAULT_BETA
+from dream_gym.settings import DEFAULT_BETA, recorder_or
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                      "own sampling), recorded as a dream_gym world in --out as it goes.")
     run.add_argument("--task", required=True,
                      help="a built-in task (circle-packing-26, sum-difference, ...) or initial_program.py,evaluator.py")
-    run.add_argument("--policy", default="native",
+    run.add_argument("--policy", default=recorder_or("native"),
                      help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
                           "or 'native' for OpenEvolve's own parent sampling")
     run.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",

@@ -15,7 +15,7 @@ from dream_gym.cli.dream import (
     version_line,
     wide_console,
 )
-from dream_gym.cli.options import add_workers
+from dream_gym.cli.options import add_read, add_workers
 from dream_gym.dream.carry import DEFAULT_CARRY
 from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 
@@ -27,27 +27,71 @@ def register(subparsers: Any) -> None:
             "For each iteration: an online rollout with the current policy (W attempts per round, at most K1 "
             "rounds) grows a world; the world joins the history; an improvement step builds M versions and "
             "keeps the argmax on the history; the winner is deployed for the next rollout. Resumable after "
-            "kill -9 with --resume."
+            "kill -9 with --resume. With --system the rollout is a run of that discovery system (OpenEvolve) with "
+            "the policy choosing the parents, and the history is every run of the loop pooled into one world."
         ),
     )
-    p.add_argument("--task", required=True, help="built-in task name (sum-difference, circle-packing-26, ...)")
-    p.add_argument("--agent", default="builtin", help="discovery agent: 'builtin' or a litellm model string")
+    p.add_argument("--task", required=True,
+                   help="built-in task name (sum-difference, circle-packing-26, ...); with --system also "
+                        "initial_program.py,evaluator.py")
+    p.add_argument("--agent", default=None, help="discovery agent: 'builtin' (default) or a litellm model string")
     p.add_argument("--policy", required=True, help="START policy: built-in name, module:Class or policy .py file")
     p.add_argument("--iterations", "-T", type=int, required=True, help="t: outer iterations")
     add_workers(p, default=STANDARD_WORKERS,
                 help=f"W: attempts per round online, each run by its own job process (default {STANDARD_WORKERS})")
-    p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds of an online rollout")
+    p.add_argument("--rounds", type=int, default=None, help="K1: the most rounds of an online rollout (default 10)")
     p.add_argument("--history", default=None, help="extra worlds in the history from the start")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference the policy sees online (default {DEFAULT_BETA})")
-    p.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
-                   help="the online worker pool")
+    p.add_argument("--backend", choices=("process", "ray", "serial"), default=None,
+                   help="the online worker pool (default process)")
+    _add_system_arguments(p)
     p.add_argument("--out", required=True, type=Path, help="the run folder")
     p.add_argument("--carry", type=int, default=DEFAULT_CARRY,
                    help=f"earlier phases' best versions each phase scores exactly on the grown history and shows "
                         f"the developer (default {DEFAULT_CARRY}; 0: every phase starts from its incumbent alone)")
     add_scoring_arguments(p)
     p.set_defaults(func=run)
+
+
+#: Options of the online loop that a --system run does not take (its system runs the rollout).
+GROW_ONLY = ("agent", "rounds", "backend")
+#: Options only a --system run takes.
+SYSTEM_ONLY = ("budget", "model", "system_option", "pool_scores", "read")
+
+
+def _add_system_arguments(p: argparse.ArgumentParser) -> None:
+    from dream_gym.datasets.pool import SCORE_RULES
+    from dream_gym.dream.rsi_system import POOL_SCORES
+    from dream_gym.integrations.deploy import SYSTEMS
+
+    p.add_argument("--system", choices=sorted(SYSTEMS), default=None,
+                   help="run each rollout in this discovery system (as dream-gym deploy --system) and dream on "
+                        "every run so far pooled into one world (default: dream_gym's own online loop)")
+    p.add_argument("--budget", type=int, default=None, help="with --system: programs each run proposes")
+    p.add_argument("--model", default=None,
+                   help="with --system: the system's OpenAI-compatible model (default: dream_gym's no-LLM agent "
+                        "behind a local agent server)")
+    p.add_argument("--option", action="append", default=None, metavar="KEY=VALUE", dest="system_option",
+                   help="with --system: a setting of the system (repeatable)")
+    p.add_argument("--pool-scores", choices=SCORE_RULES, default=None,
+                   help="with --system: where two runs scored the same program differently (a noisy task), keep "
+                        f"the first-recorded score (first), keep both (split) or stop (exact); default {POOL_SCORES}")
+    add_read(p)
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """One clear error for an option of the other mode."""
+    wrong = SYSTEM_ONLY if args.system is None else GROW_ONLY
+    given = [name for name in wrong if getattr(args, name) not in (None, [])]
+    if given:
+        flags = ", ".join("--" + ("option" if n == "system_option" else n.replace("_", "-")) for n in given)
+        if args.system is None:
+            raise ValueError(f"{flags}: only with --system (a run of a discovery system)")
+        raise ValueError(f"{flags}: not with --system {args.system} (the system runs the rollout; "
+                         "its model is --model, its size --budget)")
+    if args.system is not None and args.budget is None:
+        raise ValueError(f"--system {args.system} needs --budget (programs each run proposes)")
 
 
 def summary_tables(records: list[Any], width: int | None = None) -> list[Any]:
@@ -66,17 +110,21 @@ def run(args: argparse.Namespace) -> int:
     from dream_gym.dream.improve import DreamSettings
     from dream_gym.dream.rsi import RsiConfig, run_rsi
 
-    check_task(args.task)
+    _check_mode(args)
+    if args.system is None or "," not in args.task:  # a system also takes initial_program.py,evaluator.py
+        check_task(args.task)
     check_policy(args.policy)
     if args.history:
         resolve_world_specs(args.history, "--history")
+    if args.system is not None:
+        return run_system(args)
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
     config = RsiConfig(
         task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
         settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), carry=args.carry),
-        agent=args.agent, developer=args.developer, workers=args.workers, rounds=args.rounds,
-        history=args.history, beta=args.beta, api_base=args.api_base, backend=args.backend, resume=args.resume,
-        command=shlex.join(["dream-gym", *args.argv]),
+        agent=args.agent or "builtin", developer=args.developer, workers=args.workers, rounds=args.rounds or 10,
+        history=args.history, beta=args.beta, api_base=args.api_base, backend=args.backend or "process",
+        resume=args.resume, command=shlex.join(["dream-gym", *args.argv]),
     )
 
     def events(kind: str, data: dict[str, Any]) -> None:
@@ -113,4 +161,32 @@ def run(args: argparse.Namespace) -> int:
         out.print(table)
     out.print(f"summary: {args.out / 'summary.md'}; ratchet: {args.out / 'dream' / 'ratchet.png'}; "
                     f"next policy: {args.out / records[-1].deployed}")
+    return 0
+
+
+def run_system(args: argparse.Namespace) -> int:
+    """``rsi --system``: one line per iteration (80 columns), then where the run's files are."""
+    from rich.console import Console
+
+    from dream_gym.cli.deploy import _system_options
+    from dream_gym.dream.improve import DreamSettings
+    from dream_gym.dream.rsi_system import POOL_SCORES, SystemRsiConfig, iteration_line, run_system_rsi
+
+    config = SystemRsiConfig(
+        system=args.system, task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
+        settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), carry=args.carry),
+        budget=args.budget, workers=args.workers, developer=args.developer, model=args.model,
+        api_base=args.api_base, history=args.history, beta=args.beta, scores=args.pool_scores or POOL_SCORES,
+        options=_system_options(args.system_option or []), read=tuple(args.read), resume=args.resume,
+        command=shlex.join(["dream-gym", *args.argv]),
+    )
+    console = Console(stderr=True, soft_wrap=True)
+
+    def events(kind: str, data: dict[str, Any]) -> None:
+        if kind == "iteration_done" and not args.quiet:
+            console.print(iteration_line(data["record"], args.iterations), markup=False)
+
+    records = run_system_rsi(config, events)
+    console.print(f"summary: {args.out / 'summary.md'}; next policy: {args.out / records[-1].deployed}",
+                  markup=False)
     return 0

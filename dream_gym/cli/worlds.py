@@ -91,9 +91,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "under the root, tagged 'orphan' (default), or drop them with their subtrees")
     p.set_defaults(func=_import)
 
-    from dream_gym.cli import worlds_stats
+    from dream_gym.cli import worlds_pool, worlds_stats
 
     worlds_stats.register(sub)  # stats, compress
+    worlds_pool.register(sub)  # pool
 
 
 def _list(args: argparse.Namespace) -> int:

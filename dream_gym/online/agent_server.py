@@ -22,7 +22,9 @@ other programs the prompt shows).
   hunks cannot be made unambiguous); otherwise the whole program in one fenced block.
 * **Deterministic for a seed**: the agent's random generator is seeded from the server's seed,
   the request's ``seed`` (OpenEvolve sends one per iteration when it has a random seed) and the
-  sha256 of the messages, so the same request gets the same answer, whatever the thread.
+  sha256 of the parent as the prompt gives it (the built-in agents: its code, score and error;
+  without a request seed, the whole messages), so the same request gets the same answer,
+  whatever the thread and whatever else the prompt shows.
 * Listens on 127.0.0.1 only. ``POST /v1/chat/completions`` (and ``/chat/completions``),
   ``GET /v1/models``; ``usage`` counts tokens as characters / 4 (nothing is billed).
 """
@@ -348,11 +350,22 @@ class AgentResponder:
             self.generic = GenericAgent()
 
     def rng_for(self, body: dict[str, Any]) -> np.random.Generator:
-        digest = hashlib.sha256(json.dumps(body.get("messages", []), sort_keys=True).encode()).digest()
-        words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+        """The built-in agent's generator for one request: the server's seed, the request's seed
+        and the parent as the prompt gives it (its code, score and error). The rest of the prompt
+        (the other programs shown, which OpenEvolve's workers pick and order with their own
+        unseeded generators; diagnostics, whose tracebacks name a temporary folder) does not
+        change the child; without a request seed the whole messages are hashed, so repeated
+        requests still get different children."""
         request_seed = body.get("seed")
-        extra = int(request_seed) % 2**32 if isinstance(request_seed, int) and not isinstance(request_seed, bool) else 0
-        return np.random.default_rng([self.seed % 2**32, extra, *words])
+        extra = request_seed % 2**32 if isinstance(request_seed, int) and not isinstance(request_seed, bool) else None
+        messages = body.get("messages", [])
+        material: Any = messages
+        if extra is not None and isinstance(messages, list):
+            parsed = shinka_prompt(messages) or parse_prompt(messages)
+            material = [parsed.code, parsed.fitness, parsed.error]
+        digest = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).digest()
+        words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+        return np.random.default_rng([self.seed % 2**32, extra or 0, *words])
 
     def reply(self, body: dict[str, Any]) -> str:
         from dream_gym.online.agents import builtin_agent

@@ -4,8 +4,11 @@ Each round the policy sees the prefix view of the real tree (the same view type 
 and returns a batch; each selection goes to one of W workers (a process pool, or Ray), which
 asks the agent for a new candidate from the parent's program, diagnostics and branch history,
 evaluates it in an isolated process, and returns the child. Children are written through the
-:class:`~dream_gym.world_writer.WorldWriter` (flush + fsync) the moment they finish, with their round,
-so ``kill -9`` loses at most the attempts in flight and ``resume`` continues the same world.
+:class:`~dream_gym.world_writer.WorldWriter` (flush + fsync), with their round and worker slot, in
+the batch's slot order: each as soon as it and the earlier slots of its round have finished
+(:func:`in_slot_order`), so the world does not depend on which worker finished first, replaying
+the recording policy on it gives its tree back, ``kill -9`` loses at most the attempts in flight
+(and finished ones waiting for an earlier slot), and ``resume`` continues the same world.
 
 Rounds are synchronous: a round's attempts all finish before the next batch is chosen. The run
 ends after K1 rounds, when the policy returns [], or when a budget (attempts, seconds, dollars)
@@ -29,10 +32,10 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -58,6 +61,7 @@ HISTORY_LIMIT = 12  # ancestors shown to the agent
 #: second; the LLM agent makes up to 3 requests of at most 120 s each, with 1 s and 2 s between.
 AGENT_ALLOWANCE_S = {"builtin": 60.0, "llm": 3 * 120.0 + 3.0 + 30.0}
 PROPOSAL_SUFFIX = ".proposal.json"  # beside an attempt's workspace: its program, for the record
+Finished = TypeVar("Finished")
 
 
 @dataclass
@@ -68,6 +72,7 @@ class GrowConfig:
     out: Path
     agent: str = "builtin"  # "builtin" or a litellm model string
     policy: str = "fixed"  # built-in name, module:Class, or a policy file
+    policy_params: dict[str, Any] = field(default_factory=dict)  # a built-in's parameters (recorded)
     workers: int = STANDARD_WORKERS  # W (no world is recorded yet to take it from)
     rounds: int = 10  # K1
     seed: int = 0
@@ -197,8 +202,8 @@ def run_attempt(job: AttemptJob, beat: Callable[..., None] | None = None) -> Att
         "round": job.round,
         "worker": job.worker,
         "code": proposal.code,
-        "diagnostics": evaluation.diagnostics,
-        "error": evaluation.error,
+        "diagnostics": _without_workspace(evaluation.diagnostics, workdir),
+        "error": _without_workspace(evaluation.error, workdir),
         "fail_class": evaluation.fail_class,
         "metrics": evaluation.metrics,
         "duration_s": round(time.time() - started, 4),
@@ -210,6 +215,16 @@ def run_attempt(job: AttemptJob, beat: Callable[..., None] | None = None) -> Att
         node["prompt"] = proposal.prompt
     evidence = {**evaluation.evidence, "node": job.node_id, "round": job.round, "agent": job.agent}
     return AttemptResult(node, evidence)
+
+
+WORKSPACE = "<workspace>"  # what a candidate's traceback shows for its workspace folder
+
+
+def _without_workspace(text: Any, workdir: Path) -> Any:
+    """``text`` with the attempt's workspace folder (a random temporary path) written as
+    :data:`WORKSPACE`, so that a traceback, which the agent sees and the world keeps, is the
+    same in every run of one seed."""
+    return text.replace(str(workdir), WORKSPACE) if isinstance(text, str) else text
 
 
 # -- the view of the real tree ----------------------------------------------------------------
@@ -364,17 +379,17 @@ class _Backend:
         else:
             raise ValueError(f"backend must be 'process', 'ray' or 'serial', got {kind!r}")
 
-    def run(self, jobs: list[AttemptJob]) -> Iterator[AttemptResult | BaseException]:
-        """Yield each attempt's result (or the exception it raised) as attempts finish, so the
-        attempts that did finish are recorded even when another one fails."""
+    def run(self, jobs: list[AttemptJob]) -> Iterator[tuple[int, AttemptResult | BaseException]]:
+        """Yield each attempt's index in ``jobs`` and its result (or the exception it raised) as
+        attempts finish, so the attempts that did finish are recorded even when another one fails."""
         if self.kind == "serial":
-            for job in jobs:
-                yield _call(run_attempt, job)
+            for index, job in enumerate(jobs):
+                yield index, _call(run_attempt, job)
         elif self.kind == "process":
             assert self._pool is not None
             jobs = [replace(job, evaluation_s=self.deadlines.evaluate_s) for job in jobs]
             for index, outcome in self._pool.run(jobs):
-                yield self._from_pool(jobs[index], outcome)
+                yield index, self._from_pool(jobs[index], outcome)
         else:
             yield from self._run_ray(jobs)
 
@@ -390,22 +405,22 @@ class _Backend:
             return overstayed(job, seconds, "the attempt's " + outcome.message.replace("its job process", "worker"))
         return AttemptError(outcome.message.splitlines()[0])  # run_attempt raised: not a candidate's doing
 
-    def _run_ray(self, jobs: list[AttemptJob]) -> Iterator[AttemptResult | BaseException]:
+    def _run_ray(self, jobs: list[AttemptJob]) -> Iterator[tuple[int, AttemptResult | BaseException]]:
         import ray
 
-        pending = {self._remote.remote(job): job for job in jobs}
+        pending = {self._remote.remote(job): index for index, job in enumerate(jobs)}
         waves = -(-len(jobs) // self.workers)  # attempts beyond W wait for a free CPU
         seconds = self.deadlines.propose_s + self.deadlines.evaluate_s
         stop = time.monotonic() + seconds * waves
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, stop - time.monotonic()))
             if not done:  # the round's deadline: end the attempts still running, with their workers
-                for ref, job in pending.items():
+                for ref, index in pending.items():
                     ray.cancel(ref, force=True)
-                    yield overstayed(job, seconds, f"the attempt did not finish within its deadline of {seconds:g}s")
+                    yield index, overstayed(jobs[index], seconds,
+                                            f"the attempt did not finish within its deadline of {seconds:g}s")
                 return
-            pending.pop(done[0])
-            yield _call(ray.get, done[0])
+            yield pending.pop(done[0]), _call(ray.get, done[0])
 
     def close(self) -> None:
         if self._pool is not None:
@@ -461,8 +476,10 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
             workers=config.workers, frontier=config.frontier,
             source="dream-gym grow (online discovery loop)", licence="CC-BY-4.0",
             policy=config.policy, agent=config.agent, seed=config.seed, beta=config.beta,
-            best_known=task.best_known, command=config.command,
+            best_known=task.best_known, command=config.command, rounds=config.rounds,
         )
+        if config.policy_params:  # what replaying the recording policy needs (dream_gym.fidelity)
+            meta["policy_params"] = dict(config.policy_params)
         return WorldWriter.create(folder, meta)
 
 
@@ -482,7 +499,7 @@ def _evaluate_root(task: Any, workspaces: Path, ledger: EvidenceLedger) -> dict[
 def grow(
     config: GrowConfig, policy: Policy, *, on_round: Callable[[RoundStats, GrowResult], None] | None = None,
 ) -> GrowResult:
-    """Run the online loop; every finished node is on disk before the next is awaited."""
+    """Run the online loop; a round's nodes go to disk in slot order as they finish (see the module doc)."""
     require_sandbox()  # candidates run only where the kernel can sandbox them
     task = get_task(config.task)
     deadlines = Deadlines.of(task, config.agent, config.evaluation_timeout_s)
@@ -521,7 +538,7 @@ def grow(
                     for slot, parent in enumerate(batch)]
             failures = 0
             errors: list[BaseException] = []
-            for attempt in backend.run(jobs):
+            for attempt in in_slot_order(backend.run(jobs)):
                 if isinstance(attempt, BaseException):
                     errors.append(attempt)
                     continue
@@ -567,6 +584,22 @@ def grow(
     result.best_score = _best(writer.records, negate)
     result.seconds = time.time() - started
     return result
+
+
+def in_slot_order(finished: Iterable[tuple[int, Finished]]) -> Iterator[Finished]:
+    """A round's results in the batch's slot order, each as soon as it and every earlier slot
+    have finished. The world then stores a round's nodes in the order the policy chose their
+    parents (the order replay reveals them in), not in the order the workers happened to finish,
+    so replaying the recording policy gives its tree back and the same seed gives the same world."""
+    held: dict[int, Finished] = {}
+    next_slot = 0
+    for slot, result in finished:
+        held[slot] = result
+        while next_slot in held:
+            yield held.pop(next_slot)
+            next_slot += 1
+    for slot in sorted(held):  # only if a backend skipped a slot: still in slot order
+        yield held.pop(slot)
 
 
 def _job(config: GrowConfig, records: list[dict[str, Any]], index_of: dict[str, int], parent: int,

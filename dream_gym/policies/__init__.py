@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dream_gym.policies.coverage import CoveragePolicy
 from dream_gym.policies.fixed import FixedPolicy
 from dream_gym.policies.greedy import GreedyPolicy
 from dream_gym.policies.hyperband import HyperbandPolicy
@@ -31,6 +32,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "openevolve": OpenEvolvePolicy,
     "shinka": ShinkaPolicy,
     "stagnation": StagnationPolicy,
+    "coverage": CoveragePolicy,
 }
 
 
@@ -45,6 +47,7 @@ def make_policy(name: str, **params: Any) -> Policy:
 
 __all__ = [
     "POLICIES",
+    "CoveragePolicy",
     "FixedPolicy",
     "GreedyPolicy",
     "HyperbandPolicy",

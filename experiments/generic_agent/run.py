@@ -12,13 +12,20 @@ Design (fixed before any run):
 * the five examples of OpenEvolve's repository copied in ``/work/shared/openevolve-examples``
   (function_minimization, heilbronn_triangle, k_module_problem, polynomial_real, fft_convolution),
   each as ``--task initial_program.py,evaluator.py`` with no ``--model``: the generic agent answers
-  through the agent server; OpenEvolve's default config (the example's own config.yaml is not
-  used: ``dream-gym deploy`` has none either), W = 2, 100 iterations, seeds 0-4 (a run is quick);
+  through the agent server, and every evaluation runs the example's evaluator in dream_gym's
+  sandbox; OpenEvolve's default config (the example's own config.yaml is not used: ``dream-gym
+  deploy`` has none either), W = 2, 100 iterations, seeds 0-4 (a run takes seconds to minutes);
+* the two AlgoTune examples import ``AlgoTuneTasks`` from an AlgoTune checkout that their evaluator
+  looks for at ``Path.home() / "github" / "AlgoTune"``: given with ``--read`` when it is there
+  (``ALGOTUNE``). Their evaluations take seconds to a minute each (fft_convolution about 9 s,
+  polynomial_real about 50 s: each times AlgoTune's reference solver and the program on 5
+  problems), so they run 20 iterations, fft_convolution with seeds 0-4 and polynomial_real with
+  seeds 0-1 (``BUDGETS``);
 * arms: ``--policy native`` (OpenEvolve's own sampling), ``--policy greedy`` (the built-in, its
   defaults: it stops after three rounds without a new best) and greedy with ``patience=100`` (so
   it spends the whole budget);
 * an example is excluded when its evaluator cannot score the initial program here (checked first,
-  in a subprocess: the reason is the evaluator's own error);
+  with the sandboxed evaluation the runs use: the reason is the evaluator's own error);
 * per run: the share of valid children (the evaluator returned a combined_score and no error),
   the initial program's and the best combined_score, nodes, why it stopped, seconds.
 """
@@ -35,41 +42,39 @@ from pathlib import Path
 
 EXAMPLES_DIR = Path("/work/shared/openevolve-examples")
 EXAMPLES = ("function_minimization", "heilbronn_triangle", "k_module_problem", "polynomial_real", "fft_convolution")
+ALGOTUNE = Path.home() / "github" / "AlgoTune"
+NEEDS_ALGOTUNE = ("polynomial_real", "fft_convolution")
+#: (iterations, seeds) where an example's evaluation takes too long for the default budget
+BUDGETS = {"polynomial_real": (20, (0, 1)), "fft_convolution": (20, (0, 1, 2, 3, 4))}
 ARMS = {"native": ["--policy", "native"], "greedy": ["--policy", "greedy"],
         "greedy-patience-100": ["--policy", "greedy", "--policy-arg", "patience=100"]}
 W, ITERATIONS, SEEDS = 2, 100, (0, 1, 2, 3, 4)
 HERE = Path(__file__).resolve().parent
 DREAM_GYM = [sys.executable, "-m", "dream_gym"]
 
-PROBE = """
-import importlib.util, io, contextlib, json, sys
-folder = sys.argv[1]
-sys.path.insert(0, folder)
-spec = importlib.util.spec_from_file_location("evaluator", folder + "/evaluator.py")
-module = importlib.util.module_from_spec(spec)
-with contextlib.redirect_stdout(io.StringIO()):
-    spec.loader.exec_module(module)
-    result = module.evaluate(folder + "/initial_program.py")
-metrics = getattr(result, "metrics", result)
-error = metrics.get("error") if isinstance(metrics, dict) else "no metrics"
-print(json.dumps({"error": None if error is None else str(error), "combined_score": metrics.get("combined_score")}))
-"""
+def read_args(example: str) -> list[str]:
+    """``--read`` of the folders an example's evaluator reads besides its own (the AlgoTune checkout)."""
+    return ["--read", str(ALGOTUNE)] if example in NEEDS_ALGOTUNE and ALGOTUNE.is_dir() else []
 
 
 def probe(example: str) -> dict:
-    """The example's evaluator on its initial program, in a subprocess: its error or score."""
-    done = subprocess.run([sys.executable, "-c", PROBE, str(EXAMPLES_DIR / example)], capture_output=True,
-                          text=True, timeout=600, cwd="/tmp")
-    if done.returncode != 0:
-        return {"error": (done.stderr.strip().splitlines() or ["the probe failed"])[-1], "combined_score": None}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """The example's evaluator on its initial program, evaluated as the runs evaluate it (in the
+    sandbox, seeded with seed 0): its error or score."""
+    from dream_gym.integrations.files_task import FilesTask, sandbox_wall_s
+
+    read = read_args(example)[1:]
+    task = FilesTask.of(EXAMPLES_DIR / example / "evaluator.py", seed=0, wall_s=sandbox_wall_s(300), read=read)
+    metrics = task.evaluate(EXAMPLES_DIR / example / "initial_program.py").metrics
+    error = metrics.get("error")
+    return {"error": None if error is None else str(error)[:500], "combined_score": metrics.get("combined_score")}
 
 
 def run(example: str, arm: str, seed: int, out: Path, log: Path) -> dict:
     folder = out / f"{example}-{arm}-{seed}"
     task = f"{EXAMPLES_DIR / example / 'initial_program.py'},{EXAMPLES_DIR / example / 'evaluator.py'}"
+    iterations = BUDGETS.get(example, (ITERATIONS, SEEDS))[0]
     command = [*DREAM_GYM, "openevolve", "run", "--task", task, *ARMS[arm], "-W", str(W),
-               "--iterations", str(ITERATIONS), "--seed", str(seed), "--out", str(folder)]
+               "--iterations", str(iterations), "--seed", str(seed), "--out", str(folder), *read_args(example)]
     if not (folder / "run_summary.json").exists():
         line = shlex.join(["nice", "-n", "10", "dream-gym", *command[3:]])
         with log.open("a", encoding="utf-8") as handle:
@@ -121,14 +126,18 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "commands.log"
-    results: dict = {"design": {"w": W, "iterations": ITERATIONS, "seeds": SEEDS, "arms": ARMS}, "examples": {}}
+    results: dict = {"design": {"w": W, "iterations": ITERATIONS, "seeds": SEEDS, "arms": ARMS,
+                                "budgets": {k: {"iterations": i, "seeds": s} for k, (i, s) in BUDGETS.items()},
+                                "read": {e: read_args(e)[1:] for e in NEEDS_ALGOTUNE}, "sandboxed": True},
+                     "examples": {}}
     for example in EXAMPLES:
         checked = probe(example)
         entry: dict = {"initial_program": checked}
         if checked["error"] is not None:
             entry["excluded"] = checked["error"]
         else:
-            runs = {arm: [run(example, arm, seed, args.out, log) for seed in SEEDS] for arm in ARMS}
+            seeds = BUDGETS.get(example, (ITERATIONS, SEEDS))[1]
+            runs = {arm: [run(example, arm, seed, args.out, log) for seed in seeds] for arm in ARMS}
             entry["summary"] = {arm: aggregate(found) for arm, found in runs.items()}
             entry["runs"] = runs
         results["examples"][example] = entry

@@ -1,7 +1,8 @@
 """One OpenEvolve run with a dream_gym policy, recorded as a world (``dream-gym openevolve run``).
 
-The world folder ``out`` holds ``world.json`` and ``nodes.jsonl`` (every program a node, in the
-order OpenEvolve finished them; ``score`` is ``combined_score``, null with the reason for a
+The world folder ``out`` holds ``world.json`` and ``nodes.jsonl`` (every program a node, a
+policy's rounds in slot order, OpenEvolve's own sampling in the order it finished them; ``score``
+is ``combined_score``, null with the reason for a
 program OpenEvolve's evaluator failed), ``openevolve/`` (OpenEvolve's own output: checkpoints,
 evolution trace, logs, best program) and ``task/``: for a built-in task the ``initial_program.py``
 and ``evaluator.py`` given to OpenEvolve; for a task given as files the ``evaluator.py`` given to

@@ -21,7 +21,11 @@ regions (the whole file when there are none), each one of:
   values a worse shown program tried there are not tried again;
 * ``crossover``: a piece of another program of the prompt (an inspiration, a top program) scored
   at least as well as the parent: a function of the same name, or one differing block of lines
-  of the two programs' regions.
+  of the two programs' regions;
+* ``array``: an array of one value (``np.zeros(shape)``, ``np.ones``, ``np.full``, ``np.empty``)
+  becomes that value plus a small seeded random array of the same shape (a program whose answer
+  is all one value, every point at the origin, scores nothing; one that differs can); this edit is
+  the child's only one.
 
 Edit sites come from :mod:`ast` and :mod:`tokenize`; every edit replaces a span of the source text,
 so the rest of the file keeps its formatting. After each edit the child must still compile
@@ -52,9 +56,14 @@ from dream_gym.online.agent_base import ParentContext, Proposal, zero_cost
 #: How often each kind of edit is tried (among the kinds that have a site in the parent).
 EDIT_WEIGHTS: dict[str, float] = {
     "number": 0.30, "bound": 0.08, "compare": 0.07, "swap": 0.05, "statement": 0.04, "string": 0.20,
-    "crossover": 0.26,
+    "crossover": 0.26, "array": 0.10,
 }
 MAX_TRIES = 24  # edit attempts per child before giving up on more edits
+#: Edits a child gets alone (on the parent, with no other edit): a change bold enough that edits
+#: stacked on it mostly break the program (measured on heilbronn_triangle: of 56 children that
+#: carried a new random array among other edits, none was valid). Such an edit is drawn only for a
+#: parent that has a site for it, so a program without one gets exactly the children it got before.
+ALONE = frozenset({"array"})
 MAX_EDITS = 4
 START_MARK, END_MARK = "EVOLVE-BLOCK-START", "EVOLVE-BLOCK-END"
 MIRRORS = {"min": "max", "argmin": "argmax", "nanmin": "nanmax", "amin": "amax", "minimum": "maximum",
@@ -538,6 +547,61 @@ def string_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit | 
     return Edit(start, end, new, f"{old} -> {new} (line {node.lineno})")
 
 
+# -- constant arrays ------------------------------------------------------------------------------------
+#: numpy's constructors of an array of one value: the value their output holds (``full``: its second argument).
+CONSTANT_ARRAYS = {"zeros": "0.0", "empty": "0.0", "ones": "1.0", "full": None}
+
+
+def _numpy_aliases(tree: ast.Module) -> set[str]:
+    """The names ``numpy`` is imported as (``import numpy as np`` gives ``np``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.asname or alias.name for alias in node.names if alias.name == "numpy"}
+    return names
+
+
+def _array_sites(source: Source) -> list[ast.Call]:
+    aliases = _numpy_aliases(source.tree)
+    sites = []
+    for node in ast.walk(source.tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in aliases
+                and node.func.attr in CONSTANT_ARRAYS and not node.keywords and source.editable_node(node)
+                and len(node.args) == (2 if node.func.attr == "full" else 1)):
+            sites.append(node)
+    return sites
+
+
+def _literal_scale(source: Source) -> float:
+    """The magnitude of the region's float literals (their median), 1.0 when it has none."""
+    values = sorted(abs(float(n.value)) for n in _number_literals(source)  # type: ignore[arg-type]
+                    if type(n.value) is float and n.value != 0.0 and math.isfinite(n.value))
+    return values[len(values) // 2] if values else 1.0
+
+
+def array_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit | None:
+    """An array of one constant value (``np.zeros(shape)``, ``np.ones``, ``np.full``, ``np.empty``)
+    becomes that value plus a small seeded random array of the same shape: a program whose answer is
+    all one value (every point at the origin) gets points that differ, on a scale of a tenth or a
+    hundredth of its literals' magnitude, whose seed and scale later edits tune like any literal."""
+    sites = _array_sites(source)
+    if not sites:
+        return None
+    node = sites[int(rng.integers(len(sites)))]
+    assert isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+    numpy_name = node.func.value.id
+    shape = source.text[slice(*source.node_span(node.args[0]))]
+    base = CONSTANT_ARRAYS[node.func.attr] or f"({source.text[slice(*source.node_span(node.args[1]))]})"
+    scale = float_text(_literal_scale(source) * float(rng.choice([0.1, 0.01])), "0.1")
+    seed = int(rng.integers(1, 1000))
+    random = f"{numpy_name}.random.default_rng({seed}).random({shape}) * {scale}"
+    new = random if base == "0.0" else f"{base} + {random}"
+    start, end = source.node_span(node)
+    old = source.text[start:end]
+    return Edit(start, end, new, f"{old} -> {new} (line {node.lineno})")
+
+
 # -- crossover ------------------------------------------------------------------------------------------
 def pick_donor(donors: Sequence[Donor], rng: np.random.Generator) -> Donor | None:
     """A donor, the better-scored ones more often (rank weights; unscored ones in the middle)."""
@@ -617,8 +681,12 @@ def crossover_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit
 
 EDITS: dict[str, Callable[[Source, np.random.Generator, Pool], Edit | None]] = {
     "number": number_edit, "bound": bound_edit, "compare": compare_edit, "swap": swap_edit,
-    "statement": statement_edit, "string": string_edit, "crossover": crossover_edit,
+    "statement": statement_edit, "string": string_edit, "crossover": crossover_edit, "array": array_edit,
 }
+
+
+#: The sites of each edit of :data:`ALONE` (a parent without one never draws that edit).
+ALONE_SITES: dict[str, Callable[[Source], list[Any]]] = {"array": _array_sites}
 
 
 def compiles(text: str) -> bool:
@@ -666,6 +734,8 @@ class GenericAgent:
         if not compiles(code):
             return self._repair(code, better, rng)
         existing = {code, *(d.code for d in shown)}
+        parent_source = Source.read(code)
+        bold = {k for k in ALONE if parent_source is not None and ALONE_SITES[k](parent_source)}
         current, visited = code, {code}
         notes: list[str] = []
         for _ in range(MAX_TRIES):
@@ -674,11 +744,17 @@ class GenericAgent:
             source = Source.read(current)
             if source is None:
                 break
-            kinds = [k for k, w in self.weights.items() if w > 0 and (k != "crossover" or better)]
+            kinds = [k for k, w in self.weights.items()
+                     if w > 0 and (k != "crossover" or better) and (k not in ALONE or k in bold)]
             if not kinds:
                 break
             weights = np.array([self.weights[k] for k in kinds])
             kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
+            if kind in ALONE:
+                alone = self._alone(code, kind, rng, pool, existing)
+                if alone is not None:
+                    return alone
+                continue
             edit = EDITS[kind](source, rng, pool)
             if edit is None:
                 continue
@@ -694,6 +770,18 @@ class GenericAgent:
             current, note = _marked(code, rng)
             notes = [note]
         return current, notes
+
+    @staticmethod
+    def _alone(code: str, kind: str, rng: np.random.Generator, pool: Pool,
+               existing: set[str]) -> tuple[str, list[str]] | None:
+        """The parent with one bold edit and nothing else (None when it has no site or gives no
+        new program that compiles)."""
+        source = Source.read(code)
+        edit = EDITS[kind](source, rng, pool) if source is not None else None
+        if edit is None:
+            return None
+        child = edit.apply(code)
+        return (child, [f"{kind}: {edit.note}"]) if child not in existing and compiles(child) else None
 
     def _repair(self, code: str, donors: Sequence[Donor], rng: np.random.Generator) -> tuple[str, list[str]]:
         first, mine = region_text(code)

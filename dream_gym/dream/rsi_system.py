@@ -1,0 +1,261 @@
+"""The outer loop inside a discovery system: ``dream-gym rsi --system openevolve``.
+
+For t = 1 … T: the incumbent policy π_t is deployed through the system's bridge
+(:func:`dream_gym.integrations.deploy.deploy`: OpenEvolve's own loop with π_t choosing the
+parents, the children from the no-LLM agent server or ``model``), which records its run as a
+world; every run of the loop so far is pooled into one world (:func:`dream_gym.datasets.pool.
+pool_worlds`); an improvement step builds M versions of π_t and keeps the argmax on that pooled
+world (and the ``history`` worlds); the deployed version is π_(t+1).
+
+**Why one pooled world, not the runs side by side.** Replay answers only what was recorded,
+and each run recorded where its own policy went. Pooled, a request that one run cannot answer
+and another can (a node one run stopped at and another continued, a branch one opened) is
+answered; side by side, each version would be scored on each run's narrower record and the
+scores averaged, so a version that goes where a later policy went would be refused on every
+earlier run. The pool lists the runs oldest first, so its order is the order of first
+creation; the task's runs merge where they made the same program from the same parent chain.
+Runs of a noisy task (or of a task given as files, whose evaluations are seeded from each run's
+seed) can score the same program differently: ``scores`` says what the pool does then (default
+``"first"``: the first-recorded score is kept; the count is in the ledger).
+
+The run folder::
+
+    fingerprint.json       settings; --resume with other settings is refused, naming the difference
+    rsi.jsonl              one line per finished run, pool and iteration
+    runs/iter-<t>/         the world deployment t recorded (the system's own output inside)
+    pools/iter-<t>/        runs 1 … t pooled: the history phase t dreams on
+    dream/                 the improvement steps (dream.jsonl, journal.jsonl, revisions/<t>/, ratchet.png)
+    policies/pi_<t>.py     the policy deployed for run t (t >= 2; pi_1 is the start policy)
+    summary.json, .md      per iteration: programs, best score, pool size, scores on the history, costs
+
+``kill -9`` at any moment, then ``resume``: a finished run, pool or phase is read back; an
+interrupted run continues the same world (the bridge's own resume); an interrupted pool is
+written again (it is a function of the runs); an interrupted phase continues with its next
+version. The run holds its folder's lock throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step, policy_digest, world_digest
+from dream_gym.dream.rsi import Events, Iteration, _best_raw, _better, _discovery_cost, summary_markdown
+from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
+from dream_gym.durable import read_jsonl, write_atomic
+from dream_gym.locks import folder_lock
+from dream_gym.settings import DEFAULT_BETA
+from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world
+
+LEDGER_FILE = "rsi.jsonl"
+#: What the pool does where runs scored the same program differently (dream_gym.datasets.pool).
+POOL_SCORES = "first"
+
+
+@dataclass(frozen=True)
+class SystemRsiConfig:
+    """Arguments of ``dream-gym rsi --system``."""
+
+    system: str
+    task: str  # a built-in task or initial_program.py,evaluator.py
+    policy: str  # START: π_1
+    out: Path
+    iterations: int  # T
+    settings: DreamSettings
+    budget: int  # programs each deployment proposes
+    workers: int = 2  # W: the system's parallel evaluations
+    developer: str = "builtin"
+    model: str | None = None  # the system's LLM; None: dream_gym's no-LLM agent server
+    api_base: str | None = None
+    history: str | None = None  # extra worlds in H from the start, beside the pool
+    beta: float = DEFAULT_BETA
+    scores: str = POOL_SCORES
+    options: dict[str, Any] = field(default_factory=dict)  # the system's settings
+    read: tuple[Path, ...] = ()  # folders a task given as files may read (deploy's --read)
+    resume: bool = False
+    command: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ValueError(f"iterations must be >= 1, got {self.iterations}")
+        if self.budget < 1:
+            raise ValueError(f"budget must be >= 1, got {self.budget}")
+
+
+@dataclass
+class SystemIteration(Iteration):
+    """One iteration's record: the rollout is the system's run; ``pool`` the history it joined."""
+
+    system: str = ""
+    invalid: int = 0  # programs of the run without a valid score
+    stopped_by: str = ""  # why the run ended (budget, the policy, ...)
+    pool: str = ""  # the pooled world's folder (relative to the run folder)
+    pool_nodes: int = 0
+    merged: int = 0  # copies the pool merged into a node an earlier run recorded
+    disagreements: int = 0  # merged copies whose score differed (kept by the pool's rule)
+
+
+class _SystemRun:
+    def __init__(self, config: SystemRsiConfig, events: Events):
+        self.config, self.events = config, events
+        self.out = Path(config.out)
+        self.ledger = JsonLog(self.out / LEDGER_FILE)
+        self.rows = read_jsonl(self.ledger.path)
+        self.extra: list[World] = []
+        if config.history:
+            from dream_gym.evaluate import resolve_worlds
+
+            self.extra = resolve_worlds(config.history)
+
+    def fingerprint(self) -> dict[str, Any]:
+        c, s = self.config, self.config.settings.scoring
+        return {
+            "system": c.system, "task": c.task, "model": c.model, "policy": c.policy,
+            "policy_sha256": policy_digest(c.policy), "developer": c.developer, "revisions": c.settings.revisions,
+            "carry": c.settings.carry, "workers": c.workers, "budget": c.budget, "options": dict(c.options),
+            "read": [str(path) for path in c.read],
+            "max_rounds": s.max_rounds, "betas": list(s.betas), "beta1": s.beta1, "beta2": s.beta2,
+            "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed, "scores": c.scores,
+            "history": {w.id: world_digest(w) for w in self.extra},
+        }
+
+    def policy_of(self, t: int) -> str:
+        return self.config.policy if t == 1 else str(self.out / "policies" / f"pi_{t}.py")
+
+    def row(self, kind: str, t: int) -> dict[str, Any] | None:
+        return next((r for r in self.rows if r.get("type") == kind and r["t"] == t), None)
+
+    def note(self, row: dict[str, Any]) -> None:
+        self.ledger.append(row)
+        self.rows.append(row)
+
+    # -- the deployment -----------------------------------------------------------------------
+    def run_dir(self, t: int) -> Path:
+        return self.out / "runs" / f"iter-{t}"
+
+    def deployment(self, t: int) -> tuple[World, dict[str, Any]]:
+        """Run t's world and what the bridge said of it (read back when the ledger has it)."""
+        folder = self.run_dir(t)
+        done = self.row("run", t)
+        if done is None:
+            result = self._deploy(t, folder)
+            done = {"type": "run", "t": t, "world": str(folder.relative_to(self.out)), **result}
+            self.note(done)
+        return load_world(folder), done
+
+    def _deploy(self, t: int, folder: Path) -> dict[str, Any]:
+        from dream_gym.integrations.deploy import DeployRequest, deploy
+
+        c = self.config
+        if folder.exists() and not (folder / NODES_FILE).exists():
+            shutil.rmtree(folder)  # killed before its first node: nothing was recorded
+        if is_finished_world(folder):  # killed between the run's end and its ledger line
+            world = load_world(folder)
+            invalid = sum(1 for r in world.records[1:] if r.get("score") is None)
+            return {"nodes": world.size, "invalid": invalid, "stopped_by": "-", "version": "-", "seconds": 0.0}
+        request = DeployRequest(
+            system=c.system, task=c.task, out=folder, policy=self.policy_of(t), workers=c.workers, budget=c.budget,
+            seed=c.settings.scoring.seed * 1000 + t, model=c.model, api_base=c.api_base, beta=c.beta,
+            resume=(folder / NODES_FILE).exists(), world_id=f"{self.out.name}-run{t}", command=c.command,
+            options=dict(c.options), read=tuple(c.read),
+        )
+        result = deploy(request)
+        return {"nodes": result.nodes, "invalid": result.invalid, "stopped_by": result.stopped_by,
+                "version": result.version, "seconds": result.seconds}
+
+    # -- the pool -------------------------------------------------------------------------------
+    def pool_dir(self, t: int) -> Path:
+        return self.out / "pools" / f"iter-{t}"
+
+    def pool(self, t: int) -> tuple[World, dict[str, Any]]:
+        """Runs 1 … t pooled (written again when a kill interrupted it: it is a function of the runs)."""
+        from dream_gym.datasets.pool import pool_worlds
+
+        folder = self.pool_dir(t)
+        done = self.row("pool", t)
+        if done is None:
+            if folder.exists():
+                shutil.rmtree(folder)
+            runs = [load_world(self.run_dir(i)) for i in range(1, t + 1)]
+            result = pool_worlds(runs, folder, world_id=f"{self.out.name}-pool{t}", scores=self.config.scores)
+            done = {"type": "pool", "t": t, "world": str(folder.relative_to(self.out)), "nodes": result.nodes,
+                    "recorded": result.recorded, "merged": result.merged, "disagreements": result.disagreements,
+                    "added": result.added}
+            self.note(done)
+        return load_world(folder), done
+
+    # -- the iteration --------------------------------------------------------------------------
+    def dream(self, t: int, pooled: World) -> PhaseResult:
+        from dream_gym.dream.developers import make_developer
+
+        c = self.config
+        developer = make_developer(c.developer, self.out / "dream", api_base=c.api_base, seed=c.settings.scoring.seed)
+        return improvement_step(self.out / "dream", t, self.policy_of(t), [*self.extra, pooled], developer,
+                                c.settings, events=self.events)
+
+    def iteration(self, t: int) -> SystemIteration:
+        done = self.row("iteration", t)
+        if done is not None:
+            return SystemIteration(**{k: v for k, v in done.items() if k != "type"})
+        self.events("iteration", {"t": t, "iterations": self.config.iterations, "policy": self.policy_of(t)})
+        world, run = self.deployment(t)
+        pooled, pool = self.pool(t)
+        phase = self.dream(t, pooled)
+        deployed = self.out / "policies" / f"pi_{t + 1}.py"
+        write_atomic(deployed, (self.out / "dream" / phase.deployed).read_text(encoding="utf-8"))
+        previous = self.row("iteration", t - 1)
+        discovery = _discovery_cost(world)
+        rounds = max((int(r.get("round") or 0) for r in world.records), default=0)
+        record = SystemIteration(
+            t=t, policy=self.policy_of(t), world=run["world"], attempts=world.size - 1, rounds=rounds,
+            best_score=_best_raw(world), attempts_per_round=(world.size - 1) / max(1, rounds),
+            best_so_far=_better(previous["best_so_far"] if previous else None, _best_raw(world), world.direction),
+            discovery=discovery, development=dict(phase.cost),
+            total_usd=discovery["usd"] + phase.cost.get("usd", 0.0), incumbent_score=phase.incumbent_score,
+            deployed_score=next((v.score for v in phase.versions if v.m == phase.deployed_m), None),
+            deployed=str(deployed.relative_to(self.out)), deployed_m=phase.deployed_m,
+            system=self.config.system, invalid=int(run["invalid"]), stopped_by=str(run["stopped_by"]),
+            pool=pool["world"], pool_nodes=int(pool["nodes"]), merged=int(pool["merged"]),
+            disagreements=int(pool["disagreements"]),
+        )
+        self.note(record.to_dict())
+        self.events("iteration_done", {"record": record, "phase": phase})
+        return record
+
+
+def run_system_rsi(config: SystemRsiConfig, events: Events | None = None) -> list[SystemIteration]:
+    """Run (or resume) the loop inside ``config.system``; returns one record per iteration."""
+    from dream_gym.integrations.deploy import SYSTEMS
+
+    if config.system not in SYSTEMS:
+        raise ValueError(f"unknown system {config.system!r}; one of {', '.join(sorted(SYSTEMS))}")
+    if "," in config.task:  # initial_program.py,evaluator.py: checked before the run folder is made
+        for part in config.task.split(",", 1):
+            if not Path(part.strip()).is_file():
+                raise FileNotFoundError(f"--task {config.task}: {part.strip()} does not exist")
+    events = events or (lambda kind, data: None)
+    with folder_lock(config.out):  # one writer per run folder, taken before rsi.jsonl is read
+        run = _SystemRun(config, events)
+        check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
+        records = [run.iteration(t) for t in range(1, config.iterations + 1)]
+        write_json(run.out / "summary.json", {"iterations": [asdict(r) for r in records]})
+        write_atomic(run.out / "summary.md", summary_markdown(list(records)))
+    return records
+
+
+def iteration_line(record: SystemIteration, iterations: int) -> str:
+    """The iteration's one line (at most 80 columns for scores of up to 8 characters)."""
+    best = "-" if record.best_score is None else f"{record.best_score:.6g}"
+    before = "-" if record.incumbent_score is None else f"{record.incumbent_score:.4f}"
+    after = "-" if record.deployed_score is None else f"{record.deployed_score:.4f}"
+    return (f"{record.t}/{iterations}: {record.attempts} programs ({record.invalid} invalid) best {best}; "
+            f"pool {record.pool_nodes}; H {before}->{after} v{record.deployed_m}")
+
+
+def is_finished_world(folder: Path) -> bool:
+    """A world folder whose world.json holds the node file's checksum (written when finished)."""
+    meta = folder / WORLD_FILE
+    return meta.is_file() and bool(json.loads(meta.read_text(encoding="utf-8")).get("sha256"))

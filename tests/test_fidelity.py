@@ -1,0 +1,224 @@
+"""``dream-gym fidelity``: real online runs (grow, OpenEvolve), replay on their worlds, the
+agreement statistics, the table, and a study killed with -9 that the same command continues."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scipy import stats
+
+from dream_gym import load_world
+from dream_gym.cli import main as cli_main
+from dream_gym.fidelity.runs import JOURNAL, run_folder
+from dream_gym.fidelity.table import render
+
+TASK = "circle-packing-26"
+
+
+def fidelity(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dream_gym", "fidelity", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "80"})
+
+
+def journal(out: Path) -> list[dict[str, Any]]:
+    path = out / JOURNAL
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+# -- a study with grow ---------------------------------------------------------------------------
+GROW_STUDY = ("--task", TASK, "-p", "greedy", "-p", "random", "--seeds", "0-2", "-n", "8", "-W", "2")
+
+
+@pytest.fixture(scope="module")
+def grow_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path_factory.mktemp("study") / "grow"
+    done = fidelity(*GROW_STUDY, "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done
+
+
+@pytest.mark.slow
+def test_a_grow_study_runs_replays_and_compares(grow_study: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, done = grow_study
+    report = json.loads((out / "fidelity.json").read_text())
+    assert [(r["policy"], r["seed"]) for r in report["runs"]] == [(p, s) for p in ("greedy", "random") for s in range(3)]
+    assert all(r["reproduced"] for r in report["runs"])  # replay gives every run back
+    assert len(report["replays"]) == 2 * 3 * 2  # two recorders (the policies) x three seeds x two policies
+    assert set(report["agreement"]) == {"greedy", "random", "all recorders"}
+    assert (out / "fidelity.txt").read_text().strip() == done.stdout.strip()
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())
+    assert "Replay fidelity: circle-packing-26 (grow)" in done.stdout and "online ceiling" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_figures_follow_from_the_worlds(grow_study: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """Recomputed here from the worlds and the replay rows, with scipy: the online V, the
+    per-policy means, and each recorder's rank correlations."""
+    out, _ = grow_study
+    report = json.loads((out / "fidelity.json").read_text())
+    worlds = {(p, s): load_world(run_folder(out, p, s)) for p in ("greedy", "random") for s in range(3)}
+    for run in report["runs"]:
+        world = worlds[(run["policy"], run["seed"])]
+        reference = max(w.best_score for (_, s), w in worlds.items() if s == run["seed"])
+        q = (world.best_score - world.baseline_score) / (reference - world.baseline_score)
+        rounds = max(r.get("round") or 0 for r in world.records)
+        expected = q - 0.003 * (world.size - 1) + 0.02 * (world.size - 1) / max(1, rounds)
+        assert run["online_V"] == pytest.approx(expected) and run["final_best"] == pytest.approx(world.best_score)
+    for recorder in ("greedy", "random"):
+        replay_v = {p: statistics.mean(r["V"] for r in report["replays"] if r["recorder"] == recorder and r["policy"] == p)
+                    for p in ("greedy", "random")}
+        for outcome in ("final_best", "online_V"):
+            online = {p: statistics.mean(r[outcome] for r in report["runs"] if r["policy"] == p)
+                      for p in ("greedy", "random")}
+            xs, ys = [replay_v[p] for p in online], [online[p] for p in online]
+            theirs = stats.spearmanr(xs, ys).statistic if len(set(xs)) > 1 and len(set(ys)) > 1 else math.nan
+            ours = report["agreement"][recorder][outcome]["spearman"]["rho"]
+            assert (ours is None and math.isnan(theirs)) or ours == pytest.approx(theirs)
+            assert report["policies"]["greedy"][outcome] == pytest.approx(statistics.mean(
+                r[outcome] for r in report["runs"] if r["policy"] == "greedy"))
+
+
+@pytest.mark.slow
+def test_the_same_command_again_runs_nothing_and_reports_the_same(
+        grow_study: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, done = grow_study
+    before = (out / "fidelity.json").read_text()
+    again = fidelity(*GROW_STUDY, "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert "6 of 6 online runs done; running 0" in again.stderr
+    assert (out / "fidelity.json").read_text() == before and again.stdout == done.stdout
+    assert len(journal(out)) == 6
+
+
+@pytest.mark.slow
+def test_a_study_folder_keeps_its_settings(grow_study: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, _ = grow_study
+    other = fidelity(*[a if a != "2" else "4" for a in GROW_STUDY], "--out", str(out))
+    assert other.returncode == 2
+    assert "holds a study of other settings (workers 2 there, 4 here)" in other.stderr
+    assert len(journal(out)) == 6  # nothing ran
+
+
+# -- kill -9 and the lock ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_killed_with_9_the_same_command_continues(tmp_path: Path) -> None:
+    out = tmp_path / "study"
+    args = ("--task", "sum-difference", "-p", "random", "-p", "greedy", "--seeds", "0,1", "-n", "40", "-W", "2",
+            "-j", "1")
+    command = [sys.executable, "-m", "dream_gym", "fidelity", *args, "--out", str(out)]
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    in_flight = None
+    deadline = time.time() + 600
+    while time.time() < deadline and in_flight is None:
+        finished = {(r["policy"], r["seed"]) for r in journal(out)}
+        for policy, seed in (("random", 0), ("random", 1), ("greedy", 0), ("greedy", 1)):
+            nodes = run_folder(out, policy, seed) / "nodes.jsonl"
+            if finished and (policy, seed) not in finished and nodes.exists() and nodes.read_bytes().count(b"\n") >= 4:
+                in_flight = (policy, seed)
+        time.sleep(0.05)
+    assert in_flight is not None, "no run got under way"
+    second = fidelity(*args, "--out", str(out))  # one writer per study
+    assert second.returncode == 2 and f"pid {first.pid}" in second.stderr
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=60)
+    kept = len(journal(out))
+    assert 1 <= kept < 4
+
+    resumed = fidelity(*args, "--out", str(out))  # not refused: nothing the study started holds a lock
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = {(r["policy"], r["seed"]): r for r in journal(out)}
+    assert len(rows) == 4 and rows[in_flight]["resumed"]
+    assert f"{kept} of 4 online runs done" in resumed.stderr
+    report = json.loads((out / "fidelity.json").read_text())
+    assert len(report["runs"]) == 4 and all(load_world(run_folder(out, p, s)).meta.get("sha256") for p, s in rows)
+    assert all(r["reproduced"] for r in report["runs"] if not r["resumed"])
+
+
+# -- OpenEvolve ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_an_openevolve_study_replays_on_openevolves_own_runs(tmp_path: Path) -> None:
+    pytest.importorskip("openevolve")
+    out = tmp_path / "oe"
+    done = fidelity("--system", "openevolve", "--task", TASK, "-p", "greedy", "-p", "ucb", "--recorder", "native",
+                    "--seeds", "0-2", "-n", "6", "-W", "2", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / "fidelity.json").read_text())
+    assert set(report["agreement"]) == {"native"} and report["study"]["frontier"] == "any"
+    assert len(report["runs"]) == 9 and len(report["replays"]) == 3 * 2
+    assert all(r["reproduced"] for r in report["runs"] if r["policy"] != "native")
+    assert all(r["reproduced"] is None for r in report["runs"] if r["policy"] == "native")
+    native = load_world(run_folder(out, "native", 1))
+    assert native.meta["policy"] == "native" and native.meta["frontier"] == "any"
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())
+
+
+# -- what is refused ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("extra", "message"), [
+    (["-p", "native"], "'native' is the system's own parent selection"),
+    (["-p", "greedy", "--recorder", "native"], "'native' is a recorder of --system openevolve"),
+    (["-p", "no_such_policy"], "no_such_policy"),
+    (["-p", "greedy", "--seeds", "1,1"], "--seeds must name distinct seeds"),
+    (["-p", "greedy", "--seeds", "one"], "--seeds: 'one' is not a seed"),
+    (["-p", "greedy", "--system", "openevolve", "--frontier", "leaves"], "frontier rule 'any'"),
+])
+def test_bad_settings_are_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       extra: list[str], message: str) -> None:
+    out = tmp_path / "study"
+    code = cli_main(["fidelity", "--task", TASK, "-n", "4", "--out", str(out), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("error:") == 1
+    assert not out.exists()
+
+
+def test_a_task_given_as_files_needs_openevolve_and_a_folder_must_be_a_studys(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = Path(__file__).parent / "data" / "openevolve_task"
+    task = f"{files / 'initial_program.py'},{files / 'evaluator.py'}"
+    assert cli_main(["fidelity", "--task", task, "-p", "greedy", "-n", "4", "--out", str(tmp_path / "a")]) == 2
+    assert "runs with --system openevolve" in capsys.readouterr().err
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    assert cli_main(["fidelity", "--task", TASK, "-p", "greedy", "-n", "4", "--out", str(busy)]) == 2
+    assert "not a fidelity study's folder" in capsys.readouterr().err
+    assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]  # nothing written into it
+
+
+# -- the table --------------------------------------------------------------------------------------
+def _entry(rho: float | None) -> dict[str, Any]:
+    return {"rho": rho, "interval": {"low": -1.0, "high": 1.0, "level": 0.95, "used": 10, "resamples": 10}}
+
+
+def test_the_table_fits_80_columns_whatever_the_names() -> None:
+    long_file = "agents/" + "a_policy_file_with_a_name_far_longer_than_any_column_" * 2 + "policy.py"
+    hostile = "evil\x1b]52;c;Y2xpcGJvYXJk\x07.py"
+    policies = [long_file, hostile, "greedy"]
+    recorders = [long_file, "native", "all recorders"]
+    cell = {"V": 0.123456, "coverage": 0.93, "on_record": 1.0, "cut_short": 0.0, "held": None, "errors": 123456}
+    report = {
+        "study": {"task": {"files": {}}, "system": "openevolve", "workers": 4096, "iterations": 100000,
+                  "beta": 0.5, "seeds": list(range(40)), "requests": True},
+        "policies": {p: {"final_best": 12345.678901, "online_V": None, "reproduced": 39, "checked": 40,
+                         "replay": {r: cell for r in recorders}} for p in policies},
+        "agreement": {r: {"final_best": {"spearman": _entry(-0.25), "kendall": _entry(None)},
+                          "online_V": {"spearman": _entry(1.0), "kendall": _entry(0.5)}} for r in recorders},
+        "ceiling": {"final_best": {"raw": 0.5, "corrected": 0.67, "splits": 200},
+                    "online_V": {"raw": None, "corrected": None, "splits": 0}},
+    }
+    text = render(report, width=80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "\x1b" not in text and "\\x1b" in text  # a name's control characters are shown escaped
+    assert "every recorder, pooled" in text and "n/a" in text
+    assert any(line.startswith("agents/a") and "\u2026" in line and "123456" in line for line in lines)
+    assert "seeds 0-39, request mode" in text
