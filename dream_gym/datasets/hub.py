@@ -31,6 +31,7 @@ naming the remote, the endpoint and the cause; a missing repository or version r
 from __future__ import annotations
 
 import glob
+import importlib.metadata
 import os
 import re
 import shutil
@@ -127,14 +128,21 @@ def endpoint() -> str:
     return str(constants.ENDPOINT).rstrip("/")
 
 
+def _version() -> str:
+    """dream-gym's installed version (read from the install, not from ``dream_gym``, which imports
+    this package)."""
+    try:
+        return importlib.metadata.version("dream-gym")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _api() -> Any:
     try:
         from huggingface_hub import HfApi
     except ImportError:  # pragma: no cover - huggingface_hub is in the share extra
         raise RemoteError("hf:// remotes need huggingface_hub: pip install 'dream-gym[share]'") from None
-    from dream_gym import __version__
-
-    return HfApi(endpoint=endpoint(), library_name="dream-gym", library_version=__version__)
+    return HfApi(endpoint=endpoint(), library_name="dream-gym", library_version=_version())
 
 
 # --------------------------------------------------------------------------- errors

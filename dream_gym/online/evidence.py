@@ -1,4 +1,4 @@
-"""What the online module keeps from Reinforcement Dreaming (seed 002): the evidence ledger,
+"""What the online module keeps from Reinforcement Dreaming: the evidence ledger,
 failure classes, and the survival check of the final best candidate.
 
 * :class:`EvidenceLedger` appends one admissible record per executed attempt to
@@ -30,7 +30,7 @@ STAGNATION_WINDOW = 3
 
 
 class EvidenceLedger:
-    """Append-only evidence records (seed 002, Appendix B), one per executed attempt."""
+    """Append-only evidence records (Reinforcement Dreaming's evidence ledger), one per executed attempt."""
 
     def __init__(self, folder: str | os.PathLike[str]):
         self.path = Path(folder) / EVIDENCE_FILE

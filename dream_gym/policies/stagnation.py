@@ -31,9 +31,8 @@ class StagnationPolicy(BudgetedPolicy):
         patience: rounds without improvement before stopping; default round(2 + 6 * beta).
         max_branches: branches to open in total; default max(1, round(W * (1 + 3 * beta))).
         rounds: round budget; default round(8 + 32 * beta).
-    Source: the failure classification of Reinforcement Dreaming (seed 002 of the spec:
-    repairable = syntax/shape/resource/naming errors, hard = sustained algorithmic
-    failure), used as a branch-pruning rule with stagnation (no-improvement) stopping.
+    Source: the failure classification of Reinforcement Dreaming (repairable = syntax/shape/
+    resource/naming errors, hard = sustained algorithmic failure), used as a branch-pruning rule with stagnation (no-improvement) stopping.
     """
 
     name = "stagnation"

@@ -83,7 +83,7 @@ class Evaluation:
     ``score`` is in the task's own direction (``Task.direction``) and None when invalid.
     ``fail_class`` is None when valid, "repairable" (syntax, import, shape, resource/timeout,
     naming) or "hard" (a well-formed answer that is infeasible or incorrect in substance).
-    ``evidence`` is the seed-002 Appendix B record of the run (t, cmd, exit, duration_ms,
+    ``evidence`` is Reinforcement Dreaming's evidence record of the run (t, cmd, exit, duration_ms,
     artifacts, env_digest, parsed, admissible).
     """
 
