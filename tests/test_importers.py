@@ -12,6 +12,7 @@ import pytest
 from openevolve_runs import write_resumed_run
 
 from dream_gym.datasets.importers import (
+    ImportOptions,
     NotARunError,
     OrphanWarning,
     RunImportError,
@@ -110,11 +111,11 @@ def test_dropping_orphans_only_when_asked_and_never_below_half(tmp_path):
     small_first = write_resumed_run(tmp_path / "a", iterations=(5, 5, 20), resume_at=(5, 5))
     _unplace_last_phase(small_first)
     with pytest.raises(RunImportError, match=r"keep only \d+ of \d+ programs.*--orphans attach"):
-        import_openevolve(small_first.folder, tmp_path / "wa", orphans="drop")
+        import_openevolve(small_first.folder, tmp_path / "wa", ImportOptions(orphans="drop"))
     big_first = write_resumed_run(tmp_path / "b", iterations=(20, 10, 5), resume_at=(20, 10))
     _unplace_last_phase(big_first)
     with pytest.warns(OrphanWarning, match="dropped with their subtrees as asked"):
-        report = import_openevolve(big_first.folder, tmp_path / "wb", orphans="drop")
+        report = import_openevolve(big_first.folder, tmp_path / "wb", ImportOptions(orphans="drop"))
     last_phase = {i for i, p in big_first.programs.items() if p.phase == 2}
     assert report.dropped == len(last_phase) and not last_phase & set(load_world(tmp_path / "wb").ids)
 
@@ -212,7 +213,7 @@ def test_stringified_values_migrants_readded_roots_and_dangling_parents(tmp_path
     assert world.frontier_rule == "any"  # a has children b and c
 
     with pytest.warns(OrphanWarning, match="dropped"):
-        dropped = import_openevolve(run, tmp_path / "w2", orphans="drop")
+        dropped = import_openevolve(run, tmp_path / "w2", ImportOptions(orphans="drop"))
     assert dropped.dropped == 2 and {"e", "f"}.isdisjoint(load_world(tmp_path / "w2").ids)
 
 
@@ -276,15 +277,20 @@ def test_openevolve_error_paths(tmp_path):
     ok = tmp_path / "ok" / "programs"
     _write(ok, _prog("r", None, 1.0, 1.0, 0))
     with pytest.raises(RunImportError, match=r"no program has metric 'score'; metrics found: combined_score"):
-        import_openevolve(tmp_path / "ok", tmp_path / "w", metric="score")
+        import_openevolve(tmp_path / "ok", tmp_path / "w", ImportOptions(metric="score"))
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x").write_text("occupied")
     with pytest.raises(FileExistsError):
         import_openevolve(tmp_path / "ok", tmp_path / "out")
     with pytest.raises(RunImportError, match="direction"):
-        import_openevolve(tmp_path / "ok", tmp_path / "w", direction="up")
+        import_openevolve(tmp_path / "ok", tmp_path / "w", ImportOptions(direction="up"))
     with pytest.raises(RunImportError, match="orphans must be one of"):
-        import_openevolve(tmp_path / "ok", tmp_path / "w", orphans="reattach")
+        import_openevolve(tmp_path / "ok", tmp_path / "w", ImportOptions(orphans="reattach"))
+    with pytest.raises(RunImportError, match="workers must be an integer >= 1, got 0"):
+        import_run("openevolve", tmp_path / "ok", tmp_path / "w", workers=0)
+    with pytest.raises(RunImportError, match="unknown import option.s. metrik; known: metric, direction"):
+        import_run("openevolve", tmp_path / "ok", tmp_path / "w", metrik="score")
+    assert not (tmp_path / "w").exists()  # refused before anything was written
 
 
 def test_unreadable_json_names_the_file_unless_another_snapshot_has_the_program(tmp_path):
@@ -351,7 +357,7 @@ def _shinka_results(folder: Path) -> Path:
 def test_shinkaevolve_import(tmp_path):
     folder = _shinka_results(tmp_path / "results")
     with pytest.warns(OrphanWarning, match="1 orphan"):
-        report = import_shinkaevolve(folder, tmp_path / "w", world_id="shinka-toy")
+        report = import_shinkaevolve(folder, tmp_path / "w", ImportOptions(world_id="shinka-toy"))
     world = load_world(tmp_path / "w")
     assert world.id == "shinka-toy" and world.ids == ("g0", "g1", "g2", "g3", "g4", "g5")
     assert report.migrants_collapsed == 1 and report.dangling == 1 and report.invalid == 1
@@ -364,7 +370,7 @@ def test_shinkaevolve_import(tmp_path):
     assert world.baseline_score == 0.5 and world.best_score == pytest.approx(0.9)
     # another metric from public_metrics, minimised; g5 has no such metric: invalid
     with pytest.warns(OrphanWarning):
-        import_shinkaevolve(folder / "evolution_db.sqlite", tmp_path / "w2", metric="dist", direction="minimize")
+        import_shinkaevolve(folder / "evolution_db.sqlite", tmp_path / "w2", ImportOptions(metric="dist", direction="minimize"))
     world2 = load_world(tmp_path / "w2")
     assert world2.records[3]["score"] == 1 and world2.best_score == -1
     assert "metric 'dist' missing" in world2.records[5]["error"]
@@ -392,7 +398,7 @@ def test_shinkaevolve_error_paths(tmp_path):
         import_shinkaevolve(empty, tmp_path / "w")
     folder = _shinka_results(tmp_path / "results")
     with pytest.raises(RunImportError, match=r"no program has metric 'nonexistent'; metrics found: combined_score, dist"):
-        import_shinkaevolve(folder, tmp_path / "w", metric="nonexistent")
+        import_shinkaevolve(folder, tmp_path / "w", ImportOptions(metric="nonexistent"))
 
 
 def test_wrong_system_and_auto_detection(tmp_path):

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from dream_gym.cli.shown import say, shown
 from dream_gym.printable import TEXT_CHARS
+
+if TYPE_CHECKING:
+    from dream_gym.datasets.importers import ImportOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -204,20 +208,18 @@ def _import(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from dream_gym.datasets.coverage import coverage_report, render_text
-    from dream_gym.datasets.importers import OrphanWarning, import_run
+    from dream_gym.datasets.importers import ImportOptions, OrphanWarning, import_run
     from dream_gym.datasets.importers.many import find_runs
     from dream_gym.datasets.stats import stats_rich, world_stats
     from dream_gym.world import load_world
 
-    options: dict[str, object] = {"direction": args.direction, "world_id": args.world_id, "task_name": args.task,
-                                  "workers": args.workers, "orphans": args.orphans}
-    if args.metric is not None:
-        options["metric"] = args.metric
+    options = ImportOptions(metric=args.metric, direction=args.direction, world_id=args.world_id,
+                            task_name=args.task, workers=args.workers, orphans=args.orphans)
     if find_runs(args.src):
         return _import_many(args, options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrphanWarning)  # the summary prints them
-        report = import_run(args.system, args.src, args.out, **options)
+        report = import_run(args.system, args.src, args.out, options)
     say(report.summary())
     world = load_world(args.out)
     print()
@@ -227,7 +229,7 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_many(args: argparse.Namespace, options: dict[str, object]) -> int:
+def _import_many(args: argparse.Namespace, options: ImportOptions) -> int:
     """A folder of many runs: each into OUT/<name>, one line per run (imported, or refused and why)."""
     import warnings
 
@@ -236,7 +238,7 @@ def _import_many(args: argparse.Namespace, options: dict[str, object]) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrphanWarning)  # each run's line counts its orphans
-        report = import_runs(args.system, args.src, args.out, **options)
+        report = import_runs(args.system, args.src, args.out, options)
     say(report.summary())
     print(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
     return 0

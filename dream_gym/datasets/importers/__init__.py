@@ -13,6 +13,7 @@ from .base import (
     MIN_KEPT_SHARE,
     ORPHAN_RULES,
     Importer,
+    ImportOptions,
     ImportReport,
     NotARunError,
     OrphanWarning,
@@ -22,6 +23,6 @@ from .base import (
 from .systems import IMPORTERS, SYSTEM_NAMES, detect_system, import_run
 
 __all__ = [
-    "IMPORTERS", "MIN_KEPT_SHARE", "ORPHAN_RULES", "SYSTEM_NAMES", "Importer", "ImportReport", "NotARunError",
+    "IMPORTERS", "MIN_KEPT_SHARE", "ORPHAN_RULES", "SYSTEM_NAMES", "ImportOptions", "Importer", "ImportReport", "NotARunError",
     "OrphanWarning", "Program", "RunImportError", "detect_system", "import_run",
 ]

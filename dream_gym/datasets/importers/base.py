@@ -48,14 +48,14 @@ class Importer:
         label: the system's name in messages ("OpenEvolve").
         looks_for: what :attr:`detect` recognises, in words (for ``--from auto``'s error).
         detect: whether a path (folder or file) holds a run of this system.
-        run: ``run(src, out, **options) -> ImportReport``: the import itself (options: metric,
-            direction, world_id, task_name, task_description, workers, orphans).
+        run: ``run(src, out, options) -> ImportReport``: the import itself (``options``: an
+            :class:`ImportOptions`).
     """
 
     label: str
     looks_for: str
     detect: Callable[[Path], bool]
-    run: Callable[..., ImportReport]
+    run: Callable[[str | os.PathLike[str], str | os.PathLike[str], ImportOptions], ImportReport]
 
 
 class OrphanWarning(UserWarning):
@@ -161,11 +161,44 @@ class ImportReport:
         return "\n".join(printable(line, TEXT_CHARS) for line in lines)
 
 
-def check_options(direction: str, orphans: str) -> None:
-    if direction not in DIRECTIONS:
-        raise RunImportError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    if orphans not in ORPHAN_RULES:
-        raise RunImportError(f"orphans must be one of {ORPHAN_RULES}, got {orphans!r}")
+@dataclass(frozen=True)
+class ImportOptions:
+    """What every importer takes besides the run and the world folder (``dream-gym worlds import``'s
+    options), checked when made.
+
+    Attributes:
+        metric: the metric read as the score; None: the system's own (``combined_score`` for
+            OpenEvolve, ShinkaEvolve and SkyDiscover, GEPA's validation score, EvoTrace's primary score).
+        direction: ``maximize`` or ``minimize``.
+        world_id: the world's id (default: the run folder's name).
+        task_name, task_description: the task as the world names and describes it.
+        workers: W of the original run.
+        orphans: ``attach`` (programs whose parent is missing go under the root) or ``drop``.
+    """
+
+    metric: str | None = None
+    direction: str = "maximize"
+    world_id: str | None = None
+    task_name: str | None = None
+    task_description: str = ""
+    workers: int = 1
+    orphans: str = "attach"
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise RunImportError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        if self.orphans not in ORPHAN_RULES:
+            raise RunImportError(f"orphans must be one of {ORPHAN_RULES}, got {self.orphans!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise RunImportError(f"workers must be an integer >= 1, got {self.workers!r}")
+
+    def metric_or(self, system_default: str) -> str:
+        """The metric asked for, else the system's own."""
+        return self.metric if self.metric is not None else system_default
+
+
+#: The options of an import that names none.
+DEFAULT_OPTIONS = ImportOptions()
 
 
 def check_out_folder(out: str | os.PathLike[str]) -> Path:
@@ -183,28 +216,23 @@ def write_imported_world(
     system: str,
     source_path: Path,
     run_name: str,
-    world_id: str | None,
-    task_name: str | None,
-    task_description: str,
-    direction: str,
-    workers: int,
-    orphans: str,
+    options: ImportOptions,
 ) -> None:
     """Write the imported records as a finished world, with the import's provenance."""
-    name = world_name_from(world_id or run_name)
+    name = world_name_from(options.world_id or run_name)
     report.world_id = name
     meta = new_meta(
         name,
-        task_name or run_name,
-        task_description or f"Imported from the {report.label or system} run {run_name}.",
-        direction=direction,
-        workers=workers,
+        options.task_name or run_name,
+        options.task_description or f"Imported from the {report.label or system} run {run_name}.",
+        direction=options.direction,
+        workers=options.workers,
         frontier=report.frontier,
         source={
             "system": system,
             "path": str(source_path.resolve()),
             "metric": report.metric,
-            "orphans": orphans,
+            "orphans": options.orphans,
             "import": {k: v for k, v in report.as_dict().items() if k not in ("out", "seconds", "notes", "warnings")},
         },
         notes=list(report.notes) + list(report.warnings),

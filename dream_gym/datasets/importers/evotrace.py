@@ -45,18 +45,20 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dream_gym.limits import LimitError, loads_bounded
 
 from .base import (
+    DEFAULT_OPTIONS,
     Importer,
+    ImportOptions,
     ImportReport,
     NotARunError,
     Program,
     RunImportError,
-    check_options,
     check_out_folder,
     write_imported_world,
 )
@@ -208,19 +210,13 @@ def _json_blob(blobs: Blobs, sha: Any) -> Any:
 def import_evotrace(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
-    *,
-    metric: str | None = None,
-    direction: str = "maximize",
-    world_id: str | None = None,
-    task_name: str | None = None,
-    task_description: str = "",
-    workers: int = 1,
-    orphans: str = "attach",
+    options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read one refined EvoTrace run folder (``meta.json``, ``programs.jsonl``, ``blobs/``) into a world."""
+    metric = options.metric
+    direction, orphans = options.direction, options.orphans
     started = time.perf_counter()
     src = Path(src)
-    check_options(direction, orphans)
     if not is_evotrace_run(src):
         raise NotARunError(src, f"{src}: not a refined EvoTrace run (expected meta.json and programs.jsonl in "
                            "this folder; a folder of runs is imported run by run)")
@@ -245,9 +241,8 @@ def import_evotrace(
     records = build_world_records(programs, report, orphans=orphans, direction=direction)
     write_imported_world(
         out_path, records, report, system="evotrace", source_path=src, run_name=src.resolve().name,
-        world_id=world_id, task_name=task_name, task_description=task_description or
-        f"Imported from the EvoTrace run {src.resolve().name} ({backend}).", direction=direction,
-        workers=workers, orphans=orphans,
+        options=replace(options, task_description=options.task_description
+                        or f"Imported from the EvoTrace run {src.resolve().name} ({backend})."),
     )
     report.seconds = time.perf_counter() - started
     return report

@@ -34,12 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    DEFAULT_OPTIONS,
     Importer,
+    ImportOptions,
     ImportReport,
     NotARunError,
     Program,
     RunImportError,
-    check_options,
     check_out_folder,
     write_imported_world,
 )
@@ -253,19 +254,13 @@ def locate_state(src: Path) -> Path:
 def import_gepa(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
-    *,
-    metric: str = VAL_SCORE,
-    direction: str = "maximize",
-    world_id: str | None = None,
-    task_name: str | None = None,
-    task_description: str = "",
-    workers: int = 1,
-    orphans: str = "attach",
+    options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read a GEPA run (its run_dir, or ``gepa_state.bin``) into a world."""
+    metric = options.metric_or(VAL_SCORE)
+    direction, orphans = options.direction, options.orphans
     started = time.perf_counter()
     src = Path(src)
-    check_options(direction, orphans)
     state_path = locate_state(src)
     out_path = check_out_folder(out)
     report = ImportReport("gepa", str(state_path), LABEL, out=str(out_path), metric=metric)
@@ -285,8 +280,7 @@ def import_gepa(
     run_folder = src if src.is_dir() else state_path.parent
     write_imported_world(
         out_path, records, report, system="gepa", source_path=state_path, run_name=run_folder.resolve().name,
-        world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
-        workers=workers, orphans=orphans,
+        options=options,
     )
     report.seconds = time.perf_counter() - started
     return report

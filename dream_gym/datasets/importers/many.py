@@ -23,15 +23,15 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dream_gym.printable import TEXT_CHARS, printable
 
-from .base import ImportReport, RunImportError, check_out_folder
+from .base import ImportOptions, ImportReport, RunImportError, check_out_folder
 from .coerce import world_name_from
-from .systems import SYSTEM_NAMES, detect_system, import_run
+from .systems import SYSTEM_NAMES, detect_system, import_run, with_fields
 
 MAX_DEPTH = 3
 RUN_PARTS = re.compile(r"^(checkpoints|checkpoint_\d+|programs|db|openevolve_output|gen_\d+|blobs)$")
@@ -136,17 +136,19 @@ def _names(folder: Path, runs: list[Path]) -> list[str]:
     return names
 
 
-def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike[str], **options: Any) -> ManyReport:
+def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike[str],
+                options: ImportOptions | None = None, **fields: Any) -> ManyReport:
     """Import every run of the folder of runs ``src`` (see :func:`find_runs`) into ``out/<name>``.
 
     ``system`` is ``auto`` (each run recognised on its own) or the system every run was written
-    by; ``options`` go to each run's importer (``world_id`` is refused: each world is named after
-    its run). A run that fails is refused with its error and the others go on; raises
+    by; ``options`` (or its fields as keywords) go to each run's importer (``world_id`` is refused:
+    each world is named after its run). A run that fails is refused with its error and the others go on; raises
     :class:`~.base.RunImportError` when no run could be imported.
     """
     started = time.perf_counter()
     src = Path(src)
-    if options.get("world_id"):
+    options = with_fields(options, fields)
+    if options.world_id:
         raise RunImportError(f"{src}: --id names one world, but this folder holds several runs: each world is named "
                              "after its run's folder")
     runs = find_runs(src)
@@ -163,10 +165,10 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
     return report
 
 
-def _import_one(system: str, run: Path, out: Path, name: str, options: dict[str, Any]) -> RunOutcome:
+def _import_one(system: str, run: Path, out: Path, name: str, options: ImportOptions) -> RunOutcome:
     outcome = RunOutcome(name, str(run))
     try:
-        outcome.report = import_run(system, run, out, **{**options, "world_id": name})
+        outcome.report = import_run(system, run, out, replace(options, world_id=name))
     except Exception as exc:  # one run's failure is reported and the others go on
         shutil.rmtree(out, ignore_errors=True)  # a world this import began: never one it did not write
         kind = "" if isinstance(exc, (RunImportError, OSError, ValueError)) else f"{type(exc).__name__}: "

@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    DEFAULT_OPTIONS,
     Importer,
+    ImportOptions,
     ImportReport,
     NotARunError,
     Program,
     RunImportError,
-    check_options,
     check_out_folder,
     write_imported_world,
 )
@@ -85,27 +86,19 @@ def _note_run_best(src: Path, report: ImportReport, metric: str) -> None:
 def import_openevolve(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
-    *,
-    metric: str = "combined_score",
-    direction: str = "maximize",
-    world_id: str | None = None,
-    task_name: str | None = None,
-    task_description: str = "",
-    workers: int = 1,
-    orphans: str = "attach",
+    options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read an OpenEvolve output folder and write it as a world folder ``out``."""
+    metric = options.metric_or("combined_score")
+    direction, orphans = options.direction, options.orphans
     started = time.perf_counter()
     src = Path(src)
     from .openevolve_trace import import_openevolve_trace
 
     if is_trace_file(src):  # an evolution_trace.jsonl(.gz) on its own
-        return import_openevolve_trace(src, out, metric=metric, direction=direction, world_id=world_id,
-                                       task_name=task_name, task_description=task_description, workers=workers,
-                                       orphans=orphans)
+        return import_openevolve_trace(src, out, options)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder (expected an OpenEvolve output folder or its evolution_trace.jsonl)")
-    check_options(direction, orphans)
     out_path = check_out_folder(out)
     report = ImportReport("openevolve", str(src), LABEL, out=str(out_path), metric=metric)
     snapshots = read_snapshots(src, report)
@@ -143,8 +136,7 @@ def import_openevolve(
     _note_run_best(src, report, metric)
     write_imported_world(
         out_path, records, report, system="openevolve", source_path=src, run_name=src.resolve().name,
-        world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
-        workers=workers, orphans=orphans,
+        options=options,
     )
     report.seconds = time.perf_counter() - started
     return report

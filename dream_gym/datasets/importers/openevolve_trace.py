@@ -17,7 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .base import ImportReport, RunImportError, check_options, check_out_folder, write_imported_world
+from .base import (
+    DEFAULT_OPTIONS,
+    ImportOptions,
+    ImportReport,
+    RunImportError,
+    check_out_folder,
+    write_imported_world,
+)
 from .coerce import to_float, to_id
 from .openevolve_layout import read_traces
 from .openevolve_programs import LABEL, _from_trace, _metrics_of, _program
@@ -37,19 +44,13 @@ def _parent_raw(parent: str, entry: dict[str, Any]) -> dict[str, Any]:
 def import_openevolve_trace(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
-    *,
-    metric: str = "combined_score",
-    direction: str = "maximize",
-    world_id: str | None = None,
-    task_name: str | None = None,
-    task_description: str = "",
-    workers: int = 1,
-    orphans: str = "attach",
+    options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read an evolution-trace file and write it as a world folder ``out``."""
+    metric = options.metric_or("combined_score")
+    direction, orphans = options.direction, options.orphans
     started = time.perf_counter()
     src = Path(src)
-    check_options(direction, orphans)
     out_path = check_out_folder(out)
     report = ImportReport("openevolve", str(src), LABEL, out=str(out_path), metric=metric)
     traces = _read(src)
@@ -84,8 +85,7 @@ def import_openevolve_trace(
     records = build_world_records(programs, report, orphans=orphans, direction=direction)
     write_imported_world(
         out_path, records, report, system="openevolve", source_path=src, run_name=src.name.split(".")[0],
-        world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
-        workers=workers, orphans=orphans,
+        options=options,
     )
     report.seconds = time.perf_counter() - started
     return report

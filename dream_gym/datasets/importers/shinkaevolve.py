@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    DEFAULT_OPTIONS,
     Importer,
+    ImportOptions,
     ImportReport,
     NotARunError,
     Program,
     RunImportError,
-    check_options,
     check_out_folder,
     write_imported_world,
 )
@@ -226,18 +227,12 @@ def _program(row: dict[str, Any], metric: str, results: Path) -> Program:
 def import_shinkaevolve(
     db_path: str | os.PathLike[str],
     out: str | os.PathLike[str],
-    *,
-    metric: str = "combined_score",
-    direction: str = "maximize",
-    world_id: str | None = None,
-    task_name: str | None = None,
-    task_description: str = "",
-    workers: int = 1,
-    orphans: str = "attach",
+    options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read a ShinkaEvolve results folder (or its ``evolution_db.sqlite``) into a world."""
+    metric = options.metric_or("combined_score")
+    direction, orphans = options.direction, options.orphans
     started = time.perf_counter()
-    check_options(direction, orphans)
     db = locate_database(Path(db_path))
     out_path = check_out_folder(out)
     report = ImportReport("shinkaevolve", str(db), LABEL, out=str(out_path), metric=metric)
@@ -258,8 +253,7 @@ def import_shinkaevolve(
     records = build_world_records(programs, report, orphans=orphans, direction=direction)
     write_imported_world(
         out_path, records, report, system="shinkaevolve", source_path=db, run_name=db.resolve().parent.name,
-        world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
-        workers=workers, orphans=orphans,
+        options=options,
     )
     report.seconds = time.perf_counter() - started
     return report

@@ -41,12 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    DEFAULT_OPTIONS,
     Importer,
+    ImportOptions,
     ImportReport,
     NotARunError,
     Program,
     RunImportError,
-    check_options,
     check_out_folder,
     write_imported_world,
 )
@@ -216,21 +217,15 @@ def _note_run_best(src: Path, report: ImportReport, metric: str) -> None:
 def import_skydiscover(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
-    *,
-    metric: str = "combined_score",
-    direction: str = "maximize",
-    world_id: str | None = None,
-    task_name: str | None = None,
-    task_description: str = "",
-    workers: int = 1,
-    orphans: str = "attach",
+    options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read a SkyDiscover output folder and write it as a world folder ``out``."""
+    metric = options.metric_or("combined_score")
+    direction, orphans = options.direction, options.orphans
     started = time.perf_counter()
     src = Path(src)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder (expected a SkyDiscover output folder)")
-    check_options(direction, orphans)
     out_path = check_out_folder(out)
     report = ImportReport("skydiscover", str(src), LABEL, out=str(out_path), metric=metric)
     snapshots = read_snapshots(src, report)
@@ -255,8 +250,7 @@ def import_skydiscover(
     _note_run_best(src, report, metric)
     write_imported_world(
         out_path, records, report, system="skydiscover", source_path=src, run_name=src.resolve().name,
-        world_id=world_id, task_name=task_name, task_description=task_description, direction=direction,
-        workers=workers, orphans=orphans,
+        options=options,
     )
     report.seconds = time.perf_counter() - started
     return report

@@ -2,7 +2,7 @@
 CLI's ``--from`` choices.
 
 A new system is one module that defines its :class:`~.base.Importer` (a label, what its
-detection looks for, ``detect(path)`` and ``run(src, out, **options)``) and one line in
+detection looks for, ``detect(path)`` and ``run(src, out, options)``) and one line in
 :data:`IMPORTERS`. Detection asks the importers in this order and takes the first that
 recognises the path.
 """
@@ -10,11 +10,13 @@ recognises the path.
 from __future__ import annotations
 
 import os
+from dataclasses import fields as dataclass_fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import evotrace, gepa, openevolve, shinkaevolve, skydiscover
-from .base import Importer, ImportReport, NotARunError, RunImportError
+from .base import DEFAULT_OPTIONS, Importer, ImportOptions, ImportReport, NotARunError, RunImportError
 
 IMPORTERS: dict[str, Importer] = {
     "skydiscover": skydiscover.IMPORTER,  # before openevolve: both keep programs/*.json
@@ -33,9 +35,12 @@ def detect_system(path: str | os.PathLike[str]) -> str | None:
     return next((system for system, importer in IMPORTERS.items() if importer.detect(path)), None)
 
 
-def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[str], **options: Any) -> ImportReport:
+def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[str],
+               options: ImportOptions | None = None, **fields: Any) -> ImportReport:
     """Import the run at ``src`` written by ``system`` (a key of :data:`IMPORTERS`, or ``auto``
-    to recognise it); ``options`` go to the system's importer."""
+    to recognise it) into the world folder ``out``. ``options`` (an :class:`ImportOptions`), or its
+    fields given as keywords (``metric="score"``), go to the system's importer."""
+    options = with_fields(options, fields)
     if system == "auto":
         found = detect_system(src)
         if found is None:
@@ -45,9 +50,18 @@ def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[
     if system not in IMPORTERS:
         raise RunImportError(f"unknown system {system!r}; expected one of {', '.join(IMPORTERS)} or auto")
     try:
-        return IMPORTERS[system].run(src, out, **options)
+        return IMPORTERS[system].run(src, out, options)
     except NotARunError as error:
         raise RunImportError(f"{error}{_other_system_hint(error, system)}") from error
+
+
+def with_fields(options: ImportOptions | None, fields: dict[str, Any]) -> ImportOptions:
+    """``options`` (default: :data:`DEFAULT_OPTIONS`) with ``fields`` changed; an unknown field is refused."""
+    try:
+        return replace(options or DEFAULT_OPTIONS, **fields)
+    except TypeError:
+        known = ", ".join(f.name for f in dataclass_fields(ImportOptions))
+        raise RunImportError(f"unknown import option(s) {', '.join(sorted(fields))}; known: {known}") from None
 
 
 def _other_system_hint(error: NotARunError, expected: str) -> str:
