@@ -58,6 +58,7 @@ REPO = Path(__file__).resolve().parents[1]
 OLD_ZIPS = {  # saved before models recorded their architecture: the shape rule reads them
     REPO / "agents" / "models" / "ppo-options.zip": "options",
     REPO / "agents" / "models" / "ppo-options-v.zip": "options",
+    REPO / "agents" / "models" / "ppo-macro-v.zip": "macro",
     REPO / "tests" / "data" / "models" / "ppo-macro.zip": "macro",
     REPO / "tests" / "data" / "models" / "ppo-macro-v.zip": "macro",
     REPO / "tests" / "data" / "models" / "ppo-node-v.zip": "node",

@@ -1,7 +1,8 @@
-"""``--policy recommended`` (dream_gym.policies.recommended): the policy the rule of
-experiments/recommended/PROTOCOL.md chose. It names what the recorded choice names, resolves through the
-spec machinery like any spec, is deterministic, reads its beta, and works in eval, replay (its default),
-grow (its default), dream, rsi and the OpenEvolve bridge."""
+"""``--policy recommended`` (dream_gym.policies.recommended): the policy the cross-validated rule of
+experiments/recommended_cv/PROTOCOL.md chose (tests/test_recommended_cv.py recomputes the rule). It
+names what the recorded choice names, resolves through the spec machinery like any spec, is
+deterministic, reads its beta, and works in eval, replay (its default), grow (its default), dream,
+rsi and the OpenEvolve bridge."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from dream_gym.registry import resolve_world
 from dream_gym.world import load_world
 
 REPO = Path(__file__).resolve().parents[1]
-CHOICE = REPO / "experiments" / "recommended" / "choice.json"
+CV_TABLE = REPO / "experiments" / "recommended_cv" / "cv_table.json"
 WORLDS = ("cp32-fixed-s0", "sd-fixed-s1")
 
 
@@ -40,13 +41,8 @@ def episodes(spec: str, betas: tuple[float, ...] = (0.0, 0.5, 1.0)) -> list[tupl
 
 
 def test_recommended_is_what_the_recorded_rule_chose() -> None:
-    choice = json.loads(CHOICE.read_text(encoding="utf-8"))
-    chosen = choice["recommended"]
-    # the rule names a field member; a learned kind ships as one of its seeds under a shipped name
-    if chosen.startswith("kind:"):
-        assert RECOMMENDED in SHIPPED_MODELS and choice["ships_as"] == RECOMMENDED
-    else:
-        assert RECOMMENDED == chosen
+    choice = json.loads(CV_TABLE.read_text(encoding="utf-8"))["choice"]
+    assert RECOMMENDED == choice["recommended_spec"]
     assert RECOMMENDED in POLICIES or RECOMMENDED in SHIPPED_MODELS or (REPO / "agents" / "models" / RECOMMENDED).is_file()
     assert resolve(NAME) == recommended_spec() != NAME
     assert resolve("greedy") == "greedy"  # other specs pass through

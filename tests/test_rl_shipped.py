@@ -1,5 +1,5 @@
-"""The shipped trained models (agents/models/: ppo-options.zip, ppo-options-v.zip, the two that earned a place
-in experiments/recommended): they load by name, run in replay and eval (the same results with 1 and 2
+"""The shipped trained models (agents/models/: ppo-macro-v.zip, ppo-options.zip, ppo-options-v.zip; the slots
+of experiments/recommended_cv/PROTOCOL.md): they load by name, run in replay and eval (the same results with 1 and 2
 processes), and run online in `grow` with the built-in agent."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dream_gym.cli import main as cli_main
 from dream_gym.evaluate import evaluate
 from dream_gym.policies.trained import SHIPPED_MODELS, models_dir
 from dream_gym.policy_files import load_policy
-from dream_gym.rl import OptionsSB3Policy
+from dream_gym.rl import OptionsSB3Policy, SB3Policy
 from dream_gym.world import load_world
 
-KINDS = {"ppo-options": OptionsSB3Policy, "ppo-options-v": OptionsSB3Policy}
+KINDS = {"ppo-macro-v": SB3Policy, "ppo-options": OptionsSB3Policy, "ppo-options-v": OptionsSB3Policy}
 
 
 def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:

@@ -4,12 +4,15 @@
 ``replay``, ``grow``, ``dream``/``rsi``, ``dream-gym openevolve run``, :func:`dream_gym.policy_files.load_policy`,
 ``PolicySource``) and the default of the commands that need a policy and had a default (``replay``,
 ``grow``). It stands for :data:`RECOMMENDED`, chosen by the rule of
-``experiments/recommended/PROTOCOL.md`` (written down before the runs that decided it): the
-candidate with the best validation score S = (V at beta 0.5 + v2 on the real validation runs + mean V
-on recorded-v0's held-out split) / 3, among the built-ins, the shipped models, models trained on
-real and synthetic runs, an adaptive policy and a dreamed policy file. The test figures are in
-``experiments/recommended/RESULTS.md``. Like every policy it reads its budget preference beta from
-the run context.
+``experiments/recommended_cv/PROTOCOL.md`` (written down before the runs that decided it): every
+real run of the project's collection (43 runs in 8 task families) scored by leave-one-family-out
+cross-validation, V at beta 0.5 averaged over W = 2, 4, 10 and W = 10 without a parallel bonus; a
+learned candidate replaces the best built-in only if it passes a guard (a gain whose bootstrap CI
+excludes zero, no held-out family more than 0.05 below, no setting below). None passed, so it names
+the best built-in: ``openevolve``, CV mean 0.865 [0.801, 0.918] against 0.906 [0.880, 0.930] for the
+best learned candidate, whose gain's CI [-0.003, +0.099] does not exclude zero
+(``experiments/recommended_cv/logs/cv_tables.md``). Like every policy it reads its budget preference
+beta from the run context.
 
 Resolving the name imports nothing heavy: :func:`recommended_spec` only says which spec it is.
 """
@@ -22,12 +25,12 @@ NAME = "recommended"
 
 #: The spec ``recommended`` stands for: a built-in name, a shipped model's name
 #: (:data:`dream_gym.policies.trained.SHIPPED_MODELS`) or a file name in :func:`dream_gym.shipped.models_dir`.
-RECOMMENDED = "ppo-options"  # experiments/recommended/choice.json
+RECOMMENDED = "openevolve"  # experiments/recommended_cv/cv_table.json, "choice"
 
 
 #: ``recommended`` as the incumbent of ``dream``/``rsi``, which rewrite it as an isolated policy file (an
-#: SB3 model cannot run isolated): the rule's best member that can be a policy file.
-RECOMMENDED_FILE = "random"  # choice.json "recommended_file"
+#: SB3 model cannot run isolated): the chosen policy when it can be one, else the best built-in by CV.
+RECOMMENDED_FILE = "openevolve"
 
 
 def _path_or_name(spec: str) -> str:

@@ -1,5 +1,7 @@
-"""The shipped trained models: ``--policy ppo-options`` (v2; also what ``recommended`` names) and
-``ppo-options-v`` (plain V) everywhere.
+"""The shipped trained models, by name everywhere: ``--policy ppo-macro-v`` (plain V: the best
+cross-validated mean V at beta 0.5), ``ppo-options`` (v2: compare over beta) and ``ppo-options-v``
+(plain V). ``recommended`` names a built-in (:mod:`dream_gym.policies.recommended`): no model passed
+the guard of its cross-validated choice.
 
 Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.model_policy`
 (extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.
@@ -8,8 +10,8 @@ They are small SB3 zips in ``agents/models/`` (of the repository, or of the inst
 :func:`dream_gym.shipped.models_dir`; ``DREAM_GYM_MODELS`` moves the folder), trained
 by ``dream-gym train`` with the command recorded beside them (``agents/models/README.md``).
 ``dream_gym.policy_files.load_policy`` resolves the names, so ``eval``, ``replay``, ``grow``,
-``dream`` and ``rsi`` accept them like built-in names. An SB3 zip holds pickled objects: these
-are trusted files of this repository, loaded in-process.
+``dream`` and ``rsi`` accept them like built-in names. They load as data, like any model zip
+(:mod:`dream_gym.rl.model_zips`).
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from pathlib import Path
 from dream_gym.shipped import models_dir
 
 SHIPPED_MODELS: dict[str, str] = {
-    # the options arch (a meta-controller over the built-ins' proposals; docs/results/rl.md, "Options over the built-ins"),
-    # the two models that earned a place on the real validation runs (experiments/recommended/PROTOCOL.md)
-    "ppo-options": "ppo-options.zip",  # beta-priced objective: recommended; v2 (compare over beta)
-    "ppo-options-v": "ppo-options-v.zip",  # plain V: one beta, V at beta 0.5 (an online run)
+    # scored on every real run of the cross-validated choice of recommended (experiments/recommended_cv/PROTOCOL.md,
+    # section 6: the learned model with the best figure of a slot ships when it beats the best built-in's figure)
+    "ppo-macro-v": "ppo-macro-v.zip",  # plain V: the slots of mean V at beta 0.5 and of V at W 10 without a parallel bonus
+    "ppo-options": "ppo-options.zip",  # beta-priced objective: the slot of v2 (compare over beta)
+    "ppo-options-v": "ppo-options-v.zip",  # plain V, an options model; fills no slot, kept (agents/models/README.md)
 }
-# Shipped before the recommended experiment and removed by its shipping rule (no validation slot won):
-# ppo-macro, ppo-node (a five-seed ensemble), ppo-macro-v, ppo-node-v, ppo-options-long. Their recorded
-# commands are in agents/models/README.md: `dream-gym train` makes them again.
+# Not shipped (no slot won, or not scored): ppo-macro, ppo-node (a five-seed ensemble), ppo-node-v,
+# ppo-options-long. Their recorded commands, and the figures of those scored, are in agents/models/README.md:
+# `dream-gym train` makes them again.
 
 
 def shipped_files(name: str) -> list[Path]:

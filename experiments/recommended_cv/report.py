@@ -12,6 +12,7 @@ from typing import Any
 
 from experiments.recommended_cv.common import HERE, LOGS, bootstrap_ci
 from experiments.recommended_cv.guard import aggregate
+from experiments.recommended_cv.summary import verdict_text
 
 TABLE = HERE / "cv_table.json"
 
@@ -44,9 +45,7 @@ def main_table(data: Mapping[str, Any]) -> str:
         worst = min(agg, key=lambda r: agg[r])
         cells.append(f"{agg[worst]:.3f} ({worst.split('-', 1)[1]})")
         verdict = choice["verdicts"].get(name)
-        cells.append("" if verdict is None else ("passes" if verdict["passes"] else "fails: " + ", ".join(
-            k.replace("_", " ") for k in ("ci_excludes_zero", "no_family_below_margin", "every_setting_at_least")
-            if not verdict[k])))
+        cells.append("" if verdict is None else verdict_text(verdict))
         rows.append((_mean(agg.values()), cells))
     rows.sort(key=lambda r: -r[0])
     header = ["candidate", "CV mean V½ (4 settings) [95 % CI]", "family-balanced"] + [f"V½ {s}" for s in settings] + [
