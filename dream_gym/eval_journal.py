@@ -54,7 +54,7 @@ class JournalMismatch(ValueError):
 # --------------------------------------------------------------------------- identity
 
 
-def _policy_digest(spec: str) -> str | None:
+def policy_digest(spec: str) -> str | None:
     """sha256 of what a spec loads from disk (a policy file, or a model's zips); None otherwise."""
     from dream_gym.policy_files.specs import is_file_spec, is_model_spec, model_files
 
@@ -70,7 +70,8 @@ def _policy_digest(spec: str) -> str | None:
 
 
 def world_checksum(world: World) -> str:
-    """The world's recorded sha256, or one of its nodes computed now (an unfinished world)."""
+    """The world's recorded sha256, or one of its nodes computed now (an unfinished world): the one
+    digest of a world that a run's identity records (eval's journal, dream's and rsi's fingerprints)."""
     recorded = world.meta.get("sha256")
     if recorded:
         return str(recorded)
@@ -83,7 +84,7 @@ def run_identity(policies: Sequence[str], worlds: Sequence[World], betas: Sequen
     """Everything the episodes of an evaluation depend on (what a resumed run must repeat), as
     plain JSON values. ``options`` holds workers, beta1, beta2, max_rounds, seed and lam."""
     identity = {
-        "policies": [{"spec": spec, "sha256": _policy_digest(spec)} for spec in policies],
+        "policies": [{"spec": spec, "sha256": policy_digest(spec)} for spec in policies],
         "worlds": [{"id": world.id, "sha256": world_checksum(world)} for world in worlds],
         "betas": [float(beta) for beta in betas],
         **{key: options[key] for key in sorted(options)},
@@ -218,4 +219,4 @@ def _read_task(path: Path, number: int, row: Mapping[str, Any], identity: Mappin
 
 
 __all__ = ["JOURNAL_FORMAT", "JOURNAL_SUFFIX", "EvalJournal", "JournalMismatch", "identity_differences",
-           "journal_path", "run_identity", "world_checksum"]
+           "journal_path", "policy_digest", "run_identity", "world_checksum"]

@@ -53,7 +53,7 @@ from dream_gym.dream.versions import (
     version_path,
 )
 from dream_gym.durable import read_jsonl, write_atomic
-from dream_gym.eval_journal import journal_path
+from dream_gym.eval_journal import journal_path, policy_digest, world_checksum
 from dream_gym.evaluate import load_results
 from dream_gym.locks import folder_lock
 from dream_gym.sandbox import require_sandbox
@@ -385,29 +385,6 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
 # --------------------------------------------------------------------------- dream-gym dream
 
 
-def world_digest(world: World) -> str:
-    """The recorded checksum of a world's nodes (or one computed now): part of a run's fingerprint."""
-    if world.meta.get("sha256"):
-        return str(world.meta["sha256"])
-    if world.path is not None and (world.path / "nodes.jsonl").is_file():
-        from dream_gym.world import sha256_file
-
-        return sha256_file(world.path / "nodes.jsonl")
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(list(world.records), sort_keys=True, default=str).encode()).hexdigest()
-
-
-def policy_digest(spec: str) -> str | None:
-    """sha256 of a policy file (None for a built-in name or module:Class)."""
-    if spec.endswith(".py") and Path(spec).is_file():
-        from dream_gym.world import sha256_file
-
-        return sha256_file(spec)
-    return None
-
-
 @dataclass(frozen=True)
 class DreamRun:
     """Arguments of ``dream-gym dream`` (one improvement step as a command)."""
@@ -433,8 +410,8 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     held = held_out.auto_held_out(history) if validation is None else validation
     scoring = run.settings.scoring
     fingerprint = {
-        "history": {w.id: world_digest(w) for w in history},
-        "validate": {w.id: world_digest(w) for w in held}, "held_out_margin": run.settings.held_out_margin,
+        "history": {w.id: world_checksum(w) for w in history},
+        "validate": {w.id: world_checksum(w) for w in held}, "held_out_margin": run.settings.held_out_margin,
         "policy": run.policy, "policy_sha256": policy_digest(run.policy), "developer": run.developer,
         "revisions": run.settings.revisions, "gate": run.settings.gate, "carry": run.settings.carry,
         "betas": list(scoring.betas),

@@ -31,9 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step, policy_digest, world_digest
+from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step
 from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
 from dream_gym.durable import read_jsonl, write_atomic
+from dream_gym.eval_journal import policy_digest, world_checksum
 from dream_gym.locks import folder_lock
 from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
 from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world
@@ -133,7 +134,7 @@ class _Run:
             "workers": c.workers, "rounds": c.rounds,
             "max_rounds": s.max_rounds, "betas": list(s.betas), "beta1": s.beta1, "beta2": s.beta2,
             "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
-            "history": {w.id: world_digest(w) for w in self.extra},
+            "history": {w.id: world_checksum(w) for w in self.extra},
         }
 
     def policy_of(self, t: int) -> str:
