@@ -32,7 +32,7 @@ docs: $(STAMP)
 # The whole suite, slow tests included (CI runs this); lint and the docs build side by side.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j 2 --output-sync=target lint docs
-	$(BIN)/python -m pytest -n 2 -q --nbmake tests notebooks
+	$(BIN)/python -m pytest -n 2 -q --durations=15 --nbmake tests notebooks
 
 # Fast tests only, for the edit-run loop: no test marked slow, no notebook (make test runs both).
 test-fast: $(STAMP)
