@@ -2,7 +2,8 @@
 world load time/memory.
 
     python -m benchmarks.replay_speed [--steps 50000] [--repeats 10] [--step-sizes 151,600,1001]
-                                      [--wide-sizes 150,1000,10000,100000] [--parts wide,breakdown,steps,episodes,load]
+                                      [--wide-sizes 150,1000,10000,100000] [--shape chains|bushy] [--read-value]
+                                      [--cpu-time] [--parts wide,breakdown,steps,episodes,load]
 
 Prints (0) steps/s of W-wide frontier batches with default arguments on 150- to 100,000-node
 worlds against CartPole, all in one run (targets: >= 1.5x CartPole up to 1,000 nodes, >= 1.0x at
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -63,17 +65,22 @@ def chain_world_records(n: int, branches: int, seed: int = 0) -> list[dict]:
     return records
 
 
+# The clock of the step-rate tables: wall time, or (--cpu-time) this process's CPU time, which
+# other jobs on a busy machine disturb less (they still share the caches).
+CLOCK = time.perf_counter
+
+
 def steps_per_second(make_env, pick_action, steps: int) -> float:
     env = make_env()
     obs, info = env.reset(seed=0)
     done_steps = 0
-    start = time.perf_counter()
+    start = CLOCK()
     while done_steps < steps:
         obs, reward, terminated, truncated, info = env.step(pick_action(env, info))
         done_steps += 1
         if terminated or truncated:
             obs, info = env.reset()
-    return steps / (time.perf_counter() - start)
+    return steps / (CLOCK() - start)
 
 
 def single_node_batch(env, info) -> list[int]:
@@ -84,9 +91,32 @@ def single_node_batch(env, info) -> list[int]:
 
 def frontier_batch(env, info) -> list[int]:
     """W-wide: the frontier in order, each id as often as the batch may hold it, at most W (W
-    read from the env: reading ``env.session`` would make the session replay every step)."""
-    batch = [node for node, times in info["frontier"].items() for _ in range(times)]
-    return batch[: env.unwrapped.workers]
+    read from the env). It stops after W ids: on a bushy world the frontier holds hundreds."""
+    workers = env.unwrapped.workers
+    batch: list[int] = []
+    for node, times in info["frontier"].items():
+        batch += [node] * min(times, workers - len(batch))
+        if len(batch) == workers:
+            break
+    return batch
+
+
+def frontier_batch_reading_value(env, info) -> list[int]:
+    """:func:`frontier_batch`, and V so far read from ``env.unwrapped.session`` every step, as
+    the README's quick start reads it once."""
+    env.unwrapped.session.value  # noqa: B018 - the read is what is measured
+    return frontier_batch(env, info)
+
+
+def branches_of(shape: str, nodes: int) -> int:
+    """The chains a world of ``nodes`` nodes has: 8 ("chains"), or for a bushy root about the
+    square root of its size, 29 to 300 ("bushy": 29 at 150 nodes, 31 at 1,001, 100 at 10,000,
+    300 at 100,000)."""
+    if shape == "chains":
+        return 8
+    if shape == "bushy":
+        return min(300, max(29, math.isqrt(nodes)))
+    raise ValueError(f"shape must be 'chains' or 'bushy', got {shape!r}")
 
 
 def session_steps_per_second(world, steps: int) -> float:
@@ -133,32 +163,37 @@ def step_speed(nodes: int, steps: int, repeats: int) -> None:
     print()
 
 
-def wide_speed(sizes: list[int], steps: int, repeats: int) -> None:
+def wide_speed(sizes: list[int], steps: int, repeats: int, shape: str = "chains", read_value: bool = False) -> None:
     """W-wide batches from the frontier (default arguments) against CartPole at each world size,
     contenders interleaved in one run. No ``gc.freeze``: a built world holds a few objects the
     garbage collector tracks whatever its size (its records hold only atomic values), counted
     and printed here, and a step leaves none for its episode (tests/test_env.py)."""
     gc.collect()
     tracked = len(gc.get_objects())
-    worlds = {n: build_world(new_meta(f"bench-{n}", "bench", workers=4), chain_world_records(n, branches=8))
+    worlds = {n: build_world(new_meta(f"bench-{n}", "bench", workers=4),
+                             chain_world_records(n, branches=branches_of(shape, n)))
               for n in sizes}
     gc.collect()
     tracked = len(gc.get_objects()) - tracked
+    policy = frontier_batch_reading_value if read_value else frontier_batch
     contenders = {"CartPole-v1 (gym.make)": lambda n: steps_per_second(
         lambda: gym.make("CartPole-v1"), lambda env, info: env.action_space.sample(), n)}
     for world in worlds.values():
         # worlds above the default capacity refuse it: they get max_nodes = their size
         options = {} if world.size <= DEFAULT_MAX_NODES else {"max_nodes": world.size}
         contenders[f"{world.size:,} nodes"] = (lambda w, o: lambda k: steps_per_second(
-            lambda: gym.make("DreamGym/Replay-v1", world=w, **o), frontier_batch, k))(world, options)
+            lambda: gym.make("DreamGym/Replay-v1", world=w, **o), policy, k))(world, options)
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, measure in contenders.items():
             samples[name].append(measure(steps // repeats))
     rates = {name: statistics.median(values) for name, values in samples.items()}
     cartpole = rates.pop("CartPole-v1 (gym.make)")
+    chains = ", ".join(f"{branches_of(shape, n)}" for n in sizes)
+    reading = "; the policy reads env.unwrapped.session.value every step" if read_value else ""
     print(f"## W-wide batches from the frontier: DreamGym/Replay-v1 (gym.make, defaults: capacity "
-          f"{DEFAULT_MAX_NODES}; larger worlds max_nodes = their size), W = 4, root + 8 chains, against CartPole-v1 ({cartpole:,.0f} steps/s) in the same run")
+          f"{DEFAULT_MAX_NODES}; larger worlds max_nodes = their size), W = 4, root + {chains} chains{reading}, "
+          f"against CartPole-v1 ({cartpole:,.0f} steps/s) in the same run")
     print(f"(objects the garbage collector tracks, added by building all {len(worlds)} worlds: {tracked})")
     print("| world | steps/s | ratio to CartPole-v1 | target |")
     print("|---:|---:|---:|---:|")
@@ -343,12 +378,22 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000", help="world sizes of the load table")
     parser.add_argument("--wide-sizes", default="150,1000,10000,100000",
                         help="world sizes of the W-wide table (all in one run)")
+    parser.add_argument("--shape", default="chains", choices=("chains", "bushy"),
+                        help="the W-wide table's worlds: root + 8 chains, or a bushy root (29 to 300 chains)")
+    parser.add_argument("--read-value", action="store_true",
+                        help="the W-wide policy also reads env.unwrapped.session.value every step")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the step tables by this process's CPU time instead of wall time")
     parser.add_argument("--parts", default="wide,steps,episodes,load", help="which tables to print")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
+    if args.cpu_time:
+        global CLOCK
+        CLOCK = time.process_time
+        print("(rates in CPU time of this process)")
 
     if "wide" in parts:
-        wide_speed([int(n) for n in args.wide_sizes.split(",")], args.steps, args.repeats)
+        wide_speed([int(n) for n in args.wide_sizes.split(",")], args.steps, args.repeats, args.shape, args.read_value)
     if "breakdown" in parts:
         step_breakdown([int(n) for n in args.wide_sizes.split(",")], min(args.steps, 20000), args.repeats)
     if "steps" in parts:

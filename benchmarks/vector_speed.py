@@ -4,7 +4,7 @@ MaskablePPO training time, each measured in the same run (contenders interleaved
 
     python -m benchmarks.vector_speed [--num-envs 1024] [--nodes 300] [--repeats 5]
                                       [--against-cartpole 251,1001] [--counts 1024,4096]
-                                      [--parts cartpole,macro,node,train]
+                                      [--shape chains|bushy] [--cpu-time] [--parts cartpole,macro,node,train]
 
 First, the node-level vector env through ``gym.make_vec("DreamGym/Replay-v1", N,
 vectorization_mode="vector_entry_point")`` against Gymnasium's own CartPole vector env at N =
@@ -26,7 +26,7 @@ import time
 import gymnasium as gym
 import numpy as np
 
-from benchmarks.replay_speed import chain_world_records
+from benchmarks.replay_speed import branches_of, chain_world_records
 from dream_gym.env import ReplayEnv
 from dream_gym.rl import MACRO_ACTIONS, MacroReplayEnv, MacroVectorEnv, sb3_vec_env
 from dream_gym.vector_env import ReplayVectorEnv
@@ -36,8 +36,11 @@ from dream_gym.world_writer import new_meta
 BETAS = [0.1, 0.5, 0.9]
 
 
-def worlds_of(nodes: int, count: int = 8) -> list[World]:
-    return [build_world(new_meta(f"chains-{nodes}-{i}", "bench", workers=4), chain_world_records(nodes, 8, seed=i))
+def worlds_of(nodes: int, count: int = 8, shape: str = "chains") -> list[World]:
+    """``count`` worlds of a root and chains (8, or for ``shape="bushy"`` about the square root of
+    ``nodes``: 31 at 1,001 nodes), W = 4."""
+    return [build_world(new_meta(f"{shape}-{nodes}-{i}", "bench", workers=4),
+                        chain_world_records(nodes, branches_of(shape, nodes), seed=i))
             for i in range(count)]
 
 
@@ -146,33 +149,41 @@ def node_speed(worlds: list[World], num_envs: int, repeats: int) -> None:
 
 def newest_batches(env: ReplayVectorEnv) -> np.ndarray:
     """W-wide batches in O(N x W): the root while it may open a branch, then the newest revealed
-    nodes (mostly open leaves; a closed one is dropped, as the env's rules say)."""
+    nodes (mostly open leaves; a closed one is dropped, as the env's rules say). The root's
+    slots are computed once (six numpy operations a step)."""
     replay, w = env.replay, env.workers
     slots = np.arange(w)[None, :]
-    newest = replay.observed[:, None] - 1 - (slots - replay.root_slots[:, None])
-    return np.where(slots < replay.root_slots[:, None], 0, np.clip(newest, 0, env.max_nodes))
+    root_slots = replay.root_slots[:, None]
+    newest = np.clip(replay.observed[:, None] - 1 + root_slots - slots, 0, env.max_nodes)
+    newest[slots < root_slots] = 0
+    return newest
+
+
+# The clock of the CartPole table: wall time, or (--cpu-time) this process's CPU time.
+CLOCK = time.perf_counter
 
 
 def vector_wide_rate(env: ReplayVectorEnv, steps: int) -> float:
-    start = time.perf_counter()
+    start = CLOCK()
     for _ in range(steps):
         env.step(newest_batches(env))
-    return steps * env.num_envs / (time.perf_counter() - start)
+    return steps * env.num_envs / (CLOCK() - start)
 
 
 def cartpole_vector_rate(env, actions: np.ndarray, steps: int) -> float:
-    start = time.perf_counter()
+    start = CLOCK()
     for i in range(steps):
         env.step(actions[i % len(actions)])
-    return steps * env.num_envs / (time.perf_counter() - start)
+    return steps * env.num_envs / (CLOCK() - start)
 
 
-def vector_against_cartpole(sizes: list[int], counts: list[int], repeats: int) -> None:
+def vector_against_cartpole(sizes: list[int], counts: list[int], repeats: int, shape: str = "chains") -> None:
     """The Replay-v1 vector env (``gym.make_vec(..., "vector_entry_point")``, default arguments)
     against Gymnasium's CartPole vector env at each N, in the same run (blocks interleaved)."""
     rng = np.random.default_rng(2)
-    print("## Vector replay against Gymnasium's CartPole vector env (env-steps/s, W = 4, W-wide batches "
-          "of the root and the newest nodes; medians of interleaved blocks)")
+    chains = ", ".join(f"{branches_of(shape, n)}" for n in sizes)
+    print(f"## Vector replay against Gymnasium's CartPole vector env (env-steps/s, W = 4, worlds of a root and "
+          f"{chains} chains, W-wide batches of the root and the newest nodes; medians of interleaved blocks)")
     print("| world | N | Replay-v1 vector | CartPole-v1 vector | ratio | target |")
     print("|---:|---:|---:|---:|---:|---:|")
     for n in counts:
@@ -182,7 +193,7 @@ def vector_against_cartpole(sizes: list[int], counts: list[int], repeats: int) -
         envs = {}
         for nodes in sizes:
             env = gym.make_vec("DreamGym/Replay-v1", num_envs=n, vectorization_mode="vector_entry_point",
-                               world=worlds_of(nodes))
+                               world=worlds_of(nodes, shape=shape))
             env.reset(seed=0)
             vector_wide_rate(env, 3)  # compile the kernels before measuring
             envs[nodes] = env
@@ -241,12 +252,20 @@ def main() -> None:
     parser.add_argument("--against-cartpole", default="251,1001",
                         help="world sizes of the vector table against CartPole's vector env ('' to skip)")
     parser.add_argument("--counts", default="1024,4096", help="N of that table")
+    parser.add_argument("--shape", default="chains", choices=("chains", "bushy"),
+                        help="the CartPole table's worlds: root + 8 chains, or a bushy root (31 chains at 1,001 nodes)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the CartPole table by this process's CPU time instead of wall time")
     parser.add_argument("--parts", default="cartpole,macro,node,train", help="which tables to print")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
+    if args.cpu_time:
+        global CLOCK
+        CLOCK = time.process_time
+        print("(rates in CPU time of this process)")
     if "cartpole" in parts and args.against_cartpole:
         vector_against_cartpole([int(n) for n in args.against_cartpole.split(",")],
-                                [int(n) for n in args.counts.split(",")], args.repeats)
+                                [int(n) for n in args.counts.split(",")], args.repeats, args.shape)
     if not parts & {"macro", "node", "train"}:
         return
     worlds = worlds_of(args.nodes)

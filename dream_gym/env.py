@@ -7,8 +7,9 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from itertools import repeat
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -33,10 +34,10 @@ _refs = sys.getrefcount
 # The engine's layout (dream_gym.episode_engine; repeated here so that importing this module does
 # not load numba): header slots of its int64 state, its float64 state and its output.
 _H_STATUS, _H_N, _H_OBSERVED, _H_ROOT_SLOTS, _H_DST, _H_OUTLEN, _H_MODE, _H_REFUSED = 0, 1, 4, 6, 8, 16, 17, 39
-_H_REFUSALS, _H_STEP_REFUSED, _H_O_REFUSED = 21, 40, 41
+_H_REFUSALS, _H_STEP_REFUSED, _H_O_REFUSED, _H_ROUNDS = 21, 40, 41, 5
 _STATUS_ILLEGAL, _MODE_STEP, _MODE_RESET = 1, 0, 1
-_F_REWARD = 1
-_OUT_HEADER = 5  # k, first new id, root slots, rounds, end
+_F_VALUE, _F_REWARD = 0, 1
+_OUT_HEADER = 6  # k, first new id, root slots, rounds, end, frontier ids removed (-1: the whole frontier follows)
 _END_TERMINATED, _END_TRUNCATED, _END_FULL, _END_LIMIT, _END_RECORD = 1, 2, 3, 4, 5
 # info["truncated_by"] of each way a step truncates an episode
 _TRUNCATED_BY = {_END_TRUNCATED: "max_rounds", _END_FULL: "capacity", _END_LIMIT: "max_attempts",
@@ -48,6 +49,61 @@ _MAX_SETS = 4
 # largest has 1,001 nodes) and every imported real run (at most 201).
 DEFAULT_MAX_NODES = 1024
 RENDER_MODES = ("ansi", "rgb_array")
+
+
+class FrontierCounts(dict[int, int]):
+    """``info["frontier"]``: {id: how many times the next batch may hold it}, the root first
+    (while it may open a branch), then the other ids ascending.
+
+    A read-only dict: the env brings one up to date again, with only the ids the steps since
+    changed, once nobody holds it (so a step costs the nodes it reveals, not the frontier's
+    size), and refuses changes to it. ``dict(info["frontier"])`` or ``.copy()`` is a plain dict
+    to change. ``copy.copy`` and ``copy.deepcopy`` return it: it never changes while held.
+    """
+
+    __slots__ = ()
+
+    def __copy__(self) -> FrontierCounts:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrontierCounts:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrontierCounts, (dict(self),))
+
+
+def _refuse_change(self: FrontierCounts, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError("info['frontier'] is read-only (the env brings it up to date again once nobody holds it): "
+                    "change a copy, dict(info['frontier'])")
+
+
+for _name in ("__setitem__", "__delitem__", "__ior__", "clear", "pop", "popitem", "setdefault", "update"):
+    setattr(FrontierCounts, _name, _refuse_change)
+# the env's own changes (dict's methods, which the class above refuses to callers)
+_set_count, _drop_id, _add_counts = dict.__setitem__, dict.__delitem__, dict.update
+_ONES = repeat(1)
+
+
+def _frontier_of(counts: FrontierCounts, ids: list[int], removed: int, root_slots: int) -> FrontierCounts:
+    """``info["frontier"]`` from the engine's output: ``counts`` (a dict nobody else holds, as of
+    the buffer set's rows) brought up to date with the ``removed`` ids that left and the ids that
+    joined (``ids``, in that order), or (``removed`` -1) a new one holding ``ids``, the whole
+    frontier; the root's multiplicity set."""
+    if removed < 0:
+        counts = FrontierCounts(zip(ids, _ONES, strict=False))
+        if root_slots:
+            _set_count(counts, ROOT, root_slots)
+        return counts
+    for obs_id in ids[:removed]:
+        _drop_id(counts, obs_id)
+    if root_slots:
+        _set_count(counts, ROOT, root_slots)  # in place: the root never leaves and comes back
+    elif ROOT in counts:
+        _drop_id(counts, ROOT)
+    if len(ids) > removed:
+        _add_counts(counts, zip(ids[removed:], _ONES, strict=False))
+    return counts
 
 
 def observation_space(max_nodes: int, workers: int) -> spaces.Dict:
@@ -172,7 +228,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
     ## Info
     ``view`` (a :class:`dream_gym.view.PrefixView`, the policy interface's input),
-    ``frontier`` ({id: allowed multiplicity}), ``action_mask`` (see Action Space), ``attempts``
+    ``frontier`` ({id: allowed multiplicity}, a read-only dict: :class:`FrontierCounts`),
+    ``action_mask`` (see Action Space), ``attempts``
     (N), ``rounds`` (k), ``new_ids``, ``dropped`` ([(selection, reason)], empty unless
     strict=False dropped something), ``refused`` (the step's selections an online run of the
     rule would have made that the record could not answer: dropped ones under the rule's
@@ -180,7 +237,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     share of the episode's requests the record answered; both count only what the policy
     chose, docs/concepts/coverage.md) and, when they apply, ``illegal_stop``, ``capacity_full``,
     ``cut_short`` (the record ended the episode: nothing left to reveal, or a batch it could
-    answer none of) and ``truncated_by``. V so far is the sum of the rewards (``env.unwrapped.session.value``).
+    answer none of) and ``truncated_by``. V so far is the sum of the rewards:
+    ``env.unwrapped.value`` (with ``env.unwrapped.attempts`` and ``env.unwrapped.rounds``, read
+    from the engine at no cost; ``env.unwrapped.session.value`` gives the same).
     Infos, observations, views and the env itself pickle and deep-copy (async vector envs and
     SB3's vector envs need it); a copied or unpickled env continues the same episode.
 
@@ -212,6 +271,12 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     :class:`dream_gym.vector_env.ReplayVectorEnv`.
 
     ## Version History
+    * v1, a step's cost no longer grows with the frontier (same spaces, values and episodes):
+      ``info["frontier"]`` is a read-only dict (:class:`FrontierCounts`; before, a fresh dict the
+      caller could change: change ``dict(info["frontier"])`` instead) that the env brings up to
+      date with the ids a step changed; ``env.unwrapped.value``, ``.attempts`` and ``.rounds``;
+      the session's ``value``, ``attempts``, ``rounds`` and ``workers`` are read from the engine
+      without playing the batches the session has not seen.
     * v1, with coverage (same spaces, values and episodes): ``info["refused"]``, ``info["coverage"]``
       and ``info["cut_short"]`` (coverage); the ``requests`` argument (request mode) and
       ``info["truncated_by"] == "record"``.
@@ -308,6 +373,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         # no caller holds up to date (writing the rows revealed since it was last written) and
         # returns it; see _free_set.
         self._sets: list[_BufferSet] = [self._new_set()]
+        # Per buffer set, info["frontier"] as of the rows it holds: a step brings it up to date
+        # with the ids it changed (a copy first when someone holds it).
+        self._fronts: list[FrontierCounts] = [FrontierCounts()]
         self._last = 0  # the set returned last
         if self.share_obs:
             nodes, scores, glob, mask = self._sets[0].out
@@ -328,20 +396,44 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._ready = False  # reset, and the episode not over
         # what step reads on every call, in one attribute
         self._hot = (self._S, self._smv, self._fmv, self._o_batch, workers, self._kernel, self._sets, self._o_out,
-                     self._field_of, self._constants)
+                     self._field_of, self._constants, self._fronts)
         self._episode_lists = (self._revealed, self._revealed.parents, self._revealed.fixed, self._batch_ends)
         # env.session follows the episode when read (it plays the batches it has not seen)
         self._followed: tuple[int, int, bool] = (0, 0, False)  # (episode, batches, done) it has played
         self._followed_batches = 0
         self._session._follow = self._follow
+        self._session._engine_read = self._engine_read
 
     # -- the session, brought up to date when read ----------------------------------------
     @property
     def session(self) -> ReplaySession:
         """The :class:`~dream_gym.session.ReplaySession` of the current episode (V so far is its
-        ``value``). The env steps its own arrays; the session plays the batches it has not seen
-        whenever one of its attributes is read (so reading it every step costs a session step)."""
+        ``value``). The env steps its own arrays; the session's ``value``, ``attempts``,
+        ``rounds`` and ``workers`` are read from them, and its other state plays the batches it
+        has not seen when first read after a step (a Python session step per batch)."""
         return self._session
+
+    @property
+    def value(self) -> float:
+        """V so far: the replay score of the episode's revealed nodes (0 before the first step),
+        the sum of its rewards; the same value as ``session.value``, read from the engine."""
+        return float(self._fmv[_F_VALUE]) if self._episode else 0.0
+
+    @property
+    def attempts(self) -> int:
+        """N so far: the attempts the episode revealed (``info["attempts"]``)."""
+        return int(self._smv[_H_OBSERVED]) - 1 if self._episode else 0
+
+    @property
+    def rounds(self) -> int:
+        """k so far: the batches the episode applied (``info["rounds"]``)."""
+        return int(self._smv[_H_ROUNDS]) if self._episode else 0
+
+    def _engine_read(self, name: str) -> Any:
+        """The session's V, N, k or W, from the engine (what following the env would give)."""
+        if name == "workers":
+            return self.workers
+        return self.value if name == "value" else self.attempts if name == "attempts" else self.rounds
 
     def _applied_batches(self, start: int) -> list[list[int]]:
         """The episode's applied batches (their legal parts) from the ``start``-th on."""
@@ -438,10 +530,12 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         sets, count = self._sets, len(self._sets)
         if count < _MAX_SETS:
             sets.append(self._new_set())
+            self._fronts.append(FrontierCounts())
             index = count
         else:
             index = self._last + 1 if self._last + 1 < count else 0
             sets[index] = self._new_set()
+            self._fronts[index] = FrontierCounts()
         self._S[self._o_sets + 2 * index: self._o_sets + 2 * index + 2] = (0, -1)  # nothing written yet
         return index
 
@@ -480,9 +574,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         # illegal, is judged in Python (_step_judged).
         if not self._ready:
             raise RuntimeError("the episode is over; call reset() first" if self._done else "call reset() before step()")
-        S, smv, fmv, at, workers, kernel, sets, out_at, field_of, constants = self._hot
+        S, smv, fmv, at, workers, kernel, sets, out_at, field_of, constants, fronts = self._hot
         # (the engine's layout constants are written as numbers on this path: _H_N = 1,
-        # _H_DST = 8, _H_STATUS = 0, _STATUS_ILLEGAL = 1, _H_OUTLEN = 16, _OUT_HEADER = 5, _F_REWARD = 1,
+        # _H_DST = 8, _H_STATUS = 0, _STATUS_ILLEGAL = 1, _H_OUTLEN = 16, _OUT_HEADER = 6, _F_REWARD = 1,
         # _END_TERMINATED = 1, _END_TRUNCATED = 2; tests/test_env_engine.py pins them)
         if type(action) is list:
             if len(action) > workers:
@@ -518,23 +612,37 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         if smv[0] == 1:
             del nodes, scores, glob, mask
             return self._step_judged(action)
-        # the engine's output (_result, inline): header, kept selections, their nodes, frontier
+        # the engine's output (_result, inline): header, kept selections, their nodes, the
+        # frontier or its changes since the set was written (_frontier_of, inline)
         out = smv[out_at: out_at + smv[16]].tolist()
-        k, first, root_slots, rounds, end = out[:5]
+        k, first, root_slots, rounds, end, removed = out[:6]
         revealed, parents, fixed, batch_ends = self._episode_lists
         if k:
-            parents.extend(out[5: 5 + k])
-            fixed.extend(map(field_of, out[5 + k: 5 + 2 * k]))
+            parents.extend(out[6: 6 + k])
+            fixed.extend(map(field_of, out[6 + k: 6 + 2 * k]))
             batch_ends.append(len(parents))
-            frontier = out[5 + 2 * k:]
+        added_at = 6 + 2 * k  # the whole frontier, or the ids removed, then the ids added
+        if removed < 0:
+            counts = fronts[index] = FrontierCounts(zip(out[added_at:], _ONES, strict=False))
+            if root_slots:
+                _set_count(counts, 0, root_slots)
         else:
-            frontier = out[5:]
-        counts = dict.fromkeys(frontier, 1)
-        if root_slots:
-            counts[0] = root_slots
+            counts = fronts[index]
+            if _refs(counts) != 3:  # the list, this frame's name, getrefcount's argument
+                counts = fronts[index] = FrontierCounts(counts)
+            if removed:
+                for obs_id in out[added_at: added_at + removed]:
+                    _drop_id(counts, obs_id)
+                added_at += removed
+            if root_slots:
+                _set_count(counts, 0, root_slots)
+            elif 0 in counts:
+                _drop_id(counts, 0)
+            if len(out) > added_at:
+                _add_counts(counts, zip(out[added_at:], _ONES, strict=False))
         observed = first + k
         self._view = view = _new_object(PrefixView)
-        view.__dict__["_lazy"] = (revealed, observed, frontier, root_slots, rounds, observed - 1, constants)
+        view.__dict__["_lazy"] = (revealed, observed, counts, root_slots, rounds, observed - 1, constants)
         self._last = index
         refused = smv[40]  # _H_STEP_REFUSED: request mode's refusals of this batch
         info = {"view": view, "frontier": counts, "action_mask": mask, "attempts": observed - 1,
@@ -603,19 +711,19 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         (:meth:`step` has this inline)."""
         at = self._o_out
         out = self._S[at: at + self._smv[_H_OUTLEN]].tolist()
-        k, first, root_slots, rounds, end = out[:_OUT_HEADER]
+        k, first, root_slots, rounds, end, removed = out[:_OUT_HEADER]
         revealed = self._revealed
         if k:
             revealed.parents.extend(out[_OUT_HEADER: _OUT_HEADER + k])
             revealed.fixed.extend(map(self._field_of, out[_OUT_HEADER + k: _OUT_HEADER + 2 * k]))
             self._batch_ends.append(len(revealed.parents))
-        frontier = out[_OUT_HEADER + 2 * k:]
-        counts = dict.fromkeys(frontier, 1)
-        if root_slots:
-            counts[ROOT] = root_slots
+        counts = self._fronts[index]
+        if _refs(counts) != 3 and removed >= 0:  # held by a caller (or a view): its copy is brought up to date
+            counts = FrontierCounts(counts)
+        counts = self._fronts[index] = _frontier_of(counts, out[_OUT_HEADER + 2 * k:], removed, root_slots)
         observed = first + k
         self._view = view = _new_object(PrefixView)
-        view.__dict__["_lazy"] = (revealed, observed, frontier, root_slots, rounds, observed - 1, self._constants)
+        view.__dict__["_lazy"] = (revealed, observed, counts, root_slots, rounds, observed - 1, self._constants)
         self._last = index
         if self.share_obs:
             obs = self._shared
@@ -698,21 +806,33 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         }
 
 
+# Session attributes set once, when it is made: read without following the env.
+_SESSION_CONSTANTS = frozenset({"settings", "world", "beta", "beta1", "beta2", "max_rounds", "max_attempts",
+                                "strict", "normalizer"})
+# Session attributes the env's engine holds too (ReplayEnv._engine_read): read from there.
+_SESSION_FROM_ENGINE = frozenset({"value", "attempts", "rounds", "workers"})
+
+
 class _FollowingSession(ReplaySession):
     """The session of a :class:`ReplayEnv`: before any of its attributes is read, it plays the
-    env's batches it has not seen yet (``_follow``, set by the env)."""
+    env's batches it has not seen yet (``_follow``, set by the env), except V, N, k and W, which
+    the env's engine gives as they are (``_engine_read``), and the settings, which never change."""
 
     _follow: Any = None
+    _engine_read: Any = None
 
     def __getattribute__(self, name: str) -> Any:
         follow = object.__getattribute__(self, "_follow")
         if follow is not None:
-            follow()
+            if name in _SESSION_FROM_ENGINE:
+                return object.__getattribute__(self, "_engine_read")(name)
+            if name not in _SESSION_CONSTANTS:
+                follow()
         return object.__getattribute__(self, name)
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy is a plain session in the same state
         copied = ReplaySession.__new__(ReplaySession)
-        copied.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_follow"})
+        copied.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("_follow", "_engine_read")})
         reduced = copied.__reduce_ex__(2)
         assert isinstance(reduced, tuple)
         return reduced

@@ -26,10 +26,12 @@ from dream_gym.world import World
 # below a microsecond.
 #
 # S (int64): a header of scalars, then sections (offsets in the header): the batch, the output
-# (kept selections, their new nodes' world indices, the frontier), per buffer set its (rows
-# written, episode), per observed id (world index, parent id, revealed children, open flag), the
-# open non-root ids in ascending order, the world's arrays (children CSR, depth, validity), and
-# F, read as float64: value, reward, best q, beta1, beta2, baseline, the world's scores and q.
+# (kept selections, their new nodes' world indices, the frontier or its changes), per buffer set
+# its (rows written, episode), per observed id (world index, parent id, revealed children, open
+# flag), the open non-root ids as a list linked in ascending order (next and previous id; id 0,
+# the root, is the list's head), a scratch mark per observed id, the world's arrays (children CSR,
+# depth, validity), and F, read as float64: value, reward, best q, beta1, beta2, baseline, the
+# world's scores and q.
 # A buffer set is one block of bytes holding the observation's nodes (int32), score and globals
 # (float64) and the action mask (int8) at the offsets set_layout gives.
 H_STATUS, H_N, H_K, H_FIRST, H_OBSERVED, H_ROUNDS, H_ROOT_SLOTS, H_FC = range(8)
@@ -40,19 +42,26 @@ H_MAX_ATTEMPTS, H_REFUSED = 38, 39  # the attempts limit; the size of the batch 
 # Request mode (1: the online frontier, selections the record cannot answer refused); the episode's
 # refusals so far; the step's refusals (their ids in the "refused" section); that section's offset.
 H_REQUESTS, H_REFUSALS, H_STEP_REFUSED, H_O_REFUSED = 15, 21, 40, 41
-H_O_BATCH, H_O_OUT, H_O_SETS, H_O_ORDER, H_O_PARENT, H_O_REVEALED, H_O_OPEN, H_O_FRONT = range(22, 30)
+H_O_BATCH, H_O_OUT, H_O_SETS, H_O_ORDER, H_O_PARENT, H_O_REVEALED, H_O_OPEN, H_O_NEXT = range(22, 30)
 H_O_CSTART, H_O_NCH, H_O_CHILDREN, H_O_DEPTH, H_O_VALID = range(30, 35)
-HEADER_SIZE = 42
+# The scratch marks (one per observed id) and the stamp of the call that marks them; the open
+# list's previous ids (its next ids: H_O_NEXT).
+H_STAMP, H_O_MARK, H_O_PREV = 42, 43, 44
+HEADER_SIZE = 45
 F_VALUE, F_REWARD, F_BEST_Q, F_BETA1, F_BETA2, F_BASELINE = range(6)
 F_HEADER_SIZE = 8
 F_O_SCORE = F_HEADER_SIZE
 STATUS_APPLIED, STATUS_ILLEGAL, STATUS_EMPTY, STATUS_REFUSED, STATUS_CUT = 0, 1, 2, 3, 4
 MODE_STEP, MODE_RESET = 0, 1
 MAX_SETS = 4  # observation buffer sets an env keeps
-# The output starts with these, then the kept selections, their nodes, the frontier (root first).
-OUT_K, OUT_FIRST, OUT_ROOT_SLOTS, OUT_ROUNDS, OUT_END = range(5)  # OUT_END: 0 running, 1 terminated,
-OUT_HEADER = 5       # 2 truncated (rounds), 3 capacity full, 4 max_attempts, 5 cut short (request mode:
-                     # the record could answer none of the batch's selections)
+# The output starts with these, then the kept selections, their nodes, and either the changes that
+# bring the frontier of the buffer set written (as of the rows it held) to the step's: the
+# OUT_REMOVED non-root ids that left it, then the ids that joined it, ascending; or (OUT_REMOVED
+# -1: the set held another episode, or the frontier is hardly longer than its changes) the whole
+# frontier, the root first when it may open a branch. The root's multiplicity is OUT_ROOT_SLOTS.
+OUT_K, OUT_FIRST, OUT_ROOT_SLOTS, OUT_ROUNDS, OUT_END, OUT_REMOVED = range(6)  # OUT_END: 0 running,
+OUT_HEADER = 6       # 1 terminated, 2 truncated (rounds), 3 capacity full, 4 max_attempts, 5 cut short
+                     # (request mode: the record could answer none of the batch's selections)
 
 
 def set_layout(workers: int, max_nodes: int) -> tuple[tuple[tuple[Any, tuple[int, ...], int], ...], int]:
@@ -76,9 +85,11 @@ class EpisodeArrays:
         pool = _one_world_pool(world)
         size = int(pool.sizes[0])
         n_children = pool.n_children
-        sections = [("batch", workers), ("refused", workers), ("out", OUT_HEADER + 2 * workers + max_nodes + 1), ("sets", 2 * MAX_SETS),
-                    ("order", max_nodes), ("parent", max_nodes), ("revealed", max_nodes), ("open", max_nodes),
-                    ("front", max_nodes), ("cstart", size), ("nch", size), ("children", len(pool.children)),
+        sections = [("batch", workers), ("refused", workers), ("out", OUT_HEADER + 2 * workers + 2 * max_nodes),
+                    ("sets", 2 * MAX_SETS), ("order", max_nodes), ("parent", max_nodes), ("revealed", max_nodes),
+                    ("open", max_nodes), ("next", max_nodes), ("prev", max_nodes), ("mark", max_nodes),
+                    ("cstart", size), ("nch", size),
+                    ("children", len(pool.children)),
                     ("depth", size), ("valid", size), ("floats", F_HEADER_SIZE + 2 * size)]
         offsets, at = {}, HEADER_SIZE
         for name, length in sections:
@@ -87,7 +98,8 @@ class EpisodeArrays:
         S = np.zeros(at, dtype=np.int64)
         for key, name in ((H_O_BATCH, "batch"), (H_O_REFUSED, "refused"), (H_O_OUT, "out"), (H_O_SETS, "sets"), (H_O_ORDER, "order"),
                           (H_O_PARENT, "parent"), (H_O_REVEALED, "revealed"), (H_O_OPEN, "open"),
-                          (H_O_FRONT, "front"), (H_O_CSTART, "cstart"), (H_O_NCH, "nch"),
+                          (H_O_NEXT, "next"), (H_O_PREV, "prev"), (H_O_MARK, "mark"), (H_O_CSTART, "cstart"),
+                          (H_O_NCH, "nch"),
                           (H_O_CHILDREN, "children"), (H_O_DEPTH, "depth"), (H_O_VALID, "valid"), (H_O_F, "floats")):
             S[key] = offsets[name]
         S[H_NF] = F_HEADER_SIZE + 2 * size
@@ -168,6 +180,45 @@ def _write_row(S: Any, F: Any, i: int, nodes: Any, scores: Any, mask: Any, root_
             mask[j, i] = flag
 
 
+@njit(cache=True, inline="always", _nrt=False)
+def _frontier_out(S: Any, at: int, written: int, observed: int, same_episode: bool, fc: int,
+                  root_slots: int) -> int:  # pragma: no cover
+    """Write at ``at`` the changes from the frontier as of a buffer set's ``written`` rows to the
+    frontier now (OUT_REMOVED, then the ids), or the whole frontier when the set held another
+    episode or the frontier is not much longer than its changes could be (OUT_REMOVED -1); return
+    where they end. Only the ids revealed since (their parents are the selections since) can have
+    changed: a step costs the nodes it revealed, not the frontier's size. A non-root id leaves
+    the frontier only when selected and never comes back; a new id joins it if it is open now."""
+    o_out, o_open, o_parent = S[H_O_OUT], S[H_O_OPEN], S[H_O_PARENT]
+    if not same_episode or fc <= 3 * (observed - written):
+        S[o_out + OUT_REMOVED] = -1
+        if root_slots > 0:
+            S[at] = 0
+            at += 1
+        i = S[S[H_O_NEXT]]  # the open list, from its head (id 0)
+        while i != 0:
+            S[at] = i
+            at += 1
+            i = S[S[H_O_NEXT] + i]
+        return at
+    S[H_STAMP] += 1  # marks this call's removals, so that a parent selected twice leaves once
+    stamp, o_mark = S[H_STAMP], S[H_O_MARK]
+    removed = 0
+    for i in range(written, observed):
+        p = S[o_parent + i]
+        if 0 < p < written and S[o_open + p] == 0 and S[o_mark + p] != stamp:
+            S[o_mark + p] = stamp
+            S[at] = p
+            at += 1
+            removed += 1
+    S[o_out + OUT_REMOVED] = removed
+    for i in range(written, observed):
+        if S[o_open + i] == 1:
+            S[at] = i
+            at += 1
+    return at
+
+
 @njit(cache=True, _nrt=False)
 def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
     """Reset (H_MODE = MODE_RESET) or step the episode with the batch S[batch : batch + H_N]
@@ -176,7 +227,7 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
     judges it and steps again with its legal part. A legal batch that would take the episode
     past H_MAX_ATTEMPTS is not applied: the episode ends (OUT_END 4, H_REFUSED its size).
 
-    Request mode (H_REQUESTS = 1): the open flags and the frontier list are the online frontier
+    Request mode (H_REQUESTS = 1): the open flags (and so the frontier) are the online frontier
     (every revealed node the rule lets an online run continue; the root W times), and a legal
     batch is split into hits, applied as above, and refusals (H_STEP_REFUSED of them, their ids in
     the refused section, counted in H_REFUSALS); a batch of refusals only ends the episode
@@ -187,7 +238,7 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
     scores = buffer[S[H_B_SCORES]: S[H_B_SCORES] + 8 * M].view(np.float64)
     glob = buffer[S[H_B_GLOBALS]: S[H_B_GLOBALS] + 32].view(np.float64)
     mask = buffer[S[H_B_MASK]: S[H_B_MASK] + W * (M + 1)].view(np.int8).reshape(W, M + 1)
-    o_order, o_parent, o_rev, o_open, o_front = S[H_O_ORDER], S[H_O_PARENT], S[H_O_REVEALED], S[H_O_OPEN], S[H_O_FRONT]
+    o_order, o_parent, o_rev, o_open = S[H_O_ORDER], S[H_O_PARENT], S[H_O_REVEALED], S[H_O_OPEN]
     o_out = S[H_O_OUT]
     observed, rounds, root_slots, fc = S[H_OBSERVED], S[H_ROUNDS], S[H_ROOT_SLOTS], S[H_FC]
     requests = S[H_REQUESTS] == 1
@@ -200,6 +251,8 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
         S[o_parent] = -1
         S[o_rev] = 0
         S[o_open] = 0
+        S[S[H_O_NEXT]] = 0  # the open list: empty
+        S[S[H_O_PREV]] = 0
         S[H_REFUSED] = 0
         S[H_REFUSALS] = 0
         root_slots = W if requests else min(W, S[H_ROOT_CHILDREN])
@@ -270,6 +323,7 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
         else:
             S[H_STATUS] = STATUS_APPLIED
             o_cstart, o_nch, o_children, o_valid = S[H_O_CSTART], S[H_O_NCH], S[H_O_CHILDREN], S[H_O_VALID]
+            o_next, o_prev = S[H_O_NEXT], S[H_O_PREV]
             size = o_nch - o_cstart
             o_q = F_O_SCORE + size
             leaves = S[H_LEAVES] == 1
@@ -290,19 +344,17 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
                     root_slots = W if requests else min(W, S[o_nch] - rank)
                 elif leaves or (rank == S[o_nch + pw] and not requests):  # request mode: open while online
                     S[o_open + s] = 0
-                    lo, hi = 0, fc  # s in the ascending open list: binary search, then close the gap
-                    while lo < hi:
-                        mid = (lo + hi) // 2
-                        if S[o_front + mid] < s:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    for p in range(lo, fc - 1):
-                        S[o_front + p] = S[o_front + p + 1]
+                    before, after = S[o_prev + s], S[o_next + s]  # unlinked from the open list
+                    S[o_next + before] = after
+                    S[o_prev + after] = before
                     fc -= 1
                 if S[o_nch + child] > 0 or requests:
                     S[o_open + new] = 1
-                    S[o_front + fc] = new
+                    last = S[o_prev]  # linked at the tail: the newest id is the largest
+                    S[o_next + last] = new
+                    S[o_prev + new] = last
+                    S[o_next + new] = 0
+                    S[o_prev] = new
                     fc += 1
                 else:
                     S[o_open + new] = 0
@@ -324,22 +376,17 @@ def _episode_kernel(S: Any, buffer: Any) -> None:  # pragma: no cover
         F[F_VALUE] = value
     first = observed - k
     S[H_K], S[H_FIRST], S[H_OBSERVED], S[H_ROUNDS], S[H_ROOT_SLOTS], S[H_FC] = k, first, observed, rounds, root_slots, fc
-    # the output: header, kept selections (written above), their nodes, the frontier
+    # the output: header, kept selections (written above), their nodes, the frontier's changes
     S[o_out + OUT_K] = k
     S[o_out + OUT_FIRST] = first
     S[o_out + OUT_ROOT_SLOTS] = root_slots
     S[o_out + OUT_ROUNDS] = rounds
     S[o_out + OUT_END] = end
-    at = o_out + OUT_HEADER + 2 * k
-    if root_slots > 0:
-        S[at] = 0
-        at += 1
-    for p in range(fc):
-        S[at + p] = S[o_front + p]
-    S[H_OUTLEN] = at + fc - o_out
-    # the buffer set: rows revealed since it was written, their parents, the root, the globals
     meta = S[H_O_SETS] + 2 * S[H_DST]
     written, epoch = S[meta], S[meta + 1]
+    S[H_OUTLEN] = _frontier_out(S, o_out + OUT_HEADER + 2 * k, written, observed, epoch == S[H_EPOCH], fc,
+                                root_slots) - o_out
+    # the buffer set: rows revealed since it was written, their parents, the root, the globals
     if epoch != S[H_EPOCH]:
         for i in range(max(written, observed)):
             if i < observed:

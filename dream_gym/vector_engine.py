@@ -172,9 +172,16 @@ def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, fro
         if e + PREFETCH_AHEAD < n:
             ahead = e + PREFETCH_AHEAD
             first_new = observed[ahead]
-            _prefetch(nodes[ahead], first_new, 0)
-            _prefetch(scores, ahead, first_new)
-            _prefetch(records[ahead], first_new, 0)
+            # the rows this set is written from (the set last held the episode a step or more ago)
+            # up to the last a full batch reveals, and the records of the newest ids
+            last_row = min(first_new + workers, nodes.shape[1]) - 1
+            first_row = min(written[ahead], last_row) if set_epoch[ahead] == epoch[ahead] else 0
+            _prefetch(nodes[ahead], first_row, 0)
+            _prefetch(nodes[ahead], last_row, 0)
+            _prefetch(scores, ahead, first_row)
+            _prefetch(scores, ahead, last_row)
+            _prefetch(records[ahead], first_new - 1, 0)
+            _prefetch(records[ahead], min(first_new + workers, records.shape[1]) - 1, 0)
         reward[e] = 0.0
         dropped[e] = 0
         for f in range(FLAGS):
@@ -218,4 +225,13 @@ def step_kernel(actions: Any, pad: int, act: Any, start: Any, world_of: Any, fro
         glob[e, 3] = m - 1
 
 
-__all__ = ["ATTEMPTS_LIMIT", "CAPACITY_FULL", "FLAGS", "ILLEGAL_STOP", "TERMINATED", "TRUNCATED", "step_kernel"]
+def compiled_for(kernel: Any, arguments: tuple[Any, ...]) -> Any:
+    """``kernel`` compiled for the types of ``arguments``, called without numba's dispatch: the
+    dispatcher types each of the step's 27 arguments (and the arrays in its tuples) on every call,
+    which took as long as the engine's own work for a few dozen episodes. The caller must pass
+    arguments of the same types on every call (an env's own arrays do)."""
+    return kernel.compile(tuple(kernel.typeof_pyval(argument) for argument in arguments))
+
+
+__all__ = ["ATTEMPTS_LIMIT", "CAPACITY_FULL", "FLAGS", "ILLEGAL_STOP", "TERMINATED", "TRUNCATED", "compiled_for",
+           "step_kernel"]

@@ -44,6 +44,7 @@ from dream_gym.vector_engine import (
     ILLEGAL_STOP,
     TERMINATED,
     TRUNCATED,
+    compiled_for,
     step_kernel,
 )
 from dream_gym.vector_episodes import VectorEpisodes, WorldRef, as_world_list, reset_mask
@@ -123,6 +124,7 @@ class ReplayVectorEnv(VectorEpisodes):
         self._kept = np.empty((1, self.workers), dtype=np.int64)  # the engine's room for one row's legal part
         self._none = np.zeros(n, dtype=bool)
         self._observed_bound = 0  # at least the longest episode's observed ids (the replay's room)
+        self._kernel: Any = None  # the engine, compiled for this env's argument types (on the first call)
         self.reset()
 
     # -- observation buffers ---------------------------------------------------------------
@@ -181,11 +183,17 @@ class ReplayVectorEnv(VectorEpisodes):
         entry = self._sets[index]
         reward, dropped, flags = np.empty(n), np.empty(n, dtype=np.int64), np.empty((FLAGS, n), dtype=bool)
         nodes, scores, glob = entry.rw
-        step_kernel(actions, self.max_nodes, act, start, self.world_of, _FRONTIER_CODES[replay.frontier],
-                    self.workers, -1 if self.max_rounds is None else self.max_rounds, self.settings.max_attempts,
-                    self.max_nodes, self.beta1,
-                    self.beta2, self.pool.arrays, replay._episode_arrays(), replay.root_revealed,
-                    replay.records, self._kept, nodes, scores, glob, entry.written, entry.epoch, self._epoch, self._value, reward, dropped, flags)
+        # the compiled engine takes C-contiguous arrays of these dtypes only (a caller's reset
+        # mask or actions may be strided views)
+        actions, start = np.ascontiguousarray(actions, dtype=np.int64), np.ascontiguousarray(start, dtype=np.bool_)
+        arguments = (actions, self.max_nodes, act, start, self.world_of, _FRONTIER_CODES[replay.frontier],
+                     self.workers, -1 if self.max_rounds is None else self.max_rounds, self.settings.max_attempts,
+                     self.max_nodes, self.beta1, self.beta2, self.pool.arrays, replay._episode_arrays(),
+                     replay.root_revealed, replay.records, self._kept, nodes, scores, glob, entry.written, entry.epoch,
+                     self._epoch, self._value, reward, dropped, flags)
+        if self._kernel is None:
+            self._kernel = compiled_for(step_kernel, arguments)
+        self._kernel(*arguments)
         self._last = index
         return index, {"reward": reward, "terminated": flags[TERMINATED], "truncated": flags[TRUNCATED],
                        "dropped": dropped, "illegal_stop": flags[ILLEGAL_STOP], "capacity_full": flags[CAPACITY_FULL],

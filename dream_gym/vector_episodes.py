@@ -72,6 +72,12 @@ class VectorEpisodes(VectorEnv):  # type: ignore[type-arg]
         self._ended = np.zeros(self.num_envs, dtype=bool)
         self._all = np.ones(self.num_envs, dtype=bool)
 
+    @property
+    def value(self) -> np.ndarray:
+        """V so far of each sub-env's episode (the sum of its rewards; an ended episode's final
+        V until it starts again): a copy. N and k are ``info["attempts"]`` and ``info["rounds"]``."""
+        return self._value.copy()
+
     # -- subclass hooks -----------------------------------------------------------------
     def _start(self, mask: np.ndarray, options: dict[str, Any]) -> None:
         raise NotImplementedError

@@ -406,7 +406,8 @@ class PrefixView:
              attempts: int, constants: Mapping[str, Any]) -> PrefixView:
         """A view whose fields are filled on first use: replay builds one every step, most are
         never read. ``revealed``: the episode's nodes (the first ``count`` are this view's);
-        ``frontier``: the legal ids (a sequence nobody else holds); ``constants``: the other
+        ``frontier``: the legal ids, in order (an iterable nobody changes while the view holds
+        it: a list, or the env's ``info["frontier"]`` dict); ``constants``: the other
         fields (an immutable mapping). Reading any field fills them all, except ``nodes``, built
         (once) when read."""
         view = _new_object(cls)

@@ -40,9 +40,10 @@ def test_the_env_reads_the_engines_layout() -> None:
     assert (v.H_STATUS, v.H_N, v.H_OBSERVED, v.H_ROOT_SLOTS, v.H_DST, v.H_OUTLEN, v.H_MODE) == (0, 1, 4, 6, 8, 16, 17)
     assert v.STATUS_ILLEGAL == env_module._STATUS_ILLEGAL == 1
     assert (v.MODE_STEP, v.MODE_RESET) == (env_module._MODE_STEP, env_module._MODE_RESET)
-    assert v.F_REWARD == env_module._F_REWARD == 1
-    assert v.OUT_HEADER == env_module._OUT_HEADER == 5 and v.MAX_SETS == env_module._MAX_SETS
-    assert (v.OUT_K, v.OUT_FIRST, v.OUT_ROOT_SLOTS, v.OUT_ROUNDS, v.OUT_END) == (0, 1, 2, 3, 4)
+    assert v.F_REWARD == env_module._F_REWARD == 1 and v.F_VALUE == env_module._F_VALUE == 0
+    assert v.H_ROUNDS == env_module._H_ROUNDS == 5
+    assert v.OUT_HEADER == env_module._OUT_HEADER == 6 and v.MAX_SETS == env_module._MAX_SETS
+    assert (v.OUT_K, v.OUT_FIRST, v.OUT_ROOT_SLOTS, v.OUT_ROUNDS, v.OUT_END, v.OUT_REMOVED) == (0, 1, 2, 3, 4, 5)
 
 
 def play(env: ReplayEnv, steps: int, keep: Any = None) -> list[tuple[Any, Any]]:

@@ -121,7 +121,11 @@ def test_info_view_is_the_sessions_view_at_every_step() -> None:
         assert info["view"] == session.view() and info["view"].to_dict() == session.view().to_dict()
         expected_frontier = {i: (info["view"].root_slots if i == ROOT else 1) for i in info["view"].frontier}
         assert info["frontier"] == expected_frontier and list(info["frontier"]) == list(info["view"].frontier)
-        info["frontier"].clear()  # a fresh dict: the caller may change it
+        with pytest.raises(TypeError, match="read-only"):  # the env brings it up to date once dropped
+            info["frontier"].clear()
+        mine = dict(info["frontier"])  # a copy the caller may change
+        mine.clear()
+        assert info["frontier"] == expected_frontier
         frontier = info["view"].frontier
         batch = rng.sample([i for i in frontier if i != ROOT], min(2, len(frontier) - 1)) or [ROOT]
         _, _, terminated, truncated, info = env.step(batch)

@@ -67,7 +67,7 @@ def run_against_singles(env: ReplayVectorEnv, worlds: list[World], steps: int, s
                 episodes += term or trunc
             for key in expected:
                 np.testing.assert_array_equal(obs[key][i], expected[key], err_msg=f"{key} step {step} env {i}")
-            assert env._value[i] == single_env.session.value  # V so far (replay-side: in no info)
+            assert env.value[i] == single_env.session.value == single_env.value  # V so far (in no info)
             assert (info["attempts"][i], info["rounds"][i]) == (s_info["attempts"], s_info["rounds"])
             np.testing.assert_array_equal(env.action_masks()[i], single_env.action_masks(), err_msg=f"mask {step} {i}")
         pending = terminated | truncated
@@ -142,6 +142,35 @@ def test_disabled_autoreset_needs_a_reset_mask() -> None:
     obs, _ = env.reset(options={"reset_mask": np.array([True, False, False])})
     assert obs["globals"][0, 3] == 0 and obs["globals"][1, 3] > 0  # attempts: only sub-env 0 restarted
     env.step(go)
+
+
+def test_strided_actions_and_reset_masks_step_as_contiguous_ones() -> None:
+    """The engine is called compiled for C-contiguous int64 actions and bool masks, without
+    numba's type dispatch: a caller's strided views (a column slice, a Fortran-ordered array, a
+    mask taken every other element) must step exactly as their contiguous copies."""
+    worlds = mixed_worlds(7)
+    strided, contiguous = ReplayVectorEnv(4, world=worlds), ReplayVectorEnv(4, world=worlds)
+    rng = np.random.default_rng(7)
+    for env in (strided, contiguous):
+        env.reset(seed=0)
+    for step in range(30):
+        actions = random_actions(contiguous, rng)
+        wide = np.zeros((4, 2 * contiguous.workers), dtype=np.int32)
+        wide[:, ::2] = actions
+        views = (wide[:, ::2], np.asfortranarray(actions))[step % 2]  # int32 and strided, or Fortran order
+        got, expected = strided.step(views), contiguous.step(actions)
+        for a, b in zip(got, expected, strict=True):
+            if isinstance(a, dict):
+                for key in ("nodes", "score", "globals", "dropped", "attempts", "rounds"):
+                    if key in a:
+                        np.testing.assert_array_equal(a[key], b[key], err_msg=f"{key} step {step}")
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=f"step {step}")
+        if step % 10 == 9:  # restart sub-envs 0 and 2 through a strided mask
+            every_other = np.array([True, False, False, False, True, False, False, False])[::2]
+            for env, mask in ((strided, every_other), (contiguous, every_other.copy())):
+                obs, _ = env.reset(options={"reset_mask": mask})
+            np.testing.assert_array_equal(strided.value, contiguous.value)
 
 
 def test_strict_vector_env_raises() -> None:
