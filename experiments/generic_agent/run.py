@@ -17,10 +17,10 @@ Design (fixed before any run):
   deploy`` has none either), W = 2, 100 iterations, seeds 0-4 (a run takes seconds to minutes);
 * the two AlgoTune examples import ``AlgoTuneTasks`` from an AlgoTune checkout that their evaluator
   looks for at ``Path.home() / "github" / "AlgoTune"``: given with ``--read`` when it is there
-  (``ALGOTUNE``). Their evaluations take seconds to a minute each (fft_convolution about 9 s,
-  polynomial_real about 50 s: each times AlgoTune's reference solver and the program on 5
-  problems), so they run 20 iterations, fft_convolution with seeds 0-4 and polynomial_real with
-  seeds 0-1 (``BUDGETS``);
+  (``ALGOTUNE``). Their evaluations take seconds to a minute each (fft_convolution about 3 s idle,
+  9 s under load, polynomial_real 15 s idle, about 50 s under load: each times AlgoTune's reference
+  solver and the program on 5 problems), so polynomial_real runs 20 iterations with seeds 0-1
+  (``BUDGETS``; fft_convolution, first planned at 20 iterations, runs the 100 of the others);
 * arms: ``--policy native`` (OpenEvolve's own sampling), ``--policy greedy`` (the built-in, its
   defaults: it stops after three rounds without a new best) and greedy with ``patience=100`` (so
   it spends the whole budget);
@@ -45,7 +45,7 @@ EXAMPLES = ("function_minimization", "heilbronn_triangle", "k_module_problem", "
 ALGOTUNE = Path.home() / "github" / "AlgoTune"
 NEEDS_ALGOTUNE = ("polynomial_real", "fft_convolution")
 #: (iterations, seeds) where an example's evaluation takes too long for the default budget
-BUDGETS = {"polynomial_real": (20, (0, 1)), "fft_convolution": (20, (0, 1, 2, 3, 4))}
+BUDGETS = {"polynomial_real": (20, (0, 1)), "fft_convolution": (100, (0, 1, 2, 3, 4))}
 ARMS = {"native": ["--policy", "native"], "greedy": ["--policy", "greedy"],
         "greedy-patience-100": ["--policy", "greedy", "--policy-arg", "patience=100"]}
 W, ITERATIONS, SEEDS = 2, 100, (0, 1, 2, 3, 4)
@@ -105,6 +105,11 @@ def summarise(folder: Path) -> dict:
     }
 
 
+def four_digits(value: float) -> float:
+    """Four significant digits (heilbronn_triangle's first gains are of the order of 1e-5)."""
+    return float(f"{value:.4g}")
+
+
 def aggregate(runs: list[dict]) -> dict:
     """One arm of one example over the seeds: pooled valid share, runs improved, mean gain."""
     children = sum(r["children"] for r in runs)
@@ -113,9 +118,9 @@ def aggregate(runs: list[dict]) -> dict:
     return {
         "valid_share": round(sum(r["valid_children"] for r in runs) / children, 3) if children else None,
         "improved_runs": sum(1 for r in runs if r["improved"]), "runs": len(runs),
-        "mean_initial": round(sum(r["initial_score"] or 0.0 for r in runs) / len(runs), 4),
-        "mean_best": round(sum(r["best_score"] or 0.0 for r in runs) / len(runs), 4),
-        "mean_gain": round(sum(gains) / len(gains), 4) if gains else None,
+        "mean_initial": four_digits(sum(r["initial_score"] or 0.0 for r in runs) / len(runs)),
+        "mean_best": four_digits(sum(r["best_score"] or 0.0 for r in runs) / len(runs)),
+        "mean_gain": four_digits(sum(gains) / len(gains)) if gains else None,
         "mean_nodes": round(sum(r["nodes"] for r in runs) / len(runs), 1),
     }
 
@@ -123,6 +128,9 @@ def aggregate(runs: list[dict]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/generic-agent-runs"))
+    parser.add_argument("--example", action="append", choices=EXAMPLES, default=[],
+                        help="measure only this example (repeatable); the others keep their results.json entry")
+    parser.add_argument("--seeds", type=int, nargs="+", help="these seeds instead of the design's (a shorter run)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "commands.log"
@@ -130,19 +138,24 @@ def main() -> int:
                                 "budgets": {k: {"iterations": i, "seeds": s} for k, (i, s) in BUDGETS.items()},
                                 "read": {e: read_args(e)[1:] for e in NEEDS_ALGOTUNE}, "sandboxed": True},
                      "examples": {}}
-    for example in EXAMPLES:
+    result_path = HERE / "results.json"
+    if args.example and result_path.exists():
+        results["examples"] = json.loads(result_path.read_text())["examples"]
+    for example in args.example or EXAMPLES:
         checked = probe(example)
         entry: dict = {"initial_program": checked}
         if checked["error"] is not None:
             entry["excluded"] = checked["error"]
         else:
-            seeds = BUDGETS.get(example, (ITERATIONS, SEEDS))[1]
+            seeds = tuple(args.seeds) if args.seeds else BUDGETS.get(example, (ITERATIONS, SEEDS))[1]
             runs = {arm: [run(example, arm, seed, args.out, log) for seed in seeds] for arm in ARMS}
             entry["summary"] = {arm: aggregate(found) for arm, found in runs.items()}
             entry["runs"] = runs
+            entry["measured"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seeds": list(seeds),
+                                 "iterations": BUDGETS.get(example, (ITERATIONS, SEEDS))[0], "w": W}
         results["examples"][example] = entry
     text = json.dumps(results, indent=2) + "\n"
-    (HERE / "results.json").write_text(text, encoding="utf-8")
+    result_path.write_text(text, encoding="utf-8")
     (args.out / "results.json").write_text(text, encoding="utf-8")
     print(text)
     return 0
