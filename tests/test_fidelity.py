@@ -20,6 +20,7 @@ from scipy import stats
 from dream_gym import load_world
 from dream_gym.cli import main as cli_main
 from dream_gym.fidelity.runs import JOURNAL, run_folder
+from dream_gym.fidelity.study import pool_folder
 from dream_gym.fidelity.table import render
 
 TASK = "circle-packing-26"
@@ -109,6 +110,40 @@ def test_a_study_folder_keeps_its_settings(grow_study: tuple[Path, subprocess.Co
     assert len(journal(out)) == 6  # nothing ran
 
 
+@pytest.mark.slow
+def test_a_pool_of_runs_is_a_recorder_held_to_the_online_budget(tmp_path: Path) -> None:
+    """pool:A+B replays every policy on the seed's runs of A and B merged, at most the online
+    runs' attempts per episode; the control: the same pool replayed without that limit lets a
+    policy spend more than an online run could."""
+    from dream_gym.evaluate import evaluate
+
+    out = tmp_path / "pooled"
+    args = ("--task", TASK, "-p", "greedy", "-p", "random", "--seeds", "0-2", "-n", "6", "-W", "2", "--frontier", "any",
+            "--recorder", "greedy", "--recorder", "pool:random+greedy", "--recorder", "pool:all", "--out", str(out))
+    done = fidelity(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "0 of 6 online runs done; running 6" in done.stderr  # a pool runs nothing of its own
+    report = json.loads((out / "fidelity.json").read_text())
+    assert set(report["agreement"]) == {"greedy", "pool:random+greedy", "pool:all"}  # one single run: no mean
+    pooled = [r for r in report["replays"] if r["recorder"] == "pool:random+greedy"]
+    assert len(pooled) == 3 * 2 and all(r["attempts"] <= 6 for r in pooled)
+    costs = report["recorders"]
+    unlimited = []
+    for seed in range(3):
+        runs = [load_world(run_folder(out, p, seed)) for p in ("random", "greedy")]
+        pool = load_world(pool_folder(out, "pool:random+greedy", seed))
+        assert [r["id"] for r in pool.meta["pool"]["runs"]] == [w.id for w in runs]  # in the order given
+        assert pool.size == sum(w.size for w in runs) - pool.meta["pool"]["merged"]
+        assert load_world(pool_folder(out, "pool:all", seed)).meta["pool"]["runs"][0]["id"] == runs[1].id  # greedy
+        free = evaluate(["random", "greedy"], [pool], [0.5], workers=2, seed=seed, progress=False)
+        unlimited += [r.attempts for r in free]
+    assert max(unlimited) > 6  # without the limit, a policy spends more of the pool than a run could
+    spent = {p: statistics.mean(r["nodes"] - 1 for r in report["runs"] if r["policy"] == p) for p in ("random", "greedy")}
+    assert costs["pool:random+greedy"] == {"runs": ["random", "greedy"], "attempts": pytest.approx(sum(spent.values()))}
+    assert costs["greedy"]["attempts"] == pytest.approx(spent["greedy"]) and costs["pool:all"]["runs"] == ["greedy", "random"]
+    assert "recorder pool:random+greedy (" in done.stdout and all(len(x) <= 80 for x in done.stdout.splitlines())
+
+
 # -- kill -9 and the lock ---------------------------------------------------------------------------
 @pytest.mark.slow
 def test_killed_with_9_the_same_command_continues(tmp_path: Path) -> None:
@@ -170,6 +205,8 @@ def test_an_openevolve_study_replays_on_openevolves_own_runs(tmp_path: Path) -> 
     (["-p", "greedy", "--seeds", "1,1"], "--seeds must name distinct seeds"),
     (["-p", "greedy", "--seeds", "one"], "--seeds: 'one' is not a seed"),
     (["-p", "greedy", "--system", "openevolve", "--frontier", "leaves"], "frontier rule 'any'"),
+    (["-p", "greedy", "--recorder", "pool:greedy+ucb"], "ucb is not a --policy or --recorder of the study"),
+    (["-p", "greedy", "-p", "ucb", "--recorder", "pool:greedy"], "a pool merges two or more distinct runs"),
 ])
 def test_bad_settings_are_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        extra: list[str], message: str) -> None:
@@ -212,6 +249,7 @@ def test_the_table_fits_80_columns_whatever_the_names() -> None:
                          "replay": {r: cell for r in recorders}} for p in policies},
         "agreement": {r: {"final_best": {"spearman": _entry(-0.25), "kendall": _entry(None)},
                           "online_V": {"spearman": _entry(1.0), "kendall": _entry(0.5)}} for r in recorders},
+        "recorders": {long_file: {"runs": [long_file], "attempts": 123456789.0}},
         "ceiling": {"final_best": {"raw": 0.5, "corrected": 0.67, "splits": 200},
                     "online_V": {"raw": None, "corrected": None, "splits": 0}},
     }
@@ -219,6 +257,6 @@ def test_the_table_fits_80_columns_whatever_the_names() -> None:
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert "\x1b" not in text and "\\x1b" in text  # a name's control characters are shown escaped
-    assert "every recorder, pooled" in text and "n/a" in text
+    assert "every single-run recorder, V averaged" in text and "n/a" in text
     assert any(line.startswith("agents/a") and "\u2026" in line and "123456" in line for line in lines)
     assert "seeds 0-39, request mode" in text

@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
                    help="a policy to run online and replay (built-in, module:Class, policy .py file, model); repeat")
     p.add_argument("--recorder", action="append", default=[], dest="recorders", metavar="SPEC",
-                   help="whose runs to replay on: a policy spec, or 'native' (OpenEvolve's own selection); "
-                        "repeat (default: every --policy)")
+                   help="whose runs to replay on: a policy spec, 'native' (OpenEvolve's own selection), or "
+                        "pool:A+B (pool:all: every policy), a seed's runs pooled; repeat (default: every --policy)")
     p.add_argument("--seeds", default="0,1,2", help="seeds of the online runs: 0,1,2 or 0-4 (default 0,1,2)")
     p.add_argument("--iterations", "-n", type=int, required=True, metavar="N",
                    help="attempts per online run (grow: --max-attempts and --rounds; OpenEvolve: iterations)")

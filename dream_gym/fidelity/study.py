@@ -20,6 +20,14 @@ ranking over seeds, corrected by Spearman-Brown, averaged over splits. A replay 
 ceiling is as good as another set of online runs; far below, replay ranks worse than the
 online noise explains.
 
+A recorder may also be a **pool**: ``pool:A+B`` (or ``pool:all``, every policy's run) is, per
+seed, the runs of ``A`` and ``B`` on that seed merged into one world
+(:func:`dream_gym.datasets.pool.pool_worlds`, in the order given, copies whose scores differ
+kept as first recorded), written to ``pools/<name>/s<seed>/``. Replay on a pool is held to the
+online runs' budget (``ceil(iterations / W)`` rounds): a pool records several runs' attempts,
+and a policy that never stops would otherwise spend them all. Each recorder's cost is reported
+as the attempts spent recording its worlds (a pool: its runs' attempts summed).
+
 Every run also checks that replay gives it back: its own policy, replayed on its world with its
 seed (:func:`dream_gym.fidelity.reproduce.reproduce`), must reveal the recorded tree exactly.
 
@@ -66,7 +74,10 @@ REPORT_FILE = "fidelity.json"
 TABLE_FILE = "fidelity.txt"
 BOOTSTRAP_SEED = 20261206  # the bootstrap's own generator: the same study gives the same intervals
 OUTCOMES = ("final_best", "online_V")
-POOLED = "all recorders"
+POOLED = "all recorders"  # the mean of the single-run recorders' replay V (not a pooled world)
+POOL_PREFIX = "pool:"  # a recorder pooling runs: pool:A+B, or pool:all (every policy's run)
+POOL_ALL = "all"
+POOL_SCORES = "first"  # where merged copies' scores differ (a task given as files is seeded per run)
 DEFAULT_FRONTIER = {"grow": "leaves", "openevolve": "any"}  # the bridge's rule is OpenEvolve's: any program
 
 
@@ -95,13 +106,28 @@ class FidelityConfig:
         return list(dict.fromkeys(self.recorders or self.policies))
 
     @property
+    def run_recorders(self) -> list[str]:
+        """The recorders that are runs of their own (not pools of runs)."""
+        return [r for r in self.recorder_list if not is_pool(r)]
+
+    def pool_members(self, recorder: str) -> list[str]:
+        """The runs a pool recorder merges, in order (``pool:all``: every policy's, as given)."""
+        named = recorder[len(POOL_PREFIX):]
+        return list(self.policies) if named == POOL_ALL else [m.strip() for m in named.split("+")]
+
+    @property
     def rule(self) -> str:
         return self.frontier or DEFAULT_FRONTIER[self.system]
 
     def runs(self) -> list[tuple[str, int]]:
         """Every (policy spec, seed) run the study needs: the policies', then the other recorders'."""
-        specs = list(dict.fromkeys([*self.policies, *self.recorder_list]))
+        specs = list(dict.fromkeys([*self.policies, *self.run_recorders]))
         return [(spec, seed) for spec in specs for seed in self.seeds]
+
+
+def is_pool(recorder: str) -> bool:
+    """Whether a recorder spec names a pool of runs (``pool:A+B``, ``pool:all``)."""
+    return recorder.startswith(POOL_PREFIX)
 
 
 @dataclass
@@ -147,12 +173,28 @@ def check_config(config: FidelityConfig) -> None:
     if config.system == "grow" and NATIVE in config.recorder_list:
         raise ValueError(f"dream-gym grow has no selection of its own: '{NATIVE}' is a recorder of --system "
                          "openevolve")
+    _check_pools(config)
     _check_task(config)
     from dream_gym.policy_files import check_policy_spec
 
     for spec in config.runs():
         if spec[0] != NATIVE:
             check_policy_spec(spec[0])
+
+
+def _check_pools(config: FidelityConfig) -> None:
+    """A pool merges two or more distinct runs the study makes (its policies' or its recorders')."""
+    runs = [*config.policies, *config.run_recorders]
+    for recorder in config.recorder_list:
+        if not is_pool(recorder):
+            continue
+        members = config.pool_members(recorder)
+        unknown = [m for m in members if m not in runs]
+        if unknown:
+            raise ValueError(f"--recorder {recorder}: {', '.join(unknown)} is not a --policy or --recorder of the "
+                             f"study (a pool merges the study's own runs: pool:A+B, or pool:{POOL_ALL})")
+        if len(members) < 2 or len(set(members)) != len(members):
+            raise ValueError(f"--recorder {recorder}: a pool merges two or more distinct runs")
 
 
 def _check_task(config: FidelityConfig) -> None:
@@ -326,13 +368,16 @@ def _replays(config: FidelityConfig, runs: dict[tuple[str, int], _Run]) -> list[
     """Every policy on every recorder's world, at the study's beta, with the seed of that run."""
     from dream_gym.evaluate import evaluate
 
-    max_rounds = config.iterations if config.system == "grow" else None  # what the policies were shown online
+    shown = config.iterations if config.system == "grow" else None  # what the policies were shown online
+    budget = math.ceil(config.iterations / config.workers)  # the online runs' rounds, for pools
     replays = []
     for recorder in config.recorder_list:
         for seed in config.seeds:
-            world = runs[(recorder, seed)].world
+            pool = is_pool(recorder)
+            world = pool_world(config, runs, recorder, seed) if pool else runs[(recorder, seed)].world
             results = evaluate(list(config.policies), [world], [config.beta], workers=config.workers,
-                               max_rounds=max_rounds, seed=seed, requests=config.requests, progress=False)
+                               max_rounds=budget if pool else shown, seed=seed, requests=config.requests,
+                               progress=False)
             replay = _Replay(recorder, seed)
             for result in results:
                 replay.rows[result.policy] = {
@@ -344,6 +389,38 @@ def _replays(config: FidelityConfig, runs: dict[tuple[str, int], _Run]) -> list[
     return replays
 
 
+def pool_folder(out: Path, recorder: str, seed: int) -> Path:
+    """Where a pool recorder's world of ``seed`` is written in the study folder ``out``."""
+    from dream_gym.fidelity.runs import slug
+
+    return Path(out) / "pools" / slug(recorder) / f"s{seed}"
+
+
+def pool_world(config: FidelityConfig, runs: dict[tuple[str, int], _Run], recorder: str, seed: int) -> World:
+    """The pool recorder's world of ``seed``: its runs on that seed merged, written afresh."""
+    import shutil
+
+    from dream_gym.datasets.pool import pool_worlds
+
+    folder = pool_folder(config.out, recorder, seed)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    worlds = [runs[(member, seed)].world for member in config.pool_members(recorder)]
+    pool_worlds(worlds, folder, world_id=f"{folder.parent.name}-s{seed}", scores=POOL_SCORES)
+    return load_world(folder)
+
+
+def _recorder_costs(config: FidelityConfig, runs: dict[tuple[str, int], _Run]) -> dict[str, dict[str, Any]]:
+    """Per recorder, the attempts spent recording its worlds (a pool: its runs' summed), mean over seeds."""
+    costs = {}
+    for recorder in config.recorder_list:
+        members = config.pool_members(recorder) if is_pool(recorder) else [recorder]
+        spent = [sum(runs[(m, s)].world.size - 1 for m in members) for s in config.seeds]
+        costs[recorder] = {"runs": members, "attempts": statistics.mean(spent)}
+    return costs
+
+
 def _report(config: FidelityConfig, runs: dict[tuple[str, int], _Run], replays: list[_Replay]) -> dict[str, Any]:
     policies, seeds = list(config.policies), list(config.seeds)
     online = {name: [[getattr(runs[(p, s)], name) for s in seeds] for p in policies] for name in OUTCOMES}
@@ -351,8 +428,9 @@ def _report(config: FidelityConfig, runs: dict[tuple[str, int], _Run], replays: 
     for recorder in config.recorder_list:
         mine = {r.seed: r for r in replays if r.recorder == recorder}
         by_recorder[recorder] = [[mine[s].rows[p]["V"] for s in seeds] for p in policies]
-    if len(by_recorder) > 1:
-        by_recorder[POOLED] = np.mean(np.array(list(by_recorder.values())), axis=0).tolist()
+    singles = [by_recorder[r] for r in config.run_recorders]
+    if len(singles) > 1:
+        by_recorder[POOLED] = np.mean(np.array(singles), axis=0).tolist()
     agreement = {recorder: {name: _agreement(v, online[name], config.bootstrap) for name in OUTCOMES}
                  for recorder, v in by_recorder.items()}
     ceiling = {name: split_half(online[name]).to_dict() for name in OUTCOMES}
@@ -366,6 +444,7 @@ def _report(config: FidelityConfig, runs: dict[tuple[str, int], _Run], replays: 
                     for r in replays for p, row in r.rows.items()],
         "policies": {p: _policy_row(p, i, runs, replays, seeds, by_recorder) for i, p in enumerate(policies)},
         "agreement": agreement,
+        "recorders": _recorder_costs(config, runs),
         "ceiling": ceiling,
     }
 
@@ -383,7 +462,8 @@ def _policy_row(policy: str, index: int, runs: dict[tuple[str, int], _Run], repl
     checked = [r.reproduced for r in mine if r.reproduced is not None]
     replay = {}
     for recorder, values in by_recorder.items():
-        episodes = [r.rows[policy] for r in replays if recorder == POOLED or r.recorder == recorder]
+        episodes = [r.rows[policy] for r in replays
+                    if r.recorder == recorder or (recorder == POOLED and not is_pool(r.recorder))]
         replay[recorder] = {
             "V": _json_float(float(np.mean(values[index]))),
             "coverage": _mean(e["coverage"] for e in episodes),
@@ -431,5 +511,6 @@ def config_from_report(report: dict[str, Any], out: Path) -> FidelityConfig:
                           frontier=study["frontier"], requests=study["requests"], bootstrap=study["bootstrap"])
 
 
-__all__ = ["DEFAULT_FRONTIER", "OUTCOMES", "POOLED", "REPORT_FILE", "STUDY_FILE", "TABLE_FILE", "FidelityConfig",
-           "Progress", "analyse", "check_config", "config_from_report", "run_study", "study_identity"]
+__all__ = ["DEFAULT_FRONTIER", "OUTCOMES", "POOLED", "POOL_PREFIX", "REPORT_FILE", "STUDY_FILE", "TABLE_FILE", "FidelityConfig",
+           "Progress", "analyse", "check_config", "config_from_report", "is_pool", "pool_folder", "pool_world", "run_study",
+           "study_identity"]

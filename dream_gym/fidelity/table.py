@@ -10,7 +10,7 @@ from dream_gym.leaderboard import shorten_middle
 from dream_gym.printable import printable
 
 NAME_WIDTH = 22  # the policy column; longer names lose their middle (agents/my_…_policy.py)
-POOLED = "all recorders"  # the study's name of the pooled recorder (dream_gym.fidelity.study.POOLED)
+POOLED = "all recorders"  # the study's mean over its recorders (dream_gym.fidelity.study.POOLED)
 OUTCOME_NAMES = {"final_best": "final best", "online_V": "online V"}
 
 
@@ -78,7 +78,7 @@ def _online_block(report: dict[str, Any]) -> list[str]:
 
 def _replay_block(report: dict[str, Any], recorder: str) -> list[str]:
     worlds = len(report["study"]["seeds"])
-    whose = "every recorder's worlds, pooled" if recorder == POOLED else \
+    whose = "every recorder's worlds, V averaged" if recorder == POOLED else \
         f"the worlds of {shorten_middle(printable(recorder), 40)} ({worlds})"
     lines = [f"Replay on {whose}",
              f"{'policy':<{NAME_WIDTH}}  {'replay V':>8}  {'coverage':>8}  {'on record':>9}  {'cut short':>9}  "
@@ -95,8 +95,12 @@ def _replay_block(report: dict[str, Any], recorder: str) -> list[str]:
 def _agreement_block(report: dict[str, Any]) -> list[str]:
     lines = ["How replay V ranks the policies against the online runs",
              f"{'':<{NAME_WIDTH}}  {'Spearman [95% CI]':<20}  {'Kendall [95% CI]':<20}"]
+    costs = report.get("recorders", {})
     for recorder, outcomes in report["agreement"].items():
-        lines.append("every recorder, pooled" if recorder == POOLED else f"recorder {shorten_middle(printable(recorder), 60)}")
+        spent = costs.get(recorder, {}).get("attempts")
+        cost = "" if spent is None else f" ({spent:.0f} attempts recorded)"
+        name = shorten_middle(printable(recorder), 74 - len(cost) - len("recorder "))
+        lines.append("every single-run recorder, V averaged" if recorder == POOLED else f"recorder {name}{cost}")
         for name, entry in outcomes.items():
             label = f"  vs {OUTCOME_NAMES[name]}"
             lines.append(f"{label:<{NAME_WIDTH}}  {_rho(entry['spearman']):<20}  {_rho(entry['kendall']):<20}")
