@@ -4,7 +4,7 @@ The code: every package of dream_gym/. The shipped data (datasets, trained model
 as package data, mapped onto the repository's folders, so the repository keeps its layout and an
 editable install (``pip install -e .``) reads them in place. In a wheel they land in
 ``dream_gym/_shipped/`` (same layout), a folder without ``__init__.py``: the sandbox never lets
-untrusted code read it (``read_roots`` in dream_gym/sandbox/launch.py). dream_gym/shipped.py finds
+untrusted code read it (``read_roots`` in dream_gym/infrastructure/sandbox/launch.py). dream_gym/world/shipped.py finds
 them, in a wheel or in a checkout.
 """
 

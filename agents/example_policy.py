@@ -9,7 +9,7 @@ named ``Policy`` with ``reset(context)`` and ``act(view)``, or a top-level funct
 scrubbed environment, time and memory limits, and may not read files, spawn processes or use
 the network. Keep it self-contained (standard library and installed packages only).
 
-What a policy sees is the *prefix view* (``dream_gym.view.PrefixView``): the revealed nodes
+What a policy sees is the *prefix view* (``dream_gym.replay.view.PrefixView``): the revealed nodes
 (score, parent, depth, branch, error, code, ...), the legal ``frontier``, ``root_slots`` (how
 many new branches the next batch may open), W (``workers``), the budget preference ``beta`` and
 the counts of rounds and attempts so far. It never sees unrecorded futures.

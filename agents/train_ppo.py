@@ -8,11 +8,11 @@ CleanRL-style: one file, read top to bottom. The agent does not pick node ids: e
 picks one of ``dream_gym.rl.MACRO_ACTIONS`` (stop, open k branches, continue the k best open
 nodes, or a mix), turned into a legal batch by fixed rules; it observes ``view_features`` (a
 scale-free summary of the prefix view, beta included). Reward = the change of the objective
-(``--objective v2``, the default: beta sets the price of work, see ``dream_gym.objectives.PricedAttainment``;
+(``--objective v2``, the default: beta sets the price of work, see ``dream_gym.replay.objectives.PricedAttainment``;
 ``--objective v``: the replay score V), so the return of an episode is its objective.
 ``dream-gym train`` is the full-featured trainer (node-level policy, checkpoints and resume,
 TensorBoard, periodic held-out evaluation); this file is the one to read. The trained model is saved as an SB3 zip, then evaluated with
-the same harness and leaderboard as the built-in policies (``dream_gym.evaluate``), on worlds it
+the same harness and leaderboard as the built-in policies (``dream_gym.evaluation.evaluate``), on worlds it
 never saw.
 """
 
@@ -33,14 +33,14 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from dream_gym.cli.options import refuse_old_spellings
-from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
-from dream_gym.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, make_objective
+from dream_gym.evaluation.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policy import run_episode
-from dream_gym.registry import load_cached, shipped_worlds_dir
+from dream_gym.replay.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, make_objective
+from dream_gym.replay.score import DEFAULT_BETA_GRID
 from dream_gym.rl import MacroReplayEnv, SB3Policy, sb3_vec_env
-from dream_gym.rl.training import seed_everything  # python, numpy, torch; threads; deterministic kernels
-from dream_gym.score import DEFAULT_BETA_GRID
-from dream_gym.world import World
+from dream_gym.training.trainer import seed_everything  # python, numpy, torch; threads; deterministic kernels
+from dream_gym.world.registry import load_cached, shipped_worlds_dir
+from dream_gym.world.tree import World
 
 ALL_BASELINES = "random,greedy,fixed,ucb,puct,hyperband,openevolve,shinka,stagnation"
 

@@ -1,5 +1,5 @@
 """Evaluation speed: episodes/s of the built-in baselines on the replay fast path, and the wall time
-of ~1,000 policy x world x beta episodes with ``dream_gym.evaluate.evaluate(jobs=2)``.
+of ~1,000 policy x world x beta episodes with ``dream_gym.evaluation.evaluate.evaluate(jobs=2)``.
 
     .venv/bin/python -m benchmarks.eval_speed            # full run (~1 min on 2 cores)
     .venv/bin/python -m benchmarks.eval_speed --profile  # also cProfile the serial grid
@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from dream_gym import jobs as pools
-from dream_gym import registry
-from dream_gym.evaluate import evaluate
+from dream_gym.evaluation.evaluate import evaluate
+from dream_gym.infrastructure import jobs as pools
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
-from dream_gym.registry import load_cached
-from dream_gym.score import DEFAULT_BETA_GRID
-from dream_gym.world import NODES_FILE, WORLD_FILE
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.replay.score import DEFAULT_BETA_GRID
+from dream_gym.world import registry
+from dream_gym.world.registry import load_cached
+from dream_gym.world.tree import NODES_FILE, WORLD_FILE
+from dream_gym.world.writer import new_meta, write_world
 
 GRID_TARGET_S = 10.0
 

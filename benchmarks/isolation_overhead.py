@@ -55,12 +55,12 @@ from pathlib import Path
 
 import psutil
 
-from dream_gym import registry
-from dream_gym.evaluate import evaluate, parse_betas, resolve_worlds
+from dream_gym.evaluation.evaluate import evaluate, parse_betas, resolve_worlds
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy, load_policy
-from dream_gym.world import build_world
-from dream_gym.world_writer import new_meta
+from dream_gym.world import registry
+from dream_gym.world.tree import build_world
+from dream_gym.world.writer import new_meta
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "agents" / "example_policy.py"
 EXHAUSTIVE = """

@@ -23,7 +23,7 @@ from dream_gym.online.loop import GrowConfig, _Backend, grow
 from dream_gym.online.tasks import get_task
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
-from dream_gym.registry import list_worlds, resolve_world
+from dream_gym.world.registry import list_worlds, resolve_world
 
 
 def replay_seconds(world, repeats: int = 3) -> float:

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dream_gym.oracle import oracle_limit
-from dream_gym.world import load_world
+from dream_gym.replay.oracle import oracle_limit
+from dream_gym.world.tree import load_world
 from tests.worldgen import meta_for, random_records
 
 SETTINGS = {

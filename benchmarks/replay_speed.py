@@ -40,12 +40,12 @@ import gymnasium as gym
 import numpy as np
 
 import dream_gym  # noqa: F401  (registers the env ids)
-from dream_gym.env import DEFAULT_MAX_NODES
+from dream_gym.envs.env import DEFAULT_MAX_NODES
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
-from dream_gym.session import ReplaySession
-from dream_gym.world import build_world
-from dream_gym.world_writer import new_meta
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.tree import build_world
+from dream_gym.world.writer import new_meta
 
 
 def chain_world_records(n: int, branches: int, seed: int = 0) -> list[dict]:
@@ -320,7 +320,7 @@ PEAK = "int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).
 LOAD_SNIPPET = f"""
 import json, sys, time
 t = time.perf_counter()
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 w = load_world(sys.argv[1])
 print(json.dumps({{"seconds": time.perf_counter() - t, "nodes": w.size, "peak_mb": {PEAK}}}))
 """
@@ -328,7 +328,7 @@ print(json.dumps({{"seconds": time.perf_counter() - t, "nodes": w.size, "peak_mb
 RECORDS_SNIPPET = """
 import json, resource, sys
 from pathlib import Path
-from dream_gym.world import read_node_file
+from dream_gym.world.tree import read_node_file
 def rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
@@ -339,7 +339,7 @@ print(json.dumps({"records_mb": rss_mb() - base}))
 
 BASELINE_SNIPPET = f"""
 import json
-import numpy, dream_gym.world
+import numpy, dream_gym.world.tree
 print(json.dumps({{"peak_mb": {PEAK}}}))
 """
 

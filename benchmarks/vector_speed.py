@@ -27,11 +27,11 @@ import gymnasium as gym
 import numpy as np
 
 from benchmarks.replay_speed import branches_of, chain_world_records
-from dream_gym.env import ReplayEnv
+from dream_gym.envs.env import ReplayEnv
+from dream_gym.envs.vector_env import ReplayVectorEnv
 from dream_gym.rl import MACRO_ACTIONS, MacroReplayEnv, MacroVectorEnv, sb3_vec_env
-from dream_gym.vector_env import ReplayVectorEnv
-from dream_gym.world import World, build_world
-from dream_gym.world_writer import new_meta
+from dream_gym.world.tree import World, build_world
+from dream_gym.world.writer import new_meta
 
 BETAS = [0.1, 0.5, 0.9]
 

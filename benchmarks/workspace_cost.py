@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dream_gym.isolation import DEFAULT_WORKSPACE_MB, WORKSPACE_FILES, start_python
-from dream_gym.sandbox import warden
+from dream_gym.infrastructure.isolation import DEFAULT_WORKSPACE_MB, WORKSPACE_FILES, start_python
+from dream_gym.infrastructure.sandbox import warden
 
 SCRIPT = """
 import json

@@ -2,21 +2,24 @@
 
 ``import dream_gym`` registers ``DreamGym/Replay-v1``, one ``DreamGym/<world>-v1`` per shipped
 world and the RL training envs ``DreamGym/Macro-v0``, ``Node-v0``, ``Options-v0`` (Gymnasium 1.x
-has no plugin entry point; see :mod:`dream_gym.env_ids`).
+has no plugin entry point; see :mod:`dream_gym.envs.ids`).
 """
+
+# Modules moved into the layer packages stay importable by their old names.
+from dream_gym import _moved  # noqa: F401
 
 # The dataset store plugs its lookup of ``namespace/name-vN/<world>`` into the registry, which sits
 # below it and never imports it.
 from dream_gym.datasets import store as _dataset_store  # noqa: F401
-from dream_gym.env import ReplayEnv
-from dream_gym.env_ids import register_envs
+from dream_gym.envs.env import ReplayEnv
+from dream_gym.envs.ids import register_envs
 from dream_gym.policy import EpisodeResult, FunctionPolicy, Policy, RunContext, as_policy, run_episode
-from dream_gym.registry import list_worlds, resolve_world
-from dream_gym.replay import IllegalBatchError
-from dream_gym.session import EpisodeLimitError, ReplaySession
-from dream_gym.view import NodeView, PrefixView
-from dream_gym.world import World, WorldFormatError, load_world
-from dream_gym.world_writer import WorldWriter
+from dream_gym.replay.mechanics import IllegalBatchError
+from dream_gym.replay.session import EpisodeLimitError, ReplaySession
+from dream_gym.replay.view import NodeView, PrefixView
+from dream_gym.world.registry import list_worlds, resolve_world
+from dream_gym.world.tree import World, WorldFormatError, load_world
+from dream_gym.world.writer import WorldWriter
 
 __version__ = "0.1.0"
 

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.eval_journal import journal_path
-from dream_gym.evaluate import evaluate, leaderboard
-from dream_gym.leaderboard import Leaderboard
-from dream_gym.plots import plot_results
+from dream_gym.evaluation.evaluate import evaluate, leaderboard
+from dream_gym.evaluation.journal import journal_path
+from dream_gym.evaluation.leaderboard import Leaderboard
+from dream_gym.evaluation.plots import plot_results
 from dream_gym.policies import POLICIES
 
 #: The improvement step: the incumbent, the history H (the first train world of each task of the
@@ -74,7 +74,7 @@ def dream_step(out: Path, history: Sequence[str] = DREAM_HISTORY, incumbent: str
     from dream_gym.dream.builtin_developer import BuiltinDeveloper
     from dream_gym.dream.improve import DreamSettings, improvement_step
     from dream_gym.dream.scoring import ScoringSettings
-    from dream_gym.world_specs import resolve_worlds
+    from dream_gym.evaluation.world_specs import resolve_worlds
 
     worlds = resolve_worlds(",".join(history))
     shutil.rmtree(out, ignore_errors=True)  # the demo's own folder: a fresh step every time
@@ -179,7 +179,7 @@ def _mean_v(board: Leaderboard, policy: str) -> float:
 
 def _held_out_label(split: str, history: Sequence[str]) -> str:
     """``held-out`` when the split shares no world with H; else says that it does."""
-    from dream_gym.world_specs import resolve_worlds
+    from dream_gym.evaluation.world_specs import resolve_worlds
 
     shared = {w.id for w in resolve_worlds(split)} & {w.id for w in resolve_worlds(",".join(history))}
     return "held-out" if not shared else f"{split} ({len(shared)} worlds of H, not held out)"

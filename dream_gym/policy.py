@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from dream_gym.view import PrefixView
+from dream_gym.replay.view import PrefixView
 
 if TYPE_CHECKING:
-    from dream_gym.session import ReplaySession
+    from dream_gym.replay.session import ReplaySession
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class EpisodeResult:
     truncated: bool = False
     error: str | None = None
     # the world's oracle limit at this episode's W, beta1, beta2, frontier and round limit: set
-    # by evaluation (dream_gym.evaluate), never by the episode, never shown to the policy
+    # by evaluation (dream_gym.evaluation.evaluate), never by the episode, never shown to the policy
     limit: float | None = None
     # Coverage (docs/concepts/coverage.md); None in results files written before it was recorded.
     refused: int | None = None  # selections an online run would have made that the record could not answer
@@ -181,9 +181,9 @@ def _session_of(target: Any, options: Mapping[str, Any]) -> tuple[ReplaySession,
     """The session to drive and whether it came from a gymnasium env (stepped through it)."""
     # Imported here: the policy interface above is all an isolated policy's template imports,
     # and it stays free of the replay and numpy (a smaller process, cheaper to fork per episode).
-    from dream_gym.registry import resolve_world
-    from dream_gym.session import ReplaySession
-    from dream_gym.world import World
+    from dream_gym.replay.session import ReplaySession
+    from dream_gym.world.registry import resolve_world
+    from dream_gym.world.tree import World
 
     if isinstance(target, ReplaySession):
         return target, False
@@ -216,7 +216,7 @@ def run_episode(
             evaluation: no observation encoding).
         seed: passed to the policy in its RunContext (and to ``env.reset``).
         on_error: "raise" re-raises a policy's exception or illegal batch, and raises
-            :class:`~dream_gym.session.EpisodeLimitError` when the policy asked for more than
+            :class:`~dream_gym.replay.session.EpisodeLimitError` when the policy asked for more than
             ``max_attempts`` attempts; "record" ends the episode there and puts the message in
             ``EpisodeResult.error``.
         session_options: ReplaySession arguments when ``env`` is a World (workers, beta, ...).
@@ -246,7 +246,7 @@ def run_episode(
                 session.step(batch)
                 view = session.view()
         if session.limit_error is not None:  # the episode asked for more than max_attempts
-            from dream_gym.session import EpisodeLimitError  # here: see _session_of
+            from dream_gym.replay.session import EpisodeLimitError  # here: see _session_of
 
             raise EpisodeLimitError(session.limit_error)
     except Exception as exc:  # an IllegalBatchError, EpisodeLimitError, or anything the policy raised

@@ -31,8 +31,8 @@ import sys
 from pathlib import Path
 
 from dream_gym.datasets.stats import reference_coverage
-from dream_gym.settings import ReplaySettings
-from dream_gym.world import World, load_world
+from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.tree import World, load_world
 
 TASKS = ("circle-packing-26", "sum-difference")
 MEASURED = ("greedy", "stagnation", "hyperband", "openevolve")

@@ -47,11 +47,11 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata, spearmanr
 
-from dream_gym.evaluate import evaluate
+from dream_gym.evaluation.evaluate import evaluate
+from dream_gym.evaluation.world_specs import resolve_worlds
 from dream_gym.policy import EpisodeResult
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.world import World, load_world
-from dream_gym.world_specs import resolve_worlds
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.world.tree import World, load_world
 
 ROOT = Path(__file__).resolve().parents[1]
 REDEPLOY = ROOT / "experiments" / "openevolve_redeploy" / "results.json"

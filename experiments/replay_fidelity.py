@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from dream_gym.evaluate import evaluate, leaderboard
+from dream_gym.evaluation.evaluate import evaluate, leaderboard
 from dream_gym.online.loop import GrowConfig, grow
 from dream_gym.policies import POLICIES, make_policy
-from dream_gym.registry import list_worlds, load_cached
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, replay_score
-from dream_gym.world import World, load_world
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, replay_score
+from dream_gym.world.registry import list_worlds, load_cached
+from dream_gym.world.tree import World, load_world
 
 ROOT = Path(__file__).resolve().parents[1]
 

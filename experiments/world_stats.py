@@ -28,10 +28,10 @@ import tempfile
 from pathlib import Path
 
 from dream_gym.datasets.stats import STOP_ROUNDS, WorldStats, stats_markdown, world_stats
-from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
+from dream_gym.evaluation.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
-from dream_gym.registry import DEFAULT_DATASET
-from dream_gym.world import World, load_world
+from dream_gym.world.registry import DEFAULT_DATASET
+from dream_gym.world.tree import World, load_world
 
 DEFAULT_RUNS = Path(__file__).resolve().parents[2] / "shared" / "external-runs"
 PREFERRED_METRICS = ("combined_score", "overall_score", "score", "fitness")

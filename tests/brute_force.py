@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from dream_gym.score import Normalizer, replay_score
-from dream_gym.world import World
+from dream_gym.replay.score import Normalizer, replay_score
+from dream_gym.world.tree import World
 
 
 def brute_force_limit(

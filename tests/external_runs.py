@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dream_gym.world import World, load_world
+from dream_gym.world.tree import World, load_world
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs"
 PREFERRED_METRICS = ("combined_score", "overall_score", "score", "fitness")

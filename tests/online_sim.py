@@ -18,9 +18,9 @@ from typing import Any
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.policies import make_policy
 from dream_gym.policy import RunContext, batch_from
-from dream_gym.settings import ReplaySettings
-from dream_gym.world import World, build_world
-from dream_gym.world_writer import new_meta
+from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.tree import World, build_world
+from dream_gym.world.writer import new_meta
 
 TASK = "synthetic"
 ROOT_CODE = "x = 0\n"

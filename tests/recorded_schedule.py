@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from dream_gym.replay import ROOT
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
-from dream_gym.session import ReplaySession
-from dream_gym.world import World
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.tree import World
 
 
 def rounds_of(world: World) -> dict[int, list[int]]:

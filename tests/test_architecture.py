@@ -41,21 +41,23 @@ def strings_naming_modules(path: Path) -> list[tuple[int, str]]:
 
 
 def test_infrastructure_names_no_module_above_it_in_a_string() -> None:
-    infrastructure = [module for layer in layers()[-2:] for module in layer]  # work folders below the rest
-    assert {"durable", "locks", "isolation", "sandbox", "jobs", "llm", "redact", "limits",
-            "work_folders"} <= set(infrastructure)
+    assert layers()[-1][0] == "infrastructure"
     named = []
-    for module in infrastructure:
-        folder = REPO / "dream_gym" / module
-        for path in sorted(folder.rglob("*.py")) if folder.is_dir() else [folder.with_suffix(".py")]:
-            named += [(path.name, line, name) for line, name in strings_naming_modules(path)
-                      if name not in infrastructure]
+    for path in sorted((REPO / "dream_gym" / "infrastructure").rglob("*.py")):
+        named += [(path.name, line, name) for line, name in strings_naming_modules(path) if name != "infrastructure"]
     assert named == []
+
+
+def test_the_architecture_page_quotes_the_contract_as_it_is() -> None:
+    page = (REPO / "docs" / "design" / "architecture.md").read_text(encoding="utf-8")
+    quoted = page.split("```toml\n", 1)[1].split("\n```", 1)[0]
+    assert "[[tool.importlinter.contracts]]" in quoted
+    assert quoted in (REPO / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_the_string_check_sees_a_module_named_in_code_but_not_in_a_docstring(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
-    source.write_text('"""Uses :mod:`dream_gym.evaluate`."""\nPRELOAD = ("dream_gym.online.loop",)\n')
+    source.write_text('"""Uses :mod:`dream_gym.evaluation.evaluate`."""\nPRELOAD = ("dream_gym.online.loop",)\n')
     assert strings_naming_modules(source) == [(2, "online")]
 
 
@@ -87,7 +89,7 @@ def test_importing_the_registry_alone_resolves_dataset_references() -> None:
     module is imported first."""
     import subprocess
 
-    code = ("from dream_gym.registry import resolve_world; "
+    code = ("from dream_gym.world.registry import resolve_world; "
             "print(resolve_world('dream-gym/recorded-v0/' + __import__('dream_gym').list_worlds("
             "'dream-gym/recorded-v0')[0]['name']).size > 1)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)

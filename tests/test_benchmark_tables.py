@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import experiments.rl.ship as rl_ship
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.world.writer import new_meta, write_world
 from experiments.rl.results import scored
 
 HERE = Path(__file__).resolve().parent
@@ -140,7 +140,7 @@ def test_a_kind_names_its_arch_and_objective_and_unknown_kinds_are_refused() -> 
 
 
 def test_the_price_choice_can_score_one_pools_check_half_and_train_on_the_rest(tmp_path: Path) -> None:
-    from dream_gym.evaluate import resolve_worlds
+    from dream_gym.evaluation.evaluate import resolve_worlds
     from experiments.rl.price_range import inner_split, parts
 
     for task, seeds in (("aa", 4), ("bb", 2)):

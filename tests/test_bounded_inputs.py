@@ -19,9 +19,9 @@ import pytest
 
 from dream_gym.datasets.archive import UnsafeArchiveError, check_members, make_archive
 from dream_gym.datasets.store import DatasetError, local_path, pack, validate
-from dream_gym.limits import DECOMPRESSED_ENV, LINE_ENV, MAX_JSON_DEPTH, max_decompressed_bytes
-from dream_gym.registry import resolve_world
-from dream_gym.world import (
+from dream_gym.infrastructure.limits import DECOMPRESSED_ENV, LINE_ENV, MAX_JSON_DEPTH, max_decompressed_bytes
+from dream_gym.world.registry import resolve_world
+from dream_gym.world.tree import (
     MAX_ROUND,
     MAX_WORKERS,
     NODES_FILE,
@@ -30,7 +30,7 @@ from dream_gym.world import (
     WorldFormatError,
     load_world,
 )
-from dream_gym.world_writer import WorldWriter, compress_world, decompress_world, new_meta, write_world
+from dream_gym.world.writer import WorldWriter, compress_world, decompress_world, new_meta, write_world
 
 MB = 1 << 20
 ROOT = b'{"id": "root", "parent": null, "score": 0.0}\n'
@@ -131,8 +131,8 @@ def _load_error(folder: Path) -> WorldFormatError:
 # -- the gzip bomb -------------------------------------------------------------------------------
 LOAD_BOTH_WAYS = """
     import sys
-    from dream_gym.world import WorldFormatError, load_world
-    from dream_gym.registry import resolve_world
+    from dream_gym.world.tree import WorldFormatError, load_world
+    from dream_gym.world.registry import resolve_world
     out = []
     for load in (load_world, resolve_world):
         try:

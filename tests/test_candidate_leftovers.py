@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from dream_gym.isolation import DEFAULT_WORKSPACE_MB, run_python
-from dream_gym.limits import LeftoverError, json_containers, read_leftover
+from dream_gym.infrastructure.isolation import DEFAULT_WORKSPACE_MB, run_python
+from dream_gym.infrastructure.limits import LeftoverError, json_containers, read_leftover
 from dream_gym.online.tasks import get_task
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 from tests.openai_server import OpenAICompatServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -418,7 +418,7 @@ def test_openevolve_program_file_is_read_as_data(tmp_path: Path) -> None:
 def test_inputs_larger_than_the_workspace_stop_the_run_before_it_starts(tmp_path: Path) -> None:
     """The files copied into the tmpfs count against its cap: a folder that cannot fit is
     refused with the reason, and nothing runs."""
-    from dream_gym.sandbox import SandboxUnavailable
+    from dream_gym.infrastructure.sandbox import SandboxUnavailable
 
     (tmp_path / "input.bin").write_bytes(b"x" * (2 << 20))
     with pytest.raises(SandboxUnavailable, match="the files of the working folder do not fit its limit of 1 MB"):

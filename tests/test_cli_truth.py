@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dream_gym.leaderboard import Leaderboard, leaderboard
-from dream_gym.registry import list_worlds
-from dream_gym.results import read_results
+from dream_gym.evaluation.leaderboard import Leaderboard, leaderboard
+from dream_gym.evaluation.results import read_results
+from dream_gym.world.registry import list_worlds
 
 WORLDS = "cp26-puct-w4-s1,sd-puct-w8-s1"  # shipped, recorded at W = 4 and W = 8
 BETAS = "0,0.5,1"

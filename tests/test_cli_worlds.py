@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dream_gym.cli import main
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.world.writer import new_meta, write_world
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "openevolve"
 SHINKA = EXTERNAL.parent / "shinkaevolve"

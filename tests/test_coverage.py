@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from dream_gym.datasets.coverage import coverage_report, plot_tree, render_text
-from dream_gym.world import build_world
-from dream_gym.world_writer import new_meta
+from dream_gym.world.tree import build_world
+from dream_gym.world.writer import new_meta
 
 
 def world_of(records, **meta):
@@ -98,7 +98,7 @@ def test_plot_tree_writes_a_png(tmp_path):
 def test_report_gives_the_oracle_limit_and_stopping_after_rounds_1_to_3() -> None:
     from worldgen import make_world, random_records
 
-    from dream_gym.oracle import oracle_limit
+    from dream_gym.replay.oracle import oracle_limit
 
     world = make_world(random_records(__import__("random").Random(5), 80), workers=3)
     report = coverage_report(world)

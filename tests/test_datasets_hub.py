@@ -26,8 +26,8 @@ from dream_gym.datasets.store import (
     local_path,
     pack,
 )
-from dream_gym.world import load_world
-from dream_gym.world_writer import compress_world, new_meta, write_world
+from dream_gym.world.tree import load_world
+from dream_gym.world.writer import compress_world, new_meta, write_world
 
 ROOT = Path(__file__).resolve().parents[1]
 

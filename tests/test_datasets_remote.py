@@ -20,8 +20,8 @@ from dream_gym.datasets.store import (
     pack,
     resolve_world_path,
 )
-from dream_gym.world import load_world
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.world.tree import load_world
+from dream_gym.world.writer import new_meta, write_world
 
 
 def make_world(folder: Path, world_id: str) -> Path:

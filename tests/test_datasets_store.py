@@ -24,8 +24,8 @@ from dream_gym.datasets.store import (
     store_home,
     validate,
 )
-from dream_gym.world import load_world
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.world.tree import load_world
+from dream_gym.world.writer import new_meta, write_world
 
 
 def make_world(folder: Path, world_id: str, scores=(1.0, 2.0, None, 3.0)) -> Path:
@@ -209,8 +209,8 @@ def test_repo_ships_recorded_v0_beside_the_default_dataset(monkeypatch):
 def test_several_shipped_datasets_default_to_v1_and_keep_their_ids(store, monkeypatch):
     import gymnasium as gym
 
-    from dream_gym.env_ids import register_envs
-    from dream_gym.registry import list_worlds, shipped_env_ids
+    from dream_gym.envs.ids import register_envs
+    from dream_gym.world.registry import list_worlds, shipped_env_ids
 
     shipped = store / "recorded_worlds"
     for version, world in ((0, "old-a"), (1, "new-a")):

@@ -20,8 +20,8 @@ from dream_gym.demo import (
 )
 from dream_gym.dream.improve import PhaseResult
 from dream_gym.dream.versions import VersionRecord
-from dream_gym.durable import read_jsonl
-from dream_gym.evaluate import resolve_worlds
+from dream_gym.evaluation.evaluate import resolve_worlds
+from dream_gym.infrastructure.durable import read_jsonl
 
 KEPT = re.compile(r"^kept version (\d+): ([+-]\d\.\d{4}) on H, ([+-]\d\.\d{4}) on held-out$", re.MULTILINE)
 

@@ -272,7 +272,7 @@ def test_every_dream_gym_name_in_the_docs_resolves() -> None:
     names = {name for page in doc_pages()
              for name in re.findall(r"`(dream_gym(?:\.\w+)+)", expand(page.read_text(encoding="utf-8")))}
     assert len(names) >= 30
-    assert not resolves("dream_gym.no_such_module") and resolves("dream_gym.env.ReplayEnv")
+    assert not resolves("dream_gym.no_such_module") and resolves("dream_gym.envs.env.ReplayEnv")
     unresolved = sorted(name for name in names if not resolves(name))
     assert not unresolved, f"names in the docs that dream_gym does not have: {unresolved}"
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from dream_gym.cli import main
-from dream_gym.durable import read_jsonl
+from dream_gym.infrastructure.durable import read_jsonl
 
 DREAM = ["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "--developer", "builtin", "--revisions", "2",
          "--betas", "0.5", "-j", "1", "--quiet"]

@@ -14,7 +14,7 @@ from dream_gym.dream import family_policy
 from dream_gym.dream.builtin_developer import SEARCH_SPACE, BuiltinDeveloper, family_file, read_params
 from dream_gym.dream.developer import EarlierRevision, Feedback
 from dream_gym.policy import run_episode
-from dream_gym.session import ReplaySession
+from dream_gym.replay.session import ReplaySession
 from tests.worldgen import make_world, world_records
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from dream_gym.cli import main
 from dream_gym.dream.held_out import HELD_OUT_MARGIN, auto_held_out, refusal
-from dream_gym.durable import read_jsonl
-from dream_gym.results import read_results
-from dream_gym.world_specs import resolve_worlds
+from dream_gym.evaluation.results import read_results
+from dream_gym.evaluation.world_specs import resolve_worlds
+from dream_gym.infrastructure.durable import read_jsonl
 from tests import dream_revisions as revs
 from tests.openai_server import OpenAICompatServer
 

@@ -16,8 +16,8 @@ from dream_gym.dream.developer import Feedback, Revision
 from dream_gym.dream.improve import DreamSettings, improvement_step
 from dream_gym.dream.scoring import ScoringSettings, score_policy
 from dream_gym.dream.versions import TIE_TOLERANCE, VersionRecord, incumbent_source, select
-from dream_gym.durable import read_jsonl
-from dream_gym.evaluate import resolve_worlds
+from dream_gym.evaluation.evaluate import resolve_worlds
+from dream_gym.infrastructure.durable import read_jsonl
 from tests import dream_revisions as revs
 
 SCORING = ScoringSettings(betas=(0.0, 0.5, 1.0), jobs=1, decision_timeout_s=2.0)

@@ -7,8 +7,8 @@ import pytest
 
 from dream_gym.dream.journal import JOURNAL_FILE, Journal, request_key
 from dream_gym.dream.runfolder import JsonLog
-from dream_gym.durable import read_jsonl
-from dream_gym.llm import LLMClient
+from dream_gym.infrastructure.durable import read_jsonl
+from dream_gym.infrastructure.llm import LLMClient
 from tests.openai_server import OpenAICompatServer, Reply
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pydantic.*")
@@ -49,7 +49,7 @@ def test_an_answered_call_is_never_sent_again_and_an_unanswered_one_is(tmp_path)
 
 
 def test_server_error_is_journaled_and_raised(tmp_path):
-    from dream_gym.llm import LLMError
+    from dream_gym.infrastructure.llm import LLMError
 
     with OpenAICompatServer() as server:
         server.push(Reply(status=400))

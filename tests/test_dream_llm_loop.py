@@ -15,8 +15,8 @@ from dream_gym.dream.improve import DreamSettings, improvement_step
 from dream_gym.dream.journal import JOURNAL_FILE
 from dream_gym.dream.llm_developer import LLMDeveloper
 from dream_gym.dream.scoring import ScoringSettings
-from dream_gym.durable import read_jsonl
-from dream_gym.evaluate import resolve_worlds
+from dream_gym.evaluation.evaluate import resolve_worlds
+from dream_gym.infrastructure.durable import read_jsonl
 from tests import dream_revisions as revs
 from tests.openai_server import OpenAICompatServer
 
@@ -126,7 +126,7 @@ def test_a_call_answered_before_a_crash_is_not_sent_again(tmp_path):
 
 
 def test_unreachable_llm_is_journaled_and_stops_the_step_with_a_clear_error(tmp_path):
-    from dream_gym.llm import LLMError
+    from dream_gym.infrastructure.llm import LLMError
 
     history = resolve_worlds("sd-fixed-s0")
     developer = LLMDeveloper("openai/nobody", tmp_path, api_base="http://127.0.0.1:9/v1", num_retries=0)

@@ -8,7 +8,7 @@ import dataclasses
 from dream_gym.dream.developer import EarlierRevision, Feedback
 from dream_gym.dream.llm_developer import INTERFACE_TEMPLATE, PROMPTS_DIR, SYSTEM_TEMPLATE, build_messages
 from dream_gym.policy import RunContext
-from dream_gym.view import NodeView, PrefixView
+from dream_gym.replay.view import NodeView, PrefixView
 
 
 def test_interface_prompt_names_every_field_of_context_view_and_node():

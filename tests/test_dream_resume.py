@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dream_gym.durable import read_jsonl
-from dream_gym.world import load_world
+from dream_gym.infrastructure.durable import read_jsonl
+from dream_gym.world.tree import load_world
 from tests import dream_revisions as revs
 from tests.openai_server import OpenAICompatServer, Reply
 

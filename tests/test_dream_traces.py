@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dream_gym.dream.traces import policy_traces, world_trace
-from dream_gym.evaluate import evaluate
+from dream_gym.evaluation.evaluate import evaluate
 from tests.worldgen import make_world, node
 
 RECORDS = [

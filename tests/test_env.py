@@ -15,10 +15,10 @@ from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, Time
 from worldgen import make_world, node, random_records, write_folder
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import DEFAULT_MAX_NODES, GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv
-from dream_gym.env_ids import shipped_world_ids
-from dream_gym.replay import IllegalBatchError
-from dream_gym.session import ReplaySession
+from dream_gym.envs.env import DEFAULT_MAX_NODES, GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv
+from dream_gym.envs.ids import shipped_world_ids
+from dream_gym.replay.mechanics import IllegalBatchError
+from dream_gym.replay.session import ReplaySession
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "openevolve"
 
@@ -466,7 +466,7 @@ def test_render_handles_a_deep_chain() -> None:
     while not session.done:
         view = session.view()
         session.step([view.frontier[-1]] if view.frontier else [])
-    from dream_gym.view import render_tree
+    from dream_gym.replay.view import render_tree
 
     assert len(render_tree(session.view()).splitlines()) == 1 + 1500
 
@@ -477,8 +477,8 @@ def test_a_long_episode_leaves_no_object_per_step_for_the_collector() -> None:
     rescan a growing heap (a third of a step at 100,000 nodes)."""
     import gc
 
-    from dream_gym.world import build_world
-    from dream_gym.world_writer import new_meta
+    from dream_gym.world.tree import build_world
+    from dream_gym.world.writer import new_meta
 
     records = [{"id": "root", "parent": None, "score": 0.0}]
     records += [{"id": f"n{i}", "parent": "root" if i <= 4 else f"n{i - 4}", "score": float(i)} for i in range(1, 2001)]

@@ -17,11 +17,11 @@ from gymnasium.utils.env_checker import check_env
 from worldgen import make_world, random_records
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym import env as env_module
-from dream_gym import episode_engine
-from dream_gym.env import ReplayEnv
-from dream_gym.session import ReplaySession
-from dream_gym.view import PrefixView
+from dream_gym.envs import env as env_module
+from dream_gym.envs.env import ReplayEnv
+from dream_gym.replay import engine as episode_engine
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.view import PrefixView
 
 
 def world_of(seed: int = 0, n: int = 120, workers: int = 3, **meta: Any):

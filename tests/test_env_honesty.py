@@ -35,9 +35,9 @@ from worldgen import (
     world_records,
 )
 
-from dream_gym.env import DEFAULT_MAX_NODES, ReplayEnv
-from dream_gym.replay import Replay
-from dream_gym.vector_env import ReplayVectorEnv
+from dream_gym.envs.env import DEFAULT_MAX_NODES, ReplayEnv
+from dream_gym.envs.vector_env import ReplayVectorEnv
+from dream_gym.replay.mechanics import Replay
 
 Record = dict[str, Any]
 SMALL_CAPACITY = 8  # smaller than most generated worlds: episodes get cut

@@ -20,9 +20,9 @@ import pytest
 from worldgen import make_world, random_records
 from worldgen import node as node_record
 
-from dream_gym.env import FrontierCounts, ReplayEnv
-from dream_gym.replay import ROOT
-from dream_gym.session import ReplaySession
+from dream_gym.envs.env import FrontierCounts, ReplayEnv
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.session import ReplaySession
 
 # What the caller keeps from each step's info (the env may reuse a frontier nobody holds).
 KEEPERS = {

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from worldgen import frontier_st, make_world, random_batch_sequence, random_records, workers_st, world_records
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import GLOBAL_COLUMNS, NODE_COLUMNS, PADDING_ROW, ReplayEnv
-from dream_gym.replay import ROOT
-from dream_gym.session import ReplaySession
-from dream_gym.view import PrefixView
+from dream_gym.envs.env import GLOBAL_COLUMNS, NODE_COLUMNS, PADDING_ROW, ReplayEnv
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.view import PrefixView
 
 
 def encoded_from_scratch(view: PrefixView, capacity: int) -> dict[str, np.ndarray]:

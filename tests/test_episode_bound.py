@@ -15,15 +15,15 @@ import pytest
 
 import dream_gym  # noqa: F401 - registers the envs
 from dream_gym.cli import main
-from dream_gym.env import ReplayEnv
-from dream_gym.evaluate import evaluate, resolve_worlds
+from dream_gym.envs.env import ReplayEnv
+from dream_gym.envs.vector_env import ReplayVectorEnv
+from dream_gym.evaluation.evaluate import evaluate, resolve_worlds
+from dream_gym.evaluation.results import read_results
 from dream_gym.policy import run_episode
-from dream_gym.results import read_results
-from dream_gym.session import EpisodeLimitError, ReplaySession
-from dream_gym.settings import DEFAULT_MAX_ATTEMPTS, ReplaySettings
-from dream_gym.vector_env import ReplayVectorEnv
-from dream_gym.view import PrefixView, ReceivedNodes, unsent_nodes
-from dream_gym.world import load_world
+from dream_gym.replay.session import EpisodeLimitError, ReplaySession
+from dream_gym.replay.settings import DEFAULT_MAX_ATTEMPTS, ReplaySettings
+from dream_gym.replay.view import PrefixView, ReceivedNodes, unsent_nodes
+from dream_gym.world.tree import load_world
 
 WALKER = str(Path(__file__).parent / "hostile_policies" / "walks_the_chain.py")
 CHAIN_NODES = 200_001

@@ -1,4 +1,4 @@
-"""dream_gym.evaluate: world resolution, the episode grid (determinism, backends, errors), leaderboard."""
+"""dream_gym.evaluation.evaluate: world resolution, the episode grid (determinism, backends, errors), leaderboard."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from dream_gym import evaluate as ev
-from dream_gym.evaluate import evaluate, leaderboard, load_results, read_results, resolve_worlds
+from dream_gym.evaluation import evaluate as ev
+from dream_gym.evaluation.evaluate import evaluate, leaderboard, load_results, read_results, resolve_worlds
 from dream_gym.policies import POLICIES
 from dream_gym.policy import EpisodeResult
-from dream_gym.score import DEFAULT_BETA_GRID, v2_objective
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.replay.score import DEFAULT_BETA_GRID, v2_objective
+from dream_gym.world.writer import new_meta, write_world
 
 HERE = Path(__file__).resolve().parent
 BETAS = (0.0, 0.5, 1.0)

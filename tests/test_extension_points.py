@@ -11,7 +11,7 @@ from extensions.csv_tree import IMPORTER as CSV_TREE
 
 from dream_gym.cli import build_parser
 from dream_gym.datasets.importers import IMPORTERS, RunImportError, detect_system, import_run
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 
 CSV_RUN = "id,parent,score\nr,,1.0\na,r,2.0\nb,r,\nc,a,3.5\n"
 
@@ -87,7 +87,7 @@ def test_a_saved_model_records_its_architecture(arch, tmp_path):
 
     from dream_gym.rl.archs import ARCH_ATTRIBUTE, ARCHITECTURES, model_arch, model_policy
     from dream_gym.rl.sb3 import load_model
-    from dream_gym.rl.training import TrainConfig, make_env, make_model
+    from dream_gym.training.trainer import TrainConfig, make_env, make_model
 
     config = TrainConfig(arch=arch, n_envs=2, n_steps=8, batch_size=8, out=str(tmp_path))
     model = make_model(config, make_env(config, random_pool(0, 3)))

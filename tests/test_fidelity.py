@@ -115,7 +115,7 @@ def test_a_pool_of_runs_is_a_recorder_held_to_the_online_budget(tmp_path: Path) 
     """pool:A+B replays every policy on the seed's runs of A and B merged, at most the online
     runs' attempts per episode; the control: the same pool replayed without that limit lets a
     policy spend more than an online run could."""
-    from dream_gym.evaluate import evaluate
+    from dream_gym.evaluation.evaluate import evaluate
 
     out = tmp_path / "pooled"
     args = ("--task", TASK, "-p", "greedy", "-p", "random", "--seeds", "0-2", "-n", "6", "-W", "2", "--frontier", "any",

@@ -21,7 +21,7 @@ from dream_gym import load_world
 from dream_gym.fidelity import decisions_match, recorded_setting, reproduce, stored_in_slot_order
 from dream_gym.online.loop import in_slot_order
 from dream_gym.policies import POLICIES, make_policy
-from dream_gym.world import World, build_world
+from dream_gym.world.tree import World, build_world
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.parent for p in (REPO / "recorded_worlds").glob("*/*/world.json"))

@@ -37,11 +37,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from worldgen import frontier_st, make_world, node, random_batch_sequence, workers_st, world_records
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import DEFAULT_MAX_NODES, ReplayEnv
-from dream_gym.env_ids import SHIPPED_MODELS_POOL, shipped_world_ids
-from dream_gym.registry import DEFAULT_DATASET
-from dream_gym.tree_image import HEIGHT, WIDTH
-from dream_gym.vector_env import ReplayVectorEnv
+from dream_gym.envs.env import DEFAULT_MAX_NODES, ReplayEnv
+from dream_gym.envs.ids import SHIPPED_MODELS_POOL, shipped_world_ids
+from dream_gym.envs.tree_image import HEIGHT, WIDTH
+from dream_gym.envs.vector_env import ReplayVectorEnv
+from dream_gym.world.registry import DEFAULT_DATASET
 
 WORLD = "cp26-fixed-w4-s0"
 ENV_ID = f"DreamGym/{WORLD}-v1"
@@ -306,7 +306,7 @@ def plain_step(result: tuple[Any, ...]) -> Any:
 
 
 def test_the_training_envs_default_to_the_shipped_models_pool() -> None:
-    from dream_gym.rl.training import TrainConfig, training_pool
+    from dream_gym.training.trainer import TrainConfig, training_pool
 
     shipped = TrainConfig(worlds="train,dream-gym/recorded-v0:train", prefixes="50,100,200")  # agents/models/README.md
     env = gym.make("DreamGym/Macro-v0")

@@ -2,7 +2,7 @@
 
 Policy files and candidates are written by an LLM and, in the dreaming loop, selected by their
 replay score, so each attack here is what selection would find if it worked. Every attack must
-be contained by the kernel (the sandbox of :mod:`dream_gym.sandbox`) and recorded as the
+be contained by the kernel (the sandbox of :mod:`dream_gym.infrastructure.sandbox`) and recorded as the
 attacker's own error, with every other policy's results unchanged. Each attack also has a
 control where it is shown to work (in-process, or with the explicit opt-out), so no test passes
 because the attacker is blind.
@@ -29,13 +29,13 @@ from typing import Any
 import pytest
 from worldgen import random_records
 
-from dream_gym.evaluate import evaluate
+from dream_gym.evaluation.evaluate import evaluate
+from dream_gym.evaluation.results import read_results
+from dream_gym.infrastructure.sandbox.launch import _warn_unsafe
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy, load_policy
-from dream_gym.results import read_results
-from dream_gym.sandbox.launch import _warn_unsafe
-from dream_gym.world import load_world
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.world.tree import load_world
+from dream_gym.world.writer import new_meta, write_world
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_policies"
 REPO = Path(__file__).resolve().parents[1]
@@ -316,7 +316,7 @@ _FIRST_TOUCH = """
 import ctypes, json, sys
 sys.path[:0] = {paths!r}
 import test_hostile
-from dream_gym.sandbox import warden
+from dream_gym.infrastructure.sandbox import warden
 library = test_hostile.Path({library!r})
 ctypes.CDLL(str(library))  # mapped: the loader touches its headers and relocations
 if {load!r}:
@@ -347,7 +347,7 @@ _FIRST_TOUCH_DATA = """
 import json, mmap, sys
 sys.path[:0] = {paths!r}
 import test_hostile
-from dream_gym.sandbox import warden
+from dream_gym.infrastructure.sandbox import warden
 with open({data!r}, "rb") as file:
     mapped = mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ)  # glibc so maps the locale files
 if {load!r}:
@@ -567,7 +567,7 @@ def test_candidates_are_contained_through_grow(tmp_path: Path, listener: Listene
 def test_candidate_control_without_the_sandbox_escapes(tmp_path: Path, listener: Listener) -> None:
     """The same candidate, unconfined (the explicit opt-out), against a scratch world and a
     stand-in for the grow process: its attacks work, so the test above is not blind."""
-    from dream_gym.isolation import run_python
+    from dream_gym.infrastructure.isolation import run_python
 
     scratch = write_world(tmp_path / "scratch", new_meta("scratch", "toy", "x"), random_records(random.Random(5), 5))
     stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -652,7 +652,7 @@ def test_revisions_are_contained_through_dream(memory_world: Path, tmp_path: Pat
     """The developer proposes a file that cheats with memory across episodes and one that hunts
     the user's key in every process's environment and signals the dreaming process: the cheat
     scores what it scores honestly, the hunter finds nothing, and no key reaches any record."""
-    from dream_gym.durable import read_jsonl
+    from dream_gym.infrastructure.durable import read_jsonl
     from tests.openai_server import OpenAICompatServer
 
     remembers = (HOSTILE / "remembers_tree.py").read_text()

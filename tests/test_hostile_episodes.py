@@ -24,14 +24,14 @@ from typing import Any
 import pytest
 from worldgen import random_records
 
-from dream_gym.evaluate import evaluate
-from dream_gym.isolation import run_python
+from dream_gym.evaluation.evaluate import evaluate
+from dream_gym.infrastructure.isolation import run_python
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy
 from dream_gym.policy_files.errors import PolicyLoadError
 from dream_gym.policy_files.wire import MAX_REPLY_BYTES, ReplyError, parse_reply
-from dream_gym.world import World, load_world
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.world.tree import World, load_world
+from dream_gym.world.writer import new_meta, write_world
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_policies"
 REPO = Path(__file__).resolve().parents[1]
@@ -152,7 +152,7 @@ def test_the_pid_an_episode_sees_says_nothing_of_earlier_episodes(small_world: P
 def test_unconfined_the_ways_of_reading_the_counter_work(small_world: Path) -> None:
     """The control: with the sandbox off, each way reads a real pid (the same one thrice)."""
     with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):
-        from dream_gym.sandbox.launch import _warn_unsafe
+        from dream_gym.infrastructure.sandbox.launch import _warn_unsafe
 
         _warn_unsafe.cache_clear()
         read = _after_a_writer(load_world(small_world), 2, unsafe_no_sandbox=True)
@@ -246,7 +246,7 @@ import sys
 sys.path[:0] = {paths!r}
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 world = load_world({world!r})
 kinds = {kinds!r}
 forgeries = ("none", "huge", "objects", "lists", "strings", "died", "terminal")
@@ -408,7 +408,7 @@ def test_a_candidate_reaches_nothing_of_the_host_outside_its_view() -> None:
 
 def test_unconfined_the_host_calls_answer() -> None:
     """The control: the same calls, with the sandbox off, all succeed."""
-    from dream_gym.sandbox.launch import _warn_unsafe
+    from dream_gym.infrastructure.sandbox.launch import _warn_unsafe
 
     _warn_unsafe.cache_clear()
     with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):

@@ -19,7 +19,7 @@ from evotrace_runs import (
 )
 
 from dream_gym.cli import main
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 
 RUNS = {"gepa_native": gepa_native_programs, "openevolve_native": openevolve_native_programs,
         "shinkaevolve": shinkaevolve_programs}

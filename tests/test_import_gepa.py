@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dream_gym.cli import main
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 
 RUN = Path(__file__).parent / "data" / "gepa" / "linear-fit"
 EXTERNAL_GEPA = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "gepa"

@@ -14,7 +14,7 @@ from openevolve_runs import write_resumed_run
 from dream_gym.cli import main
 from dream_gym.datasets.importers import RunImportError
 from dream_gym.datasets.importers.many import find_runs, import_runs
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 
 GEPA_RUN = Path(__file__).parent / "data" / "gepa" / "linear-fit"
 EXTERNAL_GEPA = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "gepa"

@@ -21,7 +21,7 @@ from dream_gym.datasets.importers import (
 )
 from dream_gym.datasets.importers.openevolve import import_openevolve
 from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 
 
 def _index(world):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dream_gym.datasets.importers import RunImportError, import_run
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs"
 needs_runs = pytest.mark.usefixtures("external_runs")  # skips where the runs are absent

@@ -1,4 +1,4 @@
-"""dream_gym.isolation: timeouts, memory limits, secrets, output floods, exit codes."""
+"""dream_gym.infrastructure.isolation: timeouts, memory limits, secrets, output floods, exit codes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import resource
 import time
 
-from dream_gym.isolation import TRUNCATION_MARKER, run_python, scrubbed_env, start_python
+from dream_gym.infrastructure.isolation import TRUNCATION_MARKER, run_python, scrubbed_env, start_python
 
 
 def test_secrets_do_not_reach_the_child(monkeypatch):

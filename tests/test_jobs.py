@@ -1,4 +1,4 @@
-"""dream_gym.jobs: job processes safe in a threaded parent, and the watchdog of evaluation grids.
+"""dream_gym.infrastructure.jobs: job processes safe in a threaded parent, and the watchdog of evaluation grids.
 
 Task functions and policies used by the jobs live at module level here: jobs start from
 the fork server, so what they run must be importable (``test_jobs:BlockingPolicy``).
@@ -21,8 +21,8 @@ import pytest
 from once import built_once
 from test_evaluate import make_world
 
-from dream_gym.evaluate import evaluate, resolve_worlds
-from dream_gym.jobs import JobPool, TaskFailure, job_context
+from dream_gym.evaluation.evaluate import evaluate, resolve_worlds
+from dream_gym.infrastructure.jobs import JobPool, TaskFailure, job_context
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -132,7 +132,7 @@ def test_jobs_that_cannot_start_stop_the_pool_with_the_reason(tmp_path: Path) ->
     script = tmp_path / "unguarded.py"
     script.write_text("if __name__ != '__main__':\n"
                       "    raise ImportError('this script cannot be imported twice')\n"
-                      "from dream_gym.evaluate import evaluate\n"
+                      "from dream_gym.evaluation.evaluate import evaluate\n"
                       f"evaluate(['greedy'], {str(world)!r}, '0.5', jobs=2, progress=False)\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode != 0
@@ -143,13 +143,13 @@ def test_jobs_that_cannot_start_stop_the_pool_with_the_reason(tmp_path: Path) ->
 
 _POOL_THEN = """
 import multiprocessing, os, signal, sys
-from dream_gym.jobs import job_context
+from dream_gym.infrastructure.jobs import job_context
 job_context()
 print(os.getpid(), multiprocessing.util.get_temp_dir(), flush=True)
 if sys.argv[1] == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
 """
-_SWEEP = "from dream_gym.work_folders import sweep_left_behind; print(sweep_left_behind())"
+_SWEEP = "from dream_gym.infrastructure.work_folders import sweep_left_behind; print(sweep_left_behind())"
 
 
 @pytest.mark.parametrize("end", ["exit", "kill"])
@@ -185,7 +185,7 @@ def test_pool_arguments_are_checked() -> None:
 
 
 def test_online_job_pool_uses_the_fork_server() -> None:
-    from dream_gym.jobs import _parent_pid
+    from dream_gym.infrastructure.jobs import _parent_pid
     from dream_gym.online.loop import Deadlines, _Backend
 
     backend = _Backend("process", 1, Deadlines(60.0, 60.0))
@@ -200,7 +200,7 @@ def test_online_job_pool_uses_the_fork_server() -> None:
 def test_children_start_without_preexec_fn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """preexec_fn runs Python between fork and exec, unsafe in a threaded parent; the isolated
     policy and evaluator children are fork + exec only (limits are set by their boot code)."""
-    from dream_gym.isolation import run_python
+    from dream_gym.infrastructure.isolation import run_python
     from dream_gym.policy_files import IsolatedPolicy
 
     calls: list[dict[str, Any]] = []
@@ -278,7 +278,7 @@ import sys
 import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import DummyVecEnv
-from dream_gym.evaluate import resolve_worlds
+from dream_gym.evaluation.evaluate import resolve_worlds
 from dream_gym.rl import MacroReplayEnv
 
 torch.set_num_threads(2)  # a threaded parent: torch's pool runs before the jobs start
@@ -292,7 +292,7 @@ model.save(sys.argv[1])
 EVALUATE_IN_THREADED_PARENT = """
 import json, sys
 import torch
-from dream_gym.evaluate import evaluate, resolve_worlds
+from dream_gym.evaluation.evaluate import evaluate, resolve_worlds
 from dream_gym.rl import SB3Policy
 
 torch.set_num_threads(2)
@@ -331,7 +331,7 @@ def test_readme_eval_command_with_a_trained_sb3_model_at_j2_finishes(sb3_zip: Pa
 SERVER_IMPORTS = """
 import json, sys
 from multiprocessing import forkserver
-from dream_gym.evaluate import evaluate
+from dream_gym.evaluation.evaluate import evaluate
 results = evaluate([sys.argv[1]], sys.argv[2], "0.5", jobs=2, progress=False)
 assert all(r.error is None for r in results), [r.error for r in results]
 maps = open(f"/proc/{forkserver._forkserver._forkserver_pid}/maps").read()

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from worldgen import random_records, write_folder
 
-from dream_gym.evaluate import evaluate, leaderboard, load_results
-from dream_gym.oracle import oracle_limit
+from dream_gym.evaluation.evaluate import evaluate, leaderboard, load_results
 from dream_gym.policies import POLICIES
 from dream_gym.policy import EpisodeResult
-from dream_gym.registry import resolve_world
+from dream_gym.replay.oracle import oracle_limit
+from dream_gym.world.registry import resolve_world
 
 BETAS = (0.0, 0.5, 1.0)
 

@@ -1,4 +1,4 @@
-"""One writer per output (dream_gym.locks): every long loop and results file is refused to a
+"""One writer per output (dream_gym.infrastructure.locks): every long loop and results file is refused to a
 second writer while a first one runs, with a message naming the first; a lock dies with its
 holder (kill -9, and a child the holder started does not keep it); temporary files of two
 writers of one target never collide; a finished train re-run changes nothing; and a killed
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dream_gym.durable import write_atomic
-from dream_gym.locks import LockedError, file_lock, folder_lock, lock_file_of
+from dream_gym.infrastructure.durable import write_atomic
+from dream_gym.infrastructure.locks import LockedError, file_lock, folder_lock, lock_file_of
 
 REPO = Path(__file__).resolve().parent.parent
 #: Worker processes of the subprocesses import this module (the slow policy below) by name.
@@ -112,7 +112,7 @@ def _refused_naming(result: subprocess.CompletedProcess[str], holder: subprocess
 
 HOLD = """
 import sys, time
-from dream_gym.locks import folder_lock
+from dream_gym.infrastructure.locks import folder_lock
 lock = folder_lock(sys.argv[1] if len(sys.argv) > 1 else {target!r}).acquire()
 {then}
 print("locked", flush=True)
@@ -189,7 +189,7 @@ def test_a_file_lock_sits_beside_the_file(tmp_path: Path) -> None:
 
 WRITE_MANY = """
 import sys
-from dream_gym.durable import write_atomic
+from dream_gym.infrastructure.durable import write_atomic
 for i in range(300):
     write_atomic(sys.argv[1], sys.argv[2] * 1000)
 """
@@ -208,7 +208,7 @@ def test_two_concurrent_write_atomic_to_one_target_never_fail(tmp_path: Path) ->
 
 
 def test_a_failed_write_leaves_no_temporary_file_and_the_old_content(tmp_path: Path) -> None:
-    from dream_gym.durable import write_via
+    from dream_gym.infrastructure.durable import write_via
 
     target = write_atomic(tmp_path / "file.txt", "old")
 
@@ -300,8 +300,8 @@ class StopOnce:
 
 
 def test_resume_keeps_the_journaled_tasks_and_refuses_a_journal_of_another_run(tmp_path: Path) -> None:
-    from dream_gym.eval_journal import JournalMismatch
-    from dream_gym.evaluate import evaluate
+    from dream_gym.evaluation.evaluate import evaluate
+    from dream_gym.evaluation.journal import JournalMismatch
 
     policies, worlds = ["greedy", "test_locks:StopOnce"], "sd-fixed-s0,lasso-greedy-s0"
     options = {"betas": (0.0, 1.0), "backend": "serial", "task_timeout": None, "progress": False}
@@ -364,7 +364,7 @@ GROW = ["grow", "--task", "sum-difference", "--policy", "test_locks:GatedFixed",
 
 @pytest.mark.slow
 def test_a_second_grow_of_the_same_world_is_refused_naming_the_first(tmp_path: Path) -> None:
-    from dream_gym.world import load_world
+    from dream_gym.world.tree import load_world
 
     world = tmp_path / "world"
     env, gate = _gated_env(tmp_path)
@@ -387,7 +387,7 @@ DREAM = ["dream", "--history", "sd-fixed-s0,lasso-greedy-s0", "--policy", "greed
 
 @pytest.mark.slow
 def test_a_second_dream_of_the_same_run_folder_is_refused_naming_the_first(tmp_path: Path) -> None:
-    from dream_gym.durable import read_jsonl
+    from dream_gym.infrastructure.durable import read_jsonl
 
     run = tmp_path / "dream"
     first = _dream_gym(*DREAM, "--out", str(run))
@@ -408,7 +408,7 @@ RSI = ["rsi", "--task", "sleep-task", "--policy", "fixed", "--iterations", "1", 
 
 @pytest.mark.slow
 def test_a_second_rsi_of_the_same_run_folder_is_refused_naming_the_first(tmp_path: Path) -> None:
-    from dream_gym.durable import read_jsonl
+    from dream_gym.infrastructure.durable import read_jsonl
 
     run = tmp_path / "rsi"
     first = _dream_gym(*RSI, "--out", str(run))
@@ -444,7 +444,7 @@ def test_a_second_train_of_the_same_run_folder_is_refused_naming_the_first(tmp_p
 
 @pytest.mark.slow
 def test_a_finished_train_run_again_trains_nothing_and_appends_nothing(tmp_path: Path) -> None:
-    from dream_gym.rl.training import TrainConfig, train
+    from dream_gym.training.trainer import TrainConfig, train
 
     run = tmp_path / "run"
     command = [*TRAIN, "--timesteps", "512", "--out", str(run)]
@@ -469,7 +469,7 @@ def test_a_finished_train_run_again_trains_nothing_and_appends_nothing(tmp_path:
 
 HOLD_FILE = """
 import sys, time
-from dream_gym.locks import file_lock
+from dream_gym.infrastructure.locks import file_lock
 lock = file_lock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(600)
@@ -477,7 +477,7 @@ time.sleep(600)
 
 
 def test_a_pack_into_a_dataset_being_installed_is_refused_naming_the_installer(tmp_path: Path) -> None:
-    from dream_gym.world_writer import new_meta, write_world
+    from dream_gym.world.writer import new_meta, write_world
 
     world = write_world(tmp_path / "w", new_meta("toy", "toy-task"), [{"id": "root", "parent": None, "score": 1.0}])
     env = {**ENV, "DREAM_GYM_HOME": str(tmp_path / "home")}
@@ -495,7 +495,7 @@ def test_a_pack_into_a_dataset_being_installed_is_refused_naming_the_installer(t
 
 
 def test_compressing_a_world_being_written_is_refused_naming_its_writer(tmp_path: Path) -> None:
-    from dream_gym.world_writer import compress_world, new_meta, write_world
+    from dream_gym.world.writer import compress_world, new_meta, write_world
 
     world = write_world(tmp_path / "w", new_meta("toy", "toy-task"), [{"id": "root", "parent": None, "score": 1.0}])
     holder = _python(HOLD.format(target=str(world), then=""))  # the lock every WorldWriter holds

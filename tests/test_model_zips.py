@@ -194,7 +194,7 @@ def test_a_shipped_zip_loads_without_unpickling_and_acts_as_when_trusted(path: P
     from dream_gym.policy import run_episode
     from dream_gym.rl.archs import model_policy
     from dream_gym.rl.sb3 import load_model
-    from dream_gym.world import load_world
+    from dream_gym.world.tree import load_world
 
     with monkeypatch.context() as patched:
         _refuse_unpickling(patched)
@@ -333,7 +333,7 @@ def test_what_dream_gym_does_not_rebuild_is_refused_by_name(name: str, files: An
 def test_every_architecture_trains_a_policy_class_a_zip_may_name() -> None:
     from dream_gym.rl.archs import ARCHITECTURES
     from dream_gym.rl.model_zips import POLICY_CLASSES
-    from dream_gym.rl.training import ALGOS, TrainConfig, policy_class
+    from dream_gym.training.trainer import ALGOS, TrainConfig, policy_class
 
     for arch in ARCHITECTURES:
         for algo in ALGOS:
@@ -344,7 +344,7 @@ def test_every_architecture_trains_a_policy_class_a_zip_may_name() -> None:
 @pytest.mark.parametrize("algo", ["maskable-ppo", "ppo"])
 def test_the_entries_data_may_hold_are_what_sb3_saves(algo: str) -> None:
     from dream_gym.rl.model_zips import ARCH_ATTRIBUTE, SAVED_ATTRIBUTES
-    from dream_gym.rl.training import TrainConfig, algo_class
+    from dream_gym.training.trainer import TrainConfig, algo_class
 
     bare = algo_class(TrainConfig(algo=algo))("MlpPolicy", env=None, _init_setup_model=False)
     torch_names = {name.split(".")[0] for names in bare._get_torch_save_params() for name in names}

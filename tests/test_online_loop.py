@@ -19,8 +19,8 @@ from dream_gym.online.evidence import read_evidence, stagnation_class
 from dream_gym.online.loop import AttemptFailed, GrowConfig, check_online_batch, grow, tree_view
 from dream_gym.policies import make_policy
 from dream_gym.policy import FunctionPolicy
-from dream_gym.replay import IllegalBatchError
-from dream_gym.world import load_world
+from dream_gym.replay.mechanics import IllegalBatchError
+from dream_gym.world.tree import load_world
 from tests.openai_server import OpenAICompatServer
 
 

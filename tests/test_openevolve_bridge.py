@@ -232,7 +232,7 @@ def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path, short_tmp_p
         if (out / "nodes.jsonl").exists() and len(nodes_lines(out)) >= 6:
             break
         time.sleep(0.05)
-    from dream_gym.locks import LockedError
+    from dream_gym.infrastructure.locks import LockedError
 
     with pytest.raises(LockedError, match=f"pid {proc.pid}"):  # one writer per world
         run_openevolve(BridgeConfig(task=TASK, out=out, policy="fixed", iterations=24, resume=True))

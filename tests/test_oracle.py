@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from worldgen import frontier_st, make_world, node, random_records, workers_st, world_records
 
-from dream_gym.oracle import OracleLimit, oracle_limit
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
-from dream_gym.registry import resolve_world, shipped_world_names
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.session import ReplaySession
-from dream_gym.world import World
+from dream_gym.replay.oracle import OracleLimit, oracle_limit
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.registry import resolve_world, shipped_world_names
+from dream_gym.world.tree import World
 
 betas1 = st.sampled_from((0.0, 0.003, 0.05, 0.2))
 betas2 = st.sampled_from((0.0, 0.02, 0.1, 0.5))
@@ -237,8 +237,8 @@ def test_single_node_world_and_world_without_gain() -> None:
 
 def test_policies_cannot_reach_the_oracle() -> None:
     """The replay, view and env layers never import the oracle: a policy cannot see the limit."""
-    code = ("import sys, dream_gym.env, dream_gym.session, dream_gym.view, dream_gym.policy, "
-            "dream_gym.policies; print('dream_gym.oracle' in sys.modules)")
+    code = ("import sys, dream_gym.envs.env, dream_gym.replay.session, dream_gym.replay.view, dream_gym.policy, "
+            "dream_gym.policies; print('dream_gym.replay.oracle' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dream_gym.jobs import _die_with_owner, _parent_pid
+from dream_gym.infrastructure.jobs import _die_with_owner, _parent_pid
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = "DREAM_GYM_TEST_MARKER"
@@ -240,7 +240,7 @@ def test_kill_9_of_train_leaves_nothing(tmp_path):
 def test_a_worker_whose_fork_server_is_already_gone_exits_instead_of_running_on(tmp_path):
     """The race the death signal cannot cover: the server exited before the worker asked for
     the signal. A process whose parent's parent is not the owner is in that state."""
-    code = (f"from dream_gym.jobs import _die_with_owner; "
+    code = (f"from dream_gym.infrastructure.jobs import _die_with_owner; "
             f"_die_with_owner({os.getpid() + 10**6}); print('ran on')")  # an owner that is not its grandparent
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 1 and "ran on" not in done.stdout, (done.returncode, done.stdout, done.stderr)

@@ -30,7 +30,7 @@ from once import built_once
 import dream_gym
 from dream_gym.cli import main as cli_main
 from dream_gym.demo import DREAMED
-from dream_gym.shipped import models_dir, prompts_dir, shipped_root
+from dream_gym.world.shipped import models_dir, prompts_dir, shipped_root
 
 REPO = Path(__file__).resolve().parents[1]
 SPY = Path(__file__).resolve().parent / "hostile_policies" / "spy_shipped.py"
@@ -162,7 +162,7 @@ def _quick_checks_of_the_wheel(installed: Installed) -> None:
 
     where = installed.python_code("""
         import importlib.metadata, json, dream_gym
-        from dream_gym.shipped import models_dir, prompts_dir, shipped_root
+        from dream_gym.world.shipped import models_dir, prompts_dir, shipped_root
         print(json.dumps([dream_gym.__file__, importlib.metadata.version("dream-gym"),
                           str(shipped_root()), str(models_dir()), str(prompts_dir())]))""")
     assert where.returncode == 0, where.stderr
@@ -183,7 +183,7 @@ def _quick_checks_of_the_wheel(installed: Installed) -> None:
         from dream_gym.dream.llm_developer import INTERFACE_TEMPLATE, REVISION_TEMPLATE, SYSTEM_TEMPLATE
         from dream_gym.policies.trained import SHIPPED_MODELS
         from dream_gym.policy_files import load_policy
-        from dream_gym.shipped import prompts_dir
+        from dream_gym.world.shipped import prompts_dir
         assert all((prompts_dir() / t).is_file() for t in (INTERFACE_TEMPLATE, REVISION_TEMPLATE, SYSTEM_TEMPLATE))
         print(sorted(load_policy(name).name for name in SHIPPED_MODELS))""")
     assert loaded.returncode == 0, loaded.stderr
@@ -221,9 +221,9 @@ def test_a_policy_file_cannot_read_the_installed_wheels_shipped_data(installed: 
         import dream_gym
         from dream_gym.policy import run_episode
         from dream_gym.policy_files import IsolatedPolicy
-        from dream_gym.registry import resolve_world, shipped_world_names
-        from dream_gym.sandbox import read_roots
-        from dream_gym.shipped import models_dir, prompts_dir, shipped_root
+        from dream_gym.world.registry import resolve_world, shipped_world_names
+        from dream_gym.infrastructure.sandbox import read_roots
+        from dream_gym.world.shipped import models_dir, prompts_dir, shipped_root
         world = resolve_world(shipped_world_names("dream-gym/recorded-v0")[0])
         report = {"package": dream_gym.__file__, "data": [str(shipped_root()), str(models_dir()), str(prompts_dir())], "roots": read_roots()}
         # the kernel alone (without the audit hook, which refuses even to list the folder), both

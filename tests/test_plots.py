@@ -1,4 +1,4 @@
-"""dream_gym.plots: replayed anytime traces agree with the results; every figure is a real PNG."""
+"""dream_gym.evaluation.plots: replayed anytime traces agree with the results; every figure is a real PNG."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dream_gym.evaluate import evaluate, read_results
-from dream_gym.plots import _anytime_curve, plot_results, replay_trace, tree_layout, world_of_row
-from dream_gym.registry import load_cached
+from dream_gym.evaluation.evaluate import evaluate, read_results
+from dream_gym.evaluation.plots import _anytime_curve, plot_results, replay_trace, tree_layout, world_of_row
+from dream_gym.world.registry import load_cached
 from tests.test_evaluate import make_world
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -37,7 +37,7 @@ def test_replayed_traces_match_the_recorded_results(results_file: Path) -> None:
 
 
 def test_anytime_curve_holds_the_last_value() -> None:
-    from dream_gym.plots import Trace
+    from dream_gym.evaluation.plots import Trace
 
     a = Trace((0, 2, 3), (0, 1, 2), (0.0, 0.5, 0.7), ())
     b = Trace((0, 1), (0, 1), (0.2, 0.4), ())

@@ -1,4 +1,4 @@
-"""dream_gym.plots leaves the caller's matplotlib alone and draws a readable tree.
+"""dream_gym.evaluation.plots leaves the caller's matplotlib alone and draws a readable tree.
 
 Importing the module (and drawing with it) keeps the backend a notebook or script chose; the
 tree figure has integer depth ticks, exactly one colour bar, a legend entry for the best revealed
@@ -19,9 +19,9 @@ from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from worldgen import random_records, write_folder
 
-from dream_gym.plots import draw_tree, tree_figure, tree_quality
-from dream_gym.registry import load_cached
-from dream_gym.world import World
+from dream_gym.evaluation.plots import draw_tree, tree_figure, tree_quality
+from dream_gym.world.registry import load_cached
+from dream_gym.world.tree import World
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -58,9 +58,9 @@ def test_importing_and_drawing_keep_the_callers_backend(how: str, tmp_path: Path
         import matplotlib
         {"matplotlib.use('pdf')" if chosen == "pdf" else ""}
         before = matplotlib.get_backend()
-        import dream_gym.plots as plots
+        import dream_gym.evaluation.plots as plots
         after_import = matplotlib.get_backend()
-        from dream_gym.registry import load_cached
+        from dream_gym.world.registry import load_cached
         world = load_cached({str(world)!r})
         plots.plot_tree(world, {{"some policy": [0, 1, 2]}}, {str(tmp_path / "tree.png")!r})
         plots.tree_figure(world, {{}})
@@ -123,8 +123,8 @@ def test_draw_tree_draws_on_the_callers_axes(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_an_unknown_world_to_plot_names_the_nearest(tmp_path: Path) -> None:
-    from dream_gym.evaluate import evaluate
-    from dream_gym.plots import plot_results
+    from dream_gym.evaluation.evaluate import evaluate
+    from dream_gym.evaluation.plots import plot_results
 
     for seed in range(2):
         write_folder(tmp_path / "worlds" / f"world-{seed}", random_records(random.Random(seed), 20), world_id=f"world-{seed}")

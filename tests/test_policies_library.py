@@ -17,10 +17,10 @@ from dream_gym.policies.shinka import ShinkaPolicy
 from dream_gym.policies.stagnation import StagnationPolicy
 from dream_gym.policies.ucb import UCBPolicy
 from dream_gym.policy import RunContext, run_episode
-from dream_gym.session import ReplaySession
-from dream_gym.view import PrefixView
-from dream_gym.world import World, build_world
-from dream_gym.world_writer import new_meta
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.view import PrefixView
+from dream_gym.world.tree import World, build_world
+from dream_gym.world.writer import new_meta
 
 LIBRARY = ("ucb", "puct", "hyperband", "openevolve", "shinka", "stagnation")
 BETAS = (0.0, 0.5, 1.0)

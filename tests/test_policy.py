@@ -21,9 +21,9 @@ from dream_gym.policy import (
     policy_name,
     run_episode,
 )
-from dream_gym.replay import IllegalBatchError
-from dream_gym.session import ReplaySession
-from dream_gym.world import World, load_world
+from dream_gym.replay.mechanics import IllegalBatchError
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.tree import World, load_world
 
 BETAS = (0.0, 0.3, 0.7, 1.0)
 

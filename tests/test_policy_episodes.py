@@ -17,8 +17,8 @@ from worldgen import random_records
 
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import IsolatedPolicy, PolicyLoadError
-from dream_gym.world import World, build_world
-from dream_gym.world_writer import new_meta
+from dream_gym.world.tree import World, build_world
+from dream_gym.world.writer import new_meta
 
 HOSTILE = Path(__file__).resolve().parent / "hostile_policies"
 FAST = dict(decision_timeout_s=10.0, episode_timeout_s=30.0, memory_mb=512)
@@ -247,7 +247,7 @@ def test_a_template_without_the_parents_programs_builds_its_own(tmp_path: Path, 
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Where this process cannot build the programs, the template builds them itself (it imports
     pyseccomp before Landlock) and its episodes are confined all the same."""
-    monkeypatch.setattr(importlib.import_module("dream_gym.sandbox.launch"), "_compiled_filters", dict)
+    monkeypatch.setattr(importlib.import_module("dream_gym.infrastructure.sandbox.launch"), "_compiled_filters", dict)
     error, hardening = _probe_error(tmp_path, world, _THREADING_PROBE)
     assert "seccomp" in hardening
     assert "'pyseccomp'" in error, error
@@ -266,7 +266,7 @@ def test_the_template_imports_numpy_and_dream_gym_only_for_files_that_import_the
         tmp_path: Path, world: World, imports: str, ahead: str) -> None:
     error, _ = _probe_error(tmp_path, world,
                             "import sys\n"
-                            "AHEAD = f\"numpy={'numpy' in sys.modules} init={'dream_gym.env' in sys.modules}\"\n"
+                            "AHEAD = f\"numpy={'numpy' in sys.modules} init={'dream_gym.envs.env' in sys.modules}\"\n"
                             f"{imports}"
                             "def act(view):\n"
                             "    raise RuntimeError(f'AHEAD {AHEAD}')\n")

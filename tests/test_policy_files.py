@@ -34,10 +34,10 @@ from dream_gym.policy_files import (
     load_policy,
 )
 from dream_gym.policy_files.wire import HEADER, decode_view, encode_view, frame_request, read_request
-from dream_gym.session import ReplaySession
-from dream_gym.view import PrefixView, ReceivedNodes
-from dream_gym.world import World, build_world
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.view import PrefixView, ReceivedNodes
+from dream_gym.world.tree import World, build_world
+from dream_gym.world.writer import new_meta, write_world
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = Path(__file__).resolve().parent / "hostile_policies"

@@ -14,9 +14,9 @@ from dream_gym import load_world
 from dream_gym.datasets.pool import PoolError, pool_worlds
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
-from dream_gym.score import DEFAULT_BETA_GRID
-from dream_gym.session import ReplaySession
-from dream_gym.settings import ReplaySettings
+from dream_gym.replay.score import DEFAULT_BETA_GRID
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.settings import ReplaySettings
 from tests.online_sim import simulate_run
 from tests.worldgen import make_world, node, write_folder
 

@@ -1,4 +1,4 @@
-"""dream_gym.printable: text others wrote, made safe to print (every control escaped, cut to a bound)."""
+"""dream_gym.infrastructure.printable: text others wrote, made safe to print (every control escaped, cut to a bound)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dream_gym.printable import NAME_CHARS, cut_marker, is_printable, printable
+from dream_gym.infrastructure.printable import NAME_CHARS, cut_marker, is_printable, printable
 
 C0 = [chr(c) for c in range(0x20)]
 C1 = [chr(c) for c in range(0x80, 0xA0)]

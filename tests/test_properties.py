@@ -22,10 +22,10 @@ from worldgen import (
     write_folder,
 )
 
-from dream_gym.replay import IllegalBatchError, Replay
-from dream_gym.score import replay_score
-from dream_gym.session import ReplaySession
-from dream_gym.world import WorldFormatError, load_world
+from dream_gym.replay.mechanics import IllegalBatchError, Replay
+from dream_gym.replay.score import replay_score
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.tree import WorldFormatError, load_world
 
 SETTINGS = settings(max_examples=80, deadline=None)
 

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from dream_gym.cli import main as cli_main
-from dream_gym.evaluate import evaluate
+from dream_gym.evaluation.evaluate import evaluate
 from dream_gym.policies import POLICIES
 from dream_gym.policies.recommended import NAME, RECOMMENDED, recommended_spec, resolve
 from dream_gym.policies.trained import SHIPPED_MODELS
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import load_policy
 from dream_gym.policy_files.specs import PolicySource, check_policy_spec, is_model_spec
-from dream_gym.registry import resolve_world
-from dream_gym.world import load_world
+from dream_gym.world.registry import resolve_world
+from dream_gym.world.tree import load_world
 
 REPO = Path(__file__).resolve().parents[1]
 CV_TABLE = REPO / "experiments" / "recommended_cv" / "cv_table.json"

@@ -17,7 +17,7 @@ import dream_gym
 from dream_gym.datasets.stats import STOP_ROUNDS, world_stats
 from dream_gym.datasets.store import shipped_path, validate
 from dream_gym.online.tasks import list_tasks
-from dream_gym.registry import DEFAULT_DATASET, list_worlds, resolve_world
+from dream_gym.world.registry import DEFAULT_DATASET, list_worlds, resolve_world
 
 V1 = "dream-gym/recorded-v1"
 ROOT = shipped_path(V1)
@@ -109,7 +109,7 @@ def test_make_dataset_resumes_a_world_after_kill_9(tmp_path):
     import time
     from pathlib import Path
 
-    from dream_gym.world import load_world
+    from dream_gym.world.tree import load_world
 
     build = Path(__file__).resolve().parents[1] / "recorded_worlds" / "recorded-v1" / "build.py"
     script = (f"import importlib.util, pathlib, sys\n"

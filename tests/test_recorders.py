@@ -15,7 +15,7 @@ from dream_gym import load_world
 from dream_gym.datasets.stats import reference_coverage
 from dream_gym.policies import make_policy
 from dream_gym.policy import RunContext
-from dream_gym.settings import ReplaySettings, recorder_or
+from dream_gym.replay.settings import ReplaySettings, recorder_or
 from tests.online_sim import simulate_run
 
 OTHERS = ("stagnation", "hyperband", "openevolve")  # the requests a greedy world is not grown for

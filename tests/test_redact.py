@@ -1,4 +1,4 @@
-"""Secrets never reach records or prompts (dream_gym.redact), unit by unit and end to end.
+"""Secrets never reach records or prompts (dream_gym.infrastructure.redact), unit by unit and end to end.
 
 The end-to-end tests put a fresh fake key in the environment of this process and let untrusted
 code leak it: a candidate or a policy revision whose exception message is the key (plainly,
@@ -22,7 +22,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from dream_gym.redact import (
+from dream_gym.infrastructure.redact import (
     RedactingStream,
     redact,
     redact_value,
@@ -124,7 +124,7 @@ def test_nested_values_keys_included_other_types_kept(key: str) -> None:
 
 def test_a_secret_that_needs_json_escapes_is_caught_before_json(monkeypatch: pytest.MonkeyPatch,
                                                                 tmp_path: Path) -> None:
-    from dream_gym.durable import write_json_atomic
+    from dream_gym.infrastructure.durable import write_json_atomic
 
     quoted = 'quo"te\\' + secrets.token_hex(6)
     monkeypatch.setenv("SERVICE_TOKEN", quoted)
@@ -214,7 +214,7 @@ def test_a_traceback_escaping_the_cli_is_redacted(key: str, tmp_path: Path) -> N
     import subprocess
     import sys
 
-    code = ("import os\nfrom dream_gym.redact import redacted_output\n"
+    code = ("import os\nfrom dream_gym.infrastructure.redact import redacted_output\n"
             "with redacted_output():\n    raise KeyError(os.environ['OPENAI_API_KEY'])\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 1 and "KeyError" in run.stderr and MARK in run.stderr
@@ -227,12 +227,12 @@ def test_a_traceback_escaping_the_cli_is_redacted(key: str, tmp_path: Path) -> N
 
 def test_every_writer_of_records_redacts(key: str, tmp_path: Path) -> None:
     from dream_gym.dream.runfolder import JsonLog, write_json
-    from dream_gym.durable import write_atomic, write_json_atomic
-    from dream_gym.eval_journal import EvalJournal
+    from dream_gym.evaluation.journal import EvalJournal
+    from dream_gym.evaluation.results import dumps_row
+    from dream_gym.infrastructure.durable import write_atomic, write_json_atomic
     from dream_gym.online.evidence import EvidenceLedger
     from dream_gym.policy import EpisodeResult
-    from dream_gym.results import dumps_row
-    from dream_gym.world_writer import WorldWriter, new_meta
+    from dream_gym.world.writer import WorldWriter, new_meta
 
     leak = f"ValueError: {key} {key[::-1]}"
     with WorldWriter.create(tmp_path / "world", new_meta("w", "t", f"described with {key}")) as writer:
@@ -272,7 +272,7 @@ def test_a_resumed_run_with_a_secret_in_its_settings_is_not_refused(key: str, tm
 
 
 def test_leaderboard_errors_are_redacted(key: str) -> None:
-    from dream_gym.leaderboard import leaderboard
+    from dream_gym.evaluation.leaderboard import leaderboard
     from dream_gym.policy import EpisodeResult
 
     episode = EpisodeResult(world="w", policy="p", beta=0.5, replay_score=0.0, best_q=0.0, best_score=None,
@@ -395,7 +395,7 @@ def test_dream_with_the_llm_developer_leaks_no_key(key: str, tmp_path: Path) -> 
     from dream_gym.dream.improve import DreamSettings, improvement_step
     from dream_gym.dream.llm_developer import LLMDeveloper
     from dream_gym.dream.scoring import ScoringSettings
-    from dream_gym.evaluate import resolve_worlds
+    from dream_gym.evaluation.evaluate import resolve_worlds
     from tests import dream_revisions as revs
     from tests.openai_server import OpenAICompatServer
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from worldgen import make_world, node
 
-from dream_gym.replay import IllegalBatchError, Replay
-from dream_gym.session import ReplaySession
-from dream_gym.view import PrefixView
+from dream_gym.replay.mechanics import IllegalBatchError, Replay
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.view import PrefixView
 
 # Creation order (file order) deliberately interleaves branches:
 #   root -> a, b, c ;  a -> a1, a2 ;  a1 -> a11 ;  c -> c1

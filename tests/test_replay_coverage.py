@@ -19,15 +19,15 @@ from worldgen import make_world, node, write_folder
 from dream_gym.cli import main
 from dream_gym.datasets.coverage import coverage_report, render_text
 from dream_gym.datasets.stats import reference_coverage, world_stats
-from dream_gym.env import ReplayEnv
-from dream_gym.leaderboard import MOSTLY, leaderboard, rests_on_uncovered
-from dream_gym.oracle import oracle_limit
+from dream_gym.envs.env import ReplayEnv
+from dream_gym.envs.vector_env import ReplayVectorEnv
+from dream_gym.evaluation.leaderboard import MOSTLY, leaderboard, rests_on_uncovered
+from dream_gym.evaluation.results import load_results, result_from_row
 from dream_gym.policy import EpisodeResult, run_episode
-from dream_gym.replay import IllegalBatchError
-from dream_gym.results import load_results, result_from_row
-from dream_gym.session import ReplaySession
-from dream_gym.settings import ReplaySettings
-from dream_gym.vector_env import ReplayVectorEnv
+from dream_gym.replay.mechanics import IllegalBatchError
+from dream_gym.replay.oracle import oracle_limit
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.settings import ReplaySettings
 
 # Root + three chains under the "leaves" rule, W = 1: a (1) -> a1 (2) -> a2 (9); b (3); c (0.5).
 CHAINS = [

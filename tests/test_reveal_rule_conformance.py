@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from worldgen import make_world, random_records
 
-from dream_gym.env import ReplayEnv
+from dream_gym.envs.env import ReplayEnv
 from dream_gym.online.loop import check_online_batch, tree_view
-from dream_gym.oracle import reach_costs
-from dream_gym.replay import ROOT, IllegalBatchError, Replay
-from dream_gym.reveal_rules import REVEAL_RULES
-from dream_gym.session import ReplaySession
-from dream_gym.vector_replay import NONE, VectorReplay, WorldPool
-from dream_gym.world import World
+from dream_gym.replay.mechanics import ROOT, IllegalBatchError, Replay
+from dream_gym.replay.oracle import reach_costs
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.vector import NONE, VectorReplay, WorldPool
+from dream_gym.world.reveal_rules import REVEAL_RULES
+from dream_gym.world.tree import World
 
 RULES = sorted(REVEAL_RULES)
 SEEDS = range(12)

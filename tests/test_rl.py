@@ -16,8 +16,8 @@ from gymnasium.utils.env_checker import check_env
 from worldgen import make_world, node, random_records
 
 from dream_gym.policy import run_episode
-from dream_gym.registry import shipped_dataset_dir
-from dream_gym.replay import ROOT
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.session import ReplaySession
 from dream_gym.rl import (
     FEATURE_NAMES,
     MACRO_ACTIONS,
@@ -29,8 +29,8 @@ from dream_gym.rl import (
     macro_masks,
     view_features,
 )
-from dream_gym.session import ReplaySession
-from dream_gym.world import World
+from dream_gym.world.registry import shipped_dataset_dir
+from dream_gym.world.tree import World
 
 
 def random_worlds(seed: int, count: int) -> list[World]:

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dream_gym.evaluation.world_specs import resolve_worlds
 from dream_gym.rl.node_env import NodeReplayEnv
 from dream_gym.rl.options_env import OptionsReplayEnv
 from dream_gym.rl.sb3 import sb3_vec_env
-from dream_gym.rl.training import TrainConfig
-from dream_gym.world_specs import resolve_worlds
+from dream_gym.training.trainer import TrainConfig
 
 POOL = "sd-fixed-s0,lasso-greedy-s0,cp26-fixed-s0"  # shipped worlds
 DRAWS = [(2, 0.003, 0.02), (10, 0.002, 0.0), (4, 0.001, 0.05)]

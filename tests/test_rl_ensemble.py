@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from dream_gym.evaluate import evaluate, resolve_worlds
+from dream_gym.evaluation.evaluate import evaluate, resolve_worlds
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import PolicyNotFoundError, load_policy
+from dream_gym.replay.session import ReplaySession
 from dream_gym.rl import EnsemblePolicy, SB3Policy, batch_for, macro_masks, model_policy
-from dream_gym.session import ReplaySession
 
 pytest.importorskip("sb3_contrib")
 

@@ -1,4 +1,4 @@
-"""The beta-priced objective (dream_gym.objectives.PricedAttainment) and the node-level policy
+"""The beta-priced objective (dream_gym.replay.objectives.PricedAttainment) and the node-level policy
 (dream_gym.rl.node_features / node_env / node_policy, NodeSB3Policy): rewards sum to the objective,
 masks never allow an illegal batch, the scorer is permutation-equivariant and serves any number of
 candidates, and a node model runs through run_episode, load_policy and evaluate deterministically."""
@@ -25,9 +25,10 @@ from worldgen import (
     world_records,
 )
 
-from dream_gym.objectives import Progress, make_objective, replay_value
 from dream_gym.policy import run_episode
-from dream_gym.replay import Replay
+from dream_gym.replay.mechanics import Replay
+from dream_gym.replay.objectives import Progress, make_objective, replay_value
+from dream_gym.replay.session import ReplaySession
 from dream_gym.rl import (
     N_GLOBAL_FEATURES,
     N_NODE_FEATURES,
@@ -41,8 +42,7 @@ from dream_gym.rl import (
     model_policy,
     node_observation,
 )
-from dream_gym.session import ReplaySession
-from dream_gym.world import World
+from dream_gym.world.tree import World
 
 
 def random_worlds(seed: int, count: int) -> list[World]:
@@ -290,7 +290,7 @@ def test_node_policy_builds_the_batches_the_env_would(node_model: Path) -> None:
 
 @pytest.mark.slow
 def test_load_policy_and_evaluate_a_node_model_deterministically(node_model: Path) -> None:
-    from dream_gym.evaluate import evaluate
+    from dream_gym.evaluation.evaluate import evaluate
     from dream_gym.policy_files import load_policy
 
     policy = load_policy(str(node_model))
@@ -347,7 +347,7 @@ def test_node_observations_are_invariant_under_positive_affine_score_maps() -> N
     sub-step, as q, V and v2 do not change (both RL observations are affine-invariant)."""
     import copy
 
-    from dream_gym.session import ReplaySession
+    from dream_gym.replay.session import ReplaySession
 
     rng = random.Random(11)
     records = random_records(rng, 45, root_score=3.0)

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from worldgen import frontier_st, make_world, random_pool, workers_st, world_records
 
-from dream_gym.objectives import Progress
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
-from dream_gym.replay import Replay
+from dream_gym.replay.mechanics import Replay
+from dream_gym.replay.objectives import Progress
 from dream_gym.rl import EnsemblePolicy, PricedAttainment, model_policy
 from dream_gym.rl.option_set import (
     N_OPTION_ACTIONS,
@@ -26,7 +26,7 @@ from dream_gym.rl.option_set import (
 )
 from dream_gym.rl.options_env import OptionsReplayEnv
 from dream_gym.rl.sb3 import OptionsSB3Policy
-from dream_gym.world import World
+from dream_gym.world.tree import World
 
 
 def random_worlds(seed: int, count: int) -> list[World]:
@@ -141,7 +141,7 @@ def test_options_policy_runs_the_batches_the_env_would(options_model: Path) -> N
 
 @pytest.mark.slow
 def test_load_and_evaluate_an_options_model_deterministically(options_model: Path) -> None:
-    from dream_gym.evaluate import evaluate
+    from dream_gym.evaluation.evaluate import evaluate
     from dream_gym.policy_files import load_policy
 
     policy = load_policy(str(options_model))

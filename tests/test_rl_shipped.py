@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from dream_gym.cli import main as cli_main
-from dream_gym.evaluate import evaluate
+from dream_gym.evaluation.evaluate import evaluate
 from dream_gym.policies.trained import SHIPPED_MODELS, models_dir
 from dream_gym.policy_files import load_policy
 from dream_gym.rl import OptionsSB3Policy, SB3Policy
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 
 KINDS = {"ppo-macro-v": SB3Policy, "ppo-options": OptionsSB3Policy, "ppo-options-v": OptionsSB3Policy}
 

@@ -1,4 +1,4 @@
-"""dream-gym train (dream_gym.rl.training): the run folder, refusing another configuration, resuming
+"""dream-gym train (dream_gym.training.trainer): the run folder, refusing another configuration, resuming
 after kill -9 of a real process, and (slow) that short seeded runs learn: they beat `random` on a
 tiny pool, and a beta-priced policy spends more at higher beta (one Pareto point per beta region)."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from dream_gym.evaluate import resolve_worlds
+from dream_gym.evaluation.evaluate import resolve_worlds
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import load_policy
-from dream_gym.rl.training import TrainConfig, evaluate_policy, train
+from dream_gym.training.trainer import TrainConfig, evaluate_policy, train
 
 POOL = "sd-fixed-s0,lasso-greedy-s0,cp26-fixed-s0"  # shipped worlds
 
@@ -134,7 +134,7 @@ def test_a_beta_priced_policy_spends_more_at_higher_beta(tmp_path: Path) -> None
 
 
 def test_the_training_pool_adds_prefixes_shorter_than_each_world(tmp_path: Path) -> None:
-    from dream_gym.rl.training import training_pool
+    from dream_gym.training.trainer import training_pool
 
     pool = training_pool(tiny(tmp_path, prefixes="50,100,150,1000"))  # the POOL worlds have 151 nodes
     names = [w.id for w in pool]

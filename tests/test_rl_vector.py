@@ -25,7 +25,7 @@ from dream_gym.rl import (
     sb3_vec_env,
     view_features,
 )
-from dream_gym.world import World
+from dream_gym.world.tree import World
 
 
 def pool(seed: int, count: int = 6, max_nodes: int = 120) -> list[World]:

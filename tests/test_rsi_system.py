@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dream_gym.durable import read_jsonl
-from dream_gym.locks import LockedError, folder_lock
-from dream_gym.world import load_world
+from dream_gym.infrastructure.durable import read_jsonl
+from dream_gym.infrastructure.locks import LockedError, folder_lock
+from dream_gym.world.tree import load_world
 
 TASK = "circle-packing-26"
 

@@ -1,4 +1,4 @@
-"""dream_gym.sandbox: what the kernel enforces, where it cannot, and that nothing outlives the parent."""
+"""dream_gym.infrastructure.sandbox: what the kernel enforces, where it cannot, and that nothing outlives the parent."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dream_gym.isolation import run_python
-from dream_gym.sandbox import kernel_support, read_roots
+from dream_gym.infrastructure.isolation import run_python
+from dream_gym.infrastructure.sandbox import kernel_support, read_roots
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "agents" / "example_policy.py"
@@ -75,7 +75,7 @@ def test_read_roots_hold_code_not_data(tmp_path: Path) -> None:
     roots = read_roots([tmp_path / "policy.py"])
     package = REPO / "dream_gym"
     trees = {Path(p) for p in roots["tree"]}
-    assert package / "sandbox" in trees and package / "world.py" in trees
+    assert package / "infrastructure" in trees and package / "world" in trees
     assert REPO not in trees and REPO / "recorded_worlds" not in trees and REPO / "agents" not in trees
     # nothing else under a temp or home folder (this checkout and Python's own installation may be)
     installed = (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), package)
@@ -115,11 +115,11 @@ def test_a_candidate_reads_and_writes_only_its_own_folder(tmp_path: Path) -> Non
 HOLDER = textwrap.dedent("""
     import sys, time
     from dream_gym.policy_files import IsolatedPolicy
-    from dream_gym.isolation import start_python
+    from dream_gym.infrastructure.isolation import start_python
     policy = IsolatedPolicy(sys.argv[1], decision_timeout_s=600, episode_timeout_s=600)
     from dream_gym.policy import RunContext
-    from dream_gym.session import ReplaySession
-    from dream_gym.registry import resolve_world
+    from dream_gym.replay.session import ReplaySession
+    from dream_gym.world.registry import resolve_world
     view = ReplaySession(resolve_world("sd-fixed-s0")).view()
     policy.reset(RunContext.from_view(view))
     import threading
@@ -193,7 +193,7 @@ def test_a_candidate_is_confined_by_the_parents_program_or_by_its_own(programs: 
     pyseccomp (which runs ldconfig); where the parent cannot, the candidate builds the same
     filter itself, before Landlock."""
     if programs == "its own":
-        monkeypatch.setattr(importlib.import_module("dream_gym.sandbox.launch"), "_compiled_filters", dict)
+        monkeypatch.setattr(importlib.import_module("dream_gym.infrastructure.sandbox.launch"), "_compiled_filters", dict)
     out = run_python(code=_SECCOMP_PROBE, wall_s=20)
     refused, modules = out.stdout.strip().splitlines()
     assert refused == "Operation not permitted", out.stderr

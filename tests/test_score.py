@@ -10,8 +10,7 @@ import pytest
 from worldgen import make_world, node, random_records
 
 from dream_gym.policy import run_episode
-from dream_gym.registry import resolve_world, shipped_world_names, shipped_worlds_dir
-from dream_gym.score import (
+from dream_gym.replay.score import (
     DEFAULT_BETA1,
     DEFAULT_BETA2,
     DEFAULT_BETA_GRID,
@@ -23,8 +22,9 @@ from dream_gym.score import (
     replay_score,
     v2_objective,
 )
-from dream_gym.session import ReplaySession
-from dream_gym.world import WORLD_FILE, World
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.registry import resolve_world, shipped_world_names, shipped_worlds_dir
+from dream_gym.world.tree import WORLD_FILE, World
 
 # baseline 1.0, best recorded 5.0 (a11): q(s) = (s - 1) / 4
 TREE = [

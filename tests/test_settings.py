@@ -1,4 +1,4 @@
-"""dream_gym.settings: the episode settings in one value, resolved on a world once, and what the
+"""dream_gym.replay.settings: the episode settings in one value, resolved on a world once, and what the
 layers above record of it (the env, the vector env, evaluation's result rows and limits)."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from dream_gym.env import ReplayEnv
-from dream_gym.evaluate import evaluate
-from dream_gym.oracle import oracle_limit, oracle_limit_at
-from dream_gym.plots import replay_trace
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.session import ReplaySession
-from dream_gym.settings import DEFAULT_BETA, ReplaySettings
-from dream_gym.vector_env import ReplayVectorEnv
-from dream_gym.world import World, load_world
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.envs.env import ReplayEnv
+from dream_gym.envs.vector_env import ReplayVectorEnv
+from dream_gym.evaluation.evaluate import evaluate
+from dream_gym.evaluation.plots import replay_trace
+from dream_gym.replay.oracle import oracle_limit, oracle_limit_at
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.world.tree import World, load_world
+from dream_gym.world.writer import new_meta, write_world
 
 
 def make_world(folder: Path, n: int, seed: int, workers: int, frontier: str = "leaves") -> World:

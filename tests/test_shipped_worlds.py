@@ -14,7 +14,7 @@ from dream_gym.datasets.store import validate
 from dream_gym.online.tasks import list_tasks
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
-from dream_gym.registry import list_worlds, resolve_world, shipped_dataset_dir
+from dream_gym.world.registry import list_worlds, resolve_world, shipped_dataset_dir
 
 V0 = "dream-gym/recorded-v0"
 ROOT = shipped_dataset_dir(V0)

@@ -230,9 +230,9 @@ def test_kill_9_then_resume_continues_and_a_second_writer_is_refused(tmp_path: P
     deadline = time.time() + 300
     while time.time() < deadline and len(lines(out)) < 8:
         time.sleep(0.05)
+    from dream_gym.infrastructure.locks import LockedError
     from dream_gym.integrations.deploy import DeployRequest
     from dream_gym.integrations.deploy import deploy as deploy_api
-    from dream_gym.locks import LockedError
 
     with pytest.raises(LockedError, match=f"pid {proc.pid}"):  # one writer per world
         deploy_api(DeployRequest(system="skydiscover", task=TASK, out=out, policy="fixed", budget=40, resume=True,

@@ -10,9 +10,9 @@ from worldgen import make_world, node, write_folder
 
 from dream_gym.cli import main
 from dream_gym.datasets.stats import stats_markdown, world_stats
-from dream_gym.oracle import oracle_limit
-from dream_gym.world import NODES_GZ_FILE
-from dream_gym.world_writer import compress_world
+from dream_gym.replay.oracle import oracle_limit
+from dream_gym.world.tree import NODES_GZ_FILE
+from dream_gym.world.writer import compress_world
 
 # baseline 0, best 10 (q = s / 10); creation order below
 HAND = [

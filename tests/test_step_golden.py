@@ -26,11 +26,11 @@ import numpy as np
 import pytest
 from worldgen import make_world, random_records
 
-from dream_gym.env import ReplayEnv
-from dream_gym.replay import IllegalBatchError
-from dream_gym.session import ReplaySession
-from dream_gym.vector_env import ReplayVectorEnv
-from dream_gym.view import NODE_FIELDS, PrefixView, thaw
+from dream_gym.envs.env import ReplayEnv
+from dream_gym.envs.vector_env import ReplayVectorEnv
+from dream_gym.replay.mechanics import IllegalBatchError
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.view import NODE_FIELDS, PrefixView, thaw
 
 GOLDEN = Path(__file__).parent / "data" / "step_golden.json"
 DIGEST_CHARS = 16

@@ -22,7 +22,7 @@ import pytest
 
 from dream_gym.cli.shown import LINE_CHARS
 from dream_gym.datasets.store import local_path, pack
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.world.writer import new_meta, write_world
 
 DREAM_GYM = str(Path(sys.executable).with_name("dream-gym"))
 

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from worldgen import make_world, node, random_records, world_records
 
 import dream_gym  # noqa: F401  (registers the envs)
-from dream_gym.env import DEFAULT_MAX_NODES, ReplayEnv
-from dream_gym.replay import IllegalBatchError
-from dream_gym.vector_env import ReplayVectorEnv
-from dream_gym.world import World
+from dream_gym.envs.env import DEFAULT_MAX_NODES, ReplayEnv
+from dream_gym.envs.vector_env import ReplayVectorEnv
+from dream_gym.replay.mechanics import IllegalBatchError
+from dream_gym.world.tree import World
 
 
 def mixed_worlds(seed: int, count: int = 4, workers: int = 3) -> list[World]:
@@ -193,7 +193,7 @@ def test_the_compiled_step_counts_no_references() -> None:
     engine is compiled without it (a fresh compile with the kernel's own options, not the cache)."""
     from compiled import counts_references
 
-    from dream_gym.vector_engine import step_kernel
+    from dream_gym.replay.vector_engine import step_kernel
 
     env = ReplayVectorEnv(3, world=mixed_worlds(3))
     env.reset(seed=0)

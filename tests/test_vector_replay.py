@@ -1,4 +1,4 @@
-"""The vector replay engine (dream_gym.vector_replay) against the reference rules (Replay and
+"""The vector replay engine (dream_gym.replay.vector) against the reference rules (Replay and
 ReplaySession): the same reveals, frontier, root slots, ranking, best node and legality, on random
 batches over pools of mixed-size worlds; and V on arrays equals score.replay_score."""
 
@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from worldgen import make_world, node, random_records, world_records
 
-from dream_gym.objectives import Progress, replay_value
+from dream_gym.replay.objectives import Progress, replay_value
+from dream_gym.replay.score import replay_score
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.vector import NONE, VectorReplay, WorldPool
 from dream_gym.rl.macro import ranked_open
-from dream_gym.score import replay_score
-from dream_gym.session import ReplaySession
-from dream_gym.vector_replay import NONE, VectorReplay, WorldPool
-from dream_gym.world import World
+from dream_gym.world.tree import World
 
 
 def pool_of(draws: list[list[dict]], rng: random.Random) -> list[World]:

@@ -30,16 +30,16 @@ from worldgen import (
     write_folder,
 )
 
-from dream_gym.env import ReplayEnv
+from dream_gym.envs.env import ReplayEnv
+from dream_gym.envs.vector_env import ReplayVectorEnv
 from dream_gym.policy import RunContext, run_episode
-from dream_gym.replay import Replay
+from dream_gym.replay.mechanics import Replay
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.vector import VectorReplay, WorldPool
+from dream_gym.replay.view import NodeView, PrefixView
 from dream_gym.rl import EpisodeParams, RoundPlan, batch_features, node_observation, view_features
 from dream_gym.rl.option_set import OptionSet, option_features
-from dream_gym.session import ReplaySession
-from dream_gym.vector_env import ReplayVectorEnv
-from dream_gym.vector_replay import VectorReplay, WorldPool
-from dream_gym.view import NodeView, PrefixView
-from dream_gym.world import World, load_world
+from dream_gym.world.tree import World, load_world
 
 FORBIDDEN = (World, Replay, ReplaySession, ReplayEnv, np.ndarray, np.generic)
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)

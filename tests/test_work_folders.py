@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dream_gym import work_folders as folders
+from dream_gym.infrastructure import work_folders as folders
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
 _KILLED_MID_WORK = """
 import os, signal, sys
-from dream_gym.work_folders import work_folder
+from dream_gym.infrastructure.work_folders import work_folder
 folder = work_folder("policy")
 (folder / "left.txt").write_text("work")
 print(folder, flush=True)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from worldgen import jsonl, meta_for, node, random_records, write_folder, write_raw
 
-from dream_gym import world_writer as writer_mod
-from dream_gym.world import FORMAT, WorldFormatError, load_world
-from dream_gym.world_writer import WorldWriter, new_meta, write_world
+from dream_gym.world import writer as writer_mod
+from dream_gym.world.tree import FORMAT, WorldFormatError, load_world
+from dream_gym.world.writer import WorldWriter, new_meta, write_world
 
 GOOD = [
     node("root", None, 1.0),
@@ -216,7 +216,7 @@ def test_checksum_catches_appended_valid_line(tmp_path: Path) -> None:
 def test_a_node_file_cut_short_says_so(tmp_path: Path) -> None:
     """An interrupted copy or download: the mismatch says the file was cut short, plain or
     compressed; a file edited in place is said to be changed (the control)."""
-    from dream_gym.world_writer import compress_world
+    from dream_gym.world.writer import compress_world
 
     folder = write_folder(tmp_path / "w", GOOD)
     path = folder / "nodes.jsonl"
@@ -468,7 +468,7 @@ def test_a_prefix_is_the_run_stopped_after_its_first_attempts() -> None:
 
     from worldgen import make_world
 
-    from dream_gym.world import prefix_world
+    from dream_gym.world.tree import prefix_world
 
     full = make_world(random_records(random.Random(3), 40), world_id="run")
     short = prefix_world(full, 12)
@@ -487,7 +487,7 @@ def test_a_prefix_must_be_shorter_than_the_world(attempts: int) -> None:
 
     from worldgen import make_world
 
-    from dream_gym.world import prefix_world
+    from dream_gym.world.tree import prefix_world
 
     full = make_world(random_records(random.Random(3), 40), world_id="run")
     with pytest.raises(ValueError, match="run: a prefix keeps 1 to 38 attempts"):

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from dream_gym.datasets.store import DatasetError, local_path, pack
-from dream_gym.world import WorldFormatError, load_world
-from dream_gym.world_writer import WorldWriter, compress_world, new_meta, write_world
+from dream_gym.world.tree import WorldFormatError, load_world
+from dream_gym.world.writer import WorldWriter, compress_world, new_meta, write_world
 
 DREAM_GYM = str(Path(sys.executable).with_name("dream-gym"))
 GUARD_S = 120  # a hang fails the test instead of stopping the suite

@@ -15,9 +15,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from dream_gym.replay import ROOT, Replay
-from dream_gym.world import World, build_world, validate_meta
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.replay.mechanics import ROOT, Replay
+from dream_gym.world.tree import World, build_world, validate_meta
+from dream_gym.world.writer import new_meta, write_world
 
 Record = dict[str, Any]
 

@@ -2,7 +2,7 @@
 
 Each sub-command lives in its own module of this package, which defines
 ``register(subparsers)``; the handler it installs calls one library function. Everything a
-command prints goes through :func:`dream_gym.redact.redacted_output` (an error from untrusted
+command prints goes through :func:`dream_gym.infrastructure.redact.redacted_output` (an error from untrusted
 code may quote a secret).
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from dream_gym import __version__
 from dream_gym.cli.shown import LINE_CHARS
-from dream_gym.printable import printable
-from dream_gym.redact import redacted_output
-from dream_gym.sandbox.launch import UNSAFE_ENV
+from dream_gym.infrastructure.printable import printable
+from dream_gym.infrastructure.redact import redacted_output
+from dream_gym.infrastructure.sandbox.launch import UNSAFE_ENV
 
 # Modules of this package that each add one or more sub-commands.
 COMMAND_MODULES = ("replay", "worlds", "grow", "evaluate", "demo", "dream", "rsi", "train", "openevolve", "deploy",

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.options import add_read, add_trust_model, add_workers
-from dream_gym.settings import DEFAULT_BETA, recorder_or
+from dream_gym.replay.settings import DEFAULT_BETA, recorder_or
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

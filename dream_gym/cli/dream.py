@@ -8,7 +8,7 @@ from typing import Any
 
 from dream_gym.cli.options import add_allow_errors, add_jobs, report_failures
 from dream_gym.cli.shown import cell, shown
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
 def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
 
 def scoring_settings(args: argparse.Namespace) -> Any:
     from dream_gym.dream.scoring import ScoringSettings
-    from dream_gym.evaluate import parse_betas
+    from dream_gym.evaluation.evaluate import parse_betas
 
     return ScoringSettings(
         betas=parse_betas(args.betas), select=args.select, lam=args.lam, beta1=args.beta1, beta2=args.beta2,
@@ -117,7 +117,7 @@ def scores_note(worlds: Any, betas: Any, select: str) -> str:
 def incumbent_failures(out: Path, phase: int, spec: str) -> list[str]:
     """The failure line of the incumbent's episodes (empty when none failed)."""
     from dream_gym.dream.versions import version_path
-    from dream_gym.results import read_results
+    from dream_gym.evaluation.results import read_results
 
     path = version_path(out, phase, 0, ".results.jsonl")
     rows = read_results(path) if path.is_file() else []
@@ -134,7 +134,7 @@ def held_out_lines(result: Any) -> list[Any]:
     the revision's errors are others' text): the scores there, the verdict, the warning."""
     from rich.text import Text
 
-    from dream_gym.printable import TEXT_CHARS
+    from dream_gym.infrastructure.printable import TEXT_CHARS
 
     check = result.validation
     if not check:

@@ -15,9 +15,9 @@ from dream_gym.cli.options import (
     parse_betas_option,
     report_failures,
 )
-from dream_gym.jobs import DEFAULT_TASK_TIMEOUT_S
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
-from dream_gym.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
 
 
 def register(subparsers: Any) -> None:
@@ -89,7 +89,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from dream_gym.cli.names import betas_note, check_policies, resolve_world_specs, w_note
-    from dream_gym.evaluate import evaluate, leaderboard
+    from dream_gym.evaluation.evaluate import evaluate, leaderboard
 
     check_policies(args.policies)
     worlds = resolve_world_specs(args.worlds)
@@ -132,7 +132,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from dream_gym.plots import plot_results
+    from dream_gym.evaluation.plots import plot_results
 
     for path in plot_results(args.results, args.out, world=args.world, beta=args.beta):
         print(path)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import add_jobs, add_workers
-from dream_gym.settings import DEFAULT_BETA
+from dream_gym.replay.settings import DEFAULT_BETA
 
 
 def register(subparsers: Any) -> None:
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from dream_gym.fidelity.runs import RunSpec
     from dream_gym.fidelity.study import REPORT_FILE, TABLE_FILE, FidelityConfig, Progress, run_study
     from dream_gym.fidelity.table import render
-    from dream_gym.printable import printable
+    from dream_gym.infrastructure.printable import printable
 
     config = FidelityConfig(
         task=args.task, policies=args.policies, seeds=parse_seeds(args.seeds), iterations=args.iterations,

@@ -12,8 +12,8 @@ from rich.table import Table
 
 from dream_gym.cli.options import add_trust_model, add_workers
 from dream_gym.cli.shown import shown
-from dream_gym.printable import TEXT_CHARS
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_or
+from dream_gym.infrastructure.printable import TEXT_CHARS
+from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_or
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     elif params:
         raise ValueError("--policy-arg applies to built-in policies only")
     else:
-        from dream_gym.evaluate import model_trust
+        from dream_gym.evaluation.evaluate import model_trust
         from dream_gym.policy_files import load_policy
 
         with model_trust(args.trust_model):  # a model zip: as data unless --trust-model

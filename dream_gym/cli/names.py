@@ -38,7 +38,7 @@ def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
 
 # --------------------------------------------------------------------------- worlds
 def _shipped_world_names() -> list[str]:
-    from dream_gym.registry import list_worlds
+    from dream_gym.world.registry import list_worlds
 
     return [str(row["name"]) for row in list_worlds()]
 
@@ -56,7 +56,7 @@ def _looks_like_path(text: str) -> bool:
 def explain_world(part: str, exc: LookupError, single: bool = False) -> LookupError:
     """The one-line error for a world spec the library could not resolve (``single``: a spec of
     one world, so no split or dataset is suggested)."""
-    from dream_gym.world_specs import SPLIT_ALIASES, _looks_like_dataset_id
+    from dream_gym.evaluation.world_specs import SPLIT_ALIASES, _looks_like_dataset_id
 
     path = Path(part).expanduser()
     if path.exists() or part in SPLIT_ALIASES:
@@ -103,10 +103,10 @@ def explain_world(part: str, exc: LookupError, single: bool = False) -> LookupEr
 
 
 def resolve_world_specs(spec: str, option: str = "--worlds") -> list[Any]:
-    """The worlds a comma-separated spec names (as :func:`dream_gym.world_specs.resolve_worlds`),
+    """The worlds a comma-separated spec names (as :func:`dream_gym.evaluation.world_specs.resolve_worlds`),
     each part checked on its own so that an unknown one is named with its nearest matches."""
-    from dream_gym.registry import is_path
-    from dream_gym.world_specs import resolve_worlds
+    from dream_gym.evaluation.world_specs import resolve_worlds
+    from dream_gym.world.registry import is_path
 
     parts = [spec] if is_path(spec) else [p.strip() for p in spec.split(",") if p.strip()]
     if not parts:
@@ -123,8 +123,8 @@ def resolve_world_specs(spec: str, option: str = "--worlds") -> list[Any]:
 
 def resolve_one_world(ref: str) -> Any:
     """One world (a folder, a shipped world, ``ns/name-vN/<world>``), as
-    :func:`dream_gym.registry.resolve_world`, with the one-line error of an unknown one."""
-    from dream_gym.registry import resolve_world
+    :func:`dream_gym.world.registry.resolve_world`, with the one-line error of an unknown one."""
+    from dream_gym.world.registry import resolve_world
 
     try:
         return resolve_world(ref)
@@ -136,8 +136,8 @@ def show_target(target: str) -> str:
     """What ``dream-gym worlds show`` is given: a dataset id, a world reference ns/name-vN/<world>
     or a folder; a shipped world's bare name becomes its reference; an unknown one is UnknownName
     with the nearest references."""
-    from dream_gym.registry import is_path, list_worlds
-    from dream_gym.world_specs import _looks_like_dataset_id
+    from dream_gym.evaluation.world_specs import _looks_like_dataset_id
+    from dream_gym.world.registry import is_path, list_worlds
 
     if is_path(Path(target).expanduser(), "exists") or "/" in target or _looks_like_dataset_id(target):
         return target

@@ -20,7 +20,7 @@ def add_workers(parser: argparse.ArgumentParser, default: int | None = None, hel
 
 def add_max_attempts(parser: argparse.ArgumentParser) -> None:
     """``--max-attempts``: the most attempts one episode may make (ReplaySettings.max_attempts)."""
-    from dream_gym.settings import DEFAULT_MAX_ATTEMPTS
+    from dream_gym.replay.settings import DEFAULT_MAX_ATTEMPTS
 
     parser.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, metavar="N",
                         help="the most attempts one episode may make: a policy that asks for more gets the "
@@ -75,7 +75,7 @@ def add_trust_model(parser: argparse.ArgumentParser) -> None:
 
 def parse_betas_option(text: str, option: str = "--betas") -> tuple[float, ...]:
     """The beta grid of a comma-separated option, with an error naming the option and the bad value."""
-    from dream_gym.evaluate import parse_betas
+    from dream_gym.evaluation.evaluate import parse_betas
 
     for part in text.split(","):
         try:

@@ -14,7 +14,7 @@ from dream_gym.cli.options import (
     report_failures,
 )
 from dream_gym.cli.shown import say, shown
-from dream_gym.settings import DEFAULT_BETA
+from dream_gym.replay.settings import DEFAULT_BETA
 
 if TYPE_CHECKING:
     from dream_gym.policy import EpisodeResult
@@ -57,11 +57,11 @@ def coverage_line(result: EpisodeResult, requests: bool) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import check_policy, resolve_one_world
-    from dream_gym.evaluate import model_trust
+    from dream_gym.evaluation.evaluate import model_trust
     from dream_gym.policy import run_episode
     from dream_gym.policy_files import load_policy
-    from dream_gym.session import ReplaySession
-    from dream_gym.view import render_tree
+    from dream_gym.replay.session import ReplaySession
+    from dream_gym.replay.view import render_tree
 
     world = resolve_one_world(args.world)
     with model_trust(args.trust_model):  # a model zip: as data unless --trust-model

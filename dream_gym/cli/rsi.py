@@ -17,7 +17,7 @@ from dream_gym.cli.dream import (
 )
 from dream_gym.cli.options import add_read, add_workers
 from dream_gym.dream.carry import DEFAULT_CARRY
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
+from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
 
 
 def register(subparsers: Any) -> None:

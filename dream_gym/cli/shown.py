@@ -2,7 +2,7 @@
 description, author or licence, a remote's listing, an imported run's names.
 
 Such text never reaches the terminal raw: each field goes through
-:func:`dream_gym.printable.printable` (control characters escaped as ``\\x1b``, cut to a bound
+:func:`dream_gym.infrastructure.printable.printable` (control characters escaped as ``\\x1b``, cut to a bound
 with a marker), either where the library renders it (``worlds show``, the statistics and
 leaderboard tables, the revealed tree) or here, for the fields a command puts in its own lines.
 :func:`say` is the print of every multi-line report from the library: each of its lines is
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from dream_gym.printable import NAME_CHARS, TEXT_CHARS, printable
+from dream_gym.infrastructure.printable import NAME_CHARS, TEXT_CHARS, printable
 
 #: The bound on one line of a report: room for a description (TEXT_CHARS), its cut marker and a
 #: label, so that a field cut by its renderer is not cut again here.

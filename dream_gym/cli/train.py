@@ -1,4 +1,4 @@
-"""``dream-gym train``: train an RL exploration policy (dream_gym.rl.training)."""
+"""``dream-gym train``: train an RL exploration policy (dream_gym.training.trainer)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
     if not with_options:
         return
     add_trust_model(p)
-    from dream_gym.rl.training import ALGOS, ARCHS, config_fields
+    from dream_gym.training.trainer import ALGOS, ARCHS, config_fields
 
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
     for name, default, doc in config_fields():
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
 
 def run(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import betas_note, recorded_w, resolve_world_specs, worlds_count
-    from dream_gym.rl.training import TrainConfig, config_fields, train
+    from dream_gym.training.trainer import TrainConfig, config_fields, train
 
     config = TrainConfig(**{name: getattr(args, name) for name, _, _ in config_fields()})
     pool = resolve_world_specs(config.worlds, "--worlds")

@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from dream_gym.cli.shown import say, shown
-from dream_gym.printable import TEXT_CHARS
+from dream_gym.infrastructure.printable import TEXT_CHARS
 
 if TYPE_CHECKING:
     from dream_gym.datasets.importers import ImportOptions
@@ -211,7 +211,7 @@ def _import(args: argparse.Namespace) -> int:
     from dream_gym.datasets.importers import ImportOptions, OrphanWarning, import_run
     from dream_gym.datasets.importers.many import find_runs
     from dream_gym.datasets.stats import stats_rich, world_stats
-    from dream_gym.world import load_world
+    from dream_gym.world.tree import load_world
 
     options = ImportOptions(metric=args.metric, direction=args.direction, world_id=args.world_id,
                             task_name=args.task, workers=args.workers, orphans=args.orphans)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -54,8 +54,8 @@ def _stats(args: argparse.Namespace) -> int:
 def _compress(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dream_gym.world import NODES_FILE
-    from dream_gym.world_writer import compress_world
+    from dream_gym.world.tree import NODES_FILE
+    from dream_gym.world.writer import compress_world
 
     for folder in args.folders:
         plain = Path(folder) / NODES_FILE

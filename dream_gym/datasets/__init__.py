@@ -16,8 +16,8 @@ Sharing, with verbs like Minari's (``remote`` defaults to ``$DREAM_GYM_REMOTE``,
     dataset = ds.load("me/demo", download=True)         # the newest version, fetched if missing
     world = ds.load("me/demo-v0/a", download=True)      # one world of one version
 
-This package imports only the world format, replay mechanics and scores (:mod:`dream_gym.world`,
-:mod:`dream_gym.replay`, :mod:`dream_gym.score`, :mod:`dream_gym.oracle`) from the rest of dream_gym.
+This package imports only the world format, replay mechanics and scores (:mod:`dream_gym.world.tree`,
+:mod:`dream_gym.replay.mechanics`, :mod:`dream_gym.replay.score`, :mod:`dream_gym.replay.oracle`) from the rest of dream_gym.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from dream_gym.datasets.store import (
     store_home,
     validate,
 )
-from dream_gym.printable import TEXT_CHARS, printable
-from dream_gym.world import World, load_world
+from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.world.tree import World, load_world
 
 if TYPE_CHECKING:
     from dream_gym.datasets.coverage import CoverageReport, coverage_report, plot_tree, render_text
@@ -94,7 +94,7 @@ def load(target: str | os.PathLike[str], *, download: bool = False, remote: str 
     * ``namespace/name-vN`` -> that :class:`Dataset`; ``namespace/name`` -> its newest version:
       the newest in the local store (or shipped), or with ``download=True`` the newest at the
       remote (fetched unless already in the store);
-    * ``namespace/name-vN/world`` -> that :class:`~dream_gym.world.World` (its dataset fetched
+    * ``namespace/name-vN/world`` -> that :class:`~dream_gym.world.tree.World` (its dataset fetched
       when missing and ``download`` is true);
     * a world folder -> its World.
 

@@ -4,7 +4,7 @@
 components, backslashes, symbolic and hard links, device files, FIFOs and sparse files are
 refused, and so are archives whose members exceed a total size (:data:`MAX_BYTES`) or a file
 count (:data:`MAX_FILES`), and members larger than the limit on decompressed data
-(``dream_gym.limits``: 256 MB, ``DREAM_GYM_MAX_DECOMPRESSED_MB``). The archive is read as a
+(``dream_gym.infrastructure.limits``: 256 MB, ``DREAM_GYM_MAX_DECOMPRESSED_MB``). The archive is read as a
 stream that cannot go past those sizes, a bounded read at a time, so a compressed bomb costs
 neither memory nor disk. Files are written by this module (never by ``TarFile.extractall``),
 each inside the destination folder.
@@ -23,7 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from dream_gym.limits import BoundedStream, LimitError, decompressed_limit_problem, max_decompressed_bytes
+from dream_gym.infrastructure.limits import (
+    BoundedStream,
+    LimitError,
+    decompressed_limit_problem,
+    max_decompressed_bytes,
+)
 
 MAX_BYTES = 4 << 30  # 4 GiB of unpacked data
 MAX_FILES = 100_000

@@ -1,6 +1,6 @@
 """Coverage and bias report of a world: what a replay on it can and cannot answer.
 
-:func:`coverage_report` measures a :class:`~dream_gym.world.World` (sizes, scored fraction,
+:func:`coverage_report` measures a :class:`~dream_gym.world.tree.World` (sizes, scored fraction,
 depth and branching, root children, best against baseline, leaves where the original run
 stopped, attempts per round of the original run, the oracle limit and what stopping after
 rounds 1, 2 and 3 could reach, and how much of the reference policies' requests the record
@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from dream_gym.datasets.stats import COVERAGE_POLICIES, STOP_ROUNDS, depths, reference_coverage
-from dream_gym.oracle import oracle_limit
-from dream_gym.printable import printable
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.settings import ReplaySettings
-from dream_gym.world import World
+from dream_gym.infrastructure.printable import printable
+from dream_gym.replay.oracle import oracle_limit
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.tree import World
 
 # Warn when the best improvement over the baseline is below this share of the scores' scale.
 TINY_GAIN = 0.01

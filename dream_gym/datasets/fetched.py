@@ -16,8 +16,8 @@ from dream_gym.datasets.store import (
     install_staged,
     read_dataset_meta,
 )
-from dream_gym.printable import printable
-from dream_gym.world import World, WorldFormatError, load_world
+from dream_gym.infrastructure.printable import printable
+from dream_gym.world.tree import World, WorldFormatError, load_world
 
 
 class RemoteError(OSError):
@@ -28,7 +28,7 @@ class RemoteError(OSError):
 class RemoteDataset:
     """One dataset a remote lists, as its ``dataset.json`` says (unchecked: nothing is fetched
     but that file). The fields are the remote's own text: show them through
-    :func:`dream_gym.printable.printable`."""
+    :func:`dream_gym.infrastructure.printable.printable`."""
 
     id: str
     location: str

@@ -55,14 +55,14 @@ from dream_gym.datasets.store import (
     parse_dataset_json,
     safe_relative_path,
 )
-from dream_gym.limits import (
+from dream_gym.infrastructure.limits import (
     decompressed_limit_problem,
     line_limit_problem,
     max_decompressed_bytes,
     max_line_bytes,
 )
-from dream_gym.printable import printable
-from dream_gym.world import sha256_file
+from dream_gym.infrastructure.printable import printable
+from dream_gym.world.tree import sha256_file
 
 SCHEME = "hf://"
 TAG = "dream-gym"

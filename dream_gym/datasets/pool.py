@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.world import World
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.world.tree import World
+from dream_gym.world.writer import new_meta, write_world
 
 #: What to do where merged nodes' scores differ (see the module docstring).
 SCORE_RULES = ("exact", "first", "split")

@@ -19,7 +19,7 @@ newest version at the remote.
 Downloads check ``dataset.json``'s format version before fetching anything (as Minari checks
 its version specifier), then verify every file's sha256: a tampered or corrupt file is refused
 with its name and nothing is added to the store. Nothing fetched can exhaust memory or disk:
-dataset.json is read within the limits of :mod:`dream_gym.limits`, a file larger than the limit
+dataset.json is read within the limits of :mod:`dream_gym.infrastructure.limits`, a file larger than the limit
 on decompressed data (256 MB, ``DREAM_GYM_MAX_DECOMPRESSED_MB``) is refused before it is
 fetched, archives are unpacked as bounded streams (:mod:`dream_gym.datasets.archive`) and every
 world is loaded as a bounded stream.
@@ -50,8 +50,8 @@ from dream_gym.datasets.store import (
     safe_relative_path,
     verify_files,
 )
-from dream_gym.limits import decompressed_limit_problem, max_decompressed_bytes
-from dream_gym.world import sha256_file
+from dream_gym.infrastructure.limits import decompressed_limit_problem, max_decompressed_bytes
+from dream_gym.world.tree import sha256_file
 
 REMOTE_ENV = "DREAM_GYM_REMOTE"
 

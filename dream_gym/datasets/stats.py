@@ -11,7 +11,7 @@ baseline, 1 at the best recorded score; "attempts" are the non-root nodes, in cr
   parent has no score counts: it repaired a failure).
 * ``invalid_share``: attempts without a valid score.
 * ``root_branching``: children of the root (branches the run opened).
-* ``limit``: the oracle limit (:func:`dream_gym.oracle.oracle_limit`) at W, beta1, beta2 and the
+* ``limit``: the oracle limit (:func:`dream_gym.replay.oracle.oracle_limit`) at W, beta1, beta2 and the
   frontier rule; ``stop_r[r]``: the limit for policies that stop after at most r rounds, for
   r = 1, 2, 3; ``limit_minus_stop_r[r]``: what stopping there gives away.
 * ``answered[p]`` / ``cut_short[p]``: coverage of the reference policy p
@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from dream_gym.oracle import oracle_limit
+from dream_gym.infrastructure.printable import printable
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
-from dream_gym.printable import printable
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
-from dream_gym.session import ReplaySession
-from dream_gym.settings import ReplaySettings
-from dream_gym.world import World
+from dream_gym.replay.oracle import oracle_limit
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.tree import World
 
 STOP_ROUNDS = (1, 2, 3)
 FIRST_ATTEMPTS = 10
@@ -226,7 +226,7 @@ def stats_json(stats: Sequence[WorldStats]) -> str:
 
 def stats_rich(stats: Sequence[WorldStats]) -> Any:
     """The statistics as a rich Table; world ids and task names are ``Text`` (shown literally,
-    never read as markup) and escaped (:func:`dream_gym.printable.printable`)."""
+    never read as markup) and escaped (:func:`dream_gym.infrastructure.printable.printable`)."""
     from rich import box
     from rich.table import Table
     from rich.text import Text

@@ -19,12 +19,12 @@ Layout (``DREAM_GYM_HOME`` overrides the default ``~/.dream_gym``)::
 ``files`` lists every file of the dataset except ``dataset.json`` with its sha256; downloads
 and :func:`validate` check each one, and the ``nodes`` a world entry declares (a positive
 integer) must be the world's size. dataset.json is read within the limits of
-:mod:`dream_gym.limits` (at most 16 MB, ``DREAM_GYM_MAX_LINE_MB``; JSON nested at most 100
+:mod:`dream_gym.infrastructure.limits` (at most 16 MB, ``DREAM_GYM_MAX_LINE_MB``; JSON nested at most 100
 deep). The shipped datasets (``recorded_worlds/recorded-vN/`` of the repository or of the installed
-package's data, or below the folder named by ``DREAM_GYM_SHIPPED``: :func:`dream_gym.shipped.shipped_root`;
-:mod:`dream_gym.registry` finds them) are resolved like
+package's data, or below the folder named by ``DREAM_GYM_SHIPPED``: :func:`dream_gym.world.shipped.shipped_root`;
+:mod:`dream_gym.world.registry` finds them) are resolved like
 stored ones, after the local store. Importing this module makes it the registry's lookup of
-dataset references (:func:`dream_gym.registry.use_dataset_store`).
+dataset references (:func:`dream_gym.world.registry.use_dataset_store`).
 """
 
 from __future__ import annotations
@@ -46,13 +46,19 @@ from dream_gym.datasets.ids import (
     parse_dataset_id,
     parse_world_ref,
 )
-from dream_gym.limits import LimitError, line_limit_problem, loads_bounded, max_line_bytes, read_bounded
-from dream_gym.locks import file_lock
-from dream_gym.printable import printable
-from dream_gym.registry import DATASET_FILE, shipped_dataset_dir, use_dataset_store
-from dream_gym.registry import shipped_dataset_folders as shipped_folders
-from dream_gym.world import FORMAT as WORLD_FORMAT
-from dream_gym.world import (
+from dream_gym.infrastructure.limits import (
+    LimitError,
+    line_limit_problem,
+    loads_bounded,
+    max_line_bytes,
+    read_bounded,
+)
+from dream_gym.infrastructure.locks import file_lock
+from dream_gym.infrastructure.printable import printable
+from dream_gym.world.registry import DATASET_FILE, shipped_dataset_dir, use_dataset_store
+from dream_gym.world.registry import shipped_dataset_folders as shipped_folders
+from dream_gym.world.tree import FORMAT as WORLD_FORMAT
+from dream_gym.world.tree import (
     NODE_FILES,
     WORLD_FILE,
     World,
@@ -95,7 +101,7 @@ def datasets_root() -> Path:
 
 def shipped_path(dataset_id: str | None = None) -> Path | None:
     """The folder of a shipped dataset, or None: ``dataset_id``, by default the default dataset
-    (``dream-gym/recorded-v1``; see :mod:`dream_gym.registry`)."""
+    (``dream-gym/recorded-v1``; see :mod:`dream_gym.world.registry`)."""
     return shipped_dataset_dir(None if dataset_id is None else str(parse_dataset_id(dataset_id)))
 
 
@@ -230,7 +236,7 @@ def read_dataset_meta(folder: Path) -> dict[str, Any]:
 
 def open_dataset_file(path: Path) -> IO[bytes]:
     """One of a dataset's files, opened for reading only when it is a regular file (never through
-    a symbolic link, never a FIFO or a device: :func:`dream_gym.world.open_world_file`)."""
+    a symbolic link, never a FIFO or a device: :func:`dream_gym.world.tree.open_world_file`)."""
     try:
         return open_world_file(path, owner="a dataset")
     except WorldFormatError as exc:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dream_gym.world import World
+    from dream_gym.world.tree import World
 
 #: the earlier versions whose scores each phase completes (the developer's carried knowledge)
 DEFAULT_CARRY = 8

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dream_gym.dream.versions import TIE_TOLERANCE
-from dream_gym.printable import TEXT_CHARS, printable
-from dream_gym.world import World
+from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.world.tree import World
 
 #: A revision whose held-out score is more than this below the incumbent's is not deployed. In the
 #: units of the selection score (mean V, or v2): a tenth of the range between a world's baseline
@@ -43,7 +43,7 @@ def auto_held_out(history: Sequence[World]) -> list[World]:
     the shipped dataset's held-out split (in split order); when it holds every task there, one
     held-out world of each of its tasks; never one of its own worlds. Empty when the shipped
     dataset is not present."""
-    from dream_gym.world_specs import resolve_worlds
+    from dream_gym.evaluation.world_specs import resolve_worlds
 
     try:
         candidates = resolve_worlds("heldout")

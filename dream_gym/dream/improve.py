@@ -52,12 +52,12 @@ from dream_gym.dream.versions import (
     select,
     version_path,
 )
-from dream_gym.durable import read_jsonl, write_atomic
-from dream_gym.eval_journal import journal_path, policy_digest, world_checksum
-from dream_gym.evaluate import load_results
-from dream_gym.locks import folder_lock
-from dream_gym.sandbox import require_sandbox
-from dream_gym.world import World
+from dream_gym.evaluation.evaluate import load_results
+from dream_gym.evaluation.journal import journal_path, policy_digest, world_checksum
+from dream_gym.infrastructure.durable import read_jsonl, write_atomic
+from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.sandbox import require_sandbox
+from dream_gym.world.tree import World
 
 LEDGER_FILE = "dream.jsonl"
 #: The ``--validate`` value that turns the held-out check off.
@@ -376,7 +376,7 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
         else:
             result = state.run(incumbent, worlds, auto)
         shutil.copyfile(out / result.deployed, out / CHOSEN_FILE)
-        from dream_gym.plots import plot_ratchet
+        from dream_gym.evaluation.plots import plot_ratchet
 
         plot_ratchet(read_jsonl(out / LEDGER_FILE), out / RATCHET_FILE)
     return result
@@ -389,7 +389,7 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
 class DreamRun:
     """Arguments of ``dream-gym dream`` (one improvement step as a command)."""
 
-    history: str  # worlds spec (see dream_gym.evaluate.resolve_worlds)
+    history: str  # worlds spec (see dream_gym.evaluation.evaluate.resolve_worlds)
     policy: str  # the incumbent
     developer: str  # "builtin" or a litellm model string
     out: Path
@@ -403,7 +403,7 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     """Resolve the worlds, check the run folder's fingerprint, and run (or resume) the step."""
     from dream_gym.dream.developers import make_developer
     from dream_gym.dream.runfolder import check_fingerprint
-    from dream_gym.evaluate import resolve_worlds
+    from dream_gym.evaluation.evaluate import resolve_worlds
 
     history = resolve_worlds(run.history)
     validation = None if run.validate is None else [] if run.validate == NO_HELD_OUT else resolve_worlds(run.validate)

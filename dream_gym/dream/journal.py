@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.dream.runfolder import JsonLog
-from dream_gym.durable import read_jsonl
-from dream_gym.llm import Completion, LLMClient
+from dream_gym.infrastructure.durable import read_jsonl
+from dream_gym.infrastructure.llm import Completion, LLMClient
 
 JOURNAL_FILE = "journal.jsonl"
 

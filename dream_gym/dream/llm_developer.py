@@ -1,7 +1,7 @@
 """The LLM policy developer: an LLM (through litellm) writes the next revision of the policy.
 
 The prompt is built from the readable templates in ``agents/prompts/`` (of the repository, or of the
-installed package's data: :func:`dream_gym.shipped.prompts_dir`):
+installed package's data: :func:`dream_gym.world.shipped.prompts_dir`):
 
 * ``policy_developer_system.md``: the role and the principles a revision must follow (classify
   a failure before closing a branch, judge a branch by its whole trajectory, a portfolio batch
@@ -17,7 +17,7 @@ Every call goes through the run folder's :class:`~dream_gym.dream.journal.Journa
 before it is sent and before its reply is used; on resume an answered call is not sent again.
 The request's seed is derived from (run seed, phase, revision), so a resumed run asks exactly
 the same question. A reply without code is a revision without code (recorded, reported in the
-next prompt); only an unreachable LLM raises (``dream_gym.llm.LLMError``), which stops the run so
+next prompt); only an unreachable LLM raises (``dream_gym.infrastructure.llm.LLMError``), which stops the run so
 that it can be resumed.
 """
 
@@ -31,9 +31,9 @@ from typing import Any
 
 from dream_gym.dream.developer import EarlierRevision, Feedback, Revision
 from dream_gym.dream.journal import Journal
-from dream_gym.llm import LLMClient, clip, extract_code, one_line
-from dream_gym.redact import redact_value
-from dream_gym.shipped import prompts_dir
+from dream_gym.infrastructure.llm import LLMClient, clip, extract_code, one_line
+from dream_gym.infrastructure.redact import redact_value
+from dream_gym.world.shipped import prompts_dir
 
 PROMPTS_DIR = prompts_dir()
 SYSTEM_TEMPLATE = "policy_developer_system.md"

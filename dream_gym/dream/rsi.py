@@ -33,11 +33,11 @@ from typing import Any
 
 from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step
 from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
-from dream_gym.durable import read_jsonl, write_atomic
-from dream_gym.eval_journal import policy_digest, world_checksum
-from dream_gym.locks import folder_lock
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
-from dream_gym.world import NODES_FILE, WORLD_FILE, World, load_world
+from dream_gym.evaluation.journal import policy_digest, world_checksum
+from dream_gym.infrastructure.durable import read_jsonl, write_atomic
+from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
+from dream_gym.world.tree import NODES_FILE, WORLD_FILE, World, load_world
 
 LEDGER_FILE = "rsi.jsonl"
 
@@ -122,7 +122,7 @@ class _Run:
         self.rows = read_jsonl(self.ledger.path)
         self.extra: list[World] = []
         if config.history:
-            from dream_gym.evaluate import resolve_worlds
+            from dream_gym.evaluation.evaluate import resolve_worlds
 
             self.extra = resolve_worlds(config.history)
 

@@ -2,9 +2,9 @@
 
 * :class:`JsonLog` appends one JSON object a line, flushed and fsynced before ``append`` returns,
   so ``kill -9`` loses at most the line being written; reading skips (and reopening cuts) a torn
-  last line. Every line is redacted (:mod:`dream_gym.redact`): ``dream.jsonl``, the journal of
+  last line. Every line is redacted (:mod:`dream_gym.infrastructure.redact`): ``dream.jsonl``, the journal of
   LLM calls and the rsi ledger never hold a secret.
-* :func:`write_json` writes run data atomically (:mod:`dream_gym.durable`).
+* :func:`write_json` writes run data atomically (:mod:`dream_gym.infrastructure.durable`).
 * :func:`check_fingerprint` stores the settings of a run in its folder on the first start and, on
   ``--resume``, refuses other settings with a message naming every difference.
 """
@@ -17,9 +17,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.durable import json_safe, read_jsonl, write_json_atomic
-from dream_gym.locks import FOLDER_LOCK_NAME
-from dream_gym.redact import redact_value
+from dream_gym.infrastructure.durable import json_safe, read_jsonl, write_json_atomic
+from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME
+from dream_gym.infrastructure.redact import redact_value
 
 FINGERPRINT_FILE = "fingerprint.json"
 

@@ -1,7 +1,7 @@
 """A version's score on the history, and the determinism gate.
 
 :func:`score_policy` runs a policy (a file runs isolated) on every world of the history at
-every beta of the grid (``dream_gym.evaluate``) and reduces the episodes to one number: the
+every beta of the grid (``dream_gym.evaluation.evaluate``) and reduces the episodes to one number: the
 mean over worlds of the per-world mean V over the betas (``select="V"``, the paper's V^m), or of
 the per-world Pareto objective v2 (``select="v2"``).
 
@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dream_gym.evaluate import evaluate, leaderboard
+from dream_gym.evaluation.evaluate import evaluate, leaderboard
 from dream_gym.policy import EpisodeResult
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
-from dream_gym.world import World
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+from dream_gym.world.tree import World
 
 SELECT_MODES = ("V", "v2")
 

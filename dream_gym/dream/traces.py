@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dream_gym.llm import one_line
+from dream_gym.infrastructure.llm import one_line
 from dream_gym.policy import EpisodeResult
-from dream_gym.replay import ROOT
-from dream_gym.score import DEFAULT_LAMBDA, v2_objective
-from dream_gym.session import ReplaySession
-from dream_gym.world import World
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.score import DEFAULT_LAMBDA, v2_objective
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.tree import World
 
 MAX_ROUNDS_SHOWN = 14
 MAX_WORLDS_SHOWN = 12

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.policy import run_episode
-from dream_gym.session import ReplaySession
-from dream_gym.world import World, build_world
-from dream_gym.world_writer import new_meta
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.tree import World, build_world
+from dream_gym.world.writer import new_meta
 
 POLICY_FACTORIES = ("make_policy",)
 POLICY_FUNCTIONS = ("act", "policy")

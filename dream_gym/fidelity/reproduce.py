@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.replay import IllegalBatchError
-from dream_gym.settings import ReplaySettings
-from dream_gym.world import World
+from dream_gym.replay.mechanics import IllegalBatchError
+from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.tree import World
 
 GROW_ROUNDS = 10  # dream-gym grow's --rounds default (K1), for worlds that did not record theirs
 
@@ -106,7 +106,7 @@ def reproduce(world: World, policy: Policy, *, seed: int, settings: ReplaySettin
     """Replay ``policy`` on ``world`` in request mode and compare what it reveals with the record.
 
     ``settings`` are the run's (``requests`` is switched on here); ``seed`` is the run's seed."""
-    from dream_gym.session import ReplaySession
+    from dream_gym.replay.session import ReplaySession
 
     session = ReplaySession(world, _requests(settings))
     view = session.view()

@@ -3,7 +3,7 @@
 Each run is the user's own command in a process of its own: ``dream-gym grow`` (the project's
 loop) or ``dream-gym deploy --system openevolve`` (OpenEvolve through the bridge, with the agent
 server), its output in ``logs/``. A run is a job of the backends evaluation uses
-(:class:`~dream_gym.jobs.JobPool`'s local job processes, Ray, or this process one run at a time),
+(:class:`~dream_gym.infrastructure.jobs.JobPool`'s local job processes, Ray, or this process one run at a time),
 so a study scales out like ``dream-gym eval``; the command starts in a process that dies with
 the job that started it (``PR_SET_PDEATHSIG``, asked for by the child itself: no Python runs
 between fork and exec), so ``kill -9`` of the study leaves no run behind.
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.jobs import JobPool, TaskFailure
-from dream_gym.printable import printable
-from dream_gym.world import NODES_FILE, WORLD_FILE, node_file
+from dream_gym.infrastructure.jobs import JobPool, TaskFailure
+from dream_gym.infrastructure.printable import printable
+from dream_gym.world.tree import NODES_FILE, WORLD_FILE, node_file
 
 SYSTEMS = ("grow", "openevolve")
 BACKENDS = ("process", "ray", "serial")
@@ -193,7 +193,7 @@ def _ray(specs: Sequence[RunSpec], jobs: int, workers: int) -> Iterator[tuple[Ru
 # -- the journal -------------------------------------------------------------------------------
 def read_journal(out: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """The finished runs the journal holds, by (policy, seed); a torn last line is skipped."""
-    from dream_gym.durable import read_jsonl
+    from dream_gym.infrastructure.durable import read_jsonl
 
     return {(str(row["policy"]), int(row["seed"])): row for row in read_jsonl(out / JOURNAL)}
 

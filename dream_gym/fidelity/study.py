@@ -64,9 +64,9 @@ from dream_gym.fidelity.runs import (
     run_specs,
 )
 from dream_gym.fidelity.stats import Interval, bootstrap_interval, kendall, spearman, split_half
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2, replay_score
-from dream_gym.settings import DEFAULT_BETA
-from dream_gym.world import World, load_world
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, replay_score
+from dream_gym.replay.settings import DEFAULT_BETA
+from dream_gym.world.tree import World, load_world
 
 STUDY_FORMAT = "dream-gym-fidelity/1"
 STUDY_FILE = "study.json"
@@ -234,7 +234,7 @@ def _claim_folder(config: FidelityConfig) -> None:
     """Write study.json, or check that the folder's is this study's (the same command continues)."""
     import json
 
-    from dream_gym.durable import write_json_atomic
+    from dream_gym.infrastructure.durable import write_json_atomic
 
     out = Path(config.out)
     mine = study_identity(config)
@@ -256,9 +256,9 @@ def _claim_folder(config: FidelityConfig) -> None:
 def run_study(config: FidelityConfig, progress: Progress | None = None) -> dict[str, Any]:
     """Run what the study still lacks, analyse it, write ``fidelity.json`` and ``fidelity.txt``;
     the report. RuntimeError naming every run that failed (the others are kept)."""
-    from dream_gym.durable import write_atomic, write_json_atomic
     from dream_gym.fidelity.table import render
-    from dream_gym.locks import folder_lock
+    from dream_gym.infrastructure.durable import write_atomic, write_json_atomic
+    from dream_gym.infrastructure.locks import folder_lock
 
     check_config(config)
     progress = progress or Progress()
@@ -366,7 +366,7 @@ def _reproductions(config: FidelityConfig, runs: dict[tuple[str, int], _Run]) ->
 
 def _replays(config: FidelityConfig, runs: dict[tuple[str, int], _Run]) -> list[_Replay]:
     """Every policy on every recorder's world, at the study's beta, with the seed of that run."""
-    from dream_gym.evaluate import evaluate
+    from dream_gym.evaluation.evaluate import evaluate
 
     shown = config.iterations if config.system == "grow" else None  # what the policies were shown online
     budget = math.ceil(config.iterations / config.workers)  # the online runs' rounds, for pools

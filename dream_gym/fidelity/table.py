@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dream_gym.leaderboard import shorten_middle
-from dream_gym.printable import printable
+from dream_gym.evaluation.leaderboard import shorten_middle
+from dream_gym.infrastructure.printable import printable
 
 NAME_WIDTH = 22  # the policy column; longer names lose their middle (agents/my_…_policy.py)
 POOLED = "all recorders"  # the study's mean over its recorders (dream_gym.fidelity.study.POOLED)

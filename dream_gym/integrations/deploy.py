@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.settings import DEFAULT_BETA
+from dream_gym.replay.settings import DEFAULT_BETA
 
 NATIVE_POLICY = "native"  # the system's own parent selection, recorded
 

@@ -6,7 +6,7 @@ SkyDiscover's ``evaluator.py`` with ``evaluate(program_path)``, returning a dict
 ``--program_path`` and ``--results_dir`` and writes ``correct.json`` and ``metrics.json`` there).
 The system itself runs the evaluator in its own processes, and the evaluator imports the candidate
 there: the candidate, written by an LLM, runs with every right of the user. :class:`FilesTask`
-runs the evaluator in the sandbox of :mod:`dream_gym.sandbox` instead, for every bridge
+runs the evaluator in the sandbox of :mod:`dream_gym.infrastructure.sandbox` instead, for every bridge
 (``dream-gym deploy --system openevolve|shinkaevolve|skydiscover --task initial,evaluator``):
 
 * a small harness, in a fresh workspace (a bounded tmpfs where the kernel allows it), imports the
@@ -26,7 +26,7 @@ runs the evaluator in the sandbox of :mod:`dream_gym.sandbox` instead, for every
 * a ``--read`` folder below the user's home folder is also found at the same place below the
   sandbox's home folder (the workspace), so an evaluator that looks for a library at
   ``Path.home() / "github" / ...`` finds it there too;
-* the parent reads the result file as data (:func:`dream_gym.limits.read_leftover`: a regular
+* the parent reads the result file as data (:func:`dream_gym.infrastructure.limits.read_leftover`: a regular
   file of at most 256 KB, no link followed, at most 4,096 arrays and objects), checks its shape,
   and makes every text printable and bounded; the workspace's path in a text is replaced by
   ``<workdir>``, so texts do not change from run to run. A timeout, a crash, a result file that
@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.isolation import DEFAULT_WORKSPACE_MB, RunOutcome, start_python
-from dream_gym.limits import (
+from dream_gym.infrastructure.isolation import DEFAULT_WORKSPACE_MB, RunOutcome, start_python
+from dream_gym.infrastructure.limits import (
     LeftoverError,
     LimitError,
     json_containers,
@@ -59,8 +59,8 @@ from dream_gym.limits import (
     read_leftover,
     size_text,
 )
-from dream_gym.printable import NAME_CHARS, TEXT_CHARS, printable
-from dream_gym.work_folders import work_folder
+from dream_gym.infrastructure.printable import NAME_CHARS, TEXT_CHARS, printable
+from dream_gym.infrastructure.work_folders import work_folder
 
 #: The functions of an OpenEvolve or SkyDiscover evaluator the systems call (the stages: cascade evaluation).
 EVALUATION_FUNCTIONS = ("evaluate", "evaluate_stage1", "evaluate_stage2", "evaluate_stage3")

@@ -3,7 +3,7 @@ failure classes, and the survival check of the final best candidate.
 
 * :class:`EvidenceLedger` appends one admissible record per executed attempt to
   ``evidence.jsonl`` beside the world (flush + fsync, like the world itself), secrets redacted
-  (:mod:`dream_gym.redact`).
+  (:mod:`dream_gym.infrastructure.redact`).
 * :func:`stagnation_class` marks a *valid* attempt ``hard`` when its branch has produced
   ``window`` valid attempts in a row without beating the branch's best: "sustained poor score".
   Invalid attempts are classified by the task's evaluator (``repairable``: syntax, import,
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.redact import redact_value
+from dream_gym.infrastructure.redact import redact_value
 
 EVIDENCE_FILE = "evidence.jsonl"
 STAGNATION_WINDOW = 3

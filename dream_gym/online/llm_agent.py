@@ -19,14 +19,14 @@ One call to :meth:`LiteLLMAgent.propose` is one chat completion:
   ``tokens_out`` (the response's ``usage``) and ``usd`` (``litellm.completion_cost``, 0.0 with a
   note when litellm has no price for the model).
 
-The litellm plumbing (retries, key handling, cost, code extraction) lives in :mod:`dream_gym.llm`,
+The litellm plumbing (retries, key handling, cost, code extraction) lives in :mod:`dream_gym.infrastructure.llm`,
 shared with the dreaming loop's policy developer.
 
 API keys come from the provider's usual environment variables (``OPENAI_API_KEY``,
 ``ANTHROPIC_API_KEY`` ...) or the ``api_key`` argument. They are never logged, never part of the
 prompt, notes or cost, hidden from ``repr`` and scrubbed from error messages. Any secret that
 leaked into the parent's error, diagnostics or code is redacted from the prompt
-(:mod:`dream_gym.redact`), so ``Proposal.prompt`` is what was sent.
+(:mod:`dream_gym.infrastructure.redact`), so ``Proposal.prompt`` is what was sent.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dream_gym.llm import (
+from dream_gym.infrastructure.llm import (
     LOCAL_PLACEHOLDER_KEY,
     Extraction,
     LLMClient,
@@ -44,8 +44,8 @@ from dream_gym.llm import (
     one_line,
     redact_url,
 )
+from dream_gym.infrastructure.redact import redact_value
 from dream_gym.online.agent_base import ParentContext, Proposal
-from dream_gym.redact import redact_value
 
 if TYPE_CHECKING:
     import numpy as np

@@ -4,7 +4,7 @@ Each round the policy sees the prefix view of the real tree (the same view type 
 and returns a batch; each selection goes to one of W workers (a process pool, or Ray), which
 asks the agent for a new candidate from the parent's program, diagnostics and branch history,
 evaluates it in an isolated process, and returns the child. Children are written through the
-:class:`~dream_gym.world_writer.WorldWriter` (flush + fsync), with their round and worker slot, in
+:class:`~dream_gym.world.writer.WorldWriter` (flush + fsync), with their round and worker slot, in
 the batch's slot order: each as soon as it and the earlier slots of its round have finished
 (:func:`in_slot_order`), so the world does not depend on which worker finished first, replaying
 the recording policy on it gives its tree back, ``kill -9`` loses at most the attempts in flight
@@ -39,22 +39,22 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from dream_gym.jobs import JobPool, TaskFailure, job_context
-from dream_gym.limits import LeftoverError, max_line_bytes, read_leftover
-from dream_gym.locks import folder_lock
+from dream_gym.infrastructure.jobs import JobPool, TaskFailure, job_context
+from dream_gym.infrastructure.limits import LeftoverError, max_line_bytes, read_leftover
+from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.redact import redact_value
+from dream_gym.infrastructure.sandbox import require_sandbox
+from dream_gym.infrastructure.work_folders import work_folder
 from dream_gym.online.agent_base import ParentContext
 from dream_gym.online.evidence import EvidenceLedger, Survival, stagnation_class, survival_check
 from dream_gym.online.tasks import REPAIRABLE, env_digest, get_task
 from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.redact import redact_value
-from dream_gym.replay import ROOT, IllegalBatchError
-from dream_gym.reveal_rules import UNRECORDED, reveal_rule, root_slots
-from dream_gym.sandbox import require_sandbox
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
-from dream_gym.view import NodeView, PrefixView, branch_of_child, node_view_from_record
-from dream_gym.work_folders import work_folder
-from dream_gym.world import NODES_FILE, build_world
-from dream_gym.world_writer import WorldWriter, new_meta
+from dream_gym.replay.mechanics import ROOT, IllegalBatchError
+from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
+from dream_gym.replay.view import NodeView, PrefixView, branch_of_child, node_view_from_record
+from dream_gym.world.reveal_rules import UNRECORDED, reveal_rule, root_slots
+from dream_gym.world.tree import NODES_FILE, build_world
+from dream_gym.world.writer import WorldWriter, new_meta
 
 HISTORY_LIMIT = 12  # ancestors shown to the agent
 #: Seconds an agent may take to propose a program: the built-in agents take well under a
@@ -356,7 +356,7 @@ def overstayed(job: AttemptJob, seconds: float, how: str) -> AttemptResult:
 # -- execution backends ---------------------------------------------------------------------
 class _Backend:
     """Runs a round's attempts on W workers: a watched job pool (``process``: each worker is a
-    job of :class:`~dream_gym.jobs.JobPool`, killed and replaced when its attempt overstays a
+    job of :class:`~dream_gym.infrastructure.jobs.JobPool`, killed and replaced when its attempt overstays a
     deadline), Ray (``ray``: tasks past the round's deadline are cancelled with their worker)
     or this process (``serial``, for debugging: no deadline, each evaluation has its own)."""
 

@@ -14,9 +14,9 @@ import numpy as np
 import numpy.random  # noqa: F401 - numpy loads it on first use, which a policy episode cannot (it reads no file)
 
 from dream_gym.policy import RunContext
-from dream_gym.replay import ROOT
-from dream_gym.settings import DEFAULT_BETA
-from dream_gym.view import NodeView, PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.settings import DEFAULT_BETA
+from dream_gym.replay.view import NodeView, PrefixView
 
 
 class BasePolicy:

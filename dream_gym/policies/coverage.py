@@ -8,8 +8,8 @@ import numpy as np
 
 from dream_gym.policies.base import BasePolicy, BranchInfo, branch_table
 from dream_gym.policy import RunContext
-from dream_gym.replay import ROOT
-from dream_gym.view import NodeView, PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import NodeView, PrefixView
 
 
 class CoveragePolicy(BasePolicy):

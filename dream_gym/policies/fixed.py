@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dream_gym.policies.base import BasePolicy, interpolate, open_nodes
-from dream_gym.replay import ROOT
-from dream_gym.view import PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import PrefixView
 
 
 class FixedPolicy(BasePolicy):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dream_gym.policies.base import BasePolicy, Patience, interpolate, open_nodes, score_key
 from dream_gym.policy import RunContext
-from dream_gym.replay import ROOT
-from dream_gym.view import PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import PrefixView
 
 
 class GreedyPolicy(BasePolicy):

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from dream_gym.policies.base import BasePolicy, BranchInfo, branch_table
 from dream_gym.policy import RunContext
-from dream_gym.replay import ROOT
-from dream_gym.view import PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import PrefixView
 
 
 @dataclass

@@ -8,7 +8,7 @@ import numpy as np
 
 from dream_gym.policies.base import NEW_BRANCH, BranchInfo, gain, interpolate, score_scale
 from dream_gym.policies.ucb import BranchBandit
-from dream_gym.view import PrefixView
+from dream_gym.replay.view import PrefixView
 
 
 class PUCTPolicy(BranchBandit):

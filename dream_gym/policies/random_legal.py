@@ -6,8 +6,8 @@ import numpy as np
 
 from dream_gym.policies.base import BasePolicy, interpolate
 from dream_gym.policy import RunContext
-from dream_gym.replay import ROOT
-from dream_gym.view import PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import PrefixView
 
 
 class RandomPolicy(BasePolicy):

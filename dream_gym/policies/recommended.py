@@ -19,12 +19,12 @@ Resolving the name imports nothing heavy: :func:`recommended_spec` only says whi
 
 from __future__ import annotations
 
-from dream_gym.shipped import models_dir
+from dream_gym.world.shipped import models_dir
 
 NAME = "recommended"
 
 #: The spec ``recommended`` stands for: a built-in name, a shipped model's name
-#: (:data:`dream_gym.policies.trained.SHIPPED_MODELS`) or a file name in :func:`dream_gym.shipped.models_dir`.
+#: (:data:`dream_gym.policies.trained.SHIPPED_MODELS`) or a file name in :func:`dream_gym.world.shipped.models_dir`.
 RECOMMENDED = "openevolve"  # experiments/recommended_cv/cv_table.json, "choice"
 
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from dream_gym.policies.base import BudgetedPolicy, interpolate
-from dream_gym.replay import ROOT
-from dream_gym.view import PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import PrefixView
 
 
 class ShinkaPolicy(BudgetedPolicy):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dream_gym.policies.base import BranchInfo, BudgetedPolicy, branch_table, interpolate
 from dream_gym.policy import RunContext
-from dream_gym.replay import ROOT
-from dream_gym.view import NodeView, PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import NodeView, PrefixView
 
 
 class StagnationPolicy(BudgetedPolicy):

@@ -7,7 +7,7 @@ Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.mod
 (extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.
 
 They are small SB3 zips in ``agents/models/`` (of the repository, or of the installed package's data:
-:func:`dream_gym.shipped.models_dir`; ``DREAM_GYM_MODELS`` moves the folder), trained
+:func:`dream_gym.world.shipped.models_dir`; ``DREAM_GYM_MODELS`` moves the folder), trained
 by ``dream-gym train`` with the command recorded beside them (``agents/models/README.md``).
 ``dream_gym.policy_files.load_policy`` resolves the names, so ``eval``, ``replay``, ``grow``,
 ``dream`` and ``rsi`` accept them like built-in names. They load as data, like any model zip
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dream_gym.shipped import models_dir
+from dream_gym.world.shipped import models_dir
 
 SHIPPED_MODELS: dict[str, str] = {
     # scored on every real run of the cross-validated choice of recommended (experiments/recommended_cv/PROTOCOL.md,

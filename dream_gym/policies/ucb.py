@@ -13,8 +13,8 @@ from dream_gym.policies.base import (
     interpolate,
     score_scale,
 )
-from dream_gym.replay import ROOT
-from dream_gym.view import PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import PrefixView
 
 
 class BranchBandit(BudgetedPolicy):

@@ -1,6 +1,6 @@
 """The isolated policy's processes: a template, and one fresh fork of it per episode.
 
-:func:`main` is the payload the sandbox's warden (:mod:`dream_gym.sandbox.warden`) runs for an
+:func:`main` is the payload the sandbox's warden (:mod:`dream_gym.infrastructure.sandbox.warden`) runs for an
 :class:`~dream_gym.policy_files.isolated.IsolatedPolicy`. It is the *template*:
 
 1. with trusted code only, it imports the policy interface (not numpy, nor the replay), reads
@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dream_gym.infrastructure.printable import NAME_CHARS, TEXT_CHARS, printable
 from dream_gym.policy import Policy, batch_from, policy_name
 from dream_gym.policy_files.ahead import import_ahead, named_in, only_imported_modules
 from dream_gym.policy_files.errors import PolicyNotFoundError
@@ -70,8 +71,7 @@ from dream_gym.policy_files.wire import (
     read_request,
     wire_batch,
 )
-from dream_gym.printable import NAME_CHARS, TEXT_CHARS, printable
-from dream_gym.view import ReceivedNodes
+from dream_gym.replay.view import ReceivedNodes
 
 Builder = Callable[[], Policy]
 

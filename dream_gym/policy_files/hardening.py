@@ -1,6 +1,6 @@
 """The second layer of an isolated policy episode: a Python audit hook.
 
-The guarantee is the kernel's (:mod:`dream_gym.sandbox`: Landlock, seccomp, namespaces). On top
+The guarantee is the kernel's (:mod:`dream_gym.infrastructure.sandbox`: Landlock, seccomp, namespaces). On top
 of it, :func:`install_audit_hook` refuses in Python, with a clear PermissionError: opening files
 outside the Python installation, the ``dream_gym`` package and the policy file, any file write,
 listing other folders, subprocesses and exec, ``os.fork``, signals to other processes, ctypes,
@@ -28,10 +28,10 @@ AuditHook = Callable[[str, tuple[Any, ...]], None]
 
 def read_roots_of_python(roots: Mapping[str, Sequence[str]] | None = None) -> tuple[list[str], list[str]]:
     """The folders and files the audit hook lets a policy read: the sandbox's own read roots
-    (``roots``, by default :func:`dream_gym.sandbox.launch.read_roots`: Python's runtime and the
+    (``roots``, by default :func:`dream_gym.infrastructure.sandbox.launch.read_roots`: Python's runtime and the
     code of dream_gym, never its shipped data), so both layers agree on what is readable."""
     if roots is None:
-        from dream_gym.sandbox.launch import read_roots
+        from dream_gym.infrastructure.sandbox.launch import read_roots
 
         roots = read_roots()
     trees = [os.path.realpath(p) for p in roots["tree"]]

@@ -1,6 +1,6 @@
 """IsolatedPolicy: a policy that runs in the sandbox, a fresh process for every episode.
 
-An :class:`IsolatedPolicy` starts one sandbox (:mod:`dream_gym.sandbox`: namespaces, Landlock,
+An :class:`IsolatedPolicy` starts one sandbox (:mod:`dream_gym.infrastructure.sandbox`: namespaces, Landlock,
 seccomp, no capabilities, rlimits, its own session) whose payload is the policy's *template*
 (:mod:`dream_gym.policy_files.child`): trusted code that compiled the policy file and forks one
 episode process per ``reset``, so no state of an earlier episode survives into the next. The
@@ -15,7 +15,7 @@ parent enforces a per-decision timeout and a per-episode budget of policy time b
 process group.
 
 Where the kernel cannot enforce the sandbox, construction raises
-:class:`~dream_gym.sandbox.SandboxUnavailable`; ``unsafe_no_sandbox=True`` (or
+:class:`~dream_gym.infrastructure.sandbox.SandboxUnavailable`; ``unsafe_no_sandbox=True`` (or
 ``DREAM_GYM_UNSAFE_NO_SANDBOX=1``) runs the file with no confinement at all.
 """
 
@@ -36,7 +36,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.isolation import scrubbed_env
+from dream_gym.infrastructure.isolation import scrubbed_env
+from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.infrastructure.sandbox import Launched, SandboxUnavailable, launch
+from dream_gym.infrastructure.work_folders import work_folder
 from dream_gym.policy import RunContext
 from dream_gym.policy_files.errors import (
     PolicyCrashed,
@@ -60,10 +63,7 @@ from dream_gym.policy_files.wire import (
     frame_request,
     parse_reply,
 )
-from dream_gym.printable import TEXT_CHARS, printable
-from dream_gym.sandbox import Launched, SandboxUnavailable, launch
-from dream_gym.view import PrefixView, SentNodes
-from dream_gym.work_folders import work_folder
+from dream_gym.replay.view import PrefixView, SentNodes
 
 _TAIL_BYTES = 8192
 #: Packages whose ``__init__`` the template does not run (``dream_gym``'s imports Gymnasium and

@@ -25,7 +25,7 @@ two pipe ends of an episode to fork, ``close`` ends it.
 
 Views are sent incrementally: ``known`` says how many nodes of the episode the receiver already
 holds, and only the nodes after them are sent; :func:`decode_view` rebuilds the same
-:class:`~dream_gym.view.PrefixView`. The child never receives a world or a world path.
+:class:`~dream_gym.replay.view.PrefixView`. The child never receives a world or a world path.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from dream_gym.view import NodeView, PrefixView, ReceivedNodes, SentNodes, unsent_nodes
+from dream_gym.replay.view import NodeView, PrefixView, ReceivedNodes, SentNodes, unsent_nodes
 
 HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 << 20  # a request (a view of a large world) larger than this is refused
@@ -132,7 +132,7 @@ def encode_view(view: PrefixView, sent: SentNodes | None = None
     """What a request carries of a view, and what the receiver holds once it is sent: ``known``
     (how many of the view's nodes the receiver holds, given ``sent``: what it held before), the
     nodes from index ``known`` on, and the view's other fields. A decision costs the nodes
-    revealed since the last one, not the episode's (:func:`dream_gym.view.unsent_nodes`)."""
+    revealed since the last one, not the episode's (:func:`dream_gym.replay.view.unsent_nodes`)."""
     known, new, holds = unsent_nodes(view, sent)
     return (known, new, {f: getattr(view, f) for f in _VIEW_FIELDS}), holds
 

@@ -26,16 +26,16 @@ in replay and online and never sees q, the world's best score or unrevealed node
 * :mod:`~dream_gym.rl.model_zips`: model zips loaded as data (nothing pickled in them runs;
   :class:`UntrustedModelError` names what is refused; ``trust_model=True`` or
   :func:`trusted_models` for a model whose author you trust).
-* :mod:`~dream_gym.rl.training`: ``dream-gym train`` (checkpoints, resume, TensorBoard logs,
+* :mod:`~dream_gym.training.trainer`: ``dream-gym train`` (checkpoints, resume, TensorBoard logs,
   periodic held-out evaluation).
 
 The envs take their observation (``features=``, a :class:`FeatureSet`) and their reward
-(``value_fn=``, see :mod:`dream_gym.objectives`: V, or the beta-conditioned
-:class:`~dream_gym.objectives.PricedAttainment`) as arguments. Needs the ``rl`` extra
+(``value_fn=``, see :mod:`dream_gym.replay.objectives`: V, or the beta-conditioned
+:class:`~dream_gym.replay.objectives.PricedAttainment`) as arguments. Needs the ``rl`` extra
 (stable-baselines3, sb3-contrib, torch) only for the SB3 glue and for training.
 """
 
-from dream_gym.objectives import PricedAttainment, Progress, ValueFn, make_objective, replay_value
+from dream_gym.replay.objectives import PricedAttainment, Progress, ValueFn, make_objective, replay_value
 from dream_gym.rl.archs import ARCHITECTURES, Arch, model_arch, model_policy
 from dream_gym.rl.ensemble import EnsemblePolicy
 from dream_gym.rl.features import (

@@ -1,9 +1,9 @@
 """RL architectures by name: how each builds its training env and its network, and which policy
 runs a trained model of it. One entry of :data:`ARCHITECTURES` per architecture feeds
-``dream-gym train --arch``, :func:`~dream_gym.rl.training.make_env`,
-:func:`~dream_gym.rl.training.make_model` and :func:`model_policy`.
+``dream-gym train --arch``, :func:`~dream_gym.training.trainer.make_env`,
+:func:`~dream_gym.training.trainer.make_model` and :func:`model_policy`.
 
-A model records its architecture: :func:`~dream_gym.rl.training.make_model` sets the attribute
+A model records its architecture: :func:`~dream_gym.training.trainer.make_model` sets the attribute
 :data:`ARCH_ATTRIBUTE` (defined with what a model zip may hold, :mod:`dream_gym.rl.model_zips`), which SB3's ``model.save`` writes with the model's other data and
 ``load`` restores. Zips saved before the architecture was recorded fall back to the shape rule:
 the first architecture whose :attr:`Arch.fits` accepts the model's spaces, else ``macro``.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dream_gym.objectives import ValueFn
+from dream_gym.replay.objectives import ValueFn
 from dream_gym.rl.features import MACRO_FEATURES
 from dream_gym.rl.macro import MACRO_ACTIONS
 from dream_gym.rl.model_zips import ARCH_ATTRIBUTE
@@ -34,11 +34,11 @@ from dream_gym.rl.sb3 import (
     named_model,
     sb3_vec_env,
 )
-from dream_gym.world import World
+from dream_gym.world.tree import World
 
 
 class ArchConfig(Protocol):
-    """What an architecture reads of a training config (:class:`dream_gym.rl.training.TrainConfig`,
+    """What an architecture reads of a training config (:class:`dream_gym.training.trainer.TrainConfig`,
     which imports this module: the registry names the fields it needs instead of importing it)."""
 
     algo: str

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from dream_gym.policy import RunContext
+from dream_gym.replay.view import PrefixView
 from dream_gym.rl.archs import model_policy
 from dream_gym.rl.macro import batch_for, macro_masks
 from dream_gym.rl.sb3 import NodeSB3Policy, SB3Policy, node_batch
-from dream_gym.view import PrefixView
 
 
 class EnsemblePolicy:

@@ -2,9 +2,9 @@
 
 Two implementations of one definition, pinned to each other bit for bit by the tests:
 
-* :func:`view_features` reads a :class:`~dream_gym.view.PrefixView` (what a trained policy sees
+* :func:`view_features` reads a :class:`~dream_gym.replay.view.PrefixView` (what a trained policy sees
   in replay and online);
-* :func:`batch_features` reads N episodes of a :class:`~dream_gym.vector_replay.VectorReplay`
+* :func:`batch_features` reads N episodes of a :class:`~dream_gym.replay.vector.VectorReplay`
   at once (what the vector envs train on).
 
 Both read revealed data only (revealed nodes, frontier, root_slots, baseline, W, beta, beta1,
@@ -23,9 +23,9 @@ import numpy as np
 from numba import njit
 
 from dream_gym.policies.base import open_nodes
-from dream_gym.replay import ROOT
-from dream_gym.vector_replay import VectorReplay
-from dream_gym.view import PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.vector import VectorReplay
+from dream_gym.replay.view import PrefixView
 
 FEATURE_NAMES: tuple[str, ...] = (
     "rounds",  # k / (k + 10)

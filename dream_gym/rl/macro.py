@@ -1,12 +1,12 @@
 """Macro actions: a small, fixed decision that fixed rules turn into a legal batch.
 
-The per-slot action space of :class:`dream_gym.env.ReplayEnv` (one node id per worker) is too
+The per-slot action space of :class:`dream_gym.envs.env.ReplayEnv` (one node id per worker) is too
 large to learn from a few dozen worlds in minutes. Each macro step picks one of
 :data:`MACRO_ACTIONS` (stop, open k branches, continue the k best open nodes, or a mix).
 
-* :func:`batch_for` / :func:`macro_masks`: on one :class:`~dream_gym.view.PrefixView`;
+* :func:`batch_for` / :func:`macro_masks`: on one :class:`~dream_gym.replay.view.PrefixView`;
 * :func:`macro_batches` / :func:`batch_masks`: on N episodes of a
-  :class:`~dream_gym.vector_replay.VectorReplay` at once (the same rules; tests pin the two).
+  :class:`~dream_gym.replay.vector.VectorReplay` at once (the same rules; tests pin the two).
 
 Every action is valid: a masked action (its batch would be empty) stops the episode, as the
 empty batch does.
@@ -22,9 +22,9 @@ import numpy as np
 from numba import njit
 
 from dream_gym.policies.base import open_nodes, score_key
-from dream_gym.replay import ROOT
-from dream_gym.vector_replay import NONE, VectorReplay
-from dream_gym.view import NodeView, PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.vector import NONE, VectorReplay
+from dream_gym.replay.view import NodeView, PrefixView
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from dream_gym.objectives import ValueFn, replay_value
+from dream_gym.replay.objectives import ValueFn, replay_value
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
+from dream_gym.replay.view import PrefixView
 from dream_gym.rl.features import MACRO_FEATURES, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
 from dream_gym.rl.pool_episodes import PoolEpisodes
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
-from dream_gym.view import PrefixView
-from dream_gym.world import World
+from dream_gym.world.tree import World
 
 
 class MacroReplayEnv(PoolEpisodes):
@@ -25,7 +25,7 @@ class MacroReplayEnv(PoolEpisodes):
     ## Description
     Each ``reset`` draws a world from the pool with the env's seeded ``np_random`` (or takes
     ``options={"world": i}``) and a beta (fixed, or drawn from ``betas``; ``options={"beta": b}``
-    overrides), then plays a :class:`~dream_gym.session.ReplaySession`.
+    overrides), then plays a :class:`~dream_gym.replay.session.ReplaySession`.
 
     ## Action Space
     ``Discrete(len(MACRO_ACTIONS))``. Every action is valid: one whose batch would be empty
@@ -49,7 +49,7 @@ class MacroReplayEnv(PoolEpisodes):
     infos every step, and views hold read-only mappings).
 
     ## Arguments
-    ``worlds`` (World objects or references), ``workers`` (W for every world, default :data:`~dream_gym.settings.STANDARD_WORKERS`),
+    ``worlds`` (World objects or references), ``workers`` (W for every world, default :data:`~dream_gym.replay.settings.STANDARD_WORKERS`),
     ``beta`` (a fixed budget preference, or a sequence to draw from per episode), ``beta1``,
     ``beta2`` (V's coefficients), ``max_rounds`` (K2, default none), ``features``, ``value_fn``.
 

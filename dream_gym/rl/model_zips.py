@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 from gymnasium.spaces import Box, Dict, Discrete, Space
 
-from dream_gym.printable import printable
+from dream_gym.infrastructure.printable import printable
 
 #: The entries stable-baselines3 2.x writes into a model zip; a zip with any other is refused.
 SB3_ENTRIES = frozenset({"data", "policy.pth", "policy.optimizer.pth", "pytorch_variables.pth",

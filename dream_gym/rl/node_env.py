@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from dream_gym.objectives import ValueFn, replay_value
+from dream_gym.replay.objectives import ValueFn, replay_value
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
 from dream_gym.rl.features import N_FEATURES, view_features
 from dream_gym.rl.node_features import N_NODE_FEATURES, RoundPlan
 from dream_gym.rl.pool_episodes import PoolEpisodes
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
-from dream_gym.world import World
+from dream_gym.world.tree import World
 
 BATCH_FEATURE_NAMES: tuple[str, ...] = (
     "batch_size",  # selections already in the batch / W

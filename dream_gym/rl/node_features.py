@@ -1,6 +1,6 @@
 """Per-node features of the node-level policy: one row per candidate (the root or an open node).
 
-Computed from the :class:`~dream_gym.view.PrefixView` only (never q, the world's best score or its
+Computed from the :class:`~dream_gym.replay.view.PrefixView` only (never q, the world's best score or its
 size), so a trained node policy runs unchanged online. Scores enter relative to the baseline and
 to the best revealed score, divided by the largest |score - baseline| revealed so far, so tasks
 whose raw scores differ by orders of magnitude look alike.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dream_gym.policies.base import score_key
-from dream_gym.replay import ROOT
-from dream_gym.view import NodeView, PrefixView
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import NodeView, PrefixView
 
 NODE_FEATURE_NAMES: tuple[str, ...] = (
     "is_root",  # 1 for the root (selecting it opens a new branch)

@@ -23,9 +23,9 @@ import numpy as np
 
 from dream_gym.policies import make_policy
 from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.replay import ROOT
+from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.view import PrefixView
 from dream_gym.rl.features import FEATURE_NAMES, view_features
-from dream_gym.view import PrefixView
 
 OPTION_POLICIES: tuple[str, ...] = ("fixed", "greedy", "hyperband", "stagnation", "ucb", "puct", "shinka",
                                     "openevolve")

@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from dream_gym.objectives import ValueFn, replay_value
 from dream_gym.policy import RunContext
+from dream_gym.replay.objectives import ValueFn, replay_value
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
+from dream_gym.replay.view import PrefixView
 from dream_gym.rl.option_set import N_OPTION_ACTIONS, N_OPTION_FEATURES, OptionSet, Proposals, option_features
 from dream_gym.rl.pool_episodes import PoolEpisodes
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS
-from dream_gym.view import PrefixView
-from dream_gym.world import World
+from dream_gym.world.tree import World
 
 
 class OptionsReplayEnv(PoolEpisodes):
@@ -49,7 +49,7 @@ class OptionsReplayEnv(PoolEpisodes):
     ``world``, ``beta``, ``replay_score`` and ``batch``; the view is ``env.view``.
 
     ## Arguments
-    ``worlds``, ``workers`` (default :data:`~dream_gym.settings.STANDARD_WORKERS`, 4), ``beta`` (fixed or a sequence to draw from),
+    ``worlds``, ``workers`` (default :data:`~dream_gym.replay.settings.STANDARD_WORKERS`, 4), ``beta`` (fixed or a sequence to draw from),
     ``beta1``, ``beta2``, ``max_rounds``, ``value_fn``; ``draws``: (W, beta1, beta2) settings, one drawn per
     episode (default: the one given by ``workers``, ``beta1``, ``beta2``).
 

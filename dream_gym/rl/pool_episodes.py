@@ -10,11 +10,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from dream_gym.objectives import Progress, ValueFn
-from dream_gym.registry import resolve_world
-from dream_gym.session import ReplaySession
-from dream_gym.settings import ReplaySettings
-from dream_gym.world import World
+from dream_gym.replay.objectives import Progress, ValueFn
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.registry import resolve_world
+from dream_gym.world.tree import World
 
 
 def betas_of(beta: float | Sequence[float]) -> tuple[float, ...]:

@@ -23,9 +23,9 @@ from typing import Any
 from gymnasium import spaces
 
 from dream_gym.policy import RunContext
+from dream_gym.replay.view import PrefixView
 from dream_gym.rl.features import MACRO_FEATURES, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
-from dream_gym.view import PrefixView
 
 
 def load_model(path: str | os.PathLike[str], *, trust_model: bool = False) -> Any:

@@ -10,14 +10,14 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from dream_gym.objectives import ValueFn, replay_value
+from dream_gym.envs.vector_episodes import VectorEpisodes, WorldRef, as_world_list
+from dream_gym.replay.objectives import ValueFn, replay_value
+from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
+from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
+from dream_gym.replay.vector import NONE, VectorReplay, WorldPool
 from dream_gym.rl.features import MACRO_FEATURES, EpisodeParams, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, MacroTable, batch_masks, macro_batches
 from dream_gym.rl.pool_episodes import betas_of
-from dream_gym.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
-from dream_gym.vector_episodes import VectorEpisodes, WorldRef, as_world_list
-from dream_gym.vector_replay import NONE, VectorReplay, WorldPool
 
 
 class MacroVectorEnv(VectorEpisodes):

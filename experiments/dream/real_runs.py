@@ -30,9 +30,9 @@ from dream_gym.datasets.importers import import_run
 from dream_gym.dream.builtin_developer import BuiltinDeveloper
 from dream_gym.dream.improve import DreamSettings, improvement_step
 from dream_gym.dream.scoring import ScoringSettings
-from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
+from dream_gym.evaluation.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
-from dream_gym.world import load_world
+from dream_gym.world.tree import load_world
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = ROOT.parent / "shared" / "external-runs"

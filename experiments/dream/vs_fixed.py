@@ -39,8 +39,8 @@ from pathlib import Path
 from dream_gym.dream.improve import DreamSettings
 from dream_gym.dream.rsi import RsiConfig, run_rsi
 from dream_gym.dream.scoring import ScoringSettings
-from dream_gym.registry import list_worlds
-from dream_gym.world import load_world
+from dream_gym.world.registry import list_worlds
+from dream_gym.world.tree import load_world
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -30,9 +30,9 @@ import math
 from dream_gym.policies.base import interpolate
 from dream_gym.policies.stagnation import StagnationPolicy
 from dream_gym.policy import RunContext
-from dream_gym.view import PrefixView
+from dream_gym.replay.view import PrefixView
 
-V_PRICE = 0.003  # V's cost of one attempt (dream_gym.score.DEFAULT_BETA1), the price at beta = 0.5
+V_PRICE = 0.003  # V's cost of one attempt (dream_gym.replay.score.DEFAULT_BETA1), the price at beta = 0.5
 
 
 class AdaptiveSpend(StagnationPolicy):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.leaderboard import leaderboard
+from dream_gym.evaluation.leaderboard import leaderboard
 from dream_gym.policies import POLICIES
 
 HERE = Path(__file__).resolve().parent

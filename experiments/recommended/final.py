@@ -104,7 +104,7 @@ def recommended_kind(choice: dict[str, Any]) -> str | None:
 
 
 def _limits(which: str) -> dict[str, float]:
-    from dream_gym.results import load_results
+    from dream_gym.evaluation.results import load_results
     from experiments.recommended.scoring import OUT as _OUT
     from experiments.recommended.scoring import tag
 

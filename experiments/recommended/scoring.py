@@ -1,6 +1,6 @@
 """Evaluations of policy specs on the experiment's world sets, cached per (set, spec).
 
-Each (set, spec) is one ``dream_gym.evaluate.evaluate`` over the default beta grid (each world at its
+Each (set, spec) is one ``dream_gym.evaluation.evaluate.evaluate`` over the default beta grid (each world at its
 recorded W: 4 for the imported real runs), written to ``out/rec/eval/<set>/<tag>.jsonl``; a file
 already there is read back instead of evaluated again (the same results: every policy here is
 deterministic, built-ins seeded from the run's seed 0).
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dream_gym.evaluate import evaluate
-from dream_gym.results import load_results
+from dream_gym.evaluation.evaluate import evaluate
+from dream_gym.evaluation.results import load_results
 from experiments.recommended.common import OUT, SETS, Row, rows_of
 
 

@@ -5,7 +5,7 @@
 Each run is imported with ``dream-gym worlds import --from <system> <run> --workers 4 --id <name>``
 (a ShinkaEvolve run from its ``evolution_db.sqlite``) into ``<out>/<split>/<name>``; the train split's
 runs are also written stopped after their first 10 and 20 attempts (``<out>/train-prefixes/<name>@<n>``,
-:func:`dream_gym.world.prefix_world`), the real half of the training pool. Nothing is copied into the
+:func:`dream_gym.world.tree.prefix_world`), the real half of the training pool. Nothing is copied into the
 repository: the folders live under ``out/`` (git-ignored) or a temporary folder.
 """
 
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dream_gym.world import World, load_world, prefix_world
+from dream_gym.world.tree import World, load_world, prefix_world
 
 HERE = Path(__file__).resolve().parent
 SPLIT_FILE = HERE / "real_runs_split.json"

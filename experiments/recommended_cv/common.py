@@ -96,7 +96,7 @@ def write_world(world: Any, folder: Path) -> None:
 
 def build_pool(fold: str) -> Path:
     """The fold's real training runs (links) and their prefixes at 10 and 20 attempts (§4)."""
-    from dream_gym.world import load_world, prefix_world
+    from dream_gym.world.tree import load_world, prefix_world
 
     folder = pool_dir(fold)
     held_out = None if fold == ALL_FAMILIES else fold

@@ -1,6 +1,6 @@
 """Evaluations of policy specs on real runs at the protocol's settings, cached per (setting, spec, runs).
 
-Each is one ``dream_gym.evaluate.evaluate`` over the β grid 0, 0.1, ..., 1 at the setting's W, β1
+Each is one ``dream_gym.evaluation.evaluate.evaluate`` over the β grid 0, 0.1, ..., 1 at the setting's W, β1
 and β2 (the code `dream-gym eval` runs; seed 0), written to ``out/rcv/eval/<setting>/<tag>.jsonl``; a
 file already there is read back instead of evaluated again (every policy here is deterministic
 given the seed). ``figures`` turns the episodes into per-run V½ and v2.
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dream_gym.evaluate import evaluate
-from dream_gym.results import load_results
-from dream_gym.score import DEFAULT_BETA_GRID, v2_objective
+from dream_gym.evaluation.evaluate import evaluate
+from dream_gym.evaluation.results import load_results
+from dream_gym.replay.score import DEFAULT_BETA_GRID, v2_objective
 from experiments.recommended_cv.common import OUT, REAL, REPO, SETTING
 
 GRID = DEFAULT_BETA_GRID

@@ -24,7 +24,7 @@ from typing import Any
 from dream_gym.policies import make_policy
 from dream_gym.policies.base import default_patience, default_round_budget
 from dream_gym.policy import Policy, RunContext
-from dream_gym.view import PrefixView
+from dream_gym.replay.view import PrefixView
 from experiments.recommended.adaptive import AdaptiveSpend
 
 SCALES = (0.5, 1.0, 2.0, 4.0)

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from dream_gym.policy import Policy, RunContext
+from dream_gym.replay.view import PrefixView
 from dream_gym.rl.features import view_features
-from dream_gym.view import PrefixView
 from experiments.recommended_cv.portfolio import STOP, configured
 
 POINTS = (1, 2, 4)

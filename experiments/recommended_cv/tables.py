@@ -8,7 +8,7 @@
   (``out/rcv/tables/rollouts-<c0>.json``); ``switch`` fits and selects from it.
 
 Episodes run in this process (``dream_gym.policy.run_episode``, seed 0, the settings' W, β1, β2:
-what ``dream_gym.evaluate.evaluate`` runs per episode).
+what ``dream_gym.evaluation.evaluate.evaluate`` runs per episode).
 
     nice -n 15 .venv/bin/python -m experiments.recommended_cv.tables portfolio
     nice -n 15 .venv/bin/python -m experiments.recommended_cv.tables rollouts --opening ucb_a200
@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dream_gym.evaluation.world_specs import resolve_worlds
 from dream_gym.policy import run_episode
-from dream_gym.settings import ReplaySettings
-from dream_gym.world import World, load_world
-from dream_gym.world_specs import resolve_worlds
+from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.tree import World, load_world
 from experiments.recommended_cv.common import OUT, REAL, SETTINGS, all_runs
 from experiments.recommended_cv.portfolio import CONFIGS, STOP, configured
 from experiments.recommended_cv.switch import SwitchPolicy

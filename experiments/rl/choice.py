@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dream_gym.evaluate import resolve_worlds
+from dream_gym.evaluation.evaluate import resolve_worlds
 from dream_gym.policies import POLICIES
 from experiments.rl.results import best_builtins, cell, own_score, real_runs, run, scored
 from experiments.world_stats import DEFAULT_RUNS

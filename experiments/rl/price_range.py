@@ -34,9 +34,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from dream_gym.evaluate import resolve_worlds
+from dream_gym.evaluation.evaluate import resolve_worlds
 from dream_gym.policies import POLICIES
-from dream_gym.world import World
+from dream_gym.world.tree import World
 from experiments.rl.results import best_builtins, run, scored, split_extra
 
 REPO = Path(__file__).resolve().parents[2]

@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dream_gym.evaluate import evaluate, leaderboard, resolve_worlds
+from dream_gym.evaluation.evaluate import evaluate, leaderboard, resolve_worlds
 from dream_gym.policies import POLICIES
 from experiments.rl.seeds import spread
 from experiments.world_stats import DEFAULT_RUNS, import_runs

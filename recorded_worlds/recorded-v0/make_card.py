@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from dream_gym.datasets.store import DATASET_FORMAT, file_digests, validate_dataset_meta
-from dream_gym.world import FORMAT as WORLD_FORMAT
-from dream_gym.world import load_world
+from dream_gym.world.tree import FORMAT as WORLD_FORMAT
+from dream_gym.world.tree import load_world
 
 HERE = Path(__file__).resolve().parent
 DATASET_ID = "dream-gym/recorded-v0"

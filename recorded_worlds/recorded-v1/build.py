@@ -6,7 +6,7 @@
 Idempotent and resumable: a world whose world.json carries its sha256 is finished and skipped; an
 unfinished one is continued with ``dream-gym grow --resume`` (the loop writes every attempt to
 disk at once, so a killed build loses at most the attempts in flight). A finished world's nodes
-are stored compressed (``nodes.jsonl.gz``, :func:`dream_gym.world_writer.compress_world`). The seconds each
+are stored compressed (``nodes.jsonl.gz``, :func:`dream_gym.world.writer.compress_world`). The seconds each
 world took are appended to ``grow_times.txt``. Then ``dataset.json`` (ids, fixed split, sha256 of
 every file) and ``README.md`` (the card: worlds, statistics and the agents' targets, the exact
 commands, grow times) are written; ``STATS.md`` beside it (``experiments/world_stats.py --section``:
@@ -31,9 +31,9 @@ from pathlib import Path
 
 from dream_gym.datasets.stats import STOP_ROUNDS, WorldStats, stats_markdown, world_stats
 from dream_gym.datasets.store import DATASET_FORMAT, file_digests, validate_dataset_meta
-from dream_gym.world import FORMAT as WORLD_FORMAT
-from dream_gym.world import World, load_world
-from dream_gym.world_writer import compress_world
+from dream_gym.world.tree import FORMAT as WORLD_FORMAT
+from dream_gym.world.tree import World, load_world
+from dream_gym.world.writer import compress_world
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

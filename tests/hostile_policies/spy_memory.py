@@ -29,7 +29,7 @@ def act(view):
         for attr, value in list(getattr(module, "__dict__", {}).items()):
             if type(value).__name__ in SUSPECT_TYPES:
                 found.add(f"module:{module_name}.{attr}")
-    registry = sys.modules.get("dream_gym.registry")
+    registry = sys.modules.get("dream_gym.world.registry")
     if registry is not None and getattr(registry, "_CACHE", None):
-        found.add("dream_gym.registry._CACHE holds worlds")
+        found.add("dream_gym.world.registry._CACHE holds worlds")
     raise RuntimeError("FOUND=" + json.dumps(sorted(found)))

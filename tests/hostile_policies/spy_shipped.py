@@ -1,6 +1,6 @@
 """Hostile: reads the shipped data of the dream_gym it runs with (an installed wheel's
 ``dream_gym/_shipped/``: the datasets' worlds, the trained models, the prompt templates), found
-through ``dream_gym.shipped`` and by walking the package folder. Reports by raising
+through ``dream_gym.world.shipped`` and by walking the package folder. Reports by raising
 ``FOUND=<json>`` (counts: an error message is clipped): ``tried``, the data files it found by name;
 ``read``, how many it could read (``sample``: a few of them); ``nodes`` and ``nodes_read``, the same
 for the worlds' plain ``nodes.jsonl``. Isolated, ``read`` must be 0."""
@@ -18,7 +18,7 @@ def _data_folders():
     package = Path(dream_gym.__file__).resolve().parent
     folders = {package / "_shipped"}
     try:
-        from dream_gym.shipped import models_dir, prompts_dir, shipped_root
+        from dream_gym.world.shipped import models_dir, prompts_dir, shipped_root
 
         folders |= {shipped_root(), models_dir(), prompts_dir()}
     except Exception:  # an older dream_gym: the walk below still finds the folder

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.printable import TEXT_CHARS, printable
-from dream_gym.world import DIRECTIONS
-from dream_gym.world_writer import new_meta, write_world
+from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.world.tree import DIRECTIONS
+from dream_gym.world.writer import new_meta, write_world
 
 from .coerce import world_name_from
 

@@ -49,7 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dream_gym.limits import LimitError, loads_bounded
+from dream_gym.infrastructure.limits import LimitError, loads_bounded
 
 from .base import (
     DEFAULT_OPTIONS,

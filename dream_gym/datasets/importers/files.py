@@ -3,9 +3,9 @@
 A run folder may come from anyone (a downloaded corpus, a colleague's archive), so the importers
 that read a layout of their own (:mod:`.evotrace`, :mod:`.gepa`) read it as data, never trusting a
 name: a file is opened without following a symbolic link and without waiting for a writer, and only
-a regular file of bounded size is read (:func:`dream_gym.limits.read_leftover`); a JSON-lines file
-is streamed a line at a time under the line and total limits of :mod:`dream_gym.limits`, each line
-parsed with :func:`~dream_gym.limits.loads_bounded`; a content-addressed blob is read only by a name
+a regular file of bounded size is read (:func:`dream_gym.infrastructure.limits.read_leftover`); a JSON-lines file
+is streamed a line at a time under the line and total limits of :mod:`dream_gym.infrastructure.limits`, each line
+parsed with :func:`~dream_gym.infrastructure.limits.loads_bounded`; a content-addressed blob is read only by a name
 that is a hash, and its bytes must hash to that name. Each refusal is a
 :class:`~.base.RunImportError` naming the file and the problem.
 """
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dream_gym.limits import (
+from dream_gym.infrastructure.limits import (
     LeftoverError,
     LimitError,
     bounded_lines,

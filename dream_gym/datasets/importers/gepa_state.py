@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.limits import LimitError, bounded_lines, max_decompressed_bytes, max_line_bytes
+from dream_gym.infrastructure.limits import LimitError, bounded_lines, max_decompressed_bytes, max_line_bytes
 
 from .base import RunImportError
 from .coerce import to_int

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dream_gym.printable import TEXT_CHARS, printable
+from dream_gym.infrastructure.printable import TEXT_CHARS, printable
 
 from .base import ImportOptions, ImportReport, RunImportError, check_out_folder
 from .coerce import world_name_from

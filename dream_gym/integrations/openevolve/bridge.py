@@ -8,7 +8,7 @@ of its public classes; nothing is patched in place):
   _submit_iteration``): it hands out the parents the policy chose, in order, and draws the
   inspirations with OpenEvolve's own ``_sample_inspirations``. It also overrides ``add`` and
   ``increment_island_generation`` to record every admitted program (migrant copies excepted)
-  as a world node, through the :class:`~dream_gym.world_writer.WorldWriter`, once its
+  as a world node, through the :class:`~dream_gym.world.writer.WorldWriter`, once its
   artifacts are stored.
 * The ``island_selector`` hook places each iteration on its parent's island, so children land
   where OpenEvolve's own sampling would put them.
@@ -21,7 +21,7 @@ of its public classes; nothing is patched in place):
   the policy sees every program of the earlier rounds. An empty batch stops the run through
   the controller's ``request_shutdown``; a final checkpoint is saved.
 
-The policy sees the run as a :class:`~dream_gym.view.PrefixView` built by
+The policy sees the run as a :class:`~dream_gym.replay.view.PrefixView` built by
 :func:`dream_gym.online.loop.tree_view` from the nodes written so far (every program so far,
 with its parent, ``combined_score`` and failure), so the same policy object runs unchanged here,
 in ``grow`` and in replay. A parent MAP-Elites has dropped from the database is put back into
@@ -53,10 +53,10 @@ from openevolve.database import Program as OEProgram
 from openevolve.database import ProgramDatabase
 
 from dream_gym.datasets.importers.openevolve import _program as imported_program
+from dream_gym.infrastructure.printable import printable
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.printable import printable
-from dream_gym.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
 
 METRIC = "combined_score"
 
@@ -497,7 +497,7 @@ def _after_fork_in_child() -> None:
     owner = _OWNER["pid"]
     if owner is None or os.getppid() != owner:
         return
-    from dream_gym import locks
+    from dream_gym.infrastructure import locks
 
     for held in list(locks._held.values()):
         if held.pid == owner:

@@ -27,9 +27,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from dream_gym.limits import LeftoverError, read_leftover, size_text
+from dream_gym.infrastructure.limits import LeftoverError, read_leftover, size_text
+from dream_gym.infrastructure.work_folders import work_folder
 from dream_gym.online.fitness import combined_score
-from dream_gym.work_folders import work_folder
 
 #: Bytes of a program file OpenEvolve hands over (its ``max_code_length`` counts characters:
 #: 100,000 in the config written here, at most 400 KB of UTF-8).

@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.locks import folder_lock
-from dream_gym.redact import redact_value
-from dream_gym.settings import DEFAULT_BETA
-from dream_gym.world import NODES_FILE
+from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.redact import redact_value
+from dream_gym.replay.settings import DEFAULT_BETA
+from dream_gym.world.tree import NODES_FILE
 
 SUPPORTED_OPENEVOLVE = ">=0.4,<0.5"
 NATIVE_POLICY = "native"  # OpenEvolve's own parent sampling, recorded
@@ -172,20 +172,20 @@ def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_ke
 def run_openevolve(config: BridgeConfig) -> BridgeResult:
     """Run OpenEvolve with ``config.policy`` choosing the parents; see the module docstring."""
     version = check_openevolve()
-    from dream_gym.sandbox import require_sandbox
+    from dream_gym.infrastructure.sandbox import require_sandbox
 
     require_sandbox()  # candidates (built-in evaluators) and policy files run sandboxed
     if config.workers < 1 or config.iterations < 1:
         raise ValueError("-W and --iterations must be at least 1")
     if config.policy != NATIVE_POLICY and not config.trust_model:
-        from dream_gym.evaluate import check_model_zips
+        from dream_gym.evaluation.evaluate import check_model_zips
 
         check_model_zips([config.policy])  # a zip that does not load as data: refused before any folder is made
     from dream_gym.integrations.files_task import checked_read
 
     read = checked_read(config.task, config.read)
     from dream_gym.integrations.openevolve import bridge
-    from dream_gym.world_writer import WorldWriter, new_meta
+    from dream_gym.world.writer import WorldWriter, new_meta
 
     started = time.time()
     folder = Path(config.out)
@@ -236,7 +236,7 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         oe_evaluator = files_evaluator(config, evaluator, read, oe_config, folder) if task_name is None else evaluator
         policy = None
         if config.policy != NATIVE_POLICY:
-            from dream_gym.evaluate import model_trust
+            from dream_gym.evaluation.evaluate import model_trust
             from dream_gym.policy_files.specs import PolicySource, is_file_spec
 
             with model_trust(config.trust_model):  # a model zip: as data unless trusted

@@ -71,7 +71,7 @@ from dream_gym.datasets.importers.shinkaevolve import _copy_of
 from dream_gym.datasets.importers.shinkaevolve import _program as imported_program
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
 
 METRIC = "combined_score"
 DB_FILE = "programs.sqlite"  # where ShinkaEvolveRunner keeps its database, in its results folder

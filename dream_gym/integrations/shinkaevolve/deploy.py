@@ -35,10 +35,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.redact import redact_value
 from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, DeployResult, SystemUnavailable
-from dream_gym.locks import folder_lock
-from dream_gym.redact import redact_value
-from dream_gym.world import NODES_FILE
+from dream_gym.world.tree import NODES_FILE
 
 SUPPORTED_SHINKA = ">=0.0.7,<0.0.8"
 OUTPUT_DIR = "shinkaevolve"
@@ -217,7 +217,7 @@ def _load_policy(request: DeployRequest) -> tuple[Any, Any]:
     """(policy, its isolated source to close) of ``request.policy``; (None, None) for native."""
     if request.policy == NATIVE_POLICY:
         return None, None
-    from dream_gym.evaluate import model_trust
+    from dream_gym.evaluation.evaluate import model_trust
     from dream_gym.policy_files.specs import PolicySource, is_file_spec
 
     with model_trust(request.trust_model):  # a model zip: as data unless trusted
@@ -241,14 +241,14 @@ def _check_request(request: DeployRequest) -> None:
     if isinstance(islands, bool) or not isinstance(islands, int) or islands < 1:
         raise ValueError(f"--option num_islands={islands}: a whole number of islands, at least 1")
     if request.policy != NATIVE_POLICY and not request.trust_model:
-        from dream_gym.evaluate import check_model_zips
+        from dream_gym.evaluation.evaluate import check_model_zips
 
         check_model_zips([request.policy])  # a zip that does not load as data: refused before any folder is made
 
 
 def open_world(request: DeployRequest, folder: Path, version: str) -> tuple[Any, str | None, Path, Path]:
     """(writer, task name, initial, evaluate): the world created, or reopened to resume."""
-    from dream_gym.world_writer import WorldWriter, new_meta
+    from dream_gym.world.writer import WorldWriter, new_meta
 
     results_dir = folder / OUTPUT_DIR
     exists = (folder / NODES_FILE).exists()
@@ -289,7 +289,7 @@ def open_world(request: DeployRequest, folder: Path, version: str) -> tuple[Any,
 def run(request: DeployRequest) -> DeployResult:
     """One ShinkaEvolve run with ``request.policy`` choosing the parents (see the module docstring)."""
     version = check_shinka()
-    from dream_gym.sandbox import require_sandbox
+    from dream_gym.infrastructure.sandbox import require_sandbox
 
     require_sandbox()  # candidates (built-in tasks) and policy files run sandboxed
     _check_request(request)

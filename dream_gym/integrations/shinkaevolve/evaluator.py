@@ -33,9 +33,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dream_gym.limits import LeftoverError, read_leftover, size_text
+from dream_gym.infrastructure.limits import LeftoverError, read_leftover, size_text
+from dream_gym.infrastructure.work_folders import work_folder
 from dream_gym.online.fitness import combined_score
-from dream_gym.work_folders import work_folder
 
 START_MARKER = "# EVOLVE-BLOCK-START"
 END_MARKER = "# EVOLVE-BLOCK-END"

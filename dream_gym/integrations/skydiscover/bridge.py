@@ -60,7 +60,7 @@ from skydiscover.utils.metrics_utils import get_fitness_score
 from dream_gym.datasets.importers.skydiscover import COPY_KEYS, SEED_KEY, skydiscover_program
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
 
 METRIC = "combined_score"
 PREFIX = "dream_gym_"

@@ -26,8 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dream_gym.infrastructure.limits import LeftoverError, read_leftover, size_text
 from dream_gym.integrations.openevolve.evaluator import PROGRAM_MAX_BYTES, evaluate_code
-from dream_gym.limits import LeftoverError, read_leftover, size_text
 
 EVALUATOR_TEMPLATE = '''"""SkyDiscover evaluator for the dream_gym task {task!r} (written by dream-gym).
 

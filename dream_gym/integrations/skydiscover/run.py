@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.redact import redact_value
 from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, DeployResult, SystemUnavailable
-from dream_gym.locks import folder_lock
-from dream_gym.redact import redact_value
-from dream_gym.world import NODES_FILE
+from dream_gym.world.tree import NODES_FILE
 
 SUPPORTED_SKYDISCOVER = ">=0.1,<0.2"
 NO_KEY = "sk-no-key-required"
@@ -113,7 +113,7 @@ class RunOptions:
         interval = values["checkpoint_interval"]
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
             raise ValueError(f"--option checkpoint_interval={interval!r}: a whole number >= 1")
-        from dream_gym.world import FRONTIER_RULES
+        from dream_gym.world.tree import FRONTIER_RULES
 
         if values["frontier"] not in FRONTIER_RULES:
             raise ValueError(f"--option frontier={values['frontier']!r}: one of {', '.join(FRONTIER_RULES)}")
@@ -220,7 +220,7 @@ def _load_policy(request: DeployRequest) -> tuple[Any, Any]:
     """(policy or None for native, the PolicySource to close or None)."""
     if request.policy == NATIVE_POLICY:
         return None, None
-    from dream_gym.evaluate import model_trust
+    from dream_gym.evaluation.evaluate import model_trust
     from dream_gym.policy_files.specs import PolicySource, is_file_spec
 
     with model_trust(request.trust_model):  # a model zip: as data unless trusted
@@ -259,7 +259,7 @@ def _skydiscover_process_state() -> Iterator[None]:
 
 def _new_writer(request: DeployRequest, options: RunOptions, folder: Path, task_name: str | None,
                 initial: Path, evaluator: Path, version: str) -> Any:
-    from dream_gym.world_writer import WorldWriter, new_meta
+    from dream_gym.world.writer import WorldWriter, new_meta
 
     description = ""
     direction_note = None
@@ -288,15 +288,15 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
     version = check_skydiscover()
     options = RunOptions.of(dict(request.options))
     check_search(options.search)
-    from dream_gym.sandbox import require_sandbox
+    from dream_gym.infrastructure.sandbox import require_sandbox
 
     require_sandbox()  # candidates (built-in evaluators) and policy files run sandboxed
     if request.policy != NATIVE_POLICY and not request.trust_model:
-        from dream_gym.evaluate import check_model_zips
+        from dream_gym.evaluation.evaluate import check_model_zips
 
         check_model_zips([request.policy])  # a zip that does not load as data: refused before any folder is made
     from dream_gym.integrations.skydiscover import bridge
-    from dream_gym.world_writer import WorldWriter
+    from dream_gym.world.writer import WorldWriter
 
     started = time.time()
     folder = Path(request.out)

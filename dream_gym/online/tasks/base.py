@@ -1,14 +1,14 @@
 """The task interface: an initial program, an isolated evaluator, a description, limits.
 
 The evaluator never trusts the candidate program with its own score. A small *harness* runs in
-an isolated child (:mod:`dream_gym.isolation`): it imports the candidate, calls its entry function
+an isolated child (:mod:`dream_gym.infrastructure.isolation`): it imports the candidate, calls its entry function
 and writes the raw answer (e.g. circle centers and radii) as JSON to a result file. The parent
 process then validates that answer and computes the score itself, so a program that prints or
 returns an inflated score, or monkeypatches the harness, gains nothing.
 
 Nor does the parent trust what the program leaves behind. Its working folder holds at most
 ``Limits.workspace_mb`` (a tmpfs where the kernel allows it), and only the result file comes
-back from it. The result file is read as data (:func:`dream_gym.limits.read_leftover`: a
+back from it. The result file is read as data (:func:`dream_gym.infrastructure.limits.read_leftover`: a
 regular file, no link followed, at most :attr:`HarnessTask.max_result_bytes`) and parsed only when
 it holds at most :attr:`HarnessTask.max_result_containers` arrays and objects, so a FIFO, a link
 to ``/dev/zero`` or to a file outside, a huge file or JSON of a million empty lists fails the
@@ -42,8 +42,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.isolation import DEFAULT_WORKSPACE_MB, IsolatedProcess, RunOutcome, start_python
-from dream_gym.limits import LeftoverError, LimitError, json_containers, loads_bounded, read_leftover
+from dream_gym.infrastructure.isolation import DEFAULT_WORKSPACE_MB, IsolatedProcess, RunOutcome, start_python
+from dream_gym.infrastructure.limits import (
+    LeftoverError,
+    LimitError,
+    json_containers,
+    loads_bounded,
+    read_leftover,
+)
 
 CANDIDATE_FILE = "candidate.py"
 HARNESS_FILE = "_harness.py"
@@ -57,7 +63,7 @@ _REPAIRABLE_TYPES = ("SyntaxError", "IndentationError", "TabError", "ImportError
 #: Nesting of a result file's JSON (an answer nests 4 deep at most).
 RESULT_MAX_DEPTH = 32
 #: Seconds an evaluation may take beyond the program's wall time: the sandbox's start (at most
-#: 30 s: :func:`dream_gym.isolation.start_python`) and the parent's checks.
+#: 30 s: :func:`dream_gym.infrastructure.isolation.start_python`) and the parent's checks.
 EVALUATION_MARGIN_S = 60.0
 
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from dream_gym.isolation import IsolatedProcess
-from dream_gym.limits import LeftoverError, read_leftover
+from dream_gym.infrastructure.isolation import IsolatedProcess
+from dream_gym.infrastructure.limits import LeftoverError, read_leftover
 from dream_gym.online.tasks.base import (
     CANDIDATE_FILE,
     HARD,

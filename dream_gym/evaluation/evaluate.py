@@ -1,0 +1,506 @@
+"""Offline evaluation: every (policy, world, beta) episode, in parallel.
+
+:func:`evaluate` runs each policy once per world and beta (docs/concepts/score.md: the beta grid of the v2
+objective) on the replay fast path, serially, across watched job processes or on Ray, records
+each world's oracle limit on its episodes, and writes one JSON line per episode
+(:mod:`dream_gym.evaluation.results`). The worlds spec it takes is :func:`dream_gym.evaluation.world_specs.resolve_worlds`'s;
+:func:`dream_gym.evaluation.leaderboard.leaderboard` aggregates its episodes. This module re-exports both
+(and the results-file readers), the one import most callers need.
+
+Determinism: an episode depends only on (policy spec, world, beta, seed, options). Work is cut
+into one task per (policy, world) pair holding all its betas in order, whatever the backend
+and the number of processes, and results are returned in canonical order (policies as given,
+worlds as resolved, betas as given), so serial, process and Ray runs give identical lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing.util
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dream_gym.evaluation.journal import EvalJournal, run_identity
+from dream_gym.evaluation.leaderboard import Leaderboard, LeaderboardRow, leaderboard
+from dream_gym.evaluation.results import dumps_row, load_results, read_results, result_from_row, result_row
+from dream_gym.evaluation.world_specs import resolve_worlds
+from dream_gym.infrastructure.durable import write_atomic
+from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S, JobPool, TaskFailure, job_context
+from dream_gym.infrastructure.locks import file_lock
+from dream_gym.infrastructure.sandbox import require_sandbox
+from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
+from dream_gym.policy_files import check_policy_spec
+from dream_gym.policy_files.specs import MODEL_MODULES, PolicySource, is_file_spec, is_model_spec
+from dream_gym.replay.oracle import oracle_limit_at
+from dream_gym.replay.score import (
+    DEFAULT_BETA1,
+    DEFAULT_BETA2,
+    DEFAULT_BETA_GRID,
+    DEFAULT_LAMBDA,
+)
+from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.settings import DEFAULT_MAX_ATTEMPTS, ReplaySettings
+from dream_gym.world.registry import load_cached
+from dream_gym.world.tree import World
+
+BACKENDS = ("process", "ray", "serial")
+
+
+def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -> Policy:
+    """A fresh policy for a spec (``dream_gym.policy_files.load_policy``); ``file_options``
+    (IsolatedPolicy options such as ``decision_timeout_s`` or ``hash_seed``) apply to policy
+    files only."""
+    return PolicySource(spec, file_options).new()
+
+
+# --------------------------------------------------------------------------- episodes
+
+
+
+@dataclass(frozen=True)
+class _Task:
+    """All betas of one (policy, world) pair: the unit of work sent to a worker."""
+
+    policy_index: int
+    world_index: int
+    policy: str
+    world: str | World  # a folder path (workers load it with load_cached), or the World itself
+    betas: tuple[float, ...]
+    settings: ReplaySettings  # of every episode but its beta (taken from ``betas``)
+    seed: int
+    file_options: Mapping[str, Any] | None = None
+    trust_model: bool = False  # model zips load with the objects pickled in them (else as data)
+
+
+class _Heartbeat:
+    """The policy, with ``beat()`` (the watchdog's heartbeat) before and after every decision."""
+
+    def __init__(self, policy: Policy, beat: Callable[[], None]):
+        self.policy, self.beat = policy, beat
+
+    def reset(self, context: Any) -> None:
+        self.beat()
+        self.policy.reset(context)
+        self.beat()
+
+    def act(self, view: Any) -> Any:
+        self.beat()
+        batch = self.policy.act(view)
+        self.beat()
+        return batch
+
+
+def _no_beat(step: int | None = None) -> None:
+    pass
+
+
+def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[EpisodeResult]:
+    """The task's episodes, one per beta in order (a JobPool task function: ``beat(i)``
+    when episode i starts, ``beat()`` around every decision)."""
+    with model_trust(task.trust_model):
+        return _episodes(task, beat)
+
+
+def model_trust(trusted: bool) -> contextlib.AbstractContextManager[None]:
+    """A block in which model zips load with the objects pickled in them (``trusted``: the
+    ``--trust-model`` of a command), else as data (:mod:`dream_gym.rl.model_zips`). Imports the
+    RL stack only when trusted."""
+    if not trusted:
+        return contextlib.nullcontext()
+    from dream_gym.rl.model_zips import trusted_models
+
+    return trusted_models()
+
+
+def check_model_zips(policies: Sequence[str]) -> None:
+    """Refuse a model spec whose zip does not load as data (UntrustedModelError naming what it
+    holds), before anything runs: reads the zips' data, imports no torch."""
+    for spec in policies:
+        if is_model_spec(spec):
+            from dream_gym.policy_files.specs import model_files
+            from dream_gym.rl.model_zips import check_model_zip
+
+            for path in model_files(spec):
+                check_model_zip(path)
+
+
+def _episodes(task: _Task, beat: Callable[..., None]) -> list[EpisodeResult]:
+    world = task.world if isinstance(task.world, World) else load_cached(task.world)
+    beat(0)
+    try:
+        source: PolicySource | None = _source_for(task)
+        load_error = None
+    except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
+        source, load_error = None, f"{type(exc).__name__}: {exc}"
+    results: list[EpisodeResult] = []
+    try:
+        for i, beta in enumerate(task.betas):
+            beat(i)
+            try:
+                policy = source.new() if source is not None else None  # a fresh object every episode
+            except Exception as exc:  # noqa: BLE001 - recorded on the episode
+                policy, load_error = None, f"{type(exc).__name__}: {exc}"
+            if policy is None:
+                result = result_from_session(ReplaySession(world, task.settings, beta=beta), task.policy, load_error)
+            else:
+                watched = policy if beat is _no_beat else _Heartbeat(policy, beat)
+                result = run_episode(watched, world, seed=task.seed, on_error="record", settings=task.settings,
+                                     beta=beta)
+            result.policy = task.policy  # the spec names the policy in the results, not its class
+            results.append(result)
+    finally:
+        if source is not None and source not in _KEPT_SOURCES.values():
+            source.close()
+    return results
+
+
+#: The policy-file sources of this process, kept across its tasks: one isolated child per
+#: (policy file, options) and process, reused from world to world. Nothing crosses episodes
+#: or worlds: every episode runs in a new process forked from the child's template, and the
+#: child never holds a world (see :mod:`dream_gym.policy_files.isolated`). A job killed by the
+#: watchdog takes its children with it.
+_KEPT_SOURCES: dict[tuple[str, str], PolicySource] = {}
+
+
+def _source_for(task: _Task) -> PolicySource:
+    """The task's policy source: this process's kept one for a policy file, else a new one."""
+    if not is_file_spec(task.policy) or is_model_spec(task.policy):
+        return PolicySource(task.policy, task.file_options)
+    key = (task.policy, repr(sorted((task.file_options or {}).items())))
+    source = _KEPT_SOURCES.get(key)
+    if source is None:
+        source = PolicySource(task.policy, task.file_options)
+        if not _KEPT_SOURCES:  # a job process ends its children as it exits (SIGTERM included)
+            multiprocessing.util.Finalize(None, close_kept_sources, exitpriority=10)
+        _KEPT_SOURCES[key] = source
+    else:  # an error on this world quotes only what was printed on it
+        getattr(source.new(), "forget_output", lambda: None)()
+    return source
+
+
+def close_kept_sources() -> None:
+    """End the isolated children this process keeps across tasks (at the end of an in-process run)."""
+    while _KEPT_SOURCES:
+        _KEPT_SOURCES.popitem()[1].close()
+
+
+def _failed_task(task: _Task, world: World, failure: TaskFailure) -> list[EpisodeResult]:
+    """The task's episodes, each with the error that ended the task (its finished episodes are
+    lost with its worker: a failed task is recorded whole, the same whatever the timing)."""
+    kind = {"timeout": "TaskTimeout", "died": "WorkerDied"}.get(failure.kind, "TaskError")
+    where = f", in the episode at beta {task.betas[failure.step]:g}" if failure.step is not None else ""
+    message = (f"{kind}: policy {task.policy} on world {world.id}{where}: {failure.message.strip()}; "
+               f"all {len(task.betas)} episodes of the task are recorded as failed")
+    return [result_from_session(ReplaySession(world, task.settings, beta=beta), task.policy, message)
+            for beta in task.betas]
+
+
+Outcomes = Iterator[tuple[int, list[EpisodeResult] | TaskFailure]]
+
+
+def _in_process(tasks: list[_Task]) -> Outcomes:
+    """Every task in this process, no watchdog (``backend="serial", task_timeout=None``, or a
+    small grid by default)."""
+    try:
+        for index, task in enumerate(tasks):
+            try:
+                yield index, _task_results(task)
+            except Exception as exc:  # noqa: BLE001 - the same record as a failed task in a worker
+                yield index, TaskFailure("error", f"{type(exc).__name__}: {exc}")
+    finally:
+        close_kept_sources()
+
+
+def _watched(tasks: list[_Task], jobs: int, task_timeout: float | None) -> Outcomes:
+    """Every task in job processes (dream_gym.infrastructure.jobs: fork server, watchdog). Where a task runs a
+    trained model, the fork server imports the model's stack once (when this process starts it)."""
+    models = MODEL_MODULES if any(is_model_spec(task.policy) for task in tasks) else ()
+    context = job_context(preload=(__name__, *models))
+    with JobPool(_task_results, jobs, task_timeout=task_timeout, context=context) as pool:
+        yield from pool.run(tasks)
+
+
+def _run_chunk(tasks: list[tuple[int, _Task]]) -> list[tuple[int, list[EpisodeResult]]]:
+    return [(index, _task_results(task)) for index, task in tasks]
+
+
+def _ray(tasks: list[_Task], jobs: int, chunk_size: int | None) -> Outcomes:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+    per_chunk = chunk_size or max(1, math.ceil(len(tasks) / (4 * jobs)))  # a few chunks per process
+    numbered = list(enumerate(tasks))
+    remote = ray.remote(_run_chunk)
+    pending = [remote.remote(numbered[i : i + per_chunk]) for i in range(0, len(numbered), per_chunk)]
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield from ray.get(done[0])
+
+
+def parse_betas(betas: Sequence[float] | str | None) -> tuple[float, ...]:
+    if betas is None:
+        return DEFAULT_BETA_GRID
+    if isinstance(betas, str):
+        betas = [float(b) for b in betas.split(",") if b.strip()]
+    out = tuple(float(b) for b in betas)
+    if not out:
+        raise ValueError("no betas to evaluate")
+    for beta in out:
+        if not 0.0 <= beta <= 1.0:
+            raise ValueError(f"beta must be in [0, 1], got {beta}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"betas repeat: {list(out)}")
+    return out
+
+
+def evaluate(
+    policies: Sequence[str],
+    worlds: Any,
+    betas: Sequence[float] | str | None = None,
+    *,
+    jobs: int | None = None,
+    workers: int | None = None,
+    backend: str = "process",
+    out: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    max_rounds: int | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    beta1: float = DEFAULT_BETA1,
+    beta2: float = DEFAULT_BETA2,
+    lam: float = DEFAULT_LAMBDA,
+    seed: int = 0,
+    task_timeout: float | None = DEFAULT_TASK_TIMEOUT_S,
+    chunk_size: int | None = None,
+    file_options: Mapping[str, Any] | None = None,
+    resume: bool = False,
+    trust_model: bool = False,
+    requests: bool = False,
+) -> list[EpisodeResult]:
+    """Run every (policy, world, beta) episode and return the results in canonical order.
+
+    Args:
+        policies: policy specs (a built-in name, ``module:Class`` or a ``.py`` file run isolated;
+            see ``dream_gym.policy_files.load_policy``). The spec labels the policy in the results.
+        worlds: anything :func:`resolve_worlds` accepts, or a list of World objects.
+        betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), or "0.1,0.5".
+        jobs: processes (default: the CPU count, or none but this one for a small grid of
+            built-in policies and policy files: see :data:`SMALL_GRID_NODE_EPISODES`); 1 is the
+            serial backend.
+        workers: W, the attempts per round every world is replayed at (default: each world's
+            recorded W).
+        backend: "process" (job processes of :mod:`dream_gym.infrastructure.jobs`: started by a fork
+            server, never forked from this process, and watched), "serial" (one task at a
+            time: in one watched job process, or in this process when ``task_timeout`` is
+            None) or "ray".
+        out: write one JSON line per episode there (in canonical order).
+        progress: show a rich progress bar (on stderr).
+        max_rounds, beta1, beta2: ReplaySession options (round limit and V's coefficients).
+        max_attempts: the most attempts one episode may make; a policy that asks for more gets
+            an ``EpisodeLimitError`` on that world (:data:`dream_gym.replay.settings.DEFAULT_MAX_ATTEMPTS`).
+        lam: recorded with the results for the leaderboard (the v2 penalty weight).
+        seed: the seed every policy gets in its RunContext.
+        task_timeout: seconds a (policy, world) task may go without progress (a decision or
+            a finished episode) before its worker is killed and replaced; the episodes it did
+            not finish get a ``TaskTimeout`` error. None: no watchdog (the ray backend has none).
+        chunk_size: (policy, world) tasks per Ray task (default: balanced for the jobs).
+        file_options: IsolatedPolicy options for policy files (``decision_timeout_s``,
+            ``episode_timeout_s``, ``memory_mb``, ``hash_seed``, ...).
+        resume: continue the run into ``out`` that was killed: the (policy, world) tasks its
+            journal ``<out>.partial`` holds are kept, only the others run (the journal must be
+            of the same policies, worlds, betas and options; see :mod:`dream_gym.evaluation.journal`).
+        trust_model: load model zips with the objects pickled in them, which run as code (only
+            for models whose authors you trust). Default: as data (:mod:`dream_gym.rl.model_zips`),
+            and a zip holding anything else is refused (UntrustedModelError) before anything runs.
+        requests: replay in request mode (docs/concepts/coverage.md): each policy chooses among
+            what an online run could continue, and what the record cannot answer is refused and
+            counted. Every episode records its coverage either way (``refused``, ``cut_short``,
+            ``answerable``).
+
+    With ``out``, the run holds the lock of ``out`` (``<out>.lock``, :mod:`dream_gym.infrastructure.locks`):
+    a second run into the same file is refused with LockedError naming this one. Each finished
+    task is journaled durably, so a killed run loses only the tasks in flight; without
+    ``resume``, a journal left by a killed run is an error (FileExistsError).
+
+    A policy that raises, returns an illegal batch, asks for more than ``max_attempts``
+    attempts in one episode, cannot be loaded, hangs (``task_timeout``) or kills its worker gets
+    its error in ``EpisodeResult.error``; every other episode still runs. An unknown policy
+    name, module or file raises LookupError before anything runs.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    policies = list(policies)
+    if not policies:
+        raise ValueError("no policies to evaluate")
+    if len(set(policies)) != len(policies):
+        raise ValueError(f"policies repeat: {policies}")
+    for spec in policies:  # fail fast on an unknown name, module or file; built only in workers
+        check_policy_spec(spec)
+    if not trust_model:
+        check_model_zips(policies)
+    if any(is_file_spec(spec) and not is_model_spec(spec) for spec in policies):
+        require_sandbox()  # policy files run only where the kernel can sandbox them
+    if task_timeout is not None and not task_timeout > 0:
+        raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
+    if resume and out is None:
+        raise ValueError("resume needs out: a run resumes from the journal beside its results file")
+    world_list = resolve_worlds(worlds)
+    if not world_list:
+        raise LookupError("no worlds to evaluate")
+    beta_grid = parse_betas(betas)
+    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, max_rounds=max_rounds, max_attempts=max_attempts,
+                              requests=requests)
+    tasks = [
+        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, settings, seed,
+              file_options, trust_model)
+        for p, spec in enumerate(policies)
+        for w, world in enumerate(world_list)
+    ]
+    if jobs is None and backend == "process" and _small_grid(policies, world_list, beta_grid):
+        backend, jobs, task_timeout = "serial", 1, None  # in this process: see SMALL_GRID_NODE_EPISODES
+    jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
+    if backend == "process" and jobs == 1:
+        backend = "serial"
+    options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds,
+               "max_attempts": max_attempts, "seed": seed, "lam": lam}
+    if requests:  # only when on: a journal written before request mode existed still resumes
+        options["requests"] = True
+    identity = {"policies": policies, "worlds": world_list, "betas": beta_grid, "options": options,
+                "file_options": file_options}
+    with _results_output(out, identity, resume) as journal:
+        by_key: dict[tuple[int, int], list[EpisodeResult]] = dict(journal.finished) if journal else {}
+        pending = [t for t in tasks if (t.policy_index, t.world_index) not in by_key]
+        label = f"{len(policies)}x{len(world_list)}x{len(beta_grid)} episodes ({backend})"
+        with _progress_bar(progress, len(tasks) * len(beta_grid), label) as advance:
+            advance(sum(len(results) for results in by_key.values()))  # resumed from the journal
+            for index, outcome in _runner(pending, backend, jobs, task_timeout, chunk_size):
+                task = pending[index]
+                if isinstance(outcome, TaskFailure):
+                    outcome = _failed_task(task, world_list[task.world_index], outcome)
+                by_key[(task.policy_index, task.world_index)] = outcome
+                if journal is not None:
+                    journal.append((task.policy_index, task.world_index), outcome)
+                advance(len(outcome))
+        _record_limits(by_key, world_list, settings)
+        if out is not None:
+            write_atomic(out, "".join(
+                dumps_row(result_row(result, world_list[key[1]], **_replayed(settings, world_list[key[1]]),
+                                     lam=lam, seed=seed)) + "\n"
+                for key in sorted(by_key) for result in by_key[key]
+            ))
+        if journal is not None:
+            journal.remove()  # only once the results file is whole
+    return [r for key in sorted(by_key) for r in by_key[key]]
+
+
+#: A grid of at most this many node-episodes (episodes x world nodes) runs in this process when
+#: no ``jobs`` are given: starting job processes would cost more than they save. Only built-in
+#: names and policy files (each isolated, with its own time limits) qualify: a ``module:Class``
+#: or a model keeps the watchdog of a job process.
+SMALL_GRID_NODE_EPISODES = 100_000
+
+
+def _small_grid(policies: Sequence[str], worlds: Sequence[World], betas: Sequence[float]) -> bool:
+    if any((":" in spec and not is_file_spec(spec)) or is_model_spec(spec) for spec in policies):
+        return False
+    return len(policies) * len(betas) * sum(world.size for world in worlds) <= SMALL_GRID_NODE_EPISODES
+
+
+def _runner(tasks: list[_Task], backend: str, jobs: int, task_timeout: float | None,
+            chunk_size: int | None) -> Outcomes:
+    """The outcomes of ``tasks`` (indices into it), on the backend asked for."""
+    if not tasks:  # a resumed run whose journal holds every task: start no worker
+        return iter(())
+    if backend == "ray":
+        return _ray(tasks, jobs, chunk_size)
+    if backend == "serial" and task_timeout is None:
+        return _in_process(tasks)
+    return _watched(tasks, jobs if backend == "process" else 1, task_timeout)
+
+
+@contextlib.contextmanager
+def _results_output(out: str | os.PathLike[str] | None, identity: Mapping[str, Any],
+                    resume: bool) -> Iterator[EvalJournal | None]:
+    """With a results file: its lock for the whole run, and the journal of finished tasks."""
+    if out is None:
+        yield None
+        return
+    with file_lock(out):
+        journal = EvalJournal.open(out, run_identity(**identity), resume=resume)
+        try:
+            yield journal
+        finally:
+            journal.close()
+
+
+def _replayed(settings: ReplaySettings, world: World) -> dict[str, Any]:
+    """What a result row records of the settings its episode was replayed at on ``world``: W and
+    the frontier rule as replayed (the world's where not given), beta1, beta2 and the round limit
+    (the beta is the episode's own field)."""
+    replayed = settings.resolved(world).as_dict()
+    del replayed["beta"]
+    return replayed
+
+
+def _record_limits(
+    by_key: Mapping[tuple[int, int], list[EpisodeResult]], world_list: Sequence[World], settings: ReplaySettings
+) -> None:
+    """Set each episode's ``limit``: its world's oracle limit at the replayed W, beta1, beta2,
+    frontier and round limit (computed once per world, here, outside every policy's reach)."""
+    limits: dict[int, float] = {}
+    for (_, w), results in by_key.items():
+        if w not in limits:
+            world = world_list[w]
+            limits[w] = oracle_limit_at(world, settings).value
+        for result in results:
+            result.limit = limits[w]
+
+
+class _progress_bar:
+    """A rich progress bar on stderr (a no-op when disabled)."""
+
+    def __init__(self, enabled: bool, total: int, description: str):
+        self.enabled, self.total, self.description = enabled, total, description
+        self._progress: Any = None
+
+    def __enter__(self) -> Callable[[int], None]:
+        if not self.enabled:
+            return lambda n: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=False,
+        )
+        self._progress.__enter__()
+        task_id = self._progress.add_task(self.description, total=self.total)
+        return lambda n: self._progress.advance(task_id, n)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_TASK_TIMEOUT_S",
+    "Leaderboard",
+    "LeaderboardRow",
+    "check_model_zips",
+    "evaluate",
+    "leaderboard",
+    "load_policy_spec",
+    "model_trust",
+    "load_results",
+    "parse_betas",
+    "read_results",
+    "resolve_worlds",
+    "result_from_row",
+    "result_row",
+]

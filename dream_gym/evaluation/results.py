@@ -1,0 +1,56 @@
+"""Results files (``dream-gym-results/1``): one JSON line per evaluated episode.
+
+Written by :func:`dream_gym.evaluation.evaluate.evaluate`, read by the leaderboard, the plots and the
+dreaming loop. Non-finite floats are stored as ``null`` so every line is strict JSON, and
+secrets are redacted (:mod:`dream_gym.infrastructure.redact`; an episode's ``error`` is untrusted text).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from dream_gym.infrastructure.durable import json_safe, read_jsonl
+from dream_gym.infrastructure.redact import redact_value
+from dream_gym.policy import EpisodeResult
+from dream_gym.world.tree import World
+
+RESULT_FORMAT = "dream-gym-results/1"
+
+
+def result_row(result: EpisodeResult, world: World | None = None, **extra: Any) -> dict[str, Any]:
+    """The JSON line of one episode (the EpisodeResult fields, plus the world's folder)."""
+    row: dict[str, Any] = {"format": RESULT_FORMAT, **result.to_dict()}
+    if world is not None and world.path is not None:
+        row["world_path"] = str(world.path)
+    row.update(extra)
+    return row
+
+
+def dumps_row(row: Mapping[str, Any]) -> str:
+    """One results-file line: strict JSON, non-finite floats as null, secrets redacted."""
+    return json.dumps(redact_value(json_safe(dict(row))), allow_nan=False)
+
+
+def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of a results file written by :func:`dream_gym.evaluation.evaluate.evaluate` (one dict per
+    episode). The file is written whole, so every line counts, the last one too."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no results file at {path}")
+    return read_jsonl(path, torn_tail=False)
+
+
+_RESULT_FIELDS = {f.name for f in fields(EpisodeResult)}
+
+
+def result_from_row(row: Mapping[str, Any]) -> EpisodeResult:
+    """An EpisodeResult from a results-file row (extra keys are ignored)."""
+    return EpisodeResult(**{k: v for k, v in row.items() if k in _RESULT_FIELDS})
+
+
+def load_results(path: str | os.PathLike[str]) -> list[EpisodeResult]:
+    return [result_from_row(row) for row in read_results(path)]

@@ -1,0 +1,140 @@
+"""Worlds specs: what ``--worlds``/``--history`` accept, turned into World objects.
+
+A spec is a world folder, a folder of worlds, a dataset id (``namespace/name-vN``), a shipped
+world's name or ``ns/name-vN/<world>``, a split name of the default dataset (``train``,
+``heldout``), a split of any dataset (``ns/name-vN:train``), or a comma-separated list of any
+of these (:func:`resolve_worlds`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from dream_gym.world.registry import is_path, load_cached, resolve_world, shipped_worlds_dir
+from dream_gym.world.tree import WORLD_FILE, World
+
+SPLIT_ALIASES = {"train": ("train",), "heldout": ("heldout", "held_out"), "held_out": ("held_out", "heldout")}
+
+
+def _is_world_folder(path: Path) -> bool:
+    return (path / WORLD_FILE).is_file()
+
+
+def _shipped_dataset_meta() -> tuple[Path, dict[str, Any]] | None:
+    try:
+        from dream_gym.datasets.store import shipped_path
+    except ImportError:  # the store is optional for this module
+        candidate = shipped_worlds_dir()
+        root: Path | None = candidate if (candidate / "dataset.json").is_file() else None
+    else:
+        root = shipped_path()
+    if root is None:
+        return None
+    return root, json.loads((root / "dataset.json").read_text(encoding="utf-8"))
+
+
+def _split_members(split: dict[str, Any], name: str, owner: str) -> list[str]:
+    """The world names of split ``name`` (either spelling of held-out); LookupError naming the splits."""
+    for key in SPLIT_ALIASES.get(name, (name,)):
+        if key in split:
+            return [str(world) for world in split[key]]
+    raise LookupError(f"{owner} has no split {name!r}; it has: {', '.join(split) or 'none'}")
+
+
+def _split_worlds(name: str) -> list[World]:
+    found = _shipped_dataset_meta()
+    if found is None:
+        raise LookupError(
+            f"split {name!r} needs the shipped dataset (recorded_worlds/dataset.json, or "
+            "$DREAM_GYM_SHIPPED), which is not present"
+        )
+    root, meta = found
+    members = _split_members(meta.get("split") or {}, name, f"the shipped dataset {root}")
+    return [load_cached(root / world) for world in members]
+
+
+def _dataset_worlds(dataset_id: str) -> list[World]:
+    from dream_gym.datasets.store import find_dataset
+
+    dataset = find_dataset(dataset_id)
+    return [load_cached(dataset.world_path(name)) for name in dataset.world_names]
+
+
+def _dataset_split_worlds(dataset_id: str, name: str) -> list[World]:
+    from dream_gym.datasets.store import find_dataset
+
+    dataset = find_dataset(dataset_id)
+    members = _split_members(dataset.split, name, f"dataset {dataset_id}")
+    return [load_cached(dataset.world_path(world)) for world in members]
+
+
+def _looks_like_dataset_id(text: str) -> bool:
+    try:
+        from dream_gym.datasets.ids import is_dataset_id
+    except ImportError:
+        return False
+    return bool(is_dataset_id(text))
+
+
+def _resolve_one(spec: str) -> list[World]:
+    path = Path(spec).expanduser()
+    if is_path(path, "is_dir"):
+        if _is_world_folder(path):
+            return [load_cached(path)]
+        children = sorted(p for p in path.iterdir() if p.is_dir() and _is_world_folder(p))
+        if not children:
+            raise LookupError(f"{spec!r} is a folder but neither a world (no {WORLD_FILE}) nor a folder of worlds")
+        return [load_cached(p) for p in children]
+    if spec in SPLIT_ALIASES:
+        return _split_worlds(spec)
+    if _looks_like_dataset_id(spec):
+        return _dataset_worlds(spec)
+    dataset_id, colon, split_name = spec.rpartition(":")
+    if colon and _looks_like_dataset_id(dataset_id):
+        return _dataset_split_worlds(dataset_id, split_name)
+    try:
+        return [resolve_world(spec)]  # a shipped world name or ns/name-vN/<world>
+    except LookupError as exc:
+        raise LookupError(
+            f"cannot resolve worlds {spec!r}: not a world folder, a folder of worlds, a dataset id "
+            f"'namespace/name-vN', a split name (train, heldout), a dataset split 'namespace/name-vN:train' "
+            f"or a shipped world ({exc})"
+        ) from None
+
+
+def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.PathLike[str] | World]) -> list[World]:
+    """The worlds a spec names, in order, without duplicates.
+
+    ``spec`` is a world folder, a folder of world folders (sorted by name), a dataset id
+    (``ns/name-vN``), a world of a dataset (``ns/name-vN/world``), a shipped world's name, a
+    split of the shipped dataset (``train`` or ``heldout``), a split of any dataset
+    (``ns/name-vN:train``), a World, or a comma-separated
+    string / list of these. Raises LookupError naming what could not be resolved.
+    """
+    items: list[str | World] = []
+    if isinstance(spec, World):
+        items = [spec]
+    elif isinstance(spec, (str, os.PathLike)):
+        text = os.fspath(spec)
+        items = [part.strip() for part in text.split(",") if part.strip()] if not is_path(text) else [text]
+    else:
+        for item in spec:
+            items.extend(resolve_worlds(item))
+    if not items:
+        raise LookupError(f"no worlds in spec {spec!r}")
+    worlds: list[World] = []
+    seen: set[object] = set()
+    for item in items:
+        for world in [item] if isinstance(item, World) else _resolve_one(item):
+            key: object = str(world.path) if world.path is not None else id(world)
+            if key not in seen:
+                seen.add(key)
+                worlds.append(world)
+    return worlds
+
+
+# --------------------------------------------------------------------------- policies

@@ -1,0 +1,366 @@
+"""LLM calls through litellm, shared by the discovery agent and the policy developer.
+
+* :class:`LLMClient`: one chat completion with our own retries (connection errors, HTTP 5xx,
+  408/409/429 and timeouts, with exponential backoff), the API key resolved without ever being
+  logged (a keyless local OpenAI-compatible server gets :data:`LOCAL_PLACEHOLDER_KEY`), secrets
+  scrubbed from error messages, and the response read into a :class:`Completion` (reply text,
+  finish reason, tokens, USD from ``litellm.completion_cost``, 0.0 with a note when unpriced).
+  Every message sent and every reply is passed through :mod:`dream_gym.infrastructure.redact` (a secret that
+  leaked into an error or a reply is never sent to the LLM nor recorded).
+* :func:`extract_code`: the program in a reply (never raises).
+
+litellm is an optional dependency (``pip install 'dream-gym[llm]'``) imported only when a client
+is created. It uses its bundled price table (``LITELLM_LOCAL_MODEL_COST_MAP=True``): nothing is
+fetched online.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import textwrap
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from dream_gym.infrastructure.redact import redact, redact_value, register_secret
+
+#: Placeholder key sent to a keyless local OpenAI-compatible server (the OpenAI client refuses to
+#: send a request without one). It is not a secret.
+LOCAL_PLACEHOLDER_KEY = "sk-no-key-required"
+
+
+class LLMError(RuntimeError):
+    """The LLM could not be reached or refused the request (not raised for a bad reply)."""
+
+    def __init__(self, message: str, *, model: str = "", api_base: str | None = None,
+                 attempts: int = 0) -> None:
+        super().__init__(message)
+        self.model = model
+        self.api_base = api_base
+        self.attempts = attempts
+
+
+# ------------------------------------------------------------------------------------------------
+# text helpers
+# ------------------------------------------------------------------------------------------------
+
+def clip(text: str, limit: int) -> str:
+    """Keep head and tail of ``text`` (tracebacks say most at the end) within ``limit`` chars."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    tail = limit - head - 40
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters omitted ...]\n{text[-tail:]}"
+
+
+def one_line(value: Any, limit: int = 160) -> str:
+    """``value`` on one line, cut to ``limit`` characters."""
+    s = " ".join(str(value).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+# ------------------------------------------------------------------------------------------------
+# code extraction
+# ------------------------------------------------------------------------------------------------
+
+_PY_TAGS = {"python", "py", "python3", "py3"}
+_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w.+#-]*)[^\n]*$", re.MULTILINE)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_CODE_LINE = re.compile(r"^(def |class |import |from \S+ import |@\w|if __name__)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The code found in a reply and how it was found (``method`` is one of ``python-block``,
+    ``fenced-block``, ``whole-reply``, ``raw-reply``)."""
+
+    code: str
+    method: str
+
+    @property
+    def usable(self) -> bool:
+        return self.method != "raw-reply"
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of every fenced block; an unclosed last block runs to the end
+    (replies cut by ``max_tokens``)."""
+    blocks: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        m = _FENCE_OPEN.search(text, pos)
+        if m is None:
+            break
+        fence, lang = m.group(1), m.group(2).lower()
+        body_start = m.end() + 1
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
+        c = close.search(text, body_start)
+        body = text[body_start:c.start()] if c else text[body_start:]
+        blocks.append((lang, textwrap.dedent(body).strip("\n")))
+        if c is None:
+            break
+        pos = c.end()
+    return [(lang, body) for lang, body in blocks if body.strip()]
+
+
+def _pick(bodies: list[str]) -> str:
+    """The last block that is nearly as long as the longest one: a final revised program wins
+    over an earlier draft, a full program wins over a short usage snippet after it."""
+    longest = max(len(b) for b in bodies)
+    return [b for b in bodies if len(b) >= 0.8 * longest][-1]
+
+
+def _looks_like_code(text: str) -> bool:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return len(_CODE_LINE.findall(text)) >= 2
+    meaningful = [n for n in tree.body if not (isinstance(n, ast.Expr)
+                                               and isinstance(n.value, (ast.Constant, ast.Name)))]
+    return bool(meaningful)
+
+
+def extract_code(reply: str | None) -> Extraction:
+    """Extract the program from an LLM reply; never raises.
+
+    Order: the ``python``-tagged fenced blocks (the last one nearly as long as the longest),
+    then any fenced block, then the whole reply if it looks like Python; otherwise the raw reply
+    is returned with ``method="raw-reply"``.
+    """
+    text = reply or ""
+    visible = _THINK.sub("", text)  # reasoning models: ignore the scratchpad
+    blocks = _fenced_blocks(visible)
+    py = [body for lang, body in blocks if lang in _PY_TAGS]
+    if py:
+        return Extraction(_pick(py).rstrip() + "\n", "python-block")
+    if blocks:
+        return Extraction(_pick([b for _, b in blocks]).rstrip() + "\n", "fenced-block")
+    stripped = visible.strip()
+    if stripped and _looks_like_code(stripped):
+        return Extraction(stripped + "\n", "whole-reply")
+    return Extraction(text, "raw-reply")
+
+
+# ------------------------------------------------------------------------------------------------
+# litellm plumbing
+# ------------------------------------------------------------------------------------------------
+
+def import_litellm() -> Any:
+    """Import litellm with a local cost map and without debug chatter."""
+    # never fetch the remote model-price map: the loops must run offline
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        with warnings.catch_warnings():  # import-time deprecation chatter from litellm's deps
+            warnings.simplefilter("ignore")
+            import litellm
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "LLM agents and developers need litellm, an optional dependency: pip install 'dream-gym[llm]'"
+        ) from exc
+    litellm.suppress_debug_info = True
+    if hasattr(litellm, "telemetry"):  # older releases
+        litellm.telemetry = False
+    return litellm
+
+
+def redact_url(url: str | None) -> str:
+    """``url`` without credentials or query string (for messages and logs)."""
+    if not url:
+        return "(provider default)"
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        parts = parts._replace(netloc=f"***@{host}")
+    return urlunsplit(parts._replace(query="***" if parts.query else ""))
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Connection errors, timeouts, HTTP 5xx and 408/409/429 are worth another try."""
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - openai ships with litellm
+        return False
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError,
+                        openai.RateLimitError)):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status >= 500 or status in (408, 409, 429))
+
+
+def field_of(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj[key]`` or ``obj.key`` (litellm responses are objects, stored ones dicts)."""
+    if obj is None:
+        return default
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one chat completion returned, read out of litellm's response."""
+
+    reply: str
+    finish_reason: str | None
+    tokens_in: float
+    tokens_out: float
+    usd: float
+    seconds: float
+    attempts: int
+    notes: tuple[str, ...] = ()
+
+
+class LLMClient:
+    """Chat completions through litellm with exact retries, key handling and cost accounting.
+
+    Args:
+        model: a litellm model string (``openai/gpt-4o-mini``, ``anthropic/...``, or
+            ``openai/<served-name>`` with ``api_base`` for a local OpenAI-compatible server).
+        api_base: base URL of an OpenAI-compatible server.
+        api_key: the key (default: the provider's usual environment variable).
+        temperature, max_tokens, timeout_s: sent with every request.
+        num_retries: retries of a retryable failure (after the first attempt).
+        retry_backoff_s: the first backoff, doubled on each retry.
+        extra_params: more litellm arguments.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.7,
+        max_tokens: int = 4096,
+        timeout_s: float = 120,
+        num_retries: int = 2,
+        retry_backoff_s: float = 1.0,
+        extra_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not model or not isinstance(model, str):
+            raise ValueError("model must be a litellm model string such as 'openai/gpt-4o-mini'")
+        if num_retries < 0:
+            raise ValueError("num_retries must be >= 0")
+        import_litellm()  # fail early with the install hint
+        self.model = model
+        self.api_base = api_base
+        self._api_key = api_key
+        register_secret(api_key, "LLM_API_KEY")  # redacted from records and prompts like an env key
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.timeout_s = float(timeout_s)
+        self.num_retries = int(num_retries)
+        self.retry_backoff_s = float(retry_backoff_s)
+        self.extra_params = dict(extra_params or {})
+
+    def __repr__(self) -> str:
+        return (f"LLMClient(model={self.model!r}, api_base={redact_url(self.api_base)!r}, "
+                f"temperature={self.temperature}, max_tokens={self.max_tokens})")
+
+    # -- key handling ---------------------------------------------------------------------------
+    def resolved_api_key(self) -> str | None:
+        if self._api_key:
+            return self._api_key
+        provider = self.model.split("/", 1)[0] if "/" in self.model else "openai"
+        if self.api_base and provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            # a local OpenAI-compatible server usually needs no key, but the client wants one
+            return LOCAL_PLACEHOLDER_KEY
+        return None  # litellm reads the provider's environment variable
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the key and every ``*_API_KEY`` / ``*_TOKEN`` value replaced by ***."""
+        secrets = {self._api_key} if self._api_key else set()
+        secrets |= {v for k, v in os.environ.items()
+                    if v and len(v) >= 8 and (k.endswith("_API_KEY") or k.endswith("_TOKEN"))}
+        for s in sorted(secrets, key=len, reverse=True):
+            if s:
+                text = text.replace(s, "***")
+        return redact(text)  # the encodings and the other secret names
+
+    def request(self, messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
+        """The request's content without transport details or secrets (what a journal keys on,
+        and what is sent): the messages are redacted."""
+        return {"model": self.model, "messages": redact_value(messages), "temperature": self.temperature,
+                "max_tokens": self.max_tokens, "seed": seed}
+
+    # -- the call -------------------------------------------------------------------------------
+    def _send(self, messages: list[dict[str, str]], seed: int) -> tuple[Any, int]:
+        litellm = import_litellm()
+        kwargs: dict[str, Any] = {
+            **self.request(messages, seed),
+            "timeout": self.timeout_s,
+            "drop_params": True,  # providers without `seed` (or temperature) ignore it
+            "max_retries": 0,  # retries are ours, so their number is exact
+        }
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        key = self.resolved_api_key()
+        if key:
+            kwargs["api_key"] = key
+        kwargs.update(self.extra_params)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return litellm.completion(**kwargs), attempts
+            except Exception as exc:  # noqa: BLE001 - mapped to LLMError below
+                if attempts <= self.num_retries and is_retryable(exc):
+                    time.sleep(self.retry_backoff_s * (2 ** (attempts - 1)))
+                    continue
+                kind = "transport error" if is_retryable(exc) else "request rejected"
+                detail = self.scrub(" ".join(str(exc).split()))[:600]
+                raise LLMError(
+                    f"LLM {kind} for model {self.model!r} at api_base {redact_url(self.api_base)} "
+                    f"after {attempts} attempt(s) (timeout {self.timeout_s:g}s): "
+                    f"{type(exc).__name__}: {detail}",
+                    model=self.model, api_base=redact_url(self.api_base), attempts=attempts,
+                ) from None  # the original may carry request headers; do not chain it
+
+    def _cost_usd(self, response: Any) -> tuple[float, str | None]:
+        litellm = import_litellm()
+        try:
+            usd = float(litellm.completion_cost(completion_response=response))
+        except Exception as exc:  # noqa: BLE001 - unknown model: no price
+            return 0.0, f"no litellm price for {self.model!r} ({type(exc).__name__}); usd=0"
+        return usd, None
+
+    def complete(self, messages: list[dict[str, str]], seed: int = 0) -> Completion:
+        """One chat completion. Raises :class:`LLMError` only when the LLM cannot be reached or
+        rejects the request; an empty or odd reply is still a Completion."""
+        t0 = time.perf_counter()
+        response, attempts = self._send(messages, seed)
+        seconds = time.perf_counter() - t0
+        choices = field_of(response, "choices") or []
+        first = choices[0] if choices else None
+        content = field_of(field_of(first, "message"), "content")
+        finish = field_of(first, "finish_reason")
+        usage = field_of(response, "usage")
+        tokens_in = float(field_of(usage, "prompt_tokens", 0) or 0)
+        tokens_out = float(field_of(usage, "completion_tokens", 0) or 0)
+        usd, cost_note = self._cost_usd(response)
+        notes = []
+        if finish == "length":
+            notes.append("reply truncated by max_tokens")
+        if usage is None or tokens_in + tokens_out == 0:
+            notes.append("no token usage in the response; tokens=0")
+        if cost_note:
+            notes.append(cost_note)
+        return Completion(
+            reply=redact(content) if isinstance(content, str) else "", finish_reason=finish,
+            tokens_in=tokens_in, tokens_out=tokens_out, usd=usd, seconds=seconds, attempts=attempts,
+            notes=tuple(notes),
+        )
+
+
+__all__ = [
+    "LOCAL_PLACEHOLDER_KEY", "Completion", "Extraction", "LLMClient", "LLMError", "clip",
+    "extract_code", "field_of", "import_litellm", "is_retryable", "one_line", "redact_url",
+]
