@@ -1,7 +1,8 @@
 """The modules that moved into the layer packages, importable by their earlier names.
 
 ``import dream_gym.env`` gives :mod:`dream_gym.envs.env` (with a :class:`DeprecationWarning` naming the
-new place): code written against the flat layout keeps working. Installed by ``import dream_gym``.
+new place): code written against the flat layout keeps working. A moved package (``dream_gym.sandbox``)
+is a stand-in that hands out the package's names, its submodules the modules themselves. Installed by ``import dream_gym``.
 """
 
 from __future__ import annotations
@@ -60,7 +61,16 @@ class _Alias(importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         warnings.warn(f"{spec.name} moved to {self.target}", DeprecationWarning, stacklevel=2)
-        return importlib.import_module(self.target)
+        target = importlib.import_module(self.target)
+        if not hasattr(target, "__path__"):
+            return target
+        # A package gets a stand-in that hands out its names: importing a submodule by its earlier
+        # name binds the submodule onto the stand-in, never over a name of the package itself
+        # (dream_gym.sandbox.launch, the module, beside the package's function ``launch``).
+        stand_in = ModuleType(spec.name, target.__doc__)
+        stand_in.__path__ = list(target.__path__)
+        stand_in.__dict__["__getattr__"] = lambda name: getattr(target, name)
+        return stand_in
 
     def exec_module(self, module: ModuleType) -> None:
         """The module is the one at its new place, already executed."""
