@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from dream_gym.world.tree import World, load_world
 
@@ -29,28 +28,19 @@ def run_sources() -> list[tuple[str, str, Path]]:
     return found
 
 
-def _importer(system: str) -> Callable[..., Any]:
-    if system == "openevolve":
-        from dream_gym.datasets.importers.openevolve import import_openevolve
-
-        return import_openevolve
-    from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
-
-    return import_shinkaevolve
-
-
 def import_run(system: str, name: str, src: Path, out: Path) -> World:
     """Import one run into ``out``; raises the importer's error when it cannot."""
-    importer = _importer(system)
+    from dream_gym.datasets.importers import import_run as import_one
+
     try:
-        importer(src, out / name, metric=PREFERRED_METRICS[0], world_id=name)
+        import_one(system, src, out / name, metric=PREFERRED_METRICS[0], world_id=name)
     except Exception as exc:  # the importer names the metrics it found
         found = re.search(r"metrics found: ([^(]*)", str(exc))
         names = [m.strip() for m in found.group(1).split(",")] if found else []
         metric = next((m for m in PREFERRED_METRICS if m in names), None)
         if metric is None:
             raise
-        importer(src, out / f"{name}-{metric}", metric=metric, world_id=name)
+        import_one(system, src, out / f"{name}-{metric}", metric=metric, world_id=name)
         return load_world(out / f"{name}-{metric}")
     return load_world(out / name)
 
