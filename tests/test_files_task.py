@@ -228,23 +228,6 @@ def test_threadpoolctl_limits_threads_while_proc_stays_closed(tmp_path: Path) ->
     assert refused.failure is not None and refused.failure.startswith("PermissionError")
 
 
-ALGOTUNE_EXAMPLE = Path("/work/shared/openevolve-examples/fft_convolution")
-ALGOTUNE = Path.home() / "github" / "AlgoTune"
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not (ALGOTUNE_EXAMPLE.is_dir() and (ALGOTUNE / "AlgoTuneTasks").is_dir()),
-                    reason="OpenEvolve's AlgoTune example or an AlgoTune checkout at ~/github/AlgoTune is not here")
-def test_an_algotune_example_finds_its_library_given_with_read() -> None:
-    pytest.importorskip("orjson")  # AlgoTune's task base imports it
-    task = ALGOTUNE_EXAMPLE / "evaluator.py"
-    program = ALGOTUNE_EXAMPLE / "initial_program.py"
-    given = sandboxed(task, wall_s=280, read=[ALGOTUNE]).evaluate(program)
-    assert given.failure is None and "error" not in given.metrics and given.metrics["combined_score"] > 0.5
-    missing = sandboxed(task, wall_s=280).evaluate(program)  # the control: the checkout not given
-    assert missing.metrics["error"] == "Could not load fft_convolution task from AlgoTune registry"
-
-
 # -- the bridges, through the CLI -------------------------------------------------------------------------------------
 def deploy(system: str, task: str, out: Path, *extra: str, policy: str = "greedy", budget: int = 8, seed: int = 0,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
