@@ -114,9 +114,12 @@ def _better(a: float | None, b: float | None, direction: str) -> float | None:
     return max(a, b) if direction == "maximize" else min(a, b)
 
 
-class _Run:
-    def __init__(self, config: RsiConfig, events: Events):
-        self.config, self.events = config, events
+class LoopRun:
+    """What both outer loops hold (``dream-gym rsi`` with grow, and with a system): the run
+    folder, its ledger and rows, the extra history worlds, and the settings both record."""
+
+    def __init__(self, config: Any, events: Events):
+        self.events = events
         self.out = Path(config.out)
         self.ledger = JsonLog(self.out / LEDGER_FILE)
         self.rows = read_jsonl(self.ledger.path)
@@ -126,16 +129,27 @@ class _Run:
 
             self.extra = resolve_worlds(config.history)
 
-    def fingerprint(self) -> dict[str, Any]:
-        c, s = self.config, self.config.settings.scoring
+    @staticmethod
+    def shared_fingerprint(c: Any, extra: list[World]) -> dict[str, Any]:
+        """The settings both loops record in fingerprint.json (each adds its own)."""
+        s = c.settings.scoring
         return {
-            "task": c.task, "agent": c.agent, "policy": c.policy, "policy_sha256": policy_digest(c.policy),
+            "task": c.task, "policy": c.policy, "policy_sha256": policy_digest(c.policy),
             "developer": c.developer, "revisions": c.settings.revisions, "carry": c.settings.carry,
-            "workers": c.workers, "rounds": c.rounds,
-            "max_rounds": s.max_rounds, "betas": list(s.betas), "beta1": s.beta1, "beta2": s.beta2,
-            "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
-            "history": {w.id: world_checksum(w) for w in self.extra},
+            "workers": c.workers, "max_rounds": s.max_rounds, "betas": list(s.betas), "beta1": s.beta1,
+            "beta2": s.beta2, "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
+            "history": {w.id: world_checksum(w) for w in extra},
         }
+
+
+class _Run(LoopRun):
+    def __init__(self, config: RsiConfig, events: Events):
+        super().__init__(config, events)
+        self.config = config
+
+    def fingerprint(self) -> dict[str, Any]:
+        c = self.config
+        return {**self.shared_fingerprint(c, self.extra), "agent": c.agent, "rounds": c.rounds}
 
     def policy_of(self, t: int) -> str:
         return self.config.policy if t == 1 else str(self.out / "policies" / f"pi_{t}.py")

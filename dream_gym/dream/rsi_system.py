@@ -43,10 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step
-from dream_gym.dream.rsi import Events, Iteration, _best_raw, _better, _discovery_cost, summary_markdown
-from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
-from dream_gym.evaluation.journal import policy_digest, world_checksum
-from dream_gym.infrastructure.durable import read_jsonl, write_atomic
+from dream_gym.dream.rsi import (
+    Events,
+    Iteration,
+    LoopRun,
+    _best_raw,
+    _better,
+    _discovery_cost,
+    summary_markdown,
+)
+from dream_gym.dream.runfolder import check_fingerprint, write_json
+from dream_gym.infrastructure.durable import write_atomic
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.replay.settings import DEFAULT_BETA
 from dream_gym.world.tree import NODES_FILE, WORLD_FILE, World, load_world
@@ -99,29 +106,15 @@ class SystemIteration(Iteration):
     disagreements: int = 0  # merged copies whose score differed (kept by the pool's rule)
 
 
-class _SystemRun:
+class _SystemRun(LoopRun):
     def __init__(self, config: SystemRsiConfig, events: Events):
-        self.config, self.events = config, events
-        self.out = Path(config.out)
-        self.ledger = JsonLog(self.out / LEDGER_FILE)
-        self.rows = read_jsonl(self.ledger.path)
-        self.extra: list[World] = []
-        if config.history:
-            from dream_gym.evaluation.evaluate import resolve_worlds
-
-            self.extra = resolve_worlds(config.history)
+        super().__init__(config, events)
+        self.config = config
 
     def fingerprint(self) -> dict[str, Any]:
-        c, s = self.config, self.config.settings.scoring
-        return {
-            "system": c.system, "task": c.task, "model": c.model, "policy": c.policy,
-            "policy_sha256": policy_digest(c.policy), "developer": c.developer, "revisions": c.settings.revisions,
-            "carry": c.settings.carry, "workers": c.workers, "budget": c.budget, "options": dict(c.options),
-            "read": [str(path) for path in c.read],
-            "max_rounds": s.max_rounds, "betas": list(s.betas), "beta1": s.beta1, "beta2": s.beta2,
-            "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed, "scores": c.scores,
-            "history": {w.id: world_checksum(w) for w in self.extra},
-        }
+        c = self.config
+        return {**self.shared_fingerprint(c, self.extra), "system": c.system, "model": c.model, "budget": c.budget,
+                "options": dict(c.options), "read": [str(path) for path in c.read], "scores": c.scores}
 
     def policy_of(self, t: int) -> str:
         return self.config.policy if t == 1 else str(self.out / "policies" / f"pi_{t}.py")
