@@ -320,6 +320,18 @@ class FilesTask:
         """The evaluation functions the evaluator defines at its top level (read, not run)."""
         return defined_functions(self.evaluator)
 
+    def write_wrapper(self, path: Path, template: str, function: str) -> Path:
+        """Write a system's evaluator file for this task at ``path``: ``template`` (formatted with
+        the evaluator and :meth:`settings`), then ``function`` formatted with each name the system
+        calls (``evaluate`` first, then the stages the task's evaluator defines). The task's own
+        file is not changed."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        names = ["evaluate", *(name for name in self.functions() if name != "evaluate")]
+        text = template.format(evaluator=self.evaluator, settings=self.settings())
+        text += "".join(function.format(name=name) for name in names)
+        path.write_text(text, encoding="utf-8")
+        return path
+
     def read_dirs(self) -> list[Path]:
         """The folders the sandbox may read besides the runtime and the workspace."""
         return list(dict.fromkeys([self.evaluator.parent, *self.read]))

@@ -143,14 +143,7 @@ def write_files_evaluator(task: Any, folder: str | Path) -> Path:
     (:class:`~dream_gym.integrations.files_task.FilesTask`), whose ``evaluate`` (and the
     ``evaluate_stage1/2/3`` the task's evaluator defines, for OpenEvolve's cascade) run the task's
     own function in dream_gym's sandbox. The task's file is not changed."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    names = ["evaluate", *(name for name in task.functions() if name != "evaluate")]
-    text = FILES_TEMPLATE.format(evaluator=task.evaluator, settings=task.settings())
-    text += "".join(FILES_FUNCTION.format(name=name) for name in names)
-    path = folder / "evaluator.py"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return task.write_wrapper(Path(folder) / "evaluator.py", FILES_TEMPLATE, FILES_FUNCTION)
 
 
 def files_evaluate(settings: dict[str, Any], function: str, program_path: str, kwargs: dict[str, Any]) -> Any:
