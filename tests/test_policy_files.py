@@ -33,6 +33,7 @@ from dream_gym.policy_files import (
     PolicyProtocolError,
     load_policy,
 )
+from dream_gym.policy_files.specs import PolicySpec
 from dream_gym.policy_files.wire import HEADER, decode_view, encode_view, frame_request, read_request
 from dream_gym.replay.session import ReplaySession
 from dream_gym.replay.view import PrefixView, ReceivedNodes
@@ -103,6 +104,42 @@ def test_load_policy_kinds(world: World) -> None:
     assert type(fn).__name__ == "FunctionPolicy"
     in_process = load_policy(EXAMPLE, isolate=False)
     assert not isinstance(in_process, IsolatedPolicy) and type(in_process).__name__ == "Policy"
+
+
+@pytest.mark.parametrize(("spec", "kind"), [
+    ("greedy", "builtin"),
+    ("dream_gym.policies.greedy:GreedyPolicy", "module"),
+    (EXAMPLE, "file"),
+    ("folder/policy", "file"),
+    ("model.zip", "model"),
+    ("a.zip+b.zip", "model"),
+    ("ppo-macro-v", "model"),
+])
+def test_a_spec_is_read_once_into_its_kind(spec: str, kind: str) -> None:
+    read = PolicySpec.of(spec)
+    assert (read.given, read.target, read.kind) == (str(spec), str(spec), kind)
+    assert PolicySpec.of(read) is read
+
+
+def test_recommended_keeps_its_name_and_loads_what_it_names() -> None:
+    from dream_gym.policies.recommended import NAME, recommended_spec
+
+    read = PolicySpec.of(NAME)
+    assert read.given == NAME and read.target == recommended_spec() != NAME
+    assert read.kind == PolicySpec.of(recommended_spec()).kind
+    policy = load_policy(NAME)
+    assert policy.name == NAME  # type: ignore[attr-defined]  # results are labelled as the user asked
+    assert type(policy) is type(load_policy(recommended_spec()))
+
+
+def test_what_a_spec_loads_from_disk(tmp_path: Path) -> None:
+    assert PolicySpec.of("greedy").files() == []
+    assert PolicySpec.of(EXAMPLE).files() == [Path(EXAMPLE)]
+    assert PolicySpec.of(tmp_path / "absent.py").files() == []
+    with pytest.raises(PolicyNotFoundError, match="does not exist"):
+        PolicySpec.of(tmp_path / "absent.zip").files()
+    with pytest.raises(ValueError, match="not a model"):
+        PolicySpec.of("greedy").model_files()
 
 
 def test_load_policy_errors(tmp_path: Path) -> None:

@@ -189,11 +189,12 @@ def check_policy(spec: str) -> str:
     from dream_gym.policies import POLICIES
     from dream_gym.policies.recommended import NAME as RECOMMENDED
     from dream_gym.policies.trained import SHIPPED_MODELS
-    from dream_gym.policy_files.specs import is_file_spec, is_model_spec
+    from dream_gym.policy_files.specs import PolicySpec
 
-    if ":" in spec or is_model_spec(spec) or spec == RECOMMENDED:
+    kind = PolicySpec.of(spec).kind
+    if kind in ("module", "model") or spec == RECOMMENDED:
         return spec  # module:attr, model zips and recommended: the library names a missing module or file
-    if is_file_spec(spec):
+    if kind == "file":
         path = Path(spec).expanduser()
         if path.is_file():
             return spec

@@ -33,7 +33,7 @@ from dream_gym.infrastructure.locks import file_lock
 from dream_gym.infrastructure.sandbox import require_sandbox
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files import check_policy_spec
-from dream_gym.policy_files.specs import MODEL_MODULES, PolicySource, is_file_spec, is_model_spec
+from dream_gym.policy_files.specs import MODEL_MODULES, PolicySource, PolicySpec
 from dream_gym.replay.oracle import oracle_limit_at
 from dream_gym.replay.score import (
     DEFAULT_BETA1,
@@ -118,12 +118,11 @@ def model_trust(trusted: bool) -> contextlib.AbstractContextManager[None]:
 def check_model_zips(policies: Sequence[str]) -> None:
     """Refuse a model spec whose zip does not load as data (UntrustedModelError naming what it
     holds), before anything runs: reads the zips' data, imports no torch."""
-    for spec in policies:
-        if is_model_spec(spec):
-            from dream_gym.policy_files.specs import model_files
+    for spec in map(PolicySpec.of, policies):
+        if spec.kind == "model":
             from dream_gym.rl.model_zips import check_model_zip
 
-            for path in model_files(spec):
+            for path in spec.model_files():
                 check_model_zip(path)
 
 
@@ -167,7 +166,7 @@ _KEPT_SOURCES: dict[tuple[str, str], PolicySource] = {}
 
 def _source_for(task: _Task) -> PolicySource:
     """The task's policy source: this process's kept one for a policy file, else a new one."""
-    if not is_file_spec(task.policy) or is_model_spec(task.policy):
+    if PolicySpec.of(task.policy).kind != "file":
         return PolicySource(task.policy, task.file_options)
     key = (task.policy, repr(sorted((task.file_options or {}).items())))
     source = _KEPT_SOURCES.get(key)
@@ -217,7 +216,7 @@ def _in_process(tasks: list[_Task]) -> Outcomes:
 def _watched(tasks: list[_Task], jobs: int, task_timeout: float | None) -> Outcomes:
     """Every task in job processes (dream_gym.infrastructure.jobs: fork server, watchdog). Where a task runs a
     trained model, the fork server imports the model's stack once (when this process starts it)."""
-    models = MODEL_MODULES if any(is_model_spec(task.policy) for task in tasks) else ()
+    models = MODEL_MODULES if any(PolicySpec.of(task.policy).kind == "model" for task in tasks) else ()
     context = job_context(preload=(__name__, *models))
     with JobPool(_task_results, jobs, task_timeout=task_timeout, context=context) as pool:
         yield from pool.run(tasks)
@@ -343,7 +342,7 @@ def evaluate(
         check_policy_spec(spec)
     if not trust_model:
         check_model_zips(policies)
-    if any(is_file_spec(spec) and not is_model_spec(spec) for spec in policies):
+    if any(PolicySpec.of(spec).kind == "file" for spec in policies):
         require_sandbox()  # policy files run only where the kernel can sandbox them
     if task_timeout is not None and not task_timeout > 0:
         raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
@@ -406,7 +405,7 @@ SMALL_GRID_NODE_EPISODES = 100_000
 
 
 def _small_grid(policies: Sequence[str], worlds: Sequence[World], betas: Sequence[float]) -> bool:
-    if any((":" in spec and not is_file_spec(spec)) or is_model_spec(spec) for spec in policies):
+    if any(PolicySpec.of(spec).in_watched_process for spec in policies):
         return False
     return len(policies) * len(betas) * sum(world.size for world in worlds) <= SMALL_GRID_NODE_EPISODES
 

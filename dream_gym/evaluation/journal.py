@@ -56,13 +56,10 @@ class JournalMismatch(ValueError):
 
 def policy_digest(spec: str) -> str | None:
     """sha256 of what a spec loads from disk (a policy file, or a model's zips); None otherwise."""
-    from dream_gym.policy_files.specs import is_file_spec, is_model_spec, model_files
+    from dream_gym.policy_files.specs import PolicySpec
 
-    if is_model_spec(spec):
-        files = model_files(spec)
-    elif is_file_spec(spec) and Path(spec).is_file():
-        files = [Path(spec)]
-    else:
+    files = PolicySpec.of(spec).files()
+    if not files:
         return None
     if len(files) == 1:
         return sha256_file(files[0])

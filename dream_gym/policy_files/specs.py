@@ -13,13 +13,14 @@
   ``(view, context)``). Only objects the file itself defines count (an imported ``make_policy``
   is ignored). The file must be self-contained: it may import installed packages, not helper
   files next to it;
-* a trained stable-baselines3 model ``.zip``, or the name of a shipped one (``ppo-macro``,
-  ``ppo-node``: :data:`dream_gym.policies.trained.SHIPPED_MODELS`): :func:`dream_gym.rl.model_policy`
+* a trained stable-baselines3 model ``.zip``, or the name of a shipped one (``ppo-macro-v``:
+  :data:`dream_gym.policies.trained.SHIPPED_MODELS`): :func:`dream_gym.rl.model_policy`
   (macro or node-level, read off the model), in-process; zips joined by ``+``
   (``a.zip+b.zip+c.zip``) are a seed ensemble (:class:`dream_gym.rl.ensemble.EnsemblePolicy`);
 * ``recommended``: the spec :mod:`dream_gym.policies.recommended` names (one of the kinds above).
 
-:func:`~dream_gym.policy_files.inprocess.resolve_in_process` builds the policy object of a spec
+:class:`PolicySpec` reads a spec once (its kind, and what ``recommended`` stands for); every
+entry point goes through it. :func:`~dream_gym.policy_files.inprocess.resolve_in_process` builds the policy object of a spec
 in the current process; the parent uses it for trusted specs, the isolated child
 (:mod:`dream_gym.policy_files.child`) for the file it was started for.
 """
@@ -29,8 +30,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dream_gym.policies import POLICIES
 from dream_gym.policies.recommended import resolve as resolve_recommended
@@ -47,21 +49,128 @@ from dream_gym.policy_files.inprocess import (
 )
 from dream_gym.policy_files.isolated import IsolatedPolicy
 
+PolicyKind = Literal["builtin", "module", "file", "model"]
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """One ``--policy`` string, read once: what it names and how that policy loads.
+
+    Every entry point (:func:`load_policy`, :func:`check_policy_spec`, :class:`PolicySource`,
+    evaluation, the CLI) reads a spec through :meth:`of`, so ``recommended`` and the kinds are
+    resolved in this one place.
+
+    Attributes:
+        given: the string as the user gave it; it labels the results (``recommended`` stays
+            ``recommended``).
+        target: the spec it stands for (``recommended`` replaced by the spec it names).
+        kind: ``builtin`` (a name of :data:`dream_gym.policies.POLICIES`), ``module``
+            (``module:attr``, trusted code imported in-process), ``file`` (a ``.py`` path,
+            untrusted: run isolated by default) or ``model`` (an SB3 ``.zip``, zips joined by
+            ``+``, or a shipped model's name).
+    """
+
+    given: str
+    target: str
+    kind: PolicyKind
+
+    @classmethod
+    def of(cls, spec: str | os.PathLike[str] | PolicySpec) -> PolicySpec:
+        if isinstance(spec, PolicySpec):
+            return spec
+        given = os.fspath(spec)
+        target = resolve_recommended(given)
+        return cls(given, target, _kind(target))
+
+    @property
+    def in_watched_process(self) -> bool:
+        """Trusted code of unknown cost (``module:attr``, a model) keeps a job process's
+        watchdog: evaluation never runs it in its own process to save a start."""
+        return self.kind in ("module", "model")
+
+    def model_files(self) -> list[Path]:
+        """The zips of a model spec (a file whose name holds ``+`` is itself, not an ensemble);
+        PolicyNotFoundError naming a missing one."""
+        if self.kind != "model":
+            raise ValueError(f"{self.given} is a {self.kind} spec, not a model")
+        target = self.target
+        if target in SHIPPED_MODELS:
+            from dream_gym.policies.trained import shipped_files
+
+            try:
+                return shipped_files(target)
+            except FileNotFoundError as exc:
+                raise PolicyNotFoundError(str(exc)) from None
+        paths = [Path(target)] if Path(target).is_file() else [Path(part) for part in target.split("+")]
+        for path in paths:
+            if not path.name.endswith(".zip"):
+                raise PolicyNotFoundError(f"{target}: an ensemble joins model zips with '+', and {path} is no .zip")
+            if not path.is_file():
+                raise PolicyNotFoundError(f"model file {path} does not exist")
+        return paths
+
+    def files(self) -> list[Path]:
+        """What the policy loads from disk: a model's zips, or the policy file; none for a name
+        or a module (the digest of a run's identity hashes these)."""
+        if self.kind == "model":
+            return self.model_files()
+        if self.kind == "file" and Path(self.target).is_file():
+            return [Path(self.target)]
+        return []
+
+    def check(self) -> None:
+        """Raise :class:`PolicyNotFoundError` when the spec names nothing: an unknown built-in
+        name, a missing file, module or attribute. Builds nothing (no model is loaded, no child
+        started, no constructor runs)."""
+        if self.kind == "model":
+            self.model_files()
+        elif self.kind == "file":
+            if not Path(self.target).is_file():
+                raise PolicyNotFoundError(f"policy file {self.target} does not exist")
+        elif self.kind == "module":
+            module_attr(self.target)
+        elif self.target not in POLICIES:
+            resolve_in_process(self.target, {})  # raises the error that lists the built-in names
+
+    def load(self, *, isolate: bool | None = None, params: Mapping[str, Any] | None = None,
+             **limits: Any) -> Policy:
+        """The policy: see :func:`load_policy`."""
+        params = dict(params or {})
+        if self.kind == "model":  # read as data (dream_gym.rl.model_zips), in-process
+            if isolate or limits:
+                raise ValueError(f"{self.target}: SB3 models load in-process only (no isolate=True, no limits)")
+            policy = _model_policy(self.target, self.model_files(), params)
+        else:
+            if self.kind == "file" and not Path(self.target).is_file():
+                raise PolicyNotFoundError(f"policy file {self.target} does not exist")
+            if isolate is None:
+                isolate = self.kind == "file"
+            if not isolate:
+                if limits:
+                    raise ValueError(f"limits {sorted(limits)} only apply to isolated policies (isolate=True)")
+                policy = resolve_in_process(self.target, params)
+            else:
+                if self.kind == "builtin":
+                    resolve_in_process(self.target, params)  # fail fast on unknown names, in the parent
+                policy = IsolatedPolicy(self.target, params=params, **limits)
+        if self.given != self.target:  # recommended: labelled with the name the user gave
+            with contextlib.suppress(AttributeError):
+                policy.name = self.given  # type: ignore[attr-defined]
+        return policy
+
+
+def _kind(target: str) -> PolicyKind:
+    if target.endswith(".zip") or target in SHIPPED_MODELS:
+        return "model"
+    if is_file_spec(target):
+        return "file"
+    return "module" if ":" in target else "builtin"
+
 
 def check_policy_spec(spec: str | os.PathLike[str]) -> None:
-    """Raise :class:`PolicyNotFoundError` when ``spec`` names nothing: an unknown built-in name,
-    a missing file, module or attribute. Builds nothing (no model is loaded, no child started,
-    no constructor runs), so a parent can check specs that only its workers will build."""
-    spec = resolve_recommended(os.fspath(spec))
-    if is_model_spec(spec):
-        model_files(spec)  # raises when a zip is missing
-    elif is_file_spec(spec):
-        if not Path(spec).is_file():
-            raise PolicyNotFoundError(f"policy file {spec} does not exist")
-    elif ":" in spec:
-        module_attr(spec)
-    elif spec not in POLICIES:
-        resolve_in_process(spec, {})  # raises the error that lists the built-in names
+    """Raise :class:`PolicyNotFoundError` when ``spec`` names nothing (:meth:`PolicySpec.check`),
+    so a parent can check specs that only its workers will build."""
+    PolicySpec.of(spec).check()
 
 
 def probe_policy_files(specs: Sequence[str | os.PathLike[str]], **limits: Any) -> None:
@@ -69,18 +178,15 @@ def probe_policy_files(specs: Sequence[str | os.PathLike[str]], **limits: Any) -
     not load (a syntax error, an import that fails, no policy defined) raises its
     :class:`PolicyLoadError` here, once, before a grid runs its episodes (which would each
     report it). Other specs are left to :func:`check_policy_spec`."""
-    from dream_gym.policy_files.isolated import IsolatedPolicy
-
-    for spec in specs:
-        named = resolve_recommended(os.fspath(spec))
-        if is_file_spec(named) and not is_model_spec(named):
-            IsolatedPolicy(named, **limits).close()
+    for spec in map(PolicySpec.of, specs):
+        if spec.kind == "file":
+            IsolatedPolicy(spec.target, **limits).close()
 
 
-def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
+def load_policy(spec: str | os.PathLike[str] | PolicySpec, *, isolate: bool | None = None,
                 params: Mapping[str, Any] | None = None, **limits: Any) -> Policy:
     """A policy from a built-in name, ``module:attr``, a ``.py`` file path, or a trained
-    stable-baselines3 model: a ``.zip`` or a shipped model's name (``ppo-macro``, ``ppo-node``),
+    stable-baselines3 model: a ``.zip`` or a shipped model's name (``ppo-macro-v``),
     built by :func:`dream_gym.rl.model_policy` in-process, its zip read as data: no pickled
     entry of it is unpickled (a zip that needs one is refused; inside
     ``with dream_gym.rl.trusted_models():`` it is unpickled, for a model whose author you trust;
@@ -98,30 +204,7 @@ def load_policy(spec: str | os.PathLike[str], *, isolate: bool | None = None,
         PolicyNotFoundError (a LookupError): unknown name, missing module or file.
         PolicyLoadError (a ValueError): the file defines no policy or fails to import.
     """
-    named = os.fspath(spec)
-    spec = resolve_recommended(named)
-    if spec != named:  # recommended: the policy it names, labelled with the name the user gave
-        policy = load_policy(spec, isolate=isolate, params=params, **limits)
-        with contextlib.suppress(AttributeError):
-            policy.name = named  # type: ignore[attr-defined]
-        return policy
-    params = dict(params or {})
-    if is_model_spec(spec):  # read as data (dream_gym.rl.model_zips), in-process
-        if isolate or limits:
-            raise ValueError(f"{spec}: SB3 models load in-process only (no isolate=True, no limits)")
-        return _model_policy(spec, model_files(spec), params)
-    is_file = is_file_spec(spec)
-    if is_file and not Path(spec).is_file():
-        raise PolicyNotFoundError(f"policy file {spec} does not exist")
-    if isolate is None:
-        isolate = is_file
-    if not isolate:
-        if limits:
-            raise ValueError(f"limits {sorted(limits)} only apply to isolated policies (isolate=True)")
-        return resolve_in_process(spec, params)
-    if not is_file and ":" not in spec:
-        resolve_in_process(spec, params)  # fail fast on unknown names, in the parent
-    return IsolatedPolicy(spec, params=params, **limits)
+    return PolicySpec.of(spec).load(isolate=isolate, params=params, **limits)
 
 
 #: What a trained model's policy imports (torch, SB3, sb3-contrib: seconds): a job pool whose
@@ -131,28 +214,12 @@ MODEL_MODULES = ("sb3_contrib", "dream_gym.rl.archs", "dream_gym.rl.ensemble", "
 
 def is_model_spec(spec: str) -> bool:
     """A trained model: a ``.zip``, zips joined by ``+`` (a seed ensemble) or a shipped model's name."""
-    spec = resolve_recommended(spec)
-    return spec.endswith(".zip") or spec in SHIPPED_MODELS
+    return PolicySpec.of(spec).kind == "model"
 
 
 def model_files(spec: str) -> list[Path]:
-    """The zips of a model spec (a file whose name holds ``+`` is itself, not an ensemble);
-    PolicyNotFoundError naming a missing one."""
-    from dream_gym.policies.trained import shipped_files
-
-    spec = resolve_recommended(spec)
-    if spec in SHIPPED_MODELS:
-        try:
-            return shipped_files(spec)
-        except FileNotFoundError as exc:
-            raise PolicyNotFoundError(str(exc)) from None
-    paths = [Path(spec)] if Path(spec).is_file() else [Path(part) for part in spec.split("+")]
-    for path in paths:
-        if not path.name.endswith(".zip"):
-            raise PolicyNotFoundError(f"{spec}: an ensemble joins model zips with '+', and {path} is no .zip")
-        if not path.is_file():
-            raise PolicyNotFoundError(f"model file {path} does not exist")
-    return paths
+    """The zips of a model spec (:meth:`PolicySpec.model_files`)."""
+    return PolicySpec.of(spec).model_files()
 
 
 def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any]) -> Policy:
@@ -183,15 +250,16 @@ class PolicySource:
     Args: the spec and ``file_options`` (IsolatedPolicy options, for policy files only).
     """
 
-    def __init__(self, spec: str, file_options: Mapping[str, Any] | None = None):
-        self.spec = spec = resolve_recommended(spec)
+    def __init__(self, spec: str | PolicySpec, file_options: Mapping[str, Any] | None = None):
+        self.policy_spec = PolicySpec.of(spec)
+        self.spec = self.policy_spec.target
         self._isolated: Policy | None = None
-        if is_file_spec(spec) and not is_model_spec(spec):
-            self._isolated = load_policy(spec, **dict(file_options or {}))
+        if self.policy_spec.kind == "file":
+            self._isolated = self.policy_spec.load(**dict(file_options or {}))
 
     def new(self) -> Policy:
         """The policy for the next episode."""
-        return self._isolated if self._isolated is not None else load_policy(self.spec)
+        return self._isolated if self._isolated is not None else PolicySpec.of(self.spec).load()
 
     def close(self) -> None:
         close = getattr(self._isolated, "close", None)
@@ -199,4 +267,4 @@ class PolicySource:
             close()
 
 
-__all__ = ["MODEL_MODULES", "PolicySource", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "probe_policy_files", "resolve_in_process", "where"]
+__all__ = ["MODEL_MODULES", "PolicyKind", "PolicySource", "PolicySpec", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "probe_policy_files", "resolve_in_process", "where"]
