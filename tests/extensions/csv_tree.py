@@ -13,10 +13,8 @@ from dream_gym.datasets.importers.base import (
     ImportReport,
     NotARunError,
     Program,
-    check_out_folder,
-    write_imported_world,
 )
-from dream_gym.datasets.importers.tree import build_world_records
+from dream_gym.datasets.importers.job import ImportJob
 
 LABEL = "CSV tree"
 HEADER = "id,parent,score"
@@ -32,18 +30,14 @@ def import_csv_tree(src: str | os.PathLike[str], out: str | os.PathLike[str],
     src = Path(src)
     if not is_csv_tree(src):
         raise NotARunError(src, f"{src}: not a CSV tree (a .csv file starting {HEADER})")
-    out_path = check_out_folder(out)
-    report = ImportReport("csv-tree", str(src), LABEL, out=str(out_path), metric=options.metric_or("score"))
+    job = ImportJob.begin("csv-tree", LABEL, src, out, options, metric=options.metric_or("score"))
     with src.open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     programs = [Program(id=row["id"], parent=row["parent"] or None, order=i,
                         score=float(row["score"]) if row["score"] else None,
                         error=None if row["score"] else "no score recorded")
                 for i, row in enumerate(rows)]
-    records = build_world_records(programs, report, orphans=options.orphans, direction=options.direction)
-    write_imported_world(out_path, records, report, system="csv-tree", source_path=src, run_name=src.stem,
-                         options=options)
-    return report
+    return job.write(job.build(programs), source_path=src, run_name=src.stem)
 
 
 IMPORTER = Importer(label=LABEL, looks_for="a CSV tree (id,parent,score)", detect=is_csv_tree, run=import_csv_tree)

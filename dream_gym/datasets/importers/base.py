@@ -4,6 +4,8 @@ imported world."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import warnings
 from collections.abc import Callable
@@ -83,6 +85,30 @@ class Program:
     started_from: str | None = None
     start_code: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def attempt(cls, node_id: str, parent: str | None, value: float | None, error: str | None, *,
+                iteration: int | None, timestamp: float | None, code: str | None, copy_of: str | None = None,
+                phase: str | None = None, extra: dict[str, Any]) -> Program:
+        """A program the run numbered by its iteration (or generation): that number is both its round
+        and the order it falls back on; its value is its score unless it failed (``error``)."""
+        return cls(id=node_id, parent=parent, score=None if error else value, error=error, timestamp=timestamp,
+                   order=None if iteration is None else float(iteration), round=iteration, code=code,
+                   copy_of=copy_of, phase=phase, extra=extra)
+
+
+def metric_problem(metric: str, value: float | None) -> str | None:
+    """Why ``value`` is no score by ``metric`` (missing, or not finite), or None when it is one."""
+    if value is None:
+        return f"metric {metric!r} missing"
+    return None if math.isfinite(value) else f"metric {metric!r} is {value}"
+
+
+def check_metric(where: str | os.PathLike[str], metric: str, available: list[str], *, what: str = "program") -> None:
+    """Refuse a metric that no program of the run holds, naming the ones it does."""
+    if metric not in available:
+        raise RunImportError(f"{where}: no {what} has metric {metric!r}; metrics found: "
+                             f"{', '.join(available) or 'none'} (choose one with --metric)")
 
 
 @dataclass
@@ -199,6 +225,16 @@ class ImportOptions:
 
 #: The options of an import that names none.
 DEFAULT_OPTIONS = ImportOptions()
+
+
+def optional_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object of a side file a run may hold (a checkpoint's metadata, the run's own summary),
+    or None when it is absent, unreadable or not an object: such files add notes, never fail an import."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def check_out_folder(out: str | os.PathLike[str]) -> Path:

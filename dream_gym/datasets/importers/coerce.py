@@ -36,6 +36,11 @@ def as_dict(value: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
+def as_text(value: Any) -> str | None:
+    """The value when it is a string (a program's code), else None."""
+    return value if isinstance(value, str) else None
+
+
 def to_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return float(value)

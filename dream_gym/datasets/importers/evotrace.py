@@ -42,9 +42,7 @@ warning counts them).
 
 from __future__ import annotations
 
-import math
 import os
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -59,13 +57,14 @@ from .base import (
     NotARunError,
     Program,
     RunImportError,
-    check_out_folder,
-    write_imported_world,
+    check_metric,
+    metric_problem,
 )
 from .coerce import as_dict, to_bool, to_finite, to_float, to_id, to_int
 from .files import Blobs, jsonl_objects, present, read_json
+from .job import ImportJob
+from .openevolve_programs import migrant_copy_of
 from .shinkaevolve import _copy_of as shinka_copy_of
-from .tree import build_world_records
 
 LABEL = "EvoTrace"
 BACKENDS = ("openevolve_native", "gepa_native", "evox", "shinkaevolve")
@@ -132,11 +131,8 @@ def _error_of(row: dict[str, Any], metrics: dict[str, Any], metric: str) -> str 
         reasons.append("status 'failed'")
     if "correct" in row and row["correct"] is not None and not to_bool(row["correct"]):
         reasons.append("incorrect (correct=false)")
-    value = to_float(metrics.get(metric))
-    if value is None:
-        reasons.append(f"metric {metric!r} missing")
-    elif not math.isfinite(value):
-        reasons.append(f"metric {metric!r} is {value}")
+    if problem := metric_problem(metric, to_float(metrics.get(metric))):
+        reasons.append(problem)
     if reasons and row.get("text_feedback"):
         reasons.append(f"feedback: {str(row['text_feedback'])[:2000]}")
     return "; ".join(reasons) if reasons else None
@@ -155,9 +151,7 @@ def _copy_of(row: dict[str, Any], backend: str, parent: str | None) -> str | Non
     metadata = as_dict(row.get("metadata"))
     if backend == "shinkaevolve":
         return shinka_copy_of(metadata)
-    node_id = str(row.get("id"))
-    migrant = to_bool(metadata.get("migrant", False)) or "_migrant_" in node_id
-    return parent if migrant else None
+    return migrant_copy_of(str(row.get("id")), metadata, parent)
 
 
 def _program(row: dict[str, Any], metric: str, backend: str, blobs: Blobs) -> Program:
@@ -181,11 +175,9 @@ def _program(row: dict[str, Any], metric: str, backend: str, blobs: Blobs) -> Pr
     if tags:
         extra["tags"] = tags
     extra["evotrace"] = {"backend": backend, **{k: v for k, v in row.items() if k not in _TAKEN}}
-    return Program(
-        id=node_id, parent=parent, score=None if error else to_float(metrics[metric]), error=error,
-        timestamp=to_float(row.get("timestamp")), order=None if iteration is None else float(iteration),
-        round=iteration, code=code, copy_of=_copy_of(row, backend, parent), extra=extra,
-    )
+    return Program.attempt(node_id, parent, to_float(metrics.get(metric)), error, iteration=iteration,
+                           timestamp=to_float(row.get("timestamp")), code=code,
+                           copy_of=_copy_of(row, backend, parent), extra=extra)
 
 
 def _text_blob(blobs: Blobs, sha: Any, ext: str) -> str | None:
@@ -213,39 +205,30 @@ def import_evotrace(
     options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read one refined EvoTrace run folder (``meta.json``, ``programs.jsonl``, ``blobs/``) into a world."""
-    metric = options.metric
-    direction, orphans = options.direction, options.orphans
-    started = time.perf_counter()
     src = Path(src)
     if not is_evotrace_run(src):
         raise NotARunError(src, f"{src}: not a refined EvoTrace run (expected meta.json and programs.jsonl in "
                            "this folder; a folder of runs is imported run by run)")
-    out_path = check_out_folder(out)
+    job = ImportJob.begin("evotrace", LABEL, src, out, options, metric=options.metric or "")
+    report = job.report
     meta = _read_meta(src)
     backend = str(meta["backend"])
     rows = _read_rows(src)
-    report = ImportReport("evotrace", str(src), LABEL, out=str(out_path), metric=metric or "")
     report.files_read = 2
     report.snapshots = len(rows)
     if not rows:
         raise RunImportError(f"{src / 'programs.jsonl'}: holds no program")
-    chosen = metric or primary_metric(rows)
-    if chosen is None or chosen not in _available_metrics(rows):
-        raise RunImportError(f"{src}: no program has metric {chosen or ' or '.join(PRIMARY_METRICS)!r}; metrics "
-                             f"found: {', '.join(_available_metrics(rows)) or 'none'} (choose one with --metric)")
+    # no primary score in any program: the error names them all
+    chosen = options.metric or primary_metric(rows) or " or ".join(PRIMARY_METRICS)
+    check_metric(src, chosen, _available_metrics(rows))
     report.metric = chosen
     blobs = Blobs(src / "blobs", str(src / "blobs"))
     programs = [_program(row, chosen, backend, blobs) for row in rows]
     report.files_read += len({p for p in (row.get(k) for row in rows for k in ("solution_sha256", "prompts_sha256")) if p})
     _note_rows(report, meta, rows, blobs)
-    records = build_world_records(programs, report, orphans=orphans, direction=direction)
-    write_imported_world(
-        out_path, records, report, system="evotrace", source_path=src, run_name=src.resolve().name,
-        options=replace(options, task_description=options.task_description
-                        or f"Imported from the EvoTrace run {src.resolve().name} ({backend})."),
-    )
-    report.seconds = time.perf_counter() - started
-    return report
+    description = options.task_description or f"Imported from the EvoTrace run {src.resolve().name} ({backend})."
+    return job.write(job.build(programs), source_path=src, run_name=src.resolve().name,
+                     options=replace(options, task_description=description))
 
 
 def _note_rows(report: ImportReport, meta: dict[str, Any], rows: list[dict[str, Any]], blobs: Blobs) -> None:

@@ -28,7 +28,6 @@ The world holds every attempt:
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,15 +40,15 @@ from .base import (
     NotARunError,
     Program,
     RunImportError,
-    check_out_folder,
-    write_imported_world,
+    check_metric,
 )
 from .files import present
 from .gepa_state import STATE_NAME, GepaState, find_states, iteration_reasons, read_state
-from .tree import build_world_records
+from .job import ImportJob
 
 LABEL = "GEPA"
 VAL_SCORE = "val_score"
+_NOT_KEPT = "GEPA keeps neither the text nor a validation score of a rejected candidate"
 
 
 def _cid(k: int | None) -> str | None:
@@ -74,6 +73,17 @@ class _Attempts:
     others: list[Program] = field(default_factory=list)  # rejected and failed attempts
     order: list[str] = field(default_factory=list)  # node ids in GEPA's order
     failed_rounds: set[int] = field(default_factory=set)
+
+    def add(self, name: str, i: int, parent: int | None, error: str, extra: dict[str, Any]) -> None:
+        """An attempt of iteration ``i`` that made no candidate (``name``: ``rejected`` or ``failed``),
+        an invalid node under candidate ``parent``, next in GEPA's order."""
+        base = f"i{i + 1}-{name}"
+        node_id, n = base, 1
+        while node_id in self.order:
+            n += 1
+            node_id = f"{base}-{n}"
+        self.others.append(Program(id=node_id, parent=_cid(parent), score=None, round=i + 1, error=error, extra=extra))
+        self.order.append(node_id)
 
 
 def _tasks(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -127,17 +137,12 @@ def _merge_attempt(entry: dict[str, Any], i: int, merges: list[int], attempts: _
         attempts.minibatch[k] = scores | {"merge_ancestor": _cid(ancestor), "subsample_ids": entry.get("subsample_ids")}
         attempts.order.append(f"c{k}")
         return
-    node_id = _unique(f"i{i + 1}-rejected", attempts)
-    attempts.others.append(Program(
-        id=node_id, parent=_cid(first), score=None, round=i + 1,
-        error=(f"merge of c{first} and c{second} rejected by GEPA: its minibatch score sum "
-               f"{scores['minibatch_score_sum']} does not reach the better parent's (sums {scores['parent_minibatch_score_sums']}); "
-               "GEPA keeps neither the text nor a validation score of a rejected candidate"),
-        extra={"parents": [_cid(first), _cid(second)], "tags": ["rejected", "merge"],
-               "metrics": scores, "gepa": {"iteration": i, "merge_ancestor": _cid(ancestor),
-                                           "subsample_ids": entry.get("subsample_ids")}},
-    ))
-    attempts.order.append(node_id)
+    attempts.add("rejected", i, first,
+                 f"merge of c{first} and c{second} rejected by GEPA: its minibatch score sum "
+                 f"{scores['minibatch_score_sum']} does not reach the better parent's (sums "
+                 f"{scores['parent_minibatch_score_sums']}); {_NOT_KEPT}",
+                 {"parents": [_cid(first), _cid(second)], "tags": ["rejected", "merge"], "metrics": scores,
+                  "gepa": {"iteration": i, "merge_ancestor": _cid(ancestor), "subsample_ids": entry.get("subsample_ids")}})
 
 
 def _reflective_attempts(entry: dict[str, Any], i: int, accepted: list[int], state: GepaState,
@@ -149,13 +154,10 @@ def _reflective_attempts(entry: dict[str, Any], i: int, accepted: list[int], sta
         before, after = _total(task.get("subsample_scores")), _total(task.get("new_subsample_scores"))
         test = {"minibatch_score_sum": after, "parent_minibatch_score_sum": before,
                 "subsample_ids": task.get("subsample_ids")}
-        if "new_subsample_scores" not in task:
-            node_id = _unique(f"i{i + 1}-failed", attempts)
+        if "new_subsample_scores" not in task:  # its error is found in the run's log later
             attempts.failed_rounds.add(i + 1)
-            attempts.others.append(Program(
-                id=node_id, parent=_cid(parent), score=None, round=i + 1, error="",
-                extra={"tags": ["failed"], "gepa": {"iteration": i, "subsample_ids": task.get("subsample_ids")}}))
-            attempts.order.append(node_id)
+            attempts.add("failed", i, parent, "",
+                         {"tags": ["failed"], "gepa": {"iteration": i, "subsample_ids": task.get("subsample_ids")}})
             continue
         match = next((k for k in unmatched if state.parents[k][:1] == [parent]), None)
         if match is not None:
@@ -163,25 +165,12 @@ def _reflective_attempts(entry: dict[str, Any], i: int, accepted: list[int], sta
             attempts.minibatch[match] = test
             attempts.order.append(f"c{match}")
             continue
-        node_id = _unique(f"i{i + 1}-rejected", attempts)
-        attempts.others.append(Program(
-            id=node_id, parent=_cid(parent), score=None, round=i + 1,
-            error=(f"rejected by GEPA's acceptance test: its minibatch score sum {after} does not beat its "
-                   f"parent's {before} on the same {len(task.get('subsample_ids') or [])} example(s); GEPA keeps "
-                   "neither the text nor a validation score of a rejected candidate"),
-            extra={"tags": ["rejected"], "metrics": test, "gepa": {"iteration": i}}))
-        attempts.order.append(node_id)
+        attempts.add("rejected", i, parent,
+                     f"rejected by GEPA's acceptance test: its minibatch score sum {after} does not beat its "
+                     f"parent's {before} on the same {len(task.get('subsample_ids') or [])} example(s); {_NOT_KEPT}",
+                     {"tags": ["rejected"], "metrics": test, "gepa": {"iteration": i}})
     for k in unmatched:  # accepted without a task naming its parent: still in GEPA's order
         attempts.order.append(f"c{k}")
-
-
-def _unique(base: str, attempts: _Attempts) -> str:
-    taken = set(attempts.order)
-    node_id, n = base, 1
-    while node_id in taken:
-        n += 1
-        node_id = f"{base}-{n}"
-    return node_id
 
 
 def _code(candidate: dict[str, str]) -> str:
@@ -257,18 +246,14 @@ def import_gepa(
     options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read a GEPA run (its run_dir, or ``gepa_state.bin``) into a world."""
-    metric = options.metric_or(VAL_SCORE)
-    direction, orphans = options.direction, options.orphans
-    started = time.perf_counter()
     src = Path(src)
     state_path = locate_state(src)
-    out_path = check_out_folder(out)
-    report = ImportReport("gepa", str(state_path), LABEL, out=str(out_path), metric=metric)
+    metric = options.metric_or(VAL_SCORE)
+    job = ImportJob.begin("gepa", LABEL, state_path, out, options, metric=metric)
+    report = job.report
     state = read_state(state_path)
-    available = sorted({VAL_SCORE, *(name for o in state.objectives for name in o)})
-    if metric not in available:
-        raise RunImportError(f"{state_path}: no candidate has metric {metric!r}; metrics found: {', '.join(available)} "
-                             "(choose one with --metric)")
+    check_metric(state_path, metric, sorted({VAL_SCORE, *(name for o in state.objectives for name in o)}),
+                 what="candidate")
     attempts = _read_trace(state)
     _failure_reasons(state_path.parent, attempts)
     programs = [_candidate_program(state, k, metric, attempts) for k in range(len(state.candidates))]
@@ -276,14 +261,8 @@ def import_gepa(
     missing = _place_in_order(programs, attempts)
     report.files_read = report.snapshots = 1
     _note(report, state, attempts, missing)
-    records = build_world_records(programs, report, orphans=orphans, direction=direction)
     run_folder = src if src.is_dir() else state_path.parent
-    write_imported_world(
-        out_path, records, report, system="gepa", source_path=state_path, run_name=run_folder.resolve().name,
-        options=options,
-    )
-    report.seconds = time.perf_counter() - started
-    return report
+    return job.write(job.build(programs), source_path=state_path, run_name=run_folder.resolve().name)
 
 
 def _note(report: ImportReport, state: GepaState, attempts: _Attempts, missing: int) -> None:

@@ -21,34 +21,23 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
-from .base import (
-    DEFAULT_OPTIONS,
-    Importer,
-    ImportOptions,
-    ImportReport,
-    NotARunError,
-    Program,
-    RunImportError,
-    check_out_folder,
-    write_imported_world,
-)
+from .base import DEFAULT_OPTIONS, Importer, ImportOptions, ImportReport, NotARunError, Program, check_metric
 from .coerce import to_finite, to_id
+from .job import ImportJob
 from .openevolve_layout import (
     Traces,
     find_program_files,
     is_trace_file,
+    note_run_best,
     read_llm_calls,
     read_resume_record,
-    read_run_best,
     read_snapshots,
     read_traces,
 )
-from .openevolve_programs import LABEL, _from_trace, _metrics_of, _program
-from .tree import build_world_records
+from .openevolve_programs import LABEL, _from_trace, _program, metrics_found
 
 __all__ = ["find_program_files", "import_openevolve"]
 
@@ -70,28 +59,12 @@ def _number_rounds(programs: list[Program]) -> None:
             p.round += offset[p.phase]
 
 
-def _note_run_best(src: Path, report: ImportReport, metric: str) -> None:
-    run_best = read_run_best(src, metric)
-    if run_best is None or report.best is None:
-        return
-    path, best_id, value = run_best
-    if value is not None and not math.isclose(value, report.best, rel_tol=1e-12, abs_tol=1e-12):
-        report.notes.append(
-            f"the run's own best ({path.relative_to(src)}: {metric} {value}, program {best_id}) differs from the "
-            f"best valid program in the records ({report.best}): that file was written before the run ended, "
-            "or by a tracked best that does not use this metric"
-        )
-
-
 def import_openevolve(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
     options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read an OpenEvolve output folder and write it as a world folder ``out``."""
-    metric = options.metric_or("combined_score")
-    direction, orphans = options.direction, options.orphans
-    started = time.perf_counter()
     src = Path(src)
     from .openevolve_trace import import_openevolve_trace
 
@@ -99,8 +72,9 @@ def import_openevolve(
         return import_openevolve_trace(src, out, options)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder (expected an OpenEvolve output folder or its evolution_trace.jsonl)")
-    out_path = check_out_folder(out)
-    report = ImportReport("openevolve", str(src), LABEL, out=str(out_path), metric=metric)
+    metric = options.metric_or("combined_score")
+    job = ImportJob.begin("openevolve", LABEL, src, out, options, metric=metric)
+    report = job.report
     snapshots = read_snapshots(src, report)
     traces = read_traces(src)
     if not snapshots.raws:
@@ -113,18 +87,8 @@ def import_openevolve(
             raws[child] = _from_trace(child, entry)
             phase[child] = traces.phase[child]
             report.recovered += 1
-    available = sorted({k for r in raws.values() for k in _metrics_of(r)})
-    if metric not in available:
-        raise RunImportError(
-            f"{src}: no program has metric {metric!r}; metrics found: {', '.join(available) or 'none'} "
-            "(choose one with --metric)"
-        )
-    programs = []
-    for node_id, raw in raws.items():
-        program = _program(raw, metric, phase[node_id], traces.lines.get(node_id))
-        if raw.get("recovered_from"):
-            program.extra["recovered_from"] = raw["recovered_from"]
-        programs.append(program)
+    check_metric(src, metric, metrics_found(raws.values()))
+    programs = [_program(raw, metric, phase[node_id], traces.lines.get(node_id)) for node_id, raw in raws.items()]
     resume_records = {ph: read_resume_record(src, ph) for ph in {p.phase for p in programs} if ph is not None}
     for p in programs:
         if p.parent is None and p.phase is not None:
@@ -132,14 +96,10 @@ def import_openevolve(
     _number_rounds(programs)
     _note_traces(report, traces, snapshots.raws)
     _note_llm_calls(src, report, programs)
-    records = build_world_records(programs, report, orphans=orphans, direction=direction)
-    _note_run_best(src, report, metric)
-    write_imported_world(
-        out_path, records, report, system="openevolve", source_path=src, run_name=src.resolve().name,
-        options=options,
-    )
-    report.seconds = time.perf_counter() - started
-    return report
+    records = job.build(programs)
+    note_run_best(src, report, metric, why="that file was written before the run ended, or by a tracked best "
+                  "that does not use this metric")
+    return job.write(records, source_path=src, run_name=src.resolve().name)
 
 
 def _note_traces(report: ImportReport, traces: Traces, snapshot_raws: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import ImportReport, RunImportError
+from .base import ImportReport, RunImportError, optional_json_object
 from .coerce import to_id
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
@@ -124,12 +124,9 @@ def read_snapshots(src: Path, report: ImportReport) -> Snapshots:
 def read_resume_record(src: Path, phase: str) -> tuple[str | None, str | None]:
     """The id and code of the best program saved with the checkpoint that started ``phase``."""
     folder = src / phase
-    started_from = code = None
-    try:
-        info = json.loads((folder / "best_program_info.json").read_text(encoding="utf-8"))
-        started_from = to_id(info.get("id")) if isinstance(info, dict) else None
-    except (OSError, ValueError, UnicodeDecodeError):
-        pass
+    info = optional_json_object(folder / "best_program_info.json")
+    started_from = to_id(info.get("id")) if info is not None else None
+    code = None
     for candidate in sorted(folder.glob("best_program.*")):
         if candidate.name != "best_program_info.json" and candidate.is_file():
             try:
@@ -199,13 +196,7 @@ def read_run_best(src: Path, metric: str) -> tuple[Path, str | None, float | Non
     """The run's own final best (the newest ``best/best_program_info.json``), if any."""
     found = []
     for path in src.rglob("best_program_info.json"):
-        if path.parent.name != "best":
-            continue
-        try:
-            info = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
-            continue
-        if isinstance(info, dict):
+        if path.parent.name == "best" and (info := optional_json_object(path)) is not None:
             found.append((float(info.get("saved_at") or 0.0), path, info))
     if not found:
         return None
@@ -213,6 +204,20 @@ def read_run_best(src: Path, metric: str) -> tuple[Path, str | None, float | Non
     metrics = info.get("metrics")
     value = metrics.get(metric) if isinstance(metrics, dict) else None
     return path, to_id(info.get("id")), value if isinstance(value, (int, float)) else None
+
+
+def note_run_best(src: Path, report: ImportReport, metric: str, *, why: str = "") -> None:
+    """Note the run's own final best (:func:`read_run_best`) when it differs from the best valid
+    program of the records; ``why`` says what the system's file may have missed."""
+    run_best = read_run_best(src, metric)
+    if run_best is None or report.best is None:
+        return
+    path, best_id, value = run_best
+    if value is not None and not math.isclose(value, report.best, rel_tol=1e-12, abs_tol=1e-12):
+        report.notes.append(
+            f"the run's own best ({path.relative_to(src)}: {metric} {value}, program {best_id}) differs from the "
+            f"best valid program in the records ({report.best})" + (f": {why}" if why else "")
+        )
 
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")

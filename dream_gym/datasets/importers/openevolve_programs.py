@@ -6,10 +6,11 @@ the OpenEvolve bridge, so that every path reads a program the same way."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
-from .base import Program
-from .coerce import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
+from .base import Program, metric_problem
+from .coerce import as_dict, as_text, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 
 LABEL = "OpenEvolve"
 VALIDITY_KEYS = ("validity", "valid", "valid_solution", "is_valid")
@@ -23,6 +24,18 @@ def _metrics_of(raw: dict[str, Any]) -> dict[str, Any]:
         number = to_float(value)
         out[str(name)] = number if number is not None else value
     return out
+
+
+def metrics_found(raws: Iterable[dict[str, Any]]) -> list[str]:
+    """The metric names the program records hold, sorted."""
+    return sorted({name for raw in raws for name in _metrics_of(raw)})
+
+
+def migrant_copy_of(node_id: str, metadata: dict[str, Any], parent: str | None) -> str | None:
+    """The program an OpenEvolve migrant (flagged in its metadata, or named ``..._migrant_...``) copies:
+    its parent; None for a program that is not a migrant."""
+    migrant = to_bool(metadata.get("migrant", False)) or "_migrant_" in node_id
+    return parent if migrant else None
 
 
 def _reports_error(metrics: dict[str, Any], value: float | None) -> bool:
@@ -49,10 +62,8 @@ def _error_of(metrics: dict[str, Any], metric: str, diagnostics: Any, stderr: An
     for key in VALIDITY_KEYS:
         if key in metrics and to_float(metrics[key]) == 0.0:
             reasons.append(f"{key}=0")
-    if value is None:
-        reasons.append(f"metric {metric!r} missing")
-    elif not math.isfinite(value):
-        reasons.append(f"metric {metric!r} is {value}")
+    if problem := metric_problem(metric, value):
+        reasons.append(problem)
     if not reasons:
         return None
     if isinstance(diagnostics, dict):
@@ -99,7 +110,6 @@ def _program(raw: dict[str, Any], metric: str, phase: str | None, trace: dict[st
     if cost:
         extra["cost"] = cost
     parent = to_id(raw.get("parent_id"))
-    migrant = to_bool(metadata.get("migrant", False)) or "_migrant_" in node_id
     extra["openevolve"] = {
         "generation": to_int(raw.get("generation")),
         "iteration_found": iteration,
@@ -113,19 +123,11 @@ def _program(raw: dict[str, Any], metric: str, phase: str | None, trace: dict[st
         "phase": phase,
         "metadata": {k: v for k, v in metadata.items() if k not in _METADATA_TAKEN} or None,
     }
-    return Program(
-        id=node_id,
-        parent=parent,
-        score=None if error else to_float(metrics[metric]),
-        error=error,
-        timestamp=to_float(raw.get("timestamp")),
-        order=None if iteration is None else float(iteration),
-        round=iteration,
-        code=raw.get("code") if isinstance(raw.get("code"), str) else None,
-        copy_of=parent if migrant else None,
-        phase=phase,
-        extra=extra,
-    )
+    if raw.get("recovered_from"):  # rebuilt from the evolution trace (see _from_trace)
+        extra["recovered_from"] = raw["recovered_from"]
+    return Program.attempt(node_id, parent, to_float(metrics.get(metric)), error,
+                           iteration=iteration, timestamp=to_float(raw.get("timestamp")), code=as_text(raw.get("code")),
+                           copy_of=migrant_copy_of(node_id, metadata, parent), phase=phase, extra=extra)
 
 
 def _from_trace(child: str, entry: dict[str, Any]) -> dict[str, Any]:

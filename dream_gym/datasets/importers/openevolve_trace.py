@@ -13,22 +13,14 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
-from .base import (
-    DEFAULT_OPTIONS,
-    ImportOptions,
-    ImportReport,
-    RunImportError,
-    check_out_folder,
-    write_imported_world,
-)
+from .base import DEFAULT_OPTIONS, ImportOptions, ImportReport, RunImportError, check_metric
 from .coerce import to_float, to_id
+from .job import ImportJob
 from .openevolve_layout import read_traces
-from .openevolve_programs import LABEL, _from_trace, _metrics_of, _program
-from .tree import build_world_records
+from .openevolve_programs import LABEL, _from_trace, _program, metrics_found
 
 
 def _parent_raw(parent: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -47,12 +39,10 @@ def import_openevolve_trace(
     options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read an evolution-trace file and write it as a world folder ``out``."""
-    metric = options.metric_or("combined_score")
-    direction, orphans = options.direction, options.orphans
-    started = time.perf_counter()
     src = Path(src)
-    out_path = check_out_folder(out)
-    report = ImportReport("openevolve", str(src), LABEL, out=str(out_path), metric=metric)
+    metric = options.metric_or("combined_score")
+    job = ImportJob.begin("openevolve", LABEL, src, out, options, metric=metric)
+    report = job.report
     traces = _read(src)
     if not traces.lines:
         raise RunImportError(f"{src}: no evolution-trace lines (JSON objects with child_id and parent_id)")
@@ -66,15 +56,8 @@ def import_openevolve_trace(
         if parent is not None and parent not in raws:
             raws[parent] = _parent_raw(parent, entry)
     report.files_read = traces.files
-    available = sorted({k for r in raws.values() for k in _metrics_of(r)})
-    if metric not in available:
-        raise RunImportError(f"{src}: no program has metric {metric!r}; metrics found: {', '.join(available) or 'none'} "
-                           "(choose one with --metric)")
-    programs = []
-    for node_id, raw in raws.items():
-        program = _program(raw, metric, None, traces.lines.get(node_id))
-        program.extra["recovered_from"] = raw["recovered_from"]
-        programs.append(program)
+    check_metric(src, metric, metrics_found(raws.values()))
+    programs = [_program(raw, metric, None, traces.lines.get(node_id)) for node_id, raw in raws.items()]
     missing_code = sum(1 for p in programs if p.code is None)
     report.notes.append(
         f"evolution trace only: {len(traces.lines)} children, {len(raws) - len(traces.lines)} parent(s) that are never "
@@ -82,13 +65,7 @@ def import_openevolve_trace(
         + (f"; {missing_code} program(s) without code (the tracer's include_code was off)" if missing_code else "")
     )
     report.notes.extend(traces.problems)
-    records = build_world_records(programs, report, orphans=orphans, direction=direction)
-    write_imported_world(
-        out_path, records, report, system="openevolve", source_path=src, run_name=src.name.split(".")[0],
-        options=options,
-    )
-    report.seconds = time.perf_counter() - started
-    return report
+    return job.write(job.build(programs), source_path=src, run_name=src.name.split(".")[0])
 
 
 def _read(src: Path) -> Any:

@@ -26,11 +26,8 @@ evaluator's stderr). ``round`` is the generation. The database is opened read-on
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +39,13 @@ from .base import (
     NotARunError,
     Program,
     RunImportError,
-    check_out_folder,
-    write_imported_world,
+    check_metric,
+    metric_problem,
+    optional_json_object,
 )
-from .coerce import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
+from .coerce import as_dict, as_text, parse_structure, to_bool, to_finite, to_float, to_id, to_int
+from .job import ImportJob
 from .shinkaevolve_layout import SHINKA_TABLES, shinka_databases, sqlite_tables
-from .tree import build_world_records
 
 LABEL = "ShinkaEvolve"
 REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score", "correct")
@@ -99,14 +97,6 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         return [dict(row) for row in conn.execute(f"SELECT * FROM {table}")]
     finally:
         conn.close()
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _metric_value(row: dict[str, Any], metric: str, public: dict[str, Any], private: dict[str, Any]) -> float | None:
@@ -161,18 +151,16 @@ def _program(row: dict[str, Any], metric: str, results: Path) -> Program:
     correct = to_bool(row["correct"]) if row.get("correct") is not None else False
     generation = to_int(row.get("generation"))
     gen_dir = results / f"gen_{generation}"
-    correct_json = _read_json(gen_dir / "results" / "correct.json")
-    metrics_json = _read_json(gen_dir / "results" / "metrics.json")
+    correct_json = optional_json_object(gen_dir / "results" / "correct.json") or {}
+    metrics_json = optional_json_object(gen_dir / "results" / "metrics.json") or {}
     feedback = parse_structure(row.get("text_feedback"))
     if isinstance(feedback, list):
         feedback = "\n".join(str(f) for f in feedback)
     reasons = []
     if not correct:
         reasons.append("incorrect (correct=0)")
-    if value is None:
-        reasons.append(f"metric {metric!r} missing")
-    elif not math.isfinite(value):
-        reasons.append(f"metric {metric!r} is {value}")
+    if problem := metric_problem(metric, value):
+        reasons.append(problem)
     error = None
     if reasons:
         detail = (correct_json.get("error") or metrics_json.get("error") or feedback
@@ -210,18 +198,9 @@ def _program(row: dict[str, Any], metric: str, results: Path) -> Program:
         "gen_folder": gen_dir.name if gen_dir.is_dir() else None,
         "metadata": kept_metadata,
     }
-    return Program(
-        id=node_id,
-        parent=to_id(row.get("parent_id")),
-        score=None if error else value,
-        error=error,
-        timestamp=to_float(row.get("timestamp")),
-        order=None if generation is None else float(generation),
-        round=generation,
-        code=row.get("code") if isinstance(row.get("code"), str) else None,
-        copy_of=_copy_of(metadata),
-        extra=extra,
-    )
+    return Program.attempt(node_id, to_id(row.get("parent_id")), value, error, iteration=generation,
+                           timestamp=to_float(row.get("timestamp")), code=as_text(row.get("code")),
+                           copy_of=_copy_of(metadata), extra=extra)
 
 
 def import_shinkaevolve(
@@ -230,33 +209,21 @@ def import_shinkaevolve(
     options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read a ShinkaEvolve results folder (or its ``evolution_db.sqlite``) into a world."""
-    metric = options.metric_or("combined_score")
-    direction, orphans = options.direction, options.orphans
-    started = time.perf_counter()
     db = locate_database(Path(db_path))
-    out_path = check_out_folder(out)
-    report = ImportReport("shinkaevolve", str(db), LABEL, out=str(out_path), metric=metric)
+    metric = options.metric_or("combined_score")
+    job = ImportJob.begin("shinkaevolve", LABEL, db, out, options, metric=metric)
+    report = job.report
     rows = read_rows(db)
     report.files_read = 1 + sum(1 for _ in db.parent.glob("gen_*/results/*.json"))
     report.snapshots = len(rows)
     if not rows:
         raise RunImportError(f"{db}: the program table is empty (the run recorded no programs)")
-    available = _available_metrics(rows)
-    if metric not in available:
-        raise RunImportError(
-            f"{db}: no program has metric {metric!r}; metrics found: {', '.join(available)} (choose one with --metric)"
-        )
+    check_metric(db, metric, _available_metrics(rows))
     programs = [_program(row, metric, db.parent) for row in rows]
     migrated = sum(1 for p in programs if p.extra["shinkaevolve"]["migration_history"])
     if migrated:
         report.notes.append(f"{migrated} program(s) migrated between islands (moved, not copied: kept as they are)")
-    records = build_world_records(programs, report, orphans=orphans, direction=direction)
-    write_imported_world(
-        out_path, records, report, system="shinkaevolve", source_path=db, run_name=db.resolve().parent.name,
-        options=options,
-    )
-    report.seconds = time.perf_counter() - started
-    return report
+    return job.write(job.build(programs), source_path=db, run_name=db.resolve().parent.name)
 
 
 def is_shinkaevolve_run(path: Path) -> bool:

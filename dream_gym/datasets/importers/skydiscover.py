@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +47,14 @@ from .base import (
     NotARunError,
     Program,
     RunImportError,
-    check_out_folder,
-    write_imported_world,
+    check_metric,
+    metric_problem,
+    optional_json_object,
 )
-from .coerce import as_dict, parse_structure, to_bool, to_finite, to_float, to_id, to_int
-from .openevolve_layout import read_run_best, read_snapshots
-from .openevolve_programs import _metrics_of
-from .tree import build_world_records
+from .coerce import as_dict, as_text, parse_structure, to_bool, to_finite, to_float, to_id, to_int
+from .job import ImportJob
+from .openevolve_layout import note_run_best, read_snapshots
+from .openevolve_programs import _metrics_of, metrics_found
 
 LABEL = "SkyDiscover"
 # metadata of a copy whose parent_id is the program it copies
@@ -76,11 +76,8 @@ def _error_of(metrics: dict[str, Any], metric: str, artifacts: dict[str, Any]) -
         reasons.append(f"validity={metrics['validity']!r}")
     if "timeout" in metrics and to_bool(metrics["timeout"]):
         reasons.append("timeout")
-    value = to_float(metrics.get(metric))
-    if value is None:
-        reasons.append(f"metric {metric!r} missing")
-    elif not math.isfinite(value):
-        reasons.append(f"metric {metric!r} is {value}")
+    if problem := metric_problem(metric, to_float(metrics.get(metric))):
+        reasons.append(problem)
     if not reasons:
         return None
     for key in ("error", "stderr", "traceback", "error_message"):
@@ -131,20 +128,10 @@ def skydiscover_program(raw: dict[str, Any], metric: str, phase: str | None = No
         "failed_attempts": len(failed_attempts) if isinstance(failed_attempts, list) else None,
         "metadata": {k: v for k, v in metadata.items() if k not in _METADATA_TAKEN} or None,
     }
-    solution = raw.get("solution")
-    return Program(
-        id=node_id,
-        parent=parent,
-        score=None if error else to_float(metrics[metric]),
-        error=error,
-        timestamp=to_float(raw.get("timestamp")),
-        order=None if iteration is None else float(iteration),
-        round=iteration,
-        code=solution if isinstance(solution, str) else None,
-        copy_of=parent if parent is not None and any(k in metadata for k in COPY_KEYS) else None,
-        phase=phase,
-        extra=extra,
-    )
+    copy_of = parent if parent is not None and any(k in metadata for k in COPY_KEYS) else None
+    return Program.attempt(node_id, parent, to_float(metrics.get(metric)), error, iteration=iteration,
+                           timestamp=to_float(raw.get("timestamp")), code=as_text(raw.get("solution")),
+                           copy_of=copy_of, phase=phase, extra=extra)
 
 
 def _collapse_seeded_copies(programs: list[Program], raws: dict[str, dict[str, Any]]) -> None:
@@ -169,11 +156,8 @@ def _note_search_strategies(src: Path, report: ImportReport) -> None:
 
 def _note_summary(src: Path, report: ImportReport) -> None:
     """The run's own cost summary (``summary.json``, written by some SkyDiscover versions), if any."""
-    try:
-        summary = json.loads((src / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return
-    if not isinstance(summary, dict):
+    summary = optional_json_object(src / "summary.json")
+    if summary is None:
         return
     cost, iterations = to_finite(summary.get("total_cost")), to_int(summary.get("num_iterations"))
     if cost is not None:
@@ -188,11 +172,7 @@ def _note_iterations(src: Path, report: ImportReport) -> None:
     program), and a program evicted between two checkpoints is in none of them."""
     reached = 0
     for path in src.glob("checkpoints/checkpoint_*/metadata.json"):
-        try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
-            continue
-        if isinstance(meta, dict):
+        if (meta := optional_json_object(path)) is not None:
             reached = max(reached, to_int(meta.get("last_iteration")) or 0)
     attempts = report.nodes - 1
     if reached > attempts:
@@ -202,32 +182,18 @@ def _note_iterations(src: Path, report: ImportReport) -> None:
             "between two checkpoints is in none of them")
 
 
-def _note_run_best(src: Path, report: ImportReport, metric: str) -> None:
-    run_best = read_run_best(src, metric)
-    if run_best is None or report.best is None:
-        return
-    path, best_id, value = run_best
-    if value is not None and not math.isclose(value, report.best, rel_tol=1e-12, abs_tol=1e-12):
-        report.notes.append(
-            f"the run's own best ({path.relative_to(src)}: {metric} {value}, program {best_id}) differs from the "
-            f"best valid program in the records ({report.best})"
-        )
-
-
 def import_skydiscover(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
     options: ImportOptions = DEFAULT_OPTIONS,
 ) -> ImportReport:
     """Read a SkyDiscover output folder and write it as a world folder ``out``."""
-    metric = options.metric_or("combined_score")
-    direction, orphans = options.direction, options.orphans
-    started = time.perf_counter()
     src = Path(src)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder (expected a SkyDiscover output folder)")
-    out_path = check_out_folder(out)
-    report = ImportReport("skydiscover", str(src), LABEL, out=str(out_path), metric=metric)
+    metric = options.metric_or("combined_score")
+    job = ImportJob.begin("skydiscover", LABEL, src, out, options, metric=metric)
+    report = job.report
     snapshots = read_snapshots(src, report)
     raws = {node_id: raw for node_id, raw in snapshots.raws.items() if "solution" in raw}
     if not raws:
@@ -235,25 +201,15 @@ def import_skydiscover(
                            "'solution' field, e.g. in checkpoints/checkpoint_N/programs/)")
     if len(raws) < len(snapshots.raws):
         report.notes.append(f"{len(snapshots.raws) - len(raws)} program file(s) without a 'solution' field skipped")
-    available = sorted({k for r in raws.values() for k in _metrics_of(r)})
-    if metric not in available:
-        raise RunImportError(
-            f"{src}: no program has metric {metric!r}; metrics found: {', '.join(available) or 'none'} "
-            "(choose one with --metric)"
-        )
+    check_metric(src, metric, metrics_found(raws.values()))
     programs = [skydiscover_program(raw, metric) for raw in raws.values()]
     _collapse_seeded_copies(programs, raws)
     _note_search_strategies(src, report)
     _note_summary(src, report)
-    records = build_world_records(programs, report, orphans=orphans, direction=direction)
+    records = job.build(programs)
     _note_iterations(src, report)
-    _note_run_best(src, report, metric)
-    write_imported_world(
-        out_path, records, report, system="skydiscover", source_path=src, run_name=src.resolve().name,
-        options=options,
-    )
-    report.seconds = time.perf_counter() - started
-    return report
+    note_run_best(src, report, metric)
+    return job.write(records, source_path=src, run_name=src.resolve().name)
 
 
 def _is_program_file(path: Path) -> bool:
