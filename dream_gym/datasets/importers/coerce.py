@@ -10,6 +10,7 @@ import ast
 import json
 import math
 import re
+from collections.abc import Collection
 from typing import Any
 
 
@@ -95,3 +96,12 @@ def json_safe(value: Any) -> Any:
 def world_name_from(text: str) -> str:
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-._")
     return name or "imported"
+
+
+def unique_name(base: str, taken: Collection[str]) -> str:
+    """``base``, or ``base-2``, ``base-3``, ... : the first that is not ``taken``."""
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name

@@ -42,6 +42,7 @@ from .base import (
     RunImportError,
     check_metric,
 )
+from .coerce import unique_name
 from .files import present
 from .gepa_state import STATE_NAME, GepaState, find_states, iteration_reasons, read_state
 from .job import ImportJob
@@ -77,11 +78,7 @@ class _Attempts:
     def add(self, name: str, i: int, parent: int | None, error: str, extra: dict[str, Any]) -> None:
         """An attempt of iteration ``i`` that made no candidate (``name``: ``rejected`` or ``failed``),
         an invalid node under candidate ``parent``, next in GEPA's order."""
-        base = f"i{i + 1}-{name}"
-        node_id, n = base, 1
-        while node_id in self.order:
-            n += 1
-            node_id = f"{base}-{n}"
+        node_id = unique_name(f"i{i + 1}-{name}", self.order)
         self.others.append(Program(id=node_id, parent=_cid(parent), score=None, round=i + 1, error=error, extra=extra))
         self.order.append(node_id)
 

@@ -30,7 +30,7 @@ from typing import Any
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
 
 from .base import ImportOptions, ImportReport, RunImportError, check_out_folder
-from .coerce import world_name_from
+from .coerce import unique_name, world_name_from
 from .systems import SYSTEM_NAMES, detect_system, import_run, with_fields
 
 MAX_DEPTH = 3
@@ -127,12 +127,7 @@ class ManyReport:
 def _names(folder: Path, runs: list[Path]) -> list[str]:
     names: list[str] = []
     for run in runs:
-        base = world_name_from("-".join(run.relative_to(folder).parts))
-        name, n = base, 1
-        while name in names:
-            n += 1
-            name = f"{base}-{n}"
-        names.append(name)
+        names.append(unique_name(world_name_from("-".join(run.relative_to(folder).parts)), names))
     return names
 
 
