@@ -137,14 +137,19 @@ def claim(folder: Path) -> bool:
         return False
 
 
-def train(kind: str, fold: str, log: Path) -> Path:
-    """Train one (kind, fold) unless its model exists; the command goes to ``log``."""
+def train(kind: str, fold: str, log: Path, resume: bool = False) -> Path:
+    """Train one (kind, fold) unless its model exists; the command goes to ``log``.
+
+    ``resume``: also take over a folder another runner claimed and left unfinished (killed): the
+    same command continues from the folder's last checkpoint. Only when no other runner is alive.
+    """
     folder, model = run_dir(kind, fold), model_zip(kind, fold)
-    if not model.is_file() and claim(folder):
+    taken_over = resume and (folder / "claimed").is_file()
+    if not model.is_file() and (taken_over or claim(folder)):
         build_pool(fold)
         command = train_command(kind, fold)
         with open(log, "a", encoding="utf-8") as f:
-            f.write(f"- `{shown(command)}`\n")
+            f.write(f"- `{shown(command)}`{' (resumed from its last checkpoint)' if taken_over else ''}\n")
         with open(folder / "train.log", "a", encoding="utf-8") as out:
             subprocess.run(command, check=True, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
     return model

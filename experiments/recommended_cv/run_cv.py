@@ -4,8 +4,10 @@
     nice -n 15 .venv/bin/python -m experiments.recommended_cv.run_cv table
 
 ``eval`` writes ``out/rcv/figures/<candidate>.json`` (per setting, per run: V½ and v2; episodes cached
-by evaluation.py); ``table`` gathers every candidate scored on all runs into
-``experiments/recommended_cv/cv_table.json`` with the guard's verdicts and the choice (guard.py).
+by evaluation.py); ``eval-folds`` scores a per-fold kind on the folds whose model exists
+(``out/rcv/figures/partial/<kind>.json``); ``table`` gathers every candidate scored on all runs into
+``experiments/recommended_cv/cv_table.json`` with the guard's verdicts and the choice (guard.py), and
+the partial kinds under ``partial`` (reported apart, never in the choice).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from experiments.recommended_cv.evaluation import run_figures
 from experiments.recommended_cv.guard import choose
 
 FIGURES = OUT / "figures"
+PARTIAL = FIGURES / "partial"
 TABLE = HERE / "cv_table.json"
 
 
@@ -37,6 +40,23 @@ def score(name: str, jobs: int = 1) -> dict[str, dict[str, dict[str, float]]]:
         out[setting.name] = {run: got[run] for run in all_runs()}
     FIGURES.mkdir(parents=True, exist_ok=True)
     (FIGURES / f"{name}.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return out
+
+
+def score_folds(name: str, jobs: int = 1) -> dict[str, Any]:
+    """A per-fold kind's figures on the folds whose model exists (a partial kind: reported apart,
+    never a candidate of the choice, PROTOCOL.md §7)."""
+    candidate = by_name()[name]
+    groups = families()
+    done = [fold for fold in groups if Path(candidate.spec(fold)).is_file()]
+    out: dict[str, Any] = {"folds": done, "figures": {}}
+    for setting in SETTINGS:
+        got: dict[str, dict[str, float]] = {}
+        for fold in done:
+            got.update(run_figures(candidate.spec(fold), setting.name, groups[fold], jobs))
+        out["figures"][setting.name] = got
+    PARTIAL.mkdir(parents=True, exist_ok=True)
+    (PARTIAL / f"{name}.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
     return out
 
 
@@ -72,13 +92,15 @@ def table() -> dict[str, Any]:
                                      "figures": json.loads(path.read_text(encoding="utf-8"))}
     data: dict[str, Any] = {"settings": [s.name for s in SETTINGS], "families": families(), "candidates": cands}
     data["choice"] = choose(data)
+    data["partial"] = {c.name: json.loads((PARTIAL / f"{c.name}.json").read_text(encoding="utf-8"))
+                       for c in candidates() if c.name not in cands and (PARTIAL / f"{c.name}.json").is_file()}
     TABLE.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return data
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("eval", "prefetch", "table"))
+    parser.add_argument("what", choices=("eval", "eval-folds", "prefetch", "table"))
     parser.add_argument("names", nargs="*")
     parser.add_argument("-j", "--jobs", type=int, default=1)
     args = parser.parse_args(argv)
@@ -89,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
             means = "  ".join(f"{s}: V½ {statistics.fmean(v['v_half'] for v in got[s].values()):.4f}"
                               for s in got)
             print(f"{name}: {means}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    elif args.what == "eval-folds":
+        for name in args.names:
+            got = score_folds(name, args.jobs)
+            print(f"{name}: {len(got['folds'])} of {len(families())} folds scored: {', '.join(got['folds'])}")
     elif args.what == "prefetch":
         prefetch(args.names, args.jobs)
     else:

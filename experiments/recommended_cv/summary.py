@@ -121,6 +121,28 @@ def card_lines(data: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def partial_lines(data: Mapping[str, Any]) -> str:
+    """The per-fold kinds trained on only some folds: their held-out figures on the folds scored,
+    beside b*'s on the same runs. Never a candidate of the choice (PROTOCOL.md §7)."""
+    partial = data.get("partial") or {}
+    if not partial:
+        return "None: every per-fold kind scored is scored on all 8 folds."
+    settings, fams, best = data["settings"], data["families"], data["choice"]["best_builtin"]
+    reference = aggregate(data["candidates"][best]["figures"], settings)
+    lines = [f"| kind | folds scored | held-out family | runs | its 4-setting V½ | `{best}` on the same runs | gap |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for kind, entry in partial.items():
+        agg = aggregate(entry["figures"], settings) if entry["folds"] else {}
+        for fold in entry["folds"]:
+            ours = statistics.fmean(agg[r] for r in fams[fold])
+            theirs = statistics.fmean(reference[r] for r in fams[fold])
+            lines.append(f"| `{kind}` | {len(entry['folds'])} of {len(fams)} | {fold} | {len(fams[fold])} | "
+                         f"{ours:.4f} | {theirs:.4f} | {ours - theirs:+.4f} |")
+        if not entry["folds"]:
+            lines.append(f"| `{kind}` | 0 of {len(fams)} | | | | | |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     data = json.loads(TABLE.read_text(encoding="utf-8"))
     parts = ["# Summary figures (written by experiments/recommended_cv/summary.py from cv_table.json)", "",
@@ -128,7 +150,9 @@ def main() -> int:
              f"## Target (a): `recommended` (`{data['choice']['recommended']}`) against the best built-in of each "
              "setting", "", target_table(data), "",
              "## The shipping slots (PROTOCOL.md §6)", "", slot_table(data), "",
-             "## Per learned candidate (the model card's figures)", "", card_lines(data), ""]
+             "## Per learned candidate (the model card's figures)", "", card_lines(data), "",
+             "## Per-fold kinds not trained on every fold (reported apart; never in the choice)", "",
+             partial_lines(data), ""]
     (LOGS / "summary.md").write_text("\n".join(parts), encoding="utf-8")
     print("\n".join(parts))
     return 0
