@@ -39,6 +39,7 @@ from dream_gym.evaluation.journal import journal_path
 from dream_gym.evaluation.leaderboard import Leaderboard
 from dream_gym.evaluation.plots import plot_results
 from dream_gym.policies import POLICIES
+from dream_gym.replay.settings import ReplaySettings
 
 #: The improvement step: the incumbent, the history H (the first train world of each task of the
 #: shipped dataset), the number of versions M (the incumbent included) and the betas of H's score.
@@ -136,7 +137,7 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int
     started = time.perf_counter()
     results_path = out / "results.jsonl"
     # A demo killed during its evaluation continues it (the same grid, so the journal matches).
-    results = evaluate(sorted(POLICIES), split, jobs=jobs, workers=workers, out=results_path,
+    results = evaluate(sorted(POLICIES), split, settings=ReplaySettings(workers), jobs=jobs, out=results_path,
                        resume=journal_path(results_path).exists())
     board = leaderboard(results)
     board.print(per_world=False)  # the per-world tables go to leaderboard.md
@@ -154,7 +155,7 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int
     gain = None
     if result.deployed_m != 0:
         say(f"the kept version on the {split} split (not used for selection):")
-        dreamed = evaluate([str(out / "dream" / "chosen.py")], split, jobs=jobs, workers=workers)
+        dreamed = evaluate([str(out / "dream" / "chosen.py")], split, settings=ReplaySettings(workers), jobs=jobs)
         for episode in dreamed:
             episode.policy = DREAMED
         both = leaderboard(results + dreamed)

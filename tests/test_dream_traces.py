@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dream_gym.dream.traces import policy_traces, world_trace
 from dream_gym.evaluation.evaluate import evaluate
+from dream_gym.replay.settings import ReplaySettings
 from tests.worldgen import make_world, node
 
 RECORDS = [
@@ -19,7 +20,7 @@ RECORDS = [
 def test_world_trace_shows_batches_quality_rises_and_failures():
     world = make_world(RECORDS, world_id="toy")
     results = evaluate(["greedy"], [world], (0.0, 0.5, 1.0), jobs=1, progress=False)
-    text = world_trace(world, results, beta1=0.003, beta2=0.02, max_rounds=None)
+    text = world_trace(world, results, ReplaySettings(beta1=0.003, beta2=0.02))
     assert text.startswith("### toy (task toy-task, W=2, 5 recorded attempts")
     assert text.count("- beta ") == 3 and "mean V" in text and "v2" in text
     assert "% of the limit" in text  # the oracle limit of the world at its W, beta1, beta2
@@ -31,5 +32,5 @@ def test_world_trace_shows_batches_quality_rises_and_failures():
 def test_policy_traces_shows_weakest_worlds_first_and_says_what_it_left_out():
     worlds = [make_world(RECORDS, world_id=f"w{i}") for i in range(3)]
     results = evaluate(["greedy"], worlds, (0.5,), jobs=1, progress=False)
-    text = policy_traces(worlds, results, beta1=0.003, beta2=0.02, max_rounds=None, max_worlds=2)
+    text = policy_traces(worlds, results, ReplaySettings(beta1=0.003, beta2=0.02), max_worlds=2)
     assert text.count("### w") == 2 and "1 world(s) where the policy scores higher are not shown" in text

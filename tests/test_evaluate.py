@@ -14,6 +14,7 @@ from dream_gym.evaluation.evaluate import evaluate, leaderboard, load_results, r
 from dream_gym.policies import POLICIES
 from dream_gym.policy import EpisodeResult
 from dream_gym.replay.score import DEFAULT_BETA_GRID, v2_objective
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.writer import new_meta, write_world
 
 HERE = Path(__file__).resolve().parent
@@ -234,6 +235,30 @@ def test_options_reach_the_session(worlds_dir: Path) -> None:
     for r in results:
         assert r.rounds == 1 and r.truncated
         assert r.replay_score == pytest.approx(r.best_q)  # no cost, no bonus
+
+
+def test_settings_value_and_keywords_replay_the_same(worlds_dir: Path, tmp_path: Path) -> None:
+    settings = ReplaySettings(2, beta1=0.01, beta2=0.0, max_rounds=3)
+    by_value = evaluate(["greedy", "ucb"], str(worlds_dir), BETAS, settings=settings, progress=False,
+                        out=tmp_path / "a.jsonl")
+    by_keywords = evaluate(["greedy", "ucb"], str(worlds_dir), BETAS, workers=2, beta1=0.01, beta2=0.0,
+                           max_rounds=3, progress=False, out=tmp_path / "b.jsonl")
+    assert [r.to_dict() for r in by_value] == [r.to_dict() for r in by_keywords]
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert all(r.rounds <= 3 and max(map(len, r.batches), default=0) <= 2 for r in by_value)
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert {(row["workers"], row["beta1"], row["max_rounds"]) for row in rows} == {(2, 0.01, 3)}
+
+
+def test_settings_given_twice_differently_are_refused(worlds_dir: Path) -> None:
+    settings = ReplaySettings(2, max_rounds=3)
+    with pytest.raises(ValueError, match=r"max_rounds=4 against settings.max_rounds=3"):
+        evaluate(["greedy"], str(worlds_dir), BETAS, settings=settings, max_rounds=4, progress=False)
+    assert evaluate(["greedy"], str(worlds_dir), BETAS, settings=settings, max_rounds=3, progress=False)
+    with pytest.raises(TypeError, match="unknown replay settings: rounds"):
+        evaluate(["greedy"], str(worlds_dir), BETAS, rounds=3, progress=False)
+    with pytest.raises(TypeError, match="betas="):
+        evaluate(["greedy"], str(worlds_dir), BETAS, beta=0.5, progress=False)
 
 
 @pytest.mark.slow

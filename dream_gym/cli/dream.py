@@ -69,10 +69,11 @@ def register(subparsers: Any) -> None:
 def scoring_settings(args: argparse.Namespace) -> Any:
     from dream_gym.dream.scoring import ScoringSettings
     from dream_gym.evaluation.evaluate import parse_betas
+    from dream_gym.replay.settings import ReplaySettings
 
     return ScoringSettings(
-        betas=parse_betas(args.betas), select=args.select, lam=args.lam, beta1=args.beta1, beta2=args.beta2,
-        max_rounds=args.max_rounds, seed=args.seed, jobs=args.jobs, decision_timeout_s=args.decision_timeout,
+        betas=parse_betas(args.betas), select=args.select, lam=args.lam,
+        replay=ReplaySettings(beta1=args.beta1, beta2=args.beta2, max_rounds=args.max_rounds), seed=args.seed, jobs=args.jobs, decision_timeout_s=args.decision_timeout,
     )
 
 

@@ -97,30 +97,27 @@ def run_eval(args: argparse.Namespace) -> int:
 
     probe_policy_files(args.policies)  # a file that does not load fails here, once, before its episodes
     betas = parse_betas_option(args.betas)
+    settings = ReplaySettings(args.workers, beta1=args.beta1, beta2=args.beta2, max_rounds=args.max_rounds,
+                              max_attempts=args.max_attempts, requests=args.requests)
     results = evaluate(
         args.policies,
         worlds,
         betas,
+        settings=settings,
         jobs=args.jobs,
-        workers=args.workers,
         backend=args.backend,
         out=args.out,
         progress=not args.no_progress,
-        max_rounds=args.max_rounds,
-        max_attempts=args.max_attempts,
-        beta1=args.beta1,
-        beta2=args.beta2,
         lam=args.lam,
         seed=args.seed,
         task_timeout=args.task_timeout or None,
         resume=args.resume,
         trust_model=args.trust_model,
-        requests=args.requests,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     board.conditions = (f"replayed {w_note(worlds, args.workers)}{' in request mode' if args.requests else ''}; "
                         f"betas {betas_note(board.betas)}")
-    board.world_w = {w.id: ReplaySettings(args.workers).workers_on(w) for w in worlds}
+    board.world_w = {w.id: settings.workers_on(w) for w in worlds}
     console = Console()
     board.print(console, per_world=not args.summary, errors=False)  # the errors go to stderr, once
     if args.markdown is not None:

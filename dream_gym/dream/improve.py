@@ -276,8 +276,7 @@ class _Phase:
     def _feedback(self, m: int) -> Feedback:
         incumbent = self.records[0]
         results = load_results(version_path(self.out, self.phase, 0, ".results.jsonl"))
-        traces = policy_traces(self.history, results, beta1=self.scoring.beta1, beta2=self.scoring.beta2,
-                               max_rounds=self.scoring.max_rounds, lam=self.scoring.lam)
+        traces = policy_traces(self.history, results, self.scoring.replay, lam=self.scoring.lam)
         return Feedback(
             phase=self.phase, m=m, revisions=self.settings.revisions, incumbent=self._earlier(incumbent),
             traces=traces, earlier=tuple(self._earlier(self.records[k]) for k in range(1, m)),
@@ -415,8 +414,8 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
         "policy": run.policy, "policy_sha256": policy_digest(run.policy), "developer": run.developer,
         "revisions": run.settings.revisions, "gate": run.settings.gate, "carry": run.settings.carry,
         "betas": list(scoring.betas),
-        "select": scoring.select, "lam": scoring.lam, "beta1": scoring.beta1, "beta2": scoring.beta2,
-        "max_rounds": scoring.max_rounds, "seed": scoring.seed,
+        "select": scoring.select, "lam": scoring.lam, "beta1": scoring.replay.beta1,
+        "beta2": scoring.replay.beta2, "max_rounds": scoring.replay.max_rounds, "seed": scoring.seed,
     }
     with folder_lock(run.out):  # held from the fingerprint check on (improvement_step takes it again)
         check_fingerprint(run.out, fingerprint, resume=run.resume, command="dream-gym dream")

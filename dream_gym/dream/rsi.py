@@ -136,8 +136,8 @@ class LoopRun:
         return {
             "task": c.task, "policy": c.policy, "policy_sha256": policy_digest(c.policy),
             "developer": c.developer, "revisions": c.settings.revisions, "carry": c.settings.carry,
-            "workers": c.workers, "max_rounds": s.max_rounds, "betas": list(s.betas), "beta1": s.beta1,
-            "beta2": s.beta2, "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
+            "workers": c.workers, "max_rounds": s.replay.max_rounds, "betas": list(s.betas),
+            "beta1": s.replay.beta1, "beta2": s.replay.beta2, "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
             "history": {w.id: world_checksum(w) for w in extra},
         }
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from dream_gym.evaluation.evaluate import evaluate, leaderboard
 from dream_gym.policy import EpisodeResult
-from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+from dream_gym.replay.score import DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import World
 
 SELECT_MODES = ("V", "v2")
@@ -32,9 +33,7 @@ class ScoringSettings:
     betas: tuple[float, ...] = DEFAULT_BETA_GRID
     select: str = "V"  # "V" (mean replay score) or "v2" (Pareto objective)
     lam: float = DEFAULT_LAMBDA
-    beta1: float = DEFAULT_BETA1
-    beta2: float = DEFAULT_BETA2
-    max_rounds: int | None = None  # K2
+    replay: ReplaySettings = ReplaySettings()  # W (None: each world's recorded W), beta1, beta2, K2, ...
     seed: int = 0  # the seed each policy gets in its RunContext
     jobs: int | None = None  # processes for the evaluation
     decision_timeout_s: float = 5.0
@@ -66,9 +65,8 @@ def score_policy(spec: str | os.PathLike[str], worlds: Sequence[World], settings
     """Evaluate ``spec`` on every world at every beta and reduce to the selection score."""
     options = {**settings.file_options(), **(extra_file_options or {})}
     results = evaluate(
-        [os.fspath(spec)], list(worlds), settings.betas, jobs=settings.jobs, progress=False, out=out,
-        max_rounds=settings.max_rounds, beta1=settings.beta1, beta2=settings.beta2, lam=settings.lam,
-        seed=settings.seed, file_options=options,
+        [os.fspath(spec)], list(worlds), settings.betas, settings=settings.replay, jobs=settings.jobs,
+        progress=False, out=out, lam=settings.lam, seed=settings.seed, file_options=options,
     )
     board = leaderboard(results, lam=settings.lam, rank_by=settings.select)
     per_world = {

@@ -22,6 +22,7 @@ from dream_gym.policy import EpisodeResult
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.score import DEFAULT_LAMBDA, v2_objective
 from dream_gym.replay.session import ReplaySession
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import World
 
 MAX_ROUNDS_SHOWN = 14
@@ -45,11 +46,10 @@ def _node_text(session: ReplaySession, obs_id: int) -> str:
     return f"{obs_id}:{session.normalizer.q(node.score):.3f}"
 
 
-def episode_rounds(world: World, result: EpisodeResult, *, beta1: float, beta2: float,
-                   max_rounds: int | None) -> tuple[list[RoundLine], list[int]]:
-    """Replay an episode's batches; per round what was revealed, and the attempts at which the
-    best quality rose."""
-    session = ReplaySession(world, beta=result.beta, beta1=beta1, beta2=beta2, max_rounds=max_rounds)
+def episode_rounds(world: World, result: EpisodeResult, settings: ReplaySettings) -> tuple[list[RoundLine], list[int]]:
+    """Replay an episode's batches at the ``settings`` it was played at; per round what was
+    revealed, and the attempts at which the best quality rose."""
+    session = ReplaySession(world, settings, beta=result.beta)
     lines: list[RoundLine] = []
     rises: list[int] = []
     for number, batch in enumerate(result.batches, 1):
@@ -75,8 +75,8 @@ def _stop_reason(result: EpisodeResult) -> str:
     return "stopped" if result.terminated else "ended"
 
 
-def world_trace(world: World, results: Sequence[EpisodeResult], *, beta1: float, beta2: float,
-                max_rounds: int | None, lam: float = DEFAULT_LAMBDA) -> str:
+def world_trace(world: World, results: Sequence[EpisodeResult], settings: ReplaySettings,
+                lam: float = DEFAULT_LAMBDA) -> str:
     """The trace block of one policy on one world (``results``: its episodes there, one per beta)."""
     results = sorted(results, key=lambda r: r.beta)
     mean_v = sum(r.replay_score for r in results) / len(results)
@@ -95,7 +95,7 @@ def world_trace(world: World, results: Sequence[EpisodeResult], *, beta1: float,
         out.append(f"- beta {r.beta:g}: V {r.replay_score:.4f} ({share(r.replay_score)}), best q {r.best_q:.3f}, "
                    f"N {r.attempts}, k {r.rounds}, {_stop_reason(r)}{error}")
     shown = results[len(results) // 2]
-    lines, rises = episode_rounds(world, shown, beta1=beta1, beta2=beta2, max_rounds=max_rounds)
+    lines, rises = episode_rounds(world, shown, settings)
     out.append(f"Rounds at beta {shown.beta:g} (id:q of each revealed node; + marks a new best):")
     for line in lines[:MAX_ROUNDS_SHOWN]:
         mark = " +" if line.improved else ""
@@ -110,8 +110,8 @@ def world_trace(world: World, results: Sequence[EpisodeResult], *, beta1: float,
     return "\n".join(out)
 
 
-def policy_traces(worlds: Sequence[World], results: Sequence[EpisodeResult], *, beta1: float, beta2: float,
-                  max_rounds: int | None, lam: float = DEFAULT_LAMBDA, max_worlds: int = MAX_WORLDS_SHOWN) -> str:
+def policy_traces(worlds: Sequence[World], results: Sequence[EpisodeResult], settings: ReplaySettings, *,
+                  lam: float = DEFAULT_LAMBDA, max_worlds: int = MAX_WORLDS_SHOWN) -> str:
     """Trace blocks for a policy's episodes on each world (the weakest worlds first when there
     are more than ``max_worlds``)."""
     by_world: dict[str, list[EpisodeResult]] = {}
@@ -122,8 +122,7 @@ def policy_traces(worlds: Sequence[World], results: Sequence[EpisodeResult], *, 
         episodes = by_world.get(world.id)
         if episodes:
             mean_v = sum(r.replay_score for r in episodes) / len(episodes)
-            blocks.append((mean_v, world.id, world_trace(world, episodes, beta1=beta1, beta2=beta2,
-                                                         max_rounds=max_rounds, lam=lam)))
+            blocks.append((mean_v, world.id, world_trace(world, episodes, settings, lam=lam)))
     blocks.sort()
     omitted = len(blocks) - max_worlds
     text = "\n\n".join(block for _, _, block in blocks[:max_worlds])

@@ -15,6 +15,32 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from dream_gym.envs.buffers import BufferPool, bases_of, read_only_arrays
+from dream_gym.replay.layout import (
+    END_FULL,
+    END_LIMIT,
+    END_RECORD,
+    END_TERMINATED,
+    END_TRUNCATED,
+    F_REWARD,
+    F_VALUE,
+    H_DST,
+    H_MODE,
+    H_N,
+    H_O_REFUSED,
+    H_OBSERVED,
+    H_OUTLEN,
+    H_REFUSALS,
+    H_REFUSED,
+    H_ROOT_SLOTS,
+    H_ROUNDS,
+    H_STATUS,
+    H_STEP_REFUSED,
+    MODE_RESET,
+    MODE_STEP,
+    OUT_HEADER,
+    STATUS_ILLEGAL,
+)
 from dream_gym.replay.mechanics import ROOT, IllegalBatchError, judge_batch, refused_among, why_illegal
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.replay.session import ReplaySession, world_fields
@@ -31,18 +57,7 @@ ROOT_SLOTS, BASELINE, ROUNDS, ATTEMPTS = range(len(GLOBAL_COLUMNS))
 PADDING_ROW = np.array([0, -1, 0, 0, 0], dtype=np.int32)  # a row no revealed node uses
 _new_object = object.__new__
 _refs = sys.getrefcount
-# The engine's layout (dream_gym.replay.engine; repeated here so that importing this module does
-# not load numba): header slots of its int64 state, its float64 state and its output.
-_H_STATUS, _H_N, _H_OBSERVED, _H_ROOT_SLOTS, _H_DST, _H_OUTLEN, _H_MODE, _H_REFUSED = 0, 1, 4, 6, 8, 16, 17, 39
-_H_REFUSALS, _H_STEP_REFUSED, _H_O_REFUSED, _H_ROUNDS = 21, 40, 41, 5
-_STATUS_ILLEGAL, _MODE_STEP, _MODE_RESET = 1, 0, 1
-_F_VALUE, _F_REWARD = 0, 1
-_OUT_HEADER = 6  # k, first new id, root slots, rounds, end, frontier ids removed (-1: the whole frontier follows)
-_END_TERMINATED, _END_TRUNCATED, _END_FULL, _END_LIMIT, _END_RECORD = 1, 2, 3, 4, 5
-# info["truncated_by"] of each way a step truncates an episode
-_TRUNCATED_BY = {_END_TRUNCATED: "max_rounds", _END_FULL: "capacity", _END_LIMIT: "max_attempts",
-                 _END_RECORD: "record"}
-_MAX_SETS = 4
+_TRUNCATED_BY = {END_TRUNCATED: "max_rounds", END_FULL: "capacity", END_LIMIT: "max_attempts", END_RECORD: "record"}
 
 # The observation capacity when ``max_nodes`` is not given: a constant, so that the shape of an
 # observation never tells a policy how big the world is. 1,024 holds every shipped world (the
@@ -357,13 +372,13 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         arrays = engine.EpisodeArrays(self.world, workers, self.max_nodes, session.replay.frontier_rule == "leaves",
                                       max_rounds, session.beta1, session.beta2, session.max_attempts, self.requests)
         self._engine_arrays = arrays
-        self._S, self._F = arrays.S, arrays.F
-        self._smv: Any = memoryview(self._S)  # type: ignore[arg-type]  # scalar reads and writes
-        self._fmv: Any = memoryview(self._F)  # type: ignore[arg-type]
+        self._state, self._floats = arrays.S, arrays.F
+        self._smv: Any = memoryview(self._state)  # type: ignore[arg-type]  # scalar reads and writes
+        self._fmv: Any = memoryview(self._floats)  # type: ignore[arg-type]
         self._o_batch, self._o_out = arrays.offsets["batch"], arrays.offsets["out"]
         self._o_open, self._o_revealed = arrays.offsets["open"], arrays.offsets["revealed"]
         self._o_sets = arrays.offsets["sets"]
-        self._batch_array = self._S[self._o_batch: self._o_batch + workers]
+        self._batch_array = self._state[self._o_batch: self._o_batch + workers]
         self._fields = world_fields(self.world)
         self._field_of = self._fields.__getitem__
         self._layout = engine.set_layout(workers, self.max_nodes)
@@ -371,12 +386,12 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._leaves_rule = session.replay.frontier_rule == "leaves"
         # Observation buffer sets (nodes, score, globals, action mask): each step brings one that
         # no caller holds up to date (writing the rows revealed since it was last written) and
-        # returns it; see _free_set.
-        self._sets: list[_BufferSet] = [self._new_set()]
+        # returns it (dream_gym.envs.buffers).
+        self._pool: BufferPool[_ObservationSet] = BufferPool(self._new_set, self._forget_set)
+        self._sets = self._pool.sets
         # Per buffer set, info["frontier"] as of the rows it holds: a step brings it up to date
         # with the ids it changed (a copy first when someone holds it).
         self._fronts: list[FrontierCounts] = [FrontierCounts()]
-        self._last = 0  # the set returned last
         if self.share_obs:
             nodes, scores, glob, mask = self._sets[0].out
             self._shared = {"nodes": nodes, "score": scores, "globals": glob}
@@ -395,8 +410,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._view: PrefixView | None = None
         self._ready = False  # reset, and the episode not over
         # what step reads on every call, in one attribute
-        self._hot = (self._S, self._smv, self._fmv, self._o_batch, workers, self._kernel, self._sets, self._o_out,
-                     self._field_of, self._constants, self._fronts)
+        self._step_refs = (self._state, self._smv, self._fmv, self._o_batch, workers, self._kernel, self._pool,
+                           self._o_out, self._field_of, self._constants, self._fronts)
         self._episode_lists = (self._revealed, self._revealed.parents, self._revealed.fixed, self._batch_ends)
         # env.session follows the episode when read (it plays the batches it has not seen)
         self._followed: tuple[int, int, bool] = (0, 0, False)  # (episode, batches, done) it has played
@@ -417,17 +432,17 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     def value(self) -> float:
         """V so far: the replay score of the episode's revealed nodes (0 before the first step),
         the sum of its rewards; the same value as ``session.value``, read from the engine."""
-        return float(self._fmv[_F_VALUE]) if self._episode else 0.0
+        return float(self._fmv[F_VALUE]) if self._episode else 0.0
 
     @property
     def attempts(self) -> int:
         """N so far: the attempts the episode revealed (``info["attempts"]``)."""
-        return int(self._smv[_H_OBSERVED]) - 1 if self._episode else 0
+        return int(self._smv[H_OBSERVED]) - 1 if self._episode else 0
 
     @property
     def rounds(self) -> int:
         """k so far: the batches the episode applied (``info["rounds"]``)."""
-        return int(self._smv[_H_ROUNDS]) if self._episode else 0
+        return int(self._smv[H_ROUNDS]) if self._episode else 0
 
     def _engine_read(self, name: str) -> Any:
         """The session's V, N, k or W, from the engine (what following the env would give)."""
@@ -469,83 +484,45 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
                 elif self._cut_short:  # request mode: a batch of refusals ended it
                     session.truncated = session.done = True
             # what the session's own steps (the applied batches) cannot know: the refusals
-            session.refused = int(self._smv[_H_REFUSALS])
+            session.refused = int(self._smv[H_REFUSALS])
             session.cut_short = session.cut_short or self._cut_short
             self._followed = now
         finally:
             session._follow = self._follow
 
     # -- observation buffers ----------------------------------------------------------------
-    def _new_set(self) -> _BufferSet:
+    def _new_set(self) -> _ObservationSet:
         """A buffer set in its first state (padding rows, the padding value allowed): one block of
-        memory that the engine writes (``buffer``) and callers read through ``out``, read-only
-        arrays that cannot be made writeable (their memory is a read-only buffer), so that no
-        caller changes what a later step returns."""
+        memory that the engine writes (``buffer``) and callers read through ``out``."""
         layout, size = self._layout
         memory = mmap.mmap(-1, max(size, 1))
         buffer = np.frombuffer(memory, dtype=np.uint8)
         (_, nodes_shape, _), _, _, (_, mask_shape, mask_at) = layout
         np.frombuffer(memory, dtype=np.int32, count=int(np.prod(nodes_shape))).reshape(nodes_shape)[:] = PADDING_ROW
         buffer[mask_at: mask_at + int(np.prod(mask_shape))].reshape(mask_shape)[:, -1] = 1  # padding: allowed
-        out = _read_only_arrays(memoryview(memory).toreadonly(), layout)
-        # A numpy view refers to the array that owns the memory it views: for the two matrices
-        # the one-dimensional array under them, for the vectors the vector itself.
-        entry = _BufferSet(out, (out[0].base, out[3].base), buffer)  # type: ignore[arg-type]
-        del out
-        assert not self._held(entry), "the reference counts of a fresh buffer set"
-        return entry
+        out = read_only_arrays(memoryview(memory).toreadonly(), layout)
+        return _ObservationSet(out, bases_of(out), buffer)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _held(entry: _BufferSet) -> bool:
-        """Whether anyone but the env refers to a buffer set's arrays or to a view of them."""
-        refs = sys.getrefcount
-        (nodes, scores, glob, mask), (nodes_base, mask_base), _ = entry
-        # each: the tuple, this frame's name, getrefcount's argument (the bases: their array too)
-        return not (refs(nodes) == 3 and refs(scores) == 3 and refs(glob) == 3 and refs(mask) == 3
-                    and refs(nodes_base) == 4 and refs(mask_base) == 4)
+    def _forget_set(self, index: int) -> None:
+        """Set ``index`` is new: nothing of an episode is written in it, and its frontier is empty."""
+        if index == len(self._fronts):
+            self._fronts.append(FrontierCounts())
+        else:
+            self._fronts[index] = FrontierCounts()
+        self._state[self._o_sets + 2 * index: self._o_sets + 2 * index + 2] = (0, -1)
 
     def _free_set(self) -> int:
-        """A buffer set that nobody but the env holds: its memory may be written again.
-
-        Gymnasium's contract is that a returned observation is never changed later by the env.
-        A set is free once the caller has dropped its observation, the info's action mask and
-        every numpy view of them (a view refers to the array it views, which
-        ``sys.getrefcount`` counts); in the usual ``obs, ... = env.step(a)`` loop two sets take
-        turns, and a step writes only the rows revealed since the set was last returned. A caller
-        who keeps every observation gets a new set each step (a full copy, as before). A weak
-        reference does not keep a set. (:meth:`step` has this inline.)
-        """
-        if self.share_obs:
-            return 0
-        sets, count, held = self._sets, len(self._sets), self._held
-        index = self._last
-        for _ in range(count):
-            index = index + 1 if index + 1 < count else 0
-            if not held(sets[index]):
-                return index
-        return self._add_set()
-
-    def _add_set(self) -> int:
-        """A new buffer set, when the caller holds every one (the oldest becomes the caller's)."""
-        sets, count = self._sets, len(self._sets)
-        if count < _MAX_SETS:
-            sets.append(self._new_set())
-            self._fronts.append(FrontierCounts())
-            index = count
-        else:
-            index = self._last + 1 if self._last + 1 < count else 0
-            sets[index] = self._new_set()
-            self._fronts[index] = FrontierCounts()
-        self._S[self._o_sets + 2 * index: self._o_sets + 2 * index + 2] = (0, -1)  # nothing written yet
-        return index
+        """A buffer set nobody but the env holds (:meth:`BufferPool.free`); set 0 when the
+        observation is shared. (:meth:`step` has the common case inline.)"""
+        return 0 if self.share_obs else self._pool.free()
 
     def _run(self, mode: int) -> int:
         """One call of the engine on a free buffer set (the batch is in place); its index."""
         index = self._free_set()
         smv = self._smv
-        smv[_H_MODE] = mode
-        smv[_H_DST] = index
-        self._kernel(self._S, self._sets[index].buffer)
+        smv[H_MODE] = mode
+        smv[H_DST] = index
+        self._kernel(self._state, self._sets[index].buffer)
         return index
 
     # -- gymnasium API ----------------------------------------------------------------
@@ -562,8 +539,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._done = self._stopped = self._cut = self._cut_short = False
         self._refused = 0
         self._ready = True
-        index = self._run(_MODE_RESET)
-        self._smv[_H_MODE] = _MODE_STEP
+        index = self._run(MODE_RESET)
+        self._smv[H_MODE] = MODE_STEP
         obs, _, _, _, info = self._result(index, [])
         info["new_ids"] = [ROOT]
         return obs, info
@@ -574,10 +551,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         # illegal, is judged in Python (_step_judged).
         if not self._ready:
             raise RuntimeError("the episode is over; call reset() first" if self._done else "call reset() before step()")
-        S, smv, fmv, at, workers, kernel, sets, out_at, field_of, constants, fronts = self._hot
-        # (the engine's layout constants are written as numbers on this path: _H_N = 1,
-        # _H_DST = 8, _H_STATUS = 0, _STATUS_ILLEGAL = 1, _H_OUTLEN = 16, _OUT_HEADER = 6, _F_REWARD = 1,
-        # _END_TERMINATED = 1, _END_TRUNCATED = 2; tests/test_env_engine.py pins them)
+        S, smv, fmv, at, workers, kernel, pool, out_at, field_of, constants, fronts = self._step_refs
         if type(action) is list:
             if len(action) > workers:
                 return self._step_judged(action)
@@ -595,9 +569,10 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             self._batch_array[:n] = action.reshape(-1)
         else:
             return self._step_judged(action)
-        smv[1] = n
+        smv[H_N] = n
         # a free buffer set (_free_set, inline): the one after the last returned, usually
-        index = self._last + 1
+        sets = pool.sets
+        index = pool.last + 1
         if index == len(sets):
             index = 0
         (nodes, scores, glob, mask), (nodes_base, mask_base), buffer = sets[index]
@@ -607,21 +582,21 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             del nodes, scores, glob, mask, nodes_base, mask_base
             index = self._free_set()
             (nodes, scores, glob, mask), _, buffer = sets[index]
-        smv[8] = index
+        smv[H_DST] = index
         kernel(S, buffer)
-        if smv[0] == 1:
+        if smv[H_STATUS] == STATUS_ILLEGAL:
             del nodes, scores, glob, mask
             return self._step_judged(action)
         # the engine's output (_result, inline): header, kept selections, their nodes, the
         # frontier or its changes since the set was written (_frontier_of, inline)
-        out = smv[out_at: out_at + smv[16]].tolist()
-        k, first, root_slots, rounds, end, removed = out[:6]
+        out = smv[out_at: out_at + smv[H_OUTLEN]].tolist()
+        k, first, root_slots, rounds, end, removed = out[:OUT_HEADER]
         revealed, parents, fixed, batch_ends = self._episode_lists
         if k:
-            parents.extend(out[6: 6 + k])
-            fixed.extend(map(field_of, out[6 + k: 6 + 2 * k]))
+            parents.extend(out[OUT_HEADER: OUT_HEADER + k])
+            fixed.extend(map(field_of, out[OUT_HEADER + k: OUT_HEADER + 2 * k]))
             batch_ends.append(len(parents))
-        added_at = 6 + 2 * k  # the whole frontier, or the ids removed, then the ids added
+        added_at = OUT_HEADER + 2 * k  # the whole frontier, or the ids removed, then the ids added
         if removed < 0:
             counts = fronts[index] = FrontierCounts(zip(out[added_at:], _ONES, strict=False))
             if root_slots:
@@ -643,46 +618,48 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         observed = first + k
         self._view = view = _new_object(PrefixView)
         view.__dict__["_lazy"] = (revealed, observed, counts, root_slots, rounds, observed - 1, constants)
-        self._last = index
-        refused = smv[40]  # _H_STEP_REFUSED: request mode's refusals of this batch
+        pool.last = index
+        refused = smv[H_STEP_REFUSED]  # request mode's refusals of this batch
         info = {"view": view, "frontier": counts, "action_mask": mask, "attempts": observed - 1,
                 "rounds": rounds, "new_ids": list(range(first, observed)), "dropped": [],
                 "refused": self._step_refusals(refused) if refused else [],
-                "coverage": (observed - 1) / (observed - 1 + smv[21]) if smv[21] else 1.0}  # _H_REFUSALS
+                "coverage": (observed - 1) / (observed - 1 + smv[H_REFUSALS]) if smv[H_REFUSALS] else 1.0}
         if end:
             self._end(end, k, info)
-        return {"nodes": nodes, "score": scores, "globals": glob}, fmv[1], end == 1, end >= 2, info
+        # every end from END_TRUNCATED on truncates the episode
+        return {"nodes": nodes, "score": scores, "globals": glob}, fmv[F_REWARD], end == END_TERMINATED, \
+            end >= END_TRUNCATED, info
 
     def _step_refusals(self, count: int) -> list[int]:
         """The selections of the last batch the record refused (the engine's refused section)."""
-        at = self._smv[_H_O_REFUSED]
-        return self._S[at: at + count].tolist()
+        at = self._smv[H_O_REFUSED]
+        return self._state[at: at + count].tolist()
 
     def _end(self, end: int, k: int, info: dict[str, Any]) -> None:
         self._done, self._ready = True, False
-        if end == _END_TERMINATED:
+        if end == END_TERMINATED:
             self._stopped = not k  # an empty batch (else nothing is left to reveal)
             # nothing left to reveal, or a batch that asked only for what the record does not hold
             self._cut_short = bool(k) or bool(info["refused"])
             if self._cut_short:
                 info["cut_short"] = True
             return
-        if end == _END_RECORD:
+        if end == END_RECORD:
             self._cut_short = info["cut_short"] = True
         info["truncated_by"] = _TRUNCATED_BY[end]
-        if end == _END_FULL:  # the capacity cannot hold the next batch
+        if end == END_FULL:  # the capacity cannot hold the next batch
             self._cut = True
             info["capacity_full"] = True
             self._warn_full()
-        elif end == _END_LIMIT:  # the batch would have taken the episode past max_attempts
-            self._refused = self._smv[_H_REFUSED]
+        elif end == END_LIMIT:  # the batch would have taken the episode past max_attempts
+            self._refused = self._smv[H_REFUSED]
 
     def _step_judged(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """A batch with an illegal selection, or of a kind the engine does not take: judged by the
         replay rules (the reasons are Replay's), then its legal part applied."""
         batch = self._batch_from_action(action)
         smv = self._smv
-        observed, root_slots = smv[_H_OBSERVED], smv[_H_ROOT_SLOTS]
+        observed, root_slots = smv[H_OBSERVED], smv[H_ROOT_SLOTS]
         if self.strict and len(batch) > self.workers:
             raise IllegalBatchError(f"batch of {len(batch)} selections exceeds W={self.workers} workers")
         kept, dropped = judge_batch(batch, self.workers, observed, _OpenIds(smv, self._o_open, observed), root_slots,
@@ -696,10 +673,10 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             batch, kept, self.workers, observed, _OnlineIds(smv, self._o_revealed, observed, self._leaves_rule),
             self._why_illegal)
         self._batch_array[: len(kept)] = kept
-        smv[_H_N] = len(kept)
-        index = self._run(_MODE_STEP)
+        smv[H_N] = len(kept)
+        index = self._run(MODE_STEP)
         if refused:
-            smv[_H_REFUSALS] += len(refused)
+            smv[H_REFUSALS] += len(refused)
         return self._result(index, dropped, illegal_stop=bool(batch) and not kept, refused=refused)
 
     def _why_illegal(self, obs_id: int) -> str:
@@ -710,30 +687,30 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         """The observation (buffer set ``index``), reward, flags and info of the engine's output
         (:meth:`step` has this inline)."""
         at = self._o_out
-        out = self._S[at: at + self._smv[_H_OUTLEN]].tolist()
-        k, first, root_slots, rounds, end, removed = out[:_OUT_HEADER]
+        out = self._state[at: at + self._smv[H_OUTLEN]].tolist()
+        k, first, root_slots, rounds, end, removed = out[:OUT_HEADER]
         revealed = self._revealed
         if k:
-            revealed.parents.extend(out[_OUT_HEADER: _OUT_HEADER + k])
-            revealed.fixed.extend(map(self._field_of, out[_OUT_HEADER + k: _OUT_HEADER + 2 * k]))
+            revealed.parents.extend(out[OUT_HEADER: OUT_HEADER + k])
+            revealed.fixed.extend(map(self._field_of, out[OUT_HEADER + k: OUT_HEADER + 2 * k]))
             self._batch_ends.append(len(revealed.parents))
         counts = self._fronts[index]
         if _refs(counts) != 3 and removed >= 0:  # held by a caller (or a view): its copy is brought up to date
             counts = FrontierCounts(counts)
-        counts = self._fronts[index] = _frontier_of(counts, out[_OUT_HEADER + 2 * k:], removed, root_slots)
+        counts = self._fronts[index] = _frontier_of(counts, out[OUT_HEADER + 2 * k:], removed, root_slots)
         observed = first + k
         self._view = view = _new_object(PrefixView)
         view.__dict__["_lazy"] = (revealed, observed, counts, root_slots, rounds, observed - 1, self._constants)
-        self._last = index
+        self._pool.last = index
         if self.share_obs:
             obs = self._shared
         else:
             nodes, scores, glob, mask = self._sets[index].out
             obs = {"nodes": nodes, "score": scores, "globals": glob}
         smv = self._smv
-        if not refused and smv[_H_STEP_REFUSED]:
-            refused = self._step_refusals(smv[_H_STEP_REFUSED])
-        refusals = smv[_H_REFUSALS]
+        if not refused and smv[H_STEP_REFUSED]:
+            refused = self._step_refusals(smv[H_STEP_REFUSED])
+        refusals = smv[H_REFUSALS]
         info = {"view": view, "frontier": counts, "action_mask": self._shared_mask if self.share_obs else mask,
                 "attempts": observed - 1, "rounds": rounds, "new_ids": list(range(first, observed)),
                 "dropped": dropped, "refused": refused or [],
@@ -742,7 +719,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             self._end(end, k, info)
         if illegal_stop:
             info["illegal_stop"] = True
-        return obs, self._fmv[_F_REWARD], end == _END_TERMINATED, end >= _END_TRUNCATED, info
+        return obs, self._fmv[F_REWARD], end == END_TERMINATED, end >= END_TRUNCATED, info
 
     def _warn_full(self) -> None:
         if not self._warned_full:
@@ -772,7 +749,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         Every slot may hold the padding value; slots beyond ``root_slots`` cannot hold the root.
         Duplicate non-root selections across slots cannot be masked per slot: they are dropped.
         """
-        return self._sets[self._last].out[3].astype(bool).reshape(-1)
+        return self._sets[self._pool.last].out[3].astype(bool).reshape(-1)
 
     def render(self) -> Any:
         if self.render_mode is None:
@@ -798,7 +775,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             "batches": self._applied_batches(0),
             "stopped": self._stopped,  # by an empty batch
             "refused": self._refused,  # a batch refused at max_attempts ended it
-            "refusals": int(self._smv[_H_REFUSALS]),  # requests the record could not answer
+            "refusals": int(self._smv[H_REFUSALS]),  # requests the record could not answer
             "cut_short": self._cut_short,
             "warned_full": self._warned_full,
             "np_random": self._np_random,
@@ -864,17 +841,7 @@ class _OpenIds:
         return type(obs_id) is int and 0 < obs_id < self._observed and self._smv[self._at + obs_id] == 1
 
 
-def _read_only_arrays(memory: memoryview, layout: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The arrays of a buffer set over read-only memory (numpy cannot make them writeable)."""
-    arrays = []
-    for dtype, shape, offset in layout:
-        flat = np.frombuffer(memory, dtype=dtype, count=int(np.prod(shape)), offset=offset)
-        arrays.append(flat.reshape(shape) if len(shape) > 1 else flat)
-    nodes, scores, glob, mask = arrays
-    return nodes, scores, glob, mask
-
-
-class _BufferSet(NamedTuple):
+class _ObservationSet(NamedTuple):
     """One observation buffer set: what callers get (read-only arrays: nodes, score, globals,
     action mask), the arrays that numpy views of its two matrices refer to, and the bytes the
     engine writes."""
@@ -909,7 +876,7 @@ def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[st
         if state.get("refused") and not env._done:  # the refused batch changed nothing but the end
             env._done, env._ready, env._refused = True, False, state["refused"]
         # refused requests changed nothing but the counts and (a batch of them) the end
-        env._smv[_H_REFUSALS] = state.get("refusals", 0)
+        env._smv[H_REFUSALS] = state.get("refusals", 0)
         if state.get("cut_short"):
             env._done, env._ready, env._cut_short = True, False, True
     env._warned_full = state["warned_full"]

@@ -14,7 +14,6 @@ it (``metadata["autoreset_mode"]``, default ``AutoresetMode.NEXT_STEP``).
 from __future__ import annotations
 
 import mmap
-import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -24,6 +23,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from dream_gym.envs.buffers import BufferPool, bases_of, read_only_arrays
 from dream_gym.envs.env import (
     BASELINE,
     GLOBAL_COLUMNS,
@@ -33,7 +33,6 @@ from dream_gym.envs.env import (
     observation_space,
 )
 from dream_gym.envs.vector_episodes import VectorEpisodes, WorldRef, as_world_list, reset_mask
-from dream_gym.replay.engine import MAX_SETS
 from dream_gym.replay.mechanics import IllegalBatchError
 from dream_gym.replay.objectives import replay_value
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
@@ -118,8 +117,8 @@ class ReplayVectorEnv(VectorEpisodes):
         n = self.num_envs
         self._baseline = self.pool.baseline[self.world_of]
         self._epoch = np.zeros(n, dtype=np.int64)  # episodes started, per sub-env
-        self._sets: list[_VectorSet] = []
-        self._last = -1
+        self._pool: BufferPool[_VectorSet] = BufferPool(self._new_set)  # observation buffers (envs.buffers)
+        self._sets = self._pool.sets
         self._no_actions = np.full((n, self.workers), NONE, dtype=np.int64)
         self._kept = np.empty((1, self.workers), dtype=np.int64)  # the engine's room for one row's legal part
         self._none = np.zeros(n, dtype=bool)
@@ -133,9 +132,9 @@ class ReplayVectorEnv(VectorEpisodes):
         arrays that cannot be made writeable (the engine writes the memory under them)."""
         n, m = self.num_envs, self.max_nodes
         shapes = ((np.int32, (n, m, len(NODE_COLUMNS))), (np.float64, (n, m)), (np.float64, (n, len(GLOBAL_COLUMNS))))
-        offsets, at = [], 0
+        layout, at = [], 0
         for dtype, shape in shapes:
-            offsets.append(at)
+            layout.append((dtype, shape, at))
             at += -(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 8) * 8
         # private: Linux gives shared anonymous memory no huge pages. The N episodes' rows lie
         # max_nodes rows apart, a page or more each: with 4 KiB pages nearly every row a step
@@ -145,32 +144,12 @@ class ReplayVectorEnv(VectorEpisodes):
             memory.madvise(mmap.MADV_HUGEPAGE)
         read_only = memoryview(memory).toreadonly()
         rw = tuple(np.frombuffer(memory, dtype=dtype, count=int(np.prod(shape)), offset=offset).reshape(shape)
-                   for (dtype, shape), offset in zip(shapes, offsets, strict=True))
+                   for dtype, shape, offset in layout)
         rw[0][:] = PADDING_ROW
         rw[2][:, BASELINE] = self._baseline
-        out = _read_only_views(read_only, shapes, offsets)
-        entry = _VectorSet(out, (out[0].base, out[1].base, out[2].base), rw,  # type: ignore[arg-type]
-                           np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
-        del out
-        assert not _held(entry), "the reference counts of a fresh buffer set"
-        return entry
-
-    def _free_set(self) -> int:
-        """A buffer set nobody but the env holds (see :meth:`dream_gym.envs.env.ReplayEnv._free_set`):
-        a step writes only the rows revealed since the set was last returned, instead of copying
-        N x max_nodes rows. A caller who keeps every observation gets a new set each step."""
-        sets, count = self._sets, len(self._sets)
-        index = self._last
-        for _ in range(count):
-            index = index + 1 if index + 1 < count else 0
-            if not _held(sets[index]):
-                return index
-        if count < MAX_SETS:
-            sets.append(self._new_set())
-            return count
-        index = self._last + 1 if self._last + 1 < count else 0
-        sets[index] = self._new_set()  # the oldest set becomes the caller's alone
-        return index
+        out = read_only_arrays(read_only, layout)
+        return _VectorSet(out, bases_of(out), rw, np.zeros(n, dtype=np.int64),  # type: ignore[arg-type]
+                          np.full(n, -1, dtype=np.int64))
 
     def _run(self, actions: np.ndarray, act: np.ndarray, start: np.ndarray) -> tuple[int, dict[str, np.ndarray]]:
         """One call of the engine (dream_gym.replay.vector_engine.step_kernel) on a free buffer set."""
@@ -179,7 +158,7 @@ class ReplayVectorEnv(VectorEpisodes):
         if self._observed_bound + self.workers > replay.capacity:  # never, with the capacity __init__ gives
             self._observed_bound = int(replay.observed.max())
             replay._ensure_room()
-        index = self._free_set()
+        index = self._pool.free()
         entry = self._sets[index]
         reward, dropped, flags = np.empty(n), np.empty(n, dtype=np.int64), np.empty((FLAGS, n), dtype=bool)
         nodes, scores, glob = entry.rw
@@ -194,7 +173,7 @@ class ReplayVectorEnv(VectorEpisodes):
         if self._kernel is None:
             self._kernel = compiled_for(step_kernel, arguments)
         self._kernel(*arguments)
-        self._last = index
+        self._pool.last = index
         return index, {"reward": reward, "terminated": flags[TERMINATED], "truncated": flags[TRUNCATED],
                        "dropped": dropped, "illegal_stop": flags[ILLEGAL_STOP], "capacity_full": flags[CAPACITY_FULL],
                        "attempts_limit": flags[ATTEMPTS_LIMIT]}
@@ -245,7 +224,7 @@ class ReplayVectorEnv(VectorEpisodes):
             info["_final_obs"] = ended
             del observation
             self._run(self._no_actions, self._none, ended)  # the ended episodes start again, in a free set
-            index = self._last
+            index = self._pool.last
         self._ended = ended
         info.update(self._info())
         return self._observation(index), out["reward"], terminated, truncated, info
@@ -287,21 +266,6 @@ class _VectorSet(NamedTuple):
     rw: tuple[np.ndarray, np.ndarray, np.ndarray]
     written: np.ndarray
     epoch: np.ndarray
-
-
-def _read_only_views(memory: memoryview, shapes: Any, offsets: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    nodes, scores, glob = (np.frombuffer(memory, dtype=dtype, count=int(np.prod(shape)), offset=offset).reshape(shape)
-                           for (dtype, shape), offset in zip(shapes, offsets, strict=True))
-    return nodes, scores, glob
-
-
-def _held(entry: _VectorSet) -> bool:
-    """Whether anyone but the env refers to a buffer set's arrays or a numpy view of them."""
-    refs = sys.getrefcount
-    (nodes, scores, glob), (nodes_base, scores_base, glob_base) = entry.out, entry.bases
-    # each: the set's tuple, this frame's name, getrefcount's argument (a base: its array too)
-    return not (refs(nodes) == 3 and refs(scores) == 3 and refs(glob) == 3
-                and refs(nodes_base) == 4 and refs(scores_base) == 4 and refs(glob_base) == 4)
 
 
 __all__ = ["NODE_COLUMNS", "ReplayVectorEnv"]

@@ -36,13 +36,11 @@ from dream_gym.policy_files import check_policy_spec
 from dream_gym.policy_files.specs import MODEL_MODULES, PolicySource, PolicySpec
 from dream_gym.replay.oracle import oracle_limit_at
 from dream_gym.replay.score import (
-    DEFAULT_BETA1,
-    DEFAULT_BETA2,
     DEFAULT_BETA_GRID,
     DEFAULT_LAMBDA,
 )
 from dream_gym.replay.session import ReplaySession
-from dream_gym.replay.settings import DEFAULT_MAX_ATTEMPTS, ReplaySettings
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.registry import load_cached
 from dream_gym.world.tree import World
 
@@ -263,15 +261,11 @@ def evaluate(
     worlds: Any,
     betas: Sequence[float] | str | None = None,
     *,
+    settings: ReplaySettings | None = None,
     jobs: int | None = None,
-    workers: int | None = None,
     backend: str = "process",
     out: str | os.PathLike[str] | None = None,
     progress: bool = True,
-    max_rounds: int | None = None,
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-    beta1: float = DEFAULT_BETA1,
-    beta2: float = DEFAULT_BETA2,
     lam: float = DEFAULT_LAMBDA,
     seed: int = 0,
     task_timeout: float | None = DEFAULT_TASK_TIMEOUT_S,
@@ -279,7 +273,7 @@ def evaluate(
     file_options: Mapping[str, Any] | None = None,
     resume: bool = False,
     trust_model: bool = False,
-    requests: bool = False,
+    **replay: Any,
 ) -> list[EpisodeResult]:
     """Run every (policy, world, beta) episode and return the results in canonical order.
 
@@ -291,17 +285,22 @@ def evaluate(
         jobs: processes (default: the CPU count, or none but this one for a small grid of
             built-in policies and policy files: see :data:`SMALL_GRID_NODE_EPISODES`); 1 is the
             serial backend.
-        workers: W, the attempts per round every world is replayed at (default: each world's
-            recorded W).
+        settings: what decides each episode besides its world, policy and beta
+            (:class:`~dream_gym.replay.settings.ReplaySettings`: W, beta1, beta2, the round limit,
+            the frontier rule, ``max_attempts``, request mode); default: the defaults, each world
+            replayed at its recorded W and rule. A policy that asks for more than ``max_attempts``
+            attempts in one episode gets an ``EpisodeLimitError`` on that world. In request mode
+            each policy chooses among what an online run could continue, and what the record cannot
+            answer is refused and counted (docs/concepts/coverage.md); every episode records its
+            coverage either way (``refused``, ``cut_short``, ``answerable``).
+        replay: the same settings as keywords (``workers=4, max_rounds=20``); a field given both
+            here and in ``settings`` with another value is an error.
         backend: "process" (job processes of :mod:`dream_gym.infrastructure.jobs`: started by a fork
             server, never forked from this process, and watched), "serial" (one task at a
             time: in one watched job process, or in this process when ``task_timeout`` is
             None) or "ray".
         out: write one JSON line per episode there (in canonical order).
         progress: show a rich progress bar (on stderr).
-        max_rounds, beta1, beta2: ReplaySession options (round limit and V's coefficients).
-        max_attempts: the most attempts one episode may make; a policy that asks for more gets
-            an ``EpisodeLimitError`` on that world (:data:`dream_gym.replay.settings.DEFAULT_MAX_ATTEMPTS`).
         lam: recorded with the results for the leaderboard (the v2 penalty weight).
         seed: the seed every policy gets in its RunContext.
         task_timeout: seconds a (policy, world) task may go without progress (a decision or
@@ -316,10 +315,6 @@ def evaluate(
         trust_model: load model zips with the objects pickled in them, which run as code (only
             for models whose authors you trust). Default: as data (:mod:`dream_gym.rl.model_zips`),
             and a zip holding anything else is refused (UntrustedModelError) before anything runs.
-        requests: replay in request mode (docs/concepts/coverage.md): each policy chooses among
-            what an online run could continue, and what the record cannot answer is refused and
-            counted. Every episode records its coverage either way (``refused``, ``cut_short``,
-            ``answerable``).
 
     With ``out``, the run holds the lock of ``out`` (``<out>.lock``, :mod:`dream_gym.infrastructure.locks`):
     a second run into the same file is refused with LockedError naming this one. Each finished
@@ -352,8 +347,7 @@ def evaluate(
     if not world_list:
         raise LookupError("no worlds to evaluate")
     beta_grid = parse_betas(betas)
-    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, max_rounds=max_rounds, max_attempts=max_attempts,
-                              requests=requests)
+    settings = _episode_settings(settings, replay)
     tasks = [
         _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, settings, seed,
               file_options, trust_model)
@@ -365,10 +359,7 @@ def evaluate(
     jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
     if backend == "process" and jobs == 1:
         backend = "serial"
-    options = {"workers": workers, "beta1": beta1, "beta2": beta2, "max_rounds": max_rounds,
-               "max_attempts": max_attempts, "seed": seed, "lam": lam}
-    if requests:  # only when on: a journal written before request mode existed still resumes
-        options["requests"] = True
+    options = {**_identity_settings(settings), "seed": seed, "lam": lam}
     identity = {"policies": policies, "worlds": world_list, "betas": beta_grid, "options": options,
                 "file_options": file_options}
     with _results_output(out, identity, resume) as journal:
@@ -395,6 +386,25 @@ def evaluate(
         if journal is not None:
             journal.remove()  # only once the results file is whole
     return [r for key in sorted(by_key) for r in by_key[key]]
+
+
+def _episode_settings(settings: ReplaySettings | None, replay: Mapping[str, Any]) -> ReplaySettings:
+    """One settings value from ``settings=`` and the same fields given as keywords."""
+    if "beta" in replay:
+        raise TypeError("evaluate() replays every beta of betas: give betas=, not beta=")
+    return ReplaySettings.combined(settings, **replay)
+
+
+def _identity_settings(settings: ReplaySettings) -> dict[str, Any]:
+    """The settings a run's journal records for resuming: every field but beta (each episode's
+    own); the frontier rule and request mode only when set, so a journal written before they
+    could be set still resumes."""
+    fields = settings.as_dict()
+    del fields["beta"]
+    for optional in ("frontier", "requests"):
+        if not fields[optional]:
+            del fields[optional]
+    return fields
 
 
 #: A grid of at most this many node-episodes (episodes x world nodes) runs in this process when

@@ -65,7 +65,7 @@ from dream_gym.fidelity.runs import (
 )
 from dream_gym.fidelity.stats import Interval, bootstrap_interval, kendall, spearman, split_half
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, replay_score
-from dream_gym.replay.settings import DEFAULT_BETA
+from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
 from dream_gym.world.tree import World, load_world
 
 STUDY_FORMAT = "dream-gym-fidelity/1"
@@ -375,8 +375,8 @@ def _replays(config: FidelityConfig, runs: dict[tuple[str, int], _Run]) -> list[
         for seed in config.seeds:
             pool = is_pool(recorder)
             world = pool_world(config, runs, recorder, seed) if pool else runs[(recorder, seed)].world
-            results = evaluate(list(config.policies), [world], [config.beta], workers=config.workers,
-                               max_rounds=budget if pool else shown, seed=seed, requests=config.requests,
+            settings = ReplaySettings(config.workers, max_rounds=budget if pool else shown, requests=config.requests)
+            results = evaluate(list(config.policies), [world], [config.beta], settings=settings, seed=seed,
                                progress=False)
             replay = _Replay(recorder, seed)
             for result in results:

@@ -100,6 +100,19 @@ class ReplaySettings:
             raise TypeError(f"unknown replay settings: {', '.join(unknown)}")
         return dataclasses.replace(base, **changes) if changes else base
 
+    @classmethod
+    def combined(cls, settings: ReplaySettings | None = None, **fields: Any) -> ReplaySettings:
+        """One value from a ``settings=`` argument and the same fields given as keywords (the
+        signatures that take both): ValueError when a field is given both ways with different
+        values, TypeError naming an unknown one."""
+        if settings is not None:
+            clashes = sorted(name for name, value in fields.items()
+                             if hasattr(settings, name) and getattr(settings, name) != value)
+            if clashes:
+                both = "; ".join(f"{n}={fields[n]!r} against settings.{n}={getattr(settings, n)!r}" for n in clashes)
+                raise ValueError(f"replay settings given twice, differently: {both}")
+        return cls.of(settings, **fields)
+
     def replace(self, **changes: Any) -> ReplaySettings:
         return ReplaySettings.of(self, **changes)
 

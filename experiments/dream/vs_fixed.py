@@ -39,6 +39,7 @@ from pathlib import Path
 from dream_gym.dream.improve import DreamSettings
 from dream_gym.dream.rsi import RsiConfig, run_rsi
 from dream_gym.dream.scoring import ScoringSettings
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.registry import list_worlds
 from dream_gym.world.tree import load_world
 
@@ -81,7 +82,7 @@ def run_arm(args: Args, task: str, seed: int, arm: str) -> Path:
     config = RsiConfig(
         task=task, policy=args.start, out=out, iterations=args.iterations,
         settings=DreamSettings(revisions, ScoringSettings(betas=tuple(float(b) for b in args.betas.split(",")),
-                                                          jobs=args.jobs, seed=seed, max_rounds=args.rounds),
+                                                          jobs=args.jobs, seed=seed, replay=ReplaySettings(max_rounds=args.rounds)),
                                carry=args.carry),
         history=extra,
         agent="builtin", developer="builtin", workers=args.workers, rounds=args.rounds, backend=args.backend,
