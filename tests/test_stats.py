@@ -11,6 +11,7 @@ from worldgen import make_world, node, write_folder
 from dream_gym.cli import main
 from dream_gym.datasets.stats import stats_markdown, world_stats
 from dream_gym.replay.oracle import oracle_limit
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import NODES_GZ_FILE
 from dream_gym.world.writer import compress_world
 
@@ -49,7 +50,7 @@ def test_stats_by_hand() -> None:
 
 def test_stats_follow_workers_betas_and_frontier() -> None:
     world = make_world(HAND, workers=2)
-    wide = world_stats(world, workers=3, beta1=0.01, beta2=0.0, frontier="any")
+    wide = world_stats(world, ReplaySettings(3, beta1=0.01, beta2=0.0, frontier="any"))
     assert wide.workers == 3 and wide.q_first_w == pytest.approx(0.2)  # a, b, a1
     assert wide.stop_r[1] == pytest.approx(1.0 - 3 * 0.01)  # c opened in round 1
     assert wide.limit == oracle_limit(world, 3, 0.01, 0.0, "any").value

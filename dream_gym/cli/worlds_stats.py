@@ -37,9 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _stats(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import resolve_world_specs
     from dream_gym.datasets.stats import stats_json, stats_markdown, stats_rich, world_stats
+    from dream_gym.replay.settings import ReplaySettings
 
     worlds = list({id(w): w for spec in args.worlds for w in resolve_world_specs(spec, "WORLD")}.values())
-    stats = [world_stats(w, args.workers, args.beta1, args.beta2, args.frontier) for w in worlds]
+    settings = ReplaySettings(args.workers, beta1=args.beta1, beta2=args.beta2, frontier=args.frontier)
+    stats = [world_stats(w, settings) for w in worlds]
     if args.json:
         print(stats_json(stats))
     elif args.markdown:

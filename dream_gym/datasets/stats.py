@@ -33,8 +33,8 @@ import numpy as np
 from dream_gym.infrastructure.printable import printable
 from dream_gym.policies import make_policy
 from dream_gym.policy import run_episode
-from dream_gym.replay.oracle import oracle_limit
-from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
+from dream_gym.replay.oracle import oracle_limit_at
+from dream_gym.replay.score import DEFAULT_BETA_GRID
 from dream_gym.replay.session import ReplaySession
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import World
@@ -113,15 +113,10 @@ def reference_coverage(world: World, settings: ReplaySettings, policy: str) -> t
     return (hits / asked if asked else 1.0), cut / len(DEFAULT_BETA_GRID)
 
 
-def world_stats(
-    world: World,
-    workers: int | None = None,
-    beta1: float = DEFAULT_BETA1,
-    beta2: float = DEFAULT_BETA2,
-    frontier: str | None = None,
-) -> WorldStats:
-    """The statistics of ``world`` (see the module docstring); W defaults to the world's."""
-    settings = ReplaySettings(workers, beta1=beta1, beta2=beta2, frontier=frontier)
+def world_stats(world: World, settings: ReplaySettings | None = None) -> WorldStats:
+    """The statistics of ``world`` (see the module docstring) at ``settings``' W, beta1, beta2
+    and frontier rule (default: the defaults, the world's recorded W and rule)."""
+    settings = settings or ReplaySettings()
     w, rule = settings.workers_on(world), settings.frontier_on(world)
     q = quality(world)
     scores = world.score
@@ -138,8 +133,8 @@ def world_stats(
     beats = child_scores > np.where(np.isnan(parent_scores), -np.inf, parent_scores)  # NaN > x is False
     valid = ~np.isnan(scores)
     best_index = int(np.flatnonzero(valid & (scores == np.nanmax(scores)))[0]) if valid.any() else 0
-    limit = oracle_limit(world, w, beta1, beta2, rule)
-    stops = {r: oracle_limit(world, w, beta1, beta2, rule, max_rounds=r).value for r in STOP_ROUNDS}
+    limit = oracle_limit_at(world, settings)
+    stops = {r: oracle_limit_at(world, settings.replace(max_rounds=r)).value for r in STOP_ROUNDS}
     coverage = {p: reference_coverage(world, settings.resolved(world), p) for p in COVERAGE_POLICIES}
     return WorldStats(
         world_id=world.id,
@@ -147,8 +142,8 @@ def world_stats(
         nodes=world.size,
         workers=w,
         frontier=rule,
-        beta1=float(beta1),
-        beta2=float(beta2),
+        beta1=float(settings.beta1),
+        beta2=float(settings.beta2),
         q_first_w=_best_q_of_first(q, w),
         q_first_10=_best_q_of_first(q, FIRST_ATTEMPTS),
         new_bests=new_bests,
