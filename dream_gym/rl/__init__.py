@@ -11,6 +11,8 @@ in replay and online and never sees q, the world's best score or unrevealed node
   and their batched forms.
 * :mod:`~dream_gym.rl.macro_env`: :class:`MacroReplayEnv`, one episode at a time over a pool.
 * :mod:`~dream_gym.rl.vector`: :class:`MacroVectorEnv`, N episodes in numpy arrays.
+* :mod:`~dream_gym.rl.pool_settings`: the replay settings every pool env takes, as keywords
+  (``workers``, ``beta``, ``beta1``, ``beta2``, ``max_rounds``) or as ``settings=ReplaySettings(...)``.
 * :mod:`~dream_gym.rl.node_features`, :mod:`~dream_gym.rl.node_env`: the node-level policy's
   observation (:class:`RoundPlan`: one feature row per candidate) and :class:`NodeReplayEnv`
   (a batch built by sequential masked selection, one candidate or "commit" a step);

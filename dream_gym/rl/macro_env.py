@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from gymnasium import spaces
 
 from dream_gym.replay.objectives import ValueFn, replay_value
-from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.view import PrefixView
 from dream_gym.rl.features import MACRO_FEATURES, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
-from dream_gym.rl.pool_episodes import PoolEpisodes
-from dream_gym.world.tree import World
+from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
+from dream_gym.rl.pool_settings import PoolKwargs
 
 
 class MacroReplayEnv(PoolEpisodes):
@@ -52,26 +50,24 @@ class MacroReplayEnv(PoolEpisodes):
     ``worlds`` (World objects or references), ``workers`` (W for every world, default :data:`~dream_gym.replay.settings.STANDARD_WORKERS`),
     ``beta`` (a fixed budget preference, or a sequence to draw from per episode), ``beta1``,
     ``beta2`` (V's coefficients), ``max_rounds`` (K2, default none), ``features``, ``value_fn``.
+    The replay settings may come as one value instead, ``settings=ReplaySettings(...)`` (its
+    fields left at their defaults count as not given; a keyword that gives one of its fields
+    another value is a ValueError): :mod:`dream_gym.rl.pool_settings`.
 
     ## Version History
-    * v0 (unreleased): 2026-12 ``features`` and ``value_fn`` arguments; 2026-11 initial version.
+    * v0 (unreleased): 2026-12 ``settings``, ``features`` and ``value_fn`` arguments; 2026-11 initial version.
     """
-
-    metadata = {"render_modes": []}
 
     def __init__(
         self,
-        worlds: Sequence[World | str | os.PathLike[str]],
+        worlds: Sequence[WorldRef],
         *,
-        workers: int = STANDARD_WORKERS,
-        beta: float | Sequence[float] = DEFAULT_BETA,
-        beta1: float = DEFAULT_BETA1,
-        beta2: float = DEFAULT_BETA2,
-        max_rounds: int | None = None,
         features: FeatureSet = MACRO_FEATURES,
         value_fn: ValueFn = replay_value,
+        settings: ReplaySettings | None = None,
+        **replay: Unpack[PoolKwargs],
     ):
-        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds)
+        self._init_pool(worlds, settings, replay)
         self.features, self.value_fn = features, value_fn
         self.action_space = spaces.Discrete(len(MACRO_ACTIONS))
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(features.size,), dtype=np.float32)

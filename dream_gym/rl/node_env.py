@@ -9,20 +9,18 @@ when it holds W selections, or when no candidate is left, so the reward (the cha
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from gymnasium import spaces
 
 from dream_gym.replay.objectives import ValueFn, replay_value
-from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.rl.features import N_FEATURES, view_features
 from dream_gym.rl.node_features import N_NODE_FEATURES, RoundPlan
-from dream_gym.rl.pool_episodes import PoolEpisodes
-from dream_gym.world.tree import World
+from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
+from dream_gym.rl.pool_settings import PoolKwargs
 
 BATCH_FEATURE_NAMES: tuple[str, ...] = (
     "batch_size",  # selections already in the batch / W
@@ -90,32 +88,28 @@ class NodeReplayEnv(PoolEpisodes):
     ``batch`` (the ids applied by this step; [] for a selection). ``env.view`` is the view.
 
     ## Arguments
-    ``worlds``, ``workers``, ``beta``, ``beta1``, ``beta2``, ``max_rounds``, ``value_fn`` as for
-    MacroReplayEnv; ``max_candidates`` (rows of the observation, default 16); ``draws``: (W, beta1,
-    beta2) settings, one drawn per episode (default: the one given by ``workers``, ``beta1``, ``beta2``).
+    ``worlds``, ``workers``, ``beta``, ``beta1``, ``beta2``, ``max_rounds``, ``value_fn`` and
+    ``settings`` as for MacroReplayEnv; ``max_candidates`` (rows of the observation, default 16);
+    ``draws``: (W, beta1, beta2) settings, one drawn per episode (default: the one given by
+    ``workers``, ``beta1``, ``beta2``).
 
     ## Version History
-    * v0 (unreleased): initial version.
+    * v0 (unreleased): 2026-12 ``settings`` argument; initial version.
     """
-
-    metadata = {"render_modes": []}
 
     def __init__(
         self,
-        worlds: Sequence[World | str | os.PathLike[str]],
+        worlds: Sequence[WorldRef],
         *,
-        workers: int = STANDARD_WORKERS,
-        beta: float | Sequence[float] = DEFAULT_BETA,
-        beta1: float = DEFAULT_BETA1,
-        beta2: float = DEFAULT_BETA2,
-        max_rounds: int | None = None,
         value_fn: ValueFn = replay_value,
         max_candidates: int = DEFAULT_CAPACITY,
         draws: Sequence[tuple[int, float, float]] = (),
+        settings: ReplaySettings | None = None,
+        **replay: Unpack[PoolKwargs],
     ):
         if max_candidates < 1:
             raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
-        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds, draws)
+        self._init_pool(worlds, settings, replay, draws)
         self.value_fn = value_fn
         self.capacity = int(max_candidates)
         self.action_space = spaces.Discrete(self.capacity + 1)

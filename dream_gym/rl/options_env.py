@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from gymnasium import spaces
 
 from dream_gym.policy import RunContext
 from dream_gym.replay.objectives import ValueFn, replay_value
-from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.view import PrefixView
 from dream_gym.rl.option_set import N_OPTION_ACTIONS, N_OPTION_FEATURES, OptionSet, Proposals, option_features
-from dream_gym.rl.pool_episodes import PoolEpisodes
-from dream_gym.world.tree import World
+from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
+from dream_gym.rl.pool_settings import PoolKwargs
 
 
 class OptionsReplayEnv(PoolEpisodes):
@@ -50,28 +48,23 @@ class OptionsReplayEnv(PoolEpisodes):
 
     ## Arguments
     ``worlds``, ``workers`` (default :data:`~dream_gym.replay.settings.STANDARD_WORKERS`, 4), ``beta`` (fixed or a sequence to draw from),
-    ``beta1``, ``beta2``, ``max_rounds``, ``value_fn``; ``draws``: (W, beta1, beta2) settings, one drawn per
-    episode (default: the one given by ``workers``, ``beta1``, ``beta2``).
+    ``beta1``, ``beta2``, ``max_rounds``, ``value_fn``, ``settings`` (as for MacroReplayEnv); ``draws``: (W,
+    beta1, beta2) settings, one drawn per episode (default: the one given by ``workers``, ``beta1``, ``beta2``).
 
     ## Version History
-    * v0 (unreleased): 2026-12 initial version.
+    * v0 (unreleased): 2026-12 ``settings`` argument; 2026-12 initial version.
     """
-
-    metadata = {"render_modes": []}
 
     def __init__(
         self,
-        worlds: Sequence[World | str | os.PathLike[str]],
+        worlds: Sequence[WorldRef],
         *,
-        workers: int = STANDARD_WORKERS,
-        beta: float | Sequence[float] = DEFAULT_BETA,
-        beta1: float = DEFAULT_BETA1,
-        beta2: float = DEFAULT_BETA2,
-        max_rounds: int | None = None,
         value_fn: ValueFn = replay_value,
         draws: Sequence[tuple[int, float, float]] = (),
+        settings: ReplaySettings | None = None,
+        **replay: Unpack[PoolKwargs],
     ):
-        self._init_pool(worlds, workers, beta, beta1, beta2, max_rounds, draws)
+        self._init_pool(worlds, settings, replay, draws)
         self.value_fn = value_fn
         self.action_space = spaces.Discrete(N_OPTION_ACTIONS)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(N_OPTION_FEATURES,), dtype=np.float32)

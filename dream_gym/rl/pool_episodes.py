@@ -1,38 +1,21 @@
 """``PoolEpisodes``: what the single-episode RL envs share (the macro, node and options envs):
-a pool of worlds, a world and a beta drawn per episode (and, when given several, a (W, beta1,
-beta2) setting), one ReplaySession per (world, beta, setting)."""
+a pool of worlds, their replay settings taken once (:mod:`dream_gym.rl.pool_settings`), a world
+and a beta drawn per episode (and, when given several, a (W, beta1, beta2) setting), one
+ReplaySession per (world, beta, setting)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 
+from dream_gym.envs.vector_episodes import WorldRef
 from dream_gym.replay.objectives import Progress, ValueFn
 from dream_gym.replay.session import ReplaySession
 from dream_gym.replay.settings import ReplaySettings
+from dream_gym.rl.pool_settings import pool_settings, settings_of
 from dream_gym.world.registry import resolve_world
-from dream_gym.world.tree import World
-
-
-def betas_of(beta: float | Sequence[float]) -> tuple[float, ...]:
-    betas = (float(beta),) if isinstance(beta, (int, float)) else tuple(float(b) for b in beta)
-    if not betas or any(not 0.0 <= b <= 1.0 for b in betas):
-        raise ValueError(f"betas must be in [0, 1], got {betas}")
-    return betas
-
-
-def settings_of(workers: int, beta1: float, beta2: float,
-                draws: Sequence[tuple[int, float, float]] = ()) -> tuple[tuple[int, float, float], ...]:
-    """The (W, beta1, beta2) settings an episode draws from: ``draws`` when given, else the one
-    setting (workers, beta1, beta2). ValueError for a W below 1 or a negative price."""
-    settings = tuple((int(w), float(b1), float(b2)) for w, b1, b2 in draws) or ((int(workers), float(beta1),
-                                                                                float(beta2)),)
-    if any(w < 1 or b1 < 0 or b2 < 0 for w, b1, b2 in settings):
-        raise ValueError(f"settings need W >= 1 and beta1, beta2 >= 0, got {settings}")
-    return settings
 
 
 class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
@@ -42,28 +25,29 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
     session caches its world's node views. With one setting nothing more is drawn, so an env's
     episodes are those it gave before settings could be drawn."""
 
+    metadata: dict[str, Any] = {"render_modes": []}
     value_fn: ValueFn  # set by each env: the value whose changes are the rewards (see _reward)
 
     def _init_pool(
         self,
-        worlds: Sequence[World | str | os.PathLike[str]],
-        workers: int,
-        beta: float | Sequence[float],
-        beta1: float,
-        beta2: float,
-        max_rounds: int | None,
+        worlds: Sequence[WorldRef],
+        settings: ReplaySettings | None,
+        replay: Mapping[str, object],
         draws: Sequence[tuple[int, float, float]] = (),
     ) -> None:
+        """Take the pool and its settings: ``settings=`` and the replay keywords ``replay`` of the
+        env's constructor (:func:`~dream_gym.rl.pool_settings.pool_settings`), and ``draws``."""
         if not worlds:
             raise ValueError(f"{type(self).__name__} needs at least one world")
         self.worlds = [resolve_world(w) for w in worlds]  # type: ignore[arg-type]
-        self.betas = betas_of(beta)
-        self.episode_settings = settings_of(workers, beta1, beta2, draws)
+        pool = pool_settings(self, settings, replay)
+        self.betas = pool.betas
+        self.episode_settings = settings_of(pool.workers, pool.settings.beta1, pool.settings.beta2, draws)
         workers, beta1, beta2 = self.episode_settings[0]
         # every world of the pool at one W; the beta of an episode replaces the first one's
-        self.settings = ReplaySettings(int(workers), self.betas[0], float(beta1), float(beta2), max_rounds)
-        self.workers = int(workers)
-        self.beta1, self.beta2, self.max_rounds = float(beta1), float(beta2), max_rounds
+        self.settings = pool.settings.replace(workers=workers, beta1=beta1, beta2=beta2)
+        self.workers = workers
+        self.beta1, self.beta2, self.max_rounds = beta1, beta2, self.settings.max_rounds
         self._sessions: dict[tuple[int, float, int], ReplaySession] = {}
         self.session: ReplaySession | None = None
         self._value = 0.0
@@ -111,4 +95,4 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
                 "batch": batch}
 
 
-__all__ = ["PoolEpisodes", "betas_of", "settings_of"]
+__all__ = ["PoolEpisodes", "WorldRef"]

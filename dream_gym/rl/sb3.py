@@ -40,7 +40,43 @@ def load_model(path: str | os.PathLike[str], *, trust_model: bool = False) -> An
     return load_model_zip(path, trust=trust_model)
 
 
-class SB3Policy:
+class ModelPolicy:
+    """What the policies of trained models share: the model (a path loaded once per process by
+    :func:`named_model`, as data unless ``trust_model``, or a loaded model), its name, whether
+    its actions are the most likely ones, and the episode's context. A subclass refuses a model of
+    another env in :meth:`check` and builds what it acts with in :meth:`setup`; ``reset`` seeds
+    the sampling of a non-deterministic policy per episode."""
+
+    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None,
+                 trust_model: bool = False):
+        self.name, model = named_model(model, name, trust_model=trust_model)
+        self.check(model)
+        self.model, self.deterministic = model, deterministic
+        self.context: RunContext | None = None
+        self.setup()
+
+    def check(self, model: Any) -> None:
+        """ValueError naming what is wrong when ``model`` was not trained on this policy's env."""
+
+    def setup(self) -> None:
+        """What a subclass builds once its model is accepted."""
+
+    def reset(self, context: RunContext) -> None:
+        self.context = context
+        if not self.deterministic:  # sampled actions: reproducible per episode seed
+            import torch
+
+            torch.manual_seed(context.seed)
+
+
+def takes_masks(model: Any) -> bool:
+    """Whether a loaded model takes action masks (a MaskablePPO model's policy)."""
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+    return isinstance(model.policy, MaskableActorCriticPolicy)
+
+
+class SB3Policy(ModelPolicy):
     """A trained stable-baselines3 model as a dream_gym policy (``reset`` / ``act``).
 
     ``act(view)``: the feature set's ``from_view`` (default :func:`view_features`) ->
@@ -57,7 +93,14 @@ class SB3Policy:
 
     def __init__(self, model: Any, *, deterministic: bool = True, features: FeatureSet = MACRO_FEATURES,
                  name: str | None = None, trust_model: bool = False):
-        self.name, model = named_model(model, name, trust_model=trust_model)
+        self.features = features
+        super().__init__(model, deterministic=deterministic, name=name, trust_model=trust_model)
+
+    def setup(self) -> None:
+        self.maskable = takes_masks(self.model)
+
+    def check(self, model: Any) -> None:
+        features = self.features
         obs_shape = tuple(getattr(model.observation_space, "shape", ()) or ())
         n_actions = getattr(model.action_space, "n", None)
         if obs_shape != (features.size,) or n_actions != len(MACRO_ACTIONS):
@@ -66,20 +109,6 @@ class SB3Policy:
                 f"({features.size} features -> {len(MACRO_ACTIONS)} actions): a model trained on another "
                 "observation (another feature set or an earlier version of it) must be retrained"
             )
-        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-
-        self.model = model
-        self.maskable = isinstance(model.policy, MaskableActorCriticPolicy)
-        self.deterministic = deterministic
-        self.features = features
-        self.context: RunContext | None = None
-
-    def reset(self, context: RunContext) -> None:
-        self.context = context
-        if not self.deterministic:  # sampled actions: reproducible per episode seed
-            import torch
-
-            torch.manual_seed(context.seed)
 
     def act(self, view: PrefixView) -> list[int]:
         obs = self.features.from_view(view)
@@ -123,7 +152,7 @@ def is_node_model(model: Any) -> bool:
     return isinstance(space, spaces.Dict) and "nodes" in space.spaces
 
 
-class NodeSB3Policy:
+class NodeSB3Policy(ModelPolicy):
     """A model trained on :class:`~dream_gym.rl.NodeReplayEnv` as a dream_gym policy.
 
     ``act(view)`` builds the batch the way the env does, one selection at a time: the candidates
@@ -139,9 +168,13 @@ class NodeSB3Policy:
         trust_model: load a zip with the objects pickled in it (:func:`load_model`).
     """
 
-    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None,
-                 trust_model: bool = False):
-        self.name, model = named_model(model, name, trust_model=trust_model)
+    def setup(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._generator = torch.Generator().manual_seed(0)
+
+    def check(self, model: Any) -> None:
         if not is_node_model(model):
             raise ValueError(f"model {self.name} was not trained on the node env (observation "
                              f"{getattr(model, 'observation_space', None)})")
@@ -154,12 +187,6 @@ class NodeSB3Policy:
             raise ValueError(f"model {self.name} was trained on another node observation ({globals_size} global, "
                              f"{space['nodes'].shape[-1]} per-node features; this version has {N_GLOBAL_FEATURES} "
                              f"and {N_NODE_FEATURES}): retrain it with this version's dream-gym train")
-        import torch
-
-        self.model, self.deterministic = model, deterministic
-        self.context: RunContext | None = None
-        self._torch = torch
-        self._generator = torch.Generator().manual_seed(0)
 
     def reset(self, context: RunContext) -> None:
         self.context = context
@@ -189,7 +216,7 @@ def is_options_model(model: Any) -> bool:
     return shape == (N_OPTION_FEATURES,) and getattr(model.action_space, "n", None) == N_OPTION_ACTIONS
 
 
-class OptionsSB3Policy:
+class OptionsSB3Policy(ModelPolicy):
     """A model trained on :class:`~dream_gym.rl.options_env.OptionsReplayEnv` as a dream_gym policy.
 
     ``reset`` resets its own :class:`~dream_gym.rl.option_set.OptionSet` with the episode's context;
@@ -203,28 +230,20 @@ class OptionsSB3Policy:
         trust_model: load a zip with the objects pickled in it (:func:`load_model`).
     """
 
-    def __init__(self, model: Any, *, deterministic: bool = True, name: str | None = None,
-                 trust_model: bool = False):
-        self.name, model = named_model(model, name, trust_model=trust_model)
+    def setup(self) -> None:
+        from dream_gym.rl.option_set import OptionSet
+
+        self.maskable = takes_masks(self.model)
+        self.options = OptionSet()
+
+    def check(self, model: Any) -> None:
         if not is_options_model(model):
             raise ValueError(f"model {self.name} was not trained on the options env (spaces "
                              f"{getattr(model, 'observation_space', None)} -> {getattr(model, 'action_space', None)})")
-        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-
-        from dream_gym.rl.option_set import OptionSet
-
-        self.model, self.deterministic = model, deterministic
-        self.maskable = isinstance(model.policy, MaskableActorCriticPolicy)
-        self.options = OptionSet()
-        self.context: RunContext | None = None
 
     def reset(self, context: RunContext) -> None:
-        self.context = context
         self.options.reset(context)
-        if not self.deterministic:
-            import torch
-
-            torch.manual_seed(context.seed)
+        super().reset(context)
 
     def act(self, view: PrefixView) -> list[int]:
         from dream_gym.rl.option_set import option_features
@@ -290,5 +309,5 @@ def sb3_vec_env(worlds: Any, n_envs: int = 1, draws: Sequence[tuple[int, float, 
     ])
 
 
-__all__ = ["NodeSB3Policy", "OptionsSB3Policy", "SB3Policy", "is_node_model", "is_options_model", "load_model",
-           "named_model", "node_batch", "sb3_vec_env"]
+__all__ = ["ModelPolicy", "NodeSB3Policy", "OptionsSB3Policy", "SB3Policy", "is_node_model", "is_options_model", "load_model",
+           "named_model", "node_batch", "sb3_vec_env", "takes_masks"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from gymnasium import spaces
@@ -12,12 +12,11 @@ from gymnasium.vector.utils import batch_space
 
 from dream_gym.envs.vector_episodes import VectorEpisodes, WorldRef, as_world_list
 from dream_gym.replay.objectives import ValueFn, replay_value
-from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
+from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.vector import NONE, VectorReplay, WorldPool
 from dream_gym.rl.features import MACRO_FEATURES, EpisodeParams, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, MacroTable, batch_masks, macro_batches
-from dream_gym.rl.pool_episodes import betas_of
+from dream_gym.rl.pool_settings import PoolKwargs, pool_settings
 
 
 class MacroVectorEnv(VectorEpisodes):
@@ -35,7 +34,9 @@ class MacroVectorEnv(VectorEpisodes):
     ``info`` holds ``world`` (pool index of each sub-env's current episode), ``beta`` and
     ``replay_score`` (the value so far). ``action_masks()`` gives (N, len(MACRO_ACTIONS)).
     Every episode is the one a :class:`~dream_gym.rl.MacroReplayEnv` gives for the same world,
-    beta and actions (tests/test_rl_vector.py).
+    beta and actions (tests/test_rl_vector.py). Its arguments are MacroReplayEnv's (the replay
+    keywords ``workers``, ``beta``, ``beta1``, ``beta2``, ``max_rounds`` or ``settings=``,
+    ``features``, ``value_fn``), ``num_envs`` and ``autoreset_mode``.
     """
 
     def __init__(
@@ -43,23 +44,21 @@ class MacroVectorEnv(VectorEpisodes):
         worlds: WorldRef | Sequence[WorldRef],
         num_envs: int = 1,
         *,
-        workers: int = STANDARD_WORKERS,
-        beta: float | Sequence[float] = DEFAULT_BETA,
-        beta1: float = DEFAULT_BETA1,
-        beta2: float = DEFAULT_BETA2,
-        max_rounds: int | None = None,
         features: FeatureSet = MACRO_FEATURES,
         value_fn: ValueFn = replay_value,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        settings: ReplaySettings | None = None,
+        **replay: Unpack[PoolKwargs],
     ):
-        self.betas = np.array(betas_of(beta))
+        pool = pool_settings(self, settings, replay)
+        self.betas = np.array(pool.betas)
         # every world of the pool at one W; the beta of an episode replaces the first one's
-        self.settings = ReplaySettings(int(workers), float(self.betas[0]), float(beta1), float(beta2), max_rounds)
+        self.settings = settings = pool.settings
         self.worlds = as_world_list(worlds)
         self.pool = WorldPool(self.worlds)
-        self.replay = VectorReplay(self.pool, num_envs, workers)
-        self._init_episodes(num_envs, autoreset_mode, value_fn, beta1, beta2)
-        self.workers, self.max_rounds, self.features = int(workers), max_rounds, features
+        self.replay = VectorReplay(self.pool, num_envs, pool.workers)
+        self._init_episodes(num_envs, autoreset_mode, value_fn, settings.beta1, settings.beta2)
+        self.workers, self.max_rounds, self.features = pool.workers, settings.max_rounds, features
         self.table = MacroTable.for_workers(self.workers)
         self.single_action_space = spaces.Discrete(len(MACRO_ACTIONS))
         self.action_space = batch_space(self.single_action_space, self.num_envs)

@@ -21,17 +21,21 @@ These defaults are ``dream-gym train --worlds train,dream-gym/recorded-v0:train 
 is valid and each env has ``action_masks()``, which MaskablePPO finds through the wrappers.
 ``DreamGym/Macro-v0`` also has a ``vector_entry_point``: :class:`~dream_gym.rl.MacroVectorEnv`,
 the N-episode engine the macro models were trained on.
+
+The factories take these as keywords only (:class:`PoolSpec`; an unknown one is a TypeError);
+below them the replay settings travel as one :class:`~dream_gym.replay.settings.ReplaySettings`
+(:func:`pool_of`), with the betas drawn per episode beside it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict, Unpack
 
 from dream_gym.evaluation.world_specs import resolve_worlds
 from dream_gym.replay.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
-from dream_gym.replay.settings import STANDARD_WORKERS
+from dream_gym.replay.settings import STANDARD_WORKERS, ReplaySettings
 from dream_gym.rl.macro_env import MacroReplayEnv
 from dream_gym.rl.node_env import DEFAULT_CAPACITY, NodeReplayEnv
 from dream_gym.rl.options_env import OptionsReplayEnv
@@ -39,6 +43,28 @@ from dream_gym.rl.vector import MacroVectorEnv
 from dream_gym.world.tree import World, prefix_world
 
 WorldSpec = str | Sequence[str]
+
+
+class PoolSpec(TypedDict, total=False):
+    """The kwargs every id takes (see the module docstring): plain, JSON-able values."""
+
+    worlds: WorldSpec
+    prefixes: Sequence[int] | str
+    objective: str
+    price_high: float | None
+    price_low: float | None
+    betas: float | Sequence[float] | None
+    workers: int
+    beta1: float
+    beta2: float
+    max_rounds: int | None
+
+
+#: Each kwarg's default when a factory is called without it (the registered ids name the pool).
+SPEC_DEFAULTS: dict[str, Any] = {
+    "worlds": "train", "prefixes": (), "objective": "v2", "price_high": None, "price_low": None, "betas": None,
+    "workers": STANDARD_WORKERS, "beta1": DEFAULT_BETA1, "beta2": DEFAULT_BETA2, "max_rounds": None,
+}
 
 
 def training_worlds(worlds: WorldSpec, prefixes: Sequence[int] | str = ()) -> list[World]:
@@ -59,55 +85,46 @@ def objective_of(objective: str, price_high: float | None, price_low: float | No
     return make_objective(objective)
 
 
-def _pool_arguments(worlds: WorldSpec, prefixes: Sequence[int] | str, objective: str, price_high: float | None,
-                    price_low: float | None, betas: float | Sequence[float] | None, workers: int, beta1: float,
-                    beta2: float, max_rounds: int | None) -> dict[str, Any]:
-    return {
-        "worlds": training_worlds(worlds, prefixes), "workers": workers,
-        "beta": list(DEFAULT_BETA_GRID) if betas is None else betas, "beta1": beta1, "beta2": beta2,
-        "max_rounds": max_rounds, "value_fn": objective_of(objective, price_high, price_low),
+def pool_of(factory: str, spec: Mapping[str, object]) -> tuple[list[World], dict[str, Any]]:
+    """The worlds of a factory's kwargs and the keywords of its env: the replay settings as one
+    :class:`~dream_gym.replay.settings.ReplaySettings`, the betas drawn per episode and the
+    objective (TypeError naming a kwarg that is none of :class:`PoolSpec`'s)."""
+    unknown = sorted(set(spec) - set(SPEC_DEFAULTS))
+    if unknown:
+        raise TypeError(f"{factory}() got an unexpected keyword argument {', '.join(map(repr, unknown))}")
+    given = {**SPEC_DEFAULTS, **spec}
+    worlds = training_worlds(given["worlds"], given["prefixes"])
+    settings = ReplaySettings(given["workers"], beta1=given["beta1"], beta2=given["beta2"],
+                              max_rounds=given["max_rounds"])
+    return worlds, {
+        "settings": settings, "beta": list(DEFAULT_BETA_GRID) if given["betas"] is None else given["betas"],
+        "value_fn": objective_of(given["objective"], given["price_high"], given["price_low"]),
     }
 
 
-def macro_env(worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (), objective: str = "v2",
-              price_high: float | None = None, price_low: float | None = None,
-              betas: float | Sequence[float] | None = None, workers: int = STANDARD_WORKERS, beta1: float = DEFAULT_BETA1,
-              beta2: float = DEFAULT_BETA2, max_rounds: int | None = None) -> MacroReplayEnv:
+def macro_env(**spec: Unpack[PoolSpec]) -> MacroReplayEnv:
     """``DreamGym/Macro-v0``: a :class:`MacroReplayEnv` on the pool (see the module docstring)."""
-    pool = _pool_arguments(worlds, prefixes, objective, price_high, price_low, betas, workers, beta1, beta2,
-                           max_rounds)
-    return MacroReplayEnv(pool.pop("worlds"), **pool)
+    worlds, pool = pool_of("macro_env", spec)
+    return MacroReplayEnv(worlds, **pool)
 
 
-def macro_vector_env(num_envs: int = 1, worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (),
-                     objective: str = "v2", price_high: float | None = None, price_low: float | None = None,
-                     betas: float | Sequence[float] | None = None, workers: int = STANDARD_WORKERS, beta1: float = DEFAULT_BETA1,
-                     beta2: float = DEFAULT_BETA2, max_rounds: int | None = None) -> MacroVectorEnv:
+def macro_vector_env(num_envs: int = 1, **spec: Unpack[PoolSpec]) -> MacroVectorEnv:
     """``gym.make_vec("DreamGym/Macro-v0", num_envs=N, vectorization_mode="vector_entry_point")``."""
-    pool = _pool_arguments(worlds, prefixes, objective, price_high, price_low, betas, workers, beta1, beta2,
-                           max_rounds)
-    return MacroVectorEnv(pool.pop("worlds"), num_envs, **pool)
+    worlds, pool = pool_of("macro_vector_env", spec)
+    return MacroVectorEnv(worlds, num_envs, **pool)
 
 
-def node_env(worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (), objective: str = "v2",
-             price_high: float | None = None, price_low: float | None = None,
-             betas: float | Sequence[float] | None = None, workers: int = STANDARD_WORKERS, beta1: float = DEFAULT_BETA1,
-             beta2: float = DEFAULT_BETA2, max_rounds: int | None = None,
-             max_candidates: int = DEFAULT_CAPACITY) -> NodeReplayEnv:
+def node_env(*, max_candidates: int = DEFAULT_CAPACITY, **spec: Unpack[PoolSpec]) -> NodeReplayEnv:
     """``DreamGym/Node-v0``: a :class:`NodeReplayEnv` on the pool (see the module docstring)."""
-    pool = _pool_arguments(worlds, prefixes, objective, price_high, price_low, betas, workers, beta1, beta2,
-                           max_rounds)
-    return NodeReplayEnv(pool.pop("worlds"), max_candidates=max_candidates, **pool)
+    worlds, pool = pool_of("node_env", spec)
+    return NodeReplayEnv(worlds, max_candidates=max_candidates, **pool)
 
 
-def options_env(worlds: WorldSpec = "train", prefixes: Sequence[int] | str = (), objective: str = "v2",
-                price_high: float | None = None, price_low: float | None = None,
-                betas: float | Sequence[float] | None = None, workers: int = STANDARD_WORKERS, beta1: float = DEFAULT_BETA1,
-                beta2: float = DEFAULT_BETA2, max_rounds: int | None = None) -> OptionsReplayEnv:
+def options_env(**spec: Unpack[PoolSpec]) -> OptionsReplayEnv:
     """``DreamGym/Options-v0``: an :class:`OptionsReplayEnv` on the pool (see the module docstring)."""
-    pool = _pool_arguments(worlds, prefixes, objective, price_high, price_low, betas, workers, beta1, beta2,
-                           max_rounds)
-    return OptionsReplayEnv(pool.pop("worlds"), **pool)
+    worlds, pool = pool_of("options_env", spec)
+    return OptionsReplayEnv(worlds, **pool)
 
 
-__all__ = ["macro_env", "macro_vector_env", "node_env", "objective_of", "options_env", "training_worlds"]
+__all__ = ["PoolSpec", "SPEC_DEFAULTS", "macro_env", "macro_vector_env", "node_env", "objective_of", "options_env",
+           "pool_of", "training_worlds"]

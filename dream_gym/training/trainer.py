@@ -52,6 +52,8 @@ ARCHS = tuple(ARCHITECTURES)
 GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
 
 
+#: The values each choice setting may take.
+_CHOICES = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
 #: The least value of each integer setting (0 means "the architecture's default" where allowed).
 _AT_LEAST = {"workers": 1, "timesteps": 1, "n_envs": 0, "n_steps": 0, "batch_size": 1, "n_epochs": 1,
              "hidden": 0, "max_candidates": 1, "eval_every": 0, "checkpoint_every": 0, "torch_threads": 1}
@@ -119,10 +121,9 @@ class TrainConfig:
     """run folder: config.json, checkpoint-<step>.zip, progress.json, evals.jsonl, tb/, model.zip, summary.json"""
 
     def __post_init__(self) -> None:
-        if self.algo not in ALGOS:
-            raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
-        if self.arch not in ARCHITECTURES:
-            raise ValueError(f"arch must be one of {', '.join(ARCHITECTURES)}, got {self.arch!r}")
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         for name, least in _AT_LEAST.items():
             if getattr(self, name) < least:
                 raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
@@ -131,8 +132,6 @@ class TrainConfig:
         if not self.learning_rate > 0 or not self.clip_range > 0 or not self.ent_coef >= 0:
             raise ValueError("learning_rate and clip_range must be > 0 and ent_coef >= 0, got "
                              f"{self.learning_rate}, {self.clip_range} and {self.ent_coef}")
-        if self.objective not in ("v2", "v"):
-            raise ValueError(f"objective must be v2 or v, got {self.objective!r}")
         try:
             valid = all(n >= 1 for n in self.prefix_attempts)
         except ValueError:
