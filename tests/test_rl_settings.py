@@ -5,6 +5,8 @@ naming it. The gym ids build the env's settings from their plain kwargs."""
 
 from __future__ import annotations
 
+import inspect
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -123,3 +125,14 @@ def test_the_gym_ids_pass_their_kwargs_as_the_envs_settings(env_id: str) -> None
     assert env.unwrapped.settings == ReplaySettings(2, 0.25, 0.01, 0.0, 3)
     with pytest.raises(TypeError, match="unexpected keyword argument 'beta'"):  # the ids take betas
         gym.make(env_id, worlds=POOL, beta=0.5)
+
+
+@pytest.mark.parametrize("env_class", ALL_ENVS)
+def test_the_signature_shows_the_replay_keywords_the_env_replays_with(env_class, worlds) -> None:
+    parameters = inspect.signature(env_class).parameters
+    shown = {name: parameters[name].default for name in ("workers", "beta", "beta1", "beta2", "max_rounds")}
+    assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in shown)
+    assert "replay" not in parameters  # the **replay of __init__ is shown as the keywords it takes
+    args = (3,) if env_class is MacroVectorEnv else ()
+    assert env_class(worlds, *args).settings == ReplaySettings(**shown)  # the defaults shown are the ones used
+    assert shown["workers"] == STANDARD_WORKERS != ReplaySettings().workers  # not the single-world default

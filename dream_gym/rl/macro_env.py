@@ -14,9 +14,10 @@ from dream_gym.replay.view import PrefixView
 from dream_gym.rl.features import MACRO_FEATURES, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
 from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
-from dream_gym.rl.pool_settings import PoolKwargs
+from dream_gym.rl.pool_settings import PoolKwargs, pool_signature
 
 
+@pool_signature
 class MacroReplayEnv(PoolEpisodes):
     """Replay over a pool of worlds with :data:`MACRO_ACTIONS` and :func:`view_features`.
 

@@ -20,7 +20,7 @@ from dream_gym.replay.settings import ReplaySettings
 from dream_gym.rl.features import N_FEATURES, view_features
 from dream_gym.rl.node_features import N_NODE_FEATURES, RoundPlan
 from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
-from dream_gym.rl.pool_settings import PoolKwargs
+from dream_gym.rl.pool_settings import PoolKwargs, pool_signature
 
 BATCH_FEATURE_NAMES: tuple[str, ...] = (
     "batch_size",  # selections already in the batch / W
@@ -57,6 +57,7 @@ def node_observation(
     return {"globals": np.concatenate([plan.view_features, batch]), "mask": mask, "nodes": nodes}, available
 
 
+@pool_signature
 class NodeReplayEnv(PoolEpisodes):
     """Replay over a pool of worlds, one selection (or commit) a step.
 

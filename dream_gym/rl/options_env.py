@@ -14,9 +14,10 @@ from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.view import PrefixView
 from dream_gym.rl.option_set import N_OPTION_ACTIONS, N_OPTION_FEATURES, OptionSet, Proposals, option_features
 from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
-from dream_gym.rl.pool_settings import PoolKwargs
+from dream_gym.rl.pool_settings import PoolKwargs, pool_signature
 
 
+@pool_signature
 class OptionsReplayEnv(PoolEpisodes):
     """Replay over a pool of worlds where each action picks whose batch runs this round.
 

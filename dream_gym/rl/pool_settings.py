@@ -5,8 +5,8 @@ Every pool env (:class:`~dream_gym.rl.MacroReplayEnv`, :class:`~dream_gym.rl.Nod
 replay keywords, :class:`PoolKwargs` (``workers``, ``beta``, ``beta1``, ``beta2``,
 ``max_rounds``), or the same settings as one value, ``settings=ReplaySettings(...)``, and hands
 both to :func:`pool_settings`, which checks them and gives the one :class:`PoolSettings` the env
-replays with. An env's own arguments (``features``, ``value_fn``, ``draws``, ...) stay in its
-signature.
+replays with; :func:`pool_signature` shows the keywords in the env's ``inspect.signature``. An
+env's own arguments (``features``, ``value_fn``, ``draws``, ...) stay in its signature.
 
 What the pool envs differ in from one replay episode: W is one number for the whole pool
 (default :data:`~dream_gym.replay.settings.STANDARD_WORKERS`, also when ``settings.workers`` is
@@ -18,9 +18,10 @@ frontier rule, without request mode and with the default ``max_attempts``.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
@@ -103,6 +104,22 @@ def _differ(key: str, value: object, keyword: object) -> bool:
     return keyword != value
 
 
+EnvClass = TypeVar("EnvClass", bound=type)
+
+
+def pool_signature(env_class: EnvClass) -> EnvClass:
+    """Show the replay keywords, with their defaults, in ``inspect.signature`` of a pool env
+    (``help()``, notebooks) where its ``__init__`` has ``**replay``: the signature it documents."""
+    init = env_class.__init__  # type: ignore[misc]
+    signature = inspect.signature(init)
+    kept = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    annotations = {name: getattr(kind, "__forward_arg__", kind) for name, kind in PoolKwargs.__annotations__.items()}
+    keywords = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotations[name])
+                for name, default in POOL_DEFAULTS.items()]
+    init.__signature__ = signature.replace(parameters=[*kept, *keywords])
+    return env_class
+
+
 def betas_of(beta: float | Sequence[float]) -> tuple[float, ...]:
     """The betas an episode draws from: one, or each of a sequence (ValueError outside [0, 1])."""
     betas = (float(beta),) if isinstance(beta, (int, float)) else tuple(float(b) for b in beta)
@@ -122,4 +139,5 @@ def settings_of(workers: int, beta1: float, beta2: float,
     return settings
 
 
-__all__ = ["POOL_DEFAULTS", "PoolKwargs", "PoolSettings", "betas_of", "pool_settings", "settings_of"]
+__all__ = ["POOL_DEFAULTS", "PoolKwargs", "PoolSettings", "betas_of", "pool_settings", "pool_signature",
+           "settings_of"]

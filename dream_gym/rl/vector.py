@@ -16,9 +16,10 @@ from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.vector import NONE, VectorReplay, WorldPool
 from dream_gym.rl.features import MACRO_FEATURES, EpisodeParams, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, MacroTable, batch_masks, macro_batches
-from dream_gym.rl.pool_settings import PoolKwargs, pool_settings
+from dream_gym.rl.pool_settings import PoolKwargs, pool_settings, pool_signature
 
 
+@pool_signature
 class MacroVectorEnv(VectorEpisodes):
     """:class:`~dream_gym.rl.MacroReplayEnv` for N episodes at once, in numpy arrays.
 
