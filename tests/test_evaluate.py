@@ -255,6 +255,10 @@ def test_settings_given_twice_differently_are_refused(worlds_dir: Path) -> None:
     with pytest.raises(ValueError, match=r"max_rounds=4 against settings.max_rounds=3"):
         evaluate(["greedy"], str(worlds_dir), BETAS, settings=settings, max_rounds=4, progress=False)
     assert evaluate(["greedy"], str(worlds_dir), BETAS, settings=settings, max_rounds=3, progress=False)
+    # a field the settings leave at its default is not given: the keyword sets it
+    beside = evaluate(["greedy"], str(worlds_dir), BETAS, settings=ReplaySettings(beta1=0.0), max_rounds=1,
+                      progress=False)
+    assert all(r.rounds <= 1 for r in beside)
     with pytest.raises(TypeError, match="unknown replay settings: rounds"):
         evaluate(["greedy"], str(worlds_dir), BETAS, rounds=3, progress=False)
     with pytest.raises(TypeError, match="betas="):

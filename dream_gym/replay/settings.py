@@ -103,11 +103,14 @@ class ReplaySettings:
     @classmethod
     def combined(cls, settings: ReplaySettings | None = None, **fields: Any) -> ReplaySettings:
         """One value from a ``settings=`` argument and the same fields given as keywords (the
-        signatures that take both): ValueError when a field is given both ways with different
-        values, TypeError naming an unknown one."""
+        signatures that take both): ``settings`` with the keywords' fields set. A field
+        ``settings`` sets (away from its default) and a keyword gives differently is a
+        ValueError; an unknown field a TypeError."""
         if settings is not None:
+            unset = cls()
             clashes = sorted(name for name, value in fields.items()
-                             if hasattr(settings, name) and getattr(settings, name) != value)
+                             if hasattr(settings, name) and getattr(settings, name) != getattr(unset, name)
+                             and getattr(settings, name) != value)
             if clashes:
                 both = "; ".join(f"{n}={fields[n]!r} against settings.{n}={getattr(settings, n)!r}" for n in clashes)
                 raise ValueError(f"replay settings given twice, differently: {both}")
