@@ -53,7 +53,7 @@ GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
 
 
 #: The values each choice setting may take.
-_CHOICES = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
+_CHOICES = {"algo": ALGOS, "arch": ARCHITECTURES, "objective": ("v2", "v")}  # arch: the live registry (extensions add)
 #: The least value of each integer setting (0 means "the architecture's default" where allowed).
 _AT_LEAST = {"workers": 1, "timesteps": 1, "n_envs": 0, "n_steps": 0, "batch_size": 1, "n_epochs": 1,
              "hidden": 0, "max_candidates": 1, "eval_every": 0, "checkpoint_every": 0, "torch_threads": 1}
