@@ -30,6 +30,7 @@ import pytest
 from dream_gym.online.agents.generic import (
     EDIT_WEIGHTS,
     EDITS,
+    FILLS,
     Donor,
     GenericAgent,
     compiles,
@@ -180,19 +181,24 @@ def run_points(code: str):
 
 
 def test_a_constant_array_becomes_a_small_seeded_random_array_and_nothing_else() -> None:
-    found = children(only("array"), code=ARRAYS, seeds=range(30))
-    kinds = set()
+    found = children(only("array"), code=ARRAYS, seeds=range(60))
+    kinds, fills = set(), set()
+    # one of the fills, scaled by a tenth or a hundredth of the literals' scale (0.5)
+    expected = {f"{name} = {base}{form.format(np='np', random=f'np.random.default_rng(SEED).random({shape})', scale=scale)}"
+                for name, base, shape in (("grid", "", "(n, 2)"), ("filled", "(WIDTH) + ", "(n,)"))
+                for form in FILLS.values() for scale in ("0.05", "0.005")}
     for child, note in found:
         removed, added = changed_lines(ARRAYS, child)
         assert len(removed) == len(added) == 1, note
         kinds.add(removed[0].split("=")[0].strip())
-        assert re.fullmatch(r" +(grid = np\.random\.default_rng\(\d+\)\.random\(\(n, 2\)\) \* 0\.0(5|05)"
-                            r"|filled = \(WIDTH\) \+ np\.random\.default_rng\(\d+\)\.random\(\(n,\)\) \* 0\.0(5|05))",
-                            added[0]), added[0]  # a tenth or a hundredth of the literals' scale (0.5)
+        fills.add(re.sub(r"default_rng\(\d+\)", "default_rng(SEED)", added[0].strip()))
+        assert re.sub(r"default_rng\(\d+\)", "default_rng(SEED)", added[0].strip()) in expected, added[0]
         values = run_points(child)
         assert values.shape == run_points(ARRAYS).shape == (7, 2) and len(np.unique(values)) > 2
         assert np.array_equal(values, run_points(child))  # seeded: the same child, the same points
     assert kinds == {"grid", "filled"}
+    assert {f.split(" = ")[1].split("np.random")[0] for f in fills} == {"", "np.sort(", "(WIDTH) + ", "(WIDTH) + np.sort("}
+    assert len({re.sub(r"0\.0+5$", "", f) for f in fills}) >= 8  # every form of fill, on both sites
     # the whole agent gives such a child no other edit (edits stacked on it mostly break the program)
     for child, notes in (GenericAgent().child(ARRAYS, [], np.random.default_rng(s), parent_score=0.0) for s in range(40)):
         if "default_rng" in child:
@@ -238,6 +244,116 @@ def test_numbers_move_the_way_the_shown_history_says() -> None:
     assert sum(m > 40 for m in moves) > 3 * sum(m < 40 for m in moves)
     blind = [int(n.split("->")[1].split()[0]) for _, n in children(agent, seeds=range(200)) if n.startswith("number: 40")]
     assert sum(m > 40 for m in blind) < 3 * sum(m < 40 for m in blind)  # the control: no history, no lean
+
+
+def test_a_failed_program_is_no_crossover_source_and_its_change_is_mostly_not_made_again() -> None:
+    """A shown program that failed (an error shown) scored 2.0 by its header: crossover does not take
+    from it; its literal's change is mostly not repeated (STEPS moves less often than without)."""
+    donor_code = PROGRAM.replace("    return RATE * i\n", "    return RATE * i * i\n").replace("STEPS = 40", "STEPS = 30")
+    crossing = GenericAgent(weights={"crossover": 1.0}, max_edits=1)
+    failed = crossing.child(PROGRAM, [Donor(donor_code, 2.0, failed=True)], np.random.default_rng(0), parent_score=1.0)
+    assert failed[1] == ["no edit site: a comment line added"]
+    taken = crossing.child(PROGRAM, [Donor(donor_code, 2.0)], np.random.default_rng(0), parent_score=1.0)
+    assert taken[1][0].startswith("crossover")  # the control: the same program without an error
+    # the number whose change failed is left alone three times in four; with an equal score, not
+    agent = only("number")
+    def steps_moved(donor: Donor) -> int:
+        notes = [agent.child(PROGRAM, [donor], np.random.default_rng(s), parent_score=1.0)[1][0] for s in range(120)]
+        return sum(n.startswith("number: 40 ->") for n in notes)
+    assert 3 * steps_moved(Donor(donor_code, 1.0, failed=True)) < steps_moved(Donor(donor_code, 1.0))
+
+
+def test_a_structural_change_a_shown_program_failed_with_is_mostly_not_repeated() -> None:
+    """The plain fill failed (shown with an error): the other fills are written far more often."""
+    plain = [c for c, n in children(only("array"), code=ARRAYS, seeds=range(200))
+             if re.search(r"grid = np\.random\.default_rng\(\d+\)\.random\(\(n, 2\)\) \* ", c)][0]
+    def plain_share(donor: Donor) -> float:
+        found = [GenericAgent(weights={"array": 1.0}, max_edits=1).child(
+            ARRAYS, [donor], np.random.default_rng(s), parent_score=0.0)[0] for s in range(200)]
+        grid = [c for c in found if "grid = np.zeros" not in c]
+        return sum(bool(re.search(r"grid = np\.random\.default_rng\(\d+\)\.random\(\(n, 2\)\) \* ", c))
+                   for c in grid) / len(grid)
+    assert plain_share(Donor(plain, 0.0, failed=True)) < 0.5 * plain_share(Donor(plain, 0.0))
+
+
+def test_a_parent_scoring_nothing_draws_its_constant_array_edit_more_often() -> None:
+    def array_share(score: float) -> float:
+        notes = [GenericAgent().child(ARRAYS, [], np.random.default_rng(s), parent_score=score)[1][0]
+                 for s in range(100)]
+        return sum(n.startswith("array") for n in notes) / len(notes)
+    assert array_share(0.0) > 0.8 > 2 * array_share(1.0)
+
+
+SHAPES = '''# EVOLVE-BLOCK-START
+import numpy as np
+
+
+def points(n):
+    grid = np.zeros((n, 2)).reshape(2, n)
+    return np.power(grid, 2) + np.ones(shape=(3, n))[:2]
+
+
+# EVOLVE-BLOCK-END
+'''
+
+
+def test_the_shape_of_an_array_is_not_tuned() -> None:
+    """The answer's shape is its interface with the evaluator; the control: another 2 is tuned,
+    and a count read by ``range`` too."""
+    named = "# EVOLVE-BLOCK-START\nimport numpy as np\n\nn = 11\nm = 7\n\n\ndef points():\n" \
+            "    return np.zeros((n, 2)) + sum(range(m))\n# EVOLVE-BLOCK-END\n"
+    notes = {n.split(" (")[0] for _, n in children(only("number"), code=named, seeds=range(30))}
+    assert notes and all(n.startswith("number: 7 -> ") for n in notes), notes  # n = 11 is the shape
+    changed = {changed_lines(SHAPES, c)[1][0].strip() for c, _ in children(only("number"), code=SHAPES, seeds=range(40))}
+    # only the exponent of power() moves: zeros' shape, reshape's and shape= stay
+    assert changed and all(re.fullmatch(r"return np\.power\(grid, \d+\) \+ np\.ones\(shape=\(3, n\)\)\[:2\]", c)
+                           for c in changed), changed
+
+
+CONFIG = '''# EVOLVE-BLOCK-START
+def configure():
+    # mode: ['fast', 'careful', 'exhaustive']
+    config = {"mode": "fast", "level": 3}
+    config = {"mode": "careful", "level": 4}
+    return config
+
+
+# EVOLVE-BLOCK-END
+'''
+
+
+def test_a_store_replaced_before_it_is_read_is_no_edit_site_and_is_not_copied() -> None:
+    for kind in ("number", "string"):
+        for child, note in children(only(kind), code=CONFIG, seeds=range(20)):
+            removed, _ = changed_lines(CONFIG, child)
+            assert removed == ['    config = {"mode": "careful", "level": 4}'], note  # the first store is dead
+    alive = CONFIG.replace('    config = {"mode": "careful", "level": 4}\n', "")
+    assert any('"fast"' in changed_lines(alive, c)[0][0] for c, _ in children(only("string"), code=alive))  # control
+    # a deleted first store would leave its readers with an undefined name: only later stores go
+    deleted = [n for _, n in children(only("statement"), seeds=range(80)) if n.startswith("statement: deleted")]
+    assert deleted
+    for note in deleted:
+        line = PROGRAM.split("\n")[int(note.split("line ")[1].split("-")[0]) - 1].strip()
+        assert not re.fullmatch(r"(STEPS|RATE|MODE|k|total|best) = .*", line) or "min(best" in line, note
+    # a copy of a plain store would be dead: no duplicated assignment (``total += ...`` may be copied)
+    duplicated = [n for _, n in children(only("statement"), seeds=range(80)) if n.startswith("statement: duplicated")]
+    assert duplicated
+    for note in duplicated:
+        line = PROGRAM.split("\n")[int(note.split("line ")[1].split("-")[0]) - 1].strip()
+        assert not re.fullmatch(r"(STEPS|RATE|MODE|k|total) = [^=]*", line) or "min(best" in line, note
+
+
+def test_a_value_tried_without_gain_is_not_tried_again() -> None:
+    """A shown program scored as the parent with MODE "careful": the site stays open, "careful" is
+    not tried again; the control: with no score to compare (no history), both siblings come."""
+    tried = Donor(PROGRAM.replace('MODE = "fast"', 'MODE = "careful"').replace("RATE = 0.25", "RATE = 0.5"), score=1.0)
+    def values(parent_score: float | None) -> set[str]:
+        found = (only("string").child(PROGRAM, [tried], np.random.default_rng(s), parent_score=parent_score)
+                 for s in range(24))
+        return {ast.literal_eval(changed_lines(PROGRAM, child)[1][0].split("=")[1].split("#")[0].strip())
+                for child, _ in found}
+    assert values(1.0) == {"exhaustive"}
+    assert values(None) == {"careful", "exhaustive"}
 
 
 def test_every_child_compiles_differs_and_repeats_for_its_seed() -> None:
@@ -306,6 +422,32 @@ def test_prompt_donors_are_the_other_programs_shown() -> None:
     found = prompt_donors([m["content"] for m in prompt(code, others, diff=True)], code)
     assert sorted((d.code.strip(), round(d.score, 4)) for d in found) == sorted((c.strip(), round(s, 4)) for c, s in others)
     assert [d.score for d in found] == sorted((d.score for d in found), reverse=True)
+
+
+def test_prompt_donors_tell_the_programs_that_failed() -> None:
+    """OpenEvolve lists a top program's error among its metrics: that program is read as failed.
+    An inspiration's error it does not show (its line reads ``Unique approach: [Fragment
+    formatting error: 'metric_name']``, a sentence, not a metric): that one is not."""
+    code = fixture_parent()
+    others = others_of(code)
+    programs = [{"id": f"p{i}", "code": other, "metrics": {"combined_score": score}, "metadata": {}}
+                for i, (other, score) in enumerate(others)]
+    programs[1]["metrics"] = {"combined_score": 0.0, "error": "ValueError: no points"}
+    programs[4]["metrics"] = {"combined_score": 0.0, "error": "NameError: name 'x' is not defined"}
+    built = PromptSampler(PromptConfig()).build_prompt(
+        current_program=code, parent_program=code, program_metrics={"combined_score": 0.3},
+        previous_programs=programs[:3], top_programs=programs[:3], inspirations=programs[3:], language="python",
+        evolution_round=2, diff_based_evolution=True, feature_dimensions=[])
+    failed = {d.code for d in prompt_donors([built["user"]], code) if d.failed}
+    assert failed == {others[1][0]}
+    assert "Fragment formatting error" in built["user"]
+    passed = [dict(p, metrics={"combined_score": 0.5}) for p in programs]
+    built = PromptSampler(PromptConfig()).build_prompt(
+        current_program=code, parent_program=code, program_metrics={"combined_score": 0.3},
+        previous_programs=passed[:3], top_programs=passed[:3], inspirations=passed[3:], language="python",
+        evolution_round=2, diff_based_evolution=True, feature_dimensions=[])
+    found = prompt_donors([built["user"]], code)
+    assert len(found) == 5 and not any(d.failed for d in found)  # the control: no error, none failed
 
 
 @pytest.mark.parametrize("diff", [True, False])

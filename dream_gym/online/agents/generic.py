@@ -7,25 +7,37 @@ regions (the whole file when there are none), each one of:
 
 * ``number``: a numeric literal scaled (a factor around 1) or shifted by a step of its own
   magnitude (``1000`` moves by hundreds, ``0.7`` by hundredths); an int stays an int, a positive
-  value stays positive; indices (``x[0]``) and ``axis=`` arguments are left alone; when a program
+  value stays positive; indices (``x[0]``), ``axis=`` arguments and an array's shape
+  (``np.zeros((n, 2))``, ``.random(shape)``, ``reshape``, ``shape=``; ``n = 11`` too when ``n`` is
+  read only as the shape of an array of one value) are left alone; when a program
   the prompt shows differs from the parent in that literal only, the literal more often moves
-  away from a worse program's value or to and past a better one's (the history's momentum);
+  away from a worse program's value or to and past a better one's (the history's momentum), and
+  is mostly left alone when that program failed;
 * ``bound``: a loop or range limit nudged: an int argument of ``range(...)`` or an int compared in
   a ``while``/``if`` test moved by a step or so, another ``range`` argument given ``+ 1``/``- 1``;
 * ``compare``: a comparison loosened or tightened (``<`` and ``<=``, ``>`` and ``>=``);
 * ``swap``: a call of the min/max family turned into its mirror (``min``/``max``,
   ``argmin``/``argmax``, ``minimum``/``maximum``, ``floor``/``ceil``, ...);
-* ``statement``: a simple statement duplicated, deleted or moved past its neighbour in its block;
+* ``statement``: a simple statement duplicated, deleted or moved past its neighbour in its block
+  (no copy of a plain ``x = value``, whose first copy would be dead; no deletion of the first
+  store of a name, which would leave its readers with an undefined name);
 * ``string``: a string literal replaced by a sibling: another quoted word of a bracketed list (in
   the code or a comment) that holds the literal (the options a program lists for a setting);
-  values a worse shown program tried there are not tried again;
+  values a worse, failed or equally scored shown program tried there are not tried again;
 * ``crossover``: a piece of another program of the prompt (an inspiration, a top program) scored
-  at least as well as the parent: a function of the same name, or one differing block of lines
-  of the two programs' regions;
+  at least as well as the parent, above 0 and not failed: a function of the same name, or one
+  differing block of lines of the two programs' regions;
 * ``array``: an array of one value (``np.zeros(shape)``, ``np.ones``, ``np.full``, ``np.empty``)
-  becomes that value plus a small seeded random array of the same shape (a program whose answer
-  is all one value, every point at the origin, scores nothing; one that differs can); this edit is
-  the child's only one.
+  becomes that value plus a small seeded random array of the same shape, in [0, scale), plain or
+  sorted along its rows (rising or falling) or its columns (:data:`FILLS`): a program whose answer
+  is all one value, every point at the origin, scores nothing; one that differs can. This edit is
+  the child's only one; a parent that scores 0 draws it twice as often as all other kinds together.
+
+What the prompt shows steers the edits (:mod:`dream_gym.online.agents.generic_history`): a shown
+program whose evaluation failed (the prompt shows its ``error``) is no crossover source, and a
+child whose change has the form of that program's change (its lines, numbers masked) is mostly not
+written again; an assignment the same block replaces before reading it (a dead copy) is no edit
+site.
 
 Edit sites come from :mod:`ast` and :mod:`tokenize`; every edit replaces a span of the source text,
 so the rest of the file keeps its formatting. After each edit the child must still compile
@@ -52,6 +64,13 @@ from typing import Any
 import numpy as np
 
 from dream_gym.online.agent_base import ParentContext, Proposal, zero_cost
+from dream_gym.online.agents.generic_history import (
+    change_form,
+    dead_lines,
+    first_store,
+    idempotent,
+    shows_error,
+)
 
 #: How often each kind of edit is tried (among the kinds that have a site in the parent).
 EDIT_WEIGHTS: dict[str, float] = {
@@ -76,10 +95,12 @@ _BRACKETED = re.compile(r"[\[({]([^\[\](){}\n]*)[\])}]")
 
 @dataclass(frozen=True)
 class Donor:
-    """Another program the prompt shows (its score when the prompt gives one)."""
+    """Another program the prompt shows (its score when the prompt gives one; ``failed`` when the
+    prompt shows an error of its evaluation)."""
 
     code: str
     score: float | None = None
+    failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,6 +137,8 @@ class Source:
     regions: list[tuple[int, int]]  # editable line ranges, 1-based and inclusive
     parents: dict[int, ast.AST] = field(default_factory=dict)
     _tokens: list[tokenize.TokenInfo] | None = None
+    _dead: set[int] | None = None
+    _shape_names: set[str] | None = None
 
     @classmethod
     def read(cls, text: str) -> Source | None:
@@ -162,6 +185,12 @@ class Source:
 
     def editable_node(self, node: Any) -> bool:
         return self.editable(node.lineno, node.end_lineno)
+
+    def live(self, node: Any) -> bool:
+        """The node is not in a dead store (an assignment replaced before anything reads it)."""
+        if self._dead is None:
+            self._dead = dead_lines(self.tree)
+        return node.lineno not in self._dead
 
     def parent_of(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(id(node))
@@ -238,19 +267,55 @@ def float_text(value: float, original: str) -> str:
 
 
 def _is_index(source: Source, node: ast.AST) -> bool:
-    """A literal an LLM would not tune: a subscript index or an ``axis=``/``dim=`` argument."""
+    """A literal an LLM would not tune: a subscript index, an ``axis=``/``dim=`` argument, an
+    array's shape, or the value of a name read only as an array's shape (``n = 11`` before
+    ``np.zeros((n, 2))``)."""
+    if _in_shape(source, node, SHAPE_CALLS):
+        return True
     parent = source.parent_of(node)
     while isinstance(parent, (ast.UnaryOp, ast.Tuple, ast.Slice)):
         node, parent = parent, source.parent_of(parent)
     if isinstance(parent, ast.Subscript) and parent.slice is node:
         return True
+    if (isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1
+            and isinstance(parent.targets[0], ast.Name) and parent.targets[0].id in _shape_names(source)):
+        return True
     return isinstance(parent, ast.keyword) and parent.arg in ("axis", "dim", "axes", "dtype")
+
+
+#: Calls whose first argument is an array's shape: an array of one value (``np.zeros(shape)``), a
+#: generator's ``random(shape)``, ``reshape``. The shape of the answer is its interface with the
+#: evaluator, not a setting to tune.
+SHAPE_CALLS = ("zeros", "ones", "empty", "full", "random", "reshape")
+
+
+def _in_shape(source: Source, node: ast.AST, calls: Sequence[str]) -> bool:
+    """The node is (a part of) the shape argument of one of ``calls``, or of a ``shape=``."""
+    parent = source.parent_of(node)
+    while isinstance(parent, (ast.UnaryOp, ast.Tuple)):
+        node, parent = parent, source.parent_of(parent)
+    if isinstance(parent, ast.keyword):
+        return parent.arg == "shape"
+    return (isinstance(parent, ast.Call) and bool(parent.args) and parent.args[0] is node
+            and isinstance(parent.func, ast.Attribute) and parent.func.attr in calls)
+
+
+def _shape_names(source: Source) -> set[str]:
+    """Names the program reads only as the shape of an array of one value or of ``reshape``
+    (not of a random draw, whose size may be a sample count worth tuning)."""
+    if source._shape_names is None:
+        reads: dict[str, list[bool]] = {}
+        for node in ast.walk(source.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                reads.setdefault(node.id, []).append(_in_shape(source, node, ("zeros", "ones", "empty", "full", "reshape")))
+        source._shape_names = {name for name, shapes in reads.items() if all(shapes)}
+    return source._shape_names
 
 
 def _number_literals(source: Source) -> list[ast.Constant]:
     return [node for node in ast.walk(source.tree)
             if isinstance(node, ast.Constant) and type(node.value) in (int, float)
-            and source.editable_node(node) and not _is_index(source, node)]
+            and source.editable_node(node) and source.live(node) and not _is_index(source, node)]
 
 
 def number_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit | None:
@@ -261,6 +326,14 @@ def number_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit | 
     if not sites:
         return None
     hints = _number_hints(source, sites, pool)
+    # a literal whose change a shown program failed with (its value broke the program) is mostly left alone
+    broken = {node for node, seen in hints.items() if any(verdict is None for _, verdict in seen)}
+    if broken and len(broken) < len(sites) and rng.random() < 0.75:
+        sites = [node for node in sites if node not in broken]
+    # a failure says to leave the literal alone, not which way it should move
+    hints = {node: [(v, verdict) for v, verdict in seen if verdict is not None]
+             for node, seen in hints.items() if node in sites}
+    hints = {node: seen for node, seen in hints.items() if seen}
     hinted = sorted(hints, key=lambda n: (n.lineno, n.col_offset))
     value: float
     if hinted and rng.random() < 0.6:
@@ -296,20 +369,31 @@ def _directed(value: float, other: float, better: bool, rng: np.random.Generator
     return new
 
 
-def _number_hints(source: Source, sites: list[ast.Constant],
-                  pool: Pool) -> dict[ast.Constant, list[tuple[Any, bool]]]:
-    """For each literal, (value in a shown program, whether that program scored better) over the
-    shown programs whose matching line differs from the parent's in its literals only."""
-    if pool.parent_score is None:
+def _number_hints(source: Source, sites: list[ast.Constant], pool: Pool,
+                  equal: bool = False) -> dict[ast.Constant, list[tuple[Any, bool | None]]]:
+    """For each literal, (value in a shown program, verdict) over the shown programs whose
+    matching line differs from the parent's in its literals only: the verdict is whether that
+    program scored better, None when it failed (an error: worse than any score). With ``equal``,
+    a program scored the same as the parent gives ``"same"``."""
+    if pool.parent_score is None and not any(d.failed for d in pool.shown):
         return {}
     by_line: dict[int, list[ast.Constant]] = {}
     for node in sites:
         if node.lineno == node.end_lineno:
             by_line.setdefault(node.lineno, []).append(node)
-    hints: dict[ast.Constant, list[tuple[Any, bool]]] = {}
+    hints: dict[ast.Constant, list[tuple[Any, Any]]] = {}
     for donor in pool.shown:
-        if donor.score is None or donor.score == pool.parent_score:
+        verdict: Any
+        if donor.failed:
+            verdict = None
+        elif donor.score is None or pool.parent_score is None:
             continue
+        elif donor.score == pool.parent_score:
+            if not equal:
+                continue
+            verdict = "same"
+        else:
+            verdict = donor.score > pool.parent_score
         other_lines = donor.code.split("\n")
         matcher = difflib.SequenceMatcher(a=source.lines, b=other_lines, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -322,7 +406,7 @@ def _number_hints(source: Source, sites: list[ast.Constant],
                     for node in by_line[line]:
                         column = source._chars(line, node.col_offset)
                         if column in pairs and pairs[column] != node.value:
-                            hints.setdefault(node, []).append((pairs[column], donor.score > pool.parent_score))
+                            hints.setdefault(node, []).append((pairs[column], verdict))
     return hints
 
 
@@ -470,6 +554,8 @@ def statement_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit
         lines_text += "\n"
     action = str(rng.choice(["duplicate", "delete", "move"]))
     if action == "delete" and len(block) > 1:
+        if first_store(block, index):  # its later readers would find the name undefined
+            return None
         return Edit(start, end, "", f"deleted line {first}-{last}")
     if action == "move" and index + 1 < len(block) and _simple(block[index + 1]):
         following = block[index + 1]
@@ -479,6 +565,8 @@ def statement_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit
         if not moved.endswith("\n"):
             moved, lines_text = moved + "\n", lines_text.rstrip("\n")
         return Edit(start, n_end, moved + gap + lines_text, f"moved line {first}-{last} below line {following.lineno}")
+    if idempotent(stmt):  # a copy of ``x = value`` right after it changes nothing (the first is dead)
+        return None
     return Edit(end, end, lines_text if source.text[start:end].endswith("\n") else "\n" + lines_text.rstrip("\n"),
                 f"duplicated line {first}-{last}")
 
@@ -506,7 +594,7 @@ def _string_sites(source: Source) -> list[ast.Constant]:
     sites = []
     for node in ast.walk(source.tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.lineno == node.end_lineno
-                and source.editable_node(node) and len(node.value) <= 80):
+                and source.editable_node(node) and source.live(node) and len(node.value) <= 80):
             continue
         parent = source.parent_of(node)
         if isinstance(parent, (ast.Expr, ast.JoinedStr, ast.FormattedValue)) or _is_index(source, node):
@@ -525,17 +613,19 @@ def string_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit | 
     usually kept) and which scored better (taken more often)."""
     groups = _string_groups(source)
     sites = _string_sites(source)
-    hints = _number_hints(source, list(sites), pool)
+    hints = _number_hints(source, list(sites), pool, equal=True)
     options = []
     for node in sites:
-        worse = {v for v, better in hints.get(node, []) if not better}
-        siblings = sorted({w for g in groups if node.value in g for w in g} - {node.value} - worse)
+        worse = {v for v, verdict in hints.get(node, []) if verdict is False or verdict is None}
+        same = {v for v, verdict in hints.get(node, []) if verdict == "same"}
+        # a value tried without gain is not tried again; the site stays open for the others
+        siblings = sorted({w for g in groups if node.value in g for w in g} - {node.value} - worse - same)
         if siblings and not (worse and rng.random() < 0.75):
             options.append((node, siblings))
     if not options:
         return None
     node, siblings = options[int(rng.integers(len(options)))]
-    adopted = sorted(v for v, better in hints.get(node, []) if better and v in siblings)
+    adopted = sorted(v for v, verdict in hints.get(node, []) if verdict is True and v in siblings)
     if adopted and rng.random() < 0.6:
         word = adopted[int(rng.integers(len(adopted)))]
     else:
@@ -580,11 +670,25 @@ def _literal_scale(source: Source) -> float:
     return values[len(values) // 2] if values else 1.0
 
 
+#: The random fills an array edit writes (``{random}``: a seeded generator's ``random(shape)``, values
+#: in [0, 1), so a fill stays on one side of the constant: an answer of zeros becomes non-negative,
+#: as coordinates, sizes and weights are): plain; each row in order, rising or falling; each column
+#: in order. Answers are often ordered (coordinates, ranks, levels): one shape of fill that the
+#: evaluator refuses leaves the others to try (a failed fill's form is not written again, mostly).
+FILLS = {
+    "uniform": "{random} * {scale}",
+    "rows-rising": "{np}.sort({random}, axis=-1) * {scale}",
+    "rows-falling": "{np}.sort({random}, axis=-1)[..., ::-1] * {scale}",
+    "columns-rising": "{np}.sort({random}, axis=0) * {scale}",
+}
+
+
 def array_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit | None:
     """An array of one constant value (``np.zeros(shape)``, ``np.ones``, ``np.full``, ``np.empty``)
-    becomes that value plus a small seeded random array of the same shape: a program whose answer is
-    all one value (every point at the origin) gets points that differ, on a scale of a tenth or a
-    hundredth of its literals' magnitude, whose seed and scale later edits tune like any literal."""
+    becomes that value plus a small seeded random array of the same shape, one of :data:`FILLS`:
+    a program whose answer is all one value (every point at the origin) gets points that differ,
+    on a scale of a tenth or a hundredth of its literals' magnitude, whose seed and scale later
+    edits tune like any literal."""
     sites = _array_sites(source)
     if not sites:
         return None
@@ -595,7 +699,8 @@ def array_edit(source: Source, rng: np.random.Generator, pool: Pool) -> Edit | N
     base = CONSTANT_ARRAYS[node.func.attr] or f"({source.text[slice(*source.node_span(node.args[1]))]})"
     scale = float_text(_literal_scale(source) * float(rng.choice([0.1, 0.01])), "0.1")
     seed = int(rng.integers(1, 1000))
-    random = f"{numpy_name}.random.default_rng({seed}).random({shape}) * {scale}"
+    fill = FILLS[str(rng.choice(sorted(FILLS)))]
+    random = fill.format(np=numpy_name, random=f"{numpy_name}.random.default_rng({seed}).random({shape})", scale=scale)
     new = random if base == "0.0" else f"{base} + {random}"
     start, end = source.node_span(node)
     old = source.text[start:end]
@@ -729,13 +834,17 @@ class GenericAgent:
         # a parent that scores nothing yet gets a bolder change (more edits at once)
         wanted = min(self.max_edits, (2 if parent_score == 0 else 1) + int(rng.poisson(0.5)))
         shown = [d for d in donors if d.code.strip() != code.strip()]
-        better = [d for d in shown if d.score is None or parent_score is None or d.score >= parent_score]
+        # crossover sources: no failed program, none that scores nothing (0 is OpenEvolve's failure too)
+        better = [d for d in shown if not d.failed and d.score != 0
+                  and (d.score is None or parent_score is None or d.score >= parent_score)]
         pool = Pool(shown, better, parent_score)
         if not compiles(code):
             return self._repair(code, better, rng)
         existing = {code, *(d.code for d in shown)}
         parent_source = Source.read(code)
         bold = {k for k in ALONE if parent_source is not None and ALONE_SITES[k](parent_source)}
+        weights = self._weights(bold, parent_score)
+        failed_forms = {change_form(code, d.code) for d in shown if d.failed} - {None}
         current, visited = code, {code}
         notes: list[str] = []
         for _ in range(MAX_TRIES):
@@ -744,15 +853,15 @@ class GenericAgent:
             source = Source.read(current)
             if source is None:
                 break
-            kinds = [k for k, w in self.weights.items()
+            kinds = [k for k, w in weights.items()
                      if w > 0 and (k != "crossover" or better) and (k not in ALONE or k in bold)]
             if not kinds:
                 break
-            weights = np.array([self.weights[k] for k in kinds])
-            kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
+            chances = np.array([weights[k] for k in kinds])
+            kind = kinds[int(rng.choice(len(kinds), p=chances / chances.sum()))]
             if kind in ALONE:
                 alone = self._alone(code, kind, rng, pool, existing)
-                if alone is not None:
+                if alone is not None and not _failed_before(code, alone[0], failed_forms, rng):
                     return alone
                 continue
             edit = EDITS[kind](source, rng, pool)
@@ -760,6 +869,8 @@ class GenericAgent:
                 continue
             child = edit.apply(current)
             if child in visited or not compiles(child):  # no edit undoes an earlier one
+                continue
+            if _failed_before(code, child, failed_forms, rng):
                 continue
             # a child equal to a shown program (crossover back to a better one) is only a step:
             # the loop goes on until the text is new
@@ -770,6 +881,18 @@ class GenericAgent:
             current, note = _marked(code, rng)
             notes = [note]
         return current, notes
+
+    def _weights(self, bold: set[str], parent_score: float | None) -> dict[str, float]:
+        """The edit kinds' weights for one parent: a parent that scores nothing and has a site for a
+        bold edit (an answer of one constant value, the likely reason it scores nothing) draws
+        that edit twice as often as all the others together."""
+        weights = dict(self.weights)
+        if parent_score == 0:
+            others = sum(w for k, w in weights.items() if k not in ALONE)
+            for kind in bold:
+                if weights.get(kind, 0.0) > 0:
+                    weights[kind] = max(weights[kind], 2 * others / len(bold))
+        return weights
 
     @staticmethod
     def _alone(code: str, kind: str, rng: np.random.Generator, pool: Pool,
@@ -792,6 +915,13 @@ class GenericAgent:
             if compiles(child) and child != code:
                 return child, ["repair: the region of a program that compiles taken over"]
         return _marked(code, rng)[0], ["no edit compiles: the program is returned with a comment"]
+
+
+def _failed_before(parent: str, child: str, failed_forms: set[frozenset[str] | None],
+                   rng: np.random.Generator) -> bool:
+    """The child's change has the form of one a shown program failed with (its lines, numbers
+    masked): refused three times in four (the form may fail for its numbers only)."""
+    return bool(failed_forms) and change_form(parent, child) in failed_forms and rng.random() < 0.75
 
 
 def _marked(code: str, rng: np.random.Generator) -> tuple[str, str]:
@@ -833,7 +963,7 @@ def prompt_donors(texts: Sequence[str], parent: str) -> list[Donor]:
             ratio = difflib.SequenceMatcher(a=parent_lines, b=code.strip().split("\n"), autojunk=False).ratio()
             if not shared and ratio < 0.33:
                 continue
-            found[code] = Donor(code, _header_score(text, match.start()))
+            found[code] = Donor(code, _header_score(text, match.start()), shows_error(text, match.end()))
     return sorted(found.values(), key=lambda d: (-(d.score if d.score is not None else -math.inf),
                                                  hashlib.sha256(d.code.encode()).hexdigest()))
 
