@@ -7,6 +7,7 @@ nothing is mocked. Small budgets: W = 2, a dozen generations.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -168,7 +169,7 @@ def test_the_hook_hands_out_the_chosen_parent_with_shinkas_own_context(tmp_path:
         db.add(Program(id=f"c{i}", code=code + f"# {i}\n", parent_id="root", correct=True,
                        combined_score=1.0 + i / 10, generation=i))
     db.add(Program(id="bad", code="x", parent_id="c1", correct=False, combined_score=0.0, generation=6))
-    async_db = bridge.PolicyAsyncDatabase(db, bridge.RunState(None, None, 2, tmp_path))
+    async_db = bridge.PolicyAsyncDatabase(db, bridge.RunState(None, None, 2, results_dir=tmp_path))
     parent, archive, top_k, fix = async_db._chosen("c2", seed=1)
     assert parent.id == "c2" and not fix and archive and top_k and parent.id not in {p.id for p in archive + top_k}
     assert [p.id for p in async_db._chosen("c2", seed=1)[1]] == [p.id for p in archive]
@@ -192,7 +193,7 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path: Path, monkeypat
         deploy(DeployRequest(system="shinkaevolve", task="no-such-task", out=out, budget=2))
     assert not (out / "nodes.jsonl").exists()
     assert shinka_deploy.check_shinka() == "0.0.7"
-    monkeypatch.setattr(shinka_deploy.importlib.metadata, "version", lambda name: "0.1.0")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.1.0")
     with pytest.raises(SystemUnavailable, match="sample_with_fix_mode_async"):
         deploy(DeployRequest(system="shinkaevolve", task=TASK, out=out, budget=2))
 

@@ -11,7 +11,7 @@ from dream_gym.replay.settings import DEFAULT_BETA, recorder_or
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from dream_gym.integrations.deploy import NATIVE_POLICY, SYSTEMS
+    from dream_gym.integrations.deploy import SYSTEMS
 
     p = subparsers.add_parser(
         "deploy", help="run a discovery system (OpenEvolve, ShinkaEvolve, SkyDiscover) with a dream_gym policy",
@@ -19,21 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "recorded as a dream_gym world in --out as it goes. Without --model the children come from "
                     "dream_gym's no-LLM agent behind a local agent server (no key).")
     p.add_argument("--system", required=True, choices=sorted(SYSTEMS), help="the discovery system to run")
-    p.add_argument("--task", required=True,
-                   help="a built-in task (circle-packing-26, sum-difference, ...) or initial_program.py,evaluator.py")
-    p.add_argument("--policy", default=recorder_or(NATIVE_POLICY),
-                   help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
-                        f"or '{NATIVE_POLICY}' for the system's own parent selection")
-    p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="parameter of a built-in policy (repeatable)")
-    add_workers(p, default=2, help="W: the system's parallel evaluations, and the most selections per round")
-    p.add_argument("--budget", type=int, required=True, help="programs to propose (the run's attempts)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, type=Path, help="the world folder to write")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--model", default=None,
-                   help="an OpenAI-compatible model; default: dream_gym's no-LLM agent behind a local agent server")
-    p.add_argument("--api-base", default=None, help="base URL of the OpenAI-compatible server of --model")
+    add_run_arguments(p, own_selection="the system's own parent selection",
+                      workers_help="W: the system's parallel evaluations, and the most selections per round",
+                      budget=("--budget", "programs to propose (the run's attempts)"),
+                      model_help="an OpenAI-compatible model; default: dream_gym's no-LLM agent behind a local agent server")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     p.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
@@ -42,6 +31,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_read(p)
     add_trust_model(p)
     p.set_defaults(func=run_command)
+
+
+def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers_help: str,
+                      budget: tuple[str, str], model_help: str) -> None:
+    """The arguments every verb that runs a system with a policy takes (``deploy``, ``openevolve
+    run``): the task, the policy (``own_selection``: what ``native`` stands for), W, the budget
+    (its flag and help), the seed, the world folder and the model."""
+    from dream_gym.integrations.deploy import NATIVE_POLICY
+
+    p.add_argument("--task", required=True,
+                   help="a built-in task (circle-packing-26, sum-difference, ...) or initial_program.py,evaluator.py")
+    p.add_argument("--policy", default=recorder_or(NATIVE_POLICY),
+                   help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
+                        f"or '{NATIVE_POLICY}' for {own_selection}")
+    p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="parameter of a built-in policy (repeatable)")
+    add_workers(p, default=2, help=workers_help)
+    flag, budget_help = budget
+    p.add_argument(flag, type=int, required=True, help=budget_help)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, type=Path, help="the world folder to write")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--model", default=None, help=model_help)
+    p.add_argument("--api-base", default=None, help="base URL of the OpenAI-compatible server of --model")
 
 
 def run_command(args: argparse.Namespace) -> int:

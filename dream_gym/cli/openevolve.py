@@ -6,8 +6,9 @@ import argparse
 import shlex
 from pathlib import Path
 
-from dream_gym.cli.options import add_read, add_trust_model, add_workers
-from dream_gym.replay.settings import DEFAULT_BETA, recorder_or
+from dream_gym.cli.deploy import add_run_arguments
+from dream_gym.cli.options import add_read, add_trust_model
+from dream_gym.replay.settings import DEFAULT_BETA
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,23 +18,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run OpenEvolve, recorded as a world folder",
                          description="Run OpenEvolve with --policy choosing the parents (or 'native': OpenEvolve's "
                                      "own sampling), recorded as a dream_gym world in --out as it goes.")
-    run.add_argument("--task", required=True,
-                     help="a built-in task (circle-packing-26, sum-difference, ...) or initial_program.py,evaluator.py")
-    run.add_argument("--policy", default=recorder_or("native"),
-                     help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
-                          "or 'native' for OpenEvolve's own parent sampling")
-    run.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
-                     help="parameter of a built-in policy (repeatable)")
-    add_workers(run, default=2, help="W: OpenEvolve's parallel evaluations, and the most selections per round")
-    run.add_argument("--iterations", type=int, required=True, help="OpenEvolve iterations (attempts)")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--out", required=True, type=Path, help="the world folder to write")
-    run.add_argument("--resume", action="store_true", help="continue the run in --out")
-    run.add_argument("--model", default=None,
-                     help="an OpenAI-compatible model (openai/<name> or <name>); default: the task's built-in "
-                          "agent, or the generic agent for a task given as files, behind a local agent server "
-                          "(no LLM, no key)")
-    run.add_argument("--api-base", default=None, help="base URL of the OpenAI-compatible server of --model")
+    add_run_arguments(run, own_selection="OpenEvolve's own parent sampling",
+                      workers_help="W: OpenEvolve's parallel evaluations, and the most selections per round",
+                      budget=("--iterations", "OpenEvolve iterations (attempts)"),
+                      model_help="an OpenAI-compatible model (openai/<name> or <name>); default: the task's built-in "
+                                 "agent, or the generic agent for a task given as files, behind a local agent server "
+                                 "(no LLM, no key)")
     run.add_argument("--config", dest="config_path", type=Path, default=None,
                      help="an OpenEvolve config.yaml to start from (W, budget, seed and model are set from the options)")
     run.add_argument("--beta", type=float, default=DEFAULT_BETA,

@@ -44,124 +44,13 @@ import signal
 import sys
 import time
 import uuid
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from openevolve.controller import OpenEvolve
 from openevolve.database import Program as OEProgram
 from openevolve.database import ProgramDatabase
 
-from dream_gym.datasets.importers.openevolve import _program as imported_program
-from dream_gym.infrastructure.printable import printable
-from dream_gym.online.loop import check_online_batch, tree_view
-from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
-
-METRIC = "combined_score"
-
-
-@dataclass
-class RunState:
-    """The bridge's side of one run: the world being written and the policy's queue."""
-
-    writer: Any  # WorldWriter
-    policy: Policy | None
-    workers: int
-    seed: int = 0
-    beta: float = DEFAULT_BETA
-    frontier: str = "any"
-    total_iterations: int = 0
-    round: int = 0
-    queue: deque[str] = field(default_factory=deque)
-    slot_of: dict[int, int] = field(default_factory=dict)
-    pending: list[Any] = field(default_factory=list)
-    known: dict[str, Any] = field(default_factory=dict)  # every program recorded (to restore pruned parents)
-    recording: bool = True
-    reset_done: bool = False
-    restored_parents: int = 0
-    stopped_by: str = "iterations"
-    batches: list[int] = field(default_factory=list)
-
-    # -- recording ------------------------------------------------------------------------------
-    def admitted(self, program: Any) -> None:
-        if not self.recording or program.metadata.get("migrant") or program.id in self.writer:
-            return
-        self.flush()
-        self.pending.append(program)
-        self.known[program.id] = program
-
-    def flush(self) -> None:
-        while self.pending:
-            self.writer.append(self.node_of(self.pending.pop(0)))
-
-    def node_of(self, program: Any) -> dict[str, Any]:
-        """The node of one program: the importer's own reading of it (score, error, code, metrics,
-        diagnostics, OpenEvolve fields), with this run's round and worker slot."""
-        raw = program.to_dict()
-        parsed = imported_program(raw, METRIC, None, None)
-        record: dict[str, Any] = {"id": parsed.id, "parent": parsed.parent, "score": parsed.score}
-        iteration = int(program.iteration_found or 0)
-        if parsed.parent is None:
-            record["round"] = 0
-        elif self.policy is None:
-            record["round"] = (max(iteration, 1) - 1) // self.workers + 1
-        else:
-            record["round"] = self.round
-            record["worker"] = self.slot_of.get(iteration, 0)
-        if parsed.score is None:
-            record["error"] = parsed.error or "no valid score"
-        if parsed.code is not None:
-            record["code"] = parsed.code
-        for key, value in parsed.extra.items():
-            record.setdefault(key, value)
-        usage = program.metadata.get("token_usage") if isinstance(program.metadata, dict) else None
-        if isinstance(usage, dict):
-            record["cost"] = {"tokens_in": int(usage.get("prompt_tokens") or 0),
-                              "tokens_out": int(usage.get("completion_tokens") or 0), "usd": 0.0}
-        return record
-
-    # -- the policy -----------------------------------------------------------------------------
-    def next_batch(self, limit: int) -> list[str]:
-        """The policy's next batch (program ids, at most ``limit``), queued for the controller."""
-        assert self.policy is not None
-        self.flush()
-        records = self.writer.records
-        if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
-            raise ValueError("the initial program failed its evaluation, so a policy has no scored program to "
-                             f"start from: {printable(str(records[0].get('error') or 'no score'), 300)}")
-        view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
-                         rounds=self.round)
-        if not self.reset_done:
-            self.policy.reset(RunContext.from_view(view, seed=self.seed))
-            self.reset_done = True
-        batch = check_online_batch(view, batch_from(self.policy.act(view)))[: max(0, limit)]
-        ids = [str(records[i]["id"]) for i in batch]
-        self.queue.extend(ids)
-        if ids:
-            self.round += 1
-            self.batches.append(len(ids))
-        return ids
-
-    def next_parent_island(self, database: Any) -> int:
-        program = self._program(database, self.queue[0]) if self.queue else None
-        island = program.metadata.get("island", 0) if program is not None else 0
-        return int(island or 0) % len(database.islands)
-
-    def take_parent(self, database: Any) -> Any:
-        if not self.queue:
-            raise RuntimeError("the controller asked for more parents than the policy chose")
-        program_id = self.queue.popleft()
-        program = self._program(database, program_id)
-        if program is None:
-            raise RuntimeError(f"parent {program_id} is neither in the database nor recorded")
-        if program_id not in database.programs:  # dropped by MAP-Elites: the worker needs it
-            database.programs[program_id] = program
-            self.restored_parents += 1
-        return program
-
-    def _program(self, database: Any, program_id: str) -> Any:
-        return database.programs.get(program_id) or self.known.get(program_id)
+from dream_gym.integrations.openevolve.state import METRIC, RunState
 
 
 class OrderedIdSet(set):  # type: ignore[type-arg]

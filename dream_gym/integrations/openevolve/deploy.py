@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from dream_gym.integrations.deploy import DeployRequest, DeployResult, SystemUnavailable
+from dream_gym.integrations.deploy import DeployRequest, DeployResult
 from dream_gym.integrations.openevolve.run import BridgeConfig, check_openevolve, run_openevolve
 
 
 def run(request: DeployRequest) -> DeployResult:
     """One OpenEvolve run: ``budget`` iterations, ``workers`` parallel evaluations."""
-    try:
-        check_openevolve()
-    except RuntimeError as exc:
-        raise SystemUnavailable(str(exc)) from None
+    check_openevolve()  # SystemUnavailable before the options are read
     config = BridgeConfig(
         task=request.task, out=request.out, policy=request.policy, workers=request.workers,
         iterations=request.budget, seed=request.seed, model=request.model, api_base=request.api_base,

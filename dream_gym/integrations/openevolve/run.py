@@ -22,37 +22,29 @@ generic agent (:mod:`dream_gym.online.agents.generic`), behind an
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
-import json
-import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.locks import folder_lock
-from dream_gym.infrastructure.redact import redact_value
+from dream_gym.integrations import world_run
+from dream_gym.integrations.deploy import NATIVE_POLICY
+from dream_gym.integrations.openevolve.evaluator import (
+    EVALUATOR_TEMPLATE,
+    write_files_evaluator,
+    write_task_files,
+)
 from dream_gym.replay.settings import DEFAULT_BETA
-from dream_gym.world.tree import NODES_FILE
 
 SUPPORTED_OPENEVOLVE = ">=0.4,<0.5"
-NATIVE_POLICY = "native"  # OpenEvolve's own parent sampling, recorded
-NO_KEY = "sk-no-key-required"
 OUTPUT_DIR = "openevolve"
 
 
 def check_openevolve() -> str:
-    """The installed OpenEvolve version; RuntimeError when missing or unsupported."""
-    try:
-        version = importlib.metadata.version("openevolve")
-    except importlib.metadata.PackageNotFoundError:
-        raise RuntimeError("OpenEvolve is not installed: pip install 'dream-gym[openevolve]' "
-                           f"(openevolve{SUPPORTED_OPENEVOLVE})") from None
-    parts = version.split(".")
-    if len(parts) < 2 or parts[0] != "0" or parts[1] != "4":
-        raise RuntimeError(f"OpenEvolve {version} is installed; the bridge supports openevolve{SUPPORTED_OPENEVOLVE} "
-                           "(its hooks and ProgramDatabase of the 0.4 series)")
-    return version
+    """The installed OpenEvolve version; :class:`~dream_gym.integrations.deploy.SystemUnavailable`
+    (a RuntimeError) when missing or unsupported."""
+    return world_run.check_version("openevolve", "OpenEvolve", "openevolve", SUPPORTED_OPENEVOLVE, ("0", "4"),
+                                   "its hooks and ProgramDatabase of the 0.4 series")
 
 
 @dataclass
@@ -102,34 +94,19 @@ class BridgeResult:
         return data
 
 
-def resolve_task(spec: str, folder: Path) -> tuple[str | None, Path, Path]:
-    """(built-in task name or None, initial program, evaluator file) of a ``--task`` value."""
-    if "," in spec:
-        initial, evaluator = (Path(p.strip()) for p in spec.split(",", 1))
-        for path in (initial, evaluator):
-            if not path.is_file():
-                raise FileNotFoundError(f"--task {spec}: {path} does not exist")
-        return None, initial.resolve(), evaluator.resolve()
-    from dream_gym.integrations.openevolve.evaluator import write_task_files
-    from dream_gym.online.tasks import get_task
-
-    get_task(spec)  # KeyError listing the tasks
-    initial, evaluator = write_task_files(spec, folder / "task")
-    return spec, initial.resolve(), evaluator.resolve()
+def new_meta(config: BridgeConfig, version: str, task_name: str | None, initial: Path, evaluator: Path) -> dict[str, Any]:
+    """The world.json of a new run."""
+    return world_run.world_meta(
+        config, task_name, initial, frontier=config.frontier, section="openevolve", version=version,
+        source=f"dream-gym openevolve run (OpenEvolve {version}, {world_run.parents_by(config, 'its own sampling')})",
+        run={"iterations": config.iterations}, files={"initial_program": str(initial), "evaluator": str(evaluator)})
 
 
-def files_evaluator(config: BridgeConfig, evaluator: Path, read: tuple[Path, ...], oe_config: Any,
-                    folder: Path) -> Path:
+def files_evaluator(config: BridgeConfig, evaluator: Path, oe_config: Any, folder: Path) -> Path:
     """The evaluator OpenEvolve gets for a task given as files: the task's own, run in dream_gym's
-    sandbox (wall time from OpenEvolve's evaluator timeout), each evaluation seeded from the run's
-    seed and the program, so the same seed scores every program the same way."""
-    from dream_gym.integrations.files_task import FilesTask, sandbox_wall_s, written_task
-    from dream_gym.integrations.openevolve.evaluator import EVALUATOR_TEMPLATE, write_files_evaluator
-
-    if written_task(evaluator, EVALUATOR_TEMPLATE) is not None:  # dream_gym's own: it sandboxes its candidates
-        return evaluator
-    task = FilesTask.of(evaluator, seed=config.seed, wall_s=sandbox_wall_s(oe_config.evaluator.timeout), read=read)
-    return write_files_evaluator(task, folder / "task")
+    sandbox (wall time from OpenEvolve's evaluator timeout; :func:`.world_run.files_evaluator`)."""
+    return world_run.files_evaluator(evaluator, EVALUATOR_TEMPLATE, write_files_evaluator, seed=config.seed,
+                                     timeout=oe_config.evaluator.timeout, read=config.read, folder=folder)
 
 
 def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_key: str) -> Any:
@@ -155,7 +132,7 @@ def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_ke
     oe.evolution_trace.include_failures = True
     if config.policy != NATIVE_POLICY:  # nothing the policy saw may be pruned before it can choose it
         oe.database.population_size = max(oe.database.population_size, config.iterations + 2)
-    name = model.split("/", 1)[1] if model.startswith("openai/") else model
+    name = world_run.openai_name(model)
     if "/" in model and not model.startswith("openai/") and config.api_base is None:
         raise ValueError(f"--model {model}: OpenEvolve speaks the OpenAI API; give an OpenAI-compatible "
                          "model (openai/<name>) and --api-base, e.g. a litellm proxy")
@@ -177,76 +154,24 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
     require_sandbox()  # candidates (built-in evaluators) and policy files run sandboxed
     if config.workers < 1 or config.iterations < 1:
         raise ValueError("-W and --iterations must be at least 1")
-    if config.policy != NATIVE_POLICY and not config.trust_model:
-        from dream_gym.evaluation.evaluate import check_model_zips
-
-        check_model_zips([config.policy])  # a zip that does not load as data: refused before any folder is made
+    world_run.check_policy(config)
     from dream_gym.integrations.files_task import checked_read
 
-    read = checked_read(config.task, config.read)
+    config = replace(config, read=checked_read(config.task, config.read))
     from dream_gym.integrations.openevolve import bridge
-    from dream_gym.world.writer import WorldWriter, new_meta
 
     started = time.time()
     folder = Path(config.out)
-    with folder_lock(folder):  # a second run of the same folder is refused naming the first
-        exists = (folder / NODES_FILE).exists()
-        if exists and not config.resume:
-            raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
-        if config.resume and not exists and (folder / OUTPUT_DIR).exists():
-            raise FileExistsError(f"{folder}/{OUTPUT_DIR} exists without a world to resume")
-        task_name, initial, evaluator = resolve_task(config.task, folder)
-        if exists:
-            writer = WorldWriter.open(folder)
-        else:
-            description = ""
-            direction_note = None
-            if task_name is not None:
-                from dream_gym.online.tasks import get_task
-
-                task = get_task(task_name)
-                description = task.description
-                direction_note = task.direction
-            agent_name = f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)"
-            meta = new_meta(
-                config.world_id or folder.name, task_name or initial.parent.name, description,
-                direction="maximize", workers=config.workers, frontier=config.frontier,
-                source=f"dream-gym openevolve run (OpenEvolve {version}, {'its own sampling' if config.policy == NATIVE_POLICY else 'parents chosen by a dream_gym policy'})",
-                licence="CC-BY-4.0", policy=config.policy, agent=config.model or agent_name,
-                seed=config.seed, beta=config.beta, metric="combined_score", command=config.command,
-                openevolve={"version": version, "iterations": config.iterations, "task_direction": direction_note,
-                            "initial_program": str(initial), "evaluator": str(evaluator),
-                            **({"read": [str(p) for p in read]} if read else {})},
-            )
-            writer = WorldWriter.create(folder, meta)
-    server = None
-    source = None
+    writer, task_name, initial, evaluator = world_run.open_world(
+        config, OUTPUT_DIR, write_task_files=write_task_files,
+        meta=lambda name, initial, evaluator: new_meta(config, version, name, initial, evaluator))
+    parts = world_run.RunParts(writer)
     state = None
     try:
-        if config.model is None:  # a built-in task's own agent, or the generic agent for any other task
-            from dream_gym.online.agent_server import MODEL_NAME, AgentServer
-
-            server = AgentServer(task_name or f"{initial},{evaluator}", seed=config.seed).start()
-            model, api_base, api_key = MODEL_NAME, server.base_url, NO_KEY
-        else:
-            model = config.model
-            api_base = config.api_base or os.environ.get("OPENAI_API_BASE", "https://api.openai.com/v1")
-            api_key = config.api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY
+        model, api_base, api_key = parts.endpoint(config, task_name, initial, evaluator, config.api_key)
         oe_config = openevolve_config(config, model=model, api_base=api_base, api_key=api_key)
-        oe_evaluator = files_evaluator(config, evaluator, read, oe_config, folder) if task_name is None else evaluator
-        policy = None
-        if config.policy != NATIVE_POLICY:
-            from dream_gym.evaluation.evaluate import model_trust
-            from dream_gym.policy_files.specs import PolicySource, is_file_spec
-
-            with model_trust(config.trust_model):  # a model zip: as data unless trusted
-                if config.policy_params and not is_file_spec(config.policy):
-                    from dream_gym.policy_files import load_policy
-
-                    policy = load_policy(config.policy, params=config.policy_params)
-                else:
-                    source = PolicySource(config.policy)
-                    policy = source.new()
+        oe_evaluator = evaluator if task_name is not None else files_evaluator(config, evaluator, oe_config, folder)
+        policy = parts.load_policy(config)
         state = bridge.RunState(writer, policy, config.workers, seed=config.seed, beta=config.beta,
                                 frontier=config.frontier, total_iterations=config.iterations)
         bridge.guard_forks()
@@ -254,7 +179,7 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
                                              output_dir=str(folder / OUTPUT_DIR))
         if writer.records:
             bridge.restore_database(controller.database, writer.records, state)
-        done = max((int((r.get("openevolve") or {}).get("iteration_found") or 0) for r in writer.records), default=0)
+        done = iterations_of(writer.records)
         if done < config.iterations:
             asyncio.run(controller.run(iterations=config.iterations - done))
         else:
@@ -270,23 +195,22 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
                 state.flush()
             except Exception:  # the original error matters more
                 pass
-        writer.close()
-        if source is not None:
-            source.close()
-        if server is not None:
-            server.stop()
-    records = writer.records
-    iterations_done = max((int((r.get("openevolve") or {}).get("iteration_found") or 0) for r in records), default=0)
-    scores = [r["score"] for r in records if r.get("score") is not None]
+        parts.close()
+    return _result(folder, writer.records, version, state, started)
+
+
+def iterations_of(records: list[dict[str, Any]]) -> int:
+    """The last OpenEvolve iteration the world holds a program of."""
+    return max((int((r.get("openevolve") or {}).get("iteration_found") or 0) for r in records), default=0)
+
+
+def _result(folder: Path, records: list[dict[str, Any]], version: str, state: Any, started: float) -> BridgeResult:
+    iterations_done = iterations_of(records)
     result = BridgeResult(
-        folder=folder, nodes=len(records), iterations=iterations_done,
-        rounds=max((int(r.get("round") or 0) for r in records), default=0),
-        failed_iterations=max(0, iterations_done - (len(records) - 1)),
-        invalid=sum(1 for r in records[1:] if r.get("score") is None),
-        best_score=max(scores) if scores else None, stopped_by=state.stopped_by if state else "error",
-        seconds=time.time() - started, openevolve=version,
+        folder=folder, iterations=iterations_done, failed_iterations=max(0, iterations_done - (len(records) - 1)),
+        stopped_by=state.stopped_by if state else "error", seconds=time.time() - started, openevolve=version,
         restored_parents=state.restored_parents if state else 0, batches=list(state.batches) if state else [],
+        **world_run.record_counts(records),
     )
-    (folder / "run_summary.json").write_text(
-        json.dumps(redact_value(result.summary()), indent=2, default=str) + "\n", encoding="utf-8")
+    world_run.write_summary(folder, result.summary())
     return result

@@ -50,12 +50,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
-import json
 import random
 import sqlite3
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,229 +64,16 @@ from shinka.database.inspirations import CombinedContextSelector
 from shinka.launch import JobScheduler
 from shinka.llm import AsyncLLMClient
 
-from dream_gym.datasets.importers.coerce import as_dict
-from dream_gym.datasets.importers.shinkaevolve import _copy_of
-from dream_gym.datasets.importers.shinkaevolve import _program as imported_program
-from dream_gym.online.loop import check_online_batch, tree_view
-from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.integrations.shinkaevolve.state import METRIC, RunState, program_id, read_program_rows
 
-METRIC = "combined_score"
-DB_FILE = "programs.sqlite"  # where ShinkaEvolveRunner keeps its database, in its results folder
-ID_NAMESPACE = uuid.UUID("8f6b1c1e-5a53-4d0e-9a4e-5b6a0f3c2d71")  # dream-gym's ids of ShinkaEvolve programs
 ROUND_POLL_S = 0.05
-#: Fields of ShinkaEvolve's program metadata kept in a node (the rest are timings, logs and
-#: ShinkaEvolve's bookkeeping, which differ from run to run).
-KEPT_METADATA = ("patch_type", "patch_name", "patch_description", "num_applied", "novelty_attempt", "resample_attempt", "patch_attempt", "api_costs", "embed_cost",
-                 "novelty_cost", "meta_cost", "dream_gym")
 _REQUEST_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("dream_gym_request_seed", default=None)
-
-
-def program_id(seed: int, generation: int) -> str:
-    """The id of generation ``generation`` of a run with this seed (ShinkaEvolve's uuid4 otherwise)."""
-    return str(uuid.uuid5(ID_NAMESPACE, f"{seed}/{generation}"))
 
 
 def derived_seed(*parts: object) -> int:
     """A 32-bit seed from the run's seed and the parts that name one draw."""
     digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(digest[:4], "little")
-
-
-@dataclass
-class Assignment:
-    """One generation the policy asked for: its parent, round and worker slot."""
-
-    parent: str
-    round: int
-    slot: int
-
-
-@dataclass
-class RunState:
-    """The bridge's side of one run: the world being written and the policy's choices."""
-
-    writer: Any  # WorldWriter
-    policy: Policy | None
-    workers: int
-    results_dir: Path
-    seed: int = 0
-    beta: float = DEFAULT_BETA
-    frontier: str = "any"
-    round: int = 0
-    assigned: dict[int, Assignment] = field(default_factory=dict)
-    pending: dict[int, dict[str, Any]] = field(default_factory=dict)  # admitted, waiting for a lower generation
-    in_flight: set[int] = field(default_factory=set)  # generations of this round not resolved yet
-    reported: set[int] = field(default_factory=set)  # ... whose evaluation was reported finished
-    copies: dict[str, str] = field(default_factory=dict)  # island copy id -> the program it copies
-    reset_done: bool = False
-    stopped_by: str = "budget"
-    batches: list[int] = field(default_factory=list)
-    failed_generations: list[int] = field(default_factory=list)
-    error: Exception | None = None  # what stopped the policy's rounds
-
-    # -- recording ------------------------------------------------------------------------------
-    def prepare(self, program: Any) -> None:
-        """Before ShinkaEvolve inserts a program: its deterministic id and the policy's round."""
-        program.id = program_id(self.seed, int(program.generation))
-        assignment = self.assigned.get(int(program.generation))
-        if assignment is not None:
-            program.metadata = dict(program.metadata or {})
-            program.metadata["dream_gym"] = {"round": assignment.round, "worker": assignment.slot,
-                                             "chosen_parent": assignment.parent}
-
-    def admitted(self, program: Any) -> None:
-        """A program's row is committed: record it (in generation order within a policy round)."""
-        record = self.node_of(program.to_dict())
-        if record is None:
-            return
-        generation = int(program.generation)
-        self.in_flight.discard(generation)
-        if self.policy is None or generation == 0:
-            self.write(record)
-            return
-        self.pending[generation] = record
-        self.release()
-
-    def resolved_without_program(self, generation: int) -> None:
-        """A proposal ended without a program (every patch attempt failed, or an error)."""
-        if generation in self.in_flight:
-            self.in_flight.discard(generation)
-            self.failed_generations.append(generation)
-            self.release()
-
-    def release(self) -> None:
-        while self.pending:
-            generation = min(self.pending)
-            if any(g < generation for g in self.in_flight):
-                return
-            self.write(self.pending.pop(generation))
-
-    def waits(self, generation: int) -> bool:
-        """Whether the finished evaluation of ``generation`` must wait: a lower generation of its
-        round is still being written or evaluated (called from ShinkaEvolve's scheduler threads)."""
-        return self.policy is not None and any(g < generation and g not in self.reported
-                                                for g in tuple(self.in_flight))
-
-    def end_round(self) -> None:
-        """Every proposal of the round is done: write whatever is still held back."""
-        self.in_flight.clear()
-        self.reported.clear()
-        self.release()
-
-    def write(self, record: dict[str, Any]) -> None:
-        if record["id"] not in self.writer:
-            self.writer.append(record)
-
-    def node_of(self, row: dict[str, Any]) -> dict[str, Any] | None:
-        """The node of one program row: the importer's reading of it (score, error, code, metrics,
-        diagnostics, cost), with this run's round and worker slot; None for an island copy."""
-        parsed = imported_program(row, METRIC, self.results_dir)
-        if parsed.copy_of is not None:
-            self.copies[parsed.id] = parsed.copy_of
-            return None
-        parent = self.parent_of(parsed.parent)
-        record: dict[str, Any] = {"id": parsed.id, "parent": parent, "score": parsed.score}
-        generation = int(row.get("generation") or 0)
-        tag = (parsed.extra.get("shinkaevolve") or {}).get("metadata", {}).get("dream_gym") or {}
-        if parent is None:
-            record["round"] = 0
-        elif "round" in tag:
-            record["round"] = int(tag["round"])
-            record["worker"] = int(tag.get("worker", 0))
-        else:
-            record["round"] = (max(generation, 1) - 1) // self.workers + 1
-        if parsed.score is None:
-            record["error"] = parsed.error or "no valid score"
-        if parsed.code is not None:
-            record["code"] = parsed.code
-        for key, value in parsed.extra.items():
-            record.setdefault(key, value)
-        extra = record.get("shinkaevolve")
-        if isinstance(extra, dict):
-            metadata = extra.get("metadata") or {}
-            extra["metadata"] = {k: metadata[k] for k in KEPT_METADATA if k in metadata}
-            extra["archive_inspiration_ids"] = list(row.get("archive_inspiration_ids") or [])
-            extra["top_k_inspiration_ids"] = list(row.get("top_k_inspiration_ids") or [])
-        record.pop("duration_s", None)  # a wall time: ShinkaEvolve's metadata keeps it
-        return record
-
-    def parent_of(self, parent: str | None) -> str | None:
-        """The node a program continues: its parent, or the program an island copy copies."""
-        if parent is None or parent in self.writer:
-            return parent
-        if parent not in self.copies:
-            self.learn_copies()
-        return self.copies.get(parent, parent)
-
-    def learn_copies(self) -> None:
-        """The island copies in ShinkaEvolve's database (made by SQL, not through ``add``)."""
-        for row in read_program_rows(self.db_path):
-            original = _copy_of(as_dict(row.get("metadata")))
-            if original is not None:
-                self.copies[str(row["id"])] = original
-
-    @property
-    def db_path(self) -> Path:
-        return self.results_dir / DB_FILE
-
-    def catch_up(self) -> int:
-        """Record the programs ShinkaEvolve's database holds and the world lacks (a run killed
-        between the two writes), in generation order; returns how many."""
-        self.learn_copies()
-        rows = sorted(read_program_rows(self.db_path),
-                      key=lambda r: (int(r.get("generation") or 0), float(r.get("timestamp") or 0.0)))
-        added = 0
-        for row in rows:
-            if str(row["id"]) in self.copies or str(row["id"]) in self.writer:
-                continue
-            record = self.node_of(row)
-            if record is not None and (record["parent"] is None or record["parent"] in self.writer):
-                self.write(record)
-                added += 1
-        self.round = max((int(r.get("round") or 0) for r in self.writer.records), default=0)
-        return added
-
-    # -- the policy -----------------------------------------------------------------------------
-    def next_batch(self, limit: int) -> list[str]:
-        """The policy's next batch (program ids, at most ``limit``)."""
-        assert self.policy is not None
-        records = self.writer.records
-        if records[0]["score"] is None:
-            raise RuntimeError(f"the initial program has no valid score, so there is no baseline for the policy: "
-                               f"{records[0].get('error')}")
-        view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
-                         rounds=self.round)
-        if not self.reset_done:
-            self.policy.reset(RunContext.from_view(view, seed=self.seed))
-            self.reset_done = True
-        batch = check_online_batch(view, batch_from(self.policy.act(view)))[: max(0, limit)]
-        ids = [str(records[i]["id"]) for i in batch]
-        if ids:
-            self.round += 1
-            self.batches.append(len(ids))
-        return ids
-
-    def assign(self, generation: int, parent: str, slot: int) -> None:
-        self.assigned[generation] = Assignment(parent, self.round, slot)
-        self.in_flight.add(generation)
-
-
-def read_program_rows(db_path: Path) -> list[dict[str, Any]]:
-    """Every row of ShinkaEvolve's program table (read-only connection)."""
-    conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        conn.row_factory = sqlite3.Row
-        rows = [dict(row) for row in conn.execute("SELECT * FROM programs")]
-    finally:
-        conn.close()
-    for row in rows:
-        for key in ("archive_inspiration_ids", "top_k_inspiration_ids"):
-            try:
-                row[key] = json.loads(row.get(key) or "[]")
-            except ValueError:
-                row[key] = []
-    return rows
 
 
 def seeded_random(conn: sqlite3.Connection, seed: int) -> None:

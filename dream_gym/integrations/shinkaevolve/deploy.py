@@ -24,8 +24,6 @@ to ShinkaEvolve as its dynamic local model ``local/dream-gym-builtin@http://127.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
-import json
 import logging
 import os
 import shutil
@@ -35,9 +33,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.locks import folder_lock
-from dream_gym.infrastructure.redact import redact_value
-from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, DeployResult, SystemUnavailable
+from dream_gym.integrations import world_run
+from dream_gym.integrations.deploy import DeployRequest, DeployResult
+from dream_gym.integrations.shinkaevolve.evaluator import (
+    EVALUATE_TEMPLATE,
+    write_files_evaluate,
+    write_task_files,
+)
 from dream_gym.world.tree import NODES_FILE
 
 SUPPORTED_SHINKA = ">=0.0.7,<0.0.8"
@@ -50,33 +52,10 @@ PATCH_TYPES = ("diff", "full", "cross")  # ShinkaEvolve's patch prompts (its fix
 
 def check_shinka() -> str:
     """The installed ShinkaEvolve version; :class:`SystemUnavailable` when missing or unsupported."""
-    try:
-        version = importlib.metadata.version("shinka-evolve")
-    except importlib.metadata.PackageNotFoundError:
-        raise SystemUnavailable("ShinkaEvolve is not installed: pip install 'dream-gym[shinka]' "
-                                f"(shinka-evolve{SUPPORTED_SHINKA})") from None
-    if version.split(".")[:3] != ["0", "0", "7"]:
-        raise SystemUnavailable(
-            f"ShinkaEvolve {version} is installed; the bridge supports shinka-evolve{SUPPORTED_SHINKA} (it "
-            "overrides ShinkaEvolveRunner._proposal_coordinator_task and "
-            "AsyncProgramDatabase.sample_with_fix_mode_async of that version)")
-    return version
-
-
-def resolve_task(spec: str, folder: Path) -> tuple[str | None, Path, Path]:
-    """(built-in task name or None, initial program, evaluation script) of a ``--task`` value."""
-    if "," in spec:
-        initial, evaluate = (Path(p.strip()) for p in spec.split(",", 1))
-        for path in (initial, evaluate):
-            if not path.is_file():
-                raise FileNotFoundError(f"--task {spec}: {path} does not exist")
-        return None, initial.resolve(), evaluate.resolve()
-    from dream_gym.integrations.shinkaevolve.evaluator import write_task_files
-    from dream_gym.online.tasks import get_task
-
-    get_task(spec)  # KeyError listing the tasks
-    initial, evaluate = write_task_files(spec, folder / "task")
-    return spec, initial.resolve(), evaluate.resolve()
+    return world_run.check_version(
+        "shinka-evolve", "ShinkaEvolve", "shinka", SUPPORTED_SHINKA, ("0", "0", "7"),
+        "it overrides ShinkaEvolveRunner._proposal_coordinator_task and "
+        "AsyncProgramDatabase.sample_with_fix_mode_async of that version")
 
 
 def model_name(model: str, api_base: str | None) -> tuple[str, bool]:
@@ -88,7 +67,7 @@ def model_name(model: str, api_base: str | None) -> tuple[str, bool]:
     from shinka.model_availability import validate_model_env_access
 
     if api_base:
-        name = model.split("/", 1)[1] if model.startswith("openai/") else model
+        name = world_run.openai_name(model)
         key = "?api_key_env=OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else ""
         return f"local/{name}@{api_base.rstrip('/')}{key}", True
     try:
@@ -141,13 +120,8 @@ def files_evaluate(request: DeployRequest, evaluate: Path, folder: Path) -> Path
     """The evaluation script ShinkaEvolve gets for a task given as files: the task's evaluator run
     in dream_gym's sandbox (ShinkaEvolve sets no evaluation time limit: the sandbox's default),
     each evaluation seeded from the run's seed and the program."""
-    from dream_gym.integrations.files_task import FilesTask, sandbox_wall_s, written_task
-    from dream_gym.integrations.shinkaevolve.evaluator import EVALUATE_TEMPLATE, write_files_evaluate
-
-    if written_task(evaluate, EVALUATE_TEMPLATE) is not None:  # dream_gym's own: it sandboxes its candidates
-        return evaluate
-    task = FilesTask.of(evaluate, seed=request.seed, wall_s=sandbox_wall_s(None), read=request.read)
-    return write_files_evaluate(task, folder / "task")
+    return world_run.files_evaluator(evaluate, EVALUATE_TEMPLATE, write_files_evaluate, seed=request.seed,
+                                     timeout=None, read=request.read, folder=folder)
 
 
 def patch_types(options: dict[str, Any]) -> tuple[list[str], list[float]]:
@@ -213,22 +187,6 @@ def _saved_generations(db_path: Path) -> int:
         conn.close()
 
 
-def _load_policy(request: DeployRequest) -> tuple[Any, Any]:
-    """(policy, its isolated source to close) of ``request.policy``; (None, None) for native."""
-    if request.policy == NATIVE_POLICY:
-        return None, None
-    from dream_gym.evaluation.evaluate import model_trust
-    from dream_gym.policy_files.specs import PolicySource, is_file_spec
-
-    with model_trust(request.trust_model):  # a model zip: as data unless trusted
-        if request.policy_params and not is_file_spec(request.policy):
-            from dream_gym.policy_files import load_policy
-
-            return load_policy(request.policy, params=request.policy_params), None
-        source = PolicySource(request.policy)
-        return source.new(), source
-
-
 def _check_request(request: DeployRequest) -> None:
     unknown = sorted(set(request.options) - set(OPTIONS))
     if unknown:
@@ -240,50 +198,29 @@ def _check_request(request: DeployRequest) -> None:
     islands = request.options.get("num_islands", 1)
     if isinstance(islands, bool) or not isinstance(islands, int) or islands < 1:
         raise ValueError(f"--option num_islands={islands}: a whole number of islands, at least 1")
-    if request.policy != NATIVE_POLICY and not request.trust_model:
-        from dream_gym.evaluation.evaluate import check_model_zips
-
-        check_model_zips([request.policy])  # a zip that does not load as data: refused before any folder is made
+    world_run.check_policy(request)
 
 
-def open_world(request: DeployRequest, folder: Path, version: str) -> tuple[Any, str | None, Path, Path]:
-    """(writer, task name, initial, evaluate): the world created, or reopened to resume."""
-    from dream_gym.world.writer import WorldWriter, new_meta
-
+def check_results(folder: Path, exists: bool) -> None:
+    """Refuse to resume without ShinkaEvolve's database; a run stopped while ShinkaEvolve was
+    setting up (no generation saved) starts its results folder again (the same root id)."""
     results_dir = folder / OUTPUT_DIR
-    exists = (folder / NODES_FILE).exists()
-    if exists and not request.resume:
-        raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
-    if request.resume and not exists and results_dir.exists():
-        raise FileExistsError(f"{results_dir} exists without a world to resume")
     db_path = results_dir / "programs.sqlite"
     recorded = exists and (folder / NODES_FILE).stat().st_size > 0
     if recorded and not db_path.is_file():
         raise FileNotFoundError(f"{db_path} is missing: ShinkaEvolve's database is needed to resume {folder}")
     if exists and (not db_path.is_file() or _saved_generations(db_path) == 0) and results_dir.exists():
-        shutil.rmtree(results_dir)  # stopped while setting up: ShinkaEvolve starts again (same root id)
-    task_name, initial, evaluate = resolve_task(request.task, folder)
-    if exists:
-        return WorldWriter.open(folder), task_name, initial, evaluate
-    description, direction_note = "", None
-    if task_name is not None:
-        from dream_gym.online.tasks import get_task
+        shutil.rmtree(results_dir)
 
-        task = get_task(task_name)
-        description, direction_note = task.description, task.direction
-    own = "its own parent selection" if request.policy == NATIVE_POLICY else "parents chosen by a dream_gym policy"
-    meta = new_meta(
-        request.world_id or folder.name, task_name or initial.parent.name, description, direction="maximize",
-        workers=request.workers, frontier=str(request.options.get("frontier", "any")),
-        source=f"dream-gym deploy --system shinkaevolve (ShinkaEvolve {version}, {own})", licence="CC-BY-4.0",
-        policy=request.policy, seed=request.seed,
-        agent=request.model or f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)",
-        beta=request.beta, metric="combined_score", command=request.command,
-        shinkaevolve={"version": version, "budget": request.budget, "task_direction": direction_note,
-                      "initial": str(initial), "evaluate": str(evaluate),
-                      **({"read": [str(p) for p in request.read]} if request.read else {})},
-    )
-    return WorldWriter.create(folder, meta), task_name, initial, evaluate
+
+def new_meta(request: DeployRequest, version: str, task_name: str | None, initial: Path,
+             evaluate: Path) -> dict[str, Any]:
+    """The world.json of a new run."""
+    own = world_run.parents_by(request, "its own parent selection")
+    return world_run.world_meta(
+        request, task_name, initial, frontier=str(request.options.get("frontier", "any")), section="shinkaevolve",
+        version=version, source=f"dream-gym deploy --system shinkaevolve (ShinkaEvolve {version}, {own})",
+        run={"budget": request.budget}, files={"initial": str(initial), "evaluate": str(evaluate)})
 
 
 def run(request: DeployRequest) -> DeployResult:
@@ -296,23 +233,23 @@ def run(request: DeployRequest) -> DeployResult:
     model, seeded = model_name(request.model, request.api_base) if request.model else ("", True)
     started = time.time()
     folder = Path(request.out)
-    with folder_lock(folder):  # a second run of the same folder is refused naming the first
-        writer, task_name, initial, evaluate = open_world(request, folder, version)
+    writer, task_name, initial, evaluate = world_run.open_world(
+        request, OUTPUT_DIR, write_task_files=write_task_files, check=lambda exists: check_results(folder, exists),
+        meta=lambda name, initial, evaluate: new_meta(request, version, name, initial, evaluate))
     results_dir = folder / OUTPUT_DIR
-    server = source = state = None
+    parts = world_run.RunParts(writer)
+    state = None
     try:
         from dream_gym.integrations.shinkaevolve import bridge  # imports ShinkaEvolve (seconds)
 
         if request.model is None:
-            from dream_gym.online.agent_server import MODEL_NAME, AgentServer
-
-            server = AgentServer(task_name or f"{initial},{evaluate}", seed=request.seed).start()
-            model = f"local/{MODEL_NAME}@{server.base_url}"
+            name, api_base, _ = parts.start_agent(task_name, initial, evaluate, request.seed)
+            model = f"local/{name}@{api_base}"
         if task_name is None:
             evaluate = files_evaluate(request, evaluate, folder)
         evo, db, job = shinka_configs(request, task_name, initial, evaluate, results_dir, model)
-        policy, source = _load_policy(request)
-        state = bridge.RunState(writer, policy, request.workers, results_dir.resolve(), seed=request.seed,
+        policy = parts.load_policy(request)
+        state = bridge.RunState(writer, policy, request.workers, results_dir=results_dir.resolve(), seed=request.seed,
                                 beta=request.beta, frontier=str(request.options.get("frontier", "any")))
         if policy is None:
             bridge.seed_global_generators(request.seed)
@@ -332,28 +269,12 @@ def run(request: DeployRequest) -> DeployResult:
         if state is not None:
             with contextlib.suppress(Exception):  # the original error matters more
                 state.end_round()
-        writer.close()
-        if source is not None:
-            source.close()
-        if server is not None:
-            server.stop()
-    return _result(folder, writer.records, version, state, started)
-
-
-def _result(folder: Path, records: list[dict[str, Any]], version: str, state: Any, started: float) -> DeployResult:
-    generations = max((int((r.get("shinkaevolve") or {}).get("generation") or 0) for r in records), default=0)
-    scores = [r["score"] for r in records if r.get("score") is not None]
-    result = DeployResult(
-        system="shinkaevolve", version=version, folder=folder, nodes=len(records),
-        invalid=sum(1 for r in records[1:] if r.get("score") is None), best_score=max(scores) if scores else None,
-        stopped_by=state.stopped_by if state else "error", seconds=time.time() - started,
-        extra={"generations": generations, "rounds": max((int(r.get("round") or 0) for r in records), default=0),
-               "failed_generations": sorted(state.failed_generations) if state else [],
-               "batches": list(state.batches) if state else []},
-    )
-    (folder / "run_summary.json").write_text(
-        json.dumps(redact_value(result.summary()), indent=2, default=str) + "\n", encoding="utf-8")
-    return result
+        parts.close()
+    records = writer.records
+    return world_run.deploy_result("shinkaevolve", version, folder, records, state, started, lambda rounds: {
+        "generations": max((int((r.get("shinkaevolve") or {}).get("generation") or 0) for r in records), default=0),
+        "rounds": rounds, "failed_generations": sorted(state.failed_generations) if state else [],
+        "batches": list(state.batches) if state else []})
 
 
 __all__ = ["OPTIONS", "SUPPORTED_SHINKA", "check_shinka", "model_name", "run"]

@@ -28,21 +28,23 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.limits import LeftoverError, read_leftover, size_text
-from dream_gym.infrastructure.work_folders import work_folder
+from dream_gym.integrations import evaluator_files
+from dream_gym.integrations.evaluator_files import (
+    PROGRAM_MAX_BYTES,
+    ProgramFileError,
+    numeric_metrics,
+    read_program,
+)
 from dream_gym.online.fitness import combined_score
 
 START_MARKER = "# EVOLVE-BLOCK-START"
 END_MARKER = "# EVOLVE-BLOCK-END"
 INITIAL_FILE = "initial.py"
 EVALUATE_FILE = "evaluate.py"
-#: Bytes of a program file read for evaluation (the task's own limits apply after that).
-PROGRAM_MAX_BYTES = 1 << 20
 WORKDIR = "<workdir>"  # stands for the evaluation's work folder in error texts
 
 EVALUATE_TEMPLATE = '''"""ShinkaEvolve evaluation script for the dream_gym task {task!r} (written by dream-gym).
@@ -77,10 +79,7 @@ def feedback_text(error: str | None, diagnostics: str) -> str:
 
 def evaluation_files(task: Any, evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(correct.json, metrics.json) of one dream_gym ``Evaluation``."""
-    public: dict[str, Any] = {}
-    for name, value in (evaluation.metrics or {}).items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            public[str(name)] = float(value)
+    public: dict[str, Any] = dict(numeric_metrics(evaluation.metrics))
     valid = bool(evaluation.valid and evaluation.score is not None)
     error = None if valid else str(evaluation.error or "invalid")
     if valid:
@@ -103,21 +102,13 @@ def failed_files(error: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def evaluate_file(task_name: str, program_path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(correct.json, metrics.json) of the program at ``program_path`` on the built-in task."""
-    from dream_gym.online.tasks import get_task
-
     try:
-        code = read_leftover(Path(program_path), PROGRAM_MAX_BYTES).decode("utf-8", errors="replace")
-    except (LeftoverError, FileNotFoundError) as exc:
-        problem = exc.problem if isinstance(exc, LeftoverError) else "does not exist"
-        if problem.startswith("is larger"):
-            problem += f" ({size_text(PROGRAM_MAX_BYTES)} is the limit)"
-        return failed_files(f"program file {problem}")
-    task = get_task(task_name)
-    workdir = work_folder("shinka_eval")
-    try:
-        evaluation = task.evaluate(code, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        code = read_program(program_path).decode("utf-8", errors="replace")
+    except ProgramFileError as exc:
+        return failed_files(str(exc))
+    except FileNotFoundError:
+        return failed_files("program file does not exist")
+    task, evaluation, workdir = evaluator_files.evaluate_builtin(task_name, code, "shinka_eval")
     correct, metrics = evaluation_files(task, evaluation)
     # the work folder's name (a pid, a random suffix) would make the text differ from run to run
     for path in {str(workdir.resolve()), str(workdir)}:
@@ -200,8 +191,7 @@ def files_results(evaluation: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if evaluation.correct is not None:
         return script_results(evaluation.correct, evaluation.metrics)
     error = openevolve_error(evaluation.metrics, evaluation.artifacts)
-    public = {str(k): float(v) for k, v in evaluation.metrics.items() if k != "combined_score"
-              and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    public = numeric_metrics(evaluation.metrics, leave_out=("combined_score",))
     score = evaluation.metrics.get("combined_score")
     metrics = {"combined_score": float(score) if error is None else 0.0, "public": public,
                "private": {} if error is None else {"fail_class": "repairable"},
@@ -254,16 +244,9 @@ def files_main(settings: dict[str, Any], contract: str, argv: list[str] | None =
 
 def write_task_files(task_name: str, folder: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Write ``initial.py`` (the task's baseline between the markers) and ``evaluate.py``."""
-    from dream_gym.online.tasks import get_task
-
-    task = get_task(task_name)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    initial, evaluate = folder / INITIAL_FILE, folder / EVALUATE_FILE
-    initial.write_text(marked_program(task.initial_program()), encoding="utf-8")
-    evaluate.write_text(EVALUATE_TEMPLATE.format(task=task_name), encoding="utf-8")
-    return initial, evaluate
+    return evaluator_files.write_task_files(task_name, folder, initial_name=INITIAL_FILE, evaluator_name=EVALUATE_FILE,
+                                            template=EVALUATE_TEMPLATE, program=marked_program)
 
 
-__all__ = ["END_MARKER", "START_MARKER", "evaluate_file", "evaluation_files", "feedback_text", "files_main",
+__all__ = ["END_MARKER", "PROGRAM_MAX_BYTES", "START_MARKER", "evaluate_file", "evaluation_files", "feedback_text", "files_main",
            "files_results", "main", "marked_program", "write_files_evaluate", "write_task_files"]

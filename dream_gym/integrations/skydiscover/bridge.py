@@ -38,11 +38,8 @@ backends (``openevolve``, ``shinkaevolve``, ``gepa``) have no database sampling 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from skydiscover.llm.openai import OpenAILLM
@@ -57,170 +54,18 @@ from skydiscover.search.route import register_database, register_manager
 from skydiscover.search.topk.database import TopKDatabase
 from skydiscover.utils.metrics_utils import get_fitness_score
 
-from dream_gym.datasets.importers.skydiscover import COPY_KEYS, SEED_KEY, skydiscover_program
-from dream_gym.online.loop import check_online_batch, tree_view
-from dream_gym.policy import Policy, RunContext, batch_from
-from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.integrations.skydiscover.state import (
+    SLOT,
+    Evaluated,
+    RunState,
+    Slot,
+    is_copy,
+    island_of,
+)
 
-METRIC = "combined_score"
 PREFIX = "dream_gym_"
 #: The attempts SkyDiscover's default loop makes per iteration (the default of its run_discovery).
 RETRY_TIMES: int = inspect.signature(DiscoveryManager.run_discovery).parameters["retry_times"].default
-_COPY_MARKS = (*COPY_KEYS, SEED_KEY)
-
-
-@dataclass
-class Evaluated:
-    """One program SkyDiscover's evaluator scored in an iteration (the manager's watch)."""
-
-    program_id: str
-    parent_id: str | None
-    solution: str
-    metrics: dict[str, Any]
-    artifacts: dict[str, Any]
-    timestamp: float
-
-
-@dataclass
-class Slot:
-    """One iteration of a round: its number, worker slot, parent and what it evaluated."""
-
-    iteration: int
-    worker: int
-    parent_id: str | None  # the policy's choice; None until SkyDiscover's own sample (native)
-    evaluations: list[Evaluated] = field(default_factory=list)
-    llm_calls: int = 0
-
-
-#: The slot the running coroutine works for (each slot runs as a task of its own).
-SLOT: contextvars.ContextVar[Slot | None] = contextvars.ContextVar("dream_gym_skydiscover_slot", default=None)
-
-
-@dataclass
-class RunState:
-    """The bridge's side of one run: the world being written and the policy's rounds."""
-
-    writer: Any  # WorldWriter
-    policy: Policy | None
-    workers: int
-    total_iterations: int
-    dropped_dir: Path
-    seed: int = 0
-    beta: float = DEFAULT_BETA
-    frontier: str = "any"
-    round: int = 0
-    iterations_done: int = 0
-    known: dict[str, Any] = field(default_factory=dict)  # every program recorded, by id
-    copies: dict[str, Any] = field(default_factory=dict)  # island copies and migrants, by id
-    database: Any = None  # SkyDiscover's database (set when the controller has made it)
-    admitting: Slot | None = None  # the slot whose result SkyDiscover is processing
-    recording: bool = True
-    reset_done: bool = False
-    stopped_by: str = "iterations"
-    rounds_over: bool = False
-    batches: list[int] = field(default_factory=list)
-    failed_iterations: int = 0
-
-    # -- recording ------------------------------------------------------------------------------
-    def added(self, database: Any, program: Any) -> None:
-        """``database.add`` returned: record the program (kept or refused); a copy is no node, its
-        children are its original's."""
-        if _is_copy(program):
-            self.copies[program.id] = program
-            return
-        if not self.recording or program.id in self.writer:
-            return
-        kept = program.id in database.programs
-        if not kept:
-            program.metadata = dict(program.metadata or {}, not_kept="refused by the database")
-            database._save_program(program, base_path=str(self.dropped_dir))
-        self.record(program, kept=kept, island=island_of(database, program.id))
-
-    def dropped(self, database: Any, program: Any) -> None:
-        """A program SkyDiscover evaluated but never gave its database (a failed evaluation)."""
-        if program.id in self.writer:
-            return
-        database._save_program(program, base_path=str(self.dropped_dir))
-        self.record(program, kept=False, island=None)
-
-    def record(self, program: Any, *, kept: bool, island: int | None) -> None:
-        self.writer.append(self.node_of(program, kept=kept, island=island))
-        self.known[program.id] = program
-
-    def original(self, program_id: str) -> str:
-        """The recorded program a copy stands for (AdaEvolve's island copies and migrants): the
-        program it copies, or for a copy of the initial program on another island, the root."""
-        seen = set()
-        while program_id not in self.writer and program_id not in seen:
-            seen.add(program_id)
-            copy = self.copies.get(program_id)
-            if copy is None and self.database is not None:
-                copy = self.database.programs.get(program_id)  # a spawned island's copy is never add()ed
-            if copy is None or not _is_copy(copy):
-                break
-            metadata = copy.metadata or {}
-            if SEED_KEY in metadata and copy.parent_id is None and self.writer.records:
-                program_id = str(self.writer.records[0]["id"])
-            elif copy.parent_id is not None:
-                program_id = str(copy.parent_id)
-            else:
-                break
-        return program_id
-
-    def node_of(self, program: Any, *, kept: bool, island: int | None) -> dict[str, Any]:
-        """The node of one program: the importer's own reading of it, with this run's round, slot,
-        island and whether SkyDiscover's database kept it."""
-        parsed = skydiscover_program(program.to_dict(), METRIC)
-        parent = None if parsed.parent is None else self.original(parsed.parent)
-        record: dict[str, Any] = {"id": parsed.id, "parent": parent, "score": parsed.score}
-        if parent is None:
-            record["round"] = 0
-        else:
-            record["round"] = self.round
-            if self.admitting is not None:
-                record["worker"] = self.admitting.worker
-        if parsed.score is None:
-            record["error"] = parsed.error or "no valid score"
-        if parsed.code is not None:
-            record["code"] = parsed.code
-        for key, value in parsed.extra.items():
-            record.setdefault(key, value)
-        record["skydiscover"] = dict(record["skydiscover"], kept=kept, island=island)
-        return record
-
-    # -- the policy -----------------------------------------------------------------------------
-    def next_batch(self, limit: int) -> list[str]:
-        """The policy's next batch (program ids, at most ``limit``)."""
-        assert self.policy is not None
-        records = self.writer.records
-        view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
-                         rounds=self.round)
-        if not self.reset_done:
-            self.policy.reset(RunContext.from_view(view, seed=self.seed))
-            self.reset_done = True
-        batch = check_online_batch(view, batch_from(self.policy.act(view)))[: max(0, limit)]
-        return [str(records[i]["id"]) for i in batch]
-
-    def program(self, database: Any, program_id: str) -> Any:
-        """The program of a node: in SkyDiscover's database, else as recorded (dropped, evicted)."""
-        program = database.programs.get(program_id) or self.known.get(program_id)
-        if program is None:
-            raise RuntimeError(f"parent {program_id} is neither in SkyDiscover's database nor recorded")
-        return program
-
-
-def _is_copy(program: Any) -> bool:
-    metadata = program.metadata or {}
-    return any(key in metadata for key in _COPY_MARKS)
-
-
-def island_of(database: Any, program_id: str) -> int | None:
-    """The AdaEvolve island that holds a program (None for the other backends, or none holds it)."""
-    archives = getattr(database, "archives", None)
-    if getattr(database, "use_unified_archive", False) and archives:
-        return next((i for i, archive in enumerate(archives) if archive.get(program_id) is not None), None)
-    islands = getattr(database, "islands", None) or []
-    return next((i for i, island in enumerate(islands) if any(p.id == program_id for p in island)), None)
 
 
 # -- databases --------------------------------------------------------------------------------------
@@ -256,7 +101,7 @@ class PolicySampling:
 
     def add(self, program: Any, iteration: int | None = None, **kwargs: Any) -> str:
         state = self.dream_state
-        if state is not None and state.policy is not None and program.parent_id and not _is_copy(program):
+        if state is not None and state.policy is not None and program.parent_id and not is_copy(program):
             self.place_child(program)
         added: str = super().add(program, iteration=iteration, **kwargs)  # type: ignore[misc]
         if state is not None:
@@ -337,7 +182,7 @@ class RoundsManager:
             if state.policy is None:
                 parents: list[str | None] = [None] * limit
             else:
-                parents = list(state.next_batch(limit))
+                parents = list(state.choose(limit))
                 if not parents:
                     state.stopped_by = "policy"
                     break

@@ -5,7 +5,7 @@ own process); it takes a dict of metrics or its own ``EvaluationResult`` (metric
 which its prompts show under the parent's code as ``## <key>`` sections). :func:`evaluate_program`
 runs the candidate through the task's own evaluator (``Task.evaluate``: the isolated harness, the
 sandbox, time and memory limits; the candidate never reports its own score), with the metrics of
-the OpenEvolve evaluator files (:mod:`dream_gym.integrations.openevolve.evaluator`):
+the OpenEvolve evaluator files (:mod:`dream_gym.integrations.evaluator_files`):
 
 * ``combined_score``: the task's score when it maximises, ``1 / score`` when it minimises, so it is
   higher-is-better and positive; 0.0 for an invalid candidate, which also gets ``error`` (the
@@ -26,65 +26,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.limits import LeftoverError, read_leftover, size_text
-from dream_gym.integrations.openevolve.evaluator import PROGRAM_MAX_BYTES, evaluate_code
+from dream_gym.integrations import evaluator_files
+from dream_gym.integrations.evaluator_files import PROGRAM_MAX_BYTES, program_metrics
 
-EVALUATOR_TEMPLATE = '''"""SkyDiscover evaluator for the dream_gym task {task!r} (written by dream-gym).
+MODULE = "dream_gym.integrations.skydiscover.evaluator"
+RESULT_MODULE = "skydiscover.evaluation.evaluation_result"  # where SkyDiscover's EvaluationResult lives
+EVALUATOR_TEMPLATE = evaluator_files.function_evaluator("SkyDiscover", MODULE)
+FILES_TEMPLATE = evaluator_files.files_function_evaluator("SkyDiscover", MODULE)
+FILES_FUNCTION = '''
 
-Runs each candidate through dream_gym's own evaluator of the task (isolated, sandboxed,
-time- and memory-limited); combined_score is higher-is-better.
-"""
-
-from dream_gym.integrations.skydiscover.evaluator import evaluate_program
-
-TASK = {task!r}
-
-
-def evaluate(program_path):
-    return evaluate_program(TASK, program_path)
+def {name}(program_path):
+    return files_evaluate(TASK, {name!r}, program_path)
 '''
 
 
 def evaluate_program(task_name: str, program_path: str) -> Any:
     """SkyDiscover's ``evaluate(program_path)``: its ``EvaluationResult`` (metrics with
     ``combined_score``, and artifacts) when SkyDiscover is installed, else the metrics dict. The
-    program file is read as data (a regular file of at most ``PROGRAM_MAX_BYTES``); anything else
-    is an invalid program, with the reason."""
-    try:
-        code = read_leftover(Path(program_path), PROGRAM_MAX_BYTES).decode("utf-8", errors="replace")
-    except LeftoverError as exc:
-        limit = f" ({size_text(PROGRAM_MAX_BYTES)} is the limit)" if exc.problem.startswith("is larger") else ""
-        error = f"program file {exc.problem}{limit}"
-        metrics: dict[str, Any] = {"combined_score": 0.0, "error": error}
-        artifacts = {"diagnostics": error, "error": error, "fail_class": "repairable"}
-    else:
-        metrics, artifacts = evaluate_code(task_name, code)
-    try:
-        from skydiscover.evaluation.evaluation_result import EvaluationResult
-    except ImportError:  # any other caller: the plain dict of metrics
-        return metrics
-    return EvaluationResult(metrics=metrics, artifacts=dict(artifacts))
-
-
-FILES_TEMPLATE = '''"""SkyDiscover evaluator written by dream-gym: the task's evaluator, run in dream_gym's sandbox.
-
-The task's evaluator: {evaluator}
-Each call runs the task's own function of the same name on the program in dream_gym's sandbox (a fresh
-workspace; the evaluator's folder and the --read folders readable; no network, no new process), with
-`random` and `numpy.random` seeded from the run's seed and the program's text, and returns what it
-returned (dream_gym.integrations.files_task).
-"""
-
-from dream_gym.integrations.skydiscover.evaluator import files_evaluate
-
-TASK = {settings!r}
-'''
-
-FILES_FUNCTION = '''
-
-def {name}(program_path):
-    return files_evaluate(TASK, {name!r}, program_path)
-'''
+    program file is read as data (a regular file of at most :data:`PROGRAM_MAX_BYTES`); anything
+    else is an invalid program, with the reason."""
+    return evaluator_files.system_result(RESULT_MODULE, *program_metrics(task_name, program_path))
 
 
 def write_files_evaluator(task: Any, folder: str | Path) -> Path:
@@ -102,22 +63,14 @@ def files_evaluate(settings: dict[str, Any], function: str, program_path: str) -
     from dream_gym.integrations.files_task import FilesTask
 
     evaluation = FilesTask.from_settings(settings).evaluate(program_path, function)
-    try:
-        from skydiscover.evaluation.evaluation_result import EvaluationResult
-    except ImportError:  # any other caller: the plain dict of metrics
-        return evaluation.metrics
-    return EvaluationResult(metrics=evaluation.metrics, artifacts=dict(evaluation.artifacts))
+    return evaluator_files.system_result(RESULT_MODULE, evaluation.metrics, evaluation.artifacts)
 
 
 def write_task_files(task_name: str, folder: str | Path) -> tuple[Path, Path]:
     """Write ``initial_program.py`` (the task's baseline) and ``evaluator.py`` into ``folder``."""
-    from dream_gym.online.tasks import get_task
+    return evaluator_files.write_task_files(task_name, folder, initial_name="initial_program.py",
+                                            evaluator_name="evaluator.py", template=EVALUATOR_TEMPLATE)
 
-    task = get_task(task_name)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    initial = folder / "initial_program.py"
-    evaluator = folder / "evaluator.py"
-    initial.write_text(task.initial_program(), encoding="utf-8")
-    evaluator.write_text(EVALUATOR_TEMPLATE.format(task=task_name), encoding="utf-8")
-    return initial, evaluator
+
+__all__ = ["EVALUATOR_TEMPLATE", "PROGRAM_MAX_BYTES", "evaluate_program", "files_evaluate", "write_files_evaluator",
+           "write_task_files"]

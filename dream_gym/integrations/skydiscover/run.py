@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.metadata
-import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -34,13 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.locks import folder_lock
-from dream_gym.infrastructure.redact import redact_value
+from dream_gym.integrations import world_run
 from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, DeployResult, SystemUnavailable
-from dream_gym.world.tree import NODES_FILE
+from dream_gym.integrations.skydiscover.evaluator import (
+    EVALUATOR_TEMPLATE,
+    write_files_evaluator,
+    write_task_files,
+)
 
 SUPPORTED_SKYDISCOVER = ">=0.1,<0.2"
-NO_KEY = "sk-no-key-required"
 OUTPUT_DIR = "skydiscover"
 #: SkyDiscover's searches whose parent choice is a ProgramDatabase's sample(): the bridge's.
 BACKENDS = ("topk", "best_of_n", "beam_search", "adaevolve")
@@ -58,16 +57,8 @@ _EXTERNAL = {"openevolve": "openevolve", "shinkaevolve": "shinkaevolve", "gepa":
 
 def check_skydiscover() -> str:
     """The installed SkyDiscover version; SystemUnavailable when missing or unsupported."""
-    try:
-        version = importlib.metadata.version("skydiscover")
-    except importlib.metadata.PackageNotFoundError:
-        raise SystemUnavailable("SkyDiscover is not installed: pip install 'dream-gym[skydiscover]' "
-                                f"(skydiscover{SUPPORTED_SKYDISCOVER})") from None
-    parts = version.split(".")
-    if len(parts) < 2 or parts[0] != "0" or parts[1] != "1":
-        raise SystemUnavailable(f"SkyDiscover {version} is installed; the bridge supports skydiscover"
-                                f"{SUPPORTED_SKYDISCOVER} (its ProgramDatabase and DiscoveryManager of the 0.1 series)")
-    return version
+    return world_run.check_version("skydiscover", "SkyDiscover", "skydiscover", SUPPORTED_SKYDISCOVER, ("0", "1"),
+                                   "its ProgramDatabase and DiscoveryManager of the 0.1 series")
 
 
 def check_search(search: str) -> None:
@@ -132,22 +123,6 @@ def _search_of(config_path: Path) -> str:
     return str(load_config(str(config_path)).search.type)
 
 
-def resolve_task(spec: str, folder: Path) -> tuple[str | None, Path, Path]:
-    """(built-in task name or None, initial program, evaluator file) of a ``--task`` value."""
-    if "," in spec:
-        initial, evaluator = (Path(p.strip()) for p in spec.split(",", 1))
-        for path in (initial, evaluator):
-            if not path.is_file():
-                raise FileNotFoundError(f"--task {spec}: {path} does not exist")
-        return None, initial.resolve(), evaluator.resolve()
-    from dream_gym.integrations.skydiscover.evaluator import write_task_files
-    from dream_gym.online.tasks import get_task
-
-    get_task(spec)  # KeyError listing the tasks
-    initial, evaluator = write_task_files(spec, folder / "task")
-    return spec, initial.resolve(), evaluator.resolve()
-
-
 def skydiscover_config(request: DeployRequest, options: RunOptions, *, model: str, api_base: str,
                        api_key: str, folder: Path) -> Any:
     """SkyDiscover's Config: the given YAML or SkyDiscover's defaults, with the run's search, W,
@@ -196,40 +171,9 @@ def skydiscover_config(request: DeployRequest, options: RunOptions, *, model: st
 
 def files_evaluator(request: DeployRequest, evaluator: Path, config: Any, folder: Path) -> Path:
     """The evaluator SkyDiscover gets for a task given as files: the task's own, run in dream_gym's
-    sandbox (wall time from SkyDiscover's evaluator timeout), each evaluation seeded from the run's
-    seed and the program."""
-    from dream_gym.integrations.files_task import FilesTask, sandbox_wall_s, written_task
-    from dream_gym.integrations.skydiscover.evaluator import EVALUATOR_TEMPLATE, write_files_evaluator
-
-    if written_task(evaluator, EVALUATOR_TEMPLATE) is not None:  # dream_gym's own: it sandboxes its candidates
-        return evaluator
-    task = FilesTask.of(evaluator, seed=request.seed, wall_s=sandbox_wall_s(config.evaluator.timeout),
-                        read=request.read)
-    return write_files_evaluator(task, folder / "task")
-
-
-def _model_endpoint(request: DeployRequest) -> tuple[str, str, str]:
-    """(model name, api base, key) of ``--model`` / ``--api-base`` (an OpenAI-compatible server)."""
-    assert request.model is not None
-    model = request.model.split("/", 1)[1] if request.model.startswith("openai/") else request.model
-    api_base = request.api_base or os.environ.get("OPENAI_API_BASE", "https://api.openai.com/v1")
-    return model, api_base, os.environ.get("OPENAI_API_KEY") or NO_KEY
-
-
-def _load_policy(request: DeployRequest) -> tuple[Any, Any]:
-    """(policy or None for native, the PolicySource to close or None)."""
-    if request.policy == NATIVE_POLICY:
-        return None, None
-    from dream_gym.evaluation.evaluate import model_trust
-    from dream_gym.policy_files.specs import PolicySource, is_file_spec
-
-    with model_trust(request.trust_model):  # a model zip: as data unless trusted
-        if request.policy_params and not is_file_spec(request.policy):
-            from dream_gym.policy_files import load_policy
-
-            return load_policy(request.policy, params=request.policy_params), None
-        source = PolicySource(request.policy)
-        return source.new(), source
+    sandbox (wall time from SkyDiscover's evaluator timeout; :func:`.world_run.files_evaluator`)."""
+    return world_run.files_evaluator(evaluator, EVALUATOR_TEMPLATE, write_files_evaluator, seed=request.seed,
+                                     timeout=config.evaluator.timeout, read=request.read, folder=folder)
 
 
 @contextlib.contextmanager
@@ -257,30 +201,15 @@ def _skydiscover_process_state() -> Iterator[None]:
             signal.signal(number, action)
 
 
-def _new_writer(request: DeployRequest, options: RunOptions, folder: Path, task_name: str | None,
-                initial: Path, evaluator: Path, version: str) -> Any:
-    from dream_gym.world.writer import WorldWriter, new_meta
-
-    description = ""
-    direction_note = None
-    if task_name is not None:
-        from dream_gym.online.tasks import get_task
-
-        task = get_task(task_name)
-        description, direction_note = task.description, task.direction
-    how = "its own sampling" if request.policy == NATIVE_POLICY else "parents chosen by a dream_gym policy"
-    meta = new_meta(
-        request.world_id or folder.name, task_name or initial.parent.name, description,
-        direction="maximize", workers=request.workers, frontier=options.frontier,
+def new_meta(request: DeployRequest, options: RunOptions, version: str, task_name: str | None, initial: Path,
+             evaluator: Path) -> dict[str, Any]:
+    """The world.json of a new run."""
+    how = world_run.parents_by(request, "its own sampling")
+    return world_run.world_meta(
+        request, task_name, initial, frontier=options.frontier, section="skydiscover", version=version,
         source=f"dream-gym deploy --system skydiscover (SkyDiscover {version}, {options.search}, {how})",
-        licence="CC-BY-4.0", policy=request.policy,
-        agent=request.model or f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)",
-        seed=request.seed, beta=request.beta, metric="combined_score", command=request.command,
-        skydiscover={"version": version, "search": options.search, "iterations": request.budget,
-                     "task_direction": direction_note, "initial_program": str(initial), "evaluator": str(evaluator),
-                     **({"read": [str(p) for p in request.read]} if request.read else {})},
-    )
-    return WorldWriter.create(folder, meta)
+        run={"search": options.search, "iterations": request.budget},
+        files={"initial_program": str(initial), "evaluator": str(evaluator)})
 
 
 def run_skydiscover(request: DeployRequest) -> DeployResult:
@@ -291,38 +220,27 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
     from dream_gym.infrastructure.sandbox import require_sandbox
 
     require_sandbox()  # candidates (built-in evaluators) and policy files run sandboxed
-    if request.policy != NATIVE_POLICY and not request.trust_model:
-        from dream_gym.evaluation.evaluate import check_model_zips
-
-        check_model_zips([request.policy])  # a zip that does not load as data: refused before any folder is made
+    world_run.check_policy(request)
     from dream_gym.integrations.skydiscover import bridge
-    from dream_gym.world.writer import WorldWriter
 
     started = time.time()
     folder = Path(request.out)
-    with folder_lock(folder):  # a second run of the same folder is refused naming the first
-        exists = (folder / NODES_FILE).exists()
-        if exists and not request.resume:
-            raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
-        if request.resume and not exists and (folder / OUTPUT_DIR).exists():
-            raise FileExistsError(f"{folder}/{OUTPUT_DIR} exists without a world to resume")
+
+    def fresh_output(exists: bool) -> None:
         if not request.resume and (folder / OUTPUT_DIR).exists():
             raise FileExistsError(f"{folder}/{OUTPUT_DIR} exists: choose an empty --out")
-        task_name, initial, evaluator = resolve_task(request.task, folder)
-        writer = WorldWriter.open(folder) if exists else _new_writer(
-            request, options, folder, task_name, initial, evaluator, version)
-    server = source = state = None
-    try:
-        if request.model is None:
-            from dream_gym.online.agent_server import MODEL_NAME, AgentServer
 
-            server = AgentServer(task_name or f"{initial},{evaluator}", seed=request.seed).start()
-            model, api_base, api_key = MODEL_NAME, server.base_url, NO_KEY
-        else:
-            model, api_base, api_key = _model_endpoint(request)
-        config = skydiscover_config(request, options, model=model, api_base=api_base, api_key=api_key, folder=folder)
+    writer, task_name, initial, evaluator = world_run.open_world(
+        request, OUTPUT_DIR, write_task_files=write_task_files, check=fresh_output,
+        meta=lambda name, initial, evaluator: new_meta(request, options, version, name, initial, evaluator))
+    parts = world_run.RunParts(writer)
+    state = None
+    try:
+        model, api_base, api_key = parts.endpoint(request, task_name, initial, evaluator)
+        config = skydiscover_config(request, options, model=world_run.openai_name(model), api_base=api_base,
+                                    api_key=api_key, folder=folder)
         sky_evaluator = evaluator if task_name is not None else files_evaluator(request, evaluator, config, folder)
-        policy, source = _load_policy(request)
+        policy = parts.load_policy(request)
         state = bridge.RunState(writer, policy, request.workers, total_iterations=request.budget,
                                 dropped_dir=folder / OUTPUT_DIR / "dropped", seed=request.seed, beta=request.beta,
                                 frontier=options.frontier)
@@ -340,27 +258,10 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
                                             iterations_done=state.iterations_done))
         writer.finish()
     finally:
-        writer.close()
-        if source is not None:
-            source.close()
-        if server is not None:
-            server.stop()
-    return _result(request, options, version, folder, writer.records, state, time.time() - started)
-
-
-def _result(request: DeployRequest, options: RunOptions, version: str, folder: Path, records: list[dict[str, Any]],
-            state: Any, seconds: float) -> DeployResult:
-    scores = [r["score"] for r in records if r.get("score") is not None]
-    result = DeployResult(
-        system="skydiscover", version=version, folder=folder, nodes=len(records),
-        invalid=sum(1 for r in records[1:] if r.get("score") is None), best_score=max(scores) if scores else None,
-        stopped_by=state.stopped_by if state else "error", seconds=seconds,
-        extra={"search": options.search, "iterations": state.iterations_done if state else 0,
-               "rounds": max((int(r.get("round") or 0) for r in records), default=0),
-               "failed_iterations": state.failed_iterations if state else 0,
-               "not_kept": sum(1 for r in records if not (r.get("skydiscover") or {}).get("kept", True)),
-               "batches": list(state.batches) if state else []},
-    )
-    (folder / "run_summary.json").write_text(
-        json.dumps(redact_value(result.summary()), indent=2, default=str) + "\n", encoding="utf-8")
-    return result
+        parts.close()
+    records = writer.records
+    return world_run.deploy_result("skydiscover", version, folder, records, state, started, lambda rounds: {
+        "search": options.search, "iterations": state.iterations_done if state else 0, "rounds": rounds,
+        "failed_iterations": state.failed_iterations if state else 0,
+        "not_kept": sum(1 for r in records if not (r.get("skydiscover") or {}).get("kept", True)),
+        "batches": list(state.batches) if state else []})

@@ -1,0 +1,72 @@
+"""The side of one bridge run that every system shares: the world being written and the policy.
+
+Each bridge's ``RunState`` (:mod:`.openevolve.bridge`, :mod:`.shinkaevolve.bridge`,
+:mod:`.skydiscover.bridge`) is a :class:`BridgeState` with what its system needs besides. The
+policy sees the run as a :class:`~dream_gym.replay.view.PrefixView` built by
+:func:`dream_gym.online.loop.tree_view` from the nodes written so far (every program so far, with
+its parent, ``combined_score`` and failure), so the same policy object runs unchanged in every
+system, in ``grow`` and in replay; :meth:`BridgeState.choose` asks it for the next batch.
+:func:`node_record` is the node of one program as the system's importer reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_gym.online.loop import check_online_batch, tree_view
+from dream_gym.policy import Policy, RunContext, batch_from
+from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
+
+
+@dataclass
+class BridgeState:
+    """The world being written (``writer``, a ``WorldWriter``), the policy (None: the system's own
+    selection) and the rounds it has asked for."""
+
+    writer: Any
+    policy: Policy | None
+    workers: int
+    seed: int = 0
+    beta: float = DEFAULT_BETA
+    frontier: str = "any"
+    round: int = 0
+    reset_done: bool = False
+    stopped_by: str = "iterations"
+    batches: list[int] = field(default_factory=list)
+
+    def choose(self, limit: int) -> list[str]:
+        """The policy's next batch: the ids of the programs it continues, at most ``limit``."""
+        assert self.policy is not None
+        records = self.writer.records
+        view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
+                         rounds=self.round)
+        if not self.reset_done:
+            self.policy.reset(RunContext.from_view(view, seed=self.seed))
+            self.reset_done = True
+        batch = check_online_batch(view, batch_from(self.policy.act(view)))[: max(0, limit)]
+        return [str(records[i]["id"]) for i in batch]
+
+    def start_round(self, ids: list[str]) -> list[str]:
+        """Count a round of ``ids`` (none: no round)."""
+        if ids:
+            self.round += 1
+            self.batches.append(len(ids))
+        return ids
+
+
+def node_record(parsed: Any, parent: str | None, placement: dict[str, Any]) -> dict[str, Any]:
+    """The node of one program the system's importer has read (``parsed``: its score, error, code
+    and the system's own fields), continuing ``parent``, with its ``placement`` in this run
+    (``round``, and ``worker`` when a policy chose its parent)."""
+    record: dict[str, Any] = {"id": parsed.id, "parent": parent, "score": parsed.score, **placement}
+    if parsed.score is None:
+        record["error"] = parsed.error or "no valid score"
+    if parsed.code is not None:
+        record["code"] = parsed.code
+    for key, value in parsed.extra.items():
+        record.setdefault(key, value)
+    return record
+
+
+__all__ = ["BridgeState", "node_record"]

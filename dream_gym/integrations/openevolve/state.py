@@ -1,0 +1,98 @@
+"""The record of one OpenEvolve run with a dream_gym policy: the world being written and the
+policy's queue of parents (:class:`RunState`).
+
+:mod:`.bridge` tells :meth:`RunState.admitted` of every program OpenEvolve's database admits
+(migrant copies excepted) and writes it as a node once its artifacts are stored
+(:meth:`RunState.flush`); the controller takes the policy's parents from the queue in order
+(:meth:`RunState.take_parent`). Nothing here imports OpenEvolve.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_gym.datasets.importers.openevolve import _program as imported_program
+from dream_gym.infrastructure.printable import printable
+from dream_gym.integrations.bridge_state import BridgeState, node_record
+
+METRIC = "combined_score"
+
+
+@dataclass(kw_only=True)
+class RunState(BridgeState):
+    """The bridge's side of one run: the world being written and the policy's queue."""
+
+    total_iterations: int = 0
+    queue: deque[str] = field(default_factory=deque)
+    slot_of: dict[int, int] = field(default_factory=dict)
+    pending: list[Any] = field(default_factory=list)
+    known: dict[str, Any] = field(default_factory=dict)  # every program recorded (to restore pruned parents)
+    recording: bool = True
+    restored_parents: int = 0
+
+    # -- recording ------------------------------------------------------------------------------
+    def admitted(self, program: Any) -> None:
+        if not self.recording or program.metadata.get("migrant") or program.id in self.writer:
+            return
+        self.flush()
+        self.pending.append(program)
+        self.known[program.id] = program
+
+    def flush(self) -> None:
+        while self.pending:
+            self.writer.append(self.node_of(self.pending.pop(0)))
+
+    def node_of(self, program: Any) -> dict[str, Any]:
+        """The node of one program: the importer's own reading of it (score, error, code, metrics,
+        diagnostics, OpenEvolve fields), with this run's round and worker slot."""
+        parsed = imported_program(program.to_dict(), METRIC, None, None)
+        iteration = int(program.iteration_found or 0)
+        if parsed.parent is None:
+            placement = {"round": 0}
+        elif self.policy is None:
+            placement = {"round": (max(iteration, 1) - 1) // self.workers + 1}
+        else:
+            placement = {"round": self.round, "worker": self.slot_of.get(iteration, 0)}
+        record = node_record(parsed, parsed.parent, placement)
+        usage = program.metadata.get("token_usage") if isinstance(program.metadata, dict) else None
+        if isinstance(usage, dict):
+            record["cost"] = {"tokens_in": int(usage.get("prompt_tokens") or 0),
+                              "tokens_out": int(usage.get("completion_tokens") or 0), "usd": 0.0}
+        return record
+
+    # -- the policy -----------------------------------------------------------------------------
+    def next_batch(self, limit: int) -> list[str]:
+        """The policy's next batch (program ids, at most ``limit``), queued for the controller."""
+        self.flush()
+        records = self.writer.records
+        if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
+            raise ValueError("the initial program failed its evaluation, so a policy has no scored program to "
+                             f"start from: {printable(str(records[0].get('error') or 'no score'), 300)}")
+        ids = self.start_round(self.choose(limit))
+        self.queue.extend(ids)
+        return ids
+
+    def next_parent_island(self, database: Any) -> int:
+        program = self._program(database, self.queue[0]) if self.queue else None
+        island = program.metadata.get("island", 0) if program is not None else 0
+        return int(island or 0) % len(database.islands)
+
+    def take_parent(self, database: Any) -> Any:
+        if not self.queue:
+            raise RuntimeError("the controller asked for more parents than the policy chose")
+        program_id = self.queue.popleft()
+        program = self._program(database, program_id)
+        if program is None:
+            raise RuntimeError(f"parent {program_id} is neither in the database nor recorded")
+        if program_id not in database.programs:  # dropped by MAP-Elites: the worker needs it
+            database.programs[program_id] = program
+            self.restored_parents += 1
+        return program
+
+    def _program(self, database: Any, program_id: str) -> Any:
+        return database.programs.get(program_id) or self.known.get(program_id)
+
+
+__all__ = ["METRIC", "RunState"]

@@ -1,0 +1,252 @@
+"""The frame of one bridge run: what every system's run does around the system's own loop.
+
+Each bridge's run (:func:`.openevolve.run.run_openevolve`, :func:`.skydiscover.run.run_skydiscover`,
+:func:`.shinkaevolve.deploy.run`) checks the installed version (:func:`check_version`) and the
+policy (:func:`check_policy`), opens the world folder under its lock (:func:`open_world`: created
+with the run's ``world.json`` from :func:`world_meta`, or reopened to resume; a built-in task's
+files written to ``task/``), gives a task given as files the evaluator that runs it in dream_gym's
+sandbox (:func:`files_evaluator`), starts the agent server when no model is given and loads the
+policy (:class:`RunParts`, which closes all it opened), runs the system's own loop with the
+bridge's hooks, and reports what happened (:func:`deploy_result`, ``run_summary.json``).
+
+The settings it reads (:class:`RunSettings`) are those of a
+:class:`~dream_gym.integrations.deploy.DeployRequest` or of OpenEvolve's ``BridgeConfig``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.redact import redact_value
+from dream_gym.integrations.deploy import NATIVE_POLICY, DeployResult, SystemUnavailable
+from dream_gym.world.tree import NODES_FILE
+
+NO_KEY = "sk-no-key-required"
+DEFAULT_API_BASE = "https://api.openai.com/v1"
+CHOSEN_PARENTS = "parents chosen by a dream_gym policy"
+
+
+class RunSettings(Protocol):
+    """The settings of one run every bridge reads (a ``DeployRequest``'s or a ``BridgeConfig``'s)."""
+
+    task: str
+    out: Path
+    policy: str
+    workers: int
+    seed: int
+    model: str | None
+    api_base: str | None
+    beta: float
+    resume: bool
+    world_id: str | None
+    command: str | None
+    policy_params: dict[str, Any]
+    trust_model: bool
+    read: tuple[Path, ...]
+
+
+def check_version(distribution: str, name: str, extra: str, supported: str, series: tuple[str, ...],
+                  hooks: str) -> str:
+    """The installed version of ``distribution`` (the system ``name``, extra ``extra``);
+    :class:`SystemUnavailable` when it is missing, or its version does not start with ``series``
+    (``hooks``: what of that series the bridge relies on)."""
+    try:
+        version = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemUnavailable(f"{name} is not installed: pip install 'dream-gym[{extra}]' "
+                                f"({distribution}{supported})") from None
+    if version.split(".")[: len(series)] != list(series):
+        raise SystemUnavailable(f"{name} {version} is installed; the bridge supports {distribution}{supported} ({hooks})")
+    return version
+
+
+def check_policy(settings: RunSettings) -> None:
+    """Refuse, before any folder is made, a model zip that does not load as data (unless trusted)."""
+    if settings.policy != NATIVE_POLICY and not settings.trust_model:
+        from dream_gym.evaluation.evaluate import check_model_zips
+
+        check_model_zips([settings.policy])
+
+
+def resolve_task(spec: str, folder: Path,
+                 write_task_files: Callable[[str, Path], tuple[Path, Path]]) -> tuple[str | None, Path, Path]:
+    """(built-in task name or None, initial program, evaluator file) of a ``--task`` value: the two
+    files given, or a built-in task's written to ``folder/task`` by the system's ``write_task_files``."""
+    if "," in spec:
+        initial, evaluator = (Path(p.strip()) for p in spec.split(",", 1))
+        for path in (initial, evaluator):
+            if not path.is_file():
+                raise FileNotFoundError(f"--task {spec}: {path} does not exist")
+        return None, initial.resolve(), evaluator.resolve()
+    from dream_gym.online.tasks import get_task
+
+    get_task(spec)  # KeyError listing the tasks
+    initial, evaluator = write_task_files(spec, folder / "task")
+    return spec, initial.resolve(), evaluator.resolve()
+
+
+def open_world(settings: RunSettings, output_dir: str, *,
+               write_task_files: Callable[[str, Path], tuple[Path, Path]],
+               meta: Callable[[str | None, Path, Path], dict[str, Any]],
+               check: Callable[[bool], None] | None = None) -> tuple[Any, str | None, Path, Path]:
+    """(writer, task name, initial, evaluator) of the run's world folder, under its lock (a second
+    run of the same folder is refused naming the first): a new world with ``meta(task name,
+    initial, evaluator)``, or the world reopened to resume. ``check(exists)`` refuses what the
+    system cannot continue from, before anything is written."""
+    from dream_gym.world.writer import WorldWriter
+
+    folder = Path(settings.out)
+    with folder_lock(folder):
+        exists = (folder / NODES_FILE).exists()
+        if exists and not settings.resume:
+            raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
+        if settings.resume and not exists and (folder / output_dir).exists():
+            raise FileExistsError(f"{folder}/{output_dir} exists without a world to resume")
+        if check is not None:
+            check(exists)
+        task_name, initial, evaluator = resolve_task(settings.task, folder, write_task_files)
+        writer = WorldWriter.open(folder) if exists else WorldWriter.create(folder, meta(task_name, initial, evaluator))
+    return writer, task_name, initial, evaluator
+
+
+def world_meta(settings: RunSettings, task_name: str | None, initial: Path, *, frontier: str, source: str,
+               section: str, version: str, run: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+    """A new world's ``world.json``: the task, W, the policy, the agent, the seed, and the system's
+    own ``section`` (its ``version``, the ``run``'s budget and settings, the task's direction, the
+    task's ``files`` and the ``--read`` folders)."""
+    from dream_gym.world.writer import new_meta
+
+    description, direction = "", None
+    if task_name is not None:
+        from dream_gym.online.tasks import get_task
+
+        task = get_task(task_name)
+        description, direction = task.description, task.direction
+    own: dict[str, Any] = {section: {"version": version, **run, "task_direction": direction, **files,
+                                     **({"read": [str(p) for p in settings.read]} if settings.read else {})}}
+    return new_meta(
+        settings.world_id or Path(settings.out).name, task_name or initial.parent.name, description,
+        direction="maximize", workers=settings.workers, frontier=frontier, source=source, licence="CC-BY-4.0",
+        policy=settings.policy,
+        agent=settings.model or f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)",
+        seed=settings.seed, beta=settings.beta, metric="combined_score", command=settings.command, **own)
+
+
+def parents_by(settings: RunSettings, own: str) -> str:
+    """Who chose the parents, for ``source``: the system's ``own`` selection, or the policy."""
+    return own if settings.policy == NATIVE_POLICY else CHOSEN_PARENTS
+
+
+def files_evaluator(evaluator: Path, own_template: str, write: Callable[[Any, Path], Path], *, seed: int,
+                    timeout: float | None, read: tuple[Path, ...], folder: Path) -> Path:
+    """The evaluator a system gets for a task given as files: the task's own, run in dream_gym's
+    sandbox (wall time from the system's evaluator ``timeout``), each evaluation seeded from the
+    run's seed and the program, so the same seed scores every program the same way; written by
+    ``write`` into ``folder/task``. An evaluator dream-gym wrote from ``own_template`` (a built-in
+    task's, which sandboxes its candidates itself) is given as it is."""
+    from dream_gym.integrations.files_task import FilesTask, sandbox_wall_s, written_task
+
+    if written_task(evaluator, own_template) is not None:
+        return evaluator
+    task = FilesTask.of(evaluator, seed=seed, wall_s=sandbox_wall_s(timeout), read=read)
+    return write(task, folder / "task")
+
+
+def openai_name(model: str) -> str:
+    """``model`` without the ``openai/`` prefix of an OpenAI-compatible model."""
+    return model.split("/", 1)[1] if model.startswith("openai/") else model
+
+
+def given_endpoint(model: str, api_base: str | None, api_key: str | None = None) -> tuple[str, str, str]:
+    """(model, API base, key) of ``--model``: the base and key given, else ``OPENAI_API_BASE`` and
+    ``OPENAI_API_KEY`` (OpenAI's own base; no key)."""
+    base = api_base or os.environ.get("OPENAI_API_BASE", DEFAULT_API_BASE)
+    return model, base, api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY
+
+
+@dataclass
+class RunParts:
+    """What a run opens and closes when it ends, however it ends: the world's writer, the agent
+    server (none with a model), the policy's isolated source (none for a built-in policy)."""
+
+    writer: Any
+    server: Any = None
+    source: Any = None
+
+    def start_agent(self, task_name: str | None, initial: Path, evaluator: Path, seed: int) -> tuple[str, str, str]:
+        """(model, API base, key) of an agent server started for the run: the built-in task's own
+        agent, or the generic agent for a task given as files (no LLM, no key)."""
+        from dream_gym.online.agent_server import MODEL_NAME, AgentServer
+
+        self.server = AgentServer(task_name or f"{initial},{evaluator}", seed=seed).start()
+        return MODEL_NAME, self.server.base_url, NO_KEY
+
+    def endpoint(self, settings: RunSettings, task_name: str | None, initial: Path, evaluator: Path,
+                 api_key: str | None = None) -> tuple[str, str, str]:
+        """(model, API base, key): the agent server's without ``--model``, else :func:`given_endpoint`."""
+        if settings.model is None:
+            return self.start_agent(task_name, initial, evaluator, settings.seed)
+        return given_endpoint(settings.model, settings.api_base, api_key)
+
+    def load_policy(self, settings: RunSettings) -> Any:
+        """The policy of ``settings.policy`` (None for ``native``); a model zip loads as data unless
+        trusted; a policy file runs isolated, in a source closed with the run."""
+        if settings.policy == NATIVE_POLICY:
+            return None
+        from dream_gym.evaluation.evaluate import model_trust
+        from dream_gym.policy_files.specs import PolicySource, is_file_spec
+
+        with model_trust(settings.trust_model):
+            if settings.policy_params and not is_file_spec(settings.policy):
+                from dream_gym.policy_files import load_policy
+
+                return load_policy(settings.policy, params=settings.policy_params)
+            self.source = PolicySource(settings.policy)
+            return self.source.new()
+
+    def close(self) -> None:
+        self.writer.close()
+        if self.source is not None:
+            self.source.close()
+        if self.server is not None:
+            self.server.stop()
+
+
+def record_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``nodes``, ``invalid`` (programs after the root without a score), ``best_score``, ``rounds``."""
+    scores = [r["score"] for r in records if r.get("score") is not None]
+    return {"nodes": len(records), "invalid": sum(1 for r in records[1:] if r.get("score") is None),
+            "best_score": max(scores) if scores else None,
+            "rounds": max((int(r.get("round") or 0) for r in records), default=0)}
+
+
+def write_summary(folder: Path, summary: dict[str, Any]) -> None:
+    """``run_summary.json``: what the run did (secrets redacted)."""
+    (folder / "run_summary.json").write_text(
+        json.dumps(redact_value(summary), indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def deploy_result(system: str, version: str, folder: Path, records: list[dict[str, Any]], state: Any,
+                  started: float, extra: Callable[[int], dict[str, Any]]) -> DeployResult:
+    """The run's :class:`DeployResult` (``extra(rounds)``: the system's own counts), also written
+    as ``run_summary.json``; ``state`` None: the run stopped by an error before its loop."""
+    counts = record_counts(records)
+    result = DeployResult(
+        system=system, version=version, folder=folder, nodes=counts["nodes"], invalid=counts["invalid"],
+        best_score=counts["best_score"], stopped_by=state.stopped_by if state else "error",
+        seconds=time.time() - started, extra=extra(counts["rounds"]))
+    write_summary(folder, result.summary())
+    return result
+
+
+__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_policy", "check_version", "deploy_result", "files_evaluator",
+           "given_endpoint", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task",
+           "world_meta", "write_summary"]

@@ -1,0 +1,122 @@
+"""What every bridge's run shares (dream_gym.integrations.world_run, .evaluator_files, .bridge_state).
+
+The three bridges run their systems through one frame: the version check, the world folder
+opened under its lock, the program file read as data, the metrics of an evaluation. Each is
+attacked here through its public functions (an unsupported version, a second run of a folder, a
+FIFO or an oversized file where a program should be, non-finite metrics), with the control that
+a well-formed input passes. The bridges' own tests run the frame end to end through the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dream_gym.integrations.deploy import DeployRequest, SystemUnavailable
+from dream_gym.integrations.evaluator_files import (
+    PROGRAM_MAX_BYTES,
+    ProgramFileError,
+    numeric_metrics,
+    program_metrics,
+    read_program,
+)
+from dream_gym.integrations.world_run import check_version, open_world, world_meta
+
+TASK = "sum-difference"
+
+
+def test_an_unsupported_or_missing_system_is_unavailable_naming_what_the_bridge_needs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    installed = importlib.metadata.version("pytest")
+    series = tuple(installed.split(".")[:2])
+    assert check_version("pytest", "Pytest", "pytest", ">=x", series, "its hooks") == installed  # control
+    with pytest.raises(SystemUnavailable, match=r"Pytest .* is installed; the bridge supports pytest>=x \(its hooks\)"):
+        check_version("pytest", "Pytest", "pytest", ">=x", ("0", "0", "1"), "its hooks")
+    with pytest.raises(SystemUnavailable, match=r"NoSuch is not installed: pip install 'dream-gym\[nosuch\]'"):
+        check_version("no-such-distribution-here", "NoSuch", "nosuch", ">=1", ("1",), "its hooks")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
+    from dream_gym.integrations.openevolve.run import check_openevolve
+    from dream_gym.integrations.skydiscover.run import check_skydiscover
+
+    with pytest.raises(RuntimeError, match="OpenEvolve 9.9.9 is installed; the bridge supports openevolve>=0.4,<0.5"):
+        check_openevolve()
+    with pytest.raises(SystemUnavailable, match="SkyDiscover 9.9.9 is installed; the bridge supports skydiscover"):
+        check_skydiscover()
+
+
+def test_the_program_file_is_read_as_data(tmp_path: Path) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("x = 1\n", encoding="utf-8")
+    assert read_program(program) == b"x = 1\n"  # control
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    with pytest.raises(ProgramFileError, match="program file is a FIFO, not a regular file"):
+        read_program(fifo)
+    large = tmp_path / "large.py"
+    large.write_bytes(b"#" * (PROGRAM_MAX_BYTES + 1))
+    with pytest.raises(ProgramFileError, match=r"\(1 MB is the limit\)"):
+        read_program(large)
+    link = tmp_path / "link.py"
+    link.symlink_to(program)
+    with pytest.raises(ProgramFileError, match="program file is a symbolic link"):
+        read_program(link)
+    metrics, artifacts = program_metrics(TASK, str(fifo))  # an evaluator file's answer: invalid, with the reason
+    assert metrics == {"combined_score": 0.0, "error": "program file is a FIFO, not a regular file"}
+    assert artifacts["fail_class"] == "repairable"
+
+
+def test_only_finite_numbers_are_metrics() -> None:
+    metrics = {"a": 1, "b": 2.5, "flag": True, "nan": float("nan"), "inf": float("inf"), "text": "1", "combined_score": 3}
+    assert numeric_metrics(metrics) == {"a": 1.0, "b": 2.5, "combined_score": 3.0}
+    assert numeric_metrics(metrics, leave_out=("combined_score",)) == {"a": 1.0, "b": 2.5}
+
+
+def _files(name: str, folder: Path) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    initial, evaluator = folder / "initial.py", folder / "evaluator.py"
+    initial.write_text("x = 1\n", encoding="utf-8")
+    evaluator.write_text(f"TASK = {name!r}\n", encoding="utf-8")
+    return initial, evaluator
+
+
+def test_a_world_folder_is_opened_once_and_resumed_only_when_asked(tmp_path: Path) -> None:
+    out = tmp_path / "world"
+    request = DeployRequest(system="openevolve", task=TASK, out=out, workers=3, seed=7, command="dream-gym deploy")
+
+    def meta(name: str | None, initial: Path, evaluator: Path) -> dict[str, object]:
+        return world_meta(request, name, initial, frontier="any", source="a test", section="system", version="1.0",
+                          run={"budget": 5}, files={"initial": str(initial), "evaluator": str(evaluator)})
+
+    writer, name, initial, evaluator = open_world(request, "system", write_task_files=_files, meta=meta)  # control
+    writer.append({"id": "root", "parent": None, "score": 1.0, "round": 0})
+    writer.close()
+    assert (name, initial, evaluator) == (TASK, (out / "task" / "initial.py").resolve(),
+                                          (out / "task" / "evaluator.py").resolve())
+    written = json.loads((out / "world.json").read_text(encoding="utf-8"))
+    assert written["workers"] == 3 and written["seed"] == 7 and written["agent"].endswith("(built-in agent)")
+    assert written["system"] == {"version": "1.0", "budget": 5, "task_direction": "maximize",
+                                 "initial": str(initial), "evaluator": str(evaluator)}
+    with pytest.raises(FileExistsError, match="already holds a world; pass --resume"):
+        open_world(request, "system", write_task_files=_files, meta=meta)
+    request.resume = True
+    writer, *_ = open_world(request, "system", write_task_files=_files, meta=meta)
+    assert [r["id"] for r in writer.records] == ["root"]
+    writer.close()
+    other = DeployRequest(system="openevolve", task=TASK, out=tmp_path / "other", resume=True)
+    (tmp_path / "other" / "system").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match="other/system exists without a world to resume"):
+        open_world(other, "system", write_task_files=_files, meta=meta)
+    refused: list[bool] = []
+
+    def refuse(exists: bool) -> None:
+        refused.append(exists)
+        raise FileExistsError("the system refuses")
+
+    with pytest.raises(FileExistsError, match="the system refuses"):
+        open_world(DeployRequest(system="openevolve", task=TASK, out=tmp_path / "third"), "system",
+                   write_task_files=_files, meta=meta, check=refuse)
+    assert refused == [False] and not (tmp_path / "third" / "world.json").exists()
