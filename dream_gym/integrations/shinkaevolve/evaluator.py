@@ -29,6 +29,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,16 +125,25 @@ def write_results(results_dir: str | os.PathLike[str], correct: dict[str, Any], 
     (folder / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
 
 
-def main(task_name: str, argv: list[str] | None = None) -> int:
-    """The ``evaluate.py`` entry point: ``--program_path P --results_dir D``."""
-    parser = argparse.ArgumentParser(description=f"Evaluate a program on the dream_gym task {task_name}.")
+def script_main(description: str, evaluate: Callable[[str], tuple[dict[str, Any], dict[str, Any]]],
+                argv: list[str] | None) -> int:
+    """An evaluation script as ShinkaEvolve runs it (``--program_path P --results_dir D``):
+    ``evaluate(P)`` written as ``correct.json`` and ``metrics.json`` into D, and its text feedback
+    printed (on stderr for an incorrect program)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--program_path", required=True)
     parser.add_argument("--results_dir", required=True)
     args = parser.parse_args(argv)
-    correct, metrics = evaluate_file(task_name, args.program_path)
+    correct, metrics = evaluate(args.program_path)
     write_results(args.results_dir, correct, metrics)
     print(metrics["text_feedback"], file=sys.stdout if correct["correct"] else sys.stderr)
     return 0
+
+
+def main(task_name: str, argv: list[str] | None = None) -> int:
+    """The ``evaluate.py`` entry point of a built-in task: ``--program_path P --results_dir D``."""
+    return script_main(f"Evaluate a program on the dream_gym task {task_name}.",
+                       lambda program_path: evaluate_file(task_name, program_path), argv)
 
 
 FILES_TEMPLATE = '''"""ShinkaEvolve evaluation script written by dream-gym: the task's evaluator, run in dream_gym's sandbox.
@@ -231,15 +241,9 @@ def files_main(settings: dict[str, Any], contract: str, argv: list[str] | None =
     """The ``evaluate.py`` entry point of a task given as files: ``--program_path P --results_dir D``."""
     from dream_gym.integrations.files_task import FilesTask
 
-    parser = argparse.ArgumentParser(description=f"Evaluate a program with {settings['evaluator']} in dream_gym's sandbox.")
-    parser.add_argument("--program_path", required=True)
-    parser.add_argument("--results_dir", required=True)
-    args = parser.parse_args(argv)
-    evaluation = FilesTask.from_settings(settings).evaluate(args.program_path, contract=contract)
-    correct, metrics = files_results(evaluation)
-    write_results(args.results_dir, correct, metrics)
-    print(metrics["text_feedback"], file=sys.stdout if correct["correct"] else sys.stderr)
-    return 0
+    task = FilesTask.from_settings(settings)
+    return script_main(f"Evaluate a program with {settings['evaluator']} in dream_gym's sandbox.",
+                       lambda program_path: files_results(task.evaluate(program_path, contract=contract)), argv)
 
 
 def write_task_files(task_name: str, folder: str | os.PathLike[str]) -> tuple[Path, Path]:
