@@ -107,7 +107,7 @@ def test_a_world_folder_that_is_not_empty_is_refused_and_left_as_it_was(source, 
 
 def test_the_options_and_the_provenance_are_written_the_same_way_by_every_importer(source, tmp_path):
     src, system, own_metric = source
-    options = ImportOptions(world_id="my run, the first", task_name="the task", task_description="what it does",
+    options = ImportOptions(world_id="my run: 1", task_name="the task", task_description="what it does",
                             direction="minimize", workers=3)
     report = import_run("auto", src, tmp_path / "w", options)
     meta = json.loads((tmp_path / "w" / "world.json").read_text())
