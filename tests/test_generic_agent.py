@@ -343,6 +343,18 @@ def test_a_store_replaced_before_it_is_read_is_no_edit_site_and_is_not_copied() 
         assert not re.fullmatch(r"(STEPS|RATE|MODE|k|total) = [^=]*", line) or "min(best" in line, note
 
 
+def test_a_child_changes_each_place_once() -> None:
+    """PROGRAM has one string literal with siblings: a child of several string edits (a parent
+    scoring 0 asks for two or more) changes it once, never overwriting its own first change."""
+    agent = GenericAgent(weights={"string": 1.0})
+    found = [agent.child(PROGRAM, [], np.random.default_rng(s), parent_score=0.0) for s in range(30)]
+    assert all(len(notes) == 1 and notes[0].startswith('string: "fast" ->') for _, notes in found)
+    # the control: with two sites, two string edits in one child
+    two = PROGRAM.replace("STEPS = 40", 'STEPS = 40\nLEVEL = "low"  # one of ["low", "high"]')
+    assert any(len(notes) == 2 for _, notes in (agent.child(two, [], np.random.default_rng(s), parent_score=0.0)
+                                                  for s in range(30)))
+
+
 def test_a_value_tried_without_gain_is_not_tried_again() -> None:
     """A shown program scored as the parent with MODE "careful": the site stays open, "careful" is
     not tried again; the control: with no score to compare (no history), both siblings come."""

@@ -41,7 +41,8 @@ site.
 
 Edit sites come from :mod:`ast` and :mod:`tokenize`; every edit replaces a span of the source text,
 so the rest of the file keeps its formatting. After each edit the child must still compile
-(nothing is run) and must not undo an earlier edit; an edit that breaks it is dropped and another
+(nothing is run) and must not undo an earlier edit, and a child changes each literal, operator or
+name once (a second number, bound, compare, swap or string edit there would overwrite the first); an edit that breaks it is dropped and another
 tried, a bounded number of times; a text equal to a program the prompt shows is only a step. The
 same parent, donors, parent score and generator give the same child.
 """
@@ -847,6 +848,7 @@ class GenericAgent:
         failed_forms = {change_form(code, d.code) for d in shown if d.failed} - {None}
         current, visited = code, {code}
         notes: list[str] = []
+        touched: list[tuple[int, int]] = []  # spans of the child's local edits so far
         for _ in range(MAX_TRIES):
             if len(notes) >= wanted and current not in existing:
                 break
@@ -865,8 +867,8 @@ class GenericAgent:
                     return alone
                 continue
             edit = EDITS[kind](source, rng, pool)
-            if edit is None:
-                continue
+            if edit is None or (kind in LOCAL and _overlaps(edit, touched)):
+                continue  # one change per place: a second edit there would overwrite the first
             child = edit.apply(current)
             if child in visited or not compiles(child):  # no edit undoes an earlier one
                 continue
@@ -876,6 +878,7 @@ class GenericAgent:
             # the loop goes on until the text is new
             current = child
             visited.add(child)
+            touched = _shifted(touched, edit) + ([(edit.start, edit.start + len(edit.replacement))] if kind in LOCAL else [])
             notes.append(f"{kind}: {edit.note}")
         if current in existing:
             current, note = _marked(code, rng)
@@ -915,6 +918,27 @@ class GenericAgent:
             if compiles(child) and child != code:
                 return child, ["repair: the region of a program that compiles taken over"]
         return _marked(code, rng)[0], ["no edit compiles: the program is returned with a comment"]
+
+
+#: Edits of one literal, operator or name: a child makes at most one of them at each place.
+LOCAL = frozenset({"number", "bound", "compare", "swap", "string"})
+
+
+def _overlaps(edit: Edit, spans: list[tuple[int, int]]) -> bool:
+    return any(edit.start < end and start < max(edit.end, edit.start + 1) for start, end in spans)
+
+
+def _shifted(spans: list[tuple[int, int]], edit: Edit) -> list[tuple[int, int]]:
+    """The spans after ``edit`` is applied: those after it moved by its change of length, those it
+    overlaps dropped (a crossover replaced them)."""
+    delta = len(edit.replacement) - (edit.end - edit.start)
+    kept = []
+    for start, end in spans:
+        if end <= edit.start:
+            kept.append((start, end))
+        elif start >= edit.end:
+            kept.append((start + delta, end + delta))
+    return kept
 
 
 def _failed_before(parent: str, child: str, failed_forms: set[frozenset[str] | None],
