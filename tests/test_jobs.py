@@ -340,7 +340,7 @@ print(json.dumps({"server_has_torch": "libtorch" in maps, "here_has_torch": "tor
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("policy", "server_has_torch"), [("ppo-options", True), ("recommended", False), ("stagnation", False)])
+@pytest.mark.parametrize(("policy", "server_has_torch"), [("ppo-options", True), ("recommended", True), ("stagnation", False)])
 def test_the_fork_server_imports_the_model_stack_once_for_a_grid_of_models(
         policy: str, server_has_torch: bool, two_worlds: Path) -> None:
     """A job forked from a server that imported torch and SB3 does not import them again (seconds

@@ -1,6 +1,6 @@
-"""The shipped trained models (agents/models/: ppo-macro-v.zip, ppo-options.zip, ppo-options-v.zip; the slots
-of experiments/recommended_cv/PROTOCOL.md): they load by name, run in replay and eval (the same results with 1 and 2
-processes), and run online in `grow` with the built-in agent."""
+"""The shipped trained models (agents/models/: cv-node-v.zip, which recommended names, and ppo-macro-v.zip,
+ppo-options.zip, ppo-options-v.zip; the slots of experiments/recommended_cv/PROTOCOL.md): they load by name, run in
+replay and eval (the same results with 1 and 2 processes), and run online in `grow` with the built-in agent."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from dream_gym.cli import main as cli_main
 from dream_gym.evaluation.evaluate import evaluate
 from dream_gym.policies.trained import SHIPPED_MODELS, models_dir
 from dream_gym.policy_files import load_policy
-from dream_gym.rl import OptionsSB3Policy, SB3Policy
+from dream_gym.rl import NodeSB3Policy, OptionsSB3Policy, SB3Policy
 from dream_gym.world.tree import load_world
 
-KINDS = {"ppo-macro-v": SB3Policy, "ppo-options": OptionsSB3Policy, "ppo-options-v": OptionsSB3Policy}
+KINDS = {"cv-node-v": NodeSB3Policy, "ppo-macro-v": SB3Policy, "ppo-options": OptionsSB3Policy,
+         "ppo-options-v": OptionsSB3Policy}
 
 
 def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:
@@ -28,7 +29,7 @@ def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:
             assert f"`{filename}`" in notes and "dream-gym train" in notes
         policy = load_policy(name)
         assert isinstance(policy, KINDS[name]) and policy.name == name
-    assert set(SHIPPED_MODELS) == set(KINDS)  # at most three shipped models besides recommended
+    assert set(SHIPPED_MODELS) == set(KINDS)  # recommended's model and at most three others
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
-"""The shipped trained models, by name everywhere: ``--policy ppo-macro-v`` (plain V: the best
-cross-validated mean V at beta 0.5), ``ppo-options`` (v2: compare over beta) and ``ppo-options-v``
-(plain V). ``recommended`` names a built-in (:mod:`dream_gym.policies.recommended`): no model passed
-the guard of its cross-validated choice.
+"""The shipped trained models, by name everywhere: ``--policy ppo-macro-v`` (plain V, a macro
+model trained on synthetic worlds only), ``ppo-options`` (v2: compare over beta) and ``ppo-options-v``
+(plain V); and ``cv-node-v`` (plain V, trained on the real runs too), which ``recommended`` names
+(:mod:`dream_gym.policies.recommended`): the one learned candidate that passed the guard of its
+cross-validated choice.
 
 Beside the heuristics of this package, by name; built by :func:`dream_gym.rl.model_policy`
 (extra ``rl``). Only the names and paths live here, so resolving a spec imports no torch.
@@ -21,9 +22,12 @@ from pathlib import Path
 from dream_gym.world.shipped import models_dir
 
 SHIPPED_MODELS: dict[str, str] = {
+    # what recommended names: the one learned candidate that passed the guard (node arch, plain V, trained on the
+    # real runs and their prefixes mixed with the synthetic worlds, W and prices drawn; the recipe on all 8 families)
+    "cv-node-v": "cv-node-v.zip",
     # scored on every real run of the cross-validated choice of recommended (experiments/recommended_cv/PROTOCOL.md,
     # section 6: the learned model with the best figure of a slot ships when it beats the best built-in's figure)
-    "ppo-macro-v": "ppo-macro-v.zip",  # plain V: the slots of mean V at beta 0.5 and of V at W 10 without a parallel bonus
+    "ppo-macro-v": "ppo-macro-v.zip",  # plain V; held the mean-V and W10i slots until the per-fold kinds were scored, kept
     "ppo-options": "ppo-options.zip",  # beta-priced objective: the slot of v2 (compare over beta)
     "ppo-options-v": "ppo-options-v.zip",  # plain V, an options model; fills no slot, kept (agents/models/README.md)
 }
