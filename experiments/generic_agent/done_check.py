@@ -25,9 +25,11 @@ an unfinished folder is removed and run again, so a killed check continues where
 ``--only`` picks cases (``openevolve:fft_convolution``, ``skydiscover:circle-packing-26``, ...);
 ``--once`` runs a case once only (the second run then counts as not made); ``--policy-arg
 patience=100`` runs the cases with greedy spending its whole budget (the command above uses
-greedy's defaults, which stop after three rounds without a new best), kept as separate cases. It writes
+greedy's defaults, which stop after three rounds without a new best), kept as separate cases;
+``--table-only`` runs nothing and rewrites the tables from ``done_check.json``. It writes
 ``done_check.json`` and ``done_check.md`` (the table) beside this file, and the table into
-``README.md`` between its marker lines.
+``README.md`` between its marker lines. For a wall-clock score, an "improvement" no larger than
+the largest difference between the two runs' scores of one program is marked "(timing noise)".
 """
 
 from __future__ import annotations
@@ -210,16 +212,29 @@ def same_tree_text(entry: dict) -> str:
     if entry["score_is_wall_clock"] and where and where["field"] == "score":
         gap = twice["max_score_difference"]
         gap_text = f"{gap:.2g}" if isinstance(gap, float) else gap
-        return (f"no: ids, parents and code agree on the first {split} nodes; every score is a wall-clock "
-                f"speed-up and differs (the same program by up to {gap_text}), so greedy's choices differ from there")
+        return (f"no, and it cannot: every score is a wall-clock speed-up, so the same program scores "
+                f"differently each run (by up to {gap_text}); ids, parents and code agree on the first {split} "
+                f"nodes, then greedy's choices follow the different scores")
     return f"no: from node {where['node']} ({where['field']})" if where else "no: node counts differ"
+
+
+def improved_text(entry: dict, run: dict) -> str:
+    """Whether a run improved; for a wall-clock score, a gain no larger than the spread of one
+    program's scores across the two runs is said to be within the timing noise."""
+    text = yes_no(run["improved"])
+    twice = entry.get("twice")
+    noise = twice.get("max_score_difference") if twice else None
+    if run["improved"] and entry.get("score_is_wall_clock") and isinstance(noise, float):
+        if run["best_score"] - run["initial_score"] <= noise:
+            text += " (timing noise)"
+    return text
 
 
 def table(entries: list[dict]) -> str:
     lines = ["| system | task | programs | invalid | initial | best | improved | same tree twice |",
              "|---|---|---:|---:|---:|---:|---|---|"]
     for entry in entries:
-        improved = " / ".join(yes_no(run["improved"]) for run in entry["runs"])
+        improved = " / ".join(improved_text(entry, run) for run in entry["runs"])
         task = entry["task"] + (f" (`{entry['variant']}`)" if entry.get("variant") else "")
         lines.append(
             f"| {entry['system']} | {task} | {per_run(entry, 'programs')} | {per_run(entry, 'invalid')} | "
@@ -249,10 +264,14 @@ def main() -> int:
     parser.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="a parameter of greedy besides the check's command (a separate case: "
                              "'SYSTEM:TASK KEY=VALUE' in done_check.json)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="run nothing: rewrite the tables from done_check.json")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "commands.log"
     wanted = [case for case in CASES if not args.only or case_name(*case) in args.only]
+    if args.table_only:
+        wanted = []
     entries = []
     for system, task in wanted:
         runs = 1 if case_name(system, task) in args.once else 2
