@@ -17,8 +17,10 @@ def text_files() -> list[Path]:
     files = [REPO / "README.md", REPO / "Makefile", REPO / "pyproject.toml", REPO / "mkdocs.yml"]
     for folder in FOLDERS:
         for path in sorted((REPO / folder).rglob("*")):
-            # world node files hold recorded candidate programs, data rather than our prose
-            if path.is_file() and path.suffix in TEXT_SUFFIXES and not path.name.startswith(("nodes.", "evidence.")):
+            # world node files hold recorded candidate programs, and an experiment's .json files its
+            # measured outputs (evaluators' messages among them): data rather than our prose
+            data = path.name.startswith(("nodes.", "evidence.")) or (folder == "experiments" and path.suffix == ".json")
+            if path.is_file() and path.suffix in TEXT_SUFFIXES and not data:
                 files.append(path)
     return [f for f in files if f.is_file() and f != Path(__file__).resolve()]
 
