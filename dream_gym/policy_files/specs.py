@@ -38,7 +38,7 @@ from dream_gym.policies import POLICIES
 from dream_gym.policies.recommended import resolve as resolve_recommended
 from dream_gym.policies.trained import SHIPPED_MODELS
 from dream_gym.policy import Policy
-from dream_gym.policy_files.errors import PolicyNotFoundError
+from dream_gym.policy_files.errors import PolicyLoadError, PolicyNotFoundError
 from dream_gym.policy_files.inprocess import (
     is_file_spec,
     load_policy_file,
@@ -139,7 +139,7 @@ class PolicySpec:
         if self.kind == "model":  # read as data (dream_gym.rl.model_zips), in-process
             if isolate or limits:
                 raise ValueError(f"{self.target}: SB3 models load in-process only (no isolate=True, no limits)")
-            policy = _model_policy(self.target, self.model_files(), params)
+            policy = _model_policy(self.target, self.model_files(), params, given=self.given)
         else:
             if self.kind == "file" and not Path(self.target).is_file():
                 raise PolicyNotFoundError(f"policy file {self.target} does not exist")
@@ -222,8 +222,24 @@ def model_files(spec: str) -> list[Path]:
     return PolicySpec.of(spec).model_files()
 
 
-def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any]) -> Policy:
-    """One model's policy (:func:`dream_gym.rl.model_policy`), or the ensemble of several."""
+def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any], given: str | None = None) -> Policy:
+    """One model's policy (:func:`dream_gym.rl.model_policy`), or the ensemble of several
+    (``given``: the spec as the user gave it, when another name stood for it)."""
+    try:
+        return _built_model_policy(spec, paths, params)
+    except ModuleNotFoundError as exc:  # the rl extra's packages are imported only now, lazily
+        if (exc.name or "").partition(".")[0] not in RL_PACKAGES:
+            raise
+        named = spec if given in (None, spec) else f"{given} ({spec})"
+        raise PolicyLoadError(f"policy {named!r} is a trained model, which needs the rl extra: pip install "
+                              f"'dream-gym[rl]' (no module {exc.name!r})") from None
+
+
+#: The packages of the ``rl`` extra, which a trained model's policy imports.
+RL_PACKAGES = frozenset({"torch", "stable_baselines3", "sb3_contrib"})
+
+
+def _built_model_policy(spec: str, paths: list[Path], params: Mapping[str, Any]) -> Policy:
     if len(paths) == 1:
         from dream_gym.rl.archs import model_policy
 
