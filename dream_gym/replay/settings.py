@@ -107,14 +107,18 @@ class ReplaySettings:
         ``settings`` sets (away from its default) and a keyword gives differently is a
         ValueError; an unknown field a TypeError."""
         if settings is not None:
-            unset = cls()
-            clashes = sorted(name for name, value in fields.items()
-                             if hasattr(settings, name) and getattr(settings, name) != getattr(unset, name)
-                             and getattr(settings, name) != value)
+            given = settings.set_fields()
+            clashes = sorted(name for name, value in fields.items() if name in given and given[name] != value)
             if clashes:
-                both = "; ".join(f"{n}={fields[n]!r} against settings.{n}={getattr(settings, n)!r}" for n in clashes)
+                both = "; ".join(f"{n}={fields[n]!r} against settings.{n}={given[n]!r}" for n in clashes)
                 raise ValueError(f"replay settings given twice, differently: {both}")
         return cls.of(settings, **fields)
+
+    def set_fields(self) -> dict[str, Any]:
+        """The fields this value sets away from their defaults: what it gives, where a signature
+        takes the same fields as keywords too (a field left at its default is not given)."""
+        unset = ReplaySettings()
+        return {name: value for name, value in self.as_dict().items() if value != getattr(unset, name)}
 
     def replace(self, **changes: Any) -> ReplaySettings:
         return ReplaySettings.of(self, **changes)

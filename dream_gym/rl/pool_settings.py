@@ -17,7 +17,6 @@ frontier rule, without request mode and with the default ``max_attempts``.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +39,6 @@ class PoolKwargs(TypedDict, total=False):
 #: Each pool keyword's default when neither it nor ``settings`` gives it.
 POOL_DEFAULTS: dict[str, Any] = {"workers": STANDARD_WORKERS, "beta": DEFAULT_BETA, "beta1": DEFAULT_BETA1,
                                  "beta2": DEFAULT_BETA2, "max_rounds": None}
-_UNSET = ReplaySettings()  # a field of ``settings=`` at its default does not count as given
 
 
 @dataclass(frozen=True)
@@ -85,8 +83,7 @@ def pool_settings(owner: object, settings: ReplaySettings | None, given: Mapping
 
 def _given_by(name: str, settings: ReplaySettings, keywords: Mapping[str, object]) -> dict[str, Any]:
     """The fields ``settings`` gives (those away from their defaults), checked against the keywords."""
-    fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
-              if getattr(settings, f.name) != getattr(_UNSET, f.name)}
+    fields = settings.set_fields()
     foreign = sorted(set(fields) - set(POOL_DEFAULTS))
     if foreign:
         raise ValueError(f"{name} replays at each world's frontier rule, without request mode and with the default "
