@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from once import built_once
 
 from dream_gym import load_world
 from dream_gym.fidelity import decisions_match, recorded_setting, reproduce, stored_in_slot_order
@@ -120,16 +121,20 @@ def test_shipped_worlds_record_their_policys_choices() -> None:
 # -- fresh runs ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def grown(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Worlds grown by ``dream-gym grow`` with W = 4 job processes (workers finish in any order)."""
-    root = tmp_path_factory.mktemp("grown")
+    """Worlds grown by ``dream-gym grow`` with W = 4 job processes (workers finish in any order),
+    once per test session (its tests only read them)."""
     runs = {
         "greedy-a": ["--task", "circle-packing-26", "--policy", "greedy", "--seed", "3"],
         "greedy-b": ["--task", "circle-packing-26", "--policy", "greedy", "--seed", "3"],
         "random": ["--task", "sum-difference", "--policy", "random", "--policy-arg", "p_stop=0", "--seed", "1"],
         "ucb-any": ["--task", "circle-packing-26", "--policy", "ucb", "--frontier", "any", "--seed", "2"],
     }
-    for name, args in runs.items():
-        cli("grow", *args, "-W", "4", "--rounds", "12", "--max-attempts", "32", "--out", str(root / name), "--quiet")
+
+    def grow(root: Path) -> None:
+        for name, args in runs.items():
+            cli("grow", *args, "-W", "4", "--rounds", "12", "--max-attempts", "32", "--out", str(root / name), "--quiet")
+
+    root = built_once(tmp_path_factory, "fidelity-grown", grow)
     return {name: root / name for name in runs}
 
 

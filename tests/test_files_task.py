@@ -317,7 +317,8 @@ def test_shinkaevolve_runs_its_own_evaluation_script_in_the_sandbox(tmp_path: Pa
     assert evaluation.correct == {"correct": True, "error": None}
     assert evaluation.metrics["combined_score"] == pytest.approx(1.0 / 3.0)
     out = tmp_path / "world"
-    done = deploy("shinkaevolve", f"{SHINKA_TASK / 'initial.py'},{SHINKA_TASK / 'evaluate.py'}", out, budget=4)
+    # every evaluation imports ShinkaEvolve (seconds each): the root and two children are enough
+    done = deploy("shinkaevolve", f"{SHINKA_TASK / 'initial.py'},{SHINKA_TASK / 'evaluate.py'}", out, budget=2)
     assert done.returncode == 0, done.stderr[-3000:]
     records = nodes(out)
     assert records[0]["score"] == pytest.approx(1.0 / 3.0) and len(records) >= 3

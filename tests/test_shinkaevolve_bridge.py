@@ -2,7 +2,7 @@
 
 ShinkaEvolve runs for real (the installed 0.0.7 package: its asynchronous runner, its SQLite
 database, its patch parsers, its evaluation subprocesses) against dream_gym's agent server;
-nothing is mocked. Small budgets: W = 2, a dozen generations.
+nothing is mocked. Small budgets: W = 2, at most 20 generations.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pytest
 
 pytest.importorskip("shinka")
 
+from once import built_once  # noqa: E402
 from shinka.core.sampler import PromptSampler  # noqa: E402
 from shinka.database import DatabaseConfig, Program, ProgramDatabase  # noqa: E402
 from shinka.edit.apply_diff import _mutable_ranges, apply_diff_patch  # noqa: E402
@@ -199,15 +200,17 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path: Path, monkeypat
 
 
 # -- real runs through the CLI (slow) -------------------------------------------------------------------
-GREEDY = ("--policy", "greedy", "-W", "2", "--budget", "12", "--seed", "0")
+GREEDY = ("--policy", "greedy", "-W", "2", "--budget", "8", "--seed", "0")
 
 
 @pytest.fixture(scope="module")
 def greedy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("shinka") / "world"
-    done = run_cli(out, *GREEDY)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
+    """One greedy run per test session (its tests only read it), whichever worker asks first."""
+    def run(folder: Path) -> None:
+        done = run_cli(folder / "world", *GREEDY)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    return built_once(tmp_path_factory, "shinkaevolve-greedy-run", run) / "world"
 
 
 @pytest.mark.slow
@@ -221,8 +224,8 @@ def test_every_program_is_recorded_and_the_policy_chose_every_parent(greedy_run:
     copies = [r for r in rows if json.loads(r["metadata"]).get("_is_island_copy")]
     assert len(records) == len(rows) - len(copies) and {r["id"] for r in records} <= {r["id"] for r in rows}
     summary = json.loads((out / "run_summary.json").read_text())
-    assert summary["stopped_by"] == "budget" and summary["extra"]["generations"] == 12
-    assert sorted(generation(r) for r in records) == sorted(set(range(13)) - set(summary["extra"]["failed_generations"]))
+    assert summary["stopped_by"] == "budget" and summary["extra"]["generations"] == 8
+    assert sorted(generation(r) for r in records) == sorted(set(range(9)) - set(summary["extra"]["failed_generations"]))
     # ShinkaEvolve's own parent of every program is the one the policy chose for its generation
     by_id = {r["id"]: r for r in rows}
     for record in records[1:]:
@@ -277,13 +280,13 @@ def test_resume_records_what_shinka_saved_and_the_world_lacks(greedy_run: Path, 
     out = tmp_path / "world"
     shutil.copytree(greedy_run, out)
     whole = nodes(greedy_run)
-    (out / "nodes.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in whole[:9]))
+    (out / "nodes.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in whole[:5]))
     meta = json.loads((out / "world.json").read_text())
     del meta["sha256"]  # not finished
     (out / "world.json").write_text(json.dumps(meta))
     done = run_cli(out, *GREEDY, "--resume")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert without_clock(nodes(out)) == without_clock(whole) and len(whole) > 9
+    assert without_clock(nodes(out)) == without_clock(whole) and len(whole) > 5
 
 
 @pytest.mark.slow

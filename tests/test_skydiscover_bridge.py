@@ -21,6 +21,8 @@ import pytest
 
 pytest.importorskip("skydiscover")
 
+from once import built_once  # noqa: E402
+
 from dream_gym import load_world  # noqa: E402
 from dream_gym.online.loop import tree_view  # noqa: E402
 from dream_gym.policies import make_policy  # noqa: E402
@@ -90,9 +92,8 @@ GREEDY = ("--policy", "greedy", "-W", "2", "--budget", "12", "--seed", "0")
 
 @pytest.fixture(scope="module")
 def greedy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("greedy") / "world"
-    deploy(out, *GREEDY)
-    return out
+    """One greedy run per test session (its tests only read it), whichever worker asks first."""
+    return built_once(tmp_path_factory, "skydiscover-greedy-run", lambda folder: deploy(folder / "world", *GREEDY)) / "world"
 
 
 def test_every_program_is_a_node_and_greedy_chose_every_parent(greedy_run: Path) -> None:
