@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from once import built_once
 from scipy import stats
 
 from dream_gym import load_world
@@ -41,28 +43,33 @@ GROW_STUDY = ("--task", TASK, "-p", "greedy", "-p", "random", "--seeds", "0-2", 
 
 
 @pytest.fixture(scope="module")
-def grow_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    out = tmp_path_factory.mktemp("study") / "grow"
-    done = fidelity(*GROW_STUDY, "--out", str(out))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out, done
+def grow_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The study's folder and what it printed, once per test session (its tests only read the
+    folder), whichever worker asks first."""
+    def study(folder: Path) -> None:
+        done = fidelity(*GROW_STUDY, "--out", str(folder / "grow"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        (folder / "stdout.txt").write_text(done.stdout)
+
+    folder = built_once(tmp_path_factory, "fidelity-grow-study", study)
+    return folder / "grow", (folder / "stdout.txt").read_text()
 
 
 @pytest.mark.slow
-def test_a_grow_study_runs_replays_and_compares(grow_study: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
-    out, done = grow_study
+def test_a_grow_study_runs_replays_and_compares(grow_study: tuple[Path, str]) -> None:
+    out, stdout = grow_study
     report = json.loads((out / "fidelity.json").read_text())
     assert [(r["policy"], r["seed"]) for r in report["runs"]] == [(p, s) for p in ("greedy", "random") for s in range(3)]
     assert all(r["reproduced"] for r in report["runs"])  # replay gives every run back
     assert len(report["replays"]) == 2 * 3 * 2  # two recorders (the policies) x three seeds x two policies
     assert set(report["agreement"]) == {"greedy", "random", "all recorders"}
-    assert (out / "fidelity.txt").read_text().strip() == done.stdout.strip()
-    assert all(len(line) <= 80 for line in done.stdout.splitlines())
-    assert "Replay fidelity: circle-packing-26 (grow)" in done.stdout and "online ceiling" in done.stdout
+    assert (out / "fidelity.txt").read_text().strip() == stdout.strip()
+    assert all(len(line) <= 80 for line in stdout.splitlines())
+    assert "Replay fidelity: circle-packing-26 (grow)" in stdout and "online ceiling" in stdout
 
 
 @pytest.mark.slow
-def test_the_figures_follow_from_the_worlds(grow_study: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_the_figures_follow_from_the_worlds(grow_study: tuple[Path, str]) -> None:
     """Recomputed here from the worlds and the replay rows, with scipy: the online V, the
     per-policy means, and each recorder's rank correlations."""
     out, _ = grow_study
@@ -90,19 +97,19 @@ def test_the_figures_follow_from_the_worlds(grow_study: tuple[Path, subprocess.C
 
 
 @pytest.mark.slow
-def test_the_same_command_again_runs_nothing_and_reports_the_same(
-        grow_study: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
-    out, done = grow_study
+def test_the_same_command_again_runs_nothing_and_reports_the_same(grow_study: tuple[Path, str], tmp_path: Path) -> None:
+    out = tmp_path / "grow"  # a copy: the other tests read the study while this one runs again
+    shutil.copytree(grow_study[0], out)
     before = (out / "fidelity.json").read_text()
     again = fidelity(*GROW_STUDY, "--out", str(out))
     assert again.returncode == 0, again.stderr
     assert "6 of 6 online runs done; running 0" in again.stderr
-    assert (out / "fidelity.json").read_text() == before and again.stdout == done.stdout
+    assert (out / "fidelity.json").read_text() == before and again.stdout == grow_study[1]
     assert len(journal(out)) == 6
 
 
 @pytest.mark.slow
-def test_a_study_folder_keeps_its_settings(grow_study: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_a_study_folder_keeps_its_settings(grow_study: tuple[Path, str]) -> None:
     out, _ = grow_study
     other = fidelity(*[a if a != "2" else "4" for a in GROW_STUDY], "--out", str(out))
     assert other.returncode == 2
