@@ -61,8 +61,7 @@ SYSTEM_ONLY = ("budget", "model", "system_option", "pool_scores", "read")
 
 
 def _add_system_arguments(p: argparse.ArgumentParser) -> None:
-    from dream_gym.datasets.pool import SCORE_RULES
-    from dream_gym.dream.rsi_system import POOL_SCORES
+    from dream_gym.datasets.pool import POOL_SCORES, SCORE_RULES
     from dream_gym.integrations.deploy import SYSTEMS
 
     p.add_argument("--system", choices=sorted(SYSTEMS), default=None,
@@ -169,8 +168,9 @@ def run_system(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from dream_gym.cli.deploy import _system_options
+    from dream_gym.datasets.pool import POOL_SCORES
     from dream_gym.dream.improve import DreamSettings
-    from dream_gym.dream.rsi_system import POOL_SCORES, SystemRsiConfig, iteration_line, run_system_rsi
+    from dream_gym.dream.rsi_system import SystemRsiConfig, iteration_line, run_system_rsi
 
     config = SystemRsiConfig(
         system=args.system, task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,

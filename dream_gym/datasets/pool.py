@@ -52,6 +52,9 @@ from dream_gym.world.writer import new_meta, write_world
 
 #: What to do where merged nodes' scores differ (see the module docstring).
 SCORE_RULES = ("exact", "first", "split")
+#: The rule for the runs of a task that scores one program differently from run to run (a noisy
+#: task, or a task given as files, whose evaluation is seeded per run): the first-recorded score.
+POOL_SCORES = "first"
 
 
 class PoolError(ValueError):

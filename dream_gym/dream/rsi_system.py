@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dream_gym.datasets.pool import POOL_SCORES
 from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step
 from dream_gym.dream.rsi import (
     Events,
@@ -59,8 +60,6 @@ from dream_gym.replay.settings import DEFAULT_BETA
 from dream_gym.world.tree import NODES_FILE, WORLD_FILE, World, load_world
 
 LEDGER_FILE = "rsi.jsonl"
-#: What the pool does where runs scored the same program differently (dream_gym.datasets.pool).
-POOL_SCORES = "first"
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,6 @@ OUTCOMES = ("final_best", "online_V")
 POOLED = "all recorders"  # the mean of the single-run recorders' replay V (not a pooled world)
 POOL_PREFIX = "pool:"  # a recorder pooling runs: pool:A+B, or pool:all (every policy's run)
 POOL_ALL = "all"
-POOL_SCORES = "first"  # where merged copies' scores differ (a task given as files is seeded per run)
 DEFAULT_FRONTIER = {"grow": "leaves", "openevolve": "any"}  # the bridge's rule is OpenEvolve's: any program
 
 
@@ -400,7 +399,7 @@ def pool_world(config: FidelityConfig, runs: dict[tuple[str, int], _Run], record
     """The pool recorder's world of ``seed``: its runs on that seed merged, written afresh."""
     import shutil
 
-    from dream_gym.datasets.pool import pool_worlds
+    from dream_gym.datasets.pool import POOL_SCORES, pool_worlds
 
     folder = pool_folder(config.out, recorder, seed)
     if folder.exists():
