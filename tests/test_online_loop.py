@@ -3,6 +3,7 @@ invariant, budgets, evidence, failure classes, the survival check and the LLM ag
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -91,6 +92,25 @@ def test_online_view_holds_no_future_and_no_world(tmp_path):
     assert len(view.nodes) == world.size
     assert view.root_slots == 2  # online, the root can always open W more branches
     assert "best_score" not in view.to_dict()
+
+
+def test_a_view_built_on_an_earlier_views_nodes_is_the_view_built_afresh():
+    """``tree_view(..., known=earlier.nodes)`` reuses the node views of a prefix: on a shipped world
+    of several branches, stepped through round by round, each view equals the one built from the
+    records alone (the branches the known nodes opened are counted, not restarted)."""
+    from dream_gym.world.registry import resolve_world
+
+    world = resolve_world("cp26-puct-w4-s1")
+    records, meta = [dict(r) for r in world.records], dict(world.meta)
+    view = tree_view(records[:1], meta, rounds=0)
+    for cut in (2, 5, 9, 30, 31, world.size):
+        view = tree_view(records[:cut], meta, rounds=cut, known=view.nodes)
+        assert view == tree_view(records[:cut], meta, rounds=cut)
+    assert len({node.branch for node in view.nodes[1:]}) > 1
+    # the control: the known nodes are taken as they are (a changed one stays changed), so the
+    # equality above comes from reusing them, not from building every node again
+    changed = [*view.nodes[:5], dataclasses.replace(view.nodes[5], diagnostics="changed")]
+    assert tree_view(records[:9], meta, rounds=1, known=changed).nodes[5].diagnostics == "changed"
 
 
 def test_evidence_record_per_attempt_is_admissible_and_hashed(tmp_path):

@@ -176,7 +176,7 @@ def decisions_match(world: World, policy: Policy, *, seed: int, settings: Replay
         chosen = batch_from(policy.act(view))
         if chosen[: len(recorded)] != recorded:
             return f"round {round_no}: the policy chose parents {chosen}, the record {recorded}"
-        view = tree_view(records[: max(members) + 1], dict(meta), online, rounds=round_no)
+        view = tree_view(records[: max(members) + 1], dict(meta), online, rounds=round_no, known=view.nodes)
     return None
 
 

@@ -32,7 +32,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -230,18 +230,21 @@ def _without_workspace(text: Any, workdir: Path) -> Any:
 # -- the view of the real tree ----------------------------------------------------------------
 def tree_view(
     records: list[dict[str, Any]], meta: dict[str, Any], settings: ReplaySettings | None = None, *, rounds: int,
-    **changes: Any,
+    known: Sequence[NodeView] = (), **changes: Any,
 ) -> PrefixView:
     """The prefix view of a real growing tree: every node is revealed (observed id = line).
 
     ``settings`` (and ``changes``, its fields by name) are the run's; W and the frontier rule
-    default to the ones the world's metadata records."""
+    default to the ones the world's metadata records. ``known`` is the ``nodes`` of an earlier
+    view of a prefix of these same, unchanged records: reused instead of built again, so that a
+    caller stepping through a record round by round builds each node's view once."""
     world = build_world(meta, records)
     settings = ReplaySettings.of(settings, **changes).resolved(world)
     workers, frontier = settings.workers_on(world), settings.frontier_on(world)
-    nodes: list[NodeView] = []
-    opened = 0
-    for index, record in enumerate(records):
+    nodes: list[NodeView] = list(known[: len(records)])
+    opened = sum(1 for node in nodes if node.parent == ROOT)  # the branches the known nodes opened
+    for index in range(len(nodes), len(records)):
+        record = records[index]
         parent_index = int(world.parent[index])
         parent = nodes[parent_index] if parent_index >= 0 else None
         branch, opened = branch_of_child(parent, opened)
@@ -564,7 +567,8 @@ def grow(
             result.failures += failures
             if on_round:
                 on_round(stats, result)
-            view = tree_view(records, writer.meta, config.settings, rounds=round_no)
+            # a round only appends: the earlier nodes' views stand
+            view = tree_view(records, writer.meta, config.settings, rounds=round_no, known=view.nodes)
         else:
             result.stopped_by = "rounds"
         best_index = _best_index(records, negate)
