@@ -295,14 +295,14 @@ def test_openevolve_reads_a_folder_below_home_given_with_read(tmp_path: Path) ->
 def test_shinkaevolve_and_skydiscover_run_a_task_given_as_files_without_a_key(system: str, tmp_path: Path) -> None:
     pytest.importorskip({"shinkaevolve": "shinka", "skydiscover": "skydiscover"}[system])
     first, second = tmp_path / "first", tmp_path / "second"
-    done = deploy(system, FILES, first, "--policy-arg", "patience=100", budget=10)
+    done = deploy(system, FILES, first, "--policy-arg", "patience=100", budget=6)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert deploy(system, FILES, second, "--policy-arg", "patience=100", budget=10).returncode == 0
+    assert deploy(system, FILES, second, "--policy-arg", "patience=100", budget=6).returncode == 0
     records = nodes(first)
     # every proposal a node (SkyDiscover retries a failed evaluation with a new program, also a node)
-    assert len(records) >= 11 and all(r.get("code") for r in records)
+    assert len(records) >= 7 and all(r.get("code") for r in records)
     valid = [r for r in records[1:] if r["score"] is not None]
-    assert len(valid) >= 5 and records[0]["score"] > 0.3
+    assert len(valid) >= 3 and records[0]["score"] > 0.3
     assert tree(second) == tree(first)  # the same seed: the same tree
     meta = json.loads((first / "world.json").read_text())
     assert meta["agent"] == "dream-gym serve-agent (generic agent)" and meta["task"]["name"] == "openevolve_task"
