@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test suite test-fast bench lint clean dataset docs
+.PHONY: demo test test-fast bench lint clean dataset docs
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,14 +29,17 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-# The whole suite, slow tests included (CI runs this), with lint and the docs build beside it: the
-# tests leave a core idle a third of the time (they wait on the processes they start), and lint
-# and docs fill it. Output by line, so that the tests' progress shows as it goes.
+# The whole suite, slow tests included (CI runs this). Lint and the docs build run beside it, their
+# output kept until the tests end (run before them, they left a core idle for 20 s); the target
+# fails if either part does.
+CHECKS := $(VENV)/checks
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j 3 --output-sync=line lint docs suite
-
-suite: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q --durations=15 --nbmake tests notebooks
+	@{ $(MAKE) --no-print-directory -j 2 --output-sync=target lint docs > $(CHECKS).log 2>&1; \
+	   echo $$? > $(CHECKS).status; } & \
+	$(BIN)/python -m pytest -n 2 -q --durations=15 --nbmake tests notebooks; tests=$$?; \
+	wait; cat $(CHECKS).log; checks=$$(cat $(CHECKS).status); \
+	echo "make test: tests exit $$tests, lint and docs exit $$checks"; \
+	test $$tests -eq 0 && test $$checks -eq 0
 
 # Fast tests only, for the edit-run loop: no test marked slow, no notebook (make test runs both).
 test-fast: $(STAMP)
