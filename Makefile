@@ -1,5 +1,6 @@
 # Every target sets up .venv on first use: torch's CPU build first (it lies on this machine's disk;
-# any other pin downloads a multi-GB CUDA build), then the project with all extras.
+# any other pin downloads a multi-GB CUDA build), then the project with all extras, then the replay
+# kernels compiled once (else the first processes of the tests or a grid each compile them).
 PYTHON ?= python3
 # Python caches bytecode even where the machine says not to (PYTHONDONTWRITEBYTECODE=1): the tests
 # start hundreds of interpreters, and each pytest worker would rewrite every test module again.
@@ -15,6 +16,7 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install torch==2.13.0
 	$(BIN)/python -m pip install -e ".[all]"
+	$(BIN)/python -m dream_gym.envs.precompile
 	touch $(STAMP)
 
 demo: $(STAMP)
