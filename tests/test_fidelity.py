@@ -96,10 +96,18 @@ def test_the_figures_follow_from_the_worlds(grow_study: tuple[Path, str]) -> Non
                 r[outcome] for r in report["runs"] if r["policy"] == "greedy"))
 
 
+def study_copy(grow_study: tuple[Path, str], tmp_path: Path) -> Path:
+    """A copy of the session's study, for a test that runs the command on it: the command takes
+    the folder's lock (a ``.lock`` file, removed when it ends), which the shared study must not get
+    while other workers read or copy it."""
+    out = tmp_path / "grow"
+    shutil.copytree(grow_study[0], out)
+    return out
+
+
 @pytest.mark.slow
 def test_the_same_command_again_runs_nothing_and_reports_the_same(grow_study: tuple[Path, str], tmp_path: Path) -> None:
-    out = tmp_path / "grow"  # a copy: the other tests read the study while this one runs again
-    shutil.copytree(grow_study[0], out)
+    out = study_copy(grow_study, tmp_path)
     before = (out / "fidelity.json").read_text()
     again = fidelity(*GROW_STUDY, "--out", str(out))
     assert again.returncode == 0, again.stderr
@@ -109,8 +117,8 @@ def test_the_same_command_again_runs_nothing_and_reports_the_same(grow_study: tu
 
 
 @pytest.mark.slow
-def test_a_study_folder_keeps_its_settings(grow_study: tuple[Path, str]) -> None:
-    out, _ = grow_study
+def test_a_study_folder_keeps_its_settings(grow_study: tuple[Path, str], tmp_path: Path) -> None:
+    out = study_copy(grow_study, tmp_path)
     other = fidelity(*[a if a != "2" else "4" for a in GROW_STUDY], "--out", str(out))
     assert other.returncode == 2
     assert "holds a study of other settings (workers 2 there, 4 here)" in other.stderr
