@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from dream_gym.envs.env import ReplayEnv
@@ -36,7 +35,7 @@ def precompile() -> float:
     """Step the env, the vector env and the RL envs' ranked replay on a tiny world; the seconds it took."""
     started = time.perf_counter()
     world = tiny_world()
-    env: gym.Env = ReplayEnv(world)
+    env = ReplayEnv(world)
     _, info = env.reset(seed=0)
     done = False
     while not done:
