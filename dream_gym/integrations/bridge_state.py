@@ -17,6 +17,7 @@ from typing import Any
 from dream_gym.online.loop import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
+from dream_gym.replay.view import NodeView
 
 
 @dataclass
@@ -34,13 +35,16 @@ class BridgeState:
     reset_done: bool = False
     stopped_by: str = "iterations"
     batches: list[int] = field(default_factory=list)
+    #: the node views of the last view: the writer only appends, so they stand for the next one
+    view_nodes: tuple[NodeView, ...] = field(default=(), repr=False)
 
     def choose(self, limit: int) -> list[str]:
         """The policy's next batch: the ids of the programs it continues, at most ``limit``."""
         assert self.policy is not None
         records = self.writer.records
         view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
-                         rounds=self.round)
+                         rounds=self.round, known=self.view_nodes)
+        self.view_nodes = view.nodes
         if not self.reset_done:
             self.policy.reset(RunContext.from_view(view, seed=self.seed))
             self.reset_done = True
