@@ -203,23 +203,24 @@ def wide_speed(sizes: list[int], steps: int, repeats: int, shape: str = "chains"
     print()
 
 
-def step_breakdown(sizes: list[int], steps: int, repeats: int) -> None:
+def step_breakdown(sizes: list[int], steps: int, repeats: int, shape: str = "chains") -> None:
     """Where a W-wide step's time goes, per world size (see :func:`_breakdown`)."""
-    print("## A W-wide step, part by part (microseconds a step; medians of interleaved blocks)")
+    print(f"## A W-wide step, part by part ({shape} worlds; microseconds a step; medians of interleaved blocks)")
     print("| world | policy (frontier_batch) | gym.make wrappers | env in Python | engine call |")
     print("|---:|---:|---:|---:|---:|")
     for n in sizes:
-        m = _breakdown(n, steps, repeats)
+        m = _breakdown(n, steps, repeats, shape)
         print(f"| {n:,} nodes | {m['policy']:.2f} | {m['wrapped'] - m['bare']:.2f} | "
               f"{m['bare'] - m['engine']:.2f} | {m['engine']:.2f} |")
     print()
 
 
-def _breakdown(n: int, steps: int, repeats: int) -> dict[str, float]:
+def _breakdown(n: int, steps: int, repeats: int, shape: str) -> dict[str, float]:
     """The policy's batches are recorded once, then replayed through the ``gym.make`` stack,
     through the bare env, and through the bare env with the compiled engine's call timed; the
     policy alone is timed on the recorded frontiers. Medians, microseconds a step."""
-    world = build_world(new_meta(f"bench-{n}", "bench", workers=4), chain_world_records(n, branches=8))
+    world = build_world(new_meta(f"bench-{n}", "bench", workers=4),
+                        chain_world_records(n, branches=branches_of(shape, n)))
     wrapped = gym.make("DreamGym/Replay-v1", world=world, **({} if n <= DEFAULT_MAX_NODES else {"max_nodes": n}))
     bare = wrapped.unwrapped
     _, info = wrapped.reset(seed=0)
@@ -395,7 +396,8 @@ def main() -> None:
     if "wide" in parts:
         wide_speed([int(n) for n in args.wide_sizes.split(",")], args.steps, args.repeats, args.shape, args.read_value)
     if "breakdown" in parts:
-        step_breakdown([int(n) for n in args.wide_sizes.split(",")], min(args.steps, 20000), args.repeats)
+        step_breakdown([int(n) for n in args.wide_sizes.split(",")], min(args.steps, 20000), args.repeats,
+                       args.shape)
     if "steps" in parts:
         for nodes in (int(n) for n in args.step_sizes.split(",")):
             step_speed(nodes, args.steps, args.repeats)

@@ -7,7 +7,6 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
-from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
@@ -95,9 +94,11 @@ def _refuse_change(self: FrontierCounts, *args: Any, **kwargs: Any) -> NoReturn:
 
 for _name in ("__setitem__", "__delitem__", "__ior__", "clear", "pop", "popitem", "setdefault", "update"):
     setattr(FrontierCounts, _name, _refuse_change)
-# the env's own changes (dict's methods, which the class above refuses to callers)
-_set_count, _drop_id, _add_counts = dict.__setitem__, dict.__delitem__, dict.update
-_ONES = repeat(1)
+# the env's own changes (dict's methods, which the class above refuses to callers). ``pop``, not
+# ``__delitem__``: a method is called without the argument tuple a slot wrapper builds. Ids join
+# as ``dict.fromkeys(ids, 1)``, which ``update`` merges as a dict, faster than from (id, 1) pairs.
+# Together: 1.6 -> 1.1 us for the 8 ids out and 8 in of a bushy world's step.
+_set_count, _drop_id, _add_counts, _ones_for = dict.__setitem__, dict.pop, dict.update, dict.fromkeys
 
 
 def _frontier_of(counts: FrontierCounts, ids: list[int], removed: int, root_slots: int) -> FrontierCounts:
@@ -106,7 +107,7 @@ def _frontier_of(counts: FrontierCounts, ids: list[int], removed: int, root_slot
     joined (``ids``, in that order), or (``removed`` -1) a new one holding ``ids``, the whole
     frontier; the root's multiplicity set."""
     if removed < 0:
-        counts = FrontierCounts(zip(ids, _ONES, strict=False))
+        counts = FrontierCounts(_ones_for(ids, 1))
         if root_slots:
             _set_count(counts, ROOT, root_slots)
         return counts
@@ -117,7 +118,7 @@ def _frontier_of(counts: FrontierCounts, ids: list[int], removed: int, root_slot
     elif ROOT in counts:
         _drop_id(counts, ROOT)
     if len(ids) > removed:
-        _add_counts(counts, zip(ids[removed:], _ONES, strict=False))
+        _add_counts(counts, _ones_for(ids[removed:], 1))
     return counts
 
 
@@ -598,7 +599,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             batch_ends.append(len(parents))
         added_at = OUT_HEADER + 2 * k  # the whole frontier, or the ids removed, then the ids added
         if removed < 0:
-            counts = fronts[index] = FrontierCounts(zip(out[added_at:], _ONES, strict=False))
+            counts = fronts[index] = FrontierCounts(_ones_for(out[added_at:], 1))
             if root_slots:
                 _set_count(counts, 0, root_slots)
         else:
@@ -614,7 +615,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             elif 0 in counts:
                 _drop_id(counts, 0)
             if len(out) > added_at:
-                _add_counts(counts, zip(out[added_at:], _ONES, strict=False))
+                _add_counts(counts, _ones_for(out[added_at:], 1))
         observed = first + k
         self._view = view = _new_object(PrefixView)
         view.__dict__["_lazy"] = (revealed, observed, counts, root_slots, rounds, observed - 1, constants)
