@@ -433,7 +433,7 @@ class _Backend:
 def _pool_task(job: AttemptJob | None, beat: Callable[..., None]) -> AttemptResult | None:
     """A job of the process backend: an attempt, or (None) the warm-up of a fresh worker."""
     if job is None:
-        import dream_gym.online.agents  # noqa: F401  (numpy, scipy and the tasks come with it)
+        import dream_gym.online.agents  # noqa: F401  (numpy and the tasks come with it)
 
         return None
     return run_attempt(job, beat)

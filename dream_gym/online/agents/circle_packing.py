@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 
 from dream_gym.online.agents.common import EditAgent, judged_pick, read_literal, variants
 from dream_gym.online.tasks.base import Task
@@ -144,6 +143,8 @@ def joint_polish(centers: np.ndarray, radii: np.ndarray, iters: int, mu: float,
         for k in fixed:
             bounds[2 * k], bounds[2 * k + 1] = (z[2 * k],) * 2, (z[2 * k + 1],) * 2
             bounds[2 * n + k] = (z[2 * n + k],) * 2
+    from scipy.optimize import minimize  # loaded by the agent's constructor: no attempt's clock pays for it
+
     z = minimize(objective, z, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": iters}).x
     moved = np.clip(z[: 2 * n].reshape(n, 2), 0.001, 0.999)
     return moved, shrink_to_feasible(moved, z[2 * n:])
@@ -158,6 +159,12 @@ class CirclePackingAgent(EditAgent[Layout]):
     slips = {"margin": 2.0, "missing": 1.0, "syntax": 1.0, "naming": 1.0, "endless": 0.08}
     slip_rate = 0.12
     literal_names = ("RADII", "CENTERS")
+
+    def __init__(self) -> None:
+        # scipy.optimize (about half a second to import) serves only the joint polish: loaded here,
+        # when a worker makes its agent and before an attempt's clock starts, and never by a
+        # process that runs another task's agent (importing this module does not load it)
+        import scipy.optimize  # noqa: F401
 
     # -- reading and writing -------------------------------------------------------------------
     def read_state(self, task: Task, code: str, rng: np.random.Generator) -> Layout:
