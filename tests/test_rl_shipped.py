@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from once import built_once
 
 from dream_gym.cli import main as cli_main
 from dream_gym.evaluation.evaluate import evaluate
@@ -32,17 +34,30 @@ def test_every_shipped_model_is_in_the_repository_with_its_command() -> None:
     assert set(SHIPPED_MODELS) == set(KINDS)  # recommended's model and at most three others
 
 
+@pytest.fixture(scope="module")
+def shipped_grids(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """Every shipped model evaluated with 1 and with 2 processes, once per test session: one grid
+    of the four models each time, so a job process imports the model stack once, not once a model."""
+    def grids(folder: Path) -> None:
+        worlds, names = "cp32-fixed-s0,sd-fixed-s1", sorted(SHIPPED_MODELS)
+        rows = {f"jobs{jobs}": [r.to_dict() for r in evaluate(names, worlds, "0,0.5,1", jobs=jobs, progress=False)]
+                for jobs in (1, 2)}
+        (folder / "grids.json").write_text(json.dumps(rows))
+
+    return json.loads((built_once(tmp_path_factory, "rl-shipped-grids", grids) / "grids.json").read_text())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SHIPPED_MODELS))
-def test_a_shipped_model_replays_and_evaluates_deterministically(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_shipped_model_replays_and_evaluates_deterministically(
+        name: str, shipped_grids: dict[str, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["replay", "cp32-fixed-s0", "--policy", name, "--beta", "0.5", "--json"]) == 0
     episode = json.loads(capsys.readouterr().out)
     assert episode["error"] is None and episode["policy"] == name and episode["attempts"] > 0
-    worlds = "cp32-fixed-s0,sd-fixed-s1"
-    serial = evaluate([name], worlds, "0,0.5,1", jobs=1, progress=False)
-    pooled = evaluate([name], worlds, "0,0.5,1", jobs=2, progress=False)
-    assert [r.to_dict() for r in serial] == [r.to_dict() for r in pooled]
-    assert all(r.error is None for r in serial)
+    serial = [row for row in shipped_grids["jobs1"] if row["policy"] == name]
+    pooled = [row for row in shipped_grids["jobs2"] if row["policy"] == name]
+    assert len(serial) == 2 * 3 and serial == pooled  # two worlds x three betas
+    assert all(row["error"] is None for row in serial)
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_MODELS))
