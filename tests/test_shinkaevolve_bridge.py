@@ -2,7 +2,9 @@
 
 ShinkaEvolve runs for real (the installed 0.0.7 package: its asynchronous runner, its SQLite
 database, its patch parsers, its evaluation subprocesses) against dream_gym's agent server;
-nothing is mocked. Small budgets: W = 2, at most 20 generations.
+nothing is mocked. Small budgets: W = 2, at most 20 generations. The greedy run, its same-seed
+rerun, the killed run and the refusals go through the CLI as users run them; the other runs call
+the public API (`deploy`) in the test's process, as importing ShinkaEvolve costs seconds a process.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from shinka.edit.apply_diff import _mutable_ranges, apply_diff_patch  # noqa: E4
 from shinka.edit.apply_full import apply_full_patch  # noqa: E402
 
 from dream_gym import load_world  # noqa: E402
-from dream_gym.integrations.deploy import DeployRequest, SystemUnavailable, deploy  # noqa: E402
+from dream_gym.integrations.deploy import DeployRequest, DeployResult, SystemUnavailable, deploy  # noqa: E402
 from dream_gym.integrations.shinkaevolve import bridge  # noqa: E402
 from dream_gym.integrations.shinkaevolve import deploy as shinka_deploy  # noqa: E402
 from dream_gym.integrations.shinkaevolve.evaluator import feedback_text, marked_program, write_task_files  # noqa: E402
@@ -68,6 +70,12 @@ class Policy:
 def run_cli(out: Path, *args: str, task: str = TASK, timeout: float = 600, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, "--task", task, *args, "--out", str(out)], capture_output=True, text=True,
                           timeout=timeout, **kwargs)
+
+
+def run_api(out: Path, *, policy: str, budget: int, seed: int = 0, task: str = TASK, **settings: Any) -> DeployResult:
+    """`deploy` with W = 2 in the test's process (ShinkaEvolve is imported already)."""
+    return deploy(DeployRequest(system="shinkaevolve", task=task, out=out, policy=policy, workers=2, budget=budget,
+                                seed=seed, **settings))
 
 
 def nodes(folder: Path) -> list[dict[str, Any]]:
@@ -256,8 +264,7 @@ def test_the_same_seed_gives_the_same_tree(greedy_run: Path, tmp_path: Path) -> 
     assert nodes(again) != nodes(greedy_run)  # only the clock differs
     # the control: another seed, another tree (the agent's answers follow the seed)
     other = tmp_path / "other"
-    done = run_cli(other, "--policy", "greedy", "-W", "2", "--budget", "4", "--seed", "1")
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_api(other, policy="greedy", budget=2, seed=1)
     first = {generation(r): r.get("code") for r in nodes(greedy_run)}
     assert [first[generation(r)] for r in nodes(other)][1:] != [r.get("code") for r in nodes(other)][1:]
 
@@ -284,8 +291,7 @@ def test_resume_records_what_shinka_saved_and_the_world_lacks(greedy_run: Path, 
     meta = json.loads((out / "world.json").read_text())
     del meta["sha256"]  # not finished
     (out / "world.json").write_text(json.dumps(meta))
-    done = run_cli(out, *GREEDY, "--resume")
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_api(out, policy="greedy", budget=8, seed=0, resume=True)  # GREEDY's settings
     assert without_clock(nodes(out)) == without_clock(whole) and len(whole) > 5
 
 
@@ -294,8 +300,7 @@ def test_a_policy_file_chooses_the_parents_and_an_empty_batch_stops_shinka(tmp_p
     policy_file = tmp_path / "picks.py"
     policy_file.write_text(FILE_POLICY)
     out = tmp_path / "world"
-    done = run_cli(out, "--policy", str(policy_file), "-W", "2", "--budget", "20", "--seed", "3")
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_api(out, policy=str(policy_file), budget=20, seed=3)
     records = nodes(out)
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["stopped_by"] == "policy" and {r["round"] for r in records[1:]} == {1, 2, 3, 4}
@@ -327,8 +332,7 @@ def test_a_policy_file_chooses_the_parents_and_an_empty_batch_stops_shinka(tmp_p
 @pytest.mark.slow
 def test_shinkas_own_selection_is_recorded_too(tmp_path: Path) -> None:
     out = tmp_path / "native"
-    done = run_cli(out, "--policy", "native", "-W", "2", "--budget", "6", "--seed", "1")
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_api(out, policy="native", budget=6, seed=1)
     records = nodes(out)
     assert load_world(out).meta["policy"] == "native" and len(records) >= 2
     assert all(r["round"] == (generation(r) - 1) // 2 + 1 for r in records[1:])
@@ -363,8 +367,7 @@ def test_kill_9_then_resume_finishes_the_budget_and_a_second_writer_is_refused(t
     for record in killed:  # the killed world is a valid prefix: every parent on an earlier line
         assert record["parent"] is None or record["parent"] in seen
         seen.add(record["id"])
-    done = run_cli(out, *args, "--resume")
-    assert done.returncode == 0, done.stderr[-3000:]  # the lock died with the killed run
+    run_api(out, policy="greedy", budget=16, seed=1, resume=True)  # args' run: the lock died with the killed one
     after = nodes(out)
     assert [json.dumps(r) for r in after[: len(before)]] == [json.dumps(r) for r in killed]
     assert len({r["id"] for r in after}) == len(after)
@@ -381,14 +384,14 @@ def lines(out: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_a_task_given_as_shinka_files_with_an_openai_compatible_model(tmp_path: Path) -> None:
-    """`--task initial.py,evaluate.py` (ShinkaEvolve's own two files) with --model and --api-base:
-    here a built-in task's files and the agent server standing in for the model."""
+    """`--task initial.py,evaluate.py` (ShinkaEvolve's own two files) with --model and --api-base
+    (the API's ``model`` and ``api_base``; the CLI's flags on the failing run): here a built-in
+    task's files and the agent server standing in for the model."""
     initial, evaluate = write_task_files(TASK, tmp_path / "problem")
     with AgentServer(TASK, seed=0) as server:
         out = tmp_path / "world"
-        done = run_cli(out, "--policy", "greedy", "-W", "2", "--budget", "3", "--model", "dream-gym-builtin",
-                       "--api-base", server.base_url, task=f"{initial},{evaluate}")
-        assert done.returncode == 0, done.stderr[-3000:]
+        run_api(out, policy="greedy", budget=3, model="dream-gym-builtin", api_base=server.base_url,
+                task=f"{initial},{evaluate}")
         assert server.requests >= 3
         meta = json.loads((out / "world.json").read_text())
         assert meta["task"]["name"] == "problem" and meta["agent"] == "dream-gym-builtin" and len(nodes(out)) >= 3
