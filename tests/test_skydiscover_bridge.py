@@ -1,9 +1,11 @@
 """`dream-gym deploy --system skydiscover` (dream_gym.integrations.skydiscover).
 
 SkyDiscover runs for real (the installed 0.1 package: its MainController, databases, managers,
-prompts, diff parser, checkpoints) against the built-in agent server; nothing is mocked. Every
-run goes through the CLI as users run it. Small budgets: W = 2, at most 40 iterations (a few
-seconds each).
+prompts, diff parser, checkpoints) against the built-in agent server; nothing is mocked. The
+greedy run, its same-seed rerun, the killed run, the refusals and a run on a task given as files go
+through the CLI as users run them; the other runs call the public API (`deploy`) in the test's
+process (importing SkyDiscover costs a second a process). Small budgets: W = 2, at most 40
+iterations (a few seconds each).
 """
 
 from __future__ import annotations
@@ -63,6 +65,15 @@ def deploy(out: Path, *args: str, env: dict[str, str] | None = None, check: bool
     if check:
         assert done.returncode == 0, done.stderr[-3000:]
     return done
+
+
+def run_api(out: Path, *, policy: str, budget: int, seed: int = 0, task: str = TASK, **settings: Any) -> None:
+    """`deploy` with W = 2 in the test's process."""
+    from dream_gym.integrations.deploy import DeployRequest
+    from dream_gym.integrations.deploy import deploy as deploy_request
+
+    deploy_request(DeployRequest(system="skydiscover", task=task, out=out, policy=policy, workers=2, budget=budget,
+                                 seed=seed, **settings))
 
 
 def nodes(folder: Path) -> list[dict[str, Any]]:
@@ -149,7 +160,7 @@ def test_native_records_skydiscovers_own_topk_choice_with_its_failures(tmp_path:
     its database held; a failed evaluation (which SkyDiscover keeps nowhere, and retries as a new
     program) is a node too, and is saved in SkyDiscover's output so that the import is whole."""
     out = tmp_path / "native"
-    deploy(out, "--policy", "native", "-W", "2", "--budget", "30", "--seed", "1")
+    run_api(out, policy="native", budget=30, seed=1)
     records = nodes(out)
     assert json.loads((out / "world.json").read_text())["policy"] == "native"
     for number in sorted({r["round"] for r in records[1:]}):
@@ -179,7 +190,7 @@ def test_adaevolve_islands_copies_and_migrants_in_the_record_and_the_import(tmp_
     """AdaEvolve's own sampling (native), two islands, a migration at iteration 15: the copies of
     the initial program and the migrants are no nodes, their children are their originals'."""
     out = tmp_path / "ada"
-    deploy(out, "--policy", "native", "-W", "2", "--budget", "16", "--seed", "3", "--option", "search=adaevolve")
+    run_api(out, policy="native", budget=16, seed=3, options={"search": "adaevolve"})
     records = nodes(out)
     ids = {r["id"] for r in records}
     assert all(r["parent"] in ids for r in records[1:])
@@ -194,13 +205,14 @@ def test_adaevolve_islands_copies_and_migrants_in_the_record_and_the_import(tmp_
 
 
 @pytest.mark.slow
-def test_a_policy_file_chooses_the_parents_and_an_empty_batch_stops(tmp_path: Path) -> None:
+def test_a_policy_file_chooses_the_parents_and_an_empty_batch_stops(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("sk-not-for-policies")
     policy = tmp_path / "best_and_newest.py"
     policy.write_text(BEST_AND_NEWEST.format(secret=str(secret)))
     out = tmp_path / "world"
-    deploy(out, "--policy", str(policy), "-W", "2", "--budget", "20", "--seed", "0", "--option", "search=adaevolve")
+    run_api(out, policy=str(policy), budget=20, seed=0, options={"search": "adaevolve"})
     records = nodes(out)
     assert json.loads((out / "run_summary.json").read_text())["stopped_by"] == "policy"
     assert {r["round"] for r in records[1:]} == {1, 2, 3}
@@ -212,9 +224,10 @@ def test_a_policy_file_chooses_the_parents_and_an_empty_batch_stops(tmp_path: Pa
         made = {r["worker"]: r["parent"] for r in records if r["round"] == number}
         assert made == {slot: prefix[i]["id"] for slot, i in enumerate(chosen)}, f"round {number}"
     # the control: the same code as trusted module:Class, in-process, reads the file and stops at once
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "best_and_newest", raising=False)
     trusted = tmp_path / "trusted"
-    deploy(trusted, "--policy", "best_and_newest:Policy", "-W", "2", "--budget", "20", "--seed", "0", env=env)
+    run_api(trusted, policy="best_and_newest:Policy", budget=20, seed=0)
     assert len(nodes(trusted)) == 1
 
 
@@ -242,7 +255,8 @@ def test_kill_9_then_resume_continues_and_a_second_writer_is_refused(tmp_path: P
     proc.wait(timeout=30)
     before = lines(out)
     assert 8 <= len(before) < 41
-    deploy(out, *args, "--resume", env=env)  # not refused: the killed run held the lock, nothing else
+    # the same run as args' (in this process), not refused: the killed run held the lock, nothing else
+    run_api(out, policy="fixed", budget=40, seed=2, options={"search": "adaevolve"}, resume=True)
     after = nodes(out)
     assert [r["id"] for r in after[: len(before)]] == [json.loads(line)["id"] for line in before]
     assert len({r["id"] for r in after}) == len(after)
@@ -258,8 +272,9 @@ def test_kill_9_then_resume_continues_and_a_second_writer_is_refused(tmp_path: P
 
 @pytest.mark.slow
 def test_a_model_and_its_api_base_are_passed_through_on_a_task_given_as_files(tmp_path: Path) -> None:
-    """`--task initial_program.py,evaluator.py --model M --api-base URL`: SkyDiscover's LLM client
-    talks to URL with model M (here the agent server standing in for an OpenAI-compatible LLM)."""
+    """`--task initial_program.py,evaluator.py --model M --api-base URL` (the API's ``model`` and
+    ``api_base``): SkyDiscover's LLM client talks to URL with model M (here the agent server
+    standing in for an OpenAI-compatible LLM); without a model, through the CLI."""
     from dream_gym.integrations.skydiscover import write_task_files
     from dream_gym.online.agent_server import AgentServer
 
@@ -267,19 +282,17 @@ def test_a_model_and_its_api_base_are_passed_through_on_a_task_given_as_files(tm
     files = f"{initial},{evaluator}"
     with AgentServer(TASK, seed=0) as server:
         out = tmp_path / "world"
-        command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "skydiscover", "--task", files,
-                   "--policy", "greedy", "-W", "2", "--budget", "4", "--model", "openai/dream-gym-builtin",
-                   "--api-base", server.base_url, "--out", str(out)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
+        run_api(out, policy="greedy", budget=4, task=files, model="openai/dream-gym-builtin",
+                   api_base=server.base_url)
         assert server.requests >= 4
     meta = json.loads((out / "world.json").read_text())
     assert meta["agent"] == "openai/dream-gym-builtin" and meta["task"]["name"] == "problem"
     assert len(nodes(out)) >= 5
     # without --model the generic agent answers (no key); dream-gym's own evaluator file is given to
     # SkyDiscover as it is (it runs each candidate in the built-in task's sandbox)
-    keyless = subprocess.run(command[: command.index("--model")] + ["--out", str(tmp_path / "other")],
-                             capture_output=True, text=True, timeout=600)
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "skydiscover", "--task", files,
+               "--policy", "greedy", "-W", "2", "--budget", "4"]
+    keyless = subprocess.run([*command, "--out", str(tmp_path / "other")], capture_output=True, text=True, timeout=600)
     assert keyless.returncode == 0, keyless.stderr[-3000:]
     assert json.loads((tmp_path / "other" / "world.json").read_text())["agent"].endswith("(generic agent)")
     assert len(nodes(tmp_path / "other")) >= 3 and nodes(tmp_path / "other")[0]["score"] > 0.9
@@ -305,6 +318,10 @@ def test_searches_without_a_database_sample_are_refused_naming_why(tmp_path: Pat
         assert done.returncode != 0 and hook in done.stderr and "sample()" in done.stderr
         assert done.stderr.count("error:") == 1 and "Traceback" not in done.stderr
     assert not out.exists()
+
+
+def test_an_unknown_option_is_refused_naming_it(tmp_path: Path) -> None:
+    out = tmp_path / "world"
     bad = deploy(out, "--budget", "2", "--option", "serach=topk", check=False)
     assert bad.returncode != 0 and "unknown SkyDiscover option(s) serach" in bad.stderr and not out.exists()
 
