@@ -88,6 +88,7 @@ def test_eval_replays_every_world_at_the_given_w(world: Path, tmp_path: Path,
 
 @pytest.mark.slow
 def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "-W", "2", "-j", "2", "--out", str(tmp_path / "demo")]) == 0
+    split = "ac-ucb-w4-s1,cp32-fixed-w8-s0"  # two held-out worlds, recorded at W = 4 and W = 8
+    assert main(["demo", "-W", "2", "-j", "2", "--split", split, "--out", str(tmp_path / "demo")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "demo" / "results.jsonl").read_text().splitlines()]
-    assert rows and all(r["workers"] == 2 and max((len(b) for b in r["batches"]), default=0) <= 2 for r in rows)
+    assert {r["world"] for r in rows} == set(split.split(",")) and all(r["workers"] == 2 and max((len(b) for b in r["batches"]), default=0) <= 2 for r in rows)
