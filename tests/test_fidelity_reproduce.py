@@ -1,10 +1,11 @@
 """Replay gives back the run it recorded: the recording policy, replayed on its own world with
 the run's W, beta, seed and frontier, reveals the recorded tree node for node.
 
-Fresh runs (``dream-gym grow`` with W = 4 job processes, OpenEvolve, ShinkaEvolve and SkyDiscover
-through ``dream-gym deploy``) are made here; the shipped worlds, recorded before grow stored a
-round's nodes in slot order, are checked for what they can still show: that they record their
-policy's choices faithfully, and that their storage order is why replay does not give them back.
+Fresh runs (``dream-gym grow`` with W = 4 job processes, OpenEvolve through ``dream-gym deploy``,
+ShinkaEvolve and SkyDiscover through its API in the test's process) are made here; the shipped
+worlds, recorded before grow stored a round's nodes in slot order, are checked for what they can
+still show: that they record their policy's choices faithfully, and that their storage order is
+why replay does not give them back.
 """
 
 from __future__ import annotations
@@ -209,10 +210,12 @@ def test_shinkaevolve_and_skydiscover_record_in_the_order_the_policy_chose(tmp_p
     (one child per selection) cannot give back: its run replays back exactly when no slot retried."""
     pytest.importorskip("shinka")
     pytest.importorskip("skydiscover")
+    from dream_gym.integrations.deploy import DeployRequest, deploy
+
     for system in ("shinkaevolve", "skydiscover"):
         folder = tmp_path / system
-        cli("deploy", "--system", system, "--task", "circle-packing-26", "--policy", "ucb", "-W", "2",
-            "--budget", "10", "--seed", "0", "--out", str(folder))
+        deploy(DeployRequest(system=system, task="circle-packing-26", out=folder, policy="ucb", workers=2, budget=10,
+                             seed=0))
         world = load_world(folder)
         assert world.size > 5 and stored_in_slot_order(world), system
         slots = [(r["round"], r["worker"]) for r in world.records[1:]]
