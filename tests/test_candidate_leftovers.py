@@ -345,15 +345,15 @@ SLEEPER = "# leftover: sleeper\nimport time\n\ndef construct_packing():\n    tim
 
 @pytest.mark.slow
 def test_an_attempt_past_its_deadline_is_killed_and_recorded(tmp_path: Path, short_tmp_path: Path) -> None:
-    """An evaluation that overstays ``--evaluation-timeout`` (6 s, below circle packing's 20 s wall
+    """An evaluation that overstays ``--evaluation-timeout`` (3 s, below circle packing's 20 s wall
     time): its worker is killed with the candidate it started, the attempt is a failed node
     naming the deadline and keeping its program, and grow goes on to its end."""
     world = tmp_path / "world"
-    done = grow_with([SLEEPER], world, short_tmp_path, "--evaluation-timeout", "6", task="circle-packing-26")
+    done = grow_with([SLEEPER], world, short_tmp_path, "--evaluation-timeout", "3", task="circle-packing-26")
     assert done.returncode == 0, done.stderr[-3000:]
     child = load_world(world).records[1]
     assert child["score"] is None and child["fail_class"] == "repairable"
-    assert child["error"] == ("the evaluation did not finish within its deadline of 6s; its worker and everything "
+    assert child["error"] == ("the evaluation did not finish within its deadline of 3s; its worker and everything "
                               "it started were killed")
     assert marker_of(child["code"]) == "sleeper"
     assert "survival check: survived" in done.stdout + done.stderr
