@@ -8,8 +8,10 @@ the control runs the same candidate with the task's evaluator unsandboxed, as Op
 runs it, where each attack works. The evaluator's folder and the `--read` folders are readable
 (a folder below the home folder also at the same place below the sandbox's home). The three
 systems run a task given as files without a key through the CLI: OpenEvolve with a hostile initial
-program and with `--read`, ShinkaEvolve (OpenEvolve's evaluator form and its own evaluation
-script) and SkyDiscover on the project's own task, each twice with the same seed.
+program and with `--read`, ShinkaEvolve (OpenEvolve's evaluator form) and SkyDiscover on the
+project's own task, each twice with the same seed; OpenEvolve's run that records the hostile
+initial program and ShinkaEvolve's run of its own evaluation script call the public API (`deploy`)
+in the test's process (importing a system costs seconds a process).
 """
 
 from __future__ import annotations
@@ -262,9 +264,12 @@ def test_openevolve_records_a_hostile_initial_program_as_its_failure(tmp_path: P
     secret = tmp_path / "secret.txt"
     secret.write_text("the user's secret", encoding="utf-8")
     program = hostile("reads_outside", tmp_path, secret)
+    from dream_gym.integrations.deploy import DeployRequest
+    from dream_gym.integrations.deploy import deploy as deploy_api
+
     out = tmp_path / "world"
-    done = deploy("openevolve", f"{program},{HOSTILE / 'evaluator.py'}", out, policy="native", budget=2)
-    assert done.returncode == 0, done.stderr[-3000:]
+    deploy_api(DeployRequest(system="openevolve", task=f"{program},{HOSTILE / 'evaluator.py'}", out=out,
+                             policy="native", workers=2, budget=2, seed=0))
     records = nodes(out)
     assert records[0]["score"] is None and "Permission denied" in records[0]["error"]
     everything = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
@@ -316,10 +321,13 @@ def test_shinkaevolve_runs_its_own_evaluation_script_in_the_sandbox(tmp_path: Pa
     evaluation = sandboxed(SHINKA_TASK / "evaluate.py").evaluate(SHINKA_TASK / "initial.py", contract=SCRIPT)
     assert evaluation.correct == {"correct": True, "error": None}
     assert evaluation.metrics["combined_score"] == pytest.approx(1.0 / 3.0)
+    from dream_gym.integrations.deploy import DeployRequest
+    from dream_gym.integrations.deploy import deploy as deploy_api
+
     out = tmp_path / "world"
     # every evaluation imports ShinkaEvolve (seconds each): the root and two children are enough
-    done = deploy("shinkaevolve", f"{SHINKA_TASK / 'initial.py'},{SHINKA_TASK / 'evaluate.py'}", out, budget=2)
-    assert done.returncode == 0, done.stderr[-3000:]
+    deploy_api(DeployRequest(system="shinkaevolve", task=f"{SHINKA_TASK / 'initial.py'},{SHINKA_TASK / 'evaluate.py'}",
+                             out=out, policy="greedy", workers=2, budget=2, seed=0))
     records = nodes(out)
     assert records[0]["score"] == pytest.approx(1.0 / 3.0) and len(records) >= 3
     assert "ShinkaEvolve's evaluation script" in (out / "task" / "evaluate.py").read_text()
