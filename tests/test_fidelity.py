@@ -133,7 +133,7 @@ def test_a_pool_of_runs_is_a_recorder_held_to_the_online_budget(tmp_path: Path) 
     from dream_gym.evaluation.evaluate import evaluate
 
     out = tmp_path / "pooled"
-    args = ("--task", TASK, "-p", "greedy", "-p", "random", "--seeds", "0-2", "-n", "6", "-W", "2", "--frontier", "any",
+    args = ("--task", "sum-difference", "-p", "greedy", "-p", "random", "--seeds", "0-2", "-n", "6", "-W", "2", "--frontier", "any",
             "--recorder", "greedy", "--recorder", "pool:random+greedy", "--recorder", "pool:all", "--out", str(out))
     done = fidelity(*args)
     assert done.returncode == 0, done.stderr[-3000:]
