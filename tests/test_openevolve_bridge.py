@@ -144,16 +144,14 @@ def test_importing_openevolves_checkpoints_and_trace_gives_the_same_tree(policy_
 
 
 @pytest.mark.slow
-def test_an_empty_batch_stops_openevolve_and_policy_files_run_isolated(tmp_path: Path) -> None:
+def test_an_empty_batch_stops_openevolve_and_policy_files_run_isolated(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("sk-not-for-policies")
     policy = tmp_path / "two_rounds.py"
     policy.write_text(TWO_ROUNDS.format(secret=str(secret)))
     out = tmp_path / "world"
-    command = [sys.executable, "-m", "dream_gym", "openevolve", "run", "--task", TASK, "--policy",
-               str(policy), "-W", "2", "--iterations", "20", "--seed", "0"]
-    done = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_openevolve(BridgeConfig(task=TASK, out=out, policy=str(policy), workers=2, iterations=20, seed=0))
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["stopped_by"] == "policy"
     records = nodes(out)
@@ -166,10 +164,9 @@ def test_an_empty_batch_stops_openevolve_and_policy_files_run_isolated(tmp_path:
     load_world(out)
     # the control: the same code as trusted module:Class, in-process, reads the file and stops at once
     trusted = tmp_path / "trusted"
-    command[command.index(str(policy))] = "two_rounds:Policy"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([*command, "--out", str(trusted)], capture_output=True, text=True, timeout=600, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "two_rounds", raising=False)
+    run_openevolve(BridgeConfig(task=TASK, out=trusted, policy="two_rounds:Policy", workers=2, iterations=20, seed=0))
     assert len(nodes(trusted)) == 1 and json.loads((trusted / "run_summary.json").read_text())["stopped_by"] == "policy"
 
 
@@ -240,8 +237,8 @@ def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path, short_tmp_p
     proc.wait(timeout=30)
     before = nodes_lines(out)
     assert 6 <= len(before) < 25
-    done = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=600, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]  # not refused: no worker kept the lock
+    # cmd's run, resumed in this process: not refused, no worker kept the lock
+    run_openevolve(BridgeConfig(task=TASK, out=out, policy="fixed", workers=2, iterations=24, seed=2, resume=True))
     after = nodes(out)
     ids = [r["id"] for r in after]
     assert len(ids) == len(set(ids))
