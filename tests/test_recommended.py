@@ -7,8 +7,6 @@ rsi and the OpenEvolve bridge."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -117,11 +115,10 @@ def test_dream_and_rsi_take_recommended_as_the_incumbent(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_the_openevolve_bridge_runs_recommended(tmp_path: Path) -> None:
     pytest.importorskip("openevolve")
+    from dream_gym.integrations.openevolve import BridgeConfig, run_openevolve
+
     out = tmp_path / "world"
-    done = subprocess.run([sys.executable, "-m", "dream_gym", "openevolve", "run", "--task", "circle-packing-26",
-                           "--policy", NAME, "-W", "2", "--iterations", "6", "--seed", "0", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_openevolve(BridgeConfig(task="circle-packing-26", out=out, policy=NAME, workers=2, iterations=6, seed=0))
     meta = json.loads((out / "world.json").read_text())
     assert meta["policy"] == NAME
     assert load_world(out).size > 1
