@@ -180,6 +180,8 @@ def test_agent_repairs_what_the_error_names(name, tmp_path):
             continue
         fix = agent.propose(task, context(slipped.code, None, ev.error), np.random.default_rng(1000 + seed))
         repaired += fix.notes.startswith("repair") and task.evaluate(fix.code, tmp_path).valid
+        if repaired:
+            break  # the first repair decides: the seeds after it cannot change the verdict
     assert repaired >= 1
 
 
