@@ -24,7 +24,7 @@ import subprocess
 import sys
 import sysconfig
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -115,6 +115,15 @@ def _children(folder: Path, keep: Any) -> list[str]:
         return []
 
 
+def _not_the_package(folder: Path) -> Callable[[Path], bool]:
+    """The test that keeps an entry of ``folder`` unless it is dream_gym's own folder (installed
+    there, or linked to it). A plain entry's real path is its folder's and its name: only links
+    are resolved (resolving each of a site folder's hundreds of entries took ~10-20 ms in every
+    process that starts a sandbox, such as each evaluation ShinkaEvolve runs)."""
+    real = folder.resolve()
+    return lambda entry: (entry.resolve() if entry.is_symlink() else real / entry.name) != _PACKAGE
+
+
 @functools.lru_cache(maxsize=1)
 def _runtime() -> dict[str, tuple[str, ...]]:
     trees: list[str] = list(SYSTEM_TREES)
@@ -128,7 +137,7 @@ def _runtime() -> dict[str, tuple[str, ...]]:
         trees += _children(folder, lambda p: p.name not in _SITE_NAMES)
     for folder in map(Path, sorted(site_dirs)):
         listed.append(str(folder))
-        trees += _children(folder, lambda p: p.resolve() != _PACKAGE)
+        trees += _children(folder, _not_the_package(folder))
     listed.append(str(_PACKAGE))  # names only; data folders stay unreadable
     trees += _children(_PACKAGE, _is_code)
     return {"tree": tuple(dict.fromkeys(trees)), "list": tuple(dict.fromkeys(listed)),
