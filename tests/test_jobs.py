@@ -246,20 +246,20 @@ BETAS = (0.0, 0.5, 1.0)
 def test_an_in_process_policy_that_blocks_forever_is_reported_and_the_grid_completes(two_worlds: Path) -> None:
     started = time.monotonic()
     results = evaluate(["greedy", "test_jobs:BlockingPolicy"], str(two_worlds), BETAS, jobs=2,
-                       task_timeout=4, progress=False)
+                       task_timeout=2.5, progress=False)
     assert time.monotonic() - started < 60
     assert len(results) == 2 * 2 * 3
-    _check_blocked(results, ("w0", "w1"), "4s")
+    _check_blocked(results, ("w0", "w1"), "2.5s")
 
 
 @pytest.mark.slow
 def test_blocking_grid_gives_identical_results_at_j1_and_j2(two_worlds: Path) -> None:
     policies = ["greedy", "test_jobs:BlockingPolicy", "test_jobs:BlockingInit"]
     # one world: three tasks, two of them blocking, are enough for two jobs to interleave
-    runs = {jobs: evaluate(policies, str(two_worlds / "w0"), BETAS, jobs=jobs, task_timeout=4, progress=False)
+    runs = {jobs: evaluate(policies, str(two_worlds / "w0"), BETAS, jobs=jobs, task_timeout=2.5, progress=False)
             for jobs in (1, 2)}
     assert [r.to_dict() for r in runs[1]] == [r.to_dict() for r in runs[2]]
-    _check_blocked(runs[2], ("w0",), "4s")
+    _check_blocked(runs[2], ("w0",), "2.5s")
     for result in runs[2]:
         if result.policy == "test_jobs:BlockingInit":
             assert (result.error or "").startswith("TaskTimeout:") and "in the episode at beta 0:" in result.error
