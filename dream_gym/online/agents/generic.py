@@ -848,12 +848,12 @@ class GenericAgent:
         weights = self._weights(bold, parent_score)
         failed_forms = {change_form(code, d.code) for d in shown if d.failed} - {None}
         current, visited = code, {code}
+        source = parent_source  # the text edited, read again only when an edit changes it
         notes: list[str] = []
         touched: list[tuple[int, int]] = []  # spans of the child's local edits so far
         for _ in range(MAX_TRIES):
             if len(notes) >= wanted and current not in existing:
                 break
-            source = Source.read(current)
             if source is None:
                 break
             kinds = [k for k, w in weights.items()
@@ -877,7 +877,7 @@ class GenericAgent:
                 continue
             # a child equal to a shown program (crossover back to a better one) is only a step:
             # the loop goes on until the text is new
-            current = child
+            current, source = child, Source.read(child)
             visited.add(child)
             touched = _shifted(touched, edit) + ([(edit.start, edit.start + len(edit.replacement))] if kind in LOCAL else [])
             notes.append(f"{kind}: {edit.note}")
