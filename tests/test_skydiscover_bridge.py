@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -142,6 +143,38 @@ def test_importing_skydiscovers_own_output_gives_the_recorded_tree(greedy_run: P
     assert tree(nodes(tmp_path / "imported")) == tree(nodes(greedy_run))
     meta = json.loads((tmp_path / "imported" / "world.json").read_text())
     assert meta["source"]["system"] == "skydiscover"
+
+
+def test_resume_removes_a_saved_program_the_world_lacks(greedy_run: Path, tmp_path: Path) -> None:
+    """Killed after SkyDiscover's database saved a program and before its node was written: the
+    resumed run, which rebuilds the database from the world, removes that program's file, so the
+    import of SkyDiscover's output is the world again (the control: before the resume it holds
+    one program the world lacks)."""
+    out = tmp_path / "world"
+    shutil.copytree(greedy_run, out)
+    whole = nodes(greedy_run)
+    # the last iteration's programs (its retries too) are the world's last lines: they go
+    last = [r["id"] for r in whole if r["skydiscover"]["iteration_found"] == 12]
+    kept = whole[: len(whole) - len(last)]
+    assert last and [r["id"] for r in whole[len(kept):]] == last
+    (out / "nodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    meta = json.loads((out / "world.json").read_text())
+    del meta["sha256"]  # not finished
+    for key in ("iterations_done", "stopped_by"):
+        del meta["skydiscover"][key]
+    (out / "world.json").write_text(json.dumps(meta))
+    final = max((out / "skydiscover" / "checkpoints").iterdir(), key=lambda p: int(p.name.split("_")[1]))
+    shutil.rmtree(final)  # the checkpoint written after the last node: the killed run never got there
+    saved = [p for p in (out / "skydiscover").rglob("programs/*.json") if p.stem in last and "checkpoints" not in p.parts]
+    assert len(saved) == len(last)
+    import_cli(out / "skydiscover", tmp_path / "before")
+    assert set(tree(nodes(tmp_path / "before"))) == {r["id"] for r in whole}  # the control: too many
+    run_api(out, policy="greedy", budget=12, seed=0, resume=True)  # GREEDY's run
+    resumed = nodes(out)
+    assert resumed[: len(kept)] == kept and len(resumed) > len(kept)  # iteration 12 again
+    assert {r["id"] for r in resumed}.isdisjoint(last) and not any(p.exists() for p in saved)
+    import_cli(out / "skydiscover", tmp_path / "after")
+    assert tree(nodes(tmp_path / "after")) == tree(resumed)
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from pathlib import Path
 from typing import Any
 
 from skydiscover.llm.openai import OpenAILLM
@@ -61,6 +62,7 @@ from dream_gym.integrations.skydiscover.state import (
     Slot,
     is_copy,
     island_of,
+    remove_unrecorded,
 )
 
 PREFIX = "dream_gym_"
@@ -321,8 +323,11 @@ def restore_database(database: Any, records: list[dict[str, Any]], state: RunSta
     """Rebuild SkyDiscover's database from the world's nodes the way the run built it: the initial
     program (on every AdaEvolve island), then per iteration the programs the database kept, each on
     its recorded island, and the backend's end of iteration (AdaEvolve: rotation, migration).
-    Nothing is recorded again, nor saved again; the backends' sampling counters start afresh."""
+    Nothing is recorded again, nor saved again; the backends' sampling counters start afresh.
+    A program file the killed run saved but never recorded is removed."""
     programs = {str(r["id"]): program_from_node(r) for r in records}
+    saved = [Path(database.config.db_path) / "programs"] if database.config.db_path else []
+    remove_unrecorded([*saved, state.dropped_dir / "programs"], set(programs))
     state.known.update(programs)
     meta = state.writer.meta.get("skydiscover") or {}
     done = max([int(meta.get("iterations_done") or 0)]

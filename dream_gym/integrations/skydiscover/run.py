@@ -10,7 +10,8 @@ given as files, the ``evaluator.py`` given to SkyDiscover, which runs the task's
 dream_gym's sandbox: :mod:`dream_gym.integrations.files_task`). As in
 ``dream-gym grow``: each node is written with flush + fsync as it is admitted, the run holds the
 folder's lock, and ``resume`` continues a killed run (SkyDiscover's database is rebuilt from the
-world's nodes, then the policy is asked for the next round).
+world's nodes, a program file it saved that the world lacks is removed, then the policy is asked
+for the next round).
 
 Without ``model`` the agent is the task's built-in agent (for a task given as files, the generic
 agent) behind an

@@ -12,6 +12,7 @@ Nothing here imports SkyDiscover.
 from __future__ import annotations
 
 import contextvars
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,25 @@ def is_copy(program: Any) -> bool:
     return any(key in metadata for key in _COPY_MARKS)
 
 
+def remove_unrecorded(folders: list[Path], recorded: set[str]) -> None:
+    """Remove the program files (``<folder>/*.json``) of programs the world does not hold, island
+    copies and migrants excepted. SkyDiscover's database saves a program as it is given it, and the
+    node is written after: a run killed in between leaves a file of a program that is in no record.
+    A resumed run rebuilds its database from the world, so that file is stale, and an import of
+    SkyDiscover's output would find one program too many. A file cut short by the kill, which no
+    reader can parse, goes too."""
+    for folder in folders:
+        for path in sorted(folder.glob("*.json")):
+            if path.stem in recorded:
+                continue
+            try:
+                metadata = json.loads(path.read_text(encoding="utf-8")).get("metadata") or {}
+            except (OSError, ValueError, AttributeError):
+                metadata = {}
+            if not (isinstance(metadata, dict) and any(key in metadata for key in _COPY_MARKS)):
+                path.unlink(missing_ok=True)
+
+
 def island_of(database: Any, program_id: str) -> int | None:
     """The AdaEvolve island that holds a program (None for the other backends, or none holds it)."""
     archives = getattr(database, "archives", None)
@@ -145,4 +165,4 @@ def island_of(database: Any, program_id: str) -> int | None:
     return next((i for i, island in enumerate(islands) if any(p.id == program_id for p in island)), None)
 
 
-__all__ = ["METRIC", "SLOT", "Evaluated", "RunState", "Slot", "is_copy", "island_of"]
+__all__ = ["METRIC", "SLOT", "Evaluated", "RunState", "Slot", "is_copy", "island_of", "remove_unrecorded"]
