@@ -99,13 +99,7 @@ def parse_prompt(messages: Sequence[dict[str, Any]]) -> ParsedPrompt:
         blocks = list(_FENCE.finditer(text))
         if blocks:
             code, after = blocks[-1].group(1), text[blocks[-1].end():]
-    fitness = None
-    found = _FITNESS.search(text)
-    if found:
-        try:
-            fitness = float(found.group(1))
-        except ValueError:
-            fitness = None
+    fitness = _number_after(_FITNESS, text)
     outputs = text[: header if header >= 0 else len(text)]
     start = outputs.find("Last Execution Output")
     outputs = outputs[start:] if start >= 0 else ""
@@ -113,6 +107,17 @@ def parse_prompt(messages: Sequence[dict[str, Any]]) -> ParsedPrompt:
         code=code, diff_mode=SEARCH in after, fitness=fitness,
         error=_artifact(outputs, "error"), diagnostics=_artifact(outputs, "diagnostics") or "",
     )
+
+
+def _number_after(pattern: re.Pattern[str], text: str) -> float | None:
+    """The number ``pattern``'s first group finds in ``text``, or None (not found, not a number)."""
+    found = pattern.search(text)
+    if found is None:
+        return None
+    try:
+        return float(found.group(1))
+    except ValueError:
+        return None
 
 
 # SkyDiscover's prompts (its default templates): the parent's block under "# Current Program" opens
@@ -132,13 +137,7 @@ def skydiscover_feedback(before_code: str, after_code: str) -> tuple[float | Non
     if _SKY_INFO not in before_code:
         return None
     info = before_code[before_code.find(_SKY_INFO):]
-    fitness = None
-    found = _SKY_SCORE.search(info)
-    if found:
-        try:
-            fitness = float(found.group(1))
-        except ValueError:
-            fitness = None
+    fitness = _number_after(_SKY_SCORE, info)
     end = after_code.find("\n# Task")
     artifacts = {m.group(1): m.group(2).strip() for m in _SKY_SECTION.finditer(after_code[: end if end >= 0 else None])}
     error_line = _SKY_ERROR.search(info)
