@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dream_gym.cli import main as cli_main
 from dream_gym.evaluation.world_specs import resolve_worlds
 from dream_gym.rl.node_env import NodeReplayEnv
 from dream_gym.rl.options_env import OptionsReplayEnv
@@ -112,8 +113,8 @@ def test_the_macro_vector_env_splits_its_envs_among_the_settings() -> None:
         sb3_vec_env(worlds, 2, draws=DRAWS)
 
 
-def _train_command(out: Path, arch: str = "macro") -> list[str]:
-    return [sys.executable, "-m", "dream_gym", "train", "--arch", arch, "--worlds", POOL, "--timesteps", "256",
+def _train_args(out: Path, arch: str = "macro") -> list[str]:
+    return ["train", "--arch", arch, "--worlds", POOL, "--timesteps", "256",
             "--n-envs", "4", "--n-steps", "64", "--batch-size", "64", "--n-epochs", "1", "--eval-every", "0",
             "--heldout", "", "--betas", "0,1", "--out", str(out)]
 
@@ -122,7 +123,7 @@ def _train_command(out: Path, arch: str = "macro") -> list[str]:
                                                          ("--draw-prices", "0.002", "'0.002' is not one")])
 def test_a_bad_draw_list_is_refused_once_before_anything_is_written(tmp_path: Path, option, value, named) -> None:
     out = tmp_path / "run"
-    refused = subprocess.run(_train_command(out) + [option, value], capture_output=True, text=True, timeout=300)
+    refused = subprocess.run([sys.executable, "-m", "dream_gym", *_train_args(out), option, value], capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and refused.stderr.count("error:") == 1 and named in refused.stderr
     assert not out.exists()
 
@@ -130,10 +131,10 @@ def test_a_bad_draw_list_is_refused_once_before_anything_is_written(tmp_path: Pa
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["macro", "node", "options"])
 def test_train_draws_the_settings_and_records_them(tmp_path: Path, arch: str) -> None:
+    """The CLI's ``main`` in this process (the refusals above run the command itself): a training
+    process would spend most of its time importing torch and SB3."""
     out = tmp_path / "run"
-    done = subprocess.run(_train_command(out, arch) + ["--draw-workers", "2,10", "--draw-prices", "0.002:0"],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert cli_main(_train_args(out, arch) + ["--draw-workers", "2,10", "--draw-prices", "0.002:0"]) == 0
     config = json.loads((out / "config.json").read_text())
     assert (config["draw_workers"], config["draw_prices"]) == ("2,10", "0.002:0")
     assert (out / "model.zip").is_file()
