@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from dream_gym.cli import main as cli_main
 from dream_gym.evaluation.leaderboard import Leaderboard, leaderboard
 from dream_gym.evaluation.results import read_results
 from dream_gym.world.registry import list_worlds
@@ -251,17 +252,22 @@ def test_rsi_summary_keeps_every_column_at_80_columns(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_train_says_the_w_of_its_held_out_figures_and_eval_gives_them_at_that_w(tmp_path: Path) -> None:
+def test_train_says_the_w_of_its_held_out_figures_and_eval_gives_them_at_that_w(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``train`` runs through the CLI's ``main`` in this process (its report is plain prints; a
+    process of its own would spend most of its time importing torch and SB3); ``eval`` as a program."""
     pytest.importorskip("sb3_contrib")
     heldout = "sd-puct-w8-s1,cp26-random-w8-s1"  # recorded at W = 8; train replays at W = 4
     out = tmp_path / "train"
-    done = dream_gym("train", "--timesteps", "64", "--n-envs", "2", "--n-steps", "32", "--batch-size", "32",
+    capsys.readouterr()
+    code = cli_main(["train", "--timesteps", "64", "--n-envs", "2", "--n-steps", "32", "--batch-size", "32",
                      "--eval-every", "0", "--checkpoint-every", "64", "--worlds", "cp26-puct-w4-s1",
-                     "--heldout", heldout, "--betas", BETAS, "--out", str(out))
-    assert done.returncode == 0, done.stderr
-    text = flat(done.stdout)
+                     "--heldout", heldout, "--betas", BETAS, "--out", str(out)])
+    done = capsys.readouterr()
+    assert code == 0, done.err
+    text = flat(done.out)
     assert "train pool (1 world at W = 4, betas 0,0.5,1): v2 " in text
-    held = next(line for line in done.stdout.splitlines() if line.startswith("held out ("))
+    held = next(line for line in done.out.splitlines() if line.startswith("held out ("))
     assert held.startswith("held out (2 worlds at W = 4, betas 0,0.5,1): v2 ")
     assert "`dream-gym eval` replays each world at its recorded W (8) unless given -W" in text
     mean_v = held.split("mean V ")[1].split()[0]
