@@ -24,6 +24,7 @@ import psutil
 import pytest
 from worldgen import random_records
 
+from dream_gym.cli import main as cli_main
 from dream_gym.policies import make_policy
 from dream_gym.policy import RunContext, run_episode
 from dream_gym.policy_files import (
@@ -134,18 +135,20 @@ def test_recommended_keeps_its_name_and_loads_what_it_names() -> None:
     assert type(policy) is type(load_policy(recommended_spec()))
 
 
-def test_a_model_without_the_rl_extra_names_the_extra_once() -> None:
+def test_a_model_without_the_rl_extra_names_the_extra_once(capsys: pytest.CaptureFixture[str]) -> None:
     """``recommended`` names a model: where torch and SB3 are not installed, replay (its default
-    policy) stops with the extra to install, not a traceback. The control loads it."""
+    policy) stops with the extra to install, not a traceback. The control loads it, in this process
+    (where torch is installed; a process of its own would spend most of its time importing it)."""
     absent = "import sys\nfor name in ('torch', 'stable_baselines3', 'sb3_contrib'): sys.modules[name] = None\n"
     replay = "from dream_gym.cli import main\nsys.exit(main(['replay', 'sd-fixed-s0']))\n"
     done = subprocess.run([sys.executable, "-c", absent + replay], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.count("error:") == 1 and "pip install 'dream-gym[rl]'" in done.stderr
     assert "Traceback" not in done.stderr and "'recommended (" in done.stderr
-    control = subprocess.run([sys.executable, "-c", "import sys\n" + replay], capture_output=True, text=True,
-                             timeout=300)
-    assert control.returncode == 0 and "V = " in control.stdout, control.stderr[-2000:]
+    capsys.readouterr()
+    code = cli_main(["replay", "sd-fixed-s0"])
+    control = capsys.readouterr()
+    assert code == 0 and "V = " in control.out, control.err[-2000:]
 
 
 def test_what_a_spec_loads_from_disk(tmp_path: Path) -> None:
