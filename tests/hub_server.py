@@ -179,7 +179,9 @@ class HubServer:
 
         self._httpd = _Server(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="hub-server", daemon=True)
+        # a short poll: stop() waits for the serving loop to look up (0.5 s by default)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="hub-server",
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 
