@@ -19,6 +19,7 @@ import math
 import random
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -57,13 +58,22 @@ def plain(value: Any) -> Any:
     return value
 
 
+def space_key(space: Any) -> Any:
+    """A comparable copy of a space: its type and every array it holds as bytes (the bounds in full,
+    where repr shortens them), without the seeded sampler and repr's caches."""
+    if isinstance(space, gym.spaces.Dict):
+        return {name: space_key(sub) for name, sub in space.spaces.items()}
+    held = {k: v for k, v in vars(space).items() if k != "_np_random" and not k.endswith("_repr")}
+    return type(space).__name__, space.shape, plain(held)
+
+
 def env_trace(records: list[Record], batches: list[list[int]], workers: int, frontier: str,
               max_nodes: int | None) -> tuple[list[Any], list[float]]:
     """Everything a default ReplayEnv shows for the batches, and its rewards (kept apart)."""
     env = ReplayEnv(make_world(records, workers=workers, frontier=frontier), max_nodes=max_nodes,
                     render_mode="ansi")
     obs, info = env.reset()
-    shown: list[Any] = [repr(env.observation_space), repr(env.action_space), env.max_nodes,
+    shown: list[Any] = [space_key(env.observation_space), space_key(env.action_space), env.max_nodes,
                         plain(obs), plain(info), env.render(), plain(env.action_masks())]
     rewards: list[float] = []
     for batch in batches:
@@ -81,7 +91,7 @@ def vector_env_trace(records: list[Record], batches: list[list[int]], workers: i
     env = ReplayVectorEnv(1, world=make_world(records, workers=workers, frontier=frontier), max_nodes=max_nodes)
     pad = env.max_nodes
     obs, info = env.reset()
-    shown: list[Any] = [repr(env.single_observation_space), repr(env.single_action_space), plain(obs), plain(info),
+    shown: list[Any] = [space_key(env.single_observation_space), space_key(env.single_action_space), plain(obs), plain(info),
                         plain(env.action_masks())]
     rewards: list[float] = []
     for batch in batches:
@@ -329,7 +339,7 @@ def request_env_trace(records: list[Record], batches: list[list[int]], workers: 
     included), and its rewards (kept apart)."""
     env = ReplayEnv(make_world(records, workers=workers, frontier=frontier), requests=True, render_mode="ansi")
     obs, info = env.reset()
-    shown: list[Any] = [repr(env.observation_space), repr(env.action_space), plain(obs), plain(info), env.render()]
+    shown: list[Any] = [space_key(env.observation_space), space_key(env.action_space), plain(obs), plain(info), env.render()]
     rewards: list[float] = []
     for batch in batches:
         obs, reward, terminated, truncated, info = env.step(batch)
