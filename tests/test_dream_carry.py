@@ -10,6 +10,7 @@ import shutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from once import built_once
 
 from dream_gym.dream import family_policy
 from dream_gym.dream.builtin_developer import BuiltinDeveloper, family_file
@@ -51,26 +52,37 @@ def _worlds():
     return resolve_worlds("sd-fixed-s0"), resolve_worlds("lasso-ucb-s0")
 
 
-def _two_phases(out, developer_1, developer_2, m1: int = 3, m2: int = 3):
-    first, second = _worlds()
-    one = improvement_step(out, 1, "greedy", first, developer_1, DreamSettings(m1, SCORING))
-    two = improvement_step(out, 2, str(out / one.deployed), first + second, developer_2, DreamSettings(m2, SCORING))
-    return one, two
+def _phase_one(out):
+    """Phase 1 of the next two tests: greedy, then the weak and the strong revision."""
+    return improvement_step(out, 1, "greedy", _worlds()[0], Scripted([revs.WEAK, revs.strong()]),
+                            DreamSettings(3, SCORING))
+
+
+@pytest.fixture()
+def after_phase_one(tmp_path_factory, tmp_path):
+    """A copy of a run folder after :func:`_phase_one`, which runs once per session (the tests
+    continue it each in its copy; ``improvement_step`` reads the finished phase back)."""
+    out = tmp_path / "run"
+    shutil.copytree(built_once(tmp_path_factory, "dream-carry-phase-1", _phase_one), out)
+    return out
 
 
 @pytest.mark.slow
-def test_carried_versions_are_scored_exactly_on_the_grown_history_evaluating_only_the_new_world(tmp_path):
+def test_carried_versions_are_scored_exactly_on_the_grown_history_evaluating_only_the_new_world(after_phase_one):
+    out = after_phase_one
     scripted = Scripted([revs.WEAK])
-    one, two = _two_phases(tmp_path, Scripted([revs.WEAK, revs.strong()]), scripted, m2=2)
     first, second = _worlds()
-    carried = [r for r in read_jsonl(tmp_path / "dream.jsonl") if r.get("type") == "carry"]
-    deployed_key = code_key((tmp_path / one.deployed).read_text())
+    one = _phase_one(out)
+    two = improvement_step(out, 2, str(out / one.deployed), first + second, scripted,
+                           DreamSettings(2, SCORING))
+    carried = [r for r in read_jsonl(out / "dream.jsonl") if r.get("type") == "carry"]
+    deployed_key = code_key((out / one.deployed).read_text())
     assert len(carried) == 2  # phase 1's three versions but the one deployed (the incumbent of phase 2)
     for row in carried:
         assert row["phase"] == 2 and row["status"] == "ok"
         assert row["evaluated"] == [w.id for w in second]  # only the world added since phase 1
-        assert code_key((tmp_path / row["file"]).read_text()) != deployed_key
-        fresh = score_policy(tmp_path / row["file"], first + second, SCORING)
+        assert code_key((out / row["file"]).read_text()) != deployed_key
+        fresh = score_policy(out / row["file"], first + second, SCORING)
         assert row["score"] == pytest.approx(fresh.score, abs=1e-12)  # exact: what a full re-run gives
         assert row["per_world"] == pytest.approx(fresh.per_world, abs=1e-12)
     past = scripted.seen[0].past
@@ -82,17 +94,18 @@ def test_carried_versions_are_scored_exactly_on_the_grown_history_evaluating_onl
 
 
 @pytest.mark.slow
-def test_a_revision_with_the_code_of_a_carried_version_reuses_its_scores(tmp_path):
+def test_a_revision_with_the_code_of_a_carried_version_reuses_its_scores(after_phase_one):
+    out = after_phase_one
     first, second = _worlds()
-    one = improvement_step(tmp_path, 1, "greedy", first, Scripted([revs.WEAK, revs.strong()]), DreamSettings(3, SCORING))
+    one = _phase_one(out)
     carried_code = revs.WEAK if one.deployed_m != 1 else revs.strong()
     again = "# the same policy under another comment\n" + carried_code
-    two = improvement_step(tmp_path, 2, str(tmp_path / one.deployed), first + second, Scripted([again]),
+    two = improvement_step(out, 2, str(out / one.deployed), first + second, Scripted([again]),
                            DreamSettings(2, SCORING))
     version = two.versions[1]
     assert "reused from phase 1" in version.notes
-    assert not (tmp_path / "revisions/2/1.results.jsonl").exists()  # nothing was evaluated for it
-    assert version.score == pytest.approx(score_policy(tmp_path / version.file, first + second, SCORING).score,
+    assert not (out / "revisions/2/1.results.jsonl").exists()  # nothing was evaluated for it
+    assert version.score == pytest.approx(score_policy(out / version.file, first + second, SCORING).score,
                                           abs=1e-12)
 
 
