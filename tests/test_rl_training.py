@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from once import built_once
 
 from dream_gym.evaluation.evaluate import resolve_worlds
 from dream_gym.policies import make_policy
@@ -107,13 +108,22 @@ def test_training_resumes_after_kill_9(tmp_path: Path) -> None:
     assert load_policy(str(out / "model.zip")) is not None
 
 
+@pytest.fixture()
+def learned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run folder of a short seeded run (16k macro steps, no checkpoints or held-out worlds),
+    trained once per session: the two learnability tests read the same run."""
+    def learn(folder: Path) -> None:
+        train(tiny(folder, timesteps=16_384, n_envs=16, n_steps=64, n_epochs=10, eval_every=0, checkpoint_every=0,
+                   heldout=""), log=lambda _: None)
+
+    return built_once(tmp_path_factory, "rl-training-learned", learn) / "run"
+
+
 @pytest.mark.slow
-def test_a_short_seeded_run_beats_random_on_a_tiny_pool(tmp_path: Path) -> None:
+def test_a_short_seeded_run_beats_random_on_a_tiny_pool(learned: Path) -> None:
     """Learnability: 16k macro steps on three shipped worlds beat `random` there on v2 and mean V
     (measured with price 2 -> 0.5, 2 shared cores: seeds 0-2 reach v2 0.76-0.87 and V 0.90-0.97; random 0.55 / 0.65)."""
-    config = tiny(tmp_path, timesteps=16_384, n_envs=16, n_steps=64, n_epochs=10, eval_every=0, checkpoint_every=0,
-                  heldout="")
-    trained = train(config, log=lambda _: None)["final"]
+    trained = json.loads((learned / "summary.json").read_text())["final"]
     worlds = resolve_worlds(POOL)
     baseline = evaluate_policy(make_policy("random"), worlds, [0, 0.5, 1], 4)
     assert trained["train_v2"] > baseline["v2"] + 0.05, (trained, baseline)
@@ -121,13 +131,10 @@ def test_a_short_seeded_run_beats_random_on_a_tiny_pool(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_beta_priced_policy_spends_more_at_higher_beta(tmp_path: Path) -> None:
+def test_a_beta_priced_policy_spends_more_at_higher_beta(learned: Path) -> None:
     """The Pareto front has one point per beta region: trained with work priced by beta, the policy's
     work on held-out worlds rises from beta 0 to 0.5 to 1 (a V-trained policy's would not move)."""
-    config = tiny(tmp_path, timesteps=16_384, n_envs=16, n_steps=64, n_epochs=10, eval_every=0, checkpoint_every=0,
-                  heldout="")
-    train(config, log=lambda _: None)
-    policy = load_policy(str(Path(config.out) / "model.zip"))
+    policy = load_policy(str(learned / "model.zip"))
     heldout = resolve_worlds("sd-fixed-s1,lasso-fixed-s1,cp32-fixed-s0")
     work = {beta: sum(run_episode(policy, w, workers=4, beta=beta).work for w in heldout) for beta in (0.0, 0.5, 1.0)}
     assert work[0.0] < work[0.5] < work[1.0], work
