@@ -521,6 +521,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     hub: HubServer
     protocol_version = "HTTP/1.1"
+    # a response is written as headers then body: with Nagle's algorithm the body waits for the
+    # client's delayed acknowledgement of the headers (tens of ms a request on kept-alive connections)
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
