@@ -136,6 +136,9 @@ class OpenAICompatServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body are two writes: with Nagle's algorithm the body would wait for the
+            # client's delayed acknowledgement of the headers (tens of ms a kept-alive request)
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
                 pass
