@@ -133,7 +133,11 @@ class RunState(BridgeState):
 
 
 def is_copy(program: Any) -> bool:
-    metadata = program.metadata or {}
+    return _marks_a_copy(program.metadata or {})
+
+
+def _marks_a_copy(metadata: dict[str, Any]) -> bool:
+    """Whether a program's metadata marks it an island copy or a migrant."""
     return any(key in metadata for key in _COPY_MARKS)
 
 
@@ -152,7 +156,7 @@ def remove_unrecorded(folders: list[Path], recorded: set[str]) -> None:
                 metadata = json.loads(path.read_text(encoding="utf-8")).get("metadata") or {}
             except (OSError, ValueError, AttributeError):
                 metadata = {}
-            if not (isinstance(metadata, dict) and any(key in metadata for key in _COPY_MARKS)):
+            if not (isinstance(metadata, dict) and _marks_a_copy(metadata)):
                 path.unlink(missing_ok=True)
 
 
