@@ -199,6 +199,9 @@ def test_cli_grow_writes_world_and_summary(tmp_path, capsys):
     assert world.size == 5  # 2 branches x depth 2
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["nodes"] == 5 and summary["stopped_by"] == "policy"
+    printed = capsys.readouterr()
+    # a run its policy ended early says how to run longer, once
+    assert (printed.out + printed.err).count("before its budget, by its own stop rule: a higher --beta") == 1
 
 
 def test_cli_grow_rejects_malformed_policy_arg(tmp_path, capsys):

@@ -29,6 +29,7 @@ def test_grow_prints_a_line_a_round_and_its_summary_on_its_own_line(tmp_path: Pa
     summary = next(line for line in lines if " nodes, " in line)
     assert summary.startswith("5 nodes, 4 rounds") and "stopped by max_attempts" in summary, lines
     assert not any(c in "".join(lines) for c in "┌└│"), lines  # no table redrawn into the log
+    assert not any("own stop rule" in line for line in lines), lines  # the limit ended it, not the policy
 
 
 @pytest.mark.slow

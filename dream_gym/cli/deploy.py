@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from dream_gym.cli.options import add_read, add_trust_model, add_workers
+from dream_gym.cli.options import add_read, add_trust_model, add_workers, stop_hint
 from dream_gym.replay.settings import DEFAULT_BETA, recorder_or
 
 
@@ -75,6 +75,8 @@ def run_command(args: argparse.Namespace) -> int:
     console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {result.best_score}, "
                   f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version})",
                   markup=False)
+    if hint := stop_hint(result.stopped_by):
+        console.print(hint, markup=False)
     console.print(f"world: {result.folder}", markup=False)
     return 0
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from dream_gym.cli.options import add_trust_model, add_workers
+from dream_gym.cli.options import add_trust_model, add_workers, stop_hint
 from dream_gym.cli.shown import shown
 from dream_gym.infrastructure.printable import TEXT_CHARS
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_or
@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         f"{result.nodes} nodes, {result.rounds} rounds, {result.failures} failed attempts this run, "
         f"best score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s"
     )
+    if hint := stop_hint(result.stopped_by):
+        console.print(hint, markup=False)
     if result.repaired:
         console.print(f"resume: {result.repaired}")
     if survival:

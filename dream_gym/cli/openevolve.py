@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.deploy import add_run_arguments
-from dream_gym.cli.options import add_read, add_trust_model
+from dream_gym.cli.options import add_read, add_trust_model, stop_hint
 from dream_gym.replay.settings import DEFAULT_BETA
 
 
@@ -67,6 +67,8 @@ def run_command(args: argparse.Namespace) -> int:
         f"best combined_score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s "
         f"(OpenEvolve {result.openevolve})"
     )
+    if hint := stop_hint(result.stopped_by):
+        console.print(hint, markup=False)
     console.print(f"world: {result.folder}  OpenEvolve output: {result.folder / 'openevolve'}")
     return 0
 

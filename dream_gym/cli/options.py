@@ -90,6 +90,16 @@ def parse_betas_option(text: str, option: str = "--betas") -> tuple[float, ...]:
         raise ValueError(f"{option}: {exc}") from None
 
 
+def stop_hint(stopped_by: str) -> str:
+    """The line a run's summary adds when the policy ended the run before its budget: how to run
+    longer (greedy stops after a few rounds without a new best, as on a task whose first children
+    all fail)."""
+    if stopped_by != "policy":
+        return ""
+    return ("the policy ended the run before its budget, by its own stop rule: a higher --beta makes "
+            "the built-in policies more patient (greedy: --policy-arg patience=N)")
+
+
 def one_line(message: str) -> str:
     """A message on one line (an error from a policy may span several)."""
     return " ".join(message.split())
