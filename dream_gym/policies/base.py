@@ -100,6 +100,23 @@ def gain(best: float | None, view: PrefixView, scale: float) -> float:
     return min(1.0, max(0.0, (best - view.baseline_score) / scale))
 
 
+class BatchSlots:
+    """A batch filled one pick at a time: the picks so far, the root's slots left and the nodes
+    taken (a round continues a node once; the root up to its slots)."""
+
+    def __init__(self, view: PrefixView):
+        self.picks: list[int] = []
+        self.roots_left = view.root_slots
+        self.taken: set[int] = set()
+
+    def add(self, pick: int) -> None:
+        self.picks.append(pick)
+        if pick == ROOT:
+            self.roots_left -= 1
+        else:
+            self.taken.add(pick)
+
+
 class Patience:
     """Counts decision rounds without a new best revealed score (one ``update`` per ``act``)."""
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dream_gym.policies.base import BasePolicy, BranchInfo, branch_table
+from dream_gym.policies.base import BasePolicy, BatchSlots, BranchInfo, branch_table
 from dream_gym.policy import RunContext
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.view import NodeView, PrefixView
@@ -90,23 +90,17 @@ class CoveragePolicy(BasePolicy):
         table = branch_table(view)
         weights = _branch_weights(table, self.favour)
         leaves = _leaves(view)
-        roots_left = view.root_slots
-        batch: list[int] = []
-        taken: set[int] = set()
+        batch = BatchSlots(view)
         for _ in range(view.workers):
             pick = None
-            if not (roots_left and (not table or rng.random() < widen)):
-                pick = self._continue(view, table, weights, leaves, taken, rng)
-            if pick is None and roots_left:
+            if not (batch.roots_left and (not table or rng.random() < widen)):
+                pick = self._continue(view, table, weights, leaves, batch.taken, rng)
+            if pick is None and batch.roots_left:
                 pick = ROOT
             if pick is None:
                 break
-            batch.append(pick)
-            if pick == ROOT:
-                roots_left -= 1
-            else:
-                taken.add(pick)
-        return batch
+            batch.add(pick)
+        return batch.picks
 
     def _continue(self, view: PrefixView, table: dict[int, BranchInfo], weights: dict[int, float],
                   leaves: set[int], taken: set[int], rng: np.random.Generator) -> int | None:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dream_gym.policies.base import BudgetedPolicy, interpolate
+from dream_gym.policies.base import BatchSlots, BudgetedPolicy, interpolate
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.view import PrefixView
 
@@ -76,29 +76,24 @@ class OpenEvolvePolicy(BudgetedPolicy):
             return []
         explore, exploit = self.ratios()
         elites = self.elites(view)
-        roots_left = view.root_slots
-        taken: set[int] = set()
-        batch: list[int] = []
-        while len(batch) < view.workers:
-            slots = ([ROOT] if roots_left else []) + [i for i in view.frontier if i != ROOT and i not in taken]
+        batch = BatchSlots(view)
+        while len(batch.picks) < view.workers:
+            slots = ([ROOT] if batch.roots_left else []) + [
+                i for i in view.frontier if i != ROOT and i not in batch.taken]
             if not slots:
                 break
             u = self.rng.random()
             pick: int | None = None
             if explore <= u < explore + exploit:
-                pool = [i for i in elites if i not in taken]
+                pool = [i for i in elites if i not in batch.taken]
                 if pool:
                     pick = pool[int(self.rng.integers(len(pool)))]
             elif u >= explore + exploit:
                 pick = self._fitness_pick(view, slots)
             if pick is None:  # exploration, or a fallback from an empty mode
                 pick = slots[int(self.rng.integers(len(slots)))]
-            batch.append(pick)
-            if pick == ROOT:
-                roots_left -= 1
-            else:
-                taken.add(pick)
-        return batch
+            batch.add(pick)
+        return batch.picks
 
     def _fitness_pick(self, view: PrefixView, slots: list[int]) -> int | None:
         scores = [view.baseline_score if i == ROOT else view.nodes[i].score for i in slots]
