@@ -32,6 +32,10 @@ SYSTEMS: dict[str, str] = {
 }
 
 
+#: The systems' words for a run that spent its budget (OpenEvolve and SkyDiscover count iterations).
+SPENT_BUDGET = {"iterations": "budget"}
+
+
 class SystemUnavailable(RuntimeError):
     """The system cannot run here: not installed, an unsupported version, or a missing hook."""
 
@@ -69,7 +73,7 @@ class DeployResult:
     nodes: int
     invalid: int
     best_score: float | None
-    stopped_by: str
+    stopped_by: str  # budget, policy, error, or the system's own stop (OpenEvolve's early_stopping)
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -97,7 +101,11 @@ def deploy(request: DeployRequest) -> DeployResult:
     from dream_gym.integrations.files_task import checked_read
 
     request.read = checked_read(request.task, request.read)
-    return bridge(request.system)(request)
+    result = bridge(request.system)(request)
+    # one word for "the run spent --budget", whatever the system counts it in (its own word stays
+    # in the world's run_summary.json)
+    result.stopped_by = SPENT_BUDGET.get(result.stopped_by, result.stopped_by)
+    return result
 
 
 __all__ = ["NATIVE_POLICY", "SYSTEMS", "DeployRequest", "DeployResult", "SystemUnavailable", "bridge", "deploy"]
