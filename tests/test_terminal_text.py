@@ -160,6 +160,15 @@ def test_tables_still_fit_80_columns(home):
         assert max(len(line) for line in out.splitlines()) <= 80
 
 
+def test_the_stats_legend_wraps_at_the_terminals_width_not_the_tables(home):
+    world = make_world(home / "w", "w")
+    lines = run("worlds", "stats", str(world), columns=80).splitlines()
+    legend = next(i for i, line in enumerate(lines) if "0 = baseline" in line)
+    # a paragraph from the left margin, not a column as narrow as the table, centred under it
+    assert lines[legend].startswith("q: 0 = baseline") and len(lines[legend]) > 70, lines
+    assert max(len(line) for line in lines) <= 80
+
+
 def test_an_error_naming_a_hostile_folder_is_escaped(home):
     """A folder unpacked from elsewhere may carry escapes in its name; the error that names it
     (here: a world whose nodes file is missing) shows them escaped, on one line."""

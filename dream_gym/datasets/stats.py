@@ -220,13 +220,15 @@ def stats_json(stats: Sequence[WorldStats]) -> str:
 
 
 def stats_rich(stats: Sequence[WorldStats]) -> Any:
-    """The statistics as a rich Table; world ids and task names are ``Text`` (shown literally,
-    never read as markup) and escaped (:func:`dream_gym.infrastructure.printable.printable`)."""
+    """The statistics as a rich Table, then its legend as a paragraph (it wraps at the terminal's
+    width, not the narrow table's); world ids and task names are ``Text`` (shown literally, never
+    read as markup) and escaped (:func:`dream_gym.infrastructure.printable.printable`)."""
     from rich import box
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title="World statistics", caption=_caption(stats), box=box.SIMPLE_HEAD)
+    table = Table(title="World statistics", box=box.SIMPLE_HEAD)
     rows = _rows(stats)
     table.add_column("statistic", justify="left", no_wrap=True)
     for i, s in enumerate(stats):
@@ -235,4 +237,4 @@ def stats_rich(stats: Sequence[WorldStats]) -> Any:
         table.add_column(Text(world), justify="right", overflow="fold", min_width=min(widest, 18))
     for name, cells in rows:
         table.add_row(name, *(Text(c) for c in cells))
-    return table
+    return Group(table, Text(_caption(stats), style="dim"))
