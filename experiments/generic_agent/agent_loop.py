@@ -8,8 +8,11 @@ tests and OpenEvolve's example tasks. Run from the repository root:
     nice -n 10 .venv/bin/python experiments/generic_agent/agent_loop.py --agent OLD.py --label before
     nice -n 10 .venv/bin/python experiments/generic_agent/agent_loop.py --label after
 
-``--agent`` loads another version of ``dream_gym/online/agents/generic.py`` (``git show
-HEAD~1:dream_gym/online/agents/generic.py > OLD.py``), so both versions run on the same loop.
+``--agent`` loads another version of the agent, so both versions run on the same loop: a folder
+holding a version of the package ``dream_gym/online/agents/generic/`` (``git archive REV
+dream_gym/online/agents/generic | tar -x -C OLD`` gives ``OLD/dream_gym/online/agents/generic``),
+or the one file it was before it became a package (``git show
+bd201e4:dream_gym/online/agents/generic.py > OLD.py``).
 
 The loop (fixed before measuring): the task's initial program is the root; each round the best
 program so far (the first of the ties) is the parent of two children, the agent's generator
@@ -45,11 +48,19 @@ FILES = {"fixture-openevolve_task": ROOT / "tests" / "data" / "openevolve_task",
 
 
 def load_agent(path: Path | None) -> ModuleType:
-    """The agent module: the package's, or another version of its file."""
+    """The agent module: the package's, another version of the package (a folder), or a version
+    from before it was a package (one file)."""
     if path is None:
         from dream_gym.online.agents import generic
         return generic
-    spec = importlib.util.spec_from_file_location("generic_under_test", path)
+    if path.is_dir():  # its modules import each other relatively, as parts of this package
+        spec = importlib.util.spec_from_file_location("generic_under_test", path / "__init__.py",
+                                                      submodule_search_locations=[str(path)])
+    else:
+        # a one-file version imports its history helpers under their name of that time
+        sys.modules.setdefault("dream_gym.online.agents.generic_history",
+                               importlib.import_module("dream_gym.online.agents.generic.history"))
+        spec = importlib.util.spec_from_file_location("generic_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["generic_under_test"] = module
@@ -149,7 +160,7 @@ def table(stored: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agent", type=Path, help="another version of generic.py (default: the package's)")
+    parser.add_argument("--agent", type=Path, help="another version of the agent: a package folder or a one-file version (default: the package's)")
     parser.add_argument("--label", required=True, help="the name of this measurement in agent_loop.json")
     parser.add_argument("--task", action="append", default=[], help="only this task (repeatable)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
