@@ -8,13 +8,22 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from dream_gym.envs.buffers import BufferPool, bases_of, read_only_arrays
+from dream_gym.envs.frontier import FrontierCounts, add_counts, drop_id, frontier_of, ones_for, set_count
+from dream_gym.envs.spaces import (
+    DEFAULT_MAX_NODES,
+    GLOBAL_COLUMNS,
+    NODE_COLUMNS,
+    PADDING_ROW,
+    capacity_for,
+    observation_space,
+)
 from dream_gym.replay.layout import (
     END_FULL,
     END_LIMIT,
@@ -48,116 +57,11 @@ from dream_gym.replay.view import PrefixView, RevealedNodes, render_tree
 from dream_gym.world.registry import is_path, resolve_world
 from dream_gym.world.tree import World
 
-# Columns of the observation's "nodes" matrix (one row per observed id) and "globals" vector.
-NODE_COLUMNS: tuple[str, ...] = ("revealed", "parent", "depth", "scored", "frontier")
-GLOBAL_COLUMNS: tuple[str, ...] = ("root_slots", "baseline", "rounds", "attempts")
-REVEALED, PARENT, DEPTH, SCORED, FRONTIER = range(len(NODE_COLUMNS))
-ROOT_SLOTS, BASELINE, ROUNDS, ATTEMPTS = range(len(GLOBAL_COLUMNS))
-PADDING_ROW = np.array([0, -1, 0, 0, 0], dtype=np.int32)  # a row no revealed node uses
 _new_object = object.__new__
 _refs = sys.getrefcount
 _TRUNCATED_BY = {END_TRUNCATED: "max_rounds", END_FULL: "capacity", END_LIMIT: "max_attempts", END_RECORD: "record"}
 
-# The observation capacity when ``max_nodes`` is not given: a constant, so that the shape of an
-# observation never tells a policy how big the world is. 1,024 holds every shipped world (the
-# largest has 1,001 nodes) and every imported real run (at most 201).
-DEFAULT_MAX_NODES = 1024
 RENDER_MODES = ("ansi", "rgb_array")
-
-
-class FrontierCounts(dict[int, int]):
-    """``info["frontier"]``: {id: how many times the next batch may hold it}, the root first
-    (while it may open a branch), then the other ids ascending.
-
-    A read-only dict: the env brings one up to date again, with only the ids the steps since
-    changed, once nobody holds it (so a step costs the nodes it reveals, not the frontier's
-    size), and refuses changes to it. ``dict(info["frontier"])`` or ``.copy()`` is a plain dict
-    to change. ``copy.copy`` and ``copy.deepcopy`` return it: it never changes while held.
-    """
-
-    __slots__ = ()
-
-    def __copy__(self) -> FrontierCounts:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> FrontierCounts:
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FrontierCounts, (dict(self),))
-
-
-def _refuse_change(self: FrontierCounts, *args: Any, **kwargs: Any) -> NoReturn:
-    raise TypeError("info['frontier'] is read-only (the env brings it up to date again once nobody holds it): "
-                    "change a copy, dict(info['frontier'])")
-
-
-for _name in ("__setitem__", "__delitem__", "__ior__", "clear", "pop", "popitem", "setdefault", "update"):
-    setattr(FrontierCounts, _name, _refuse_change)
-# the env's own changes (dict's methods, which the class above refuses to callers). ``pop``, not
-# ``__delitem__``: a method is called without the argument tuple a slot wrapper builds. Ids join
-# as ``dict.fromkeys(ids, 1)``, which ``update`` merges as a dict, faster than from (id, 1) pairs.
-# Together: 1.6 -> 1.1 us for the 8 ids out and 8 in of a bushy world's step.
-_set_count, _drop_id, _add_counts, _ones_for = dict.__setitem__, dict.pop, dict.update, dict.fromkeys
-
-
-def _frontier_of(counts: FrontierCounts, ids: list[int], removed: int, root_slots: int) -> FrontierCounts:
-    """``info["frontier"]`` from the engine's output: ``counts`` (a dict nobody else holds, as of
-    the buffer set's rows) brought up to date with the ``removed`` ids that left and the ids that
-    joined (``ids``, in that order), or (``removed`` -1) a new one holding ``ids``, the whole
-    frontier; the root's multiplicity set."""
-    if removed < 0:
-        counts = FrontierCounts(_ones_for(ids, 1))
-        if root_slots:
-            _set_count(counts, ROOT, root_slots)
-        return counts
-    for obs_id in ids[:removed]:
-        _drop_id(counts, obs_id)
-    if root_slots:
-        _set_count(counts, ROOT, root_slots)  # in place: the root never leaves and comes back
-    elif ROOT in counts:
-        _drop_id(counts, ROOT)
-    if len(ids) > removed:
-        _add_counts(counts, _ones_for(ids[removed:], 1))
-    return counts
-
-
-def observation_space(max_nodes: int, workers: int) -> spaces.Dict:
-    """The observation space of an env with capacity ``max_nodes`` and W = ``workers``."""
-    n = max_nodes
-    low = np.broadcast_to(np.array([0, -1, 0, 0, 0], dtype=np.int32), (n, len(NODE_COLUMNS)))
-    high = np.broadcast_to(np.array([1, n - 1, n - 1, 1, 1], dtype=np.int32), (n, len(NODE_COLUMNS)))
-    return spaces.Dict(
-        {
-            "nodes": spaces.Box(low.copy(), high.copy(), dtype=np.int32),
-            "score": spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float64),
-            "globals": spaces.Box(
-                np.array([0, -np.inf, 0, 0], dtype=np.float64),
-                np.array([workers, np.inf, np.inf, np.inf], dtype=np.float64),
-                dtype=np.float64,
-            ),
-        }
-    )
-
-
-def capacity_for(max_nodes: int | None, world_size: int, workers: int, what: str = "the world") -> int:
-    """The observation capacity: ``max_nodes``, or :data:`DEFAULT_MAX_NODES` when it is None.
-
-    A world bigger than the default capacity is an error here, at make time, rather than episodes
-    cut short without the caller asking for it.
-    """
-    if max_nodes is None:
-        if world_size > DEFAULT_MAX_NODES:
-            raise ValueError(
-                f"{what} has {world_size} nodes, more than the default capacity max_nodes={DEFAULT_MAX_NODES}: "
-                f"pass max_nodes={world_size} (or more) to hold every episode whole, or a smaller max_nodes "
-                "to truncate episodes when the next batch might not fit"
-            )
-        return DEFAULT_MAX_NODES
-    if max_nodes < world_size and max_nodes < workers + 1:
-        raise ValueError(f"max_nodes must exceed W={workers} (or hold all {world_size} nodes of {what}), "
-                         f"got {max_nodes}")
-    return int(max_nodes)
 
 
 class ReplayEnv(gym.Env):  # type: ignore[type-arg]
@@ -589,7 +493,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             del nodes, scores, glob, mask
             return self._step_judged(action)
         # the engine's output (_result, inline): header, kept selections, their nodes, the
-        # frontier or its changes since the set was written (_frontier_of, inline)
+        # frontier or its changes since the set was written (frontier_of, inline)
         out = smv[out_at: out_at + smv[H_OUTLEN]].tolist()
         k, first, root_slots, rounds, end, removed = out[:OUT_HEADER]
         revealed, parents, fixed, batch_ends = self._episode_lists
@@ -599,23 +503,23 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             batch_ends.append(len(parents))
         added_at = OUT_HEADER + 2 * k  # the whole frontier, or the ids removed, then the ids added
         if removed < 0:
-            counts = fronts[index] = FrontierCounts(_ones_for(out[added_at:], 1))
+            counts = fronts[index] = FrontierCounts(ones_for(out[added_at:], 1))
             if root_slots:
-                _set_count(counts, 0, root_slots)
+                set_count(counts, 0, root_slots)
         else:
             counts = fronts[index]
             if _refs(counts) != 3:  # the list, this frame's name, getrefcount's argument
                 counts = fronts[index] = FrontierCounts(counts)
             if removed:
                 for obs_id in out[added_at: added_at + removed]:
-                    _drop_id(counts, obs_id)
+                    drop_id(counts, obs_id)
                 added_at += removed
             if root_slots:
-                _set_count(counts, 0, root_slots)
+                set_count(counts, 0, root_slots)
             elif 0 in counts:
-                _drop_id(counts, 0)
+                drop_id(counts, 0)
             if len(out) > added_at:
-                _add_counts(counts, _ones_for(out[added_at:], 1))
+                add_counts(counts, ones_for(out[added_at:], 1))
         observed = first + k
         self._view = view = _new_object(PrefixView)
         view.__dict__["_lazy"] = (revealed, observed, counts, root_slots, rounds, observed - 1, constants)
@@ -698,7 +602,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         counts = self._fronts[index]
         if _refs(counts) != 3 and removed >= 0:  # held by a caller (or a view): its copy is brought up to date
             counts = FrontierCounts(counts)
-        counts = self._fronts[index] = _frontier_of(counts, out[OUT_HEADER + 2 * k:], removed, root_slots)
+        counts = self._fronts[index] = frontier_of(counts, out[OUT_HEADER + 2 * k:], removed, root_slots)
         observed = first + k
         self._view = view = _new_object(PrefixView)
         view.__dict__["_lazy"] = (revealed, observed, counts, root_slots, rounds, observed - 1, self._constants)
@@ -882,3 +786,9 @@ def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[st
             env._done, env._ready, env._cut_short = True, False, True
     env._warned_full = state["warned_full"]
     return env
+
+
+# The observation's columns and capacity and info["frontier"]'s type have modules of their own;
+# the env's docs (this module's docstring) name them here, where users import them from.
+__all__ = ["DEFAULT_MAX_NODES", "GLOBAL_COLUMNS", "NODE_COLUMNS", "PADDING_ROW", "FrontierCounts", "ReplayEnv",
+           "capacity_for", "observation_space"]

@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from dream_gym.envs.buffers import BufferPool, bases_of, read_only_arrays
-from dream_gym.envs.env import (
+from dream_gym.envs.spaces import (
     BASELINE,
     GLOBAL_COLUMNS,
     NODE_COLUMNS,
