@@ -7,19 +7,21 @@ run on a laptop without an LLM or a key: each request is answered by ``builtin_a
 agent (:mod:`dream_gym.online.agents.generic`: seeded edits of the parent, crossover with the
 other programs the prompt shows).
 
-* **What it reads.** The parent program is the fenced block under ``# Current Program`` of the
-  last user message (OpenEvolve's ``diff_user`` and ``full_rewrite_user`` templates); any other
-  client's prompt: its last fenced code block. The parent's error and diagnostics come from the
-  ``### error`` / ``### diagnostics`` artifacts OpenEvolve shows under "Last Execution Output"
-  (the evaluator files of :mod:`dream_gym.integrations.openevolve.evaluator` return them), its
-  score from ``- Fitness:``; in SkyDiscover's prompts from the ``combined_score:`` and ``error:``
-  lines of the parent's "## Program Information" and the ``## error`` / ``## diagnostics``
-  artifact sections below its code (:func:`skydiscover_feedback`). The agent reads programs as
-  text and never runs them.
-* **What it answers.** When the prompt asks for SEARCH/REPLACE blocks (diff mode), the agent's
-  new program as SEARCH/REPLACE blocks against the parent (small hunks, each SEARCH unique in the
-  parent, checked by applying them the way OpenEvolve does; one block of the whole program when
-  hunks cannot be made unambiguous); otherwise the whole program in one fenced block.
+* **What it reads** (:mod:`dream_gym.online.prompts`). The parent program is the fenced block under
+  ``# Current Program`` of the last user message (OpenEvolve's ``diff_user`` and
+  ``full_rewrite_user`` templates); any other client's prompt: its last fenced code block. The
+  parent's error and diagnostics come from the ``### error`` / ``### diagnostics`` artifacts
+  OpenEvolve shows under "Last Execution Output" (the evaluator files of
+  :mod:`dream_gym.integrations.openevolve.evaluator` return them), its score from ``- Fitness:``; in
+  SkyDiscover's prompts from the ``combined_score:`` and ``error:`` lines of the parent's
+  "## Program Information" and the ``## error`` / ``## diagnostics`` artifact sections below its code
+  (:func:`dream_gym.online.prompts.skydiscover_feedback`). The agent reads programs as text and
+  never runs them.
+* **What it answers.** When the prompt asks for SEARCH/REPLACE blocks (diff mode), the agent's new
+  program as SEARCH/REPLACE blocks against the parent (:mod:`dream_gym.online.search_replace`: small
+  hunks, each SEARCH unique in the parent, checked by applying them the way OpenEvolve does; one
+  block of the whole program when hunks cannot be made unambiguous); otherwise the whole program in
+  one fenced block.
 * **Deterministic for a seed**: the agent's random generator is seeded from the server's seed,
   the request's ``seed`` (OpenEvolve sends one per iteration when it has a random seed) and the
   sha256 of the parent as the prompt gives it (the built-in agents: its code, score and error;
@@ -31,14 +33,11 @@ other programs the prompt shows).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -47,159 +46,13 @@ import numpy as np
 
 from dream_gym.online.agent_base import ParentContext, Proposal
 from dream_gym.online.fitness import task_score
+from dream_gym.online.prompts import ParsedPrompt, ShinkaPrompt, message_text, parse_prompt, shinka_prompt
+from dream_gym.online.search_replace import apply_blocks, diff_blocks, format_diff
 
 HOST = "127.0.0.1"
 MODEL_NAME = "dream-gym-builtin"
 MAX_BODY_BYTES = 64 * 1024 * 1024
-SEARCH, DIVIDER, REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)\n```[ \t]*(?=\n|$)", re.DOTALL)
-_HEADER = re.compile(r"^# Current Program[ \t]*$", re.MULTILINE)
-_FITNESS = re.compile(r"^- Fitness:\s*([-+0-9.eEinfa]+)\s*$", re.MULTILINE)
-
-
-@dataclass
-class ParsedPrompt:
-    """What the server read off one request."""
-
-    code: str | None
-    diff_mode: bool
-    fitness: float | None
-    error: str | None
-    diagnostics: str
-
-
-def message_text(content: Any) -> str:
-    """A message's content as text (a string, or OpenAI content parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-def parse_prompt(messages: Sequence[dict[str, Any]]) -> ParsedPrompt:
-    """The parent program, the mode asked for and the parent's feedback from a chat request."""
-    users = [message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    text = users[-1] if users else ""
-    code: str | None = None
-    after = text
-    headers = list(_HEADER.finditer(text))  # the header line: SkyDiscover's task text also quotes it
-    header = headers[-1].start() if headers else text.rfind("# Current Program")
-    skydiscover = None
-    if header >= 0:
-        match = _FENCE.search(text, header)
-        if match:
-            code, after = match.group(1), text[match.end():]
-            skydiscover = skydiscover_feedback(text[header:match.start()], after)
-    if skydiscover is not None:
-        return ParsedPrompt(code=code, diff_mode=SEARCH in after, fitness=skydiscover[0], error=skydiscover[1],
-                            diagnostics=skydiscover[2])
-    if code is None:
-        blocks = list(_FENCE.finditer(text))
-        if blocks:
-            code, after = blocks[-1].group(1), text[blocks[-1].end():]
-    fitness = _number_after(_FITNESS, text)
-    outputs = text[: header if header >= 0 else len(text)]
-    start = outputs.find("Last Execution Output")
-    outputs = outputs[start:] if start >= 0 else ""
-    return ParsedPrompt(
-        code=code, diff_mode=SEARCH in after, fitness=fitness,
-        error=_artifact(outputs, "error"), diagnostics=_artifact(outputs, "diagnostics") or "",
-    )
-
-
-def _number_after(pattern: re.Pattern[str], text: str) -> float | None:
-    """The number ``pattern``'s first group finds in ``text``, or None (not found, not a number)."""
-    found = pattern.search(text)
-    if found is None:
-        return None
-    try:
-        return float(found.group(1))
-    except ValueError:
-        return None
-
-
-# SkyDiscover's prompts (its default templates): the parent's block under "# Current Program" opens
-# with "## Program Information" ("combined_score: 0.9798", "error: ..."), and the evaluator's artifacts
-# follow the code as "## <key>" sections, up to "# Task".
-_SKY_INFO = "## Program Information"
-_SKY_SCORE = re.compile(r"^combined_score:[ \t]*(\S+)[ \t]*$", re.MULTILINE)
-_SKY_ERROR = re.compile(r"^error:[ \t]*(.*)$", re.MULTILINE)
-_SKY_SECTION = re.compile(r"^## ([A-Za-z_][\w-]*)\n(.*?)(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-
-
-def skydiscover_feedback(before_code: str, after_code: str) -> tuple[float | None, str | None, str] | None:
-    """(fitness, error, diagnostics) of the parent in a SkyDiscover prompt, or None for another client's.
-
-    ``before_code`` is the "# Current Program" section up to the parent's code block, ``after_code``
-    what follows the block (the evaluator's artifacts, then "# Task")."""
-    if _SKY_INFO not in before_code:
-        return None
-    info = before_code[before_code.find(_SKY_INFO):]
-    fitness = _number_after(_SKY_SCORE, info)
-    end = after_code.find("\n# Task")
-    artifacts = {m.group(1): m.group(2).strip() for m in _SKY_SECTION.finditer(after_code[: end if end >= 0 else None])}
-    error_line = _SKY_ERROR.search(info)
-    error = artifacts.get("error") or (error_line.group(1).strip() if error_line else None) or None
-    return fitness, error, artifacts.get("diagnostics", "")
-
-
-# ShinkaEvolve's prompts (shinka.prompts, 0.0.7): the system message asks for <NAME>, <DESCRIPTION> and
-# either <DIFF> (SEARCH/REPLACE blocks) or <CODE> (the whole program in a fence); the parent is the
-# fenced block under "# Current program" ("# Incorrect Program to Fix" in fix mode), followed by
-# "Combined score to maximize: ..." and, with use_text_feedback, the evaluator's text feedback.
-# Only the text between the EVOLVE-BLOCK-START and -END lines may change: the agent sees that text.
-_SHINKA_HEADER = re.compile(r"^# (?:Current program|Incorrect Program to Fix)[ \t]*$", re.MULTILINE)
-_SHINKA_SCORE = re.compile(r"^Combined score to maximize:[ \t]*(\S+)", re.MULTILINE)
-_SHINKA_FEEDBACK = "Here is additional text feedback about the current program:"
-_SHINKA_STDERR = re.compile(r"^### Standard Error \(stderr\):\n\n```\n(.*?)\n```", re.MULTILINE | re.DOTALL)
-_EVOLVE_LINE = re.compile(r"^[^\n]*EVOLVE-BLOCK-(START|END)[^\n]*\n?", re.MULTILINE)
-
-
-@dataclass
-class ShinkaPrompt(ParsedPrompt):
-    """A ShinkaEvolve request: ``code`` is the parent's evolvable text, between ``prefix`` and ``suffix``."""
-
-    prefix: str = ""
-    suffix: str = ""
-
-
-def shinka_prompt(messages: Sequence[dict[str, Any]]) -> ShinkaPrompt | None:
-    """What a ShinkaEvolve request asks (None for another client's prompt)."""
-    system = "\n".join(message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "system")
-    if "<NAME>" not in system or ("<DIFF>" not in system and "<CODE>" not in system):
-        return None
-    users = [message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    text = users[0] if users else ""  # retries append "try again" turns; the first holds the parent
-    headers = list(_SHINKA_HEADER.finditer(text))
-    block = _FENCE.search(text, headers[-1].end()) if headers else None
-    if block is None:
-        return None
-    after = text[block.end():]
-    found = _SHINKA_SCORE.search(after)
-    try:
-        fitness = float(found.group(1)) if found else None
-    except ValueError:
-        fitness = None
-    feedback = after[after.find(_SHINKA_FEEDBACK):] if _SHINKA_FEEDBACK in after else ""
-    stderr = _SHINKA_STDERR.search(after)
-    error = _artifact(feedback, "error") or (stderr.group(1).strip() if stderr else None)
-    if error is None and "Incorrect Program to Fix" in headers[-1].group(0):
-        error = "the program is incorrect: it did not pass validation"
-    prefix, code, suffix = evolve_region(block.group(1))
-    return ShinkaPrompt(code=code, diff_mode="<DIFF>" in system, fitness=fitness, error=error,
-                        diagnostics=_artifact(feedback, "diagnostics") or "", prefix=prefix, suffix=suffix)
-
-
-def evolve_region(program: str) -> tuple[str, str, str]:
-    """(prefix, evolvable text, suffix) of a program with one EVOLVE-BLOCK region; ("", program, "")
-    for a program without markers or with several regions."""
-    markers = list(_EVOLVE_LINE.finditer(program))
-    if [m.group(1) for m in markers] != ["START", "END"]:
-        return "", program, ""
-    start, end = markers
-    return program[: start.end()], program[start.end(): end.start()], program[end.start():]
 
 
 def shinka_answer(prompt: ShinkaPrompt, proposal: Proposal) -> str:
@@ -236,88 +89,6 @@ def shinka_blocks(prompt: ShinkaPrompt, child: str) -> list[tuple[str, str]]:
 
 def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines() if line.strip()]
-
-
-def _artifact(section: str, key: str) -> str | None:
-    match = re.search(rf"^### {re.escape(key)}\n```\n(.*?)\n```", section, flags=re.MULTILINE | re.DOTALL)
-    return match.group(1) if match else None
-
-
-# -- SEARCH/REPLACE blocks ------------------------------------------------------------------------
-def apply_blocks(parent: str, blocks: Sequence[tuple[str, str]]) -> str:
-    """Apply SEARCH/REPLACE blocks as OpenEvolve 0.4 does: line-wise, in order, each at the first
-    match in the text so far (exact, then ignoring trailing spaces), texts right-stripped."""
-    lines = parent.split("\n")
-    for search_text, replace_text in blocks:
-        search = search_text.rstrip().split("\n")
-        replace = replace_text.rstrip().split("\n")
-        index = _find(lines, search)
-        if index >= 0:
-            lines[index:index + len(search)] = replace
-    return "\n".join(lines)
-
-
-def _find(lines: list[str], search: list[str]) -> int:
-    size = len(search)
-    for i in range(len(lines) - size + 1):
-        if lines[i:i + size] == search:
-            return i
-    stripped = [s.rstrip() for s in search]
-    for i in range(len(lines) - size + 1):
-        if [s.rstrip() for s in lines[i:i + size]] == stripped:
-            return i
-    return -1
-
-
-def _count(lines: list[str], search: list[str]) -> int:
-    size = len(search)
-    stripped = [s.rstrip() for s in search]
-    return sum(1 for i in range(len(lines) - size + 1) if [s.rstrip() for s in lines[i:i + size]] == stripped)
-
-
-def diff_blocks(parent: str, child: str, context: int = 1) -> list[tuple[str, str]]:
-    """SEARCH/REPLACE blocks that turn ``parent`` into ``child`` under :func:`apply_blocks`.
-
-    One block per group of changed lines, each widened until its SEARCH text is non-blank and
-    occurs once in the parent; when the result does not reproduce the child exactly (the rules
-    right-strip texts and match the first occurrence), one block of the whole program."""
-    old, new = parent.split("\n"), child.split("\n")
-    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
-    blocks: list[tuple[str, str]] = []
-    for group in matcher.get_grouped_opcodes(context):
-        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
-        while True:
-            search = old[i1:i2]
-            if "".join(search).strip() and _count(old, search) == 1:
-                break
-            if i1 == 0 and i2 == len(old):
-                break
-            if i1 > 0:
-                i1, j1 = i1 - 1, j1 - 1
-            if i2 < len(old):
-                i2, j2 = i2 + 1, j2 + 1
-        blocks.append(("\n".join(old[i1:i2]), "\n".join(new[j1:j2])))
-    if blocks and _same(apply_blocks(parent, blocks), child) and not _overlap(blocks, old):
-        return blocks
-    return [(parent, child)]
-
-
-def _same(a: str, b: str) -> bool:
-    return a.rstrip() == b.rstrip()
-
-
-def _overlap(blocks: list[tuple[str, str]], old: list[str]) -> bool:
-    """Blocks must hit disjoint, increasing regions of the parent (else widen to one block)."""
-    spans = []
-    for search, _ in blocks:
-        lines = search.rstrip().split("\n")
-        spans.append((_find(old, lines), len(lines)))
-    return any(a[0] < 0 or a[0] + a[1] > b[0] for a, b in zip(spans, spans[1:], strict=False)) or spans[0][0] < 0
-
-
-def format_diff(blocks: Sequence[tuple[str, str]]) -> str:
-    parts = [f"{SEARCH}\n{search.rstrip()}\n{DIVIDER}\n{replace.rstrip()}\n{REPLACE}" for search, replace in blocks]
-    return "\n\n".join(parts)
 
 
 # -- the agent behind the server --------------------------------------------------------------------
@@ -538,3 +309,10 @@ class AgentServer:
                 })
 
         return Handler
+
+
+# What the server reads and how it writes a diff have modules of their own; named here too, where
+# the bridges and their tests import them from.
+__all__ = ["HOST", "MAX_BODY_BYTES", "MODEL_NAME", "AgentResponder", "AgentServer", "ParsedPrompt", "ShinkaPrompt",
+           "apply_blocks", "diff_blocks", "format_diff", "message_text", "parse_prompt", "shinka_answer",
+           "shinka_blocks", "shinka_prompt"]
