@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified, listed
+from dream_gym.datasets.hub_card import CARD_FILE, TAG, dataset_card, local_card
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id
 from dream_gym.datasets.store import (
     DATASET_FILE,
@@ -65,17 +66,9 @@ from dream_gym.infrastructure.printable import printable
 from dream_gym.world.tree import sha256_file
 
 SCHEME = "hf://"
-TAG = "dream-gym"
 REPO_TYPE = "dataset"
-CARD_FILE = "README.md"
 _VERSION_RE = re.compile(r"^v(0|[1-9][0-9]*)$")
 _HUB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
-# License identifiers the Hub accepts in a card (a dataset.json licence in another spelling maps to one).
-HUB_LICENSES = {
-    "apache-2.0", "mit", "openrail", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0",
-    "cc-by-sa-4.0", "cc-by-nc-4.0", "cc-by-nc-sa-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-4.0", "cc-by-3.0",
-    "cc-by-sa-3.0", "gpl-3.0", "lgpl-3.0", "agpl-3.0", "mpl-2.0", "odc-by", "odbl", "pddl", "unlicense",
-}
 
 
 def is_hub_remote(remote: str) -> bool:
@@ -411,7 +404,7 @@ def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUploa
     if did.version in versions and not overwrite:
         raise FileExistsError(f"{location} already holds dataset {did} (use --force to replace it)")
     others = [v for v in versions if v != did.version]
-    card_meta, card_readme = dataset.meta, _local_readme(dataset)
+    card_meta, card_readme = dataset.meta, local_card(dataset)
     with tempfile.TemporaryDirectory(prefix=".hub-upload.") as tmp:
         if others:  # the repository's other versions must be this dataset's, and the card shows the newest
             newest = max(others)
@@ -436,7 +429,8 @@ def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUploa
                         fetched = _fetch(api, repo_id, sha, f"v{newest}/{CARD_FILE}", Path(tmp))
                     card_readme = fetched.read_text(encoding="utf-8", errors="replace")
         all_versions = sorted({*versions, did.version})
-        card = dataset_card(card_meta, card_readme, all_versions, hub, repo_id)
+        remote_location = f"{SCHEME}{hub.namespace}" if hub.repo is None else hub.location(repo_id)
+        card = dataset_card(card_meta, card_readme, all_versions, remote_location)
         operations: list[Any] = []
         if did.version in versions:  # --force: files of the old copy that the new one lacks are deleted
             with _hub_errors(hub, repo_id, what):
@@ -459,101 +453,6 @@ def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUploa
             )
     return HubUpload(str(did), location, f"{api.endpoint}/datasets/{repo_id}", str(info.commit_url), 1,
                      len(dataset.meta["files"]) + 2, total + len(card.encode("utf-8")))
-
-
-def _local_readme(dataset: Dataset) -> str | None:
-    """The dataset's own card (its README.md, listed in dataset.json or not)."""
-    path = dataset.path / CARD_FILE
-    if not path.is_file() or path.stat().st_size > max_line_bytes():
-        return None
-    return path.read_text(encoding="utf-8", errors="replace")
-
-
-def _strip_front_matter(text: str) -> str:
-    match = re.match(r"^---\r?\n.*?\r?\n---\r?\n", text, re.S)
-    return text[match.end():] if match else text
-
-
-def hub_license(licence: Any) -> tuple[str, str | None]:
-    """The Hub's license id for a dataset.json ``licence`` (and a license_name for ``other``)."""
-    text = str(licence or "").strip()
-    if not text:
-        return "unknown", None
-    lowered = text.lower().replace(" ", "-")
-    if lowered in HUB_LICENSES:
-        return lowered, None
-    slug = re.sub(r"[^a-z0-9]+", "-", lowered).strip("-")
-    return "other", slug or None
-
-
-def size_category(nodes: int) -> str:
-    for bound, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
-                         (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")):
-        if nodes < bound:
-            return label
-    return "10M<n<100M"
-
-
-def dataset_card(meta: Any, readme: str | None, versions: list[int], hub: HubRemote, repo_id: str) -> str:
-    """The repository's README.md: the Hub's YAML front matter, then the newest version's card."""
-    from huggingface_hub import DatasetCardData
-
-    meta = meta if isinstance(meta, dict) else {}
-    did = str(meta.get("id", ""))
-    name = did.rsplit("-v", 1)[0] if "-v" in did else did
-    worlds = [w for w in meta.get("worlds", []) if isinstance(w, dict)]
-    nodes = sum(int(w.get("nodes") or 0) for w in worlds)
-    tasks = sorted({re.sub(r"[^a-z0-9]+", "-", str(w.get("task", "")).lower()).strip("-") for w in worlds} - {""})
-    license_id, license_name = hub_license(meta.get("licence"))
-    extra: dict[str, Any] = {"license_name": license_name} if license_name else {}
-    data = DatasetCardData(
-        license=license_id,
-        pretty_name=name,
-        tags=[TAG, "gymnasium", "reinforcement-learning", "exploration", "search-trees", *tasks[:10]],
-        task_categories=["reinforcement-learning"],
-        size_categories=[size_category(nodes)],
-        viewer=False,
-        dream_gym={"id": name, "latest": did, "versions": [f"v{v}" for v in versions],
-                   "format": meta.get("format"), "world_format": meta.get("world_format")},
-        **extra,
-    )
-    namespace_remote = f"{SCHEME}{hub.namespace}" if hub.repo is None else hub.location(repo_id)
-    body = _strip_front_matter(readme).strip() if readme else (
-        f"# {name}\n\n{meta.get('description') or 'A dataset of dream_gym worlds (recorded discovery trees).'}"
-    )
-    rows = "\n".join(f"| `v{v}/` | `{name}-v{v}` |" for v in reversed(versions))
-    licence = meta.get("licence") or "not stated"
-    usage = f"""
-
----
-
-## Using this dataset with dream_gym
-
-This repository holds the dream_gym dataset `{name}`: worlds (recorded AI-discovery search trees,
-format `{meta.get('world_format', 'dream-gym-world/1')}`) that `dream_gym` replays as Gymnasium
-environments. Each version is a folder holding its `dataset.json` (format `{meta.get('format')}`:
-worlds, split, the sha256 of every file) and one folder per world; the newest is `{did}`
-({len(worlds)} worlds, {nodes} nodes; licence: {licence}).
-
-| folder | dataset id |
-|---|---|
-{rows}
-
-```
-pip install 'dream-gym[share]'
-dream-gym worlds download {name} --remote {namespace_remote}        # the newest version
-dream-gym worlds download {did} --remote {namespace_remote}
-```
-
-```python
-import dream_gym.datasets as ds
-dataset = ds.load("{name}", download=True, remote="{namespace_remote}")  # or set DREAM_GYM_REMOTE
-```
-
-Downloads check the dataset format version, then every file's sha256, before anything enters the
-local store.
-"""
-    return f"---\n{data.to_yaml()}\n---\n\n{body}\n{usage}"
 
 
 # --------------------------------------------------------------------------- list
