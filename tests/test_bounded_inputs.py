@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from dream_gym.datasets.archive import UnsafeArchiveError, check_members, make_archive
-from dream_gym.datasets.store import DatasetError, local_path, pack, validate
+from dream_gym.datasets.packing import pack
+from dream_gym.datasets.store import DatasetError, local_path, validate
 from dream_gym.infrastructure.limits import DECOMPRESSED_ENV, LINE_ENV, MAX_JSON_DEPTH, max_decompressed_bytes
 from dream_gym.world.registry import resolve_world
 from dream_gym.world.tree import (

@@ -18,13 +18,12 @@ from hub_server import HubServer
 import dream_gym.datasets as ds
 from dream_gym.cli import main
 from dream_gym.datasets import hub as hub_module
+from dream_gym.datasets.packing import delete, pack
 from dream_gym.datasets.store import (
     DATASET_FILE,
     DatasetError,
     DatasetNotFoundError,
-    delete,
     local_path,
-    pack,
 )
 from dream_gym.world.tree import load_world
 from dream_gym.world.writer import compress_world, new_meta, write_world

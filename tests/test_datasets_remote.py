@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from dream_gym.datasets.archive import UnsafeArchiveError, check_members, make_archive, safe_extract
+from dream_gym.datasets.packing import delete, pack
 from dream_gym.datasets.remote import download, list_remote, upload
 from dream_gym.datasets.store import (
     DatasetError,
     DatasetNotFoundError,
     IncompatibleDatasetError,
-    delete,
     local_path,
-    pack,
     resolve_world_path,
 )
 from dream_gym.world.tree import load_world
@@ -211,7 +210,8 @@ def test_incompatible_world_format_inside_a_dataset_is_refused(shared):
     meta = json.loads(world_json.read_text())
     meta["format"] = "dream-gym-world/2"
     world_json.write_text(json.dumps(meta))
-    from dream_gym.datasets.store import DATASET_FILE, file_digests
+    from dream_gym.datasets.packing import file_digests
+    from dream_gym.datasets.store import DATASET_FILE
 
     dataset_meta = json.loads((source / DATASET_FILE).read_text())
     dataset_meta["files"] = file_digests(source)  # a consistent dataset of a future world format

@@ -9,16 +9,15 @@ import pytest
 
 from dream_gym.datasets import ids
 from dream_gym.datasets.ids import DatasetId, DatasetIdError, parse_dataset_id, parse_world_ref
+from dream_gym.datasets.packing import delete, pack
 from dream_gym.datasets.store import (
     DATASET_FILE,
     DatasetError,
     DatasetNotFoundError,
     IncompatibleDatasetError,
-    delete,
     find_dataset,
     list_datasets,
     local_path,
-    pack,
     resolve_world_path,
     shipped_path,
     store_home,

@@ -109,11 +109,11 @@ def test_resolve_worlds_splits_of_the_shipped_dataset(worlds_dir: Path, tmp_path
 
 def test_resolve_worlds_dataset_id_from_the_store(worlds_dir: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from dream_gym.datasets import store
+    from dream_gym.datasets import packing
 
     monkeypatch.setenv("DREAM_GYM_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DREAM_GYM_SHIPPED", "")
-    store.pack([worlds_dir / "w0", worlds_dir / "w2"], "me/toys-v1")
+    packing.pack([worlds_dir / "w0", worlds_dir / "w2"], "me/toys-v1")
     assert [w.id for w in resolve_worlds("me/toys-v1")] == ["w0", "w2"]
     assert [w.id for w in resolve_worlds("me/toys-v1/w2")] == ["w2"]
     with pytest.raises(LookupError, match="me/other-v1"):

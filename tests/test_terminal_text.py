@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from dream_gym.cli.shown import LINE_CHARS
-from dream_gym.datasets.store import local_path, pack
+from dream_gym.datasets.packing import pack
+from dream_gym.datasets.store import local_path
 from dream_gym.world.writer import new_meta, write_world
 
 DREAM_GYM = str(Path(sys.executable).with_name("dream-gym"))

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dream_gym.datasets.store import DatasetError, local_path, pack
+from dream_gym.datasets.packing import pack
+from dream_gym.datasets.store import DatasetError, local_path
 from dream_gym.world.tree import WorldFormatError, load_world
 from dream_gym.world.writer import WorldWriter, compress_world, new_meta, write_world
 

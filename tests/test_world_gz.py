@@ -13,7 +13,8 @@ import pytest
 from test_world import GOOD, NODE_CASES, assert_names, base_meta, load_error
 from worldgen import jsonl, meta_for, random_records, write_folder
 
-from dream_gym.datasets.store import pack, validate
+from dream_gym.datasets.packing import pack
+from dream_gym.datasets.store import validate
 from dream_gym.world.registry import resolve_world
 from dream_gym.world.tree import NODES_FILE, NODES_GZ_FILE, WORLD_FILE, WorldFormatError, load_world
 from dream_gym.world.writer import WorldWriter, compress_world, decompress_world, write_world

@@ -160,7 +160,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    from dream_gym.datasets.store import pack
+    from dream_gym.datasets.packing import pack
 
     dataset = pack(
         args.worlds, args.dataset_id, description=args.description, author=args.author,
@@ -196,7 +196,7 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from dream_gym.datasets.store import delete
+    from dream_gym.datasets.packing import delete
 
     print(f"deleted {args.dataset_id} ({delete(args.dataset_id)})")
     return 0

@@ -38,6 +38,7 @@ from dream_gym.datasets.ids import (
     parse_dataset_ref,
     parse_world_ref,
 )
+from dream_gym.datasets.packing import delete, pack
 from dream_gym.datasets.store import (
     DATASET_FORMAT,
     Dataset,
@@ -45,12 +46,10 @@ from dream_gym.datasets.store import (
     DatasetNotFoundError,
     IncompatibleDatasetError,
     datasets_root,
-    delete,
     find_dataset,
     list_datasets,
     load_world_ref,
     open_dataset_folder,
-    pack,
     resolve_world_path,
     shipped_folders,
     store_home,

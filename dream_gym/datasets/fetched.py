@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.ids import DatasetId
+from dream_gym.datasets.packing import install_staged
 from dream_gym.datasets.store import (
     DATASET_FILE,
     DatasetError,
     check_declared_size,
-    install_staged,
     read_dataset_meta,
 )
 from dream_gym.infrastructure.printable import printable
