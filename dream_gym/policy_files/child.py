@@ -71,7 +71,7 @@ from dream_gym.policy_files.wire import (
     read_request,
     wire_batch,
 )
-from dream_gym.replay.view import ReceivedNodes
+from dream_gym.replay.node_stores import ReceivedNodes
 
 Builder = Callable[[], Policy]
 

@@ -38,7 +38,9 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from dream_gym.replay.view import NodeView, PrefixView, ReceivedNodes, SentNodes, unsent_nodes
+from dream_gym.replay.node_stores import ReceivedNodes
+from dream_gym.replay.node_view import NodeView
+from dream_gym.replay.view import PrefixView, SentNodes, unsent_nodes
 
 HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 << 20  # a request (a view of a large world) larger than this is refused

@@ -14,15 +14,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dream_gym.replay.mechanics import ROOT, IllegalBatchError, Replay
+from dream_gym.replay.node_stores import RevealedNodes
+from dream_gym.replay.node_view import FrozenDict, NodeView, fields_under
 from dream_gym.replay.score import Normalizer
 from dream_gym.replay.settings import ReplaySettings
-from dream_gym.replay.view import FrozenDict, NodeView, PrefixView, RevealedNodes, fields_under
+from dream_gym.replay.view import PrefixView
 from dream_gym.world.tree import World
 
 
 class WorldFields(dict[int, Mapping[str, Any]]):
     """Per world node (its index), the fields of its view that do not depend on the reveal order
-    (:func:`dream_gym.replay.view.fields_under`), computed on first use and shared by every session and
+    (:func:`dream_gym.replay.node_view.fields_under`), computed on first use and shared by every session and
     env on the world (evaluation runs a fresh session per episode). Derived from the world
     alone, immutable values only; ``q`` holds q of every node (None where unscored)."""
 

@@ -10,319 +10,37 @@ Scores are raw (not normalised), on the higher-is-better scale: a ``minimize`` w
 are negated. The world's best recorded score, its size and unrevealed nodes are never here.
 
 The same view type is built by replay and by the online loop, so a policy runs unchanged in both.
+
+Besides the view, this module holds what of a view the receiver of earlier ones lacks
+(:func:`unsent_nodes`: an isolated policy's process is sent the new nodes only) and the text
+drawing of a view's tree (:func:`render_tree`). A node's view and its fields are
+:mod:`dream_gym.replay.node_view`; the stores an episode's views share (revealed by replay,
+received by an isolated policy) are :mod:`dream_gym.replay.node_stores`. This module still names
+theirs, where users import them from.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from dream_gym.infrastructure.printable import printable
-
-
-class FrozenDict(Mapping[str, Any]):
-    """A read-only mapping that pickles and copies (``types.MappingProxyType`` does neither,
-    and Gymnasium's async vector envs and SB3's vector envs pickle or deep-copy every info).
-
-    Immutable, so ``copy`` and ``deepcopy`` return the object itself.
-    """
-
-    __slots__ = ("_data",)
-    _data: dict[str, Any]
-
-    def __init__(self, data: Mapping[str, Any] = ()) -> None:  # type: ignore[assignment]
-        object.__setattr__(self, "_data", dict(data))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is read-only")
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._data!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._data,))
-
-    def __copy__(self) -> FrozenDict:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
-        return self
-
-
-def freeze(value: Any) -> Any:
-    """A deep, immutable copy of JSON-like data (dicts become :class:`FrozenDict`, lists tuples)."""
-    if value is None or isinstance(value, (str, int, float)):
-        return value  # the common case first: ABC isinstance checks are slow on the hot path
-    if isinstance(value, Mapping):
-        return FrozenDict({str(k): freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
-    return value
-
-
-def thaw(value: Any) -> Any:
-    """Plain JSON-serialisable copy of frozen data."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]
-    return value
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """One revealed node. ``position`` in its branch equals ``depth`` (the branch head has 1)."""
-
-    id: int
-    parent: int | None
-    depth: int
-    branch: int | None  # 0, 1, 2, ... in the order branches were opened; None for the root
-    score: float | None  # oriented raw score; None when the attempt has no valid score
-    valid: bool
-    delta_parent: float | None
-    delta_baseline: float | None
-    fail_class: str | None = None
-    error: str | None = None
-    diagnostics: str | None = None
-    code: str | None = None
-    cost: Any = None
-    duration_s: float | None = None
-    metrics: Any = None
-
-    # Immutable (its containers are FrozenDicts and tuples): a copy is the node itself, so SB3's
-    # per-step deepcopy of infos costs nothing here. Pickling is the dataclass default.
-    def __copy__(self) -> NodeView:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> NodeView:
-        return self
-
-
-NODE_FIELDS = tuple(f.name for f in fields(NodeView))
-
-
-def branch_of_child(parent: NodeView | None, opened: int) -> tuple[int | None, int]:
-    """The branch of a node revealed under ``parent``, and the number of branches opened after
-    it: a root child opens branch ``opened`` (branches are numbered in the order they open)."""
-    if parent is None:
-        return None, opened
-    if parent.id == 0:
-        return opened, opened + 1
-    return parent.branch, opened
-
-
-def static_fields(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a node's view copied from the recorded node alone (all values immutable)."""
-    return {
-        "fail_class": _opt_str(record.get("fail_class")),
-        "error": _opt_str(record.get("error")),
-        "diagnostics": _opt_str(record.get("diagnostics")),
-        "code": _opt_str(record.get("code")),
-        "cost": freeze(record.get("cost")),
-        "duration_s": _opt_float(record.get("duration_s")),
-        "metrics": freeze(record.get("metrics")),
-    }
-
-
-def fixed_fields(
-    record: Mapping[str, Any],
-    *,
-    parent: NodeView | None,
-    score: float | None,
-    baseline: float,
-    static: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Every field of a node's view that does not depend on the reveal order: all but ``id``,
-    ``parent`` and ``branch``. (Depth and the change against the parent are the recorded tree's:
-    a node is revealed only after its parent.) Replay computes them once per world node and
-    reuses them in every episode; ``static`` is :func:`static_fields` of the record when cached."""
-    parent_score = parent.score if parent is not None else None
-    return {
-        **(static if static is not None else static_fields(record)),
-        "depth": 0 if parent is None else parent.depth + 1,
-        "score": score,
-        "valid": score is not None,
-        "delta_parent": None if score is None or parent_score is None else score - parent_score,
-        "delta_baseline": None if score is None else score - baseline,
-    }
-
-
-def node_view(fixed: Mapping[str, Any], obs_id: int, parent: int | None, branch: int | None) -> NodeView:
-    """A node's view from its :func:`fixed_fields` and the three reveal-order fields.
-
-    One node view is built per reveal, on replay's hot path: the instance dict is filled directly
-    instead of paying the frozen dataclass's per-field ``__setattr__`` checks.
-    """
-    view = NodeView.__new__(NodeView)
-    fields_ = view.__dict__
-    fields_.update(fixed)
-    fields_["id"] = obs_id
-    fields_["parent"] = parent
-    fields_["branch"] = branch
-    return view
-
-
-def node_view_from_record(
-    record: Mapping[str, Any],
-    *,
-    obs_id: int,
-    parent: NodeView | None,
-    branch: int | None,
-    score: float | None,
-    baseline: float,
-    static: Mapping[str, Any] | None = None,
-) -> NodeView:
-    """Copy a recorded node into its view (strings are immutable; containers are frozen copies).
-
-    ``static`` is :func:`static_fields` of the record when the caller caches it.
-    """
-    fixed = fixed_fields(record, parent=parent, score=score, baseline=baseline, static=static)
-    return node_view(fixed, obs_id=obs_id, parent=None if parent is None else parent.id, branch=branch)
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _opt_float(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def fields_under(
-    record: Mapping[str, Any], parent: Mapping[str, Any] | None, score: float | None, baseline: float
-) -> dict[str, Any]:
-    """:func:`fixed_fields` of a node from its parent's fixed fields (``parent``: the mapping this
-    function returned for the parent, None for the root), as replay caches them per world node."""
-    parent_score = parent["score"] if parent is not None else None
-    return {
-        **static_fields(record),
-        "depth": 0 if parent is None else parent["depth"] + 1,
-        "score": score,
-        "valid": score is not None,
-        "delta_parent": None if score is None or parent_score is None else score - parent_score,
-        "delta_baseline": None if score is None else score - baseline,
-    }
-
-
-class RevealedNodes:
-    """The revealed nodes of one replay episode, in observed-id order, append-only: what the
-    views of that episode share, so that a step costs the same whether or not a view is read.
-
-    Per revealed node it holds the fields that do not depend on the reveal order (``fixed``:
-    mappings of immutable values, from :func:`fields_under`) and the observed id of its parent
-    (``parents``, -1 for the root). The :class:`NodeView` of a node is built the first time a
-    view of the episode reads ``nodes``, and shared by every later view. Everything here is about
-    revealed nodes only; nothing refers to the world, the replay or the session. A new episode
-    starts a new object, so the views of an earlier episode keep theirs.
-    """
-
-    __slots__ = ("fixed", "parents", "_views", "_branches")
-
-    def __init__(self) -> None:
-        self.fixed: list[Mapping[str, Any]] = []
-        self.parents: list[int] = []
-        self._views: list[NodeView] = []
-        self._branches = 0  # branches opened by the node views built so far
-
-    def __len__(self) -> int:
-        return len(self.parents)
-
-    def view(self, obs_id: int) -> NodeView:
-        """The view of one revealed node."""
-        if obs_id >= len(self._views):
-            self._build(obs_id + 1)
-        return self._views[obs_id]
-
-    def views(self, count: int) -> tuple[NodeView, ...]:
-        """The views of the first ``count`` revealed nodes."""
-        if count > len(self._views):
-            self._build(count)
-        built = self._views
-        return tuple(built) if count == len(built) else tuple(built[:count])
-
-    def views_from(self, start: int, count: int) -> tuple[NodeView, ...]:
-        """The views of revealed nodes ``start`` to ``count - 1``: what a reader holding the first
-        ``start`` lacks, at the cost of those nodes alone (:func:`unsent_nodes`)."""
-        if count > len(self._views):
-            self._build(count)
-        return tuple(self._views[start:count])
-
-    def _build(self, count: int) -> None:
-        built, fixed, parents = self._views, self.fixed, self.parents
-        if count > len(parents):
-            raise IndexError(f"{count} node views asked for, {len(parents)} nodes revealed")
-        new = _new_object
-        for obs_id in range(len(built), count):
-            view = new(NodeView)
-            fields_ = view.__dict__
-            fields_.update(fixed[obs_id])
-            fields_["id"] = obs_id
-            parent = parents[obs_id]
-            if parent < 0:
-                fields_["parent"] = fields_["branch"] = None
-            else:
-                fields_["parent"] = parent
-                if parent == 0:
-                    fields_["branch"] = self._branches
-                    self._branches += 1
-                else:
-                    fields_["branch"] = built[parent].branch
-            built.append(view)
-
-
-class ReceivedNodes:
-    """Node views received from elsewhere, in observed-id order: the store of the views an
-    isolated policy's episode process rebuilds from what its parent sends (only the nodes it
-    lacks; :func:`unsent_nodes`). Append-only, like :class:`RevealedNodes`: the views built over
-    it (:meth:`PrefixView.over`) share it and build their ``nodes`` tuple when first read, so a
-    decision costs the nodes received, not every node of the episode."""
-
-    __slots__ = ("_views",)
-
-    def __init__(self, views: Sequence[NodeView] = ()) -> None:
-        self._views: list[NodeView] = list(views)
-
-    def __len__(self) -> int:
-        return len(self._views)
-
-    def views(self, count: int) -> tuple[NodeView, ...]:
-        """The first ``count`` views."""
-        built = self._views
-        if count > len(built):
-            raise IndexError(f"{count} node views asked for, {len(built)} received")
-        return tuple(built) if count == len(built) else tuple(built[:count])
-
-    def views_from(self, start: int, count: int) -> tuple[NodeView, ...]:
-        """Views ``start`` to ``count - 1``."""
-        return tuple(self._views[start:count])
-
-    def extended(self, known: int, new: Sequence[NodeView]) -> ReceivedNodes:
-        """The store of this one's first ``known`` views followed by ``new``: this store, grown,
-        when it holds exactly ``known`` (the usual next decision); a new store otherwise, so
-        that no view built over this one ever changes. ValueError when ``known`` is more than
-        were received."""
-        held = len(self._views)
-        if not 0 <= known <= held:
-            raise ValueError(f"view refers to {known} known nodes, only {held} received")
-        store = self if known == held else ReceivedNodes(self._views[:known])
-        store._views.extend(new)
-        return store
+from dream_gym.replay.node_stores import ReceivedNodes, RevealedNodes
+from dream_gym.replay.node_view import (
+    NODE_FIELDS,
+    FrozenDict,
+    NodeView,
+    branch_of_child,
+    fields_under,
+    fixed_fields,
+    freeze,
+    node_view,
+    node_view_from_record,
+    static_fields,
+    thaw,
+)
 
 
 class SentNodes(NamedTuple):
@@ -559,3 +277,9 @@ def render_tree(view: PrefixView) -> str:
         for i in range(len(children) - 1, -1, -1):
             stack.append((children[i], child_prefix, i == len(children) - 1))
     return "\n".join(lines)
+
+
+# A node's view and the node stores have modules of their own; the view's users import them from here.
+__all__ = ["NODE_FIELDS", "FrozenDict", "NodeView", "PrefixView", "ReceivedNodes", "RevealedNodes",
+           "SentNodes", "branch_of_child", "fields_under", "fixed_fields", "freeze", "node_view",
+           "node_view_from_record", "render_tree", "static_fields", "thaw", "unsent_nodes"]
