@@ -17,8 +17,9 @@ from dream_gym.policy import EpisodeResult, FunctionPolicy, Policy, RunContext, 
 from dream_gym.replay.mechanics import IllegalBatchError
 from dream_gym.replay.session import EpisodeLimitError, ReplaySession
 from dream_gym.replay.view import NodeView, PrefixView
+from dream_gym.world.files import WorldFormatError
 from dream_gym.world.registry import list_worlds, resolve_world
-from dream_gym.world.tree import World, WorldFormatError, load_world
+from dream_gym.world.tree import World, load_world
 from dream_gym.world.writer import WorldWriter
 
 __version__ = "0.1.0"

@@ -56,7 +56,7 @@ def _stats(args: argparse.Namespace) -> int:
 def _compress(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dream_gym.world.tree import NODES_FILE
+    from dream_gym.world.files import NODES_FILE
     from dream_gym.world.writer import compress_world
 
     for folder in args.folders:

@@ -57,7 +57,8 @@ from dream_gym.dream.runfolder import check_fingerprint, write_json
 from dream_gym.infrastructure.durable import write_atomic
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.replay.settings import DEFAULT_BETA
-from dream_gym.world.tree import NODES_FILE, WORLD_FILE, World, load_world
+from dream_gym.world.files import NODES_FILE, WORLD_FILE
+from dream_gym.world.tree import World, load_world
 
 LEDGER_FILE = "rsi.jsonl"
 

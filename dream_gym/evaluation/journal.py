@@ -33,7 +33,8 @@ import numpy as np
 from dream_gym.infrastructure.durable import json_safe, read_jsonl, write_atomic
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.policy import EpisodeResult
-from dream_gym.world.tree import World, sha256_file
+from dream_gym.world.files import sha256_file
+from dream_gym.world.tree import World
 
 JOURNAL_FORMAT = "dream-gym-eval-journal/1"
 JOURNAL_SUFFIX = ".partial"

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dream_gym.world.files import WORLD_FILE
 from dream_gym.world.registry import is_path, load_cached, resolve_world, shipped_worlds_dir
-from dream_gym.world.tree import WORLD_FILE, World
+from dream_gym.world.tree import World
 
 SPLIT_ALIASES = {"train": ("train",), "heldout": ("heldout", "held_out"), "held_out": ("held_out", "heldout")}
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from dream_gym.infrastructure.jobs import JobPool, TaskFailure
 from dream_gym.infrastructure.printable import printable
-from dream_gym.world.tree import NODES_FILE, WORLD_FILE, node_file
+from dream_gym.world.files import NODES_FILE, WORLD_FILE, node_file
 
 SYSTEMS = ("grow", "openevolve")
 BACKENDS = ("process", "ray", "serial")

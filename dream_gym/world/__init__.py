@@ -1,5 +1,5 @@
-"""The recorded world: its format and loader, its writer, the reveal rules, the registry of worlds and
-where the shipped data lives (the lowest layer of replay).
+"""The recorded world: its format and loader, how its files are read, its writer, the reveal rules, the
+registry of worlds and where the shipped data lives (the lowest layer of replay).
 
 The module ``dream_gym.world`` of earlier versions is :mod:`dream_gym.world.tree` now; its names are
 still found here (imported when first asked for, so importing a submodule stays light).

@@ -28,15 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dream_gym.world.files import WORLD_FILE, count_node_lines, node_file, read_json_document
 from dream_gym.world.shipped import shipped_root
-from dream_gym.world.tree import (
-    WORLD_FILE,
-    World,
-    count_node_lines,
-    load_world,
-    node_file,
-    read_json_document,
-)
+from dream_gym.world.tree import World, load_world
 
 _CACHE: dict[tuple[str, int, int], World] = {}
 DEFAULT_DATASET = "dream-gym/recorded-v1"

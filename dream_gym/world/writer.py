@@ -24,29 +24,24 @@ import numpy as np
 from dream_gym.infrastructure.durable import write_atomic, write_json_atomic
 from dream_gym.infrastructure.locks import WriterLock, folder_lock
 from dream_gym.infrastructure.redact import redact_value
-from dream_gym.world.tree import (
-    FORMAT,
+from dream_gym.world.files import (
     NODE_FILES,
     NODES_FILE,
     NODES_GZ_FILE,
     WORLD_FILE,
     WorldFormatError,
-    build_world,
-    check_node,
     decompressed,
     is_present,
-    load_world,
     node_file,
     open_world_file,
     parse_node_lines,
-    read_meta,
     sha256_file,
-    validate_meta,
 )
+from dream_gym.world.tree import FORMAT, build_world, check_node, load_world, read_meta, validate_meta
 
 
 def _read_world_file(path: Path) -> bytes:
-    """A world file's bytes, refused unless it is a regular file (:func:`~dream_gym.world.tree.open_world_file`)."""
+    """A world file's bytes, refused unless it is a regular file (:func:`~dream_gym.world.files.open_world_file`)."""
     with open_world_file(path) as handle:
         return handle.read()
 
