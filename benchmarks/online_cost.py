@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dream_gym.online.loop import GrowConfig, _Backend, grow
+from dream_gym.online.attempts import Backend, Deadlines
+from dream_gym.online.loop import GrowConfig, grow
 from dream_gym.online.tasks import get_task
 from dream_gym.policies import POLICIES, make_policy
 from dream_gym.policy import run_episode
@@ -56,7 +57,7 @@ def replay_vs_online() -> None:
 def pool_start(workers: int) -> float:
     """Seconds to start the online loop's process pool and warm its workers (before round 1)."""
     started = time.perf_counter()
-    _Backend("process", workers).close()
+    Backend("process", workers, Deadlines(60.0, 60.0)).close()
     return time.perf_counter() - started
 
 

@@ -186,9 +186,9 @@ def test_pool_arguments_are_checked() -> None:
 
 def test_online_job_pool_uses_the_fork_server() -> None:
     from dream_gym.infrastructure.jobs import _parent_pid
-    from dream_gym.online.loop import Deadlines, _Backend
+    from dream_gym.online.attempts import Backend, Deadlines
 
-    backend = _Backend("process", 1, Deadlines(60.0, 60.0))
+    backend = Backend("process", 1, Deadlines(60.0, 60.0))
     try:
         assert backend._pool is not None and len(backend._pool.slots) == 1  # started and warmed up
         worker = backend._pool.slots[0].process.pid

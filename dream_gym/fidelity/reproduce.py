@@ -159,7 +159,7 @@ def decisions_match(world: World, policy: Policy, *, seed: int, settings: Replay
     """Show ``policy`` the record round by round as the run stored it (the online view of the
     nodes of the earlier rounds) and compare each batch with the parents the record gives that
     round's slots. None when every decision matches, else the first mismatch."""
-    from dream_gym.online.loop import tree_view
+    from dream_gym.online.real_tree import tree_view
 
     records = [dict(r) for r in world.records]
     meta: Mapping[str, Any] = world.meta

@@ -3,7 +3,7 @@
 Each bridge's ``RunState`` (:mod:`.openevolve.bridge`, :mod:`.shinkaevolve.bridge`,
 :mod:`.skydiscover.bridge`) is a :class:`BridgeState` with what its system needs besides. The
 policy sees the run as a :class:`~dream_gym.replay.view.PrefixView` built by
-:func:`dream_gym.online.loop.tree_view` from the nodes written so far (every program so far, with
+:func:`dream_gym.online.real_tree.tree_view` from the nodes written so far (every program so far, with
 its parent, ``combined_score`` and failure), so the same policy object runs unchanged in every
 system, in ``grow`` and in replay; :meth:`BridgeState.choose` asks it for the next batch.
 :func:`node_record` is the node of one program as the system's importer reads it.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dream_gym.online.loop import check_online_batch, tree_view
+from dream_gym.online.real_tree import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
 from dream_gym.replay.view import NodeView

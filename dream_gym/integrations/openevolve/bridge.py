@@ -22,7 +22,7 @@ of its public classes; nothing is patched in place):
   the controller's ``request_shutdown``; a final checkpoint is saved.
 
 The policy sees the run as a :class:`~dream_gym.replay.view.PrefixView` built by
-:func:`dream_gym.online.loop.tree_view` from the nodes written so far (every program so far,
+:func:`dream_gym.online.real_tree.tree_view` from the nodes written so far (every program so far,
 with its parent, ``combined_score`` and failure), so the same policy object runs unchanged here,
 in ``grow`` and in replay. A parent MAP-Elites has dropped from the database is put back into
 its program table when the policy continues from it (the worker needs its code). A population
