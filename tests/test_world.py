@@ -112,6 +112,18 @@ def test_error_in_a_late_line_is_reported_with_that_line(tmp_path: Path) -> None
     assert err.line == 31 and "ghost" in str(err)
 
 
+def test_a_load_error_crosses_a_process_boundary_whole(tmp_path: Path) -> None:
+    """A worker's WorldFormatError comes back through pickle with its file, line and problem."""
+    import pickle
+
+    records = random_records(__import__("random").Random(3), 10)
+    text = jsonl(records[:5]) + json.dumps(node("x", "ghost", 1.0)) + "\n" + jsonl(records[5:])
+    err = load_error(write_raw(tmp_path / "w", base_meta(), text))
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is WorldFormatError and str(back) == str(err)
+    assert (back.path, back.line, back.problem) == (err.path, err.line, err.problem) and back.line == 6
+
+
 def test_no_line_is_silently_dropped(tmp_path: Path) -> None:
     records = random_records(__import__("random").Random(4), 25, extras=True)
     world = load_world(write_raw(tmp_path / "w", base_meta(), jsonl(records)))

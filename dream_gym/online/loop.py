@@ -320,7 +320,6 @@ def write_summary(result: GrowResult) -> Path:
 
 # One attempt and the real tree's views have modules of their own; the loop's docs (this
 # module's docstring) and its users name them here, where they imported them from.
-_Backend = Backend  # the execution backends' name before they moved
 __all__ = ["AGENT_ALLOWANCE_S", "HISTORY_LIMIT", "PROPOSAL_SUFFIX", "PROPOSED", "WORKSPACE", "AttemptError",
            "AttemptFailed", "AttemptJob", "AttemptResult", "Deadlines", "Finished", "GrowConfig", "GrowResult",
            "RoundStats", "branch_scores", "check_online_batch", "grow", "in_slot_order", "make_agent", "overstayed",

@@ -69,6 +69,11 @@ class WorldFormatError(ValueError):
         where = self.path if line is None else f"{self.path}, line {line}"
         super().__init__(f"{where}: {problem}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from its three parts: the default rebuilds an exception from its message alone,
+        # which this constructor does not take (a worker process's error would not come back)
+        return (WorldFormatError, (self.path, self.problem, self.line))
+
 
 def _reject_constant(name: str) -> float:
     # json accepts NaN/Infinity by default; the format does not.

@@ -217,7 +217,7 @@ class WorldWriter:
             raise WorldFormatError(
                 folder / NODES_GZ_FILE,
                 "a compressed world is finished and cannot be resumed as is; "
-                "dream_gym.world.tree.decompress_world(folder) turns it back into nodes.jsonl",
+                "dream_gym.world.writer.decompress_world(folder) turns it back into nodes.jsonl",
             )
         raw = _read_world_file(nodes_path) if is_present(nodes_path) else b""
         if meta.get("sha256") and hashlib.sha256(raw).hexdigest() != meta["sha256"]:

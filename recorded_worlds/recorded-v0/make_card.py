@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dream_gym.datasets.store import DATASET_FORMAT, file_digests, validate_dataset_meta
+from dream_gym.datasets.packing import file_digests
+from dream_gym.datasets.store import DATASET_FORMAT, validate_dataset_meta
 from dream_gym.world.tree import FORMAT as WORLD_FORMAT
 from dream_gym.world.tree import load_world
 

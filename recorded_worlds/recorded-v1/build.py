@@ -29,8 +29,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dream_gym.datasets.packing import file_digests
 from dream_gym.datasets.stats import STOP_ROUNDS, WorldStats, stats_markdown, world_stats
-from dream_gym.datasets.store import DATASET_FORMAT, file_digests, validate_dataset_meta
+from dream_gym.datasets.store import DATASET_FORMAT, validate_dataset_meta
 from dream_gym.world.tree import FORMAT as WORLD_FORMAT
 from dream_gym.world.tree import World, load_world
 from dream_gym.world.writer import compress_world
