@@ -4,6 +4,9 @@
 * :mod:`.stats`: rank correlations, bootstrap intervals over seeds, split-half reliability.
 * :mod:`.study`: ``dream-gym fidelity``: run policies online, record worlds, replay every policy
   on them, and say how well replay ranks the policies against the online runs.
+* :mod:`.config`: a study's settings, its recorders (runs or pools) and its identity.
+* :mod:`.analysis`: the analysis: every policy replayed on every recorder's worlds, the rankings
+  compared with the online runs' (the report of ``fidelity.json``).
 """
 
 from dream_gym.fidelity.reproduce import (

@@ -10,7 +10,7 @@ from dream_gym.evaluation.leaderboard import shorten_middle
 from dream_gym.infrastructure.printable import printable
 
 NAME_WIDTH = 22  # the policy column; longer names lose their middle (agents/my_…_policy.py)
-POOLED = "all recorders"  # the study's mean over its recorders (dream_gym.fidelity.study.POOLED)
+POOLED = "all recorders"  # the study's mean over its recorders (dream_gym.fidelity.analysis.POOLED)
 OUTCOME_NAMES = {"final_best": "final best", "online_V": "online V"}
 
 
