@@ -8,6 +8,10 @@ isolated by default) or a trained SB3 model ``.zip``. One concept a module:
   trusted specs, the child's file);
 * :mod:`~dream_gym.policy_files.isolated`: :class:`IsolatedPolicy`, the parent side of a policy
   that runs in a child process with time, memory and output limits;
+* :mod:`~dream_gym.policy_files.channels`: the parent's ends of an episode's pipes, and releasing
+  a launched template;
+* :mod:`~dream_gym.policy_files.output`: what the child's processes print, drained with bounded
+  tails;
 * :mod:`~dream_gym.policy_files.child`: the template and its episode processes;
 * :mod:`~dream_gym.policy_files.wire`: the message protocol between them (framing, views, batches);
 * :mod:`~dream_gym.policy_files.hardening`: the episodes' audit hook;

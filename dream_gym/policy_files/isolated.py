@@ -7,12 +7,13 @@ episode process per ``reset``, so no state of an earlier episode survives into t
 template is reused across episodes and restarted only when it breaks (a timeout, a broken
 protocol). This process talks to the template over a control socket (to have the next episode
 forked ahead on a new pair of pipes it sends, to start it, to learn how one died) and to each
-episode over that episode's own two pipes (:mod:`dream_gym.policy_files.wire`): a decision is
-one round trip between two processes. Neither ever receives a world object or a world path:
-only the :class:`~dream_gym.policy.RunContext` and prefix views. The child's stdout and stderr
-are drained by a thread with a bounded tail, so printing cannot block or flood the parent. The
-parent enforces a per-decision timeout and a per-episode budget of policy time by killing the
-process group.
+episode over that episode's own two pipes (:mod:`dream_gym.policy_files.channels`, in the
+protocol of :mod:`dream_gym.policy_files.wire`): a decision is one round trip between two
+processes. Neither ever receives a world object or a world path: only the
+:class:`~dream_gym.policy.RunContext` and prefix views. The child's stdout and stderr are drained
+by a thread with a bounded tail (:mod:`dream_gym.policy_files.output`), so printing cannot block
+or flood the parent. The parent enforces a per-decision timeout and a per-episode budget of
+policy time by killing the process group.
 
 Where the kernel cannot enforce the sandbox, construction raises
 :class:`~dream_gym.infrastructure.sandbox.SandboxUnavailable`; ``unsafe_no_sandbox=True`` (or
@@ -21,7 +22,6 @@ Where the kernel cannot enforce the sandbox, construction raises
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import select
@@ -38,9 +38,10 @@ from typing import Any
 
 from dream_gym.infrastructure.isolation import scrubbed_env
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
-from dream_gym.infrastructure.sandbox import Launched, SandboxUnavailable, launch
+from dream_gym.infrastructure.sandbox import SandboxUnavailable, launch
 from dream_gym.infrastructure.work_folders import work_folder
 from dream_gym.policy import RunContext
+from dream_gym.policy_files.channels import Channel, Closed, Deadline, cleanup
 from dream_gym.policy_files.errors import (
     PolicyCrashed,
     PolicyError,
@@ -53,6 +54,7 @@ from dream_gym.policy_files.errors import (
     PolicyTimeout,
 )
 from dream_gym.policy_files.inprocess import is_file_spec
+from dream_gym.policy_files.output import Output, drain, kill_group
 from dream_gym.policy_files.wire import (
     HEADER,
     MAX_BATCH,
@@ -65,7 +67,6 @@ from dream_gym.policy_files.wire import (
 )
 from dream_gym.replay.view import PrefixView, SentNodes
 
-_TAIL_BYTES = 8192
 #: Packages whose ``__init__`` the template does not run (``dream_gym``'s imports Gymnasium and
 #: every environment): it imports only the modules it uses, so it starts sooner and every
 #: episode forks a smaller process. A policy that asks for a name they define still gets it.
@@ -74,160 +75,6 @@ _DEFERRED_PACKAGES = ["dream_gym", "dream_gym.policy_files"]
 _EPISODE_KINDS = ("exception", "load", "memory", "protocol")
 _MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "Unable to allocate",
                  "out of memory", "Out of memory")
-
-
-class _Output:
-    """What a policy's processes printed: byte counts and bounded tails per stream; trips
-    ``overflow`` past a limit. The template's stdout and stderr are drained from its start, each
-    episode's own two pipes from when :meth:`watch` is given their read ends."""
-
-    def __init__(self, limit: int, pgid: int):
-        self.limit, self.pgid = limit, pgid
-        self.episode_bytes = 0
-        self.total = 0
-        self.overflow = False
-        self.tails: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-        self.lock = threading.Lock()
-        self.waiting: list[tuple[int, str]] = []  # read ends given to watch, not yet drained
-        self.done = False  # the drain thread has ended: a read end given now is closed at once
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_w, False)
-
-    def add(self, stream: str, data: bytes) -> None:
-        with self.lock:
-            self.total += len(data)
-            self.episode_bytes += len(data)
-            tail = self.tails[stream]
-            tail += data
-            if len(tail) > 2 * _TAIL_BYTES:
-                del tail[:-_TAIL_BYTES]
-            if self.episode_bytes > self.limit and not self.overflow:
-                self.overflow = True
-                _kill_group(self.pgid)
-
-    def tail(self, stream: str, limit: int = 2000) -> str:
-        with self.lock:
-            return bytes(self.tails[stream][-limit:]).decode("utf-8", "replace")
-
-    def watch(self, fd: int, stream: str) -> None:
-        """Drain ``fd``, a read end this object now owns (closed at its EOF), into ``stream``."""
-        with self.lock:
-            if self.done:
-                os.close(fd)
-                return
-            self.waiting.append((fd, stream))
-            try:
-                os.write(self.wake_w, b"w")
-            except BlockingIOError:
-                pass  # the thread has wake-ups waiting already
-
-    def take_waiting(self, finish: bool = False) -> list[tuple[int, str]]:
-        """The read ends given since the last call; with ``finish``, none can be given later."""
-        with self.lock:
-            waiting, self.waiting = self.waiting, []
-            if finish and not waiting:
-                self.done = True
-                os.close(self.wake_r)
-                os.close(self.wake_w)
-            return waiting
-
-
-def _drain(template: dict[str, Any], output: _Output) -> None:
-    """Read what the policy's processes print until the template's stdout and stderr and every
-    episode's pipes have closed (runs in a daemon thread)."""
-    poller = select.poll()
-    streams: dict[int, tuple[str, Callable[[], None]]] = {}
-
-    def follow(fd: int, name: str, close: Callable[[], None]) -> None:
-        poller.register(fd, select.POLLIN)
-        streams[fd] = (name, close)
-
-    for name, stream in template.items():
-        follow(stream.fileno(), name, stream.close)
-    template_fds = set(streams)
-    poller.register(output.wake_r, select.POLLIN)
-    while True:
-        for fd, _ in poller.poll():
-            if fd == output.wake_r:
-                os.read(fd, 1 << 12)
-                for episode_fd, name in output.take_waiting():
-                    follow(episode_fd, name, functools.partial(os.close, episode_fd))
-                continue
-            name, close = streams[fd]
-            data = os.read(fd, 1 << 16)
-            if data:
-                output.add(name, data)
-            else:
-                poller.unregister(fd)
-                close()
-                del streams[fd]
-                template_fds.discard(fd)
-        if not template_fds and not streams:  # the sandbox is gone: no episode will print again
-            late = output.take_waiting(finish=True)
-            if not late:
-                return
-            for late_fd, name in late:  # sent to no process, or to one now dead: at EOF soon
-                follow(late_fd, name, functools.partial(os.close, late_fd))
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _cleanup(launched: Launched, control: socket.socket, channels: list[_Channel], tmp: str) -> None:
-    """Kill the process group, reap, close the control socket and the episodes' pipes, remove
-    the temp folder."""
-    proc = launched.proc
-    _kill_group(proc.pid)
-    launched.release()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover (SIGKILL cannot be ignored)
-        pass
-    control.close()
-    for channel in channels:
-        channel.close()
-    shutil.rmtree(tmp, ignore_errors=True)
-
-
-class _Channel:
-    """The parent's ends of one episode's two pipes (to it, from it) and the bytes read past its
-    last whole reply. :meth:`pair` also gives the ends the episode gets: those two, and the write
-    ends of its own stdout and stderr, whose read ends ``output`` drains."""
-
-    def __init__(self, to_episode: int, from_episode: int):
-        self.to_episode, self.from_episode = to_episode, from_episode
-        self.pending = b""
-        os.set_blocking(to_episode, False)
-
-    @classmethod
-    def pair(cls, output: _Output) -> tuple[_Channel, tuple[int, int, int, int]]:
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
-        output.watch(out_r, "stdout")
-        output.watch(err_r, "stderr")
-        return cls(to_w, from_r), (to_r, from_w, out_w, err_w)
-
-    def close(self) -> None:
-        for fd in (self.to_episode, self.from_episode):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self.to_episode = self.from_episode = -1
-
-
-class _Deadline(Exception):
-    pass
-
-
-class _Closed(Exception):
-    pass
 
 
 class IsolatedPolicy:
@@ -293,12 +140,12 @@ class IsolatedPolicy:
         self.starts = 0
         self.episode_time_s = 0.0
         self._proc: subprocess.Popen[bytes] | None = None
-        self._output: _Output | None = None
+        self._output: Output | None = None
         self._finalizer: Callable[[], None] | None = None
         self._control: socket.socket | None = None
-        self._channels: list[_Channel] = []  # every channel open now (closed with the child)
-        self._current: _Channel | None = None  # the episode being played
-        self._ahead: _Channel | None = None  # the episode forked ahead for the next reset
+        self._channels: list[Channel] = []  # every channel open now (closed with the child)
+        self._current: Channel | None = None  # the episode being played
+        self._ahead: Channel | None = None  # the episode forked ahead for the next reset
         self._restart_needed = False
         self._episode_over = True
         self._sent: SentNodes | None = None
@@ -328,11 +175,11 @@ class IsolatedPolicy:
         proc = launched.proc
         self._proc, self._control, self._channels = proc, control, []
         self._current = self._ahead = None
-        self._output = _Output(self.max_output_bytes, proc.pid)
+        self._output = Output(self.max_output_bytes, proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
-        threading.Thread(target=_drain, args=({"stdout": proc.stdout, "stderr": proc.stderr}, self._output),
+        threading.Thread(target=drain, args=({"stdout": proc.stdout, "stderr": proc.stderr}, self._output),
                          name=f"dream_gym-policy-{proc.pid}-output", daemon=True).start()
-        self._finalizer = weakref.finalize(self, _cleanup, launched, control, self._channels, tmp)
+        self._finalizer = weakref.finalize(self, cleanup, launched, control, self._channels, tmp)
         self.starts += 1
         self._restart_needed = False
         self._sent = None
@@ -353,18 +200,18 @@ class IsolatedPolicy:
         self._ahead, episode_ends = self._new_channel()
         try:
             self._control_send({"op": "ahead"}, deadline, episode_ends)
-        except (_Deadline, _Closed):
+        except (Deadline, Closed):
             self._restart_needed = True  # the next reset starts a fresh child
 
-    def _new_channel(self) -> tuple[_Channel, tuple[int, int, int, int]]:
+    def _new_channel(self) -> tuple[Channel, tuple[int, int, int, int]]:
         """New pipes for an episode: this process's ends (kept until the episode is retired) and
         the episode's, to hand to the template, which forks the episode on them."""
         assert self._output is not None
-        channel, episode_ends = _Channel.pair(self._output)
+        channel, episode_ends = Channel.pair(self._output)
         self._channels.append(channel)
         return channel, episode_ends
 
-    def _retire(self, channel: _Channel | None) -> None:
+    def _retire(self, channel: Channel | None) -> None:
         if channel is not None:
             channel.close()
             self._channels.remove(channel)
@@ -382,7 +229,7 @@ class IsolatedPolicy:
             try:
                 self._control_send({"op": "close"}, time.monotonic() + 0.5)
                 self._proc.wait(timeout=0.5)
-            except (_Deadline, _Closed, subprocess.TimeoutExpired, OSError):
+            except (Deadline, Closed, subprocess.TimeoutExpired, OSError):
                 pass
         self._stop()
 
@@ -490,9 +337,9 @@ class IsolatedPolicy:
         try:
             self._send(channel, message, deadline)
             body = self._read_frame(channel, deadline)
-        except _Deadline:
+        except Deadline:
             raise self._timed_out(what, per_decision) from None
-        except _Closed:  # the episode closed its pipe: it died (or is about to); the template says how
+        except Closed:  # the episode closed its pipe: it died (or is about to); the template says how
             status = self._control_call({"op": "status"}, max(deadline, time.monotonic() + 2.0), what)
             self._episode_over = True
             raise self._died_error(what, status.get("signal"), status.get("exit")) from None
@@ -509,19 +356,19 @@ class IsolatedPolicy:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise _Deadline
+                    raise Deadline
                 events = poller.poll(min(remaining, 0.2) * 1000)
                 if not events:
                     continue
                 if events[0][1] & (select.POLLERR | select.POLLHUP):
-                    raise _Closed
+                    raise Closed
                 try:
                     socket.send_fds(self._control, [data], list(handed), socket.MSG_DONTWAIT)
                     return
                 except BlockingIOError:
                     continue
                 except OSError:
-                    raise _Closed from None
+                    raise Closed from None
         finally:
             for fd in handed:
                 os.close(fd)
@@ -538,16 +385,16 @@ class IsolatedPolicy:
             poller.register(self._control.fileno(), select.POLLIN)
             while not poller.poll(min(max(0.0, deadline - time.monotonic()), 0.2) * 1000):
                 if time.monotonic() >= deadline or (self._output is not None and self._output.overflow):
-                    raise _Deadline  # an overflow: the drain thread killed the group
+                    raise Deadline  # an overflow: the drain thread killed the group
             try:
                 body = self._control.recv(MAX_CONTROL_BYTES, socket.MSG_DONTWAIT)
             except OSError:
-                raise _Closed from None
+                raise Closed from None
             if not body:
-                raise _Closed
-        except _Deadline:
+                raise Closed
+        except Deadline:
             raise self._timed_out(what, True) from None
-        except _Closed:
+        except Closed:
             raise self._death(what) from None
         return self._parsed(body)
 
@@ -571,7 +418,7 @@ class IsolatedPolicy:
             self._fail()
             raise PolicyProtocolError(f"policy {self.name}: {printable(exc, TEXT_CHARS)}") from None
 
-    def _send(self, channel: _Channel, message: dict[str, Any], deadline: float) -> None:
+    def _send(self, channel: Channel, message: dict[str, Any], deadline: float) -> None:
         view = memoryview(frame_request(message))
         poller: select.poll | None = None
         while view:
@@ -581,18 +428,18 @@ class IsolatedPolicy:
             except BlockingIOError:
                 pass
             except OSError:
-                raise _Closed from None
+                raise Closed from None
             if poller is None:
                 poller = select.poll()
                 poller.register(channel.to_episode, select.POLLOUT)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise _Deadline
+                raise Deadline
             events = poller.poll(min(remaining, 0.2) * 1000)
             if events and events[0][1] & (select.POLLERR | select.POLLHUP):
-                raise _Closed
+                raise Closed
 
-    def _read_frame(self, channel: _Channel, deadline: float) -> bytes:
+    def _read_frame(self, channel: Channel, deadline: float) -> bytes:
         """The body of the episode's next framed message, read in as few reads as it was written in."""
         data = bytearray(channel.pending)
         poller = select.poll()
@@ -607,21 +454,21 @@ class IsolatedPolicy:
                 return bytes(data[HEADER.size:HEADER.size + size])
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise _Deadline
+                raise Deadline
             if not poller.poll(min(remaining, 0.2) * 1000):
                 if self._output is not None and self._output.overflow:
-                    raise _Deadline  # the drain thread killed the group; reported as overflow
+                    raise Deadline  # the drain thread killed the group; reported as overflow
                 continue
             chunk = os.read(channel.from_episode, max(1 << 16, min(HEADER.size + size - len(data), 1 << 24)))
             if not chunk:
-                raise _Closed
+                raise Closed
             data += chunk
 
     def _fail(self) -> None:
         """After any failure: kill the group now; the next reset() starts a fresh child."""
         self._restart_needed = True
         if self._proc is not None:
-            _kill_group(self._proc.pid)
+            kill_group(self._proc.pid)
 
     def _overflow_error(self) -> PolicyOutputError:
         return PolicyOutputError(f"policy {self.name} printed more than {self.max_output_bytes} bytes "
@@ -634,7 +481,7 @@ class IsolatedPolicy:
         try:
             code = self._proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            _kill_group(self._proc.pid)
+            kill_group(self._proc.pid)
             code = self._proc.wait()
         time.sleep(0.05)  # let the drain thread collect the last words
         if self._output is not None and self._output.overflow:
