@@ -1,11 +1,13 @@
 """Offline evaluation: every (policy, world, beta) episode, in parallel.
 
 :func:`evaluate` runs each policy once per world and beta (docs/concepts/score.md: the beta grid of the v2
-objective) on the replay fast path, serially, across watched job processes or on Ray, records
-each world's oracle limit on its episodes, and writes one JSON line per episode
-(:mod:`dream_gym.evaluation.results`). The worlds spec it takes is :func:`dream_gym.evaluation.world_specs.resolve_worlds`'s;
+objective) on the replay fast path, serially, across watched job processes or on Ray (how and where
+a task's episodes run is :mod:`dream_gym.evaluation.runners`), records each world's oracle limit on
+its episodes, and writes one JSON line per episode (:mod:`dream_gym.evaluation.results`), journaled
+as it goes so a killed run resumes (:mod:`dream_gym.evaluation.journal`). The worlds spec it takes
+is :func:`dream_gym.evaluation.world_specs.resolve_worlds`'s;
 :func:`dream_gym.evaluation.leaderboard.leaderboard` aggregates its episodes. This module re-exports both
-(and the results-file readers), the one import most callers need.
+(and the results-file readers and the runners' public names), the one import most callers need.
 
 Determinism: an episode depends only on (policy spec, world, beta, seed, options). Work is cut
 into one task per (policy, world) pair holding all its betas in order, whatever the backend
@@ -16,35 +18,38 @@ worlds as resolved, betas as given), so serial, process and Ray runs give identi
 from __future__ import annotations
 
 import contextlib
-import math
-import multiprocessing.util
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dream_gym.evaluation.journal import EvalJournal, run_identity
 from dream_gym.evaluation.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from dream_gym.evaluation.results import dumps_row, load_results, read_results, result_from_row, result_row
+from dream_gym.evaluation.runners import (
+    BACKENDS,
+    Outcomes,
+    Task,
+    check_model_zips,
+    close_kept_sources,
+    failed_task,
+    model_trust,
+    run_tasks,
+)
 from dream_gym.evaluation.world_specs import resolve_worlds
 from dream_gym.infrastructure.durable import write_atomic
-from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S, JobPool, TaskFailure, job_context
+from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S, TaskFailure
 from dream_gym.infrastructure.locks import file_lock
 from dream_gym.infrastructure.sandbox import require_sandbox
-from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
+from dream_gym.policy import EpisodeResult, Policy
 from dream_gym.policy_files import check_policy_spec
-from dream_gym.policy_files.specs import MODEL_MODULES, PolicySource, PolicySpec
+from dream_gym.policy_files.specs import PolicySource, PolicySpec
 from dream_gym.replay.oracle import oracle_limit_at
 from dream_gym.replay.score import (
     DEFAULT_BETA_GRID,
     DEFAULT_LAMBDA,
 )
-from dream_gym.replay.session import ReplaySession
 from dream_gym.replay.settings import ReplaySettings
-from dream_gym.world.registry import load_cached
 from dream_gym.world.tree import World
-
-BACKENDS = ("process", "ray", "serial")
 
 
 def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -> Policy:
@@ -52,192 +57,6 @@ def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -
     (IsolatedPolicy options such as ``decision_timeout_s`` or ``hash_seed``) apply to policy
     files only."""
     return PolicySource(spec, file_options).new()
-
-
-# --------------------------------------------------------------------------- episodes
-
-
-
-@dataclass(frozen=True)
-class _Task:
-    """All betas of one (policy, world) pair: the unit of work sent to a worker."""
-
-    policy_index: int
-    world_index: int
-    policy: str
-    world: str | World  # a folder path (workers load it with load_cached), or the World itself
-    betas: tuple[float, ...]
-    settings: ReplaySettings  # of every episode but its beta (taken from ``betas``)
-    seed: int
-    file_options: Mapping[str, Any] | None = None
-    trust_model: bool = False  # model zips load with the objects pickled in them (else as data)
-
-
-class _Heartbeat:
-    """The policy, with ``beat()`` (the watchdog's heartbeat) before and after every decision."""
-
-    def __init__(self, policy: Policy, beat: Callable[[], None]):
-        self.policy, self.beat = policy, beat
-
-    def reset(self, context: Any) -> None:
-        self.beat()
-        self.policy.reset(context)
-        self.beat()
-
-    def act(self, view: Any) -> Any:
-        self.beat()
-        batch = self.policy.act(view)
-        self.beat()
-        return batch
-
-
-def _no_beat(step: int | None = None) -> None:
-    pass
-
-
-def _task_results(task: _Task, beat: Callable[..., None] = _no_beat) -> list[EpisodeResult]:
-    """The task's episodes, one per beta in order (a JobPool task function: ``beat(i)``
-    when episode i starts, ``beat()`` around every decision)."""
-    with model_trust(task.trust_model):
-        return _episodes(task, beat)
-
-
-def model_trust(trusted: bool) -> contextlib.AbstractContextManager[None]:
-    """A block in which model zips load with the objects pickled in them (``trusted``: the
-    ``--trust-model`` of a command), else as data (:mod:`dream_gym.rl.model_zips`). Imports the
-    RL stack only when trusted."""
-    if not trusted:
-        return contextlib.nullcontext()
-    from dream_gym.rl.model_zips import trusted_models
-
-    return trusted_models()
-
-
-def check_model_zips(policies: Sequence[str]) -> None:
-    """Refuse a model spec whose zip does not load as data (UntrustedModelError naming what it
-    holds), before anything runs: reads the zips' data, imports no torch."""
-    for spec in map(PolicySpec.of, policies):
-        if spec.kind == "model":
-            from dream_gym.rl.model_zips import check_model_zip
-
-            for path in spec.model_files():
-                check_model_zip(path)
-
-
-def _episodes(task: _Task, beat: Callable[..., None]) -> list[EpisodeResult]:
-    world = task.world if isinstance(task.world, World) else load_cached(task.world)
-    beat(0)
-    try:
-        source: PolicySource | None = _source_for(task)
-        load_error = None
-    except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
-        source, load_error = None, f"{type(exc).__name__}: {exc}"
-    results: list[EpisodeResult] = []
-    try:
-        for i, beta in enumerate(task.betas):
-            beat(i)
-            try:
-                policy = source.new() if source is not None else None  # a fresh object every episode
-            except Exception as exc:  # noqa: BLE001 - recorded on the episode
-                policy, load_error = None, f"{type(exc).__name__}: {exc}"
-            if policy is None:
-                result = result_from_session(ReplaySession(world, task.settings, beta=beta), task.policy, load_error)
-            else:
-                watched = policy if beat is _no_beat else _Heartbeat(policy, beat)
-                result = run_episode(watched, world, seed=task.seed, on_error="record", settings=task.settings,
-                                     beta=beta)
-            result.policy = task.policy  # the spec names the policy in the results, not its class
-            results.append(result)
-    finally:
-        if source is not None and source not in _KEPT_SOURCES.values():
-            source.close()
-    return results
-
-
-#: The policy-file sources of this process, kept across its tasks: one isolated child per
-#: (policy file, options) and process, reused from world to world. Nothing crosses episodes
-#: or worlds: every episode runs in a new process forked from the child's template, and the
-#: child never holds a world (see :mod:`dream_gym.policy_files.isolated`). A job killed by the
-#: watchdog takes its children with it.
-_KEPT_SOURCES: dict[tuple[str, str], PolicySource] = {}
-
-
-def _source_for(task: _Task) -> PolicySource:
-    """The task's policy source: this process's kept one for a policy file, else a new one."""
-    if PolicySpec.of(task.policy).kind != "file":
-        return PolicySource(task.policy, task.file_options)
-    key = (task.policy, repr(sorted((task.file_options or {}).items())))
-    source = _KEPT_SOURCES.get(key)
-    if source is None:
-        source = PolicySource(task.policy, task.file_options)
-        if not _KEPT_SOURCES:  # a job process ends its children as it exits (SIGTERM included)
-            multiprocessing.util.Finalize(None, close_kept_sources, exitpriority=10)
-        _KEPT_SOURCES[key] = source
-    else:  # an error on this world quotes only what was printed on it
-        getattr(source.new(), "forget_output", lambda: None)()
-    return source
-
-
-def close_kept_sources() -> None:
-    """End the isolated children this process keeps across tasks (at the end of an in-process run)."""
-    while _KEPT_SOURCES:
-        _KEPT_SOURCES.popitem()[1].close()
-
-
-def _failed_task(task: _Task, world: World, failure: TaskFailure) -> list[EpisodeResult]:
-    """The task's episodes, each with the error that ended the task (its finished episodes are
-    lost with its worker: a failed task is recorded whole, the same whatever the timing)."""
-    kind = {"timeout": "TaskTimeout", "died": "WorkerDied"}.get(failure.kind, "TaskError")
-    where = f", in the episode at beta {task.betas[failure.step]:g}" if failure.step is not None else ""
-    message = (f"{kind}: policy {task.policy} on world {world.id}{where}: {failure.message.strip()}; "
-               f"all {len(task.betas)} episodes of the task are recorded as failed")
-    return [result_from_session(ReplaySession(world, task.settings, beta=beta), task.policy, message)
-            for beta in task.betas]
-
-
-Outcomes = Iterator[tuple[int, list[EpisodeResult] | TaskFailure]]
-
-
-def _in_process(tasks: list[_Task]) -> Outcomes:
-    """Every task in this process, no watchdog (``backend="serial", task_timeout=None``, or a
-    small grid by default)."""
-    try:
-        for index, task in enumerate(tasks):
-            try:
-                yield index, _task_results(task)
-            except Exception as exc:  # noqa: BLE001 - the same record as a failed task in a worker
-                yield index, TaskFailure("error", f"{type(exc).__name__}: {exc}")
-    finally:
-        close_kept_sources()
-
-
-def _watched(tasks: list[_Task], jobs: int, task_timeout: float | None) -> Outcomes:
-    """Every task in job processes (dream_gym.infrastructure.jobs: fork server, watchdog). Where a task runs a
-    trained model, the fork server imports the model's stack once (when this process starts it)."""
-    models = MODEL_MODULES if any(PolicySpec.of(task.policy).kind == "model" for task in tasks) else ()
-    context = job_context(preload=(__name__, *models))
-    with JobPool(_task_results, jobs, task_timeout=task_timeout, context=context) as pool:
-        yield from pool.run(tasks)
-
-
-def _run_chunk(tasks: list[tuple[int, _Task]]) -> list[tuple[int, list[EpisodeResult]]]:
-    return [(index, _task_results(task)) for index, task in tasks]
-
-
-def _ray(tasks: list[_Task], jobs: int, chunk_size: int | None) -> Outcomes:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'") from None
-    if not ray.is_initialized():
-        ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
-    per_chunk = chunk_size or max(1, math.ceil(len(tasks) / (4 * jobs)))  # a few chunks per process
-    numbered = list(enumerate(tasks))
-    remote = ray.remote(_run_chunk)
-    pending = [remote.remote(numbered[i : i + per_chunk]) for i in range(0, len(numbered), per_chunk)]
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        yield from ray.get(done[0])
 
 
 def parse_betas(betas: Sequence[float] | str | None) -> tuple[float, ...]:
@@ -349,7 +168,7 @@ def evaluate(
     beta_grid = parse_betas(betas)
     settings = _episode_settings(settings, replay)
     tasks = [
-        _Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, settings, seed,
+        Task(p, w, spec, str(world.path) if world.path is not None else world, beta_grid, settings, seed,
               file_options, trust_model)
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
@@ -368,10 +187,10 @@ def evaluate(
         label = f"{len(policies)}x{len(world_list)}x{len(beta_grid)} episodes ({backend})"
         with _progress_bar(progress, len(tasks) * len(beta_grid), label) as advance:
             advance(sum(len(results) for results in by_key.values()))  # resumed from the journal
-            for index, outcome in _runner(pending, backend, jobs, task_timeout, chunk_size):
+            for index, outcome in run_tasks(pending, backend, jobs, task_timeout, chunk_size):
                 task = pending[index]
                 if isinstance(outcome, TaskFailure):
-                    outcome = _failed_task(task, world_list[task.world_index], outcome)
+                    outcome = failed_task(task, world_list[task.world_index], outcome)
                 by_key[(task.policy_index, task.world_index)] = outcome
                 if journal is not None:
                     journal.append((task.policy_index, task.world_index), outcome)
@@ -418,18 +237,6 @@ def _small_grid(policies: Sequence[str], worlds: Sequence[World], betas: Sequenc
     if any(PolicySpec.of(spec).in_watched_process for spec in policies):
         return False
     return len(policies) * len(betas) * sum(world.size for world in worlds) <= SMALL_GRID_NODE_EPISODES
-
-
-def _runner(tasks: list[_Task], backend: str, jobs: int, task_timeout: float | None,
-            chunk_size: int | None) -> Outcomes:
-    """The outcomes of ``tasks`` (indices into it), on the backend asked for."""
-    if not tasks:  # a resumed run whose journal holds every task: start no worker
-        return iter(())
-    if backend == "ray":
-        return _ray(tasks, jobs, chunk_size)
-    if backend == "serial" and task_timeout is None:
-        return _in_process(tasks)
-    return _watched(tasks, jobs if backend == "process" else 1, task_timeout)
 
 
 @contextlib.contextmanager
@@ -496,12 +303,16 @@ class _progress_bar:
             self._progress.__exit__(*exc)
 
 
+# How and where a task's episodes run has a module of its own (runners); callers import its public
+# names from here, as they did before it had one.
 __all__ = [
     "BACKENDS",
     "DEFAULT_TASK_TIMEOUT_S",
     "Leaderboard",
     "LeaderboardRow",
+    "Outcomes",
     "check_model_zips",
+    "close_kept_sources",
     "evaluate",
     "leaderboard",
     "load_policy_spec",
