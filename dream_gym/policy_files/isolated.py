@@ -450,8 +450,11 @@ class IsolatedPolicy:
                 self._fail()
                 raise PolicyProtocolError(f"policy {self.name}: reply of {size} bytes (limit {MAX_REPLY_BYTES})")
             if len(data) >= HEADER.size + size and len(data) >= HEADER.size:
-                channel.pending = bytes(data[HEADER.size + size:])
-                return bytes(data[HEADER.size:HEADER.size + size])
+                # copied out through a memoryview: slicing the bytearray would copy the body once
+                # more (a forged reply of 1 MB then held 3 MB at once)
+                with memoryview(data) as read:
+                    channel.pending = bytes(read[HEADER.size + size:])
+                    return bytes(read[HEADER.size:HEADER.size + size])
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise Deadline
