@@ -104,8 +104,11 @@ class _Frames:
             if size > self.limit:
                 return None
             if len(data) >= HEADER.size and len(data) >= HEADER.size + size:
-                self.pending = bytes(data[HEADER.size + size:])
-                return bytes(data[:HEADER.size + size])
+                # copied out through a memoryview: slicing the bytearray would copy the message once
+                # more (a view of a large world held three times in the episode's memory limit)
+                with memoryview(data) as read:
+                    self.pending = bytes(read[HEADER.size + size:])
+                    return bytes(read[:HEADER.size + size])
             if ready is not None:
                 ready(self.fd)
             chunk = os.read(self.fd, max(1 << 16, min(HEADER.size + size - len(data), 1 << 24)))
