@@ -94,6 +94,63 @@ def policy_name(policy: Any) -> str:
     return str(getattr(policy, "name", None) or type(policy).__name__)
 
 
+def construct(factory: Callable[..., Any], params: Mapping[str, Any], owner: str) -> Any:
+    """``factory(**params)``, after refusing (ValueError, naming ``owner``) a parameter the factory
+    does not take or a value its annotation does not admit. Parameters come from the command line
+    (``--policy-arg patience=100``): a misspelt name must not end in a TypeError's traceback, and a
+    word where a number belongs must not reach the policy's first decision, after a run has begun.
+    """
+    if not params:
+        return factory()
+    import inspect
+    import typing
+
+    signature = inspect.signature(factory)
+    named = [p.name for p in signature.parameters.values()
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+    for key in params:
+        if key not in named and not takes_any:
+            raise ValueError(f"{owner} takes no parameter {key!r}; its parameters: {', '.join(named) or 'none'}")
+    try:
+        hints = typing.get_type_hints(factory.__init__ if isinstance(factory, type) else factory)  # type: ignore[misc]
+    except Exception:  # an annotation that does not resolve: the factory's own checks apply
+        hints = {}
+    for key, value in params.items():
+        kinds = _plain_kinds(hints.get(key))
+        if kinds and not _admits(kinds, value):
+            wanted = " or ".join(kind.__name__ for kind in kinds if kind is not type(None))
+            raise ValueError(f"{owner}: {key} must be {wanted}, got {value!r}")
+    return factory(**params)
+
+
+def _plain_kinds(hint: Any) -> tuple[type, ...]:
+    """The classes an annotation admits (``int | None`` → int, NoneType; ``tuple[float, float]``
+    → tuple); empty where it says nothing checkable (Any, a type variable, a protocol)."""
+    import types
+    import typing
+
+    if hint is None:
+        return ()
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        kinds = tuple(kind for arg in typing.get_args(hint) for kind in _plain_kinds(arg))
+        return kinds if len(kinds) == len(typing.get_args(hint)) else ()
+    origin = typing.get_origin(hint) or hint
+    return (origin,) if isinstance(origin, type) and origin is not typing.Any else ()
+
+
+def _admits(kinds: tuple[type, ...], value: Any) -> bool:
+    """Whether a value of the kinds a command line gives (str, int, float, bool) fits; other
+    values, from Python callers, are left to the factory's own checks."""
+    if not isinstance(value, (str, int, float)):
+        return True
+    if isinstance(value, bool):  # a bool is an int to Python, not to a parameter counting rounds
+        return bool in kinds
+    if float in kinds and isinstance(value, int):
+        return True
+    return isinstance(value, kinds)
+
+
 def batch_from(result: Any) -> list[int]:
     """Normalise what ``act`` returned into a list; anything but a sequence of ids is an error."""
     if result is None:

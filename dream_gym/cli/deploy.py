@@ -6,7 +6,14 @@ import argparse
 import shlex
 from pathlib import Path
 
-from dream_gym.cli.options import add_read, add_trust_model, add_workers, stop_hint
+from dream_gym.cli.options import (
+    add_policy_args,
+    add_read,
+    add_trust_model,
+    add_workers,
+    parse_key_values,
+    stop_hint,
+)
 from dream_gym.replay.settings import DEFAULT_BETA, recorder_or
 
 
@@ -45,8 +52,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
     p.add_argument("--policy", default=recorder_or(NATIVE_POLICY),
                    help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
                         f"or '{NATIVE_POLICY}' for {own_selection}")
-    p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="parameter of a built-in policy (repeatable)")
+    add_policy_args(p)
     add_workers(p, default=2, help=workers_help)
     flag, budget_help = budget
     p.add_argument(flag, type=int, required=True, help=budget_help)
@@ -60,15 +66,14 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
 def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from dream_gym.cli.grow import parse_policy_args
     from dream_gym.integrations.deploy import DeployRequest, deploy
 
     request = DeployRequest(
         system=args.system, task=args.task, out=args.out, policy=args.policy, workers=args.workers,
         budget=args.budget, seed=args.seed, model=args.model, api_base=args.api_base, beta=args.beta,
         resume=args.resume, world_id=args.world_id, command=shlex.join(["dream-gym", *args.argv]),
-        policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model,
-        options=_system_options(args.system_option), read=tuple(args.read),
+        policy_params=parse_key_values(args.policy_arg), trust_model=args.trust_model,
+        options=parse_key_values(args.system_option, "--option"), read=tuple(args.read),
     )
     result = deploy(request)
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
@@ -79,13 +84,3 @@ def run_command(args: argparse.Namespace) -> int:
         console.print(hint, markup=False)
     console.print(f"world: {result.folder}", markup=False)
     return 0
-
-
-def _system_options(pairs: list[str]) -> dict[str, object]:
-    """``--option KEY=VALUE`` pairs as a dict, numbers parsed."""
-    from dream_gym.cli.grow import parse_policy_args
-
-    bad = [pair for pair in pairs if not pair.partition("=")[0] or "=" not in pair]
-    if bad:
-        raise ValueError(f"--option {bad[0]!r} must look like KEY=VALUE")
-    return parse_policy_args(pairs)

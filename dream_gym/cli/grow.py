@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from dream_gym.cli.options import add_trust_model, add_workers, stop_hint
+from dream_gym.cli.options import add_policy_args, add_trust_model, add_workers, parse_key_values, stop_hint
 from dream_gym.cli.shown import shown
 from dream_gym.infrastructure.printable import TEXT_CHARS
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_or
@@ -25,8 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default=recorder_or("recommended"),
                    help="the recorder: built-in policy name (coverage: docs/concepts/recorders.md), shipped model, "
                         f"module:Class, or a policy .py file (default: {recorder_or('recommended')})")
-    p.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="parameter of a built-in policy (repeatable), e.g. --policy-arg branches=8")
+    add_policy_args(p)
     add_workers(p, default=STANDARD_WORKERS,
                 help=f"W: attempts per round, each run by its own job process (default {STANDARD_WORKERS})")
     p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds")
@@ -53,7 +52,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import check_policy, check_task
     from dream_gym.online.loop import GrowConfig, GrowResult, RoundStats, grow, write_summary
-    from dream_gym.policies import POLICIES, make_policy
 
     check_task(args.task)
     check_policy(args.policy)
@@ -65,18 +63,12 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend, api_base=args.api_base, world_id=args.world_id, resume=args.resume,
         command=shlex.join(["dream-gym", *args.argv]), evaluation_timeout_s=args.evaluation_timeout,
     )
-    params = parse_policy_args(args.policy_arg)
-    config.policy_params = params
-    if args.policy in POLICIES:
-        policy = make_policy(args.policy, **params)
-    elif params:
-        raise ValueError("--policy-arg applies to built-in policies only")
-    else:
-        from dream_gym.evaluation.evaluate import model_trust
-        from dream_gym.policy_files import load_policy
+    config.policy_params = params = parse_key_values(args.policy_arg)
+    from dream_gym.evaluation.evaluate import model_trust
+    from dream_gym.policy_files import load_policy
 
-        with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
-            policy = load_policy(args.policy)
+    with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
+        policy = load_policy(args.policy, params=params)  # a policy file refuses parameters
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
     table_rows: list[RoundStats] = []
 
@@ -124,20 +116,3 @@ def run(args: argparse.Namespace) -> int:
                       markup=False)
     console.print(f"summary: {summary}")
     return 0
-
-
-def parse_policy_args(pairs: list[str]) -> dict[str, object]:
-    """``["branches=8", "p_stop=0"]`` → ``{"branches": 8, "p_stop": 0}`` (numbers parsed)."""
-    params: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--policy-arg {pair!r} must look like KEY=VALUE")
-        try:
-            params[key] = int(text)
-        except ValueError:
-            try:
-                params[key] = float(text)
-            except ValueError:
-                params[key] = text
-    return params

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.deploy import add_run_arguments
-from dream_gym.cli.options import add_read, add_trust_model, stop_hint
+from dream_gym.cli.options import add_read, add_trust_model, parse_key_values, stop_hint
 from dream_gym.replay.settings import DEFAULT_BETA
 
 
@@ -50,7 +50,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from dream_gym.cli.grow import parse_policy_args
     from dream_gym.integrations.openevolve import BridgeConfig, run_openevolve
 
     config = BridgeConfig(
@@ -58,7 +57,7 @@ def run_command(args: argparse.Namespace) -> int:
         seed=args.seed, model=args.model, api_base=args.api_base, config_path=args.config_path, beta=args.beta,
         frontier=args.frontier, resume=args.resume, checkpoint_interval=args.checkpoint_interval,
         world_id=args.world_id, command=shlex.join(["dream-gym", *args.argv]),
-        policy_params=parse_policy_args(args.policy_arg), trust_model=args.trust_model, read=tuple(args.read),
+        policy_params=parse_key_values(args.policy_arg), trust_model=args.trust_model, read=tuple(args.read),
     )
     result = run_openevolve(config)
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log

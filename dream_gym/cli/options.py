@@ -65,6 +65,30 @@ def add_read(parser: argparse.ArgumentParser) -> None:
                              "besides its own folder (repeatable): a data set, a library checkout it imports")
 
 
+def add_policy_args(parser: argparse.ArgumentParser) -> None:
+    """``--policy-arg KEY=VALUE`` (repeatable): a constructor parameter of the policy."""
+    parser.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="parameter of a built-in or module:Class policy (repeatable), e.g. "
+                             "--policy-arg patience=10")
+
+
+def parse_key_values(pairs: list[str], option: str = "--policy-arg") -> dict[str, object]:
+    """``["branches=8", "p_stop=0"]`` → ``{"branches": 8, "p_stop": 0}`` (numbers parsed)."""
+    params: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{option} {pair!r} must look like KEY=VALUE")
+        try:
+            params[key] = int(text)
+        except ValueError:
+            try:
+                params[key] = float(text)
+            except ValueError:
+                params[key] = text
+    return params
+
+
 def add_trust_model(parser: argparse.ArgumentParser) -> None:
     """``--trust-model``: load model zips with the objects pickled in them (code in them runs)."""
     parser.add_argument("--trust-model", action="store_true",

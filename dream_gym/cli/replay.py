@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 from dream_gym.cli.options import (
     add_allow_errors,
     add_max_attempts,
+    add_policy_args,
     add_trust_model,
     add_workers,
+    parse_key_values,
     report_failures,
 )
 from dream_gym.cli.shown import say, shown
@@ -28,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
     p.add_argument("--policy", default="recommended",
                    help="built-in name, shipped model, module:Class, or a policy .py file (default: recommended)")
+    add_policy_args(p)
     p.add_argument("--beta", type=float, default=DEFAULT_BETA, help=f"budget preference in [0, 1] (default {DEFAULT_BETA})")
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")
     p.add_argument("--max-rounds", type=int, default=None, help="K2")
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     world = resolve_one_world(args.world)
     with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
-        policy = load_policy(check_policy(args.policy))
+        policy = load_policy(check_policy(args.policy), params=parse_key_values(args.policy_arg))
     session = ReplaySession(world, workers=args.workers, beta=args.beta, max_rounds=args.max_rounds,
                             frontier=args.frontier, max_attempts=args.max_attempts, requests=args.requests)
     result = run_episode(policy, session, seed=args.seed, on_error="record")

@@ -167,7 +167,7 @@ def run_system(args: argparse.Namespace) -> int:
     """``rsi --system``: one line per iteration (80 columns), then where the run's files are."""
     from rich.console import Console
 
-    from dream_gym.cli.deploy import _system_options
+    from dream_gym.cli.options import parse_key_values
     from dream_gym.datasets.pool import POOL_SCORES
     from dream_gym.dream.improve import DreamSettings
     from dream_gym.dream.rsi_system import SystemRsiConfig, iteration_line, run_system_rsi
@@ -177,7 +177,7 @@ def run_system(args: argparse.Namespace) -> int:
         settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), carry=args.carry),
         budget=args.budget, workers=args.workers, developer=args.developer, model=args.model,
         api_base=args.api_base, history=args.history, beta=args.beta, scores=args.pool_scores or POOL_SCORES,
-        options=_system_options(args.system_option or []), read=tuple(args.read), resume=args.resume,
+        options=parse_key_values(args.system_option or [], "--option"), read=tuple(args.read), resume=args.resume,
         command=shlex.join(["dream-gym", *args.argv]),
     )
     console = Console(stderr=True, soft_wrap=True)

@@ -69,11 +69,23 @@ def check_version(distribution: str, name: str, extra: str, supported: str, seri
 
 
 def check_policy(settings: RunSettings) -> None:
-    """Refuse, before any folder is made, a model zip that does not load as data (unless trusted)."""
-    if settings.policy != NATIVE_POLICY and not settings.trust_model:
-        from dream_gym.evaluation.evaluate import check_model_zips
+    """Refuse, before any folder is made, a model zip that does not load as data (unless trusted),
+    and parameters the policy does not take (built and dropped here, as the run will build it)."""
+    params = settings.policy_params
+    if settings.policy == NATIVE_POLICY:
+        if params:
+            raise ValueError(f"policy parameters ({', '.join(sorted(params))}) apply to a dream_gym policy; "
+                             f"'{NATIVE_POLICY}' is the system's own selection")
+        return
+    from dream_gym.evaluation.evaluate import check_model_zips, model_trust
 
+    if not settings.trust_model:
         check_model_zips([settings.policy])
+    if params:
+        from dream_gym.policy_files import load_policy
+
+        with model_trust(settings.trust_model):
+            load_policy(settings.policy, params=params)  # a policy file refuses them
 
 
 def resolve_task(spec: str, folder: Path,

@@ -20,7 +20,7 @@ from dream_gym.policies.random_legal import RandomPolicy
 from dream_gym.policies.shinka import ShinkaPolicy
 from dream_gym.policies.stagnation import StagnationPolicy
 from dream_gym.policies.ucb import UCBPolicy
-from dream_gym.policy import Policy
+from dream_gym.policy import Policy, construct
 
 POLICIES: dict[str, Callable[..., Policy]] = {
     "random": RandomPolicy,
@@ -37,12 +37,14 @@ POLICIES: dict[str, Callable[..., Policy]] = {
 
 
 def make_policy(name: str, **params: Any) -> Policy:
-    """A fresh built-in policy; LookupError lists the known names."""
+    """A fresh built-in policy; LookupError lists the known names, ValueError a parameter the
+    policy does not take or a value of the wrong kind."""
     try:
         factory = POLICIES[name]
     except KeyError:
         raise LookupError(f"unknown built-in policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
-    return factory(**params)
+    policy: Policy = construct(factory, params, f"policy {name!r}")
+    return policy
 
 
 __all__ = [

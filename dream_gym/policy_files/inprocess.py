@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.policy import FunctionPolicy, Policy
+from dream_gym.policy import FunctionPolicy, Policy, construct
 from dream_gym.policy_files.errors import PolicyLoadError, PolicyNotFoundError
 
 
@@ -105,7 +105,7 @@ def load_module_attr(spec: str, params: Mapping[str, Any]) -> Policy:
     obj = module_attr(spec)
     attr = spec.partition(":")[2]
     if isinstance(obj, type):
-        return _checked(obj(**params), spec, f"{attr}()")
+        return _checked(construct(obj, params, f"policy {spec!r}"), spec, f"{attr}()")
     if params:
         raise ValueError(f"policy {spec!r} is not a class; parameters {sorted(params)} cannot be passed")
     if callable(getattr(obj, "act", None)) and callable(getattr(obj, "reset", None)):

@@ -143,6 +143,8 @@ class PolicySpec:
         else:
             if self.kind == "file" and not Path(self.target).is_file():
                 raise PolicyNotFoundError(f"policy file {self.target} does not exist")
+            if self.kind == "file" and params:  # a file's policy is built by its own make_policy()
+                raise ValueError(f"policy file {self.target}: parameters cannot be passed to a file's policy")
             if isolate is None:
                 isolate = self.kind == "file"
             if not isolate:

@@ -1,0 +1,110 @@
+"""A policy's parameters (``--policy-arg KEY=VALUE``, ``load_policy(spec, params=...)``) are
+checked against its constructor before anything runs or is written: a misspelt name or a word
+where a number belongs is one error naming the parameter and the ones the policy takes, not a
+TypeError's traceback from the middle of a run whose folder is already made; a policy file,
+whose policy its own ``make_policy()`` builds, refuses parameters instead of ignoring them.
+``replay`` takes them as ``grow`` and ``deploy`` do."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dream_gym.policies import GreedyPolicy, make_policy
+from dream_gym.policy import run_episode
+from dream_gym.policy_files import load_policy
+from dream_gym.replay.session import ReplaySession
+from dream_gym.world.registry import resolve_world
+from tests.test_cli_truth import dream_gym
+
+WORLD = "cp26-fixed-w4-s0"
+GOOD = "from dream_gym.policies import GreedyPolicy\n\n\ndef make_policy():\n    return GreedyPolicy()\n"
+
+
+@pytest.mark.parametrize(("spec", "params", "message"), [
+    ("greedy", {"patiance": 3}, "policy 'greedy' takes no parameter 'patiance'; its parameters: min_branches, patience"),
+    ("greedy", {"patience": "x"}, "policy 'greedy': patience must be int, got 'x'"),
+    ("greedy", {"patience": 2.5}, "policy 'greedy': patience must be int, got 2.5"),
+    ("greedy", {"patience": True}, "policy 'greedy': patience must be int, got True"),
+    ("random", {"p_stop": "often"}, "policy 'random': p_stop must be float, got 'often'"),
+    ("hyperband", {"eta": 2.0}, "policy 'hyperband': eta must be int, got 2.0"),
+    ("dream_gym.policies:UCBPolicy", {"C": 1.0},
+     "policy 'dream_gym.policies:UCBPolicy' takes no parameter 'C'; its parameters: c, rounds, patience"),
+])
+def test_a_parameter_the_policy_does_not_take_is_refused_by_name(spec: str, params: dict, message: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        load_policy(spec, params=params)
+    assert str(refused.value) == message
+
+
+def test_parameters_of_the_right_kind_reach_the_policy() -> None:
+    greedy = make_policy("greedy", patience=100, min_branches=None)
+    assert (greedy.patience, greedy.min_branches) == (100, None)
+    assert make_policy("ucb", c=2).c == 2  # an int where a float is annotated
+    assert make_policy("coverage", deepen="0.1,0.5").deepen == (0.1, 0.5)  # a str where the annotation admits one
+    assert load_policy("dream_gym.policies:GreedyPolicy", params={"patience": 7}).patience == 7
+
+
+def test_a_policy_file_refuses_parameters_instead_of_ignoring_them(tmp_path: Path) -> None:
+    path = tmp_path / "mine.py"
+    path.write_text(GOOD)
+    with pytest.raises(ValueError, match="parameters cannot be passed to a file's policy"):
+        load_policy(str(path), params={"patience": 100})
+
+
+def test_replay_takes_policy_args_as_the_library_does() -> None:
+    shown = dream_gym("replay", WORLD, "--policy", "greedy", "--policy-arg", "patience=100", "--json")
+    assert shown.returncode == 0, shown.stderr
+    by_cli = __import__("json").loads(shown.stdout)
+    patient = run_episode(GreedyPolicy(patience=100), ReplaySession(resolve_world(WORLD)))
+    default = run_episode(GreedyPolicy(), ReplaySession(resolve_world(WORLD)))
+    assert (by_cli["replay_score"], by_cli["attempts"]) == (patient.replay_score, patient.attempts)
+    assert (patient.replay_score, patient.attempts) != (default.replay_score, default.attempts)  # the arg matters
+
+
+def _refused_once(run: subprocess.CompletedProcess[str], command: str, message: str) -> None:
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.strip() == f"dream-gym {command}: error: {message}"
+    assert "Traceback" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--policy", "greedy", "--policy-arg", "patiance=3"],
+     "policy 'greedy' takes no parameter 'patiance'; its parameters: min_branches, patience"),
+    (["--policy", "greedy", "--policy-arg", "patience=x"], "policy 'greedy': patience must be int, got 'x'"),
+])
+def test_grow_refuses_a_bad_policy_arg_before_it_writes(tmp_path: Path, args: list[str], message: str) -> None:
+    out = tmp_path / "grown"
+    run = dream_gym("grow", "--task", "sum-difference", "--agent", "builtin", "-W", "2", "--rounds", "2",
+                    "--out", str(out), *args)
+    _refused_once(run, "grow", message)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("policy", "message"), [
+    ("greedy", "policy 'greedy': patience must be int, got 'x'"),
+    ("native", "policy parameters (patience) apply to a dream_gym policy; 'native' is the system's own selection"),
+])
+def test_deploy_refuses_a_bad_policy_arg_before_it_writes(tmp_path: Path, policy: str, message: str) -> None:
+    pytest.importorskip("openevolve")
+    out = tmp_path / "run"
+    run = dream_gym("deploy", "--system", "openevolve", "--task", "circle-packing-26", "--policy", policy,
+                    "--policy-arg", "patience=x", "-W", "2", "--budget", "4", "--out", str(out))
+    _refused_once(run, "deploy", message)
+    assert not out.exists()  # so the corrected command is not refused as "already holds a world"
+
+
+def test_deploy_refuses_parameters_for_a_policy_file(tmp_path: Path) -> None:
+    pytest.importorskip("openevolve")
+    path, out = tmp_path / "mine.py", tmp_path / "run"
+    path.write_text(GOOD)
+    run = dream_gym("deploy", "--system", "openevolve", "--task", "circle-packing-26", "--policy", str(path),
+                    "--policy-arg", "patience=3", "-W", "2", "--budget", "4", "--out", str(out))
+    _refused_once(run, "deploy", f"policy file {path}: parameters cannot be passed to a file's policy")
+    assert not out.exists()
+
+
+def test_values_a_command_line_cannot_give_are_left_to_the_policy() -> None:
+    assert make_policy("coverage", deepen=[0.2, 0.4]).deepen == (0.2, 0.4)  # a list where a tuple is annotated
