@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ from dream_gym.policy import EpisodeResult
 from dream_gym.world.tree import World
 
 RESULT_FORMAT = "dream-gym-results/1"
+#: What every row holds (the episode's fields without a default).
+_REQUIRED_FIELDS = tuple(f.name for f in fields(EpisodeResult) if f.default is MISSING and f.default_factory is MISSING)
 
 
 def result_row(result: EpisodeResult, world: World | None = None, **extra: Any) -> dict[str, Any]:
@@ -41,7 +43,13 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     episode). The file is written whole, so every line counts, the last one too."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"no results file at {path}")
-    return read_jsonl(path, torn_tail=False)
+    rows = read_jsonl(path, torn_tail=False)
+    for number, row in enumerate(rows, 1):
+        missing = [name for name in _REQUIRED_FIELDS if not isinstance(row, dict) or name not in row]
+        if missing:
+            raise ValueError(f"{path}, episode {number}: not a results row (it lacks {', '.join(missing)}); "
+                             "a results file is what `dream-gym eval --out` writes")
+    return rows
 
 
 _RESULT_FIELDS = {f.name for f in fields(EpisodeResult)}
