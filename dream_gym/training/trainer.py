@@ -139,6 +139,8 @@ class TrainConfig:
         if not valid:
             raise ValueError(f"prefixes must be a comma list of positive attempt counts, got {self.prefixes!r}")
         self.episode_settings  # noqa: B018 - parses and checks --draw-workers and --draw-prices
+        if not _comma_list(self.betas, "betas", _beta, "budget preferences in [0, 1]"):
+            raise ValueError(f"betas must list at least one budget preference in [0, 1], got {self.betas!r}")
         for name, default in ARCHITECTURES[self.arch].defaults.items():  # 0: the architecture's own
             setattr(self, name, getattr(self, name) or default)
 
@@ -169,6 +171,13 @@ class TrainConfig:
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _beta(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
         raise ValueError(text)
     return value
 
