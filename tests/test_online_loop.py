@@ -210,6 +210,26 @@ def test_cli_grow_rejects_malformed_policy_arg(tmp_path, capsys):
     assert "KEY=VALUE" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--rounds", "0", "workers (W) and rounds must be >= 1, got 2 and 0"),
+    ("-W", "0", "workers (W) and rounds must be >= 1, got 0 and 10"),
+    ("--max-seconds", "-1", "max_seconds must be > 0 (or not given), got -1.0"),
+    ("--max-usd", "0", "max_usd must be > 0 (or not given), got 0.0"),
+    ("--max-attempts", "0", "max_attempts must be > 0 (or not given), got 0"),
+    ("--evaluation-timeout", "nan", "evaluation_timeout_s must be > 0 (or not given), got nan"),
+    ("--beta", "3", "beta must be in [0, 1], got 3.0"),
+])
+def test_cli_grow_refuses_a_setting_no_run_can_have_before_it_writes(tmp_path, capsys, option, value, message):
+    """Refused when the config is made: no world folder is left to refuse the corrected command
+    ("already holds a world"), and no run that stops at once is reported as grown."""
+    out = tmp_path / "w"
+    width = ["-W", "2"] if option != "-W" else []
+    code = cli_main(["grow", "--task", "sum-difference", *width, option, value, "--out", str(out)])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == f"dream-gym grow: error: {message}"
+    assert not out.exists()
+
+
 def test_llm_agent_grows_a_world_over_real_http(tmp_path, monkeypatch):
     program = "def construct_set():\n    return [0, 1, 3, 7, 12, 20, 30, 44]\n"
     with OpenAICompatServer() as server:

@@ -93,6 +93,16 @@ class GrowConfig:
     command: str | None = None  # the command line that started the run (provenance)
     evaluation_timeout_s: float | None = None  # None: the task's (Deadlines.of)
 
+    def __post_init__(self) -> None:
+        """Refuse a setting no run can have when the config is made: before any folder is."""
+        if self.workers < 1 or self.rounds < 1:
+            raise ValueError(f"workers (W) and rounds must be >= 1, got {self.workers} and {self.rounds}")
+        for name in ("max_attempts", "max_seconds", "max_usd", "evaluation_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:  # NaN too
+                raise ValueError(f"{name} must be > 0 (or not given), got {value}")
+        self.settings  # noqa: B018 - ReplaySettings checks W, beta and the frontier rule
+
     @property
     def settings(self) -> ReplaySettings:
         """What the policy is shown: W, beta, the frontier rule and K1 as the round limit."""
