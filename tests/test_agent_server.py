@@ -205,3 +205,12 @@ def test_openevolve_run_with_its_own_sampling_against_the_server(tmp_path: Path,
         assert "combined_score" in p["metrics"]
         assert "score" in p["metrics"] or "error" in p["metrics"]
     assert any("score" in p["metrics"] for p in children)
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_a_port_out_of_range_is_one_error(port: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from dream_gym.cli import main
+
+    assert main(["serve-agent", "--task", "circle-packing-26", "--port", port]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"dream-gym serve-agent: error: port must be in 0..65535 (0: a free one), got {port}")

@@ -50,6 +50,21 @@ def test_options_of_the_other_mode_are_refused_with_one_line(tmp_path: Path, cap
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()  # refused before anything is written
 
 
+def test_a_width_or_rounds_no_run_can_have_is_refused_before_anything_is_written(tmp_path: Path, capsys):
+    """-W 0 in either mode, and --rounds 0 (it grew 10-round rollouts: 0 read as "not given")."""
+    from dream_gym.cli import main
+
+    system = _rsi(tmp_path / "a", "--iterations", "1")[3:]
+    grow_mode = ["rsi", "--task", TASK, "--policy", "greedy", "--iterations", "1", "--revisions", "1",
+                 "--out", str(tmp_path / "a")]
+    for argv, message in (([*system, "-W", "0"], "budget and workers (W) must be >= 1, got 8 and 0"),
+                          ([*grow_mode, "-W", "0"], "workers (W) and rounds must be >= 1, got 0 and 10"),
+                          ([*grow_mode, "--rounds", "0"], "workers (W) and rounds must be >= 1, got 4 and 0")):
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip() == f"dream-gym rsi: error: {message}"
+        assert not (tmp_path / "a").exists()
+
+
 @pytest.mark.slow
 def test_two_iterations_deploy_record_pool_dream_and_deploy_the_winner(tmp_path: Path):
     out = tmp_path / "run"

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     config = RsiConfig(
         task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
         settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), carry=args.carry),
-        agent=args.agent or "builtin", developer=args.developer, workers=args.workers, rounds=args.rounds or 10,
+        agent=args.agent or "builtin", developer=args.developer, workers=args.workers, rounds=10 if args.rounds is None else args.rounds,
         history=args.history, beta=args.beta, api_base=args.api_base, backend=args.backend or "process",
         resume=args.resume, command=shlex.join(["dream-gym", *args.argv]),
     )

@@ -66,6 +66,8 @@ class RsiConfig:
     def __post_init__(self) -> None:
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
+        if self.workers < 1 or self.rounds < 1:  # what grow refuses, refused before the first iteration
+            raise ValueError(f"workers (W) and rounds must be >= 1, got {self.workers} and {self.rounds}")
 
 
 @dataclass

@@ -89,8 +89,8 @@ class SystemRsiConfig:
     def __post_init__(self) -> None:
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
-        if self.budget < 1:
-            raise ValueError(f"budget must be >= 1, got {self.budget}")
+        if self.budget < 1 or self.workers < 1:
+            raise ValueError(f"budget and workers (W) must be >= 1, got {self.budget} and {self.workers}")
 
 
 @dataclass

@@ -190,6 +190,8 @@ class AgentServer:
     def __init__(self, task_name: str, *, port: int = 0, seed: int = 0, host: str = HOST):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the agent server listens on the loopback interface only, not {host!r}")
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port must be in 0..65535 (0: a free one), got {port}")
         self.responder = AgentResponder(task_name, seed)
         self.requests = 0
         self._lock = threading.Lock()
