@@ -204,6 +204,12 @@ def test_worlds_pool_on_the_command_line(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     assert "pooled 2 runs of toy-task" in done.stdout and "8 nodes (11 recorded, 3 merged)" in done.stdout
     assert json.loads((tmp_path / "pool" / "world.json").read_text())["id"] == "ab"
+    kept = {f.name: f.read_bytes() for f in (tmp_path / "pool").iterdir()}
+    again = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "pool", str(b), str(a), "--out",
+                            str(tmp_path / "pool")], capture_output=True, text=True)
+    assert again.returncode == 2
+    assert again.stderr.strip().endswith("pool already holds a world; write the new one to another folder")
+    assert {f.name: f.read_bytes() for f in (tmp_path / "pool").iterdir()} == kept  # the first pool is intact
     write_folder(tmp_path / "c", run_b(b1=9.0).records, world_id="C", frontier="any")
     refused = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "pool", str(a), str(tmp_path / "c"),
                               "--out", str(tmp_path / "refused")], capture_output=True, text=True)

@@ -187,7 +187,7 @@ class WorldWriter:
         lock = folder_lock(folder).acquire()  # before looking, so two creators cannot both see no world
         try:
             if any(is_present(folder / name) for name in (*NODE_FILES, WORLD_FILE)):
-                raise FileExistsError(f"{folder} already holds a world; use WorldWriter.open to resume it")
+                raise FileExistsError(f"{folder} already holds a world; write the new one to another folder")
             write_world_json(folder / WORLD_FILE, meta)
             (folder / NODES_FILE).touch()
             return cls(folder, meta, [], lock)
