@@ -5,6 +5,7 @@ rewards, flags, infos and action masks, after autoresets too), autoreset modes, 
 from __future__ import annotations
 
 import random
+import re
 import warnings
 
 import gymnasium as gym
@@ -178,6 +179,16 @@ def test_strict_vector_env_raises() -> None:
     env.reset()
     with pytest.raises(IllegalBatchError, match="sub-env 0, slot 0"):
         env.step(np.array([[5, 0, 0], [0, 0, 0]]))
+
+
+def test_actions_of_another_shape_are_refused_not_reshaped() -> None:
+    """(W, N) actions hold N x W ids too: reshaped, each episode would get a column of the others'."""
+    env = ReplayVectorEnv(2, world=mixed_worlds(6))  # W = 3
+    env.reset(seed=0)
+    for shape in ((3, 2), (6,), (1, 2, 3), (2, 4)):
+        with pytest.raises(ValueError, match=re.escape(f"shape (num_envs, W) = (2, 3), got {shape}")):
+            env.step(np.zeros(shape, dtype=np.int64))
+    env.step([[0, 0, 0], [0, 0, 0]])  # a nested list of the right shape is an action
 
 
 def test_mixed_recorded_w_needs_an_explicit_w() -> None:

@@ -59,7 +59,8 @@ class ReplayVectorEnv(VectorEpisodes):
     ``globals`` (N, 4) float64, fresh arrays every step. Capacity: the single env's,
     :data:`~dream_gym.envs.env.DEFAULT_MAX_NODES` unless given (a bigger world is an error naming
     ``max_nodes``; a smaller explicit one truncates an episode when its next batch might not fit,
-    flags ``info["capacity_full"]`` and warns once). Every action is valid: illegal selections
+    flags ``info["capacity_full"]`` and warns once). Every element of the action space is valid (an
+    array of another shape is a ValueError, never reshaped): illegal selections
     are dropped (counted in ``info["dropped"]``; the reasons are the single env's) and a row with
     no legal selection stops that episode (``info["illegal_stop"]``). ``strict=True`` raises
     instead. A row that would take its episode past ``max_attempts`` attempts (default
@@ -202,7 +203,10 @@ class ReplayVectorEnv(VectorEpisodes):
                     f"sub-envs {np.flatnonzero(self._ended).tolist()} ended: reset them with "
                     "reset(options={'reset_mask': mask}) before stepping (autoreset is disabled)")
             start, act = self._none, self._all
-        batch = np.asarray(actions, dtype=np.int64).reshape(self.num_envs, self.workers)
+        batch = np.asarray(actions, dtype=np.int64)
+        if batch.shape != (self.num_envs, self.workers):  # a reshape would take (W, N) as (N, W), scrambled
+            raise ValueError(f"actions must have the action space's shape (num_envs, W) = "
+                             f"({self.num_envs}, {self.workers}), got {batch.shape}")
         if self.strict:
             kept, dropped = self.replay.legal_part(np.where(batch == self.max_nodes, NONE, batch), act)
             if dropped.any():
