@@ -120,3 +120,66 @@ def test_a_world_folder_is_opened_once_and_resumed_only_when_asked(tmp_path: Pat
         open_world(DeployRequest(system="openevolve", task=TASK, out=tmp_path / "third"), "system",
                    write_task_files=_files, meta=meta, check=refuse)
     assert refused == [False] and not (tmp_path / "third" / "world.json").exists()
+
+
+def _meta_of(request: DeployRequest, section: str):  # type: ignore[no-untyped-def]
+    def meta(name: str | None, initial: Path, evaluator: Path) -> dict[str, object]:
+        return world_meta(request, name, initial, frontier="any", source=f"a {section} run", section=section,
+                          version="1.0", run={"budget": 5}, files={"initial": str(initial), "evaluator": str(evaluator)})
+    return meta
+
+
+def _new_world(request: DeployRequest, section: str, root: dict[str, object]) -> None:
+    writer, *_ = open_world(request, section, write_task_files=_files, meta=_meta_of(request, section))
+    writer.append(root)
+    writer.close()
+
+
+def test_resume_continues_only_the_system_and_task_that_made_the_world(tmp_path: Path) -> None:
+    out = tmp_path / "world"
+    _new_world(DeployRequest(system="openevolve", task=TASK, out=out), "openevolve",
+               {"id": "root", "parent": None, "score": 1.0, "round": 0})
+    nodes_before = (out / "nodes.jsonl").read_bytes()
+    again = DeployRequest(system="openevolve", task=TASK, out=out, resume=True)
+    writer, *_ = open_world(again, "openevolve", write_task_files=_files, meta=_meta_of(again, "openevolve"))  # control
+    writer.close()
+    with pytest.raises(ValueError, match=r"holds a world that another system wrote \(a openevolve run\); --resume "
+                                         r"continues a world with the --system that wrote it"):
+        open_world(again, "skydiscover", write_task_files=_files, meta=_meta_of(again, "skydiscover"))
+    other = DeployRequest(system="openevolve", task="circle-packing-26", out=out, resume=True)
+    with pytest.raises(ValueError, match="holds a run of --task sum-difference, not of --task circle-packing-26"):
+        open_world(other, "openevolve", write_task_files=_files, meta=_meta_of(other, "openevolve"))
+    assert "sum-difference" in (out / "task" / "evaluator.py").read_text(encoding="utf-8")  # not rewritten
+    assert (out / "nodes.jsonl").read_bytes() == nodes_before
+    moved = tmp_path / "moved"
+    out.rename(moved)  # a world folder moved elsewhere still resumes (control)
+    again.out = moved
+    writer, *_ = open_world(again, "openevolve", write_task_files=_files, meta=_meta_of(again, "openevolve"))
+    writer.close()
+
+
+def test_resume_of_a_task_given_as_files_needs_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = _files("first", tmp_path / "first"), _files("second", tmp_path / "second")
+    out = tmp_path / "world"
+    _new_world(DeployRequest(system="skydiscover", task=f"{first[0]},{first[1]}", out=out), "skydiscover",
+               {"id": "root", "parent": None, "score": 1.0, "round": 0})
+    monkeypatch.chdir(tmp_path)  # the same files by another path: the same task (control)
+    same = DeployRequest(system="skydiscover", task="first/initial.py, ./first/evaluator.py", out=out, resume=True)
+    writer, *_ = open_world(same, "skydiscover", write_task_files=_files, meta=_meta_of(same, "skydiscover"))
+    writer.close()
+    other = DeployRequest(system="skydiscover", task=f"{second[0]},{second[1]}", out=out, resume=True)
+    with pytest.raises(ValueError, match=r"holds a run of --task .*first/initial.py,.*first/evaluator.py, not of "
+                                         r"--task .*second/initial.py"):
+        open_world(other, "skydiscover", write_task_files=_files, meta=_meta_of(other, "skydiscover"))
+
+
+def test_resume_of_a_run_whose_initial_program_failed_names_the_failure(tmp_path: Path) -> None:
+    out = tmp_path / "world"
+    request = DeployRequest(system="shinkaevolve", task=TASK, out=out)
+    _new_world(request, "shinkaevolve", {"id": "root", "parent": None, "score": None, "round": 0,
+                                         "error": "RuntimeError: the evaluator broke\ntraceback: ..."})
+    request.resume = True
+    with pytest.raises(ValueError, match=r"the run's initial program failed its evaluation \(RuntimeError: the "
+                                         r"evaluator broke\), so the run cannot continue; fix the task and start "
+                                         r"it again in a new --out"):
+        open_world(request, "shinkaevolve", write_task_files=_files, meta=_meta_of(request, "shinkaevolve"))

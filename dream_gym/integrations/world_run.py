@@ -122,11 +122,90 @@ def open_world(settings: RunSettings, output_dir: str, *,
             raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
         if settings.resume and not exists and (folder / output_dir).exists():
             raise FileExistsError(f"{folder}/{output_dir} exists without a world to resume")
+        if exists:
+            check_same_run(folder, settings.task, output_dir)
         if check is not None:
             check(exists)
         task_name, initial, evaluator = resolve_task(settings.task, folder, write_task_files)
         writer = WorldWriter.open(folder) if exists else WorldWriter.create(folder, meta(task_name, initial, evaluator))
     return writer, task_name, initial, evaluator
+
+
+#: The keys of a system's section of world.json that name a task's two files, as each bridge writes them.
+TASK_FILE_KEYS = (("initial_program", "evaluator"), ("initial", "evaluate"), ("initial", "evaluator"))
+
+
+def check_same_run(folder: Path, task: str, section: str) -> None:
+    """Refuse to continue a world that another system (no ``section`` of its own in world.json,
+    the section named as the system's output folder) or another task wrote: the run would append
+    its programs to a tree they do not belong to."""
+    from dream_gym.world.files import WORLD_FILE, loads_strict
+
+    recorded = loads_strict((folder / WORLD_FILE).read_bytes())
+    own = recorded.get(section)
+    if not isinstance(own, dict):
+        raise ValueError(f"{folder} holds a world that another system wrote ({recorded.get('source')}); "
+                         f"--resume continues a world with the --system that wrote it")
+    recorded_task = _recorded_task(folder, recorded, own)
+    if not _same_task(task, recorded_task):
+        raise ValueError(f"{folder} holds a run of --task {recorded_task}, not of --task {task}; --resume "
+                         "continues a world with the task that made it (start another task in a new --out)")
+    _check_root_scored(folder, recorded)
+
+
+def _check_root_scored(folder: Path, recorded: dict[str, Any]) -> None:
+    """Refuse to continue a run whose initial program failed its evaluation (the world has no
+    baseline), naming the failure: nothing can be added to a tree without a scored root."""
+    from dream_gym.infrastructure.printable import printable
+    from dream_gym.world.files import loads_strict
+
+    with open(folder / NODES_FILE, "rb") as nodes:
+        first = nodes.readline()
+    try:
+        root = loads_strict(first)
+    except ValueError:  # a line cut short by a kill: the writer's repair deals with it
+        return
+    if not isinstance(root, dict) or root.get("score") is not None or "baseline_score" in recorded:
+        return
+    error = str(root.get("error") or "no score").strip().splitlines()[0]
+    raise ValueError(f"{folder}: the run's initial program failed its evaluation ({printable(error, 300)}), so "
+                     f"the run cannot continue; fix the task and start it again in a new --out (or remove {folder})")
+
+
+def _recorded_task(folder: Path, recorded: dict[str, Any], own: dict[str, Any]) -> str:
+    """The ``--task`` a world was made with: a built-in task's name (its files written to
+    ``folder/task``), else its two files."""
+    files = next(([str(own[a]), str(own[b])] for a, b in TASK_FILE_KEYS if a in own and b in own), [])
+    name = str((recorded.get("task") or {}).get("name"))
+    written_here = all(Path(f).parent == (folder / "task").resolve() for f in files)
+    # a world folder moved or copied still names its old task/ folder
+    moved = all(Path(f).parent.name == "task" for f in files) and _is_builtin_task(name)
+    return name if written_here or moved else ",".join(files)
+
+
+def _is_builtin_task(name: str) -> bool:
+    from dream_gym.online.tasks import get_task
+
+    try:
+        get_task(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _same_task(given: str, recorded: str) -> bool:
+    if ("," in given) != ("," in recorded):
+        return False
+    if "," not in given:
+        return given == recorded
+    pairs = zip(given.split(",", 1), recorded.split(",", 1), strict=True)  # both hold one comma
+    return all(_same_file(Path(a.strip()).resolve(), Path(b)) for a, b in pairs)
+
+
+def _same_file(given: Path, recorded: Path) -> bool:
+    if given == recorded:
+        return True
+    return given.exists() and recorded.exists() and given.samefile(recorded)
 
 
 def world_meta(settings: RunSettings, task_name: str | None, initial: Path, *, frontier: str, source: str,
@@ -259,6 +338,6 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
     return result
 
 
-__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_policy", "check_version", "deploy_result", "files_evaluator",
-           "given_endpoint", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task",
+__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_policy", "check_same_run", "check_version", "deploy_result",
+           "files_evaluator", "given_endpoint", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task",
            "world_meta", "write_summary"]
