@@ -253,3 +253,25 @@ def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path, short_tmp_p
 def nodes_lines(out: Path) -> list[str]:
     text = (out / "nodes.jsonl").read_text()
     return [line for line in text.split("\n")[:-1] if line.strip()]
+
+
+@pytest.mark.slow
+def test_a_killed_runs_evolution_trace_holds_every_program_it_recorded(tmp_path: Path, short_tmp_path: Path) -> None:
+    # before OpenEvolve's first checkpoint the trace is the only copy of a program MAP-Elites
+    # prunes: a line still buffered when the run is killed would be in no output of OpenEvolve's
+    out = tmp_path / "world"
+    cmd = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK, "--policy", "fixed",
+           "-W", "2", "--budget", "24", "--seed", "3", "--out", str(out)]
+    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 300
+    while time.time() < deadline and not ((out / "nodes.jsonl").exists() and len(nodes_lines(out)) >= 6):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    children = {json.loads(line)["id"] for line in nodes_lines(out)[1:]}
+    assert 5 <= len(children) < 10  # killed before the first checkpoint (every 10 iterations)
+    assert not list((out / "openevolve").glob("checkpoints/checkpoint_*"))
+    trace = out / "openevolve" / "evolution_trace.jsonl"
+    traced = {json.loads(line)["child_id"] for line in trace.read_text().splitlines() if line.strip()}
+    assert len(children - traced) <= 1  # at most the program being traced when the kill came

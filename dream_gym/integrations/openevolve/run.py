@@ -130,6 +130,9 @@ def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_ke
     oe.evolution_trace.enabled = True
     oe.evolution_trace.include_code = True
     oe.evolution_trace.include_failures = True
+    # each program's line written as OpenEvolve traces it: a buffered line dies with a killed run,
+    # and a program MAP-Elites then prunes is in no checkpoint either (the import would lack it)
+    oe.evolution_trace.buffer_size = 1
     if config.policy != NATIVE_POLICY:  # nothing the policy saw may be pruned before it can choose it
         oe.database.population_size = max(oe.database.population_size, config.iterations + 2)
     name = world_run.openai_name(model)
