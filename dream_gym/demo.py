@@ -132,6 +132,9 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int
     """Evaluate all built-in policies on ``split`` (``jobs`` processes; replayed at W = ``workers``,
     default each world's recorded W), dream on ``dream_history`` (at each world's W), and rank the
     kept version beside them on ``split``."""
+    from dream_gym.dream.builtin_developer import require_optuna
+
+    require_optuna()  # the dreaming step's: refused before the evaluation, not after it
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -100,6 +100,15 @@ def read_params(code: str) -> dict[str, Any] | None:
     return params
 
 
+def require_optuna() -> None:
+    """RuntimeError naming the extra when Optuna, which the built-in developer proposes with, is
+    not installed (found without importing it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("optuna") is None:
+        raise RuntimeError("the built-in developer needs optuna, an optional dependency: pip install 'dream-gym[dream]'")
+
+
 def _sampler_seed(seed: int, phase: int, m: int) -> int:
     digest = hashlib.sha256(f"{seed}:{phase}:{m}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
@@ -134,6 +143,7 @@ class BuiltinDeveloper:
     name = "builtin"
 
     def __init__(self, seed: int = 0, startup_trials: int = 4):
+        require_optuna()
         self.seed = int(seed)
         self.startup_trials = int(startup_trials)
 

@@ -32,4 +32,15 @@ def make_developer(spec: str, folder: Any = None, *, api_base: str | None = None
     return factory(spec, folder, api_base=api_base, seed=seed, **options)
 
 
-__all__ = ["DEVELOPERS", "MODEL_DEVELOPER", "DeveloperFactory", "make_developer"]
+def check_developer(spec: str) -> None:
+    """RuntimeError naming the extra when the developer ``spec`` names needs a package that is not
+    installed: checked before a run folder is made."""
+    if spec == "builtin":
+        builtin_developer.require_optuna()
+    elif spec not in DEVELOPERS:
+        from dream_gym.infrastructure.llm import require_litellm
+
+        require_litellm()
+
+
+__all__ = ["DEVELOPERS", "MODEL_DEVELOPER", "DeveloperFactory", "check_developer", "make_developer"]

@@ -68,6 +68,13 @@ class RsiConfig:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
         if self.workers < 1 or self.rounds < 1:  # what grow refuses, refused before the first iteration
             raise ValueError(f"workers (W) and rounds must be >= 1, got {self.workers} and {self.rounds}")
+        from dream_gym.dream.developers import check_developer
+
+        check_developer(self.developer)  # and the agent's litellm: before the run folder is made
+        if self.agent != "builtin":
+            from dream_gym.infrastructure.llm import require_litellm
+
+            require_litellm()
 
 
 @dataclass

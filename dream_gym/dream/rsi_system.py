@@ -91,6 +91,9 @@ class SystemRsiConfig:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
         if self.budget < 1 or self.workers < 1:
             raise ValueError(f"budget and workers (W) must be >= 1, got {self.budget} and {self.workers}")
+        from dream_gym.dream.developers import check_developer
+
+        check_developer(self.developer)  # before the run folder is made
 
 
 @dataclass

@@ -151,6 +151,18 @@ def extract_code(reply: str | None) -> Extraction:
 # litellm plumbing
 # ------------------------------------------------------------------------------------------------
 
+NEEDS_LITELLM = "LLM agents and developers need litellm, an optional dependency: pip install 'dream-gym[llm]'"
+
+
+def require_litellm() -> None:
+    """RuntimeError with the install hint when litellm is not installed (found without importing
+    it: a command checks this before it makes a folder, importing litellm takes seconds)."""
+    import importlib.util
+
+    if importlib.util.find_spec("litellm") is None:
+        raise RuntimeError(NEEDS_LITELLM)
+
+
 def import_litellm() -> Any:
     """Import litellm with a local cost map and without debug chatter."""
     # never fetch the remote model-price map: the loops must run offline
@@ -159,10 +171,8 @@ def import_litellm() -> Any:
         with warnings.catch_warnings():  # import-time deprecation chatter from litellm's deps
             warnings.simplefilter("ignore")
             import litellm
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "LLM agents and developers need litellm, an optional dependency: pip install 'dream-gym[llm]'"
-        ) from exc
+    except ImportError as exc:  # tests/test_extras.py runs without the extra
+        raise RuntimeError(NEEDS_LITELLM) from exc
     litellm.suppress_debug_info = True
     if hasattr(litellm, "telemetry"):  # older releases
         litellm.telemetry = False

@@ -102,6 +102,10 @@ class GrowConfig:
             if value is not None and not value > 0:  # NaN too
                 raise ValueError(f"{name} must be > 0 (or not given), got {value}")
         self.settings  # noqa: B018 - ReplaySettings checks W, beta and the frontier rule
+        if self.agent != "builtin":
+            from dream_gym.infrastructure.llm import require_litellm
+
+            require_litellm()
 
     @property
     def settings(self) -> ReplaySettings:

@@ -179,10 +179,13 @@ def probe_policy_files(specs: Sequence[str | os.PathLike[str]], **limits: Any) -
     """Load each policy file of ``specs`` once, in its sandbox, and close it: a file that does
     not load (a syntax error, an import that fails, no policy defined) raises its
     :class:`PolicyLoadError` here, once, before a grid runs its episodes (which would each
-    report it). Other specs are left to :func:`check_policy_spec`."""
+    report it); so does a trained model where the rl extra is not installed. Other specs are
+    left to :func:`check_policy_spec`."""
     for spec in map(PolicySpec.of, specs):
         if spec.kind == "file":
             IsolatedPolicy(spec.target, **limits).close()
+        elif spec.kind == "model" and (missing := _missing_rl_package()) is not None:
+            raise _needs_rl(spec.target, spec.given, missing)
 
 
 def load_policy(spec: str | os.PathLike[str] | PolicySpec, *, isolate: bool | None = None,
@@ -234,13 +237,24 @@ def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any], given
     except ModuleNotFoundError as exc:  # the rl extra's packages are imported only now, lazily
         if (exc.name or "").partition(".")[0] not in RL_PACKAGES:
             raise
-        named = spec if given in (None, spec) else f"{given} ({spec})"
-        raise PolicyLoadError(f"policy {named!r} is a trained model, which needs the rl extra: pip install "
-                              f"'dream-gym[rl]' (no module {exc.name!r})") from None
+        raise _needs_rl(spec, given, str(exc.name)) from None
 
 
 #: The packages of the ``rl`` extra, which a trained model's policy imports.
 RL_PACKAGES = frozenset({"torch", "stable_baselines3", "sb3_contrib"})
+
+
+def _missing_rl_package() -> str | None:
+    """The first package of the rl extra that is not installed (found without importing it)."""
+    import importlib.util
+
+    return next((name for name in sorted(RL_PACKAGES) if importlib.util.find_spec(name) is None), None)
+
+
+def _needs_rl(spec: str, given: str | None, missing: str) -> PolicyLoadError:
+    named = spec if given in (None, spec) else f"{given} ({spec})"
+    return PolicyLoadError(f"policy {named!r} is a trained model, which needs the rl extra: pip install "
+                           f"'dream-gym[rl]' (no module {missing!r})")
 
 
 def _built_model_policy(spec: str, paths: list[Path], params: Mapping[str, Any]) -> Policy:
