@@ -89,3 +89,14 @@ def test_an_llm_agent_or_developer_without_the_llm_extra_writes_nothing(tmp_path
     assert run.stderr.strip() == (f"dream-gym {argv[0]}: error: LLM agents and developers need litellm, an "
                                   "optional dependency: pip install 'dream-gym[llm]'")
     assert not out.exists()
+
+
+def test_train_without_the_rl_extra_writes_nothing(tmp_path: Path) -> None:
+    command, env = interpreter_without(tmp_path, "torch", "stable_baselines3", "sb3_contrib")
+    out = tmp_path / "run"
+    run = subprocess.run([*command, "train", "--worlds", "sd-ucb-w4-s1", "--timesteps", "64", "--out", str(out)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.strip() == ("dream-gym train: error: training needs the rl extra: pip install "
+                                  "'dream-gym[rl]' (no module 'sb3_contrib')")
+    assert not out.exists()

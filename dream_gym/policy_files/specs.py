@@ -184,7 +184,7 @@ def probe_policy_files(specs: Sequence[str | os.PathLike[str]], **limits: Any) -
     for spec in map(PolicySpec.of, specs):
         if spec.kind == "file":
             IsolatedPolicy(spec.target, **limits).close()
-        elif spec.kind == "model" and (missing := _missing_rl_package()) is not None:
+        elif spec.kind == "model" and (missing := missing_rl_package()) is not None:
             raise _needs_rl(spec.target, spec.given, missing)
 
 
@@ -244,7 +244,7 @@ def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any], given
 RL_PACKAGES = frozenset({"torch", "stable_baselines3", "sb3_contrib"})
 
 
-def _missing_rl_package() -> str | None:
+def missing_rl_package() -> str | None:
     """The first package of the rl extra that is not installed (found without importing it)."""
     import importlib.util
 

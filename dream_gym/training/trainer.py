@@ -480,6 +480,10 @@ def train(config: TrainConfig, log: Callable[[str], None] = print, *, trust_mode
     same folder is refused with LockedError naming this one. A finished run (its summary is of
     ``timesteps`` steps or more, and no checkpoint is past it) is returned as recorded: the same
     command run again trains nothing, evaluates nothing and appends nothing."""
+    from dream_gym.policy_files.specs import missing_rl_package
+
+    if (missing := missing_rl_package()) is not None:  # before the run folder is made
+        raise RuntimeError(f"training needs the rl extra: pip install 'dream-gym[rl]' (no module {missing!r})")
     out = Path(config.out)
     with folder_lock(out):
         _check_config(out, config)
