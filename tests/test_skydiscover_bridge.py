@@ -359,6 +359,27 @@ def test_an_unknown_option_is_refused_naming_it(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "unknown SkyDiscover option(s) serach" in bad.stderr and not out.exists()
 
 
+def test_an_initial_program_that_fails_its_evaluation_is_named_once(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "initial_program.py").write_text("def f(x):\n    return x\n", encoding="utf-8")
+    (task / "evaluator.py").write_text(
+        "def evaluate(program_path):\n    raise RuntimeError('the evaluator broke on purpose')\n", encoding="utf-8")
+    files = f"{task / 'initial_program.py'},{task / 'evaluator.py'}"
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "skydiscover", "--task", files,
+               "--policy", "greedy", "-W", "2", "--budget", "2", "--out", str(tmp_path / "world")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2
+    assert done.stderr.count("error:") == 1 and "Traceback" not in done.stderr and "traceback" not in done.stderr
+    assert ("the initial program failed its evaluation, so a policy has no scored program to start from: "
+            "evaluator reported error='RuntimeError: the evaluator broke on purpose'") in done.stderr
+    (task / "evaluator.py").write_text("def evaluate(program_path):\n    return {'combined_score': 1.0}\n",
+                                       encoding="utf-8")
+    command[-1] = str(tmp_path / "control")  # the same task with an evaluator that scores: it runs
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_skydiscovers_evaluator_file_runs_candidates_in_the_sandbox(tmp_path: Path) -> None:
     """The evaluator.py SkyDiscover imports scores a candidate through the task's own isolated
     evaluator: a candidate that writes outside its workspace cannot, and still gets its score."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dream_gym.infrastructure.printable import printable
 from dream_gym.online.real_tree import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
@@ -42,6 +43,8 @@ class BridgeState:
         """The policy's next batch: the ids of the programs it continues, at most ``limit``."""
         assert self.policy is not None
         records = self.writer.records
+        if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
+            raise ValueError(initial_failure(records[0]))
         view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
                          rounds=self.round, known=self.view_nodes)
         self.view_nodes = view.nodes
@@ -59,6 +62,14 @@ class BridgeState:
         return ids
 
 
+def initial_failure(root: dict[str, Any]) -> str:
+    """Why a policy cannot start: the initial program failed its evaluation (its error without
+    the traceback that may follow it)."""
+    error = (str(root.get("error") or "").split("; traceback:")[0].strip().splitlines() or ["no score"])[0]
+    return ("the initial program failed its evaluation, so a policy has no scored program to start from: "
+            f"{printable(error, 300)}")
+
+
 def node_record(parsed: Any, parent: str | None, placement: dict[str, Any]) -> dict[str, Any]:
     """The node of one program the system's importer has read (``parsed``: its score, error, code
     and the system's own fields), continuing ``parent``, with its ``placement`` in this run
@@ -73,4 +84,4 @@ def node_record(parsed: Any, parent: str | None, placement: dict[str, Any]) -> d
     return record
 
 
-__all__ = ["BridgeState", "node_record"]
+__all__ = ["BridgeState", "initial_failure", "node_record"]
