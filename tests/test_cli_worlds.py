@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,7 @@ def test_pack_list_show_validate_share_delete(env, capsys):
     assert main(["worlds", "show", "me/toy-v0", "--plot", str(env / "plots")]) == 0
     out = capsys.readouterr().out
     assert "dataset me/toy-v0" in out and "split held_out" in out and "world world-a" in out
+    assert re.search(r"^  created     20\d\d-\d\d-\d\dT", out, re.M)  # when it was packed
     assert (env / "plots" / "world-a.png").is_file()
     assert main(["worlds", "show", "me/toy-v0/world-a", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["nodes"] == 3
@@ -120,3 +122,8 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(command):
     finally:
         os.close(write_end)
     assert done.returncode == 141 and done.stderr == "", (done.returncode, done.stderr)
+
+
+def test_a_dataset_without_its_creation_time_says_so(capsys):
+    assert main(["worlds", "show", "dream-gym/recorded-v0"]) == 0  # built before datasets recorded it
+    assert "\n  created     not recorded\n" in capsys.readouterr().out

@@ -188,7 +188,7 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
             f"  author      {printable(meta.get('author', ''))}",
             f"  licence     {printable(meta.get('licence', ''))}",
             f"  format      {printable(meta['format'])} (worlds: {printable(meta.get('world_format'))})",
-            f"  created     {printable(meta.get('created', ''))}",
+            f"  created     {printable(meta.get('created') or 'not recorded')}",
         ]
         for part, members in dataset.split.items():
             lines.append(f"  split {printable(part):<9} {', '.join(members) or '-'}")
