@@ -207,6 +207,29 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path: Path, monkeypat
         deploy(DeployRequest(system="shinkaevolve", task=TASK, out=out, budget=2))
 
 
+def test_an_initial_program_without_evolve_block_markers_is_refused(tmp_path: Path) -> None:
+    # ShinkaEvolve refuses every patch outside the markers: such a run recorded the initial
+    # program alone, and greedy then "stopped by policy"
+    code = "def f(x):\n    return x * 0.5\n"
+    (tmp_path / "evaluator.py").write_text(
+        "import importlib.util\n"
+        "def evaluate(program_path):\n"
+        "    spec = importlib.util.spec_from_file_location('p', program_path)\n"
+        "    module = importlib.util.module_from_spec(spec)\n"
+        "    spec.loader.exec_module(module)\n"
+        "    return {'combined_score': 1.0 / (1.0 + abs(module.f(3.0) - 2.0))}\n", encoding="utf-8")
+    (tmp_path / "plain.py").write_text(code, encoding="utf-8")
+    (tmp_path / "marked.py").write_text(f"# EVOLVE-BLOCK-START\n{code}# EVOLVE-BLOCK-END\n", encoding="utf-8")
+    done = run_cli(tmp_path / "plain", "--policy", "greedy", "-W", "2", "--budget", "2",
+                   task=f"{tmp_path / 'plain.py'},{tmp_path / 'evaluator.py'}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "plain.py has none, so no child could be made; mark the code to evolve" in done.stderr
+    assert not (tmp_path / "plain").exists()
+    result = run_api(tmp_path / "marked", policy="greedy", budget=2,
+                     task=f"{tmp_path / 'marked.py'},{tmp_path / 'evaluator.py'}")  # control: the same code, marked
+    assert result.nodes == 3
+
+
 # -- real runs through the CLI (slow) -------------------------------------------------------------------
 GREEDY = ("--policy", "greedy", "-W", "2", "--budget", "8", "--seed", "0")
 

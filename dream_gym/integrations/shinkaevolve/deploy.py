@@ -198,7 +198,25 @@ def _check_request(request: DeployRequest) -> None:
     islands = request.options.get("num_islands", 1)
     if isinstance(islands, bool) or not isinstance(islands, int) or islands < 1:
         raise ValueError(f"--option num_islands={islands}: a whole number of islands, at least 1")
+    check_markers(request.task)
     world_run.check_policy(request)
+
+
+def check_markers(task: str) -> None:
+    """Refuse a task given as files whose initial program has no EVOLVE-BLOCK-START and -END
+    lines: ShinkaEvolve applies a patch of every type (diff, full, cross) only between them, so
+    each generation would fail and the run would record no child."""
+    if "," not in task:
+        return  # a built-in task: the bridge writes the markers
+    initial = Path(task.split(",", 1)[0].strip())
+    if not initial.is_file():
+        return  # open_world names it
+    text = initial.read_text(encoding="utf-8", errors="replace")
+    if "EVOLVE-BLOCK-START" in text and "EVOLVE-BLOCK-END" in text:
+        return
+    raise ValueError(f"--task {task}: ShinkaEvolve changes a program only between EVOLVE-BLOCK-START and "
+                     f"EVOLVE-BLOCK-END lines, and {initial} has none, so no child could be made; mark the code "
+                     "to evolve with a '# EVOLVE-BLOCK-START' line before it and a '# EVOLVE-BLOCK-END' line after it")
 
 
 def check_results(folder: Path, exists: bool) -> None:
