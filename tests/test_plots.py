@@ -67,6 +67,7 @@ def test_plot_results_writes_non_empty_pngs(results_file: Path, tmp_path: Path) 
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000
     with pytest.raises(LookupError, match="no episode on world"):
         plot_results(results_file, tmp_path / "plots2", world="nope")
+    assert not (tmp_path / "plots2").exists()  # refused before any figure is written
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(ValueError, match="no results"):
         plot_results(tmp_path / "empty.jsonl", tmp_path / "plots3")

@@ -320,18 +320,18 @@ def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLik
     rows = read_results(results_path)
     if not rows:
         raise ValueError(f"{results_path}: no results to plot")
-    out = Path(out_dir)
-    cache: dict[str, World] = {}
-    paths = [plot_anytime(rows, out / "anytime.png", cache), plot_pareto(rows, out / "pareto.png")]
     world_id = world or str(rows[0]["world"])
     on_world = [r for r in rows if r["world"] == world_id]
-    if not on_world:
+    if not on_world:  # refused before any figure is written
         import difflib
 
         worlds = sorted({str(r["world"]) for r in rows})
         near = difflib.get_close_matches(world_id, worlds, n=1)
         hint = f"; did you mean {near[0]!r}?" if near else f" (it holds {len(worlds)} worlds, the first {worlds[0]!r})"
         raise LookupError(f"{results_path}: no episode on world {world_id!r}{hint}")
+    out = Path(out_dir)
+    cache: dict[str, World] = {}
+    paths = [plot_anytime(rows, out / "anytime.png", cache), plot_pareto(rows, out / "pareto.png")]
     revealed: dict[str, Sequence[int]] = {}
     for policy in _policies(on_world):
         episodes = [r for r in on_world if r["policy"] == policy]
