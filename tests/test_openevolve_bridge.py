@@ -275,3 +275,21 @@ def test_a_killed_runs_evolution_trace_holds_every_program_it_recorded(tmp_path:
     trace = out / "openevolve" / "evolution_trace.jsonl"
     traced = {json.loads(line)["child_id"] for line in trace.read_text().splitlines() if line.strip()}
     assert len(children - traced) <= 1  # at most the program being traced when the kill came
+
+
+def test_a_native_run_shorter_than_a_checkpoint_interval_imports_from_its_trace(tmp_path: Path) -> None:
+    # OpenEvolve's own loop saves no checkpoint before checkpoint_interval iterations (10), so its
+    # output folder holds the evolution trace only (the bridge's policy rounds end with a checkpoint)
+    out = tmp_path / "world"
+    done = subprocess.run([sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK,
+                           "--policy", "native", "-W", "2", "--budget", "3", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not list((out / "openevolve").rglob("programs"))
+    imported = tmp_path / "imported"
+    done = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "import", str(out / "openevolve"),
+                           "--out", str(imported)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith(f"imported OpenEvolve run {out / 'openevolve' / 'evolution_trace.jsonl'}\n"
+                                  f"  -> world 'openevolve' at {imported}")
+    assert tree(nodes(imported)) == tree(nodes(out))

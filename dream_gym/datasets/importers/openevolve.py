@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from .base import DEFAULT_OPTIONS, Importer, ImportOptions, ImportReport, NotARu
 from .coerce import to_finite, to_id
 from .job import ImportJob
 from .openevolve_layout import (
+    TRACE_NAMES,
     Traces,
     find_program_files,
     is_trace_file,
@@ -70,6 +72,8 @@ def import_openevolve(
 
     if is_trace_file(src):  # an evolution_trace.jsonl(.gz) on its own
         return import_openevolve_trace(src, out, options)
+    if (trace := lone_trace(src)) is not None:  # stopped before its first checkpoint
+        return import_openevolve_trace(trace, out, replace(options, world_id=options.world_id or src.name))
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder (expected an OpenEvolve output folder or its evolution_trace.jsonl)")
     metric = options.metric_or("combined_score")
@@ -133,10 +137,24 @@ def _note_llm_calls(src: Path, report: ImportReport, programs: list[Program]) ->
 
 
 def is_openevolve_run(path: Path) -> bool:
-    """An OpenEvolve output folder (programs/*.json somewhere below) or its evolution trace file."""
+    """An OpenEvolve output folder (programs/*.json somewhere below, or only its evolution trace)
+    or its evolution trace file."""
     if path.is_file():
         return is_trace_file(path)
-    return path.is_dir() and any(p.parent.name == "programs" for p in path.rglob("*.json"))
+    return path.is_dir() and (_holds_programs(path) or lone_trace(path) is not None)
+
+
+def _holds_programs(path: Path) -> bool:
+    return any(p.parent.name == "programs" for p in path.rglob("*.json"))
+
+
+def lone_trace(src: Path) -> Path | None:
+    """The evolution trace of an output folder that holds no programs/*.json: OpenEvolve writes
+    its first checkpoint after ``checkpoint_interval`` iterations (10 by default), so a shorter or
+    an interrupted run leaves its trace (and its best program) only."""
+    if not src.is_dir() or _holds_programs(src):
+        return None
+    return next((src / name for name in TRACE_NAMES if is_trace_file(src / name)), None)
 
 
 IMPORTER = Importer(label=LABEL, looks_for="an OpenEvolve output folder (programs/*.json)",
