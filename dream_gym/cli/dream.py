@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import add_allow_errors, add_jobs, report_failures
+from dream_gym.cli.options import add_allow_errors, add_decision_timeout, add_jobs, report_failures
 from dream_gym.cli.shown import cell, shown
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
@@ -29,8 +29,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
                    help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
     p.add_argument("--lam", type=float, default=DEFAULT_LAMBDA, help=f"v2's parallel-penalty weight (default {DEFAULT_LAMBDA})")
-    p.add_argument("--decision-timeout", type=float, default=5.0,
-                   help="seconds an isolated policy may take for one decision (default 5)")
+    add_decision_timeout(p)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import (
+    DEFAULT_DECISION_TIMEOUT_S,
     add_allow_errors,
+    add_decision_timeout,
     add_jobs,
     add_max_attempts,
     add_trust_model,
     add_workers,
+    file_options,
     parse_betas_option,
     report_failures,
 )
@@ -42,6 +45,7 @@ def register(subparsers: Any) -> None:
     add_workers(ev, help="W: attempts per round every world is replayed at (default: each world's recorded W)")
     add_jobs(ev)
     ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
+    add_decision_timeout(ev)
     ev.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S, metavar="SECONDS",
                     help="end a (policy, world) task that makes no decision for this long and record the "
                          f"timeout on its episodes (default {DEFAULT_TASK_TIMEOUT_S:g}; 0: no watchdog, "
@@ -92,10 +96,14 @@ def run_eval(args: argparse.Namespace) -> int:
     from dream_gym.evaluation.evaluate import evaluate, leaderboard
 
     check_policies(args.policies)
+    isolated = file_options(args.decision_timeout)
+    if args.task_timeout and args.decision_timeout >= args.task_timeout:
+        raise ValueError(f"--decision-timeout {args.decision_timeout:g} s is not below --task-timeout "
+                         f"{args.task_timeout:g} s, the watchdog that ends a task making no decision: raise --task-timeout")
     worlds = resolve_world_specs(args.worlds)
     from dream_gym.policy_files import probe_policy_files
 
-    probe_policy_files(args.policies)  # a file that does not load fails here, once, before its episodes
+    probe_policy_files(args.policies, **isolated)  # a file that does not load fails here, once, before its episodes
     betas = parse_betas_option(args.betas)
     settings = ReplaySettings(args.workers, beta1=args.beta1, beta2=args.beta2, max_rounds=args.max_rounds,
                               max_attempts=args.max_attempts, requests=args.requests)
@@ -113,6 +121,7 @@ def run_eval(args: argparse.Namespace) -> int:
         task_timeout=args.task_timeout or None,
         resume=args.resume,
         trust_model=args.trust_model,
+        file_options=None if args.decision_timeout == DEFAULT_DECISION_TIMEOUT_S else isolated,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     board.conditions = (f"replayed {w_note(worlds, args.workers)}{' in request mode' if args.requests else ''}; "

@@ -89,6 +89,24 @@ def parse_key_values(pairs: list[str], option: str = "--policy-arg") -> dict[str
     return params
 
 
+#: The seconds an isolated policy may take for one decision unless told (IsolatedPolicy's default).
+DEFAULT_DECISION_TIMEOUT_S = 5.0
+
+
+def add_decision_timeout(parser: argparse.ArgumentParser) -> None:
+    """``--decision-timeout SECONDS``: how long a policy file may take for one decision."""
+    parser.add_argument("--decision-timeout", type=float, default=DEFAULT_DECISION_TIMEOUT_S, metavar="SECONDS",
+                        help="seconds a policy file (run isolated) may take for one decision before its "
+                             f"process is killed and the episode records the timeout (default {DEFAULT_DECISION_TIMEOUT_S:g})")
+
+
+def file_options(decision_timeout_s: float) -> dict[str, float]:
+    """The isolated policies' options for ``--decision-timeout``; ValueError for one not > 0."""
+    if not decision_timeout_s > 0:
+        raise ValueError(f"--decision-timeout must be > 0 seconds, got {decision_timeout_s}")
+    return {"decision_timeout_s": decision_timeout_s}
+
+
 def add_trust_model(parser: argparse.ArgumentParser) -> None:
     """``--trust-model``: load model zips with the objects pickled in them (code in them runs)."""
     parser.add_argument("--trust-model", action="store_true",

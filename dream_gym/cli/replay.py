@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dream_gym.cli.options import (
+    DEFAULT_DECISION_TIMEOUT_S,
     add_allow_errors,
+    add_decision_timeout,
     add_max_attempts,
     add_policy_args,
     add_trust_model,
     add_workers,
+    file_options,
     parse_key_values,
     report_failures,
 )
@@ -42,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
     p.add_argument("--json", action="store_true", help="print the episode record as JSON")
+    add_decision_timeout(p)
     add_allow_errors(p)
     add_trust_model(p)
     p.set_defaults(func=run)
@@ -63,12 +67,16 @@ def run(args: argparse.Namespace) -> int:
     from dream_gym.evaluation.evaluate import model_trust
     from dream_gym.policy import run_episode
     from dream_gym.policy_files import load_policy
+    from dream_gym.policy_files.specs import PolicySpec
     from dream_gym.replay.session import ReplaySession
     from dream_gym.replay.view import render_tree
 
+    isolated = file_options(args.decision_timeout)
     world = resolve_one_world(args.world)
+    spec = PolicySpec.of(check_policy(args.policy))
+    limits: dict[str, Any] = isolated if spec.kind == "file" and args.decision_timeout != DEFAULT_DECISION_TIMEOUT_S else {}
     with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
-        policy = load_policy(check_policy(args.policy), params=parse_key_values(args.policy_arg))
+        policy = load_policy(spec, params=parse_key_values(args.policy_arg), **limits)
     session = ReplaySession(world, workers=args.workers, beta=args.beta, max_rounds=args.max_rounds,
                             frontier=args.frontier, max_attempts=args.max_attempts, requests=args.requests)
     result = run_episode(policy, session, seed=args.seed, on_error="record")

@@ -43,6 +43,9 @@ class ScoringSettings:
     def __post_init__(self) -> None:
         if self.select not in SELECT_MODES:
             raise ValueError(f"select must be one of {', '.join(SELECT_MODES)}, got {self.select!r}")
+        if not (self.decision_timeout_s > 0 and self.episode_timeout_s > 0 and self.memory_mb > 0):
+            raise ValueError("the decision timeout, the episode timeout and the memory of policy files must be > 0, "
+                             f"got {self.decision_timeout_s} s, {self.episode_timeout_s} s and {self.memory_mb} MB")
 
     def file_options(self) -> dict[str, Any]:
         return {"decision_timeout_s": self.decision_timeout_s, "episode_timeout_s": self.episode_timeout_s,
