@@ -43,6 +43,8 @@ class ScoringSettings:
     def __post_init__(self) -> None:
         if self.select not in SELECT_MODES:
             raise ValueError(f"select must be one of {', '.join(SELECT_MODES)}, got {self.select!r}")
+        if self.jobs is not None and self.jobs < 1:
+            raise ValueError(f"jobs must be >= 1 (or None: the CPU count), got {self.jobs}")
         if not (self.decision_timeout_s > 0 and self.episode_timeout_s > 0 and self.memory_mb > 0):
             raise ValueError("the decision timeout, the episode timeout and the memory of policy files must be > 0, "
                              f"got {self.decision_timeout_s} s, {self.episode_timeout_s} s and {self.memory_mb} MB")

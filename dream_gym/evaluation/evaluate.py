@@ -162,6 +162,8 @@ def evaluate(
         raise ValueError(f"task_timeout must be > 0 seconds or None, got {task_timeout}")
     if resume and out is None:
         raise ValueError("resume needs out: a run resumes from the journal beside its results file")
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs must be >= 1 (or None: the CPU count), got {jobs}")
     world_list = resolve_worlds(worlds)
     if not world_list:
         raise LookupError("no worlds to evaluate")

@@ -1,6 +1,7 @@
-"""``--decision-timeout`` (eval, replay, dream): how long a policy file may take for one decision
-before its process is killed and the episode records the timeout. It reaches the isolated
-policy, and a value no run can use is refused before any episode."""
+"""The options of eval, replay and dream that bound how policies run. ``--decision-timeout``:
+how long a policy file may take for one decision before its process is killed and the episode
+records the timeout; it reaches the isolated policy. ``-j``: processes. A value no run can use is
+refused before any episode, and before a run folder is made."""
 
 from __future__ import annotations
 
@@ -46,3 +47,15 @@ def test_dream_refuses_a_zero_timeout_before_its_run_folder(tmp_path: Path) -> N
                     "--decision-timeout", "0", "--out", str(out))
     assert run.returncode == 2 and "the decision timeout" in run.stderr and run.stderr.count("error:") == 1
     assert not out.exists()  # every episode failed on it before, after the folder was made
+
+
+@pytest.mark.parametrize("command", [
+    ["eval", "-p", "greedy", "-w", WORLD, "--betas", "0.5", "--no-progress", "--out", "{out}"],
+    ["dream", "--history", WORLD, "--policy", "greedy", "--developer", "builtin", "-M", "2", "--out", "{out}"],
+])
+def test_zero_jobs_is_refused_not_read_as_one(tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "out"
+    run = dream_gym(*(part.replace("{out}", str(out)) for part in command), "-j", "0")
+    assert run.returncode == 2
+    assert run.stderr.strip() == f"dream-gym {command[0]}: error: jobs must be >= 1 (or None: the CPU count), got 0"
+    assert not out.exists()
