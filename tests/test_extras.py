@@ -100,3 +100,17 @@ def test_train_without_the_rl_extra_writes_nothing(tmp_path: Path) -> None:
     assert run.stderr.strip() == ("dream-gym train: error: training needs the rl extra: pip install "
                                   "'dream-gym[rl]' (no module 'sb3_contrib')")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["grow", "--task", "sum-difference", "-W", "2", "--rounds", "1", "--backend", "ray", "--out", "{out}"],
+    ["rsi", "--task", "sum-difference", "--policy", "greedy", "-T", "1", "-M", "2", "--backend", "ray", "--out", "{out}"],
+])
+def test_the_ray_backend_without_the_ray_extra_writes_nothing(tmp_path: Path, argv: list[str]) -> None:
+    command, env = interpreter_without(tmp_path, "ray")
+    out = tmp_path / "run"
+    run = subprocess.run([*command, *(a.replace("{out}", str(out)) for a in argv)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.strip() == f"dream-gym {argv[0]}: error: backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'"
+    assert not out.exists()

@@ -64,17 +64,16 @@ class RsiConfig:
     command: str | None = None
 
     def __post_init__(self) -> None:
+        """Refuse, before the run folder is made, what the first iteration would: the iterations,
+        the developer's package, and what grow refuses (W, the rounds, the agent's litellm, the backend)."""
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
-        if self.workers < 1 or self.rounds < 1:  # what grow refuses, refused before the first iteration
-            raise ValueError(f"workers (W) and rounds must be >= 1, got {self.workers} and {self.rounds}")
         from dream_gym.dream.developers import check_developer
+        from dream_gym.online.loop import GrowConfig
 
-        check_developer(self.developer)  # and the agent's litellm: before the run folder is made
-        if self.agent != "builtin":
-            from dream_gym.infrastructure.llm import require_litellm
-
-            require_litellm()
+        check_developer(self.developer)
+        GrowConfig(task=self.task, out=self.out, agent=self.agent, workers=self.workers, rounds=self.rounds,
+                   beta=self.beta, backend=self.backend)
 
 
 @dataclass

@@ -21,6 +21,7 @@ One attempt, its deadlines and the backends that run a round's attempts are
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import shutil
@@ -106,6 +107,10 @@ class GrowConfig:
             from dream_gym.infrastructure.llm import require_litellm
 
             require_litellm()
+        if self.backend not in ("process", "ray", "serial"):
+            raise ValueError(f"backend must be 'process', 'ray' or 'serial', got {self.backend!r}")
+        if self.backend == "ray" and importlib.util.find_spec("ray") is None:
+            raise RuntimeError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'")
 
     @property
     def settings(self) -> ReplaySettings:
