@@ -13,6 +13,7 @@ from dream_gym.cli.options import (
     add_workers,
     parse_key_values,
     stop_hint,
+    stop_status,
 )
 from dream_gym.replay.settings import DEFAULT_BETA, recorder_or
 
@@ -83,4 +84,4 @@ def run_command(args: argparse.Namespace) -> int:
     if hint := stop_hint(result.stopped_by):
         console.print(hint, markup=False)
     console.print(f"world: {result.folder}", markup=False)
-    return 0
+    return stop_status(result.stopped_by)

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.deploy import add_run_arguments
-from dream_gym.cli.options import add_read, add_trust_model, parse_key_values, stop_hint
+from dream_gym.cli.options import add_read, add_trust_model, parse_key_values, stop_hint, stop_status
 from dream_gym.replay.settings import DEFAULT_BETA
 
 
@@ -69,7 +69,7 @@ def run_command(args: argparse.Namespace) -> int:
     if hint := stop_hint(result.stopped_by):
         console.print(hint, markup=False)
     console.print(f"world: {result.folder}  OpenEvolve output: {result.folder / 'openevolve'}")
-    return 0
+    return stop_status(result.stopped_by)
 
 
 def task_command(args: argparse.Namespace) -> int:

@@ -132,14 +132,27 @@ def parse_betas_option(text: str, option: str = "--betas") -> tuple[float, ...]:
         raise ValueError(f"{option}: {exc}") from None
 
 
+#: The exit status of a run that Ctrl-C (or SIGTERM) stopped: what a shell reports for SIGINT, 128 + 2.
+INTERRUPTED_STATUS = 130
+
+
 def stop_hint(stopped_by: str) -> str:
-    """The line a run's summary adds when the policy ended the run before its budget: how to run
-    longer (greedy stops after a few rounds without a new best, as on a task whose first children
-    all fail)."""
+    """The line a run's summary adds when the run ended before its budget: by the policy's own
+    stop rule, how to run longer (greedy stops after a few rounds without a new best, as on a task
+    whose first children all fail); by a signal, how to continue."""
+    if stopped_by == "shutdown":
+        return ("interrupted (Ctrl-C or SIGTERM): the system finished the programs in flight and stopped; "
+                "--resume continues the run")
     if stopped_by != "policy":
         return ""
     return ("the policy ended the run before its budget, by its own stop rule: a higher --beta makes "
             "the built-in policies more patient (greedy: --policy-arg patience=N)")
+
+
+def stop_status(stopped_by: str) -> int:
+    """A run's exit status: an interrupted run (the system's graceful ``shutdown`` on Ctrl-C or
+    SIGTERM) is not a finished one, whatever it recorded."""
+    return INTERRUPTED_STATUS if stopped_by == "shutdown" else 0
 
 
 def one_line(message: str) -> str:
