@@ -79,6 +79,26 @@ def test_cli_stats_markdown_json_and_rich(tmp_path: Path, capsys) -> None:
     assert "hand-a" in out and "hand-b" in out and "oracle limit" in out
 
 
+def test_cli_stats_of_more_worlds_than_a_terminal_holds_shows_every_world(tmp_path: Path, capsys,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    ids = [f"hand-world-{n}" for n in ("one", "two", "three", "four", "five")]
+    folders = [str(write_folder(tmp_path / i, HAND, world_id=i, workers=2)) for i in ids]
+    assert main(["worlds", "stats", *folders[:1]]) == 0  # control: one world, one table
+    out = capsys.readouterr().out
+    assert _headers(out) == 1 and ids[0] in out
+    assert main(["worlds", "stats", *folders]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert all(i in out for i in ids)  # a table as wide as five worlds was cut at the 80th column
+    assert _headers(out) >= 2 and out.count("World statistics") == 1
+
+
+def _headers(out: str) -> int:
+    """How many tables: each heads its column of names with 'statistic'."""
+    return sum(1 for line in out.splitlines() if line.lstrip().startswith("statistic "))
+
+
 def test_cli_stats_unknown_world_is_a_clear_error(capsys) -> None:
     assert main(["worlds", "stats", "no-such-world-anywhere"]) == 2
     err = capsys.readouterr().err

@@ -219,22 +219,48 @@ def stats_json(stats: Sequence[WorldStats]) -> str:
     return json.dumps([s.as_dict() for s in stats], indent=2)
 
 
-def stats_rich(stats: Sequence[WorldStats]) -> Any:
-    """The statistics as a rich Table, then its legend as a paragraph (it wraps at the terminal's
-    width, not the narrow table's); world ids and task names are ``Text`` (shown literally, never
-    read as markup) and escaped (:func:`dream_gym.infrastructure.printable.printable`)."""
+def stats_rich(stats: Sequence[WorldStats], width: int | None = None) -> Any:
+    """The statistics as rich Tables, then their legend as a paragraph (it wraps at the terminal's
+    width, not the narrow tables'); world ids and task names are ``Text`` (shown literally, never
+    read as markup) and escaped (:func:`dream_gym.infrastructure.printable.printable`). The worlds
+    that do not fit beside each other in ``width`` columns (default: the terminal's) go on in a
+    table of their own below, each with the statistics' names: a table wider than the terminal
+    would be cut off at its edge, and the worlds beyond it lost."""
+    from rich.console import Console, Group
+    from rich.text import Text
+
+    width = width or Console().width
+    rows = _rows(stats)
+    names = max(len(name) for name, _ in rows)
+    tables: list[Any] = []
+    group: list[int] = []
+    for i in range(len(stats)):
+        # each column takes its cells' width and 3 more (padding, rule), the table 1 more
+        if group and names + sum(_narrowest(stats, rows, j) + 3 for j in [*group, i]) + 4 > width:
+            tables.append(_rich_table(stats, rows, group, title=not tables))
+            group = []
+        group.append(i)
+    tables.append(_rich_table(stats, rows, group, title=not tables))
+    return Group(*tables, Text(_caption(stats), style="dim"))
+
+
+def _narrowest(stats: Sequence[WorldStats], rows: list[tuple[str, list[str]]], i: int) -> int:
+    """The narrowest the column of world ``i`` is drawn: its widest cell, folded at 18."""
+    return min(max(len(printable(stats[i].world_id)), *(len(cells[i]) for _, cells in rows)), 18)
+
+
+def _rich_table(stats: Sequence[WorldStats], rows: list[tuple[str, list[str]]], columns: list[int], *,
+                title: bool) -> Any:
+    """The table of the worlds at ``columns`` (positions in ``stats``)."""
     from rich import box
-    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title="World statistics", box=box.SIMPLE_HEAD)
-    rows = _rows(stats)
+    table = Table(title="World statistics" if title else None, box=box.SIMPLE_HEAD)
     table.add_column("statistic", justify="left", no_wrap=True)
-    for i, s in enumerate(stats):
-        world = printable(s.world_id)
-        widest = max(len(world), *(len(cells[i]) for _, cells in rows))
-        table.add_column(Text(world), justify="right", overflow="fold", min_width=min(widest, 18))
+    for i in columns:
+        table.add_column(Text(printable(stats[i].world_id)), justify="right", overflow="fold",
+                         min_width=_narrowest(stats, rows, i))
     for name, cells in rows:
-        table.add_row(name, *(Text(c) for c in cells))
-    return Group(table, Text(_caption(stats), style="dim"))
+        table.add_row(name, *(Text(cells[i]) for i in columns))
+    return table
