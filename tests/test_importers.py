@@ -425,6 +425,23 @@ def test_wrong_system_and_auto_detection(tmp_path):
     shutil.rmtree(tmp_path / "auto")
 
 
+def test_auto_says_why_it_found_no_run(tmp_path, capsys):
+    from dream_gym.cli import main
+
+    openevolve = tmp_path / "oe"
+    _write(openevolve / "checkpoints" / "checkpoint_1" / "programs", _prog("r", None, 1.0, 1.0, 0))
+    assert main(["worlds", "import", str(openevolve), "--out", str(tmp_path / "world")]) == 0  # control
+    capsys.readouterr()
+    (tmp_path / "empty").mkdir()
+    for src, why in ((tmp_path / "no-such-run", f"{tmp_path / 'no-such-run'} does not exist"),
+                     (tmp_path / "world", f"{tmp_path / 'world'} is already a dream-gym world folder: load it directly"),
+                     (tmp_path / "empty", "nor a refined EvoTrace run (meta.json and programs.jsonl) was found; "
+                                          "name the system with --from")):
+        assert main(["worlds", "import", str(src), "--out", str(tmp_path / "w")]) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("error:") == 1 and not (tmp_path / "w").exists()
+
+
 def test_a_checkpoint_folder_given_as_the_run_still_stitches_the_phase_started_from_it(tmp_path):
     run = write_resumed_run(tmp_path / "run", iterations=(10, 10), resume_at=(10,))
     report = import_openevolve(run.resume_checkpoints[0], tmp_path / "w")

@@ -44,8 +44,7 @@ def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[
     if system == "auto":
         found = detect_system(src)
         if found is None:
-            looked_for = " nor ".join(importer.looks_for for importer in IMPORTERS.values())
-            raise RunImportError(f"{src}: neither {looked_for} was found; name the system with --from")
+            raise RunImportError(_unrecognised(Path(src)))
         system = found
     if system not in IMPORTERS:
         raise RunImportError(f"unknown system {system!r}; expected one of {', '.join(IMPORTERS)} or auto")
@@ -53,6 +52,16 @@ def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[
         return IMPORTERS[system].run(src, out, options)
     except NotARunError as error:
         raise RunImportError(f"{error}{_other_system_hint(error, system)}") from error
+
+
+def _unrecognised(src: Path) -> str:
+    """Why ``--from auto`` found no run at ``src``: nothing there, a world already, or no system's layout."""
+    if not src.exists():
+        return f"{src} does not exist"
+    if (src / "world.json").is_file():
+        return f"{src} is already a dream-gym world folder: load it directly (dream-gym eval --worlds {src})"
+    looked_for = " nor ".join(importer.looks_for for importer in IMPORTERS.values())
+    return f"{src}: neither {looked_for} was found; name the system with --from"
 
 
 def with_fields(options: ImportOptions | None, fields: dict[str, Any]) -> ImportOptions:
