@@ -183,3 +183,19 @@ def test_resume_of_a_run_whose_initial_program_failed_names_the_failure(tmp_path
                                          r"evaluator broke\), so the run cannot continue; fix the task and start "
                                          r"it again in a new --out"):
         open_world(request, "shinkaevolve", write_task_files=_files, meta=_meta_of(request, "shinkaevolve"))
+
+
+def test_a_task_that_names_nothing_is_refused_before_the_world_folder_is_made(tmp_path: Path) -> None:
+    initial, evaluator = _files("files", tmp_path / "task")
+    for spec, why in ((f"{initial}", "a task given as files is its two files, initial_program.py,evaluator.py"),
+                      (f"{initial},{tmp_path / 'none.py'}", "none.py does not exist"),
+                      ("no-such-task", "unknown task 'no-such-task'; known tasks:")):
+        out = tmp_path / "world"
+        request = DeployRequest(system="openevolve", task=spec, out=out)
+        with pytest.raises((ValueError, OSError, LookupError), match=why):
+            open_world(request, "system", write_task_files=_files, meta=_meta_of(request, "system"))
+        assert not out.exists()
+    request = DeployRequest(system="openevolve", task=f"{initial},{evaluator}", out=tmp_path / "world")  # control
+    writer, name, *_ = open_world(request, "system", write_task_files=_files, meta=_meta_of(request, "system"))
+    writer.close()
+    assert name is None and (tmp_path / "world" / "world.json").is_file()

@@ -92,17 +92,28 @@ def resolve_task(spec: str, folder: Path,
                  write_task_files: Callable[[str, Path], tuple[Path, Path]]) -> tuple[str | None, Path, Path]:
     """(built-in task name or None, initial program, evaluator file) of a ``--task`` value: the two
     files given, or a built-in task's written to ``folder/task`` by the system's ``write_task_files``."""
+    check_task(spec)
     if "," in spec:
         initial, evaluator = (Path(p.strip()) for p in spec.split(",", 1))
-        for path in (initial, evaluator):
-            if not path.is_file():
-                raise FileNotFoundError(f"--task {spec}: {path} does not exist")
         return None, initial.resolve(), evaluator.resolve()
-    from dream_gym.online.tasks import get_task
-
-    get_task(spec)  # KeyError listing the tasks
     initial, evaluator = write_task_files(spec, folder / "task")
     return spec, initial.resolve(), evaluator.resolve()
+
+
+def check_task(spec: str) -> None:
+    """Refuse a ``--task`` that names no task: a file of the two missing, one file alone, or an
+    unknown built-in task (a KeyError listing them)."""
+    if "," in spec:
+        for path in (Path(p.strip()) for p in spec.split(",", 1)):
+            if not path.is_file():
+                raise FileNotFoundError(f"--task {spec}: {path} does not exist")
+        return
+    if spec.endswith(".py") or os.sep in spec:
+        raise ValueError(f"--task {spec}: a task given as files is its two files, initial_program.py,evaluator.py "
+                         "(a comma between them)")
+    from dream_gym.online.tasks import get_task
+
+    get_task(spec)
 
 
 def open_world(settings: RunSettings, output_dir: str, *,
@@ -116,6 +127,7 @@ def open_world(settings: RunSettings, output_dir: str, *,
     from dream_gym.world.writer import WorldWriter
 
     folder = Path(settings.out)
+    check_task(settings.task)  # before the lock makes the folder
     with folder_lock(folder):
         exists = (folder / NODES_FILE).exists()
         if exists and not settings.resume:
@@ -338,6 +350,6 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
     return result
 
 
-__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_policy", "check_same_run", "check_version", "deploy_result",
+__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_policy", "check_same_run", "check_task", "check_version", "deploy_result",
            "files_evaluator", "given_endpoint", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task",
            "world_meta", "write_summary"]
