@@ -425,6 +425,23 @@ def test_wrong_system_and_auto_detection(tmp_path):
     shutil.rmtree(tmp_path / "auto")
 
 
+def test_an_error_the_evaluator_returns_twice_is_named_once(tmp_path):
+    # an evaluator (dream_gym's sandboxed one too) may return its error as a metric and again as
+    # an artifact: the node's error said it twice
+    run = tmp_path / "run" / "checkpoints" / "checkpoint_2" / "programs"
+    _write(run, _prog("root", None, 1.0, 1.0, 0))
+    twice = json.dumps({"error": "RuntimeError: boom"})
+    failed = {"combined_score": 0.0, "error": "RuntimeError: boom"}
+    _write(run, _prog("twice", "root", None, 2.0, 1, metrics=failed, artifacts_json=twice))
+    _write(run, _prog("more", "root", None, 3.0, 2, metrics=failed,
+                      artifacts_json=json.dumps({"error": "line 3 of the evaluator"})))  # control: news kept
+    import_run("openevolve", tmp_path / "run", tmp_path / "w")
+    nodes = [json.loads(line) for line in (tmp_path / "w" / "nodes.jsonl").read_text().splitlines() if line]
+    errors = {r["id"]: r["error"] for r in nodes if r.get("error")}
+    assert errors["twice"] == "evaluator reported error='RuntimeError: boom'"
+    assert errors["more"] == "evaluator reported error='RuntimeError: boom'; error: line 3 of the evaluator"
+
+
 def test_auto_says_why_it_found_no_run(tmp_path, capsys):
     from dream_gym.cli import main
 

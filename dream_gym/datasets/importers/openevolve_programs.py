@@ -69,7 +69,8 @@ def _error_of(metrics: dict[str, Any], metric: str, diagnostics: Any, stderr: An
     if isinstance(diagnostics, dict):
         for key, text in diagnostics.items():
             if any(word in str(key).lower() for word in ("stderr", "traceback", "error")) and text:
-                reasons.append(f"{key}: {str(text)[:2000]}")
+                if str(text) != str(metrics.get("error")):  # an evaluator may return its error twice
+                    reasons.append(f"{key}: {str(text)[:2000]}")
                 break
     if isinstance(stderr, str) and stderr.strip():
         reasons.append(f"stderr: {stderr.strip()[-2000:]}")
