@@ -177,7 +177,7 @@ def test_resume_of_a_run_whose_initial_program_failed_names_the_failure(tmp_path
     out = tmp_path / "world"
     request = DeployRequest(system="shinkaevolve", task=TASK, out=out)
     _new_world(request, "shinkaevolve", {"id": "root", "parent": None, "score": None, "round": 0,
-                                         "error": "RuntimeError: the evaluator broke\ntraceback: ..."})
+                                         "error": "RuntimeError: the evaluator broke; traceback:   File ..."})
     request.resume = True
     with pytest.raises(ValueError, match=r"the run's initial program failed its evaluation \(RuntimeError: the "
                                          r"evaluator broke\), so the run cannot continue; fix the task and start "

@@ -179,7 +179,7 @@ def _check_root_scored(folder: Path, recorded: dict[str, Any]) -> None:
         return
     if not isinstance(root, dict) or root.get("score") is not None or "baseline_score" in recorded:
         return
-    error = str(root.get("error") or "no score").strip().splitlines()[0]
+    error = (str(root.get("error") or "").split("; traceback:")[0].strip().splitlines() or ["no score"])[0]
     raise ValueError(f"{folder}: the run's initial program failed its evaluation ({printable(error, 300)}), so "
                      f"the run cannot continue; fix the task and start it again in a new --out (or remove {folder})")
 
