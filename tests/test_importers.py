@@ -442,6 +442,21 @@ def test_an_error_the_evaluator_returns_twice_is_named_once(tmp_path):
     assert errors["more"] == "evaluator reported error='RuntimeError: boom'; error: line 3 of the evaluator"
 
 
+def test_a_run_whose_initial_program_failed_is_refused_in_one_line(tmp_path, capsys):
+    from dream_gym.cli import main
+
+    run = tmp_path / "run" / "checkpoints" / "checkpoint_1" / "programs"
+    traceback = 'File "evaluator.py", line 3, in evaluate\n    raise RuntimeError("boom")\n'
+    _write(run, _prog("root", None, None, 1.0, 0, metrics={"combined_score": 0.0, "error": "RuntimeError: boom"},
+                      artifacts_json=json.dumps({"traceback": traceback})))
+    _write(run, _prog("child", "root", 1.0, 2.0, 1))
+    assert main(["worlds", "import", str(tmp_path / "run"), "--out", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert ("the initial program root has no valid score by metric 'combined_score' (evaluator reported "
+            "error='RuntimeError: boom'); a world needs a baseline score") in err
+    assert len(err.splitlines()) == 1 and "line 3" not in err
+
+
 def test_auto_says_why_it_found_no_run(tmp_path, capsys):
     from dream_gym.cli import main
 
