@@ -373,6 +373,12 @@ def test_an_initial_program_that_fails_its_evaluation_is_named_once(tmp_path: Pa
     assert done.stderr.count("error:") == 1 and "Traceback" not in done.stderr and "traceback" not in done.stderr
     assert ("the initial program failed its evaluation, so a policy has no scored program to start from: "
             "evaluator reported error='RuntimeError: the evaluator broke on purpose'") in done.stderr
+    # SkyDiscover's own selection goes on, and records a world without a baseline: said, not exit 0
+    native = [*command[:-8], "--policy", "native", "-W", "2", "--budget", "2", "--out", str(tmp_path / "native")]
+    done = subprocess.run(native, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "stopped by budget" in done.stderr and "Traceback" not in done.stderr
+    assert ("error: the initial program failed its evaluation (evaluator reported error='RuntimeError: the "
+            "evaluator broke on purpose'), so the world has no baseline score") in done.stderr
     (task / "evaluator.py").write_text("def evaluate(program_path):\n    return {'combined_score': 1.0}\n",
                                        encoding="utf-8")
     command[-1] = str(tmp_path / "control")  # the same task with an evaluator that scores: it runs

@@ -12,6 +12,7 @@ from dream_gym.cli.options import (
     add_trust_model,
     add_workers,
     parse_key_values,
+    root_warning,
     stop_hint,
     stop_status,
 )
@@ -84,4 +85,7 @@ def run_command(args: argparse.Namespace) -> int:
     if hint := stop_hint(result.stopped_by):
         console.print(hint, markup=False)
     console.print(f"world: {result.folder}", markup=False)
+    if warning := root_warning(result.folder):  # a run of the system's own selection went on
+        console.print(warning, markup=False)
+        return stop_status(result.stopped_by) or 1
     return stop_status(result.stopped_by)

@@ -7,7 +7,14 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.deploy import add_run_arguments
-from dream_gym.cli.options import add_read, add_trust_model, parse_key_values, stop_hint, stop_status
+from dream_gym.cli.options import (
+    add_read,
+    add_trust_model,
+    parse_key_values,
+    root_warning,
+    stop_hint,
+    stop_status,
+)
 from dream_gym.replay.settings import DEFAULT_BETA
 
 
@@ -69,6 +76,9 @@ def run_command(args: argparse.Namespace) -> int:
     if hint := stop_hint(result.stopped_by):
         console.print(hint, markup=False)
     console.print(f"world: {result.folder}  OpenEvolve output: {result.folder / 'openevolve'}")
+    if warning := root_warning(result.folder):  # a run of the system's own selection went on
+        console.print(warning, markup=False)
+        return stop_status(result.stopped_by) or 1
     return stop_status(result.stopped_by)
 
 

@@ -149,6 +149,18 @@ def stop_hint(stopped_by: str) -> str:
             "the built-in policies more patient (greedy: --policy-arg patience=N)")
 
 
+def root_warning(folder: Path) -> str:
+    """The line a run's summary adds when its initial program failed its evaluation (a run of the
+    system's own selection goes on): the world it wrote has no baseline score to replay from."""
+    from dream_gym.integrations.world_run import root_failure
+
+    error = root_failure(Path(folder))
+    if error is None:
+        return ""
+    return (f"error: the initial program failed its evaluation ({error}), so the world has no baseline score "
+            "and eval, dream and worlds stats cannot replay it; fix the task and run it again")
+
+
 def stop_status(stopped_by: str) -> int:
     """A run's exit status: an interrupted run (the system's graceful ``shutdown`` on Ctrl-C or
     SIGTERM) is not a finished one, whatever it recorded."""

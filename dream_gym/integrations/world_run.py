@@ -168,20 +168,29 @@ def check_same_run(folder: Path, task: str, section: str) -> None:
 def _check_root_scored(folder: Path, recorded: dict[str, Any]) -> None:
     """Refuse to continue a run whose initial program failed its evaluation (the world has no
     baseline), naming the failure: nothing can be added to a tree without a scored root."""
-    from dream_gym.infrastructure.printable import printable
-    from dream_gym.world.files import loads_strict
+    if (error := root_failure(folder, recorded)) is not None:
+        raise ValueError(f"{folder}: the run's initial program failed its evaluation ({error}), so the run "
+                         f"cannot continue; fix the task and start it again in a new --out (or remove {folder})")
 
-    with open(folder / NODES_FILE, "rb") as nodes:
-        first = nodes.readline()
+
+def root_failure(folder: Path, meta: dict[str, Any] | None = None) -> str | None:
+    """Why the world's initial program has no score (its error, without a traceback), or None
+    when it has one or ``meta`` (world.json) gives a baseline: a world without a baseline can be
+    neither continued nor replayed."""
+    from dream_gym.infrastructure.printable import printable
+    from dream_gym.world.files import WORLD_FILE, loads_strict
+
     try:
+        with open(folder / NODES_FILE, "rb") as nodes:
+            first = nodes.readline()
         root = loads_strict(first)
-    except ValueError:  # a line cut short by a kill: the writer's repair deals with it
-        return
-    if not isinstance(root, dict) or root.get("score") is not None or "baseline_score" in recorded:
-        return
+        meta = loads_strict((folder / WORLD_FILE).read_bytes()) if meta is None else meta
+    except (OSError, ValueError):  # no node yet, or a line cut short by a kill (the writer repairs it)
+        return None
+    if not isinstance(root, dict) or root.get("score") is not None or "baseline_score" in meta:
+        return None
     error = (str(root.get("error") or "").split("; traceback:")[0].strip().splitlines() or ["no score"])[0]
-    raise ValueError(f"{folder}: the run's initial program failed its evaluation ({printable(error, 300)}), so "
-                     f"the run cannot continue; fix the task and start it again in a new --out (or remove {folder})")
+    return printable(error, 300)
 
 
 def _recorded_task(folder: Path, recorded: dict[str, Any], own: dict[str, Any]) -> str:
@@ -351,5 +360,5 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
 
 
 __all__ = ["NO_KEY", "RunParts", "RunSettings", "check_policy", "check_same_run", "check_task", "check_version", "deploy_result",
-           "files_evaluator", "given_endpoint", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task",
+           "files_evaluator", "given_endpoint", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure",
            "world_meta", "write_summary"]
