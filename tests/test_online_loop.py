@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,6 +159,16 @@ def test_resume_of_a_different_task_is_refused(tmp_path):
     _grow(tmp_path, FunctionPolicy(lambda v: []))
     with pytest.raises(ValueError, match="task 'sum-difference'"):
         _grow(tmp_path, FunctionPolicy(lambda v: []), task="circle-packing-26", resume=True)
+
+
+@pytest.mark.parametrize(("changed", "message"), [({"workers": 3}, "workers 2, not 3"), ({"seed": 4}, "seed 3, not 4"),
+                                                 ({"policy_params": {"patience": 9}}, "policy_params {}, not")])
+def test_resume_with_other_run_settings_is_refused(tmp_path, changed, message):
+    """More rounds continue the run; another W, seed or policy would not be the run world.json records."""
+    _grow(tmp_path, make_policy("greedy"), rounds=1)
+    _grow(tmp_path, make_policy("greedy"), rounds=2, resume=True)  # control: the same run, longer
+    with pytest.raises(ValueError, match=f"recorded with {re.escape(message)}"):
+        _grow(tmp_path, make_policy("greedy"), rounds=3, resume=True, **changed)
 
 
 @pytest.mark.slow

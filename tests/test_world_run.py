@@ -199,3 +199,24 @@ def test_a_task_that_names_nothing_is_refused_before_the_world_folder_is_made(tm
     writer, name, *_ = open_world(request, "system", write_task_files=_files, meta=_meta_of(request, "system"))
     writer.close()
     assert name is None and (tmp_path / "world" / "world.json").is_file()
+
+
+@pytest.mark.parametrize(("changed", "message"), [
+    ({"workers": 4}, "workers 2, not 4"), ({"seed": 1}, "seed 0, not 1"), ({"beta": 1.0}, "beta 0.5, not 1.0"),
+    ({"policy": "fixed"}, "policy 'greedy', not 'fixed'"),
+])
+def test_resume_with_other_run_settings_is_refused(tmp_path: Path, changed: dict[str, object], message: str) -> None:
+    """world.json would describe one run and the nodes after it another: the fidelity study, which
+    replays the recording policy at the recorded W, seed and beta, would replay the wrong one."""
+    out = tmp_path / "world"
+    first = DeployRequest(system="openevolve", task=TASK, out=out, policy="greedy", workers=2, seed=0, beta=0.5)
+    _new_world(first, "openevolve", {"id": "root", "parent": None, "score": 1.0, "round": 0})
+    nodes_before = (out / "nodes.jsonl").read_bytes()
+    same = DeployRequest(**{**vars(first), "resume": True})
+    writer, *_ = open_world(same, "openevolve", write_task_files=_files, meta=_meta_of(same, "openevolve"))  # control
+    writer.close()
+    other = DeployRequest(**{**vars(first), "resume": True, **changed})
+    with pytest.raises(ValueError, match=f"holds a run recorded with {message}: --resume continues a run with the "
+                                         "settings it was started with"):
+        open_world(other, "openevolve", write_task_files=_files, meta=_meta_of(other, "openevolve"))
+    assert (out / "nodes.jsonl").read_bytes() == nodes_before

@@ -135,7 +135,12 @@ def open_world(settings: RunSettings, output_dir: str, *,
         if settings.resume and not exists and (folder / output_dir).exists():
             raise FileExistsError(f"{folder}/{output_dir} exists without a world to resume")
         if exists:
+            from dream_gym.world.files import WORLD_FILE, loads_strict
+            from dream_gym.world.writer import check_resumed_settings
+
             check_same_run(folder, settings.task, output_dir)
+            check_resumed_settings(folder, loads_strict((folder / WORLD_FILE).read_bytes()), {
+                "workers": settings.workers, "policy": settings.policy, "seed": settings.seed, "beta": settings.beta})
         if check is not None:
             check(exists)
         task_name, initial, evaluator = resolve_task(settings.task, folder, write_task_files)

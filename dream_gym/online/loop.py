@@ -64,7 +64,7 @@ from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.world.tree import NODES_FILE
-from dream_gym.world.writer import WorldWriter, new_meta
+from dream_gym.world.writer import WorldWriter, check_resumed_settings, new_meta
 
 Finished = TypeVar("Finished")
 
@@ -158,9 +158,16 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
             if not config.resume:
                 raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
             writer = WorldWriter.open(folder)
-            if writer.meta["task"]["name"] != task.name:
+            try:
+                if writer.meta["task"]["name"] != task.name:
+                    raise ValueError(f"{folder} holds a world of task {writer.meta['task']['name']!r}, not {task.name!r}")
+                check_resumed_settings(folder, {"policy_params": {}, **writer.meta}, {
+                    "workers": config.workers, "frontier": config.frontier, "policy": config.policy,
+                    "policy_params": dict(config.policy_params), "agent": config.agent, "seed": config.seed,
+                    "beta": config.beta})
+            except BaseException:
                 writer.close()
-                raise ValueError(f"{folder} holds a world of task {writer.meta['task']['name']!r}, not {task.name!r}")
+                raise
             return writer
         meta = new_meta(
             config.world_id or folder.name, task.name, task.description, direction=task.direction,

@@ -153,6 +153,18 @@ def new_meta(
     return validate_meta("<new world.json>", meta)
 
 
+def check_resumed_settings(folder: str | os.PathLike[str], meta: Mapping[str, Any], given: Mapping[str, Any]) -> None:
+    """Refuse to continue a run with other settings than its world.json records (``given``: the
+    run's W, policy, seed, beta and the like, by their world.json keys): world.json would describe
+    another run than the one its later nodes come from, and replaying the recording policy (the
+    fidelity study does) would replay the wrong one. A key the world does not record is not compared."""
+    differences = [f"{key} {meta[key]!r}, not {value!r}" for key, value in given.items()
+                   if key in meta and meta[key] != value]
+    if differences:
+        raise ValueError(f"{folder} holds a run recorded with {'; '.join(differences)}: --resume continues a run "
+                         "with the settings it was started with (run the first command again, or start a new --out)")
+
+
 class WorldWriter:
     """Appends nodes to a world folder one line at a time, each flushed and fsynced.
 
