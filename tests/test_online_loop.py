@@ -77,11 +77,12 @@ def test_illegal_online_batch_is_refused_with_the_reason(tmp_path):
     view = tree_view(list(world.records), dict(world.meta), workers=2, beta=0.5, frontier="leaves",
                      rounds=1, max_rounds=4)
     assert view.frontier == (0, 1)
-    with pytest.raises(IllegalBatchError, match="appears twice"):
+    with pytest.raises(IllegalBatchError, match="the policy selected id 1 twice"):
         check_online_batch(view, [1, 1])
-    with pytest.raises(IllegalBatchError, match="exceeds W=2"):
+    with pytest.raises(IllegalBatchError, match="the policy's batch of 3 selections exceeds W=2"):
         check_online_batch(view, [0, 0, 1])
-    with pytest.raises(IllegalBatchError, match="not on the frontier"):
+    with pytest.raises(IllegalBatchError, match=r"^the policy selected id 7, which is not on the frontier of the real "
+                                                r"tree \(ids 0..1 exist; 2 are open\)$"):
         check_online_batch(view, [7])
 
 

@@ -65,20 +65,23 @@ def tree_view(
 
 
 def check_online_batch(view: PrefixView, batch: list[int]) -> list[int]:
-    """The replay rules applied to the real tree (legal ids, root up to W, non-root once)."""
+    """The replay rules applied to the real tree (legal ids, root up to W, non-root once); the
+    error says it was the policy's batch (a live run stops on it: there is no record to fall back on)."""
     if len(batch) > view.workers:
-        raise IllegalBatchError(f"batch of {len(batch)} selections exceeds W={view.workers} workers")
+        raise IllegalBatchError(f"the policy's batch of {len(batch)} selections exceeds W={view.workers} workers")
     legal = set(view.frontier)
     seen: set[int] = set()
     for node_id in batch:
         if isinstance(node_id, bool) or not isinstance(node_id, (int, np.integer)):
-            raise IllegalBatchError(f"selection {node_id!r} is not a node id (an int)", node_id)
+            raise IllegalBatchError(f"the policy selected {node_id!r}, which is not a node id (an int)", node_id)
         if node_id == ROOT:
             continue
         if node_id not in legal:
-            raise IllegalBatchError(f"id {node_id} is not on the frontier of the real tree", node_id)
+            raise IllegalBatchError(f"the policy selected id {node_id}, which is not on the frontier of the real tree "
+                                    f"(ids 0..{len(view) - 1} exist; {len(legal)} are open)", node_id)
         if node_id in seen:
-            raise IllegalBatchError(f"id {node_id} appears twice (a non-root node may be selected once)", node_id)
+            raise IllegalBatchError(f"the policy selected id {node_id} twice (a non-root node may be selected once)",
+                                    node_id)
         seen.add(node_id)
     return [int(i) for i in batch]
 
