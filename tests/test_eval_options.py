@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dream_gym.cli import main as cli_main
 from tests.test_cli_truth import dream_gym
 
 WORLD = "sd-ucb-w4-s1"
@@ -28,34 +29,24 @@ def test_the_timeout_reaches_the_policy_file(tmp_path: Path, command: str) -> No
     assert waited.returncode == 0, waited.stderr
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    (["--decision-timeout", "0"], "--decision-timeout must be > 0 seconds, got 0.0"),
-    (["--decision-timeout", "90"], "--decision-timeout 90 s is not below --task-timeout 60 s, the watchdog that "
-                                   "ends a task making no decision: raise --task-timeout"),
+EVAL = ["eval", "-p", "greedy", "-w", WORLD, "--betas", "0.5", "--no-progress", "--out", "{out}"]
+DREAM = ["dream", "--history", WORLD, "--policy", "greedy", "--developer", "builtin", "-M", "2", "--out", "{out}"]
+
+
+@pytest.mark.parametrize(("command", "options", "message"), [
+    (EVAL, ["--decision-timeout", "0"], "--decision-timeout must be > 0 seconds, got 0.0"),
+    (EVAL, ["--decision-timeout", "90"], "--decision-timeout 90 s is not below --task-timeout 60 s, the watchdog "
+                                         "that ends a task making no decision: raise --task-timeout"),
+    # dream ran the step, every episode timing out at 0 s, after making its folder
+    (DREAM, ["--decision-timeout", "0"], "the decision timeout, the episode timeout and the memory of policy files "
+                                         "must be > 0, got 0.0 s, 120.0 s and 512 MB"),
+    (EVAL, ["-j", "0"], "jobs must be >= 1 (or None: the CPU count), got 0"),  # it was read as one process
+    (DREAM, ["-j", "0"], "jobs must be >= 1 (or None: the CPU count), got 0"),
 ])
-def test_a_timeout_no_run_can_use_is_refused_before_any_episode(tmp_path: Path, options: list[str],
-                                                                 message: str) -> None:
-    out = tmp_path / "r.jsonl"
-    run = dream_gym("eval", "-p", "greedy", "-w", WORLD, "--betas", "0.5", "--no-progress", "--out", str(out), *options)
-    assert run.returncode == 2 and run.stderr.strip() == f"dream-gym eval: error: {message}"
-    assert not out.exists()
-
-
-def test_dream_refuses_a_zero_timeout_before_its_run_folder(tmp_path: Path) -> None:
-    out = tmp_path / "dream"
-    run = dream_gym("dream", "--history", WORLD, "--policy", "greedy", "--developer", "builtin", "-M", "2",
-                    "--decision-timeout", "0", "--out", str(out))
-    assert run.returncode == 2 and "the decision timeout" in run.stderr and run.stderr.count("error:") == 1
-    assert not out.exists()  # every episode failed on it before, after the folder was made
-
-
-@pytest.mark.parametrize("command", [
-    ["eval", "-p", "greedy", "-w", WORLD, "--betas", "0.5", "--no-progress", "--out", "{out}"],
-    ["dream", "--history", WORLD, "--policy", "greedy", "--developer", "builtin", "-M", "2", "--out", "{out}"],
-])
-def test_zero_jobs_is_refused_not_read_as_one(tmp_path: Path, command: list[str]) -> None:
+def test_a_value_no_run_can_use_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                command: list[str], options: list[str],
+                                                                message: str) -> None:
     out = tmp_path / "out"
-    run = dream_gym(*(part.replace("{out}", str(out)) for part in command), "-j", "0")
-    assert run.returncode == 2
-    assert run.stderr.strip() == f"dream-gym {command[0]}: error: jobs must be >= 1 (or None: the CPU count), got 0"
+    assert cli_main([*(part.replace("{out}", str(out)) for part in command), *options]) == 2  # refused in this process
+    assert capsys.readouterr().err.strip() == f"dream-gym {command[0]}: error: {message}"
     assert not out.exists()

@@ -74,14 +74,15 @@ def test_plot_results_writes_non_empty_pngs(results_file: Path, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("line", ['{"bad": 1}', "[1, 2]"])
-def test_a_file_that_is_not_a_results_file_is_named_as_such(tmp_path: Path, line: str) -> None:
+def test_a_file_that_is_not_a_results_file_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             line: str) -> None:
     path = tmp_path / "notes.jsonl"
     path.write_text(line + "\n")
     with pytest.raises(ValueError, match=r"notes.jsonl, episode 1: not a results row \(it lacks world, policy, beta"):
         read_results(path)
-    from tests.test_cli_truth import dream_gym
+    from dream_gym.cli import main as cli_main
 
-    run = dream_gym("plot", str(path), "--out", str(tmp_path / "plots"))
-    assert run.returncode == 2 and run.stderr.count("error:") == 1 and "Traceback" not in run.stderr
-    assert "a results file is what `dream-gym eval --out` writes" in run.stderr
+    assert cli_main(["plot", str(path), "--out", str(tmp_path / "plots")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("error:") == 1 and "a results file is what `dream-gym eval --out` writes" in error
     assert not (tmp_path / "plots").exists()

@@ -7,11 +7,12 @@ whose policy its own ``make_policy()`` builds, refuses parameters instead of ign
 
 from __future__ import annotations
 
-import subprocess
+import json
 from pathlib import Path
 
 import pytest
 
+from dream_gym.cli import main as cli_main
 from dream_gym.policies import GreedyPolicy, make_policy
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import load_policy
@@ -57,17 +58,17 @@ def test_a_policy_file_refuses_parameters_instead_of_ignoring_them(tmp_path: Pat
 def test_replay_takes_policy_args_as_the_library_does() -> None:
     shown = dream_gym("replay", WORLD, "--policy", "greedy", "--policy-arg", "patience=100", "--json")
     assert shown.returncode == 0, shown.stderr
-    by_cli = __import__("json").loads(shown.stdout)
+    by_cli = json.loads(shown.stdout)
     patient = run_episode(GreedyPolicy(patience=100), ReplaySession(resolve_world(WORLD)))
     default = run_episode(GreedyPolicy(), ReplaySession(resolve_world(WORLD)))
     assert (by_cli["replay_score"], by_cli["attempts"]) == (patient.replay_score, patient.attempts)
     assert (patient.replay_score, patient.attempts) != (default.replay_score, default.attempts)  # the arg matters
 
 
-def _refused_once(run: subprocess.CompletedProcess[str], command: str, message: str) -> None:
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert run.stderr.strip() == f"dream-gym {command}: error: {message}"
-    assert "Traceback" not in run.stdout + run.stderr
+def refused_once(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    """``dream-gym argv`` (in this process: the refusal comes before any run) exits 2 with one line."""
+    assert cli_main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"dream-gym {argv[0]}: error: {message}"
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -75,11 +76,11 @@ def _refused_once(run: subprocess.CompletedProcess[str], command: str, message: 
      "policy 'greedy' takes no parameter 'patiance'; its parameters: min_branches, patience"),
     (["--policy", "greedy", "--policy-arg", "patience=x"], "policy 'greedy': patience must be int, got 'x'"),
 ])
-def test_grow_refuses_a_bad_policy_arg_before_it_writes(tmp_path: Path, args: list[str], message: str) -> None:
+def test_grow_refuses_a_bad_policy_arg_before_it_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       args: list[str], message: str) -> None:
     out = tmp_path / "grown"
-    run = dream_gym("grow", "--task", "sum-difference", "--agent", "builtin", "-W", "2", "--rounds", "2",
-                    "--out", str(out), *args)
-    _refused_once(run, "grow", message)
+    refused_once(capsys, ["grow", "--task", "sum-difference", "--agent", "builtin", "-W", "2", "--rounds", "2",
+                          "--out", str(out), *args], message)
     assert not out.exists()
 
 
@@ -87,22 +88,22 @@ def test_grow_refuses_a_bad_policy_arg_before_it_writes(tmp_path: Path, args: li
     ("greedy", "policy 'greedy': patience must be int, got 'x'"),
     ("native", "policy parameters (patience) apply to a dream_gym policy; 'native' is the system's own selection"),
 ])
-def test_deploy_refuses_a_bad_policy_arg_before_it_writes(tmp_path: Path, policy: str, message: str) -> None:
+def test_deploy_refuses_a_bad_policy_arg_before_it_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         policy: str, message: str) -> None:
     pytest.importorskip("openevolve")
     out = tmp_path / "run"
-    run = dream_gym("deploy", "--system", "openevolve", "--task", "circle-packing-26", "--policy", policy,
-                    "--policy-arg", "patience=x", "-W", "2", "--budget", "4", "--out", str(out))
-    _refused_once(run, "deploy", message)
+    refused_once(capsys, ["deploy", "--system", "openevolve", "--task", "circle-packing-26", "--policy", policy,
+                          "--policy-arg", "patience=x", "-W", "2", "--budget", "4", "--out", str(out)], message)
     assert not out.exists()  # so the corrected command is not refused as "already holds a world"
 
 
-def test_deploy_refuses_parameters_for_a_policy_file(tmp_path: Path) -> None:
+def test_deploy_refuses_parameters_for_a_policy_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("openevolve")
     path, out = tmp_path / "mine.py", tmp_path / "run"
     path.write_text(GOOD)
-    run = dream_gym("deploy", "--system", "openevolve", "--task", "circle-packing-26", "--policy", str(path),
-                    "--policy-arg", "patience=3", "-W", "2", "--budget", "4", "--out", str(out))
-    _refused_once(run, "deploy", f"policy file {path}: parameters cannot be passed to a file's policy")
+    refused_once(capsys, ["deploy", "--system", "openevolve", "--task", "circle-packing-26", "--policy", str(path),
+                          "--policy-arg", "patience=3", "-W", "2", "--budget", "4", "--out", str(out)],
+                 f"policy file {path}: parameters cannot be passed to a file's policy")
     assert not out.exists()
 
 
