@@ -81,4 +81,11 @@ def is_printable(text: str) -> bool:
     return text.isprintable() or not any(_unsafe(c, False) for c in text)
 
 
-__all__ = ["NAME_CHARS", "TEXT_CHARS", "cut_marker", "is_printable", "printable"]
+def error_line(error: object) -> str:
+    """The first line of an error text, without the traceback a system appends after
+    ``"; traceback:"`` (the record keeps the whole); "" for none. Not escaped: see :func:`printable`."""
+    lines = str(error or "").split("; traceback:")[0].strip().splitlines()
+    return lines[0] if lines else ""
+
+
+__all__ = ["NAME_CHARS", "TEXT_CHARS", "cut_marker", "error_line", "is_printable", "printable"]

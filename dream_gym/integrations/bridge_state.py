@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dream_gym.infrastructure.printable import printable
+from dream_gym.infrastructure.printable import error_line, printable
 from dream_gym.online.real_tree import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
@@ -65,9 +65,8 @@ class BridgeState:
 def initial_failure(root: dict[str, Any]) -> str:
     """Why a policy cannot start: the initial program failed its evaluation (its error without
     the traceback that may follow it)."""
-    error = (str(root.get("error") or "").split("; traceback:")[0].strip().splitlines() or ["no score"])[0]
     return ("the initial program failed its evaluation, so a policy has no scored program to start from: "
-            f"{printable(error, 300)}")
+            f"{printable(error_line(root.get('error')) or 'no score', 300)}")
 
 
 def node_record(parsed: Any, parent: str | None, placement: dict[str, Any]) -> dict[str, Any]:

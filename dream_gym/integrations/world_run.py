@@ -182,7 +182,7 @@ def root_failure(folder: Path, meta: dict[str, Any] | None = None) -> str | None
     """Why the world's initial program has no score (its error, without a traceback), or None
     when it has one or ``meta`` (world.json) gives a baseline: a world without a baseline can be
     neither continued nor replayed."""
-    from dream_gym.infrastructure.printable import printable
+    from dream_gym.infrastructure.printable import error_line, printable
     from dream_gym.world.files import WORLD_FILE, loads_strict
 
     try:
@@ -194,8 +194,7 @@ def root_failure(folder: Path, meta: dict[str, Any] | None = None) -> str | None
         return None
     if not isinstance(root, dict) or root.get("score") is not None or "baseline_score" in meta:
         return None
-    error = (str(root.get("error") or "").split("; traceback:")[0].strip().splitlines() or ["no score"])[0]
-    return printable(error, 300)
+    return printable(error_line(root.get("error")) or "no score", 300)
 
 
 def _recorded_task(folder: Path, recorded: dict[str, Any], own: dict[str, Any]) -> str:

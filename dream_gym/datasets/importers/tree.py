@@ -24,6 +24,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from dream_gym.infrastructure.printable import error_line
+
 from .base import MIN_KEPT_SHARE, ORPHAN_RULES, ImportReport, Program, RunImportError
 from .coerce import json_safe
 
@@ -284,16 +286,9 @@ def build_world_records(
     if root.score is None:
         raise RunImportError(
             f"{report.source}: the initial program {root.id} has no valid score by metric "
-            f"{report.metric!r} ({_first_line(root.error) or 'missing'}); a world needs a baseline score"
+            f"{report.metric!r} ({error_line(root.error) or 'missing'}); a world needs a baseline score"
         )
     report.baseline = root.score
     scores = [r["score"] for r in records if r["score"] is not None]
     report.best = (min(scores) if direction == "minimize" else max(scores)) if scores else None
     return records
-
-
-def _first_line(error: str | None) -> str:
-    """An error without the traceback or the further lines that may follow it (the node keeps them)."""
-    lines = str(error or "").split("; traceback:")[0].strip().splitlines()
-    return lines[0] if lines else ""
-
