@@ -91,8 +91,8 @@ def check_policy(settings: RunSettings) -> None:
 def resolve_task(spec: str, folder: Path,
                  write_task_files: Callable[[str, Path], tuple[Path, Path]]) -> tuple[str | None, Path, Path]:
     """(built-in task name or None, initial program, evaluator file) of a ``--task`` value: the two
-    files given, or a built-in task's written to ``folder/task`` by the system's ``write_task_files``."""
-    check_task(spec)
+    files given, or a built-in task's written to ``folder/task`` by the system's ``write_task_files``
+    (``spec`` checked by :func:`check_task` first)."""
     if "," in spec:
         initial, evaluator = (Path(p.strip()) for p in spec.split(",", 1))
         return None, initial.resolve(), evaluator.resolve()
@@ -135,12 +135,7 @@ def open_world(settings: RunSettings, output_dir: str, *,
         if settings.resume and not exists and (folder / output_dir).exists():
             raise FileExistsError(f"{folder}/{output_dir} exists without a world to resume")
         if exists:
-            from dream_gym.world.files import WORLD_FILE, loads_strict
-            from dream_gym.world.writer import check_resumed_settings
-
-            check_same_run(folder, settings.task, output_dir)
-            check_resumed_settings(folder, loads_strict((folder / WORLD_FILE).read_bytes()), {
-                "workers": settings.workers, "policy": settings.policy, "seed": settings.seed, "beta": settings.beta})
+            check_same_run(folder, settings, output_dir)
         if check is not None:
             check(exists)
         task_name, initial, evaluator = resolve_task(settings.task, folder, write_task_files)
@@ -152,21 +147,25 @@ def open_world(settings: RunSettings, output_dir: str, *,
 TASK_FILE_KEYS = (("initial_program", "evaluator"), ("initial", "evaluate"), ("initial", "evaluator"))
 
 
-def check_same_run(folder: Path, task: str, section: str) -> None:
+def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     """Refuse to continue a world that another system (no ``section`` of its own in world.json,
-    the section named as the system's output folder) or another task wrote: the run would append
-    its programs to a tree they do not belong to."""
+    the section named as the system's output folder) or another task wrote, or with another W,
+    policy, seed or beta than it records: the run would append its programs to a tree they do not
+    belong to."""
     from dream_gym.world.files import WORLD_FILE, loads_strict
+    from dream_gym.world.writer import check_resumed_settings
 
     recorded = loads_strict((folder / WORLD_FILE).read_bytes())
     own = recorded.get(section)
     if not isinstance(own, dict):
         raise ValueError(f"{folder} holds a world that another system wrote ({recorded.get('source')}); "
                          f"--resume continues a world with the --system that wrote it")
-    recorded_task = _recorded_task(folder, recorded, own)
+    recorded_task, task = _recorded_task(folder, recorded, own), settings.task
     if not _same_task(task, recorded_task):
         raise ValueError(f"{folder} holds a run of --task {recorded_task}, not of --task {task}; --resume "
                          "continues a world with the task that made it (start another task in a new --out)")
+    check_resumed_settings(folder, recorded, {"workers": settings.workers, "policy": settings.policy,
+                                              "seed": settings.seed, "beta": settings.beta})
     _check_root_scored(folder, recorded)
 
 
@@ -204,18 +203,10 @@ def _recorded_task(folder: Path, recorded: dict[str, Any], own: dict[str, Any]) 
     name = str((recorded.get("task") or {}).get("name"))
     written_here = all(Path(f).parent == (folder / "task").resolve() for f in files)
     # a world folder moved or copied still names its old task/ folder
-    moved = all(Path(f).parent.name == "task" for f in files) and _is_builtin_task(name)
+    from dream_gym.online.tasks import TASKS
+
+    moved = all(Path(f).parent.name == "task" for f in files) and name in TASKS
     return name if written_here or moved else ",".join(files)
-
-
-def _is_builtin_task(name: str) -> bool:
-    from dream_gym.online.tasks import get_task
-
-    try:
-        get_task(name)
-    except KeyError:
-        return False
-    return True
 
 
 def _same_task(given: str, recorded: str) -> bool:
