@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dream_gym.infrastructure.jobs import JobPool, TaskFailure, job_context
+from dream_gym.infrastructure.jobs import JobPool, TaskFailure, job_context, require_ray
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files.specs import MODEL_MODULES, PolicySource, PolicySpec
 from dream_gym.replay.session import ReplaySession
@@ -200,10 +200,9 @@ def _run_chunk(tasks: list[tuple[int, Task]]) -> list[tuple[int, list[EpisodeRes
 
 
 def _ray(tasks: list[Task], jobs: int, chunk_size: int | None) -> Outcomes:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'") from None
+    require_ray()
+    import ray
+
     if not ray.is_initialized():
         ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
     per_chunk = chunk_size or max(1, math.ceil(len(tasks) / (4 * jobs)))  # a few chunks per process

@@ -434,5 +434,14 @@ class JobPool:
         return index, failure
 
 
+def require_ray() -> None:
+    """ValueError naming the extra when Ray, the other backend of evaluation and growing, is not
+    installed (found without importing it: importing Ray takes seconds)."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise ValueError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'")
+
+
 __all__ = ["DEFAULT_TASK_TIMEOUT_S", "START_METHOD", "TaskFailure", "JobPool", "JobStartError", "init_job",
-           "job_context", "job_initargs"]
+           "job_context", "job_initargs", "require_ray"]

@@ -21,7 +21,6 @@ One attempt, its deadlines and the backends that run a round's attempts are
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
@@ -31,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dream_gym.infrastructure.jobs import require_ray
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.infrastructure.sandbox import require_sandbox
@@ -109,8 +109,8 @@ class GrowConfig:
             require_litellm()
         if self.backend not in ("process", "ray", "serial"):
             raise ValueError(f"backend must be 'process', 'ray' or 'serial', got {self.backend!r}")
-        if self.backend == "ray" and importlib.util.find_spec("ray") is None:
-            raise RuntimeError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'")
+        if self.backend == "ray":
+            require_ray()
 
     @property
     def settings(self) -> ReplaySettings:
