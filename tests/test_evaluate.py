@@ -142,6 +142,26 @@ def test_resolve_worlds_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         resolve_worlds(" , ")
 
 
+
+def test_two_worlds_with_one_id_are_refused_before_any_episode(worlds_dir: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # results are kept by world id: two runs imported from OpenEvolve's default folder would be
+    # counted as one world ("mean over 1 world"), their episodes mixed
+    make_world(tmp_path / "a", 30, 7, world_id="openevolve_output")
+    make_world(tmp_path / "b", 35, 8, world_id="openevolve_output")
+    with pytest.raises(LookupError, match=r"two worlds have the id 'openevolve_output' \(.*a and .*b\)"):
+        resolve_worlds([tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(LookupError, match="two worlds have the id"):
+        resolve_worlds(tmp_path)  # a folder of worlds
+    assert [w.id for w in resolve_worlds(f"{tmp_path / 'a'},{tmp_path / 'a'}")] == ["openevolve_output"]  # one world
+    from dream_gym.cli import main
+
+    results = tmp_path / "r.jsonl"
+    assert main(["eval", "--policy", "greedy", "--worlds", f"{tmp_path / 'a'},{tmp_path / 'b'}",
+                 "--out", str(results), "--no-progress"]) == 2
+    assert "two worlds have the id 'openevolve_output'" in capsys.readouterr().err
+    assert not results.exists()
+
 # --------------------------------------------------------------------------- evaluate
 
 

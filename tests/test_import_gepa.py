@@ -104,7 +104,8 @@ def test_a_real_gepa_run_round_trips_through_the_cli(tmp_path, capsys):
 
 def test_the_state_file_alone_imports_and_an_unknown_metric_is_named(tmp_path, capsys):
     assert _import(RUN / "gepa_state.bin", tmp_path / "w") == 0
-    assert load_world(tmp_path / "w").id == "linear-fit"
+    world = load_world(tmp_path / "w")
+    assert (world.id, world.task_name) == ("w", "linear-fit")  # named by its folder; the task by the run's
     assert _import(RUN, tmp_path / "w2", "--metric", "combined_score") == 2
     assert "no candidate has metric 'combined_score'; metrics found: val_score" in capsys.readouterr().err
 

@@ -291,5 +291,5 @@ def test_a_native_run_shorter_than_a_checkpoint_interval_imports_from_its_trace(
                            "--out", str(imported)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(f"imported OpenEvolve run {out / 'openevolve' / 'evolution_trace.jsonl'}\n"
-                                  f"  -> world 'openevolve' at {imported}")
+                                  f"  -> world 'imported' at {imported}")
     assert tree(nodes(imported)) == tree(nodes(out))

@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "ShinkaEvolve, val_score for GEPA, EvoReplay's primary score for EvoTrace; an unknown one lists "
                    "those found)")
     p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"))
-    p.add_argument("--id", dest="world_id", help="world id (default: the run folder's name)")
+    p.add_argument("--id", dest="world_id", help="world id (default: the name of the --out folder)")
     p.add_argument("--task", help="task name (default: the run folder's name)")
     p.add_argument("-W", "--workers", type=int, default=1, help="W of the original run (default 1)")
     p.add_argument("--orphans", default="attach", choices=("attach", "drop"),

@@ -135,7 +135,27 @@ def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.Path
             if key not in seen:
                 seen.add(key)
                 worlds.append(world)
+    _check_distinct_ids(worlds)
     return worlds
+
+
+def _check_distinct_ids(worlds: list[World]) -> None:
+    """Refuses two worlds with one id: results, journals, leaderboards and plots keep episodes
+    by world id, so the two would be counted as one world (an OpenEvolve run imported from its
+    default ``openevolve_output`` folder is named that unless given an id)."""
+    first: dict[str, World] = {}
+    for world in worlds:
+        other = first.setdefault(world.id, world)
+        if other is not world:
+            raise LookupError(
+                f"two worlds have the id {world.id!r} ({_where(other)} and {_where(world)}); results are kept by "
+                "world id, so their episodes would be counted as one world's: give one of them another id "
+                "(dream-gym worlds import --id NAME, or 'id' in its world.json)"
+            )
+
+
+def _where(world: World) -> str:
+    return str(world.path) if world.path is not None else "a World built in memory"
 
 
 # --------------------------------------------------------------------------- policies

@@ -196,7 +196,7 @@ class ImportOptions:
         metric: the metric read as the score; None: the system's own (``combined_score`` for
             OpenEvolve, ShinkaEvolve and SkyDiscover, GEPA's validation score, EvoTrace's primary score).
         direction: ``maximize`` or ``minimize``.
-        world_id: the world's id (default: the run folder's name).
+        world_id: the world's id (default: the name of the world's folder, ``out``).
         task_name, task_description: the task as the world names and describes it.
         workers: W of the original run.
         orphans: ``attach`` (programs whose parent is missing go under the root) or ``drop``.
@@ -255,7 +255,9 @@ def write_imported_world(
     options: ImportOptions,
 ) -> None:
     """Write the imported records as a finished world, with the import's provenance."""
-    name = world_name_from(options.world_id or run_name)
+    # the world's folder names it, as a grown or deployed world's does: a run folder's name is
+    # often the system's default (``openevolve_output``), the same for every run
+    name = world_name_from(options.world_id or out_path.resolve().name)
     report.world_id = name
     meta = new_meta(
         name,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +72,7 @@ def import_openevolve(
     if is_trace_file(src):  # an evolution_trace.jsonl(.gz) on its own
         return import_openevolve_trace(src, out, options)
     if (trace := lone_trace(src)) is not None:  # stopped before its first checkpoint
-        return import_openevolve_trace(trace, out, replace(options, world_id=options.world_id or src.name))
+        return import_openevolve_trace(trace, out, options)
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: not a folder (expected an OpenEvolve output folder or its evolution_trace.jsonl)")
     metric = options.metric_or("combined_score")
