@@ -54,6 +54,7 @@ from dream_gym.dream.versions import (
 )
 from dream_gym.evaluation.evaluate import load_results
 from dream_gym.evaluation.journal import journal_path, policy_digest, world_checksum
+from dream_gym.evaluation.world_specs import check_held_out
 from dream_gym.infrastructure.durable import read_jsonl, write_atomic
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.sandbox import require_sandbox
@@ -364,9 +365,7 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
     worlds = held_out.auto_held_out(history) if validation is None else list(validation)
     if settings.gate and not worlds:
         raise ValueError("the gate needs held-out worlds (--validate)")
-    overlap = set(ids) & {w.id for w in worlds}
-    if overlap:
-        raise ValueError(f"held-out worlds must not be in the history: {sorted(overlap)}")
+    check_held_out(history, worlds, "history")
     with folder_lock(out):  # one writer per run folder: a second one would write the same versions
         state = _Phase(out, phase, history, developer, settings, events or _no_events)
         if state.done_row is not None:

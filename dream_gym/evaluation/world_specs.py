@@ -154,6 +154,14 @@ def _check_distinct_ids(worlds: list[World]) -> None:
             )
 
 
+def check_held_out(used: Iterable[World], held_out: Iterable[World], used_as: str, hint: str = "") -> None:
+    """Refuses held-out worlds that are also ``used_as`` (the history a policy is selected on, the
+    pool a model is trained on): figures on them would be called held out and be neither."""
+    overlap = {w.id for w in used} & {w.id for w in held_out}
+    if overlap:
+        raise ValueError(f"held-out worlds must not be in the {used_as}: {sorted(overlap)}{hint}")
+
+
 def _where(world: World) -> str:
     return str(world.path) if world.path is not None else "a World built in memory"
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from dream_gym.evaluation.leaderboard import leaderboard
-from dream_gym.evaluation.world_specs import resolve_worlds
+from dream_gym.evaluation.world_specs import check_held_out, resolve_worlds
 from dream_gym.infrastructure.durable import write_json_atomic, write_via
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.printable import printable
@@ -514,6 +514,7 @@ def _train(config: TrainConfig, out: Path, log: Callable[[str], None], trust_mod
     settings = seed_everything(config.seed, config.torch_threads)
     worlds = training_pool(config)
     heldout = resolve_worlds(config.heldout) if config.heldout else []
+    check_held_out(worlds, heldout, "training pool", "; give --heldout other worlds, or --heldout '' for none")
     env = make_env(config, worlds)
     durable_json(out / "config.json", asdict(config))  # the arguments held: the run is this folder's now
     run = _Run(config, worlds, heldout, log)
