@@ -199,6 +199,20 @@ def test_an_unknown_name_is_one_line_with_the_nearest_names(argv: list[str], mes
     assert not (tmp_path / "never-written").exists()  # checked before anything is written
 
 
+@pytest.mark.parametrize("command", [["grow", "--policy", "greedy"], ["rsi", "--policy", "greedy", "-T", "1", "-M", "2"]])
+def test_a_task_given_as_files_points_dream_gyms_own_loop_to_the_systems(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """grow and rsi run built-in tasks; initial_program.py,evaluator.py was an "unknown task"."""
+    files = Path(__file__).parent / "data" / "openevolve_task"
+    task = f"{files / 'initial_program.py'},{files / 'evaluator.py'}"
+    out = tmp_path / "never-written"
+    assert cli_main([command[0], "--task", task, *command[1:], "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "a task given as files runs in a discovery system (dream-gym deploy --system" in line
+    assert "unknown task" not in line and "circle-packing-26" in line
+    assert not out.exists()
+
+
 def test_unknown_worlds_point_to_the_command_that_lists_them() -> None:
     done = dream_gym("eval", "-p", "greedy", "-w", "cp26-puct-w4-s1,nothing-like-it")
     [line] = stderr_lines(done)

@@ -227,6 +227,12 @@ def check_task(name: str) -> str:
 
     if name in TASKS:
         return name
+    if "," in name or name.endswith(".py"):  # initial_program.py,evaluator.py: a discovery system's task
+        raise UnknownName(
+            f"--task {name}: a task given as files runs in a discovery system (dream-gym deploy --system "
+            f"openevolve|shinkaevolve|skydiscover, or rsi --system); dream_gym's own loop runs a built-in task "
+            f"({', '.join(sorted(list_tasks()))})"
+        )
     raise UnknownName(f"unknown task {name!r}{did_you_mean(name, TASKS)} (tasks: {', '.join(sorted(list_tasks()))})")
 
 
