@@ -131,6 +131,11 @@ def test_pruned_parents_attach_by_default(tmp_path):
     world = load_world(tmp_path / "w")
     index = _index(world)
     assert report.dangling == len(orphans) and report.dropped == 0
+    # without a trace: what keeps every program next time
+    assert [w for w in report.warnings if "evolution_trace: {enabled: true" in w] == [
+        f"{len(orphans)} program(s) whose parent OpenEvolve pruned before any checkpoint: its evolution trace "
+        "records every program (evolution_trace: {enabled: true, include_code: true} in the run's config.yaml), "
+        "and this import reads it"]
     for orphan in orphans:
         record = world.records[index[orphan]]
         assert record["parent"] == world.ids[0] and record["orphan"]["original_parent"] == run.programs[orphan].parent
@@ -149,7 +154,7 @@ def test_evolution_trace_recovers_programs_pruned_from_every_snapshot(tmp_path):
     world = load_world(tmp_path / "w")
     recovered = [r for r in world.records if r.get("recovered_from") == "evolution_trace"]
     lost_children = [i for i in lost if not run.programs[i].migrant]
-    assert report.recovered == len(recovered) == len(lost_children) and report.orphans == 0
+    assert report.recovered == len(recovered) == len(lost_children) and report.orphans == 0 and not report.warnings
     assert any("1 unreadable line" in n for n in report.notes)
     assert all(r["code"] == run.programs[r["id"]].code for r in recovered)
 

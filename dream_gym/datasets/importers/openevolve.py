@@ -100,6 +100,10 @@ def import_openevolve(
     _note_traces(report, traces, snapshots.raws)
     _note_llm_calls(src, report, programs)
     records = job.build(programs)
+    if report.dangling and not traces.files:  # what the user can change for the next run
+        report.warn(f"{report.dangling} program(s) whose parent OpenEvolve pruned before any checkpoint: its "
+                    "evolution trace records every program (evolution_trace: {enabled: true, include_code: true} "
+                    "in the run's config.yaml), and this import reads it")
     note_run_best(src, report, metric, why="that file was written before the run ended, or by a tracked best "
                   "that does not use this metric")
     return job.write(records, source_path=src, run_name=src.resolve().name)
