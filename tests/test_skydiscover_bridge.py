@@ -331,6 +331,21 @@ def test_a_model_and_its_api_base_are_passed_through_on_a_task_given_as_files(tm
     assert len(nodes(tmp_path / "other")) >= 3 and nodes(tmp_path / "other")[0]["score"] > 0.9
 
 
+def test_a_run_in_which_no_iteration_made_a_program_fails_naming_why(tmp_path: Path) -> None:
+    """SkyDiscover logs a failed proposal (here a model whose answers hold no diff; an unreachable
+    model the same after minutes of retries) and goes on: the run ended "by budget", exit 0, with
+    the root alone. Now it is an error naming the last failure, and the world keeps the root."""
+    from openai_server import OpenAICompatServer
+
+    out = tmp_path / "world"
+    with OpenAICompatServer() as server:
+        server.responder = lambda body: "I cannot help with that."
+        with pytest.raises(RuntimeError, match=r"none of SkyDiscover's 2 iteration\(s\) made a program .*"
+                                               r"No valid diffs found"):
+            run_api(out, policy="greedy", budget=2, model="m", api_base=server.base_url)
+    assert len(nodes(out)) == 1
+
+
 def lines(out: Path) -> list[str]:
     path = out / "nodes.jsonl"
     if not path.exists():

@@ -220,3 +220,32 @@ def test_resume_with_other_run_settings_is_refused(tmp_path: Path, changed: dict
                                          "settings it was started with"):
         open_world(other, "openevolve", write_task_files=_files, meta=_meta_of(other, "openevolve"))
     assert (out / "nodes.jsonl").read_bytes() == nodes_before
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", [
+    ["deploy", "--system", "openevolve", "--budget", "2"], ["deploy", "--system", "shinkaevolve", "--budget", "2"],
+    ["deploy", "--system", "skydiscover", "--budget", "2"], ["openevolve", "run", "--iterations", "2"]])
+def test_a_model_server_nobody_answers_at_is_refused_before_anything_is_written(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The systems retry an unreachable --api-base for minutes a proposal (ShinkaEvolve printed
+    nothing for 6 minutes; SkyDiscover then ended "by budget" with the root alone)."""
+    from dream_gym.cli import main
+
+    system = command[2] if command[0] == "deploy" else "openevolve"
+    pytest.importorskip({"shinkaevolve": "shinka", "skydiscover": "skydiscover"}.get(system, "openevolve"))
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    out = tmp_path / "world"
+    assert main([*command, "--task", "circle-packing-26", "--policy", "greedy", "-W", "2", "--model", "m",
+                 "--api-base", url, "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert f"--api-base {url}: nothing accepts a connection at 127.0.0.1:" in line and "start the server" in line
+    assert not out.exists()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import socket
 import textwrap
 import time
 import warnings
@@ -190,6 +191,23 @@ def redact_url(url: str | None) -> str:
             host = f"{host}:{parts.port}"
         parts = parts._replace(netloc=f"***@{host}")
     return urlunsplit(parts._replace(query="***" if parts.query else ""))
+
+
+def unreachable(api_base: str, timeout_s: float = 5.0) -> str | None:
+    """Why no server accepts a connection at ``api_base``'s host and port (None: one does).
+    Systems retry an unreachable model for minutes per proposal, logging only to their files."""
+    parts = urlsplit(api_base)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return "its port is not a number"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "not an http(s) URL"
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"nothing accepts a connection at {parts.hostname}:{port} ({exc.strerror or exc})"
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -372,5 +390,5 @@ class LLMClient:
 
 __all__ = [
     "LOCAL_PLACEHOLDER_KEY", "Completion", "Extraction", "LLMClient", "LLMError", "clip",
-    "extract_code", "field_of", "import_litellm", "is_retryable", "one_line", "redact_url",
+    "extract_code", "field_of", "import_litellm", "is_retryable", "one_line", "redact_url", "unreachable",
 ]

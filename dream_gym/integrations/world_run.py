@@ -88,6 +88,19 @@ def check_policy(settings: RunSettings) -> None:
             load_policy(settings.policy, params=params)  # a policy file refuses them
 
 
+def check_api_base(settings: RunSettings) -> None:
+    """Refuse, before any folder is made, a ``--model`` server where nothing accepts a connection:
+    the systems would retry it for minutes a proposal, and SkyDiscover then counts none made."""
+    if settings.model is None or settings.api_base is None:
+        return
+    from dream_gym.infrastructure.llm import redact_url, unreachable
+
+    why = unreachable(settings.api_base)
+    if why is not None:
+        raise ValueError(f"--api-base {redact_url(settings.api_base)}: {why}; start the server, or give another "
+                         "--api-base")
+
+
 def resolve_task(spec: str, folder: Path,
                  write_task_files: Callable[[str, Path], tuple[Path, Path]]) -> tuple[str | None, Path, Path]:
     """(built-in task name or None, initial program, evaluator file) of a ``--task`` value: the two

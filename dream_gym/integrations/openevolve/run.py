@@ -158,6 +158,7 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
     if config.workers < 1 or config.iterations < 1:
         raise ValueError("-W and --iterations must be at least 1")
     world_run.check_policy(config)
+    world_run.check_api_base(config)
     from dream_gym.integrations.files_task import checked_read
 
     config = replace(config, read=checked_read(config.task, config.read))

@@ -200,6 +200,7 @@ def _check_request(request: DeployRequest) -> None:
         raise ValueError(f"--option num_islands={islands}: a whole number of islands, at least 1")
     check_markers(request.task)
     world_run.check_policy(request)
+    world_run.check_api_base(request)
 
 
 def check_markers(task: str) -> None:

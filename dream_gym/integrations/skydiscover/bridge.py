@@ -228,6 +228,7 @@ class RoundsManager:
                 self._admit(result, slot.iteration, checkpoint_callback)
             else:
                 state.failed_iterations += 1
+                state.last_failure = result.error or "no child program"
             self._after_iteration(slot.iteration, result)
         finally:
             state.admitting = None

@@ -65,6 +65,7 @@ class RunState(BridgeState):
     recording: bool = True
     rounds_over: bool = False
     failed_iterations: int = 0
+    last_failure: str | None = None  # why the last iteration without an admitted child had none
 
     # -- recording ------------------------------------------------------------------------------
     def added(self, database: Any, program: Any) -> None:
