@@ -406,6 +406,21 @@ def lines(out: Path) -> list[str]:
 
 
 @pytest.mark.slow
+def test_a_run_in_which_no_generation_made_a_program_fails_naming_why(tmp_path: Path) -> None:
+    """ShinkaEvolve logs a proposal that made no program (here a model whose answers hold no
+    patch) and goes on: the run ended "by budget", exit 0, with the root alone. Now it is an error
+    that says where ShinkaEvolve wrote why, and the world keeps the root."""
+    from openai_server import OpenAICompatServer
+
+    out = tmp_path / "world"
+    with OpenAICompatServer() as server:
+        server.responder = lambda body: "I cannot help with that."
+        with pytest.raises(RuntimeError, match=r"none of ShinkaEvolve's 2 generation\(s\) made a program .*"
+                                               r"evolution_run.log"):
+            run_api(out, policy="greedy", budget=2, model="gpt-4.1-mini", api_base=server.base_url)
+    assert len(nodes(out)) == 1
+
+
 def test_a_task_given_as_shinka_files_with_an_openai_compatible_model(tmp_path: Path) -> None:
     """`--task initial.py,evaluate.py` (ShinkaEvolve's own two files) with --model and --api-base
     (the API's ``model`` and ``api_base``; the CLI's flags on the failing run): here a built-in
