@@ -354,6 +354,21 @@ def write_summary(folder: Path, summary: dict[str, Any]) -> None:
         json.dumps(redact_value(summary), indent=2, default=str) + "\n", encoding="utf-8")
 
 
+def nodes_before(records: list[dict[str, Any]]) -> int:
+    """The nodes a run starts from: those recorded, or the root a new run records first."""
+    return max(1, len(records))
+
+
+def check_made_programs(system: str, tried: int, unit: str, records: list[dict[str, Any]], before: int,
+                        why: str) -> None:
+    """Refuse a run whose ``tried`` proposals (the system's ``unit``) made no program beyond the
+    ``before`` nodes it started from: ShinkaEvolve and SkyDiscover log a failed proposal (a model
+    that answers no patch, or cannot be reached) and go on, so it would end as a spent budget."""
+    if tried and len(records) <= before:
+        raise RuntimeError(f"none of {system}'s {tried} {unit}(s) made a program ({why}); the world keeps what "
+                           "was recorded, and --resume continues it")
+
+
 def deploy_result(system: str, version: str, folder: Path, records: list[dict[str, Any]], state: Any,
                   started: float, extra: Callable[[int], dict[str, Any]]) -> DeployResult:
     """The run's :class:`DeployResult` (``extra(rounds)``: the system's own counts), also written
@@ -367,6 +382,6 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
     return result
 
 
-__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_policy", "check_same_run", "check_task", "check_version", "deploy_result",
-           "files_evaluator", "given_endpoint", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure",
+__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "deploy_result",
+           "files_evaluator", "given_endpoint", "nodes_before", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure",
            "world_meta", "write_summary"]

@@ -256,7 +256,7 @@ def run(request: DeployRequest) -> DeployResult:
         request, OUTPUT_DIR, write_task_files=write_task_files, check=lambda exists: check_results(folder, exists),
         meta=lambda name, initial, evaluate: new_meta(request, version, name, initial, evaluate))
     results_dir = folder / OUTPUT_DIR
-    recorded_before = max(1, len(writer.records))  # a new run records its root first
+    before = world_run.nodes_before(writer.records)
     parts = world_run.RunParts(writer)
     state = None
     try:
@@ -291,13 +291,9 @@ def run(request: DeployRequest) -> DeployResult:
                 state.end_round()
         parts.close()
     records = writer.records
-    if state.failed_generations and len(records) <= recorded_before:
-        # ShinkaEvolve logs a proposal that made no program (a model that answers no patch, say)
-        # and goes on: a run in which none made one is a failure, not a run that spent its budget
-        raise RuntimeError(
-            f"none of ShinkaEvolve's {len(state.failed_generations)} generation(s) made a program (every patch "
-            f"failed to apply, or the model failed; why: {results_dir / 'evolution_run.log'}); the world keeps "
-            "what was recorded, and --resume continues it")
+    world_run.check_made_programs("ShinkaEvolve", len(state.failed_generations), "generation", records, before,
+                                  f"every patch failed to apply, or the model failed; why: "
+                                  f"{results_dir / 'evolution_run.log'}")
     return world_run.deploy_result("shinkaevolve", version, folder, records, state, started, lambda rounds: {
         "generations": max((int((r.get("shinkaevolve") or {}).get("generation") or 0) for r in records), default=0),
         "rounds": rounds, "failed_generations": sorted(state.failed_generations) if state else [],

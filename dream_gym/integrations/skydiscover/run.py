@@ -253,7 +253,7 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
             state.database = controller.database
             if writer.records:
                 bridge.restore_database(controller.database, writer.records, state)
-            before = (state.iterations_done, max(1, len(writer.records)))  # a new run records its root first
+            iterations_before, before = state.iterations_done, world_run.nodes_before(writer.records)
             if state.iterations_done < request.budget:
                 first = max(1, controller.database.last_iteration)
                 asyncio.run(controller.run(iterations=request.budget - first + 1))
@@ -263,11 +263,8 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
     finally:
         parts.close()
     records = writer.records
-    if state.iterations_done > before[0] and len(records) == before[1]:
-        # SkyDiscover logs a failed proposal (an unreachable model, say) and goes on to the next: a
-        # run in which no iteration made a program is a failure, not a finished run
-        raise RuntimeError(f"none of SkyDiscover's {state.iterations_done - before[0]} iteration(s) made a program "
-                           f"(the world keeps what was recorded; --resume continues it): {state.last_failure}")
+    world_run.check_made_programs("SkyDiscover", state.iterations_done - iterations_before, "iteration", records,
+                                  before, f"the last: {state.last_failure}")
     return world_run.deploy_result("skydiscover", version, folder, records, state, started, lambda rounds: {
         "search": options.search, "iterations": state.iterations_done if state else 0, "rounds": rounds,
         "failed_iterations": state.failed_iterations if state else 0,
