@@ -318,6 +318,12 @@ def test_a_model_and_its_api_base_are_passed_through_on_a_task_given_as_files(tm
         run_api(out, policy="greedy", budget=4, task=files, model="openai/dream-gym-builtin",
                    api_base=server.base_url)
         assert server.requests >= 4
+        # without --api-base, SkyDiscover's own resolution: the environment's OPENAI_API_BASE
+        before = server.requests
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("OPENAI_API_BASE", server.base_url)
+            run_api(tmp_path / "hosted", policy="greedy", budget=2, task=files, model="openai/dream-gym-builtin")
+        assert server.requests >= before + 2 and len(nodes(tmp_path / "hosted")) >= 3
     meta = json.loads((out / "world.json").read_text())
     assert meta["agent"] == "openai/dream-gym-builtin" and meta["task"]["name"] == "problem"
     assert len(nodes(out)) >= 5
@@ -329,6 +335,23 @@ def test_a_model_and_its_api_base_are_passed_through_on_a_task_given_as_files(tm
     assert keyless.returncode == 0, keyless.stderr[-3000:]
     assert json.loads((tmp_path / "other" / "world.json").read_text())["agent"].endswith("(generic agent)")
     assert len(nodes(tmp_path / "other")) >= 3 and nodes(tmp_path / "other")[0]["score"] > 0.9
+
+
+def test_a_model_without_api_base_is_resolved_as_skydiscover_resolves_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider's model goes to the provider's server with its key, not to OpenAI's (the bridge
+    once sent ``anthropic/...`` to api.openai.com); the environment's base wins, as in SkyDiscover;
+    a provider without a server of its own needs --api-base."""
+    from dream_gym.integrations.skydiscover.run import hosted_endpoint
+
+    for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    assert hosted_endpoint("anthropic/claude-x") == ("claude-x", "https://api.anthropic.com/v1/", "sk-ant-test")
+    assert hosted_endpoint("openai/gpt-x") == ("gpt-x", "https://api.openai.com/v1", "sk-no-key-required")
+    with pytest.raises(ValueError, match="no server of its own for ollama models; give --api-base"):
+        hosted_endpoint("ollama/llama3")
+    monkeypatch.setenv("OPENAI_API_BASE", "http://127.0.0.1:9/v1")
+    assert hosted_endpoint("gpt-x")[1] == hosted_endpoint("ollama/llama3")[1] == "http://127.0.0.1:9/v1"
 
 
 def test_a_run_in_which_no_iteration_made_a_program_fails_naming_why(tmp_path: Path) -> None:

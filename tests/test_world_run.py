@@ -249,3 +249,63 @@ def test_a_model_server_nobody_answers_at_is_refused_before_anything_is_written(
     [line] = capsys.readouterr().err.splitlines()
     assert f"--api-base {url}: nothing accepts a connection at 127.0.0.1:" in line and "start the server" in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["deploy", "--system", "openevolve", "--budget", "2"], ["deploy", "--system", "shinkaevolve", "--budget", "2"],
+    ["deploy", "--system", "skydiscover", "--budget", "2"], ["openevolve", "run", "--iterations", "2"]])
+def test_a_hosted_model_out_of_reach_is_refused_before_anything_is_written(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --api-base the server is the one the system resolves the model to (here the
+    environment's, as on a machine whose network is down): ShinkaEvolve retried it silently for
+    minutes a proposal, OpenEvolve and SkyDiscover for about 30 s an iteration."""
+    from dream_gym.cli import main
+
+    system = command[2] if command[0] == "deploy" else "openevolve"
+    pytest.importorskip({"shinkaevolve": "shinka", "skydiscover": "skydiscover"}.get(system, "openevolve"))
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):  # ours and SkyDiscover's; the OpenAI client's
+        monkeypatch.setenv(name, url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    model = "gpt-4.1-mini" if system == "shinkaevolve" else "openai/gpt-4.1-mini"  # ShinkaEvolve's name of it
+    out = tmp_path / "world"
+    assert main([*command, "--task", "circle-packing-26", "--policy", "greedy", "-W", "2", "--model", model,
+                 "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert f"--model {model} is served at {url}" in line and "nothing accepts a connection at 127.0.0.1:" in line
+    assert not out.exists()
+
+
+def test_an_openevolve_model_of_another_provider_is_refused_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dream_gym.cli import main
+
+    pytest.importorskip("openevolve")
+    out = tmp_path / "world"
+    assert main(["deploy", "--system", "openevolve", "--budget", "2", "--task", "circle-packing-26", "--model",
+                 "anthropic/claude-x", "--out", str(out)]) == 2
+    assert "OpenEvolve speaks the OpenAI API" in capsys.readouterr().err and not out.exists()
+
+
+def test_behind_a_proxy_the_proxy_is_what_must_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OpenAI client sends through the environment's proxy, where the host itself may be out
+    of direct reach (its name does not even resolve here); NO_PROXY sends it direct again."""
+    import socket
+
+    from dream_gym.infrastructure.llm import unreachable
+
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                 "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.1", 0))
+        proxy.listen()
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.getsockname()[1]}")
+        assert unreachable("https://api.example.invalid/v1") is None
+        monkeypatch.setenv("NO_PROXY", "api.example.invalid")
+        assert "nothing accepts a connection at api.example.invalid:443" in str(unreachable("https://api.example.invalid/v1"))
+    monkeypatch.delenv("NO_PROXY")
+    closed = _closed_port()
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{closed}")
+    why = str(unreachable("https://api.example.invalid/v1"))
+    assert f"127.0.0.1:{closed} (the proxy of the environment for api.example.invalid)" in why

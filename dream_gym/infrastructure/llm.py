@@ -195,7 +195,9 @@ def redact_url(url: str | None) -> str:
 
 def unreachable(api_base: str, timeout_s: float = 5.0) -> str | None:
     """Why no server accepts a connection at ``api_base``'s host and port (None: one does).
-    Systems retry an unreachable model for minutes per proposal, logging only to their files."""
+    Systems retry an unreachable model for minutes per proposal, logging only to their files.
+    Behind a proxy (``HTTPS_PROXY``, ``ALL_PROXY``, ... and ``NO_PROXY``, which the OpenAI client
+    follows too) the proxy is what must answer: the host itself may be out of direct reach."""
     parts = urlsplit(api_base)
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -203,11 +205,31 @@ def unreachable(api_base: str, timeout_s: float = 5.0) -> str | None:
         return "its port is not a number"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "not an http(s) URL"
+    target, through = (parts.hostname, port), ""
+    proxy = _proxy_for(parts.scheme, parts.hostname)
+    if proxy is not None:
+        proxy_parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        try:
+            target = (proxy_parts.hostname or "", proxy_parts.port or (443 if proxy_parts.scheme == "https" else 80))
+        except ValueError:
+            return f"the proxy {redact_url(proxy)} of the environment has a port that is not a number"
+        through = f" (the proxy of the environment for {parts.hostname})"
     try:
-        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+        with socket.create_connection(target, timeout=timeout_s):
             return None
     except OSError as exc:
-        return f"nothing accepts a connection at {parts.hostname}:{port} ({exc.strerror or exc})"
+        return f"nothing accepts a connection at {target[0]}:{target[1]}{through} ({exc.strerror or exc})"
+
+
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy URL the environment names for ``scheme`` requests to ``host`` (None: direct)."""
+    import urllib.request
+
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return str(proxy)
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -88,17 +88,27 @@ def check_policy(settings: RunSettings) -> None:
             load_policy(settings.policy, params=params)  # a policy file refuses them
 
 
-def check_api_base(settings: RunSettings) -> None:
-    """Refuse, before any folder is made, a ``--model`` server where nothing accepts a connection:
-    the systems would retry it for minutes a proposal, and SkyDiscover then counts none made."""
-    if settings.model is None or settings.api_base is None:
+def check_api_base(settings: RunSettings, hosted: Callable[[str], str | None] | None = None) -> None:
+    """Refuse, before any folder is made, a ``--model`` whose server accepts no connection: the
+    systems would retry it for minutes a proposal (ShinkaEvolve silently), and SkyDiscover then
+    counts none made. The server is ``--api-base``; without it, ``hosted(model)``: the URL the system
+    resolves the model to (None: its client names none, and nothing is checked); by default the
+    OpenAI-compatible base the run would use (:func:`given_endpoint`)."""
+    if settings.model is None:
         return
     from dream_gym.infrastructure.llm import redact_url, unreachable
 
-    why = unreachable(settings.api_base)
-    if why is not None:
-        raise ValueError(f"--api-base {redact_url(settings.api_base)}: {why}; start the server, or give another "
-                         "--api-base")
+    if settings.api_base is not None:
+        url: str | None = settings.api_base
+    else:
+        url = hosted(settings.model) if hosted is not None else given_endpoint(settings.model, None)[1]
+    why = None if url is None else unreachable(url)
+    if why is None:
+        return
+    if settings.api_base is not None:
+        raise ValueError(f"--api-base {redact_url(url)}: {why}; start the server, or give another --api-base")
+    raise ValueError(f"--model {settings.model} is served at {redact_url(url)}, and {why}; check the network "
+                     "(or the proxy settings), or give --api-base for a server you can reach")
 
 
 def resolve_task(spec: str, folder: Path,

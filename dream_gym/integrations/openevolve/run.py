@@ -136,9 +136,6 @@ def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_ke
     if config.policy != NATIVE_POLICY:  # nothing the policy saw may be pruned before it can choose it
         oe.database.population_size = max(oe.database.population_size, config.iterations + 2)
     name = world_run.openai_name(model)
-    if "/" in model and not model.startswith("openai/") and config.api_base is None:
-        raise ValueError(f"--model {model}: OpenEvolve speaks the OpenAI API; give an OpenAI-compatible "
-                         "model (openai/<name>) and --api-base, e.g. a litellm proxy")
     llm = LLMModelConfig(name=name, api_base=api_base, api_key=api_key, weight=1.0,
                          timeout=oe.llm.timeout, retries=oe.llm.retries, retry_delay=oe.llm.retry_delay,
                          temperature=oe.llm.temperature, max_tokens=oe.llm.max_tokens,
@@ -147,6 +144,15 @@ def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_ke
     oe.llm.evaluator_models = [llm]
     oe.llm.api_base = api_base
     return oe
+
+
+def check_model(config: BridgeConfig) -> None:
+    """Refuse a ``--model`` of another provider (``anthropic/...``) without ``--api-base``, before
+    anything is written: OpenEvolve sends every request to an OpenAI-compatible server."""
+    model = config.model
+    if model is not None and "/" in model and not model.startswith("openai/") and config.api_base is None:
+        raise ValueError(f"--model {model}: OpenEvolve speaks the OpenAI API; give an OpenAI-compatible model "
+                         "(openai/<name>) and --api-base, e.g. a litellm proxy")
 
 
 def run_openevolve(config: BridgeConfig) -> BridgeResult:
@@ -158,6 +164,7 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
     if config.workers < 1 or config.iterations < 1:
         raise ValueError("-W and --iterations must be at least 1")
     world_run.check_policy(config)
+    check_model(config)
     world_run.check_api_base(config)
     from dream_gym.integrations.files_task import checked_read
 

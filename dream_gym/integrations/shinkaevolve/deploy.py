@@ -200,7 +200,19 @@ def _check_request(request: DeployRequest) -> None:
         raise ValueError(f"--option num_islands={islands}: a whole number of islands, at least 1")
     check_markers(request.task)
     world_run.check_policy(request)
-    world_run.check_api_base(request)
+    world_run.check_api_base(request, hosted=hosted_url)
+
+
+def hosted_url(model: str) -> str | None:
+    """The URL ShinkaEvolve's own client for ``model`` calls (its provider's, or the environment's
+    ``OPENAI_BASE_URL``; None for a client that names none). An unknown model or a missing key is
+    refused first (:func:`model_name`)."""
+    model_name(model, None)
+    from shinka.llm.client import get_client_llm
+
+    client, _, _ = get_client_llm(model)
+    url = getattr(client, "base_url", None)
+    return str(url) if url else None
 
 
 def check_markers(task: str) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -213,6 +214,22 @@ def new_meta(request: DeployRequest, options: RunOptions, version: str, task_nam
         files={"initial_program": str(initial), "evaluator": str(evaluator)})
 
 
+def hosted_endpoint(model: str) -> tuple[str, str, str]:
+    """(the name the API receives, base, key) of a ``--model`` without ``--api-base``, as
+    SkyDiscover resolves one itself: ``OPENAI_API_BASE`` or ``OPENAI_BASE_URL`` when set, else the
+    provider's server of a ``provider/name`` or known bare name (``anthropic/...``, ``gemini-...``,
+    else OpenAI's); the key from the provider's variables, then ``OPENAI_API_KEY``."""
+    from skydiscover.config import _parse_model_spec, _resolve_api_key_from_env
+
+    provider, bare_name, base, env_vars = _parse_model_spec(model)
+    base = os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL") or base
+    if not base:
+        raise ValueError(f"--model {model}: SkyDiscover has no server of its own for {provider} models; give "
+                         "--api-base")
+    name = bare_name if "/" in model and provider != "openai" else world_run.openai_name(model)
+    return name, base, _resolve_api_key_from_env(env_vars) or world_run.NO_KEY
+
+
 def run_skydiscover(request: DeployRequest) -> DeployResult:
     """Run SkyDiscover with ``request.policy`` choosing the parents; see the module docstring."""
     version = check_skydiscover()
@@ -222,7 +239,8 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
 
     require_sandbox()  # candidates (built-in evaluators) and policy files run sandboxed
     world_run.check_policy(request)
-    world_run.check_api_base(request)
+    hosted = hosted_endpoint(request.model) if request.model and not request.api_base else None
+    world_run.check_api_base(request, hosted=lambda model: hosted_endpoint(model)[1])
     from dream_gym.integrations.skydiscover import bridge
 
     started = time.time()
@@ -238,7 +256,7 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
     parts = world_run.RunParts(writer)
     state = None
     try:
-        model, api_base, api_key = parts.endpoint(request, task_name, initial, evaluator)
+        model, api_base, api_key = hosted or parts.endpoint(request, task_name, initial, evaluator)
         config = skydiscover_config(request, options, model=world_run.openai_name(model), api_base=api_base,
                                     api_key=api_key, folder=folder)
         sky_evaluator = evaluator if task_name is not None else files_evaluator(request, evaluator, config, folder)
