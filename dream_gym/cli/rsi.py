@@ -27,8 +27,9 @@ def register(subparsers: Any) -> None:
             "For each iteration: an online rollout with the current policy (W attempts per round, at most K1 "
             "rounds) grows a world; the world joins the history; an improvement step builds M versions and "
             "keeps the argmax on the history; the winner is deployed for the next rollout. Resumable after "
-            "kill -9 with --resume. With --system the rollout is a run of that discovery system (OpenEvolve) with "
-            "the policy choosing the parents, and the history is every run of the loop pooled into one world."
+            "kill -9 with --resume. With --system the rollout is a run of that discovery system (OpenEvolve, "
+            "ShinkaEvolve or SkyDiscover) with the policy choosing the parents, and the history is every run of "
+            "the loop pooled into one world."
         ),
     )
     p.add_argument("--task", required=True,
