@@ -212,10 +212,45 @@ def test_an_openevolve_study_replays_on_openevolves_own_runs(tmp_path: Path) -> 
     assert all(len(line) <= 80 for line in done.stdout.splitlines())
 
 
+@pytest.mark.slow
+def test_a_skydiscover_study_runs_its_runs_through_deploy_and_replays_on_its_own_selection(tmp_path: Path) -> None:
+    pytest.importorskip("skydiscover")
+    out = tmp_path / "sky"
+    done = fidelity("--system", "skydiscover", "--task", TASK, "-p", "greedy", "--recorder", "native",
+                    "--seeds", "0-1", "-n", "4", "-W", "2", "-j", "2", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / "fidelity.json").read_text())
+    assert report["study"]["system"] == "skydiscover" and report["study"]["frontier"] == "any"
+    assert set(report["agreement"]) == {"native"} and len(report["runs"]) == 4
+    native = load_world(run_folder(out, "native", 0))
+    assert native.meta["policy"] == "native" and "SkyDiscover" in native.meta["source"]
+    assert all(isinstance(r["reproduced"], bool) for r in report["runs"] if r["policy"] == "greedy")
+
+
+@pytest.mark.parametrize("system", ["openevolve", "shinkaevolve", "skydiscover"])
+def test_a_systems_study_is_recorded_under_the_rule_any_through_deploy(system: str, tmp_path: Path) -> None:
+    """Every discovery system may continue any program it holds; its runs are deploy commands."""
+    from dream_gym.fidelity.config import FidelityConfig
+    from dream_gym.fidelity.runs import run_specs
+    from dream_gym.fidelity.study import check_config
+
+    pytest.importorskip({"shinkaevolve": "shinka"}.get(system, system))
+    config = FidelityConfig(task=TASK, policies=["greedy"], seeds=[0], iterations=4, workers=2, out=tmp_path,
+                            system=system, recorders=["native"])
+    check_config(config)
+    assert config.rule == "any"
+    [spec, _] = run_specs(TASK, system, config.runs(), out=tmp_path, iterations=4, workers=2, beta=0.5,
+                          frontier=config.rule)
+    assert spec.argv[:3] == ("deploy", "--system", system) and spec.argv[-2:] == ("--budget", "4")
+    with pytest.raises(ValueError, match=f"{system} may continue any program it holds"):
+        check_config(FidelityConfig(task=TASK, policies=["greedy"], seeds=[0], iterations=4, workers=2,
+                                    out=tmp_path, system=system, frontier="leaves"))
+
+
 # -- what is refused ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("extra", "message"), [
     (["-p", "native"], "'native' is the system's own parent selection"),
-    (["-p", "greedy", "--recorder", "native"], "'native' is a recorder of --system openevolve"),
+    (["-p", "greedy", "--recorder", "native"], "'native' is a recorder of a --system"),
     (["-p", "no_such_policy"], "no_such_policy"),
     (["-p", "greedy", "--seeds", "1,1"], "--seeds must name distinct seeds"),
     (["-p", "greedy", "--seeds", "one"], "--seeds: 'one' is not a seed"),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import add_jobs, add_workers
+from dream_gym.fidelity.runs import SYSTEMS
 from dream_gym.replay.settings import DEFAULT_BETA
 
 
@@ -14,7 +15,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "fidelity", help="run policies online, replay them on the recorded runs, and say how far replay's ranking holds",
         description=(
-            "Run every --policy online on every seed (dream-gym grow, or OpenEvolve through the bridge), each run "
+            "Run every --policy online on every seed (dream-gym grow, or a discovery system through its bridge), each run "
             "recorded as a world; replay every policy on the worlds of each --recorder; and compare, per recorder, "
             "the policies' ranking by replay V with their ranking online (final best score, and the runs' V with q "
             "normalised over the runs of each seed): Spearman and Kendall with 95 percent bootstrap intervals over seeds, "
@@ -22,22 +23,22 @@ def register(subparsers: Any) -> None:
             "killed, the same command continues."),
     )
     p.add_argument("--task", required=True,
-                   help="a built-in task, or (with --system openevolve) initial_program.py,evaluator.py")
+                   help="a built-in task, or (with a --system other than grow) initial_program.py,evaluator.py")
     p.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
                    help="a policy to run online and replay (built-in, module:Class, policy .py file, model); repeat")
     p.add_argument("--recorder", action="append", default=[], dest="recorders", metavar="SPEC",
-                   help="whose runs to replay on: a policy spec, 'native' (OpenEvolve's own selection), or "
+                   help="whose runs to replay on: a policy spec, 'native' (the system's own selection), or "
                         "pool:A+B (pool:all: every policy), a seed's runs pooled; repeat (default: every --policy)")
     p.add_argument("--seeds", default="0,1,2", help="seeds of the online runs: 0,1,2 or 0-4 (default 0,1,2)")
     p.add_argument("--iterations", "-n", type=int, required=True, metavar="N",
-                   help="attempts per online run (grow: --max-attempts and --rounds; OpenEvolve: iterations)")
+                   help="attempts per online run (grow: --max-attempts and --rounds; a system: deploy's --budget)")
     add_workers(p, default=2, help="W: attempts per round, online and in replay (default 2)")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference, online and in replay (default {DEFAULT_BETA})")
-    p.add_argument("--system", choices=("grow", "openevolve"), default="grow",
-                   help="run online with dream-gym grow (default) or OpenEvolve through the bridge")
+    p.add_argument("--system", choices=SYSTEMS, default="grow",
+                   help="run online with dream-gym grow (default) or a discovery system through dream-gym deploy")
     p.add_argument("--frontier", choices=("leaves", "any"), default=None,
-                   help="grow's frontier rule (default leaves; OpenEvolve's is any)")
+                   help="grow's frontier rule (default leaves; a system's is any)")
     p.add_argument("--out", "-o", required=True, type=Path, help="the study folder (locked while the study runs)")
     p.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
                    help="where online runs go: job processes (default), Ray (RAY_ADDRESS, or a local cluster; "

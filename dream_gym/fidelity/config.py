@@ -21,12 +21,14 @@ from dream_gym.replay.settings import DEFAULT_BETA
 STUDY_FORMAT = "dream-gym-fidelity/1"
 POOL_PREFIX = "pool:"  # a recorder pooling runs: pool:A+B, or pool:all (every policy's run)
 POOL_ALL = "all"
-DEFAULT_FRONTIER = {"grow": "leaves", "openevolve": "any"}  # the bridge's rule is OpenEvolve's: any program
+# grow's rule is the study's; a system may continue any program it holds, and its bridge records
+# the run under the rule "any"
+DEFAULT_FRONTIER = {"grow": "leaves", "openevolve": "any", "shinkaevolve": "any", "skydiscover": "any"}
 
 
 @dataclass
 class FidelityConfig:
-    """One study (see :mod:`dream_gym.fidelity.study`). ``task``: a built-in task, or for OpenEvolve
+    """One study (see :mod:`dream_gym.fidelity.study`). ``task``: a built-in task, or for a system
     ``initial_program.py,evaluator.py``; ``recorders`` default to the policies themselves."""
 
     task: str
@@ -38,7 +40,7 @@ class FidelityConfig:
     recorders: Sequence[str] = ()
     system: str = "grow"
     beta: float = DEFAULT_BETA
-    frontier: str | None = None  # grow's rule ("leaves" by default); OpenEvolve's is "any"
+    frontier: str | None = None  # grow's rule ("leaves" by default); a system's is "any"
     backend: str = "process"
     jobs: int | None = None  # online runs at a time (default: the CPUs over W)
     requests: bool = False  # replay in request mode (docs/concepts/coverage.md)

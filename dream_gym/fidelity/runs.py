@@ -1,8 +1,8 @@
 """The online runs of a fidelity study: one world folder per (policy, seed), run as jobs.
 
 Each run is the user's own command in a process of its own: ``dream-gym grow`` (the project's
-loop) or ``dream-gym deploy --system openevolve`` (OpenEvolve through the bridge, with the agent
-server), its output in ``logs/``. A run is a job of the backends evaluation uses
+loop) or ``dream-gym deploy --system S`` (OpenEvolve, ShinkaEvolve or SkyDiscover through its
+bridge, with the agent server), its output in ``logs/``. A run is a job of the backends evaluation uses
 (:class:`~dream_gym.infrastructure.jobs.JobPool`'s local job processes, Ray, or this process one run at a time),
 so a study scales out like ``dream-gym eval``; the command starts in a process that dies with
 the job that started it (``PR_SET_PDEATHSIG``, asked for by the child itself: no Python runs
@@ -32,9 +32,9 @@ from dream_gym.infrastructure.jobs import JobPool, TaskFailure
 from dream_gym.infrastructure.printable import printable
 from dream_gym.world.files import NODES_FILE, WORLD_FILE, node_file
 
-SYSTEMS = ("grow", "openevolve")
+SYSTEMS = ("grow", "openevolve", "shinkaevolve", "skydiscover")
 BACKENDS = ("process", "ray", "serial")
-NATIVE = "native"  # a system's own parent selection (OpenEvolve's): a recorder, never replayed
+NATIVE = "native"  # a system's own parent selection: a recorder, never replayed
 JOURNAL = "runs.jsonl"
 LOG_TAIL_CHARS = 1500  # of a failed run's output, quoted in its error
 

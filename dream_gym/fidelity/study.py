@@ -1,7 +1,7 @@
 """A fidelity study: how well does replay rank policies against the runs it stands for?
 
 ``dream-gym fidelity`` (:func:`run_study`) runs every policy online on every seed (``dream-gym
-grow``, or OpenEvolve through the bridge), each run recorded as a world; takes the worlds of
+grow``, or a discovery system through ``dream-gym deploy``), each run recorded as a world; takes the worlds of
 each *recorder* (a policy whose runs are replayed on: any policy spec, or ``native``, the
 system's own selection; a recorder among the policies reuses their runs; a pool, ``pool:A+B`` or
 ``pool:all``, merges the study's runs of a seed); and analyses the study
@@ -96,15 +96,15 @@ def check_config(config: FidelityConfig) -> None:
         raise ValueError(f"--bootstrap must be at least 1, got {config.bootstrap}")
     if config.frontier not in (None, "leaves", "any"):
         raise ValueError(f"--frontier must be 'leaves' or 'any', got {config.frontier!r}")
-    if config.system == "openevolve" and config.rule != "any":
-        raise ValueError("OpenEvolve may continue any program it holds: its runs are recorded under the "
+    if config.system != "grow" and config.rule != "any":
+        raise ValueError(f"{config.system} may continue any program it holds: its runs are recorded under the "
                          "frontier rule 'any' (leave --frontier out)")
     if NATIVE in config.policies:
         raise ValueError(f"'{NATIVE}' is the system's own parent selection: it has no policy to replay; give it "
                          "as --recorder to replay the policies on its runs")
     if config.system == "grow" and NATIVE in config.recorder_list:
-        raise ValueError(f"dream-gym grow has no selection of its own: '{NATIVE}' is a recorder of --system "
-                         "openevolve")
+        raise ValueError(f"dream-gym grow has no selection of its own: '{NATIVE}' is a recorder of a --system "
+                         "(openevolve, shinkaevolve, skydiscover)")
     _check_pools(config)
     _check_task(config)
     from dream_gym.policy_files import check_policy_spec
@@ -130,10 +130,14 @@ def _check_pools(config: FidelityConfig) -> None:
 
 
 def _check_task(config: FidelityConfig) -> None:
+    if config.system != "grow":
+        from dream_gym.integrations.deploy import check_system
+
+        check_system(config.system)  # SystemUnavailable: not installed, or an unsupported version
     if "," in config.task:
         if config.system == "grow":
             raise ValueError("dream-gym grow runs built-in tasks only; a task given as initial_program.py,"
-                             "evaluator.py runs with --system openevolve")
+                             "evaluator.py runs with --system openevolve (or shinkaevolve, skydiscover)")
         for path in (p.strip() for p in config.task.split(",", 1)):
             if not Path(path).is_file():
                 raise FileNotFoundError(f"--task {config.task}: {path} does not exist")
@@ -141,10 +145,6 @@ def _check_task(config: FidelityConfig) -> None:
     from dream_gym.online.tasks import get_task
 
     get_task(config.task)  # KeyError listing the tasks
-    if config.system == "openevolve":
-        from dream_gym.integrations.openevolve.run import check_openevolve
-
-        check_openevolve()
 
 
 def _claim_folder(config: FidelityConfig) -> None:

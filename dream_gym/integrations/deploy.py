@@ -32,6 +32,13 @@ SYSTEMS: dict[str, str] = {
 }
 
 
+#: Each system's check of the installed version (``module:function``, returning the version).
+VERSION_CHECKS: dict[str, str] = {
+    "openevolve": "dream_gym.integrations.openevolve.run:check_openevolve",
+    "shinkaevolve": "dream_gym.integrations.shinkaevolve.deploy:check_shinka",
+    "skydiscover": "dream_gym.integrations.skydiscover.run:check_skydiscover",
+}
+
 #: The systems' words for a run that spent its budget (OpenEvolve and SkyDiscover count iterations).
 SPENT_BUDGET = {"iterations": "budget"}
 
@@ -92,6 +99,14 @@ def bridge(system: str) -> Callable[[DeployRequest], DeployResult]:
     return function
 
 
+def check_system(system: str) -> str:
+    """The installed version of ``system``; :class:`SystemUnavailable` when it is missing or of an
+    unsupported version (before a run starts: a study checks it before it runs anything)."""
+    module, _, name = VERSION_CHECKS[system].partition(":")
+    version: str = getattr(importlib.import_module(module), name)()
+    return version
+
+
 def deploy(request: DeployRequest) -> DeployResult:
     """Run ``request.system`` with ``request.policy`` choosing the parents (see the module docstring)."""
     if request.workers < 1:
@@ -108,4 +123,5 @@ def deploy(request: DeployRequest) -> DeployResult:
     return result
 
 
-__all__ = ["NATIVE_POLICY", "SYSTEMS", "DeployRequest", "DeployResult", "SystemUnavailable", "bridge", "deploy"]
+__all__ = ["NATIVE_POLICY", "SYSTEMS", "VERSION_CHECKS", "DeployRequest", "DeployResult", "SystemUnavailable", "bridge",
+           "check_system", "deploy"]

@@ -5,10 +5,13 @@
 # run through the OpenEvolve bridge with the generic no-LLM agent (10 iterations a run).
 # Recorders: the recording commands' defaults (grow's recommended; the bridge's native, OpenEvolve's own
 # sampling), each policy's own runs, two pools of runs (coverage's and greedy's; all ten, coverage's
-# first) and, on function_minimization, native pooled with coverage.
+# first) and, on function_minimization, native pooled with coverage. Then circle-packing-26 through
+# the ShinkaEvolve and SkyDiscover bridges (the built-in agent, 20 attempts a run; recorders as
+# above, with native: the system's own selection).
 # Study folders go to out/fidelity/exp-* (git-ignored); the small results are copied here.
 # Run from the repository's root: bash experiments/fidelity/run.sh cp26|sd|fm, then requests
-# (again, once the runs are done, it runs nothing and writes the same report).
+# (again, once the runs are done, it runs nothing and writes the same report); the two other
+# systems: cp26-shinkaevolve, cp26-skydiscover.
 set -euo pipefail
 DG=".venv/bin/dream-gym"
 OUT="out/fidelity"
@@ -26,7 +29,7 @@ study() {  # study NAME ARGS...: one dream-gym fidelity study, its table and log
         --seeds "${SEEDS:-0-9}" -W 2 -j 1 --out "$OUT/$name" >"$OUT/$name.txt" 2>>"$OUT/$name.log"
 }
 
-case "${1:?cp26, sd, fm or requests}" in
+case "${1:?cp26, sd, fm, cp26-shinkaevolve, cp26-skydiscover or requests}" in
     cp26) study exp-cp26-grow --task circle-packing-26 -n 30 --recorder recommended ;;
     sd) study exp-sd-grow --task sum-difference -n 30 --recorder recommended ;;
     fm) # seeds 0-5 first, then 0-9: a study cut short keeps whole seeds (its runs go policy by policy)
@@ -34,6 +37,8 @@ case "${1:?cp26, sd, fm or requests}" in
             SEEDS=$seeds study exp-fm-openevolve --system openevolve --task "$FM/initial_program.py,$FM/evaluator.py" \
                 -n 10 --recorder native --recorder pool:native+coverage
         done ;;
+    cp26-shinkaevolve) study exp-cp26-shinkaevolve --system shinkaevolve --task circle-packing-26 -n 20 --recorder native ;;
+    cp26-skydiscover) study exp-cp26-skydiscover --system skydiscover --task circle-packing-26 -n 20 --recorder native ;;
     requests) # the same runs replayed in request mode: copies of the study folders (nothing runs online)
         for name in exp-cp26-grow exp-sd-grow exp-fm-openevolve; do
             [ -d "$OUT/$name-requests" ] || cp -r "$OUT/$name" "$OUT/$name-requests"
@@ -42,5 +47,5 @@ case "${1:?cp26, sd, fm or requests}" in
         study exp-sd-grow-requests --task sum-difference -n 30 --recorder recommended --requests
         study exp-fm-openevolve-requests --system openevolve --task "$FM/initial_program.py,$FM/evaluator.py" \
             -n 10 --recorder native --recorder pool:native+coverage --requests ;;
-    *) echo "usage: $0 cp26|sd|fm|requests" >&2; exit 2 ;;
+    *) echo "usage: $0 cp26|sd|fm|cp26-shinkaevolve|cp26-skydiscover|requests" >&2; exit 2 ;;
 esac
