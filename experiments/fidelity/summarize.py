@@ -1,6 +1,7 @@
 """The fidelity experiment's summary: rho by recorder against the online ceiling, per task.
 
-Reads the three studies' ``fidelity.json`` (``out/fidelity/exp-*/``, made by ``run.sh``), copies
+Reads the three studies' ``fidelity.json`` (``out/fidelity/exp-*/``, made by ``run.sh``; then the
+same design through the ShinkaEvolve and SkyDiscover bridges, tabled apart), copies
 each report and table into this folder (``<task>.json``, ``<task>.txt``), and writes
 ``results.md`` (the tables) and ``results.json`` (the figures they hold). Run from the
 repository's root once the studies are done::
@@ -30,6 +31,12 @@ STUDIES = {  # name here: (study folder, label, the default recorder of its reco
     "cp26-grow": ("exp-cp26-grow", "circle-packing-26 (grow)", "recommended"),
     "sd-grow": ("exp-sd-grow", "sum-difference (grow)", "recommended"),
     "fm-openevolve": ("exp-fm-openevolve", "function_minimization (OpenEvolve bridge)", "native"),
+}
+#: The same design through the other systems' bridges (built-in task, the built-in agent, 20
+#: attempts a run): tabled on their own, outside the three tasks' target and means.
+SYSTEM_STUDIES = {
+    "cp26-shinkaevolve": ("exp-cp26-shinkaevolve", "circle-packing-26 (ShinkaEvolve bridge)", "native"),
+    "cp26-skydiscover": ("exp-cp26-skydiscover", "circle-packing-26 (SkyDiscover bridge)", "native"),
 }
 TARGET = 0.8  # x the online ceiling
 RESAMPLES = 2000
@@ -228,6 +235,19 @@ def main() -> None:
     lines += ["### Against the default recorder", ""]
     for name, (_folder, label, _default) in STUDIES.items():
         lines += difference_table(label, figures[name])
+    lines += ["## The other systems", ""]
+    for name, (folder, label, default) in SYSTEM_STUDIES.items():
+        source = args.studies / folder
+        if not (source / "fidelity.json").is_file():
+            lines += [f"{label}: not run (`bash experiments/fidelity/run.sh {name}`)", ""]
+            continue
+        report = json.loads((source / "fidelity.json").read_text(encoding="utf-8"))
+        shutil.copyfile(source / "fidelity.json", HERE / f"{name}.json")
+        shutil.copyfile(source / "fidelity.txt", HERE / f"{name}.txt")
+        figures[name] = task_figures(report, default)
+        for recorder, rho in without_own_policy(report).items():
+            figures[name]["recorders"][recorder]["final_best_without_own"] = rho
+        lines += recorder_table(label, figures[name])
     (HERE / "results.md").write_text("\n".join(lines), encoding="utf-8")
     (HERE / "results.json").write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print("\n".join(lines))
