@@ -272,7 +272,7 @@ def test_a_task_given_as_files_needs_openevolve_and_a_folder_must_be_a_studys(
     files = Path(__file__).parent / "data" / "openevolve_task"
     task = f"{files / 'initial_program.py'},{files / 'evaluator.py'}"
     assert cli_main(["fidelity", "--task", task, "-p", "greedy", "-n", "4", "--out", str(tmp_path / "a")]) == 2
-    assert "runs with --system openevolve" in capsys.readouterr().err
+    assert "runs with a --system (openevolve, shinkaevolve, skydiscover)" in capsys.readouterr().err
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")

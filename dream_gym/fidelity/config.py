@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dream_gym.integrations.deploy import SYSTEMS as DEPLOYED
 from dream_gym.replay.settings import DEFAULT_BETA
 
 STUDY_FORMAT = "dream-gym-fidelity/1"
@@ -23,7 +24,7 @@ POOL_PREFIX = "pool:"  # a recorder pooling runs: pool:A+B, or pool:all (every p
 POOL_ALL = "all"
 # grow's rule is the study's; a system may continue any program it holds, and its bridge records
 # the run under the rule "any"
-DEFAULT_FRONTIER = {"grow": "leaves", "openevolve": "any", "shinkaevolve": "any", "skydiscover": "any"}
+DEFAULT_FRONTIER = {"grow": "leaves", **dict.fromkeys(DEPLOYED, "any")}
 
 
 @dataclass

@@ -30,9 +30,10 @@ from typing import Any
 
 from dream_gym.infrastructure.jobs import JobPool, TaskFailure
 from dream_gym.infrastructure.printable import printable
+from dream_gym.integrations.deploy import SYSTEMS as DEPLOYED
 from dream_gym.world.files import NODES_FILE, WORLD_FILE, node_file
 
-SYSTEMS = ("grow", "openevolve", "shinkaevolve", "skydiscover")
+SYSTEMS = ("grow", *DEPLOYED)  # dream-gym grow, or a system dream-gym deploy runs
 BACKENDS = ("process", "ray", "serial")
 NATIVE = "native"  # a system's own parent selection: a recorder, never replayed
 JOURNAL = "runs.jsonl"

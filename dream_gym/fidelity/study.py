@@ -104,7 +104,7 @@ def check_config(config: FidelityConfig) -> None:
                          "as --recorder to replay the policies on its runs")
     if config.system == "grow" and NATIVE in config.recorder_list:
         raise ValueError(f"dream-gym grow has no selection of its own: '{NATIVE}' is a recorder of a --system "
-                         "(openevolve, shinkaevolve, skydiscover)")
+                         f"({', '.join(SYSTEMS[1:])})")
     _check_pools(config)
     _check_task(config)
     from dream_gym.policy_files import check_policy_spec
@@ -137,7 +137,7 @@ def _check_task(config: FidelityConfig) -> None:
     if "," in config.task:
         if config.system == "grow":
             raise ValueError("dream-gym grow runs built-in tasks only; a task given as initial_program.py,"
-                             "evaluator.py runs with --system openevolve (or shinkaevolve, skydiscover)")
+                             f"evaluator.py runs with a --system ({', '.join(SYSTEMS[1:])})")
         for path in (p.strip() for p in config.task.split(",", 1)):
             if not Path(path).is_file():
                 raise FileNotFoundError(f"--task {config.task}: {path} does not exist")
