@@ -31,21 +31,23 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-# The whole suite, slow tests included (CI runs this). Lint and the docs build run beside it, their
+# The whole suite, slow tests included (CI runs this), on two workers that take tests from each
+# other's queue when theirs runs out (worksteal: else the slowest tests can end on one worker
+# while the other idles). Lint and the docs build run beside it, their
 # output kept until the tests end (run before them, they left a core idle for 20 s); the target
 # fails if either part does.
 CHECKS := $(VENV)/checks
 test: $(STAMP)
 	@{ $(MAKE) --no-print-directory -j 2 --output-sync=target lint docs > $(CHECKS).log 2>&1; \
 	   echo $$? > $(CHECKS).status; } & \
-	$(BIN)/python -m pytest -n 2 -q --durations=15 --nbmake tests notebooks; tests=$$?; \
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q --durations=15 --nbmake tests notebooks; tests=$$?; \
 	wait; cat $(CHECKS).log; checks=$$(cat $(CHECKS).status); \
 	echo "make test: tests exit $$tests, lint and docs exit $$checks"; \
 	test $$tests -eq 0 && test $$checks -eq 0
 
 # Fast tests only, for the edit-run loop: no test marked slow, no notebook (make test runs both).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q -m "not slow" tests
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q -m "not slow" tests
 
 # Grow (or resume) every world of dream-gym/recorded-v1, then write its dataset.json and card (~1 h on 2 cores).
 dataset: $(STAMP)

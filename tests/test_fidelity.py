@@ -200,11 +200,11 @@ def test_an_openevolve_study_replays_on_openevolves_own_runs(tmp_path: Path) -> 
     pytest.importorskip("openevolve")
     out = tmp_path / "oe"
     done = fidelity("--system", "openevolve", "--task", TASK, "-p", "greedy", "-p", "ucb", "--recorder", "native",
-                    "--seeds", "0-1", "-n", "6", "-W", "2", "--out", str(out))
+                    "--seeds", "1", "-n", "6", "-W", "2", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out / "fidelity.json").read_text())
     assert set(report["agreement"]) == {"native"} and report["study"]["frontier"] == "any"
-    assert len(report["runs"]) == 6 and len(report["replays"]) == 2 * 2
+    assert len(report["runs"]) == 3 and len(report["replays"]) == 2
     assert all(r["reproduced"] for r in report["runs"] if r["policy"] != "native")
     assert all(r["reproduced"] is None for r in report["runs"] if r["policy"] == "native")
     native = load_world(run_folder(out, "native", 1))
