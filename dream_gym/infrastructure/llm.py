@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from dream_gym.infrastructure.redact import redact, redact_value, register_secret
 
@@ -199,18 +199,16 @@ def unreachable(api_base: str, timeout_s: float = 5.0) -> str | None:
     Behind a proxy (``HTTPS_PROXY``, ``ALL_PROXY``, ... and ``NO_PROXY``, which the OpenAI client
     follows too) the proxy is what must answer: the host itself may be out of direct reach."""
     parts = urlsplit(api_base)
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return "its port is not a number"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "not an http(s) URL"
-    target, through = (parts.hostname, port), ""
+    try:
+        target, through = _address(parts), ""
+    except ValueError:
+        return "its port is not a number"
     proxy = _proxy_for(parts.scheme, parts.hostname)
     if proxy is not None:
-        proxy_parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
         try:
-            target = (proxy_parts.hostname or "", proxy_parts.port or (443 if proxy_parts.scheme == "https" else 80))
+            target = _address(urlsplit(proxy if "://" in proxy else f"http://{proxy}"))
         except ValueError:
             return f"the proxy {redact_url(proxy)} of the environment has a port that is not a number"
         through = f" (the proxy of the environment for {parts.hostname})"
@@ -219,6 +217,11 @@ def unreachable(api_base: str, timeout_s: float = 5.0) -> str | None:
             return None
     except OSError as exc:
         return f"nothing accepts a connection at {target[0]}:{target[1]}{through} ({exc.strerror or exc})"
+
+
+def _address(parts: SplitResult) -> tuple[str, int]:
+    """(host, port) of a split URL, the scheme's port by default; ValueError for a port that is not a number."""
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def _proxy_for(scheme: str, host: str) -> str | None:
