@@ -205,9 +205,9 @@ def test_an_openevolve_run_through_the_bridge_repeats_and_replays_back(tmp_path:
 
 @pytest.mark.slow
 def test_shinkaevolve_and_skydiscover_record_in_the_order_the_policy_chose(tmp_path: Path) -> None:
-    """Both bridges store a round's programs in slot order. ShinkaEvolve's run replays back;
-    SkyDiscover records each retry of a failed program in the slot that made it, which replay
-    (one child per selection) cannot give back: its run replays back exactly when no slot retried."""
+    """Both bridges store a round's programs in slot order, one program a slot, and the runs
+    replay back: with a policy choosing, SkyDiscover retries no failed program within its
+    iteration (replay reveals one child a selection; a retry would be an attempt no policy chose)."""
     pytest.importorskip("shinka")
     pytest.importorskip("skydiscover")
     from dream_gym.integrations.deploy import DeployRequest, deploy
@@ -219,7 +219,6 @@ def test_shinkaevolve_and_skydiscover_record_in_the_order_the_policy_chose(tmp_p
         world = load_world(folder)
         assert world.size > 5 and stored_in_slot_order(world), system
         slots = [(r["round"], r["worker"]) for r in world.records[1:]]
-        retried = len(slots) != len(set(slots))
-        assert reproduction(world).exact is (not retried), (system, reproduction(world).reason)
-        if system == "shinkaevolve":
-            assert not retried
+        assert len(slots) == len(set(slots)), system
+        assert reproduction(world).exact, (system, reproduction(world).reason)
+    assert any(r["score"] is None for r in world.records)  # SkyDiscover's: failures it did not retry

@@ -14,8 +14,8 @@ How the hook works (SkyDiscover's own plug-in interface, :mod:`skydiscover.searc
 * A subclass of the backend's discovery manager (``DiscoveryManager``, ``AdaEvolveManager``)
   overrides ``run_discovery``, the orchestration SkyDiscover's managers leave to subclasses:
   per round it asks the policy for at most W parents (W = ``evaluator.parallel_evaluations``)
-  and runs the manager's own iteration for each (prompt, LLM call, diff, evaluation and its
-  retries: ``_run_iteration``, AdaEvolve's ``_run_normal_step``) concurrently; when all are done
+  and runs the manager's own iteration for each (prompt, LLM call, diff, evaluation:
+  ``_run_iteration``, AdaEvolve's ``_run_normal_step``) concurrently; when all are done
   it hands the results to the manager's own processing in slot order (database ``add``,
   prompt log, checkpoints; AdaEvolve's ``end_iteration``: island rotation, migration). Rounds
   are synchronous, as in ``dream-gym grow``. With ``native`` the same rounds run SkyDiscover's own
@@ -29,8 +29,16 @@ How the hook works (SkyDiscover's own plug-in interface, :mod:`skydiscover.searc
 * Each LLM call carries a seed of its own (the run's LLM seed, the iteration and the call): the
   LLM client is SkyDiscover's ``OpenAILLM`` given through its ``LLMModelConfig.init_client`` hook.
 
-AdaEvolve's paradigm breakthrough is turned off when a policy chooses: an active paradigm makes
-AdaEvolve continue from its best program instead of the sampled parent. EvoX and the external
+When a policy chooses, an iteration evaluates one program. SkyDiscover's default loop retries a
+program whose evaluation failed within its iteration (a new program from the same parent, the
+failure shown in its prompt): an attempt no policy chose, which replay (one child a selection)
+would charge as a selection the run never made. So a failed program ends its iteration, retrying
+its parent is the policy choosing it again, and ``--budget`` counts programs, as on the other
+systems; an answer that did not parse (no program, nothing evaluated) is still asked again, up to
+SkyDiscover's retry count, afresh. ``native`` keeps SkyDiscover's retries. AdaEvolve retries only
+answers that made no program, so its loop is unchanged. AdaEvolve's paradigm breakthrough is
+turned off when a policy chooses: an active paradigm makes AdaEvolve continue from its best
+program instead of the sampled parent. EvoX and the external
 backends (``openevolve``, ``shinkaevolve``, ``gepa``) have no database sampling to hook: see
 :func:`check_search`.
 """
@@ -278,7 +286,15 @@ class PolicyDiscoveryManager(RoundsManager, DiscoveryManager):  # type: ignore[m
     """SkyDiscover's default loop (topk, best_of_n, beam_search) in rounds."""
 
     async def _propose(self, iteration: int) -> Any:
-        return await self._run_iteration(iteration, retry_times=RETRY_TIMES)
+        if self.dream_state.policy is None:
+            return await self._run_iteration(iteration, retry_times=RETRY_TIMES)
+        slot = SLOT.get()  # a policy chose: one evaluated program an iteration (the module doc)
+        for _ in range(RETRY_TIMES):
+            result = await self._run_iteration(iteration, retry_times=1)
+            unparsed = result.error and result.child_program_dict is None and result.llm_response is not None
+            if not unparsed or (slot is not None and slot.evaluations):
+                break
+        return result
 
     def _admit(self, result: Any, iteration: int, checkpoint_callback: Any) -> None:
         self._process_iteration_result(result, iteration, checkpoint_callback)
