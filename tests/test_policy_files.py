@@ -36,6 +36,7 @@ from dream_gym.policy_files import (
     PolicyProtocolError,
     load_policy,
 )
+from dream_gym.policy_files.child import EPISODE_DESCRIPTORS
 from dream_gym.policy_files.specs import PolicySpec
 from dream_gym.policy_files.wire import HEADER, decode_view, encode_view, frame_request, read_request
 from dream_gym.replay.session import ReplaySession
@@ -268,12 +269,23 @@ def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.Monkey
 
 
 def _episode_forked_ahead(template: psutil.Process, timeout_s: float = 10.0) -> psutil.Process:
-    """The template's one child: the episode it forks ahead once it has loaded the file. The
-    parent does not wait for that fork, so it is awaited here."""
+    """The template's one child: the episode it forks ahead once it has loaded the file, awaited
+    here (the parent does not wait for that fork) until it has closed what it inherited. Just
+    after the fork it still holds the template's descriptors, before it runs anything of the
+    policy; it lowers its descriptor limit to EPISODE_DESCRIPTORS only once the rest are closed."""
     deadline = time.monotonic() + timeout_s
     while not (children := template.children()) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert len(children) == 1, children
+    limits = Path(f"/proc/{children[0].pid}/limits")
+
+    def settled() -> bool:
+        found = re.search(r"^Max open files\s+(\d+)", limits.read_text(), re.MULTILINE)
+        return found is not None and int(found.group(1)) == EPISODE_DESCRIPTORS
+
+    while not settled() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert settled(), limits.read_text()
     return children[0]
 
 
