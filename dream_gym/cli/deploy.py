@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--system", required=True, choices=sorted(SYSTEMS), help="the discovery system to run")
     add_run_arguments(p, own_selection="the system's own parent selection",
                       workers_help="W: the system's parallel evaluations, and the most selections per round",
-                      budget=("--budget", "programs to propose (the run's attempts)"),
+                      budget=("--budget", "programs to propose, the run's attempts (with SkyDiscover's native "
+                                        "selection its iterations, whose retries add programs)"),
                       model_help="an OpenAI-compatible model; default: dream_gym's no-LLM agent behind a local agent server")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")

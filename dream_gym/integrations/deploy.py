@@ -56,7 +56,7 @@ class DeployRequest:
     out: Path
     policy: str = NATIVE_POLICY
     workers: int = 2  # W: the system's parallel evaluations, and the most selections per round
-    budget: int = 20  # programs to propose (iterations, generations x children: the system's unit)
+    budget: int = 20  # programs to propose (SkyDiscover native: iterations, whose retries add programs)
     seed: int = 0
     model: str | None = None  # an OpenAI-compatible model; None: the built-in agent server
     api_base: str | None = None
