@@ -215,6 +215,33 @@ def test_any_openevolve_problem_with_an_openai_compatible_model(tmp_path: Path) 
     assert json.loads((tmp_path / "other" / "world.json").read_text())["agent"].endswith("(generic agent)")
 
 
+def test_an_iteration_whose_answer_held_no_program_is_counted_and_named(tmp_path: Path) -> None:
+    """An LLM answer with no program in it makes OpenEvolve's iteration fail before anything is
+    evaluated: no program, so no node. The run counts the iteration all the same, and `deploy` says
+    how many iterations made no program and that replay does not charge them."""
+    from openai_server import OpenAICompatServer
+
+    from dream_gym.online.agent_server import AgentResponder
+
+    agent = AgentResponder(TASK, seed=0)
+    with OpenAICompatServer() as server:
+        server.push("I would rather not write code today.")  # the first answer: no program
+        server.responder = agent.reply
+        out = tmp_path / "world"
+        done = subprocess.run(
+            [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK, "--policy",
+             "greedy", "-W", "2", "--budget", "3", "--seed", "0", "--model", "openai/dream-gym-builtin",
+             "--api-base", server.base_url, "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(server.requests) == 3
+    records = nodes(out)
+    assert len(records) == 3  # the initial program and 2 programs of 3 iterations
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert (summary["iterations"], summary["failed_iterations"]) == (3, 1)
+    assert "1 of 3 iterations made no program" in " ".join(done.stderr.split())
+    assert min(r["round"] for r in records[1:]) == 2  # the first round made nothing: its number is a gap
+
+
 @pytest.mark.slow
 def test_kill_9_then_resume_continues_the_same_world(tmp_path: Path, short_tmp_path: Path) -> None:
     out = tmp_path / "world"

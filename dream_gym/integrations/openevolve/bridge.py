@@ -234,6 +234,8 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
         if state.policy is None:  # OpenEvolve's own sampling and schedule, from where the world ends
             if iteration < end:
                 await super()._run_evolution_with_checkpoints(iteration, end - iteration, target_score)
+                done = getattr(controller, "completed_iterations", None)  # OpenEvolve 0.4.1's count
+                state.iterations_run = None if done is None else iteration - 1 + int(done)
             state.flush()
             return
         pool = controller.executor = InOrderPool(controller.executor)
@@ -242,7 +244,7 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
         finally:
             if controller.executor is pool:
                 controller.executor = pool.executor
-        final = iteration - 1
+        final = state.iterations_run = iteration - 1
         if final > 0 and final != last_saved:
             self._save_checkpoint(final)  # the whole run, for the importer
         if state.stopped_by == "policy":

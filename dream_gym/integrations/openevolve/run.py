@@ -216,7 +216,9 @@ def iterations_of(records: list[dict[str, Any]]) -> int:
 
 
 def _result(folder: Path, records: list[dict[str, Any]], version: str, state: Any, started: float) -> BridgeResult:
-    iterations_done = iterations_of(records)
+    # the iterations run, where the loop counted them: one whose LLM answer held no program leaves no
+    # node, so the world alone knows only up to its last program
+    iterations_done = max(iterations_of(records), (state.iterations_run or 0) if state else 0)
     result = BridgeResult(
         folder=folder, iterations=iterations_done, failed_iterations=max(0, iterations_done - (len(records) - 1)),
         stopped_by=state.stopped_by if state else "error", seconds=time.time() - started, openevolve=version,

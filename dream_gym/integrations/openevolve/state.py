@@ -31,6 +31,7 @@ class RunState(BridgeState):
     known: dict[str, Any] = field(default_factory=dict)  # every program recorded (to restore pruned parents)
     recording: bool = True
     restored_parents: int = 0
+    iterations_run: int | None = None  # the last iteration run, once the loop ends (None: not known)
 
     # -- recording ------------------------------------------------------------------------------
     def admitted(self, program: Any) -> None:

@@ -286,5 +286,7 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
     return world_run.deploy_result("skydiscover", version, folder, records, state, started, lambda rounds: {
         "search": options.search, "iterations": state.iterations_done if state else 0, "rounds": rounds,
         "failed_iterations": state.failed_iterations if state else 0,
+        "without_program": (state.iterations_done if state else 0) - len(
+            {(r.get("skydiscover") or {}).get("iteration_found") for r in records[1:]}),
         "not_kept": sum(1 for r in records if not (r.get("skydiscover") or {}).get("kept", True)),
         "batches": list(state.batches) if state else []})
