@@ -356,7 +356,7 @@ def test_an_answer_that_does_not_parse_is_asked_again_and_a_failed_program_is_no
     records = nodes(out)
     assert sorted(r["skydiscover"]["iteration_found"] for r in records[1:]) == list(range(1, 9))
     assert len(server.requests) == 9  # 8 programs and the answer asked again
-    assert json.loads((out / "run_summary.json").read_text())["without_program"] == 0
+    assert json.loads((out / "run_summary.json").read_text())["extra"]["without_program"] == 0
     assert any(r["score"] is None for r in records)  # failures, none retried within its slot
     world = load_world(out)
     setting = recorded_setting(world)
