@@ -220,3 +220,21 @@ def openai_server() -> Iterator[OpenAICompatServer]:
     """A fresh OpenAI-compatible server on a free 127.0.0.1 port, stopped after the test."""
     with OpenAICompatServer() as srv:
         yield srv
+
+
+def no_program_first(answer: Any) -> Any:
+    """A test server's responder: the first LLM call (by its seed, so a transport-level retry of it
+    too) gets an answer with no program in it; every other call gets ``answer``'s."""
+    first: list[Any] = []
+
+    def respond(body: dict[str, Any]) -> str:
+        if not first:
+            first.append(body.get("seed"))
+        return "I would rather not write code today." if body.get("seed") == first[0] else answer(body)
+
+    return respond
+
+
+def calls(server: Any) -> int:
+    """The LLM calls a test server answered (a client's transport-level retry repeats its call's seed)."""
+    return len({request.body.get("seed") for request in server.requests})

@@ -219,21 +219,20 @@ def test_an_iteration_whose_answer_held_no_program_is_counted_and_named(tmp_path
     """An LLM answer with no program in it makes OpenEvolve's iteration fail before anything is
     evaluated: no program, so no node. The run counts the iteration all the same, and `deploy` says
     how many iterations made no program and that replay does not charge them."""
-    from openai_server import OpenAICompatServer
+    from openai_server import OpenAICompatServer, calls, no_program_first
 
     from dream_gym.online.agent_server import AgentResponder
 
     agent = AgentResponder(TASK, seed=0)
     with OpenAICompatServer() as server:
-        server.push("I would rather not write code today.")  # the first answer: no program
-        server.responder = agent.reply
+        server.responder = no_program_first(agent.reply)
         out = tmp_path / "world"
         done = subprocess.run(
             [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK, "--policy",
              "greedy", "-W", "2", "--budget", "3", "--seed", "0", "--model", "openai/dream-gym-builtin",
              "--api-base", server.base_url, "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert len(server.requests) == 3
+    assert calls(server) == 3
     records = nodes(out)
     assert len(records) == 3  # the initial program and 2 programs of 3 iterations
     summary = json.loads((out / "run_summary.json").read_text())

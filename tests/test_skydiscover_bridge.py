@@ -342,20 +342,19 @@ def test_an_answer_that_does_not_parse_is_asked_again_and_a_failed_program_is_no
     """With a policy choosing, an iteration evaluates one program: an LLM answer with no program in
     it (nothing evaluated) is asked again within the slot, as SkyDiscover does; a program whose
     evaluation failed ends the slot, so the world has one node a slot and replays back."""
-    from openai_server import OpenAICompatServer
+    from openai_server import OpenAICompatServer, calls, no_program_first
 
     from dream_gym.fidelity import recorded_setting, reproduce
     from dream_gym.online.agent_server import AgentResponder
 
     agent = AgentResponder(TASK, seed=0)
     with OpenAICompatServer() as server:
-        server.push("I would rather not write code today.")  # the first answer: no program
-        server.responder = agent.reply
+        server.responder = no_program_first(agent.reply)
         out = tmp_path / "world"
         run_api(out, policy="greedy", budget=8, model="openai/dream-gym-builtin", api_base=server.base_url)
     records = nodes(out)
     assert sorted(r["skydiscover"]["iteration_found"] for r in records[1:]) == list(range(1, 9))
-    assert len(server.requests) == 9  # 8 programs and the answer asked again
+    assert calls(server) == 9  # 8 programs and the answer asked again
     assert json.loads((out / "run_summary.json").read_text())["extra"]["without_program"] == 0
     assert any(r["score"] is None for r in records)  # failures, none retried within its slot
     world = load_world(out)
