@@ -237,7 +237,7 @@ def test_an_iteration_whose_answer_held_no_program_is_counted_and_named(tmp_path
     assert len(records) == 3  # the initial program and 2 programs of 3 iterations
     summary = json.loads((out / "run_summary.json").read_text())
     assert (summary["iterations"], summary["failed_iterations"]) == (3, 1)
-    assert "1 of 3 iterations made no program" in " ".join(done.stderr.split())
+    assert "1 proposal made no program" in " ".join(done.stderr.split())
     assert min(r["round"] for r in records[1:]) == 2  # the first round made nothing: its number is a gap
 
 

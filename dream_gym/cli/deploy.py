@@ -86,9 +86,9 @@ def run_command(args: argparse.Namespace) -> int:
     if hint := stop_hint(result.stopped_by):
         console.print(hint, markup=False)
     if empty := result.extra.get("without_program"):  # an LLM answer that held no program
-        console.print(f"{empty} of {result.extra['iterations']} iterations made no program (the system's log says "
-                      "why): the world holds no node for them, and replay charges neither their attempts nor "
-                      "their rounds", markup=False)
+        console.print(f"{empty} proposal{'s' if empty > 1 else ''} made no program (the system's log says why): "
+                      "the world holds no node for them, and replay charges neither their attempts nor their "
+                      "rounds", markup=False)
     console.print(f"world: {result.folder}", markup=False)
     if warning := root_warning(result.folder):  # a run of the system's own selection went on
         console.print(warning, markup=False)

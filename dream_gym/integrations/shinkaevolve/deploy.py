@@ -309,6 +309,7 @@ def run(request: DeployRequest) -> DeployResult:
     return world_run.deploy_result("shinkaevolve", version, folder, records, state, started, lambda rounds: {
         "generations": max((int((r.get("shinkaevolve") or {}).get("generation") or 0) for r in records), default=0),
         "rounds": rounds, "failed_generations": sorted(state.failed_generations) if state else [],
+        "without_program": len(state.failed_generations) if state else 0,
         "batches": list(state.batches) if state else []})
 
 
