@@ -239,6 +239,11 @@ def test_an_iteration_whose_answer_held_no_program_is_counted_and_named(tmp_path
     assert (summary["iterations"], summary["failed_iterations"]) == (3, 1)
     assert "1 proposal made no program" in " ".join(done.stderr.split())
     assert min(r["round"] for r in records[1:]) == 2  # the first round made nothing: its number is a gap
+    # OpenEvolve's own output logs the iteration: its import has the same tree and counts it
+    report = import_run("auto", out / "openevolve", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(records)
+    assert any(note.startswith("evolution_trace_failures.jsonl: 1 iteration(s) made no program") and
+               "No valid diffs found in response" in note for note in report.notes), report.notes
 
 
 @pytest.mark.slow

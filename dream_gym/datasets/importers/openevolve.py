@@ -21,18 +21,23 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from dream_gym.infrastructure.printable import printable
 
 from .base import DEFAULT_OPTIONS, Importer, ImportOptions, ImportReport, NotARunError, Program, check_metric
 from .coerce import to_finite, to_id
 from .job import ImportJob
 from .openevolve_layout import (
+    FAILURES_NAME,
     TRACE_NAMES,
     Traces,
     find_program_files,
     is_trace_file,
     note_run_best,
+    read_failures,
     read_llm_calls,
     read_resume_record,
     read_snapshots,
@@ -98,6 +103,7 @@ def import_openevolve(
             p.started_from, p.start_code = resume_records[p.phase]
     _number_rounds(programs)
     _note_traces(report, traces, snapshots.raws)
+    _note_failures(src, report)
     _note_llm_calls(src, report, programs)
     records = job.build(programs)
     if report.dangling and not traces.files:  # what the user can change for the next run
@@ -122,6 +128,18 @@ def _note_traces(report: ImportReport, traces: Traces, snapshot_raws: dict[str, 
         f"in the snapshots (the snapshots win), {traces.bad_lines} unreadable line(s)"
     )
     report.notes.extend(traces.problems)
+
+
+def _note_failures(src: Path, report: ImportReport) -> None:
+    """OpenEvolve's log of the iterations that made no program (``include_failures`` of its
+    evolution trace): no node stands for them, so the import counts them."""
+    errors = read_failures(src)
+    if errors:
+        common, count = Counter(errors).most_common(1)[0]
+        report.notes.append(
+            f"{FAILURES_NAME}: {len(errors)} iteration(s) made no program (no node stands for them, so replay "
+            f"charges neither their attempts nor their rounds); the most common error ({count}): "
+            f"{printable(common, 120)}")
 
 
 def _note_llm_calls(src: Path, report: ImportReport, programs: list[Program]) -> None:

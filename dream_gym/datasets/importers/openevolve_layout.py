@@ -38,6 +38,8 @@ from .coerce import to_id
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
 TRACE_NAMES = ("evolution_trace.jsonl", "evolution_trace.jsonl.gz")
+#: OpenEvolve's log of the iterations that made no program (its evolution trace's include_failures)
+FAILURES_NAME = "evolution_trace_failures.jsonl"
 
 
 def _checkpoint_numbers(parts: tuple[str, ...]) -> list[float]:
@@ -221,6 +223,23 @@ def note_run_best(src: Path, report: ImportReport, metric: str, *, why: str = ""
 
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+def read_failures(src: Path) -> list[str]:
+    """The error of each iteration OpenEvolve logged as making no program, in every failures file
+    below ``src`` (an unreadable line counts, with an empty error)."""
+    errors: list[str] = []
+    for path in sorted(p for p in src.rglob(FAILURES_NAME) if p.is_file()) if src.is_dir() else []:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    entry = {}
+                errors.append(str(entry.get("error") or "") if isinstance(entry, dict) else "")
+    return errors
 
 
 def is_trace_file(path: str | os.PathLike[str]) -> bool:
