@@ -176,22 +176,26 @@ def read_traces(src: Path) -> Traces:
     return traces
 
 
-def read_llm_calls(src: Path) -> list[dict[str, Any]]:
-    """Noema's ``llm_calls.jsonl`` (one line per LLM call: ``call_id``, ``cost``, tokens), if any."""
-    calls = []
-    for path in sorted(src.rglob("llm_calls.jsonl")):
+def _log_entries(src: Path, name: str) -> list[Any]:
+    """Each non-blank line of every file ``name`` below ``src`` (a side log of the run, read
+    leniently: a file that cannot be read is passed over, a line that is not JSON is None)."""
+    entries: list[Any] = []
+    for path in sorted(src.rglob(name)) if src.is_dir() else []:
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
-        for line in lines:
+        for line in filter(str.strip, lines):
             try:
-                entry = json.loads(line)
+                entries.append(json.loads(line))
             except ValueError:
-                continue
-            if isinstance(entry, dict):
-                calls.append(entry)
-    return calls
+                entries.append(None)
+    return entries
+
+
+def read_llm_calls(src: Path) -> list[dict[str, Any]]:
+    """Noema's ``llm_calls.jsonl`` (one line per LLM call: ``call_id``, ``cost``, tokens), if any."""
+    return [entry for entry in _log_entries(src, "llm_calls.jsonl") if isinstance(entry, dict)]
 
 
 def read_run_best(src: Path, metric: str) -> tuple[Path, str | None, float | None] | None:
@@ -228,18 +232,8 @@ TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 def read_failures(src: Path) -> list[str]:
     """The error of each iteration OpenEvolve logged as making no program, in every failures file
     below ``src`` (an unreadable line counts, with an empty error)."""
-    errors: list[str] = []
-    for path in sorted(p for p in src.rglob(FAILURES_NAME) if p.is_file()) if src.is_dir() else []:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    entry = {}
-                errors.append(str(entry.get("error") or "") if isinstance(entry, dict) else "")
-    return errors
+    return [str(entry.get("error") or "") if isinstance(entry, dict) else ""
+            for entry in _log_entries(src, FAILURES_NAME)]
 
 
 def is_trace_file(path: str | os.PathLike[str]) -> bool:
