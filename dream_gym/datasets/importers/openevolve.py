@@ -139,7 +139,7 @@ def _note_failures(src: Path, report: ImportReport) -> None:
         report.notes.append(
             f"{FAILURES_NAME}: {len(errors)} iteration(s) made no program (no node stands for them, so replay "
             f"charges neither their attempts nor their rounds); the most common error ({count}): "
-            f"{printable(common, 120)}")
+            f"{printable(common, 120) or '(none given, or an unreadable line)'}")
 
 
 def _note_llm_calls(src: Path, report: ImportReport, programs: list[Program]) -> None:
