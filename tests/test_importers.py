@@ -159,6 +159,25 @@ def test_evolution_trace_recovers_programs_pruned_from_every_snapshot(tmp_path):
     assert all(r["code"] == run.programs[r["id"]].code for r in recovered)
 
 
+def test_failure_logs_are_counted_plain_gzipped_and_cut_short(tmp_path):
+    """OpenEvolve's log of iterations that made no program, written by OpenEvolve's own writer: a
+    phase's ``compress``-ed log whose last gzip member was cut off (a killed run) still counts its
+    lines, beside another phase's plain log."""
+    from openevolve.utils.trace_export_utils import append_trace_jsonl
+
+    run = write_resumed_run(tmp_path / "run", iterations=(10, 10), resume_at=(10,))
+    gzipped = run.phase_dirs[0] / "evolution_trace_failures.jsonl"
+    for iteration in (3, 5, 8):
+        append_trace_jsonl({"iteration": iteration, "error": "No valid diffs found in response"}, gzipped,
+                           compress=True)
+    packed = gzipped.with_name(gzipped.name + ".gz")
+    packed.write_bytes(packed.read_bytes()[:-10])  # the last member's trailer is lost
+    append_trace_jsonl({"iteration": 14, "error": "LLM timeout"}, run.phase_dirs[1] / "evolution_trace_failures.jsonl")
+    report = import_openevolve(run.folder, tmp_path / "w")
+    note = next(n for n in report.notes if n.startswith("evolution_trace_failures.jsonl:"))
+    assert "4 iteration(s) made no program" in note and "(3): No valid diffs found in response" in note
+
+
 # --------------------------------------------------------------------------- synthetic records
 
 

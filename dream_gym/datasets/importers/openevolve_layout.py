@@ -177,19 +177,22 @@ def read_traces(src: Path) -> Traces:
 
 
 def _log_entries(src: Path, name: str) -> list[Any]:
-    """Each non-blank line of every file ``name`` below ``src`` (a side log of the run, read
-    leniently: a file that cannot be read is passed over, a line that is not JSON is None)."""
+    """Each non-blank line of every file ``name`` or ``name.gz`` (OpenEvolve's ``compress``) below
+    ``src``: a side log of the run, read leniently. A line that is not JSON is None; a file that
+    cannot be read, or the rest of a truncated ``.gz``, is passed over."""
     entries: list[Any] = []
-    for path in sorted(src.rglob(name)) if src.is_dir() else []:
+    paths = sorted(p for n in (name, name + ".gz") for p in src.rglob(n)) if src.is_dir() else []
+    for path in paths:
+        opener: Any = gzip.open if path.suffix == ".gz" else open
         try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+            with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+                for line in filter(str.strip, handle):
+                    try:
+                        entries.append(json.loads(line))
+                    except ValueError:
+                        entries.append(None)
+        except (OSError, EOFError):  # unreadable, or a .gz cut short: keep the lines read so far
             continue
-        for line in filter(str.strip, lines):
-            try:
-                entries.append(json.loads(line))
-            except ValueError:
-                entries.append(None)
     return entries
 
 
