@@ -11,9 +11,11 @@ from dream_gym.replay.view import PrefixView
 class GreedyPolicy(BasePolicy):
     """Best-first search over the revealed tree.
 
-    Each round fills up to W slots with the open nodes of highest score (valid ones first).
-    It opens a new branch from the root while fewer than ``min_branches`` are open or when no
-    open node has a valid score. It stops after ``patience`` rounds without a new best score.
+    Each round continues from the open nodes of highest valid score, up to W of them; a node
+    whose program failed is never continued. It opens new branches from the root while fewer
+    than ``min_branches`` are open, and one a round when no open node has a valid score (the
+    round's other slots then stay empty). It stops after ``patience`` rounds without a new best
+    score.
 
     Args:
         min_branches: branches to open before exploiting; default 1 + round(beta * (W - 1)).
