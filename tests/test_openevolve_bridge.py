@@ -215,10 +215,10 @@ def test_any_openevolve_problem_with_an_openai_compatible_model(tmp_path: Path) 
     assert json.loads((tmp_path / "other" / "world.json").read_text())["agent"].endswith("(generic agent)")
 
 
-def test_an_iteration_whose_answer_held_no_program_is_counted_and_named(tmp_path: Path) -> None:
-    """An LLM answer with no program in it makes OpenEvolve's iteration fail before anything is
-    evaluated: no program, so no node. The run counts the iteration all the same, and `deploy` says
-    how many iterations made no program and that replay does not charge them."""
+def deploy_answering_no_program_first(out: Path, policy: str, workers: int, budget: int,
+                                      *extra: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`deploy --system openevolve` against a test server whose first answer holds no program;
+    the process and the LLM calls the server answered."""
     from openai_server import OpenAICompatServer, calls, no_program_first
 
     from dream_gym.online.agent_server import AgentResponder
@@ -226,24 +226,67 @@ def test_an_iteration_whose_answer_held_no_program_is_counted_and_named(tmp_path
     agent = AgentResponder(TASK, seed=0)
     with OpenAICompatServer() as server:
         server.responder = no_program_first(agent.reply)
-        out = tmp_path / "world"
         done = subprocess.run(
             [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK, "--policy",
-             "greedy", "-W", "2", "--budget", "3", "--seed", "0", "--model", "openai/dream-gym-builtin",
-             "--api-base", server.base_url, "--out", str(out)], capture_output=True, text=True, timeout=600)
+             policy, "-W", str(workers), "--budget", str(budget), "--seed", "0", "--model",
+             "openai/dream-gym-builtin", "--api-base", server.base_url, "--out", str(out), *extra],
+            capture_output=True, text=True, timeout=600)
+        return done, calls(server)
+
+
+def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Path) -> None:
+    """An LLM answer with no program in it makes OpenEvolve's iteration fail before anything is
+    evaluated. The world records the attempt as a failed node under the parent it continued (the
+    parent's code, OpenEvolve's error), so replay charges it; OpenEvolve's own output (its failures
+    log) imports to the same tree."""
+    out = tmp_path / "world"
+    done, answered = deploy_answering_no_program_first(out, "greedy", 2, 3)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert calls(server) == 3
+    assert answered == 3
     records = nodes(out)
-    assert len(records) == 3  # the initial program and 2 programs of 3 iterations
+    root, failed, *programs = records
+    assert len(programs) == 2 and all(p["score"] is not None for p in programs)
+    assert (failed["parent"], failed["score"], failed["round"]) == (root["id"], None, 1)
+    assert failed["code"] == root["code"] and failed["error"].startswith("no program: No valid diffs found")
     summary = json.loads((out / "run_summary.json").read_text())
-    assert (summary["iterations"], summary["failed_iterations"]) == (3, 1)
-    assert "1 proposal made no program" in " ".join(done.stderr.split())
-    assert min(r["round"] for r in records[1:]) == 2  # the first round made nothing: its number is a gap
-    # OpenEvolve's own output logs the iteration: its import has the same tree and counts it
+    assert (summary["iterations"], summary["failed_iterations"], summary["unrecorded_iterations"]) == (3, 1, 0)
+    assert "made no program" not in done.stderr  # every proposal stands in the world
     report = import_run("auto", out / "openevolve", tmp_path / "imported")
     assert tree(nodes(tmp_path / "imported")) == tree(records)
-    assert any(note.startswith("evolution_trace_failures.jsonl: 1 iteration(s) made no program") and
-               "No valid diffs found in response" in note for note in report.notes), report.notes
+    assert any(note.startswith("evolution_trace_failures.jsonl: 1 iteration(s) made no program; 1 stand as failed")
+               and "No valid diffs found in response" in note for note in report.notes), report.notes
+
+
+def test_a_policy_continues_a_node_without_program_after_a_resume(tmp_path: Path) -> None:
+    """`fixed` at W = 1 continues its branch's newest node, here the failed stand-in of an answer
+    with no program: OpenEvolve continues the parent's code. The run stops after that node and is
+    resumed (the test server's first answer is again no program), so the stand-ins come back from
+    the world; the run replays back, and OpenEvolve's own output (where a continued stand-in is a
+    program of its database) imports to the same tree."""
+    from dream_gym.fidelity import recorded_setting, reproduce
+
+    out = tmp_path / "world"
+    done, _ = deploy_answering_no_program_first(out, "fixed", 1, 1)
+    # OpenEvolve's own rule: a run none of whose iterations made a program failed; the world keeps it
+    assert done.returncode != 0 and "0/1 iterations produced a candidate program" in done.stderr
+    assert [r["score"] is None for r in nodes(out)] == [False, True]
+    done, answered = deploy_answering_no_program_first(out, "fixed", 1, 3, "--resume")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert answered == 2  # the resumed run goes on from iteration 2 (the first answer is no program again)
+    records = nodes(out)
+    assert [(r["round"], r["openevolve"]["iteration_found"]) for r in records] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    root, failed, failed_again, child = records
+    assert failed["error"].startswith("no program:") and failed_again["parent"] == failed["id"]
+    assert failed_again["error"].startswith("no program:") and failed_again["code"] == root["code"]
+    assert child["parent"] == failed_again["id"] and child["metrics"]  # a program OpenEvolve evaluated
+    assert json.loads((out / "run_summary.json").read_text())["restored_parents"] == 0
+    world = load_world(out)
+    setting = recorded_setting(world)
+    replayed = reproduce(world, make_policy(setting.policy, **setting.params), seed=setting.seed,
+                         settings=setting.settings)
+    assert replayed.exact, replayed
+    report = import_run("auto", out / "openevolve", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(nodes(out)), report.notes
 
 
 @pytest.mark.slow

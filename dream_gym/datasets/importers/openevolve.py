@@ -28,7 +28,7 @@ from typing import Any
 from dream_gym.infrastructure.printable import printable
 
 from .base import DEFAULT_OPTIONS, Importer, ImportOptions, ImportReport, NotARunError, Program, check_metric
-from .coerce import to_finite, to_id
+from .coerce import as_dict, to_finite, to_id, to_int
 from .job import ImportJob
 from .openevolve_layout import (
     FAILURES_NAME,
@@ -43,7 +43,7 @@ from .openevolve_layout import (
     read_snapshots,
     read_traces,
 )
-from .openevolve_programs import LABEL, _from_trace, _program, metrics_found
+from .openevolve_programs import LABEL, NO_PROGRAM, _from_trace, _program, from_failure, metrics_found
 
 __all__ = ["find_program_files", "import_openevolve"]
 
@@ -95,6 +95,8 @@ def import_openevolve(
             raws[child] = _from_trace(child, entry)
             phase[child] = traces.phase[child]
             report.recovered += 1
+    failures = read_failures(src)
+    placed = _add_failures(raws, phase, failures)
     check_metric(src, metric, metrics_found(raws.values()))
     programs = [_program(raw, metric, phase[node_id], traces.lines.get(node_id)) for node_id, raw in raws.items()]
     resume_records = {ph: read_resume_record(src, ph) for ph in {p.phase for p in programs} if ph is not None}
@@ -103,7 +105,7 @@ def import_openevolve(
             p.started_from, p.start_code = resume_records[p.phase]
     _number_rounds(programs)
     _note_traces(report, traces, snapshots.raws)
-    _note_failures(src, report)
+    _note_failures(report, failures, placed)
     _note_llm_calls(src, report, programs)
     records = job.build(programs)
     if report.dangling and not traces.files:  # what the user can change for the next run
@@ -130,16 +132,42 @@ def _note_traces(report: ImportReport, traces: Traces, snapshot_raws: dict[str, 
     report.notes.extend(traces.problems)
 
 
-def _note_failures(src: Path, report: ImportReport) -> None:
-    """OpenEvolve's log of the iterations that made no program (``include_failures`` of its
-    evolution trace): no node stands for them, so the import counts them."""
-    errors = read_failures(src)
-    if errors:
-        common, count = Counter(errors).most_common(1)[0]
-        report.notes.append(
-            f"{FAILURES_NAME}: {len(errors)} iteration(s) made no program (no node stands for them, so replay "
-            f"charges neither their attempts nor their rounds); the most common error ({count}): "
-            f"{printable(common, 120) or '(none given, or an unreadable line)'}")
+def _add_failures(raws: dict[str, Any], phase: dict[str, str | None],
+                  failures: list[tuple[str | None, dict[str, Any]]]) -> int:
+    """Add a failed node (:func:`from_failure`) for each logged iteration that made no program and
+    names its parent; the number of logged iterations that stand in the record as nodes. A line for
+    an iteration of which the phase holds a program is an attempt a killed run made before its
+    resume ran the iteration again: no node."""
+    with_program = {(phase[i], to_int(raw.get("iteration_found"))) for i, raw in raws.items()
+                    if NO_PROGRAM not in as_dict(raw.get("metadata"))}
+    placed = 0
+    for ph, entry in failures:
+        parent = raws.get(to_id(entry.get("parent_id")) or "")
+        raw = None if parent is None else from_failure(entry, parent, ph)
+        if raw is None:
+            continue
+        if raw["id"] not in raws:  # else a policy continued it: OpenEvolve's database holds it
+            if (ph, raw["iteration_found"]) in with_program:
+                continue
+            raws[raw["id"]], phase[raw["id"]] = raw, ph
+        placed += 1
+    return placed
+
+
+def _note_failures(report: ImportReport, failures: list[tuple[str | None, dict[str, Any]]], placed: int) -> None:
+    """Count OpenEvolve's log of the iterations that made no program (``include_failures`` of its
+    evolution trace), and the ones no node stands for."""
+    if not failures:
+        return
+    errors = [str(entry.get("error") or "") for _, entry in failures]
+    common, count = Counter(errors).most_common(1)[0]
+    unplaced = len(failures) - placed
+    report.notes.append(
+        f"{FAILURES_NAME}: {len(failures)} iteration(s) made no program; {placed} stand as failed nodes under "
+        "the program each continued (its code unchanged), so replay charges them"
+        + (f"; {unplaced} name no parent the record holds, or were run again (no node: replay charges none of "
+           "them)" if unplaced else "")
+        + f"; the most common error ({count}): {printable(common, 120) or '(none given, or an unreadable line)'}")
 
 
 def _note_llm_calls(src: Path, report: ImportReport, programs: list[Program]) -> None:

@@ -176,11 +176,11 @@ def read_traces(src: Path) -> Traces:
     return traces
 
 
-def _log_entries(src: Path, name: str) -> list[Any]:
+def _log_entries(src: Path, name: str) -> list[tuple[Path, Any]]:
     """Each non-blank line of every file ``name`` or ``name.gz`` (OpenEvolve's ``compress``) below
-    ``src``: a side log of the run, read leniently. A line that is not JSON is None; a file that
-    cannot be read, or the rest of a truncated ``.gz``, is passed over."""
-    entries: list[Any] = []
+    ``src``, with its file: a side log of the run, read leniently. A line that is not JSON is None;
+    a file that cannot be read, or the rest of a truncated ``.gz``, is passed over."""
+    entries: list[tuple[Path, Any]] = []
     paths = sorted(p for n in (name, name + ".gz") for p in src.rglob(n)) if src.is_dir() else []
     for path in paths:
         opener: Any = gzip.open if path.suffix == ".gz" else open
@@ -188,9 +188,9 @@ def _log_entries(src: Path, name: str) -> list[Any]:
             with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
                 for line in filter(str.strip, handle):
                     try:
-                        entries.append(json.loads(line))
+                        entries.append((path, json.loads(line)))
                     except ValueError:
-                        entries.append(None)
+                        entries.append((path, None))
         except (OSError, EOFError):  # unreadable, or a .gz cut short: keep the lines read so far
             continue
     return entries
@@ -198,7 +198,7 @@ def _log_entries(src: Path, name: str) -> list[Any]:
 
 def read_llm_calls(src: Path) -> list[dict[str, Any]]:
     """Noema's ``llm_calls.jsonl`` (one line per LLM call: ``call_id``, ``cost``, tokens), if any."""
-    return [entry for entry in _log_entries(src, "llm_calls.jsonl") if isinstance(entry, dict)]
+    return [entry for _, entry in _log_entries(src, "llm_calls.jsonl") if isinstance(entry, dict)]
 
 
 def read_run_best(src: Path, metric: str) -> tuple[Path, str | None, float | None] | None:
@@ -232,11 +232,11 @@ def note_run_best(src: Path, report: ImportReport, metric: str, *, why: str = ""
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 
 
-def read_failures(src: Path) -> list[str]:
-    """The error of each iteration OpenEvolve logged as making no program, in every failures file
-    below ``src`` (an unreadable line counts, with an empty error)."""
-    return [str(entry.get("error") or "") if isinstance(entry, dict) else ""
-            for entry in _log_entries(src, FAILURES_NAME)]
+def read_failures(src: Path) -> list[tuple[str | None, dict[str, Any]]]:
+    """Each iteration OpenEvolve logged as making no program, in every failures file below ``src``,
+    with the phase that wrote it (an unreadable line counts, as an empty entry)."""
+    return [(phase_of(src, path, skip=1), entry if isinstance(entry, dict) else {})
+            for path, entry in _log_entries(src, FAILURES_NAME)]
 
 
 def is_trace_file(path: str | os.PathLike[str]) -> bool:

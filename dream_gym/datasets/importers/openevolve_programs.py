@@ -99,6 +99,8 @@ def _program(raw: dict[str, Any], metric: str, phase: str | None, trace: dict[st
     metrics = _metrics_of(raw)
     diagnostics = parse_structure(raw.get("artifacts_json"))
     error = _error_of(metrics, metric, diagnostics, metadata.get("stderr"))
+    if NO_PROGRAM in metadata:  # nothing was evaluated: OpenEvolve's reason is the error
+        error = f"no program: {as_text(metadata[NO_PROGRAM]) or 'OpenEvolve gave no reason'}"
     iteration = to_int(raw.get("iteration_found"))
     extra: dict[str, Any] = {"metrics": metrics}
     prompts = parse_structure(raw.get("prompts"))
@@ -139,4 +141,30 @@ def _from_trace(child: str, entry: dict[str, Any]) -> dict[str, Any]:
         "iteration_found": entry.get("iteration"), "generation": entry.get("generation"),
         "metadata": {"island": entry.get("island_id"), "changes": entry.get("child_changes_description")},
         "prompts": entry.get("prompt"), "recovered_from": "evolution_trace",
+    }
+
+
+#: the metadata key of an iteration that made no program (:func:`from_failure`): OpenEvolve's error
+NO_PROGRAM = "no_program"
+
+
+def no_program_id(iteration: int, phase: str | None = None) -> str:
+    """The node id of iteration ``iteration`` of a phase that made no program (one per iteration)."""
+    return f"no-program-{iteration}" if phase is None else f"no-program-{phase}-{iteration}"
+
+
+def from_failure(entry: dict[str, Any], parent: dict[str, Any], phase: str | None = None) -> dict[str, Any] | None:
+    """The program record of an iteration OpenEvolve logged as making no program (a line of its
+    failures log: an LLM answer without a usable change, ...), continuing ``parent`` (its record):
+    the parent's code, unchanged, no metrics, OpenEvolve's error under ``metadata.no_program``.
+    So replay charges the attempt, and a policy that continues it continues the parent's code.
+    None for a line that names no iteration or no parent (a timed-out or crashed worker's)."""
+    iteration, parent_id = to_int(entry.get("iteration")), to_id(entry.get("parent_id"))
+    if iteration is None or parent_id is None:
+        return None
+    return {
+        "id": no_program_id(iteration, phase), "parent_id": parent_id, "code": as_text(parent.get("code")) or "",
+        "language": parent.get("language") or "python", "generation": (to_int(parent.get("generation")) or 0) + 1,
+        "timestamp": to_float(entry.get("timestamp")), "iteration_found": iteration, "metrics": {},
+        "metadata": {"island": to_int(entry.get("island_id")), NO_PROGRAM: as_text(entry.get("error")) or ""},
     }

@@ -12,6 +12,9 @@ of its public classes; nothing is patched in place):
   artifacts are stored.
 * The ``island_selector`` hook places each iteration on its parent's island, so children land
   where OpenEvolve's own sampling would put them.
+* :class:`FailureLog` wraps the controller's evolution tracer: an iteration OpenEvolve logs as
+  making no program (an LLM answer without a usable change) becomes a failed node under the parent
+  it continued, as the importer reads OpenEvolve's failures log, so replay charges the attempt.
 * :class:`PolicyOpenEvolve`, an ``OpenEvolve`` subclass, replaces the controller's database with
   the subclass and overrides ``_run_evolution_with_checkpoints`` (the controller's evolution
   phase): per round it asks the policy for a batch of at most W selections (W =
@@ -50,6 +53,7 @@ from openevolve.controller import OpenEvolve
 from openevolve.database import Program as OEProgram
 from openevolve.database import ProgramDatabase
 
+from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM, from_failure
 from dream_gym.integrations.openevolve.state import METRIC, RunState
 
 
@@ -219,6 +223,9 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
         self.dream_state = state
         self.database = PolicyDatabase(self.config.database, state)
         self.evaluator.database = self.database
+        tracer: Any = getattr(self, "evolution_tracer", None)  # the run's config turns it on (include_failures)
+        if tracer is not None:
+            self.evolution_tracer = FailureLog(tracer, self.database)
 
     def _parent_island(self, _context: Any) -> int:
         """The ``island_selector`` hook: the island of the parent queued for this iteration."""
@@ -290,6 +297,34 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
         return iteration, completed, successful, last_saved
 
 
+class FailureLog:
+    """OpenEvolve's evolution tracer, which also records each iteration it logs as making no
+    program (an LLM answer with no usable change) as a failed node under the parent it continued,
+    after OpenEvolve has written the line (:func:`~dream_gym.datasets.importers.openevolve_programs.
+    from_failure`, as the importer reads that line). OpenEvolve logs them in the controller's loop,
+    in iteration order with the admitted programs. A worker that timed out or crashed names no
+    parent: no node, as in the import."""
+
+    def __init__(self, tracer: Any, database: PolicyDatabase):
+        self.tracer = tracer
+        self.database = database
+
+    def log_failure(self, iteration: int, error: str, parent_id: str | None = None, **fields: Any) -> None:
+        self.tracer.log_failure(iteration=iteration, error=error, parent_id=parent_id, **fields)
+        state = self.database.dream_state
+        parent = state._program(self.database, parent_id) if parent_id is not None else None
+        if parent is None:
+            return
+        entry = {"iteration": iteration, "parent_id": parent_id, "error": error,
+                 "island_id": fields.get("island_id"), "timestamp": time.time()}
+        raw = from_failure(entry, parent.to_dict())
+        if raw is not None:
+            state.made_no_program(OEProgram(**raw))
+
+    def __getattr__(self, name: str) -> Any:  # log_trace, flush_buffer, close, ...: the tracer's own
+        return getattr(self.tracer, name)
+
+
 class InOrderPool:
     """The controller's process pool, with a round's results handed over in iteration order.
 
@@ -343,6 +378,10 @@ def restore_database(database: Any, records: list[dict[str, Any]], state: RunSta
     try:
         for record in records:
             program = program_from_node(record)
+            if NO_PROGRAM in program.metadata:  # never in OpenEvolve's database, until continued
+                state.known[program.id] = program
+                database.last_iteration = max(database.last_iteration, program.iteration_found)
+                continue
             island = (record.get("openevolve") or {}).get("island")
             database.add(program, iteration=program.iteration_found,
                          target_island=None if island is None else int(island))

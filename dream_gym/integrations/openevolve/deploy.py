@@ -21,5 +21,5 @@ def run(request: DeployRequest) -> DeployResult:
         system="openevolve", version=result.openevolve, folder=result.folder, nodes=result.nodes,
         invalid=result.invalid, best_score=result.best_score, stopped_by=result.stopped_by, seconds=result.seconds,
         extra={"iterations": result.iterations, "rounds": result.rounds, "failed_iterations": result.failed_iterations,
-               "without_program": result.failed_iterations},
+               "without_program": result.unrecorded_iterations},
     )

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM
 from dream_gym.integrations import world_run
 from dream_gym.integrations.deploy import NATIVE_POLICY
 from dream_gym.integrations.openevolve.evaluator import (
@@ -79,7 +80,7 @@ class BridgeResult:
     nodes: int
     iterations: int
     rounds: int
-    failed_iterations: int
+    failed_iterations: int  # iterations that made no program (a failed node stands for those with a parent)
     invalid: int
     best_score: float | None
     stopped_by: str
@@ -87,6 +88,7 @@ class BridgeResult:
     openevolve: str
     restored_parents: int = 0
     batches: list[int] = field(default_factory=list)
+    unrecorded_iterations: int = 0  # iterations no node stands for (a worker that timed out or crashed)
 
     def summary(self) -> dict[str, Any]:
         data = asdict(self)
@@ -216,11 +218,13 @@ def iterations_of(records: list[dict[str, Any]]) -> int:
 
 
 def _result(folder: Path, records: list[dict[str, Any]], version: str, state: Any, started: float) -> BridgeResult:
-    # the iterations run, where the loop counted them: one whose LLM answer held no program leaves no
-    # node, so the world alone knows only up to its last program
+    # the iterations run, where the loop counted them: one of a worker that timed out or crashed
+    # leaves no node, so the world alone knows only up to its last node
     iterations_done = max(iterations_of(records), (state.iterations_run or 0) if state else 0)
+    programs = sum(1 for r in records[1:] if NO_PROGRAM not in ((r.get("openevolve") or {}).get("metadata") or {}))
     result = BridgeResult(
-        folder=folder, iterations=iterations_done, failed_iterations=max(0, iterations_done - (len(records) - 1)),
+        folder=folder, iterations=iterations_done, failed_iterations=max(0, iterations_done - programs),
+        unrecorded_iterations=max(0, iterations_done - (len(records) - 1)),
         stopped_by=state.stopped_by if state else "error", seconds=time.time() - started, openevolve=version,
         restored_parents=state.restored_parents if state else 0, batches=list(state.batches) if state else [],
         **world_run.record_counts(records),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dream_gym.datasets.importers.openevolve import _program as imported_program
+from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM
 from dream_gym.infrastructure.printable import printable
 from dream_gym.integrations.bridge_state import BridgeState, node_record
 
@@ -40,6 +41,16 @@ class RunState(BridgeState):
         self.flush()
         self.pending.append(program)
         self.known[program.id] = program
+
+    def made_no_program(self, program: Any) -> None:
+        """Record an iteration that made no program (``program``: the failed stand-in of
+        :func:`~dream_gym.datasets.importers.openevolve_programs.from_failure`, in iteration order
+        with the admitted programs); a policy that continues it gets its parent's code."""
+        if not self.recording or program.id in self.writer:
+            return
+        self.flush()
+        self.known[program.id] = program
+        self.writer.append(self.node_of(program))
 
     def flush(self) -> None:
         while self.pending:
@@ -87,9 +98,9 @@ class RunState(BridgeState):
         program = self._program(database, program_id)
         if program is None:
             raise RuntimeError(f"parent {program_id} is neither in the database nor recorded")
-        if program_id not in database.programs:  # dropped by MAP-Elites: the worker needs it
+        if program_id not in database.programs:  # dropped by MAP-Elites, or no program: the worker needs it
             database.programs[program_id] = program
-            self.restored_parents += 1
+            self.restored_parents += NO_PROGRAM not in program.metadata
         return program
 
     def _program(self, database: Any, program_id: str) -> Any:
