@@ -178,6 +178,43 @@ def test_a_shipped_model_picks_the_parents(tmp_path: Path) -> None:
     assert result.nodes >= 2 and load_world(out).meta["policy"] == "ppo-options-v"
 
 
+def snapshot_ids(out: Path) -> set[str]:
+    return {json.loads(p.read_text())["id"] for p in (out / "openevolve").glob("checkpoints/*/programs/*.json")}
+
+
+def test_the_import_rebuilds_an_initial_program_map_elites_dropped(tmp_path: Path) -> None:
+    """Once a better program takes its MAP-Elites cell, OpenEvolve drops the initial program from its
+    database, so no checkpoint holds it; the import rebuilds it from the evolution trace (the lines of
+    its children hold its code and metrics) and gives the world's tree."""
+    out = tmp_path / "world"
+    run_openevolve(BridgeConfig(task=TASK, out=out, policy="greedy", workers=2, iterations=16, seed=0))
+    records = nodes(out)
+    assert records[0]["id"] not in snapshot_ids(out)  # what this test is about
+    report = import_run("auto", out / "openevolve", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(records)
+    assert any("is in no snapshot: rebuilt from the evolution trace" in note for note in report.notes)
+
+
+def test_openevolves_own_sampling_records_the_children_of_migrant_copies(tmp_path: Path) -> None:
+    """With migration, OpenEvolve's own sampling also continues migrant copies (which are not
+    nodes): each such child is recorded under the program the copy copies, as the import places it."""
+    config = tmp_path / "config.yaml"
+    config.write_text("database:\n  num_islands: 2\n  migration_interval: 2\n  migration_rate: 0.5\n"
+                      "evaluator:\n  cascade_evaluation: false\n")
+    out = tmp_path / "world"
+    result = run_openevolve(BridgeConfig(task=TASK, out=out, policy="native", workers=2, iterations=16, seed=0,
+                                         config_path=config))
+    records = nodes(out)
+    assert len(records) == 17 and result.failed_iterations == 0  # every iteration's program is a node
+    by_id = {r["id"]: r for r in records}
+    trace = [json.loads(line) for line in (out / "openevolve" / "evolution_trace.jsonl").read_text().splitlines()]
+    of_copies = [line for line in trace if line["parent_id"] not in by_id]
+    assert of_copies  # OpenEvolve continued migrant copies
+    for line in of_copies:  # (a copy MAP-Elites dropped while its child was evaluated is traced without code)
+        original = by_id[by_id[line["child_id"]]["parent"]]
+        assert original["code"] == line.get("parent_code", original["code"])
+
+
 @pytest.mark.slow
 def test_openevolves_own_sampling_is_recorded_too(tmp_path: Path) -> None:
     out = tmp_path / "native"

@@ -43,7 +43,15 @@ from .openevolve_layout import (
     read_snapshots,
     read_traces,
 )
-from .openevolve_programs import LABEL, NO_PROGRAM, _from_trace, _program, from_failure, metrics_found
+from .openevolve_programs import (
+    LABEL,
+    NO_PROGRAM,
+    _from_trace,
+    _parent_from_trace,
+    _program,
+    from_failure,
+    metrics_found,
+)
 
 __all__ = ["find_program_files", "import_openevolve"]
 
@@ -95,6 +103,7 @@ def import_openevolve(
             raws[child] = _from_trace(child, entry)
             phase[child] = traces.phase[child]
             report.recovered += 1
+    _recover_root(raws, phase, traces, report)
     failures = read_failures(src)
     placed = _add_failures(raws, phase, failures)
     check_metric(src, metric, metrics_found(raws.values()))
@@ -130,6 +139,22 @@ def _note_traces(report: ImportReport, traces: Traces, snapshot_raws: dict[str, 
         f"in the snapshots (the snapshots win), {traces.bad_lines} unreadable line(s)"
     )
     report.notes.extend(traces.problems)
+
+
+def _recover_root(raws: dict[str, Any], phase: dict[str, str | None], traces: Traces, report: ImportReport) -> None:
+    """The initial program, when MAP-Elites dropped it from every snapshot (a better program took its
+    cell): rebuilt from the ``parent_*`` fields of the earliest trace line whose parent is in no
+    snapshot and never a child, as the trace-only import rebuilds it."""
+    if not traces.lines or any(to_id(raw.get("parent_id")) is None for raw in raws.values()):
+        return
+    lines = sorted(traces.lines.items(), key=lambda item: to_finite(item[1].get("timestamp")) or math.inf)
+    for child, entry in lines:
+        parent = to_id(entry.get("parent_id"))
+        if parent is not None and parent not in raws and entry.get("parent_code") is not None:
+            raws[parent], phase[parent] = _parent_from_trace(parent, entry), traces.phase[child]
+            report.recovered += 1
+            report.notes.append(f"the initial program ({parent}) is in no snapshot: rebuilt from the evolution trace")
+            return
 
 
 def _add_failures(raws: dict[str, Any], phase: dict[str, str | None],

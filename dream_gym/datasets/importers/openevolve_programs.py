@@ -144,6 +144,17 @@ def _from_trace(child: str, entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+
+def _parent_from_trace(parent: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A parent that is never a child, rebuilt from the first line that names it."""
+    stamp = to_float(entry.get("timestamp"))
+    return {
+        "id": parent, "parent_id": None, "code": entry.get("parent_code"), "metrics": entry.get("parent_metrics"),
+        "timestamp": None if stamp is None else stamp - 1e-6, "iteration_found": 0,
+        "changes_description": entry.get("parent_changes_description"), "recovered_from": "evolution_trace parent",
+    }
+
+
 #: the metadata key of an iteration that made no program (:func:`from_failure`): OpenEvolve's error
 NO_PROGRAM = "no_program"
 

@@ -20,17 +20,7 @@ from .base import DEFAULT_OPTIONS, ImportOptions, ImportReport, RunImportError, 
 from .coerce import to_float, to_id
 from .job import ImportJob
 from .openevolve_layout import read_traces
-from .openevolve_programs import LABEL, _from_trace, _program, metrics_found
-
-
-def _parent_raw(parent: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """A parent that is never a child, rebuilt from the first line that names it."""
-    stamp = to_float(entry.get("timestamp"))
-    return {
-        "id": parent, "parent_id": None, "code": entry.get("parent_code"), "metrics": entry.get("parent_metrics"),
-        "timestamp": None if stamp is None else stamp - 1e-6, "iteration_found": 0,
-        "changes_description": entry.get("parent_changes_description"), "recovered_from": "evolution_trace parent",
-    }
+from .openevolve_programs import LABEL, _from_trace, _parent_from_trace, _program, metrics_found
 
 
 def import_openevolve_trace(
@@ -54,7 +44,7 @@ def import_openevolve_trace(
     for entry in sorted(traces.lines.values(), key=lambda e: to_float(e.get("timestamp")) or math.inf):
         parent = to_id(entry.get("parent_id"))
         if parent is not None and parent not in raws:
-            raws[parent] = _parent_raw(parent, entry)
+            raws[parent] = _parent_from_trace(parent, entry)
     report.files_read = traces.files
     check_metric(src, metric, metrics_found(raws.values()))
     programs = [_program(raw, metric, None, traces.lines.get(node_id)) for node_id, raw in raws.items()]

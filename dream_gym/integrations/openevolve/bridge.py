@@ -177,6 +177,8 @@ class PolicyDatabase(ProgramDatabase):  # type: ignore[misc]
         if self.dream_state.recording and program.id not in self.programs:
             self._rename(program, iteration, target_island)
         admitted = super().add(program, iteration=iteration, target_island=target_island)
+        if admitted is not None and program.metadata.get("migrant") and program.parent_id is not None:
+            self.dream_state.copies[program.id] = program.parent_id
         if admitted is not None:
             self.dream_state.admitted(program)
         return admitted  # type: ignore[no-any-return]

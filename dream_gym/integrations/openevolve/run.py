@@ -136,7 +136,10 @@ def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_ke
     # and a program MAP-Elites then prunes is in no checkpoint either (the import would lack it)
     oe.evolution_trace.buffer_size = 1
     if config.policy != NATIVE_POLICY:  # nothing the policy saw may be pruned before it can choose it
-        oe.database.population_size = max(oe.database.population_size, config.iterations + 2)
+        # nor the initial program, which only the database holds: beside each program, migration
+        # adds at most one copy of it on every other island (a copy's code is never copied twice)
+        islands = max(1, int(oe.database.num_islands))
+        oe.database.population_size = max(oe.database.population_size, (config.iterations + 2) * islands)
     name = world_run.openai_name(model)
     llm = LLMModelConfig(name=name, api_base=api_base, api_key=api_key, weight=1.0,
                          timeout=oe.llm.timeout, retries=oe.llm.retries, retry_delay=oe.llm.retry_delay,

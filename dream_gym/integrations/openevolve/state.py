@@ -30,6 +30,7 @@ class RunState(BridgeState):
     slot_of: dict[int, int] = field(default_factory=dict)
     pending: list[Any] = field(default_factory=list)
     known: dict[str, Any] = field(default_factory=dict)  # every program recorded (to restore pruned parents)
+    copies: dict[str, str] = field(default_factory=dict)  # a migrant copy's id -> the program it copies
     recording: bool = True
     restored_parents: int = 0
     iterations_run: int | None = None  # the last iteration run, once the loop ends (None: not known)
@@ -67,7 +68,10 @@ class RunState(BridgeState):
             placement = {"round": (max(iteration, 1) - 1) // self.workers + 1}
         else:
             placement = {"round": self.round, "worker": self.slot_of.get(iteration, 0)}
-        record = node_record(parsed, parsed.parent, placement)
+        parent = parsed.parent
+        while parent in self.copies:  # OpenEvolve's sampling chose a migrant copy: its original, as the import
+            parent = self.copies[parent]
+        record = node_record(parsed, parent, placement)
         usage = program.metadata.get("token_usage") if isinstance(program.metadata, dict) else None
         if isinstance(usage, dict):
             record["cost"] = {"tokens_in": int(usage.get("prompt_tokens") or 0),
