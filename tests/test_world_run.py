@@ -204,13 +204,18 @@ def test_a_task_that_names_nothing_is_refused_before_the_world_folder_is_made(tm
 @pytest.mark.parametrize(("changed", "message"), [
     ({"workers": 4}, "workers 2, not 4"), ({"seed": 1}, "seed 0, not 1"), ({"beta": 1.0}, "beta 0.5, not 1.0"),
     ({"policy": "fixed"}, "policy 'greedy', not 'fixed'"),
+    ({"policy_params": {"patience": 4}}, "policy_params {'patience': 2}, not {'patience': 4}"),
+    ({"policy_params": {}}, "policy_params {'patience': 2}, not {}"),
 ])
 def test_resume_with_other_run_settings_is_refused(tmp_path: Path, changed: dict[str, object], message: str) -> None:
     """world.json would describe one run and the nodes after it another: the fidelity study, which
-    replays the recording policy at the recorded W, seed and beta, would replay the wrong one."""
+    replays the recording policy (with its parameters) at the recorded W, seed and beta, would
+    replay the wrong one."""
     out = tmp_path / "world"
-    first = DeployRequest(system="openevolve", task=TASK, out=out, policy="greedy", workers=2, seed=0, beta=0.5)
+    first = DeployRequest(system="openevolve", task=TASK, out=out, policy="greedy", workers=2, seed=0, beta=0.5,
+                          policy_params={"patience": 2})
     _new_world(first, "openevolve", {"id": "root", "parent": None, "score": 1.0, "round": 0})
+    assert json.loads((out / "world.json").read_text())["policy_params"] == {"patience": 2}  # replay needs them
     nodes_before = (out / "nodes.jsonl").read_bytes()
     same = DeployRequest(**{**vars(first), "resume": True})
     writer, *_ = open_world(same, "openevolve", write_task_files=_files, meta=_meta_of(same, "openevolve"))  # control

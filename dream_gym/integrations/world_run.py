@@ -173,8 +173,8 @@ TASK_FILE_KEYS = (("initial_program", "evaluator"), ("initial", "evaluate"), ("i
 def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     """Refuse to continue a world that another system (no ``section`` of its own in world.json,
     the section named as the system's output folder) or another task wrote, or with another W,
-    policy, seed or beta than it records: the run would append its programs to a tree they do not
-    belong to."""
+    policy, policy parameters, seed or beta than it records: the run would append its programs to a
+    tree they do not belong to."""
     from dream_gym.world.files import WORLD_FILE, loads_strict
     from dream_gym.world.writer import check_resumed_settings
 
@@ -187,8 +187,9 @@ def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     if not _same_task(task, recorded_task):
         raise ValueError(f"{folder} holds a run of --task {recorded_task}, not of --task {task}; --resume "
                          "continues a world with the task that made it (start another task in a new --out)")
-    check_resumed_settings(folder, recorded, {"workers": settings.workers, "policy": settings.policy,
-                                              "seed": settings.seed, "beta": settings.beta})
+    check_resumed_settings(folder, {"policy_params": {}, **recorded}, {
+        "workers": settings.workers, "policy": settings.policy, "policy_params": dict(settings.policy_params),
+        "seed": settings.seed, "beta": settings.beta})
     _check_root_scored(folder, recorded)
 
 
@@ -267,7 +268,9 @@ def world_meta(settings: RunSettings, task_name: str | None, initial: Path, *, f
         direction="maximize", workers=settings.workers, frontier=frontier, source=source, licence="CC-BY-4.0",
         policy=settings.policy,
         agent=settings.model or f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)",
-        seed=settings.seed, beta=settings.beta, metric="combined_score", command=settings.command, **own)
+        seed=settings.seed, beta=settings.beta, metric="combined_score", command=settings.command,
+        # what replaying the recording policy needs (dream_gym.fidelity), as grow records it
+        **({"policy_params": dict(settings.policy_params)} if settings.policy_params else {}), **own)
 
 
 def parents_by(settings: RunSettings, own: str) -> str:
