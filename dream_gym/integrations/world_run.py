@@ -263,14 +263,14 @@ def world_meta(settings: RunSettings, task_name: str | None, initial: Path, *, f
         description, direction = task.description, task.direction
     own: dict[str, Any] = {section: {"version": version, **run, "task_direction": direction, **files,
                                      **({"read": [str(p) for p in settings.read]} if settings.read else {})}}
+    if settings.policy_params:  # what replaying the recording policy needs (dream_gym.fidelity), as grow records it
+        own["policy_params"] = dict(settings.policy_params)
     return new_meta(
         settings.world_id or Path(settings.out).name, task_name or initial.parent.name, description,
         direction="maximize", workers=settings.workers, frontier=frontier, source=source, licence="CC-BY-4.0",
         policy=settings.policy,
         agent=settings.model or f"dream-gym serve-agent ({'built-in' if task_name else 'generic'} agent)",
-        seed=settings.seed, beta=settings.beta, metric="combined_score", command=settings.command,
-        # what replaying the recording policy needs (dream_gym.fidelity), as grow records it
-        **({"policy_params": dict(settings.policy_params)} if settings.policy_params else {}), **own)
+        seed=settings.seed, beta=settings.beta, metric="combined_score", command=settings.command, **own)
 
 
 def parents_by(settings: RunSettings, own: str) -> str:
