@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import uuid
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,34 @@ def test_evolution_trace_recovers_programs_pruned_from_every_snapshot(tmp_path):
     assert report.recovered == len(recovered) == len(lost_children) and report.orphans == 0 and not report.warnings
     assert any("1 unreadable line" in n for n in report.notes)
     assert all(r["code"] == run.programs[r["id"]].code for r in recovered)
+
+
+def test_a_migrant_copy_no_snapshot_holds_is_placed_from_its_childs_trace_line(tmp_path):
+    """OpenEvolve 0.4 names a migrant copy with a fresh uuid4 and may continue it; once MAP-Elites
+    drops the copy, only its child's trace line (the parent's code and metrics) says what it was:
+    the child hangs from the one program with that code and metrics, not under the root."""
+    run = write_resumed_run(tmp_path / "run", iterations=(30,), resume_at=())
+    copy = next(p for p in run.programs.values() if p.migrant and not run.programs[p.parent].migrant)
+    child = next(c for c in run.programs.values() if c.parent is not None and not c.migrant
+                 and c.id in run.snapshotted and c.iteration > copy.iteration)
+    renamed = str(uuid.UUID(int=1))  # what OpenEvolve 0.4 calls a copy; the child continued it
+    for path in run.folder.rglob("programs/*.json"):
+        record = json.loads(path.read_text())
+        if record["id"] == copy.id:
+            path.unlink()
+        elif record["id"] == child.id:
+            path.write_text(json.dumps({**record, "parent_id": renamed}))
+    line = {"iteration": child.iteration, "timestamp": child.timestamp, "parent_id": renamed, "child_id": child.id,
+            "parent_code": copy.code, "parent_metrics": copy.metrics, "child_code": child.code,
+            "child_metrics": child.metrics}
+    (run.phase_dirs[0] / "evolution_trace.jsonl").write_text(json.dumps(line) + "\n")
+    report = import_openevolve(run.folder, tmp_path / "w")
+    placed = {r["id"]: r for r in load_world(tmp_path / "w").records}[child.id]
+    assert placed["parent"] == copy.parent and not placed.get("orphan") and report.orphans == 0
+    assert any("1 migrant copy(ies) in no snapshot" in note for note in report.notes)
+    (run.phase_dirs[0] / "evolution_trace.jsonl").write_text(json.dumps({**line, "parent_code": "other"}) + "\n")
+    with pytest.warns(OrphanWarning):  # matching no program, the copy stays unknown: its child is an orphan
+        assert import_openevolve(run.folder, tmp_path / "w2").orphans == 1
 
 
 def test_failure_logs_are_counted_plain_gzipped_and_cut_short(tmp_path):

@@ -19,6 +19,7 @@ iteration and timestamp are kept on each node; evaluator artifacts go to ``diagn
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections import Counter
@@ -47,10 +48,12 @@ from .openevolve_programs import (
     LABEL,
     NO_PROGRAM,
     _from_trace,
+    _metrics_of,
     _parent_from_trace,
     _program,
     from_failure,
     metrics_found,
+    migrant_copy_of,
 )
 
 __all__ = ["find_program_files", "import_openevolve"]
@@ -104,6 +107,7 @@ def import_openevolve(
             phase[child] = traces.phase[child]
             report.recovered += 1
     _recover_root(raws, phase, traces, report)
+    _recover_copies(raws, phase, traces, report)
     failures = read_failures(src)
     placed = _add_failures(raws, phase, failures)
     check_metric(src, metric, metrics_found(raws.values()))
@@ -155,6 +159,38 @@ def _recover_root(raws: dict[str, Any], phase: dict[str, str | None], traces: Tr
             report.recovered += 1
             report.notes.append(f"the initial program ({parent}) is in no snapshot: rebuilt from the evolution trace")
             return
+
+
+def _recover_copies(raws: dict[str, Any], phase: dict[str, str | None], traces: Traces,
+                    report: ImportReport) -> None:
+    """The migrant copies MAP-Elites dropped from every snapshot whose children the trace holds (the
+    trace names no copy, and OpenEvolve's sampling continues copies): each placed as a copy of the
+    one program whose code and metrics its children's lines give for it, so that its children
+    hang from that program instead of being orphans. A copy that matches no program, or several,
+    stays unknown."""
+    originals: dict[tuple[str, str], list[str]] = {}
+    for node_id, raw in raws.items():
+        if raw.get("code") is not None and not migrant_copy_of(node_id, as_dict(raw.get("metadata")), "x"):
+            originals.setdefault(_code_and_metrics(raw.get("code"), raw), []).append(node_id)
+    placed = 0
+    for child, entry in traces.lines.items():
+        copy = to_id(entry.get("parent_id"))
+        if copy is None or copy in raws or entry.get("parent_code") is None:
+            continue
+        same = originals.get(_code_and_metrics(entry["parent_code"], {"metrics": entry.get("parent_metrics")}), [])
+        if len(same) == 1:
+            raws[copy] = {"id": copy, "parent_id": same[0], "code": entry["parent_code"],
+                          "metrics": entry.get("parent_metrics"), "iteration_found": raws[same[0]].get("iteration_found"),
+                          "metadata": {"migrant": True, "island": entry.get("island_id")}}
+            phase[copy] = traces.phase[child]
+            placed += 1
+    if placed:
+        report.notes.append(f"{placed} migrant copy(ies) in no snapshot, named by their children's trace lines: each "
+                            "placed as a copy of the one program with its code and metrics")
+
+
+def _code_and_metrics(code: Any, raw: dict[str, Any]) -> tuple[str, str]:
+    return str(code), json.dumps(_metrics_of(raw), sort_keys=True, default=str)
 
 
 def _add_failures(raws: dict[str, Any], phase: dict[str, str | None],
