@@ -297,6 +297,7 @@ def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Pa
     summary = json.loads((out / "run_summary.json").read_text())
     assert (summary["iterations"], summary["failed_iterations"], summary["unrecorded_iterations"]) == (3, 1, 0)
     assert "made no program" not in done.stderr  # every proposal stands in the world
+    assert "None of the 1 iterations produced a candidate program" not in done.stderr  # (a round's, not the run's)
     report = import_run("auto", out / "openevolve", tmp_path / "imported")
     assert tree(nodes(tmp_path / "imported")) == tree(records)
     assert any(note.startswith("evolution_trace_failures.jsonl: 1 iteration(s) made no program; 1 stand as failed")

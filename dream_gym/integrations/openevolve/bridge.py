@@ -42,6 +42,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -248,9 +249,12 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
             state.flush()
             return
         pool = controller.executor = InOrderPool(controller.executor)
+        oe_log = logging.getLogger("openevolve.process_parallel")
+        oe_log.addFilter(_per_round_verdict)
         try:
             iteration, completed, successful, last_saved = await self._rounds(iteration, end, target_score, pool)
         finally:
+            oe_log.removeFilter(_per_round_verdict)
             if controller.executor is pool:
                 controller.executor = pool.executor
         final = state.iterations_run = iteration - 1
@@ -325,6 +329,14 @@ class FailureLog:
 
     def __getattr__(self, name: str) -> Any:  # log_trace, flush_buffer, close, ...: the tracer's own
         return getattr(self.tracer, name)
+
+
+def _per_round_verdict(record: logging.LogRecord) -> bool:
+    """Drop OpenEvolve's "None of the N iterations produced a candidate program" error: it ends each
+    ``run_evolution`` call, which the bridge makes once a round, so it would call a round whose
+    answers held no program a failed run. The run's own verdict (every round made nothing) is the
+    controller's, at the end."""
+    return not str(record.msg).startswith("❌ None of the")
 
 
 class InOrderPool:
