@@ -185,9 +185,15 @@ def snapshot_ids(out: Path) -> set[str]:
 def test_the_import_rebuilds_an_initial_program_map_elites_dropped(tmp_path: Path) -> None:
     """Once a better program takes its MAP-Elites cell, OpenEvolve drops the initial program from its
     database, so no checkpoint holds it; the import rebuilds it from the evolution trace (the lines of
-    its children hold its code and metrics) and gives the world's tree."""
+    its children hold its code and metrics) and gives the world's tree. The bridge writes that trace
+    where and as the import reads it, whatever a given config asks."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"evolution_trace:\n  format: json\n  output_path: {tmp_path / 'elsewhere.json'}\n"
+                      "evaluator:\n  cascade_evaluation: false\n")
     out = tmp_path / "world"
-    run_openevolve(BridgeConfig(task=TASK, out=out, policy="greedy", workers=2, iterations=16, seed=0))
+    run_openevolve(BridgeConfig(task=TASK, out=out, policy="greedy", workers=2, iterations=16, seed=0,
+                                config_path=config))
+    assert not (tmp_path / "elsewhere.json").exists()
     records = nodes(out)
     assert records[0]["id"] not in snapshot_ids(out)  # what this test is about
     report = import_run("auto", out / "openevolve", tmp_path / "imported")

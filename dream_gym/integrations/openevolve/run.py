@@ -129,7 +129,10 @@ def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_ke
     oe.checkpoint_interval = config.checkpoint_interval
     oe.evaluator.parallel_evaluations = config.workers
     oe.max_code_length = max(oe.max_code_length, 100_000)
+    # the trace as the import reads it: JSON lines in the output folder, whatever the config says
     oe.evolution_trace.enabled = True
+    oe.evolution_trace.format = "jsonl"
+    oe.evolution_trace.output_path = None
     oe.evolution_trace.include_code = True
     oe.evolution_trace.include_failures = True
     # each program's line written as OpenEvolve traces it: a buffered line dies with a killed run,
