@@ -201,6 +201,29 @@ def test_the_import_rebuilds_an_initial_program_map_elites_dropped(tmp_path: Pat
     assert any("is in no snapshot: rebuilt from the evolution trace" in note for note in report.notes)
 
 
+def test_a_config_cannot_give_the_run_another_database_or_write_outside_out(tmp_path: Path) -> None:
+    """A config whose db_path names an existing OpenEvolve database made OpenEvolve load it: the
+    run began past its budget and wrote an empty world. Large artifacts went to ./artifacts."""
+    earlier = tmp_path / "earlier"
+    run_openevolve(BridgeConfig(task=TASK, out=earlier, policy="greedy", workers=2, iterations=4, seed=0))
+    database = max((earlier / "openevolve" / "checkpoints").iterdir())
+    config = tmp_path / "config.yaml"
+    config.write_text(f"database:\n  db_path: {database}\n  artifact_size_threshold: 100\n"
+                      "evaluator:\n  cascade_evaluation: false\n")
+    here = tmp_path / "cwd"
+    here.mkdir()
+    out = tmp_path / "world"
+    done = subprocess.run([sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK,
+                           "--policy", "greedy", "--policy-arg", "patience=100", "-W", "2", "--budget", "3",
+                           "--out", str(out), "--option", f"config_path={config}"],
+                          capture_output=True, text=True, cwd=here, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(nodes(out)) == 4 and not list(here.iterdir())
+    assert any((out / "openevolve" / "artifacts").iterdir())  # the diagnostics, past the threshold
+    import_run("auto", out / "openevolve", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(nodes(out))
+
+
 def test_openevolves_own_sampling_records_the_children_of_migrant_copies(tmp_path: Path) -> None:
     """With migration, OpenEvolve's own sampling also continues migrant copies (which are not
     nodes): each such child is recorded under the program the copy copies, where the import of

@@ -124,6 +124,11 @@ def openevolve_config(config: BridgeConfig, *, model: str, api_base: str, api_ke
         oe.log_level = config.log_level
         oe.evaluator.cascade_evaluation = False  # the evaluator files define evaluate() only
     oe.max_iterations = config.iterations
+    # the run's database is the world's (resume rebuilds it from the nodes): none loaded from
+    # elsewhere, and evaluator artifacts too large to keep inline go under the output folder, not
+    # the current directory
+    oe.database.db_path = None
+    oe.database.artifacts_base_path = str(Path(config.out) / OUTPUT_DIR / "artifacts")
     oe.random_seed = config.seed
     oe.database.random_seed = config.seed
     oe.checkpoint_interval = config.checkpoint_interval
