@@ -52,8 +52,8 @@ from .openevolve_programs import (
     _parent_from_trace,
     _program,
     from_failure,
+    is_migrant,
     metrics_found,
-    migrant_copy_of,
 )
 
 __all__ = ["find_program_files", "import_openevolve"]
@@ -170,7 +170,7 @@ def _recover_copies(raws: dict[str, Any], phase: dict[str, str | None], traces: 
     stays unknown."""
     originals: dict[tuple[str, str], list[str]] = {}
     for node_id, raw in raws.items():
-        if raw.get("code") is not None and not migrant_copy_of(node_id, as_dict(raw.get("metadata")), "x"):
+        if raw.get("code") is not None and not is_migrant(node_id, as_dict(raw.get("metadata"))):
             originals.setdefault(_code_and_metrics(raw.get("code"), raw), []).append(node_id)
     placed = 0
     for child, entry in traces.lines.items():

@@ -31,11 +31,14 @@ def metrics_found(raws: Iterable[dict[str, Any]]) -> list[str]:
     return sorted({name for raw in raws for name in _metrics_of(raw)})
 
 
+def is_migrant(node_id: str, metadata: dict[str, Any]) -> bool:
+    """Whether a program is an OpenEvolve migrant copy (flagged in its metadata, or named ``..._migrant_...``)."""
+    return bool(to_bool(metadata.get("migrant", False))) or "_migrant_" in node_id
+
+
 def migrant_copy_of(node_id: str, metadata: dict[str, Any], parent: str | None) -> str | None:
-    """The program an OpenEvolve migrant (flagged in its metadata, or named ``..._migrant_...``) copies:
-    its parent; None for a program that is not a migrant."""
-    migrant = to_bool(metadata.get("migrant", False)) or "_migrant_" in node_id
-    return parent if migrant else None
+    """The program an OpenEvolve migrant copies: its parent; None for a program that is not a migrant."""
+    return parent if is_migrant(node_id, metadata) else None
 
 
 def _reports_error(metrics: dict[str, Any], value: float | None) -> bool:
@@ -142,7 +145,6 @@ def _from_trace(child: str, entry: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"island": entry.get("island_id"), "changes": entry.get("child_changes_description")},
         "prompts": entry.get("prompt"), "recovered_from": "evolution_trace",
     }
-
 
 
 def _parent_from_trace(parent: str, entry: dict[str, Any]) -> dict[str, Any]:

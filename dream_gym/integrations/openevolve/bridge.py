@@ -318,7 +318,7 @@ class FailureLog:
     def log_failure(self, iteration: int, error: str, parent_id: str | None = None, **fields: Any) -> None:
         self.tracer.log_failure(iteration=iteration, error=error, parent_id=parent_id, **fields)
         state = self.database.dream_state
-        parent = state._program(self.database, parent_id) if parent_id is not None else None
+        parent = state.program_of(self.database, parent_id) if parent_id is not None else None
         if parent is None:
             return
         entry = {"iteration": iteration, "parent_id": parent_id, "error": error,

@@ -91,7 +91,7 @@ class RunState(BridgeState):
         return ids
 
     def next_parent_island(self, database: Any) -> int:
-        program = self._program(database, self.queue[0]) if self.queue else None
+        program = self.program_of(database, self.queue[0]) if self.queue else None
         island = program.metadata.get("island", 0) if program is not None else 0
         return int(island or 0) % len(database.islands)
 
@@ -99,7 +99,7 @@ class RunState(BridgeState):
         if not self.queue:
             raise RuntimeError("the controller asked for more parents than the policy chose")
         program_id = self.queue.popleft()
-        program = self._program(database, program_id)
+        program = self.program_of(database, program_id)
         if program is None:
             raise RuntimeError(f"parent {program_id} is neither in the database nor recorded")
         if program_id not in database.programs:  # dropped by MAP-Elites, or no program: the worker needs it
@@ -107,7 +107,8 @@ class RunState(BridgeState):
             self.restored_parents += NO_PROGRAM not in program.metadata
         return program
 
-    def _program(self, database: Any, program_id: str) -> Any:
+    def program_of(self, database: Any, program_id: str) -> Any:
+        """The program of an id: OpenEvolve's database holds it, or the run recorded it."""
         return database.programs.get(program_id) or self.known.get(program_id)
 
 
