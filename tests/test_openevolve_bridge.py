@@ -323,6 +323,7 @@ def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Pa
     assert len(programs) == 2 and all(p["score"] is not None for p in programs)
     assert (failed["parent"], failed["score"], failed["round"]) == (root["id"], None, 1)
     assert failed["code"] == root["code"] and failed["error"].startswith("no program: No valid diffs found")
+    assert failed["cost"]["tokens_in"] > 0  # the LLM call it spent
     summary = json.loads((out / "run_summary.json").read_text())
     assert (summary["iterations"], summary["failed_iterations"], summary["unrecorded_iterations"]) == (3, 1, 0)
     assert "made no program" not in done.stderr  # every proposal stands in the world

@@ -179,5 +179,6 @@ def from_failure(entry: dict[str, Any], parent: dict[str, Any], phase: str | Non
         "id": no_program_id(iteration, phase), "parent_id": parent_id, "code": as_text(parent.get("code")) or "",
         "language": parent.get("language") or "python", "generation": (to_int(parent.get("generation")) or 0) + 1,
         "timestamp": to_float(entry.get("timestamp")), "iteration_found": iteration, "metrics": {},
-        "metadata": {"island": to_int(entry.get("island_id")), NO_PROGRAM: as_text(entry.get("error")) or ""},
+        "metadata": {"island": to_int(entry.get("island_id")), NO_PROGRAM: as_text(entry.get("error")) or "",
+                     **({"token_usage": entry["token_usage"]} if isinstance(entry.get("token_usage"), dict) else {})},
     }

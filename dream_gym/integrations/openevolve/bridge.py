@@ -321,8 +321,8 @@ class FailureLog:
         parent = state.program_of(self.database, parent_id) if parent_id is not None else None
         if parent is None:
             return
-        entry = {"iteration": iteration, "parent_id": parent_id, "error": error,
-                 "island_id": fields.get("island_id"), "timestamp": time.time()}
+        entry = {"iteration": iteration, "parent_id": parent_id, "error": error, "island_id": fields.get("island_id"),
+                 "token_usage": fields.get("token_usage"), "timestamp": time.time()}
         raw = from_failure(entry, parent.to_dict())
         if raw is not None:
             state.made_no_program(OEProgram(**raw))
