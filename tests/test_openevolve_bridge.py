@@ -201,12 +201,11 @@ def test_the_import_rebuilds_an_initial_program_map_elites_dropped(tmp_path: Pat
     assert any("is in no snapshot: rebuilt from the evolution trace" in note for note in report.notes)
 
 
-def test_a_config_cannot_give_the_run_another_database_or_write_outside_out(tmp_path: Path) -> None:
+def test_a_config_cannot_give_the_run_another_database_or_write_outside_out(policy_run: tuple[Path, object],
+                                                                          tmp_path: Path) -> None:
     """A config whose db_path names an existing OpenEvolve database made OpenEvolve load it: the
     run began past its budget and wrote an empty world. Large artifacts went to ./artifacts."""
-    earlier = tmp_path / "earlier"
-    run_openevolve(BridgeConfig(task=TASK, out=earlier, policy="greedy", workers=2, iterations=4, seed=0))
-    database = max((earlier / "openevolve" / "checkpoints").iterdir())
+    database = max((policy_run[0] / "openevolve" / "checkpoints").iterdir())  # an earlier run's database
     config = tmp_path / "config.yaml"
     config.write_text(f"database:\n  db_path: {database}\n  artifact_size_threshold: 100\n"
                       "evaluator:\n  cascade_evaluation: false\n")
