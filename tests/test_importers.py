@@ -188,6 +188,32 @@ def test_a_migrant_copy_no_snapshot_holds_is_placed_from_its_childs_trace_line(t
         assert import_openevolve(run.folder, tmp_path / "w2").orphans == 1
 
 
+def test_the_trace_alone_reads_the_failures_log_beside_it(tmp_path):
+    """A trace file imported alone (a run killed before its first checkpoint) takes the failures log
+    OpenEvolve writes beside it: an iteration without a program hangs under the program it
+    continued, also when a later child continued it (the trace names it only as that child's parent)."""
+    from openevolve.utils.trace_export_utils import append_trace_jsonl
+
+    def line(iteration, parent, child, parent_code, parent_metrics, code, score):
+        return {"iteration": iteration, "timestamp": 1000.0 + iteration, "parent_id": parent, "child_id": child,
+                "parent_code": parent_code, "parent_metrics": parent_metrics, "child_code": code,
+                "child_metrics": {"combined_score": score}}
+
+    trace = tmp_path / "run" / "evolution_trace.jsonl"
+    trace.parent.mkdir()
+    lines = [line(1, "root", "a", "x = 0", {"combined_score": 1.0}, "x = 1", 1.5),
+             line(3, "no-program-2", "b", "x = 1", {}, "x = 2", 2.0)]
+    trace.write_text("".join(json.dumps(entry) + "\n" for entry in lines))
+    append_trace_jsonl({"iteration": 2, "timestamp": 1002.0, "error": "No valid diffs found in response",
+                        "parent_id": "a", "island_id": 0}, trace.with_name("evolution_trace_failures.jsonl"))
+    report = import_run("auto", trace, tmp_path / "w")
+    records = {r["id"]: r for r in load_world(tmp_path / "w").records}
+    assert {i: r["parent"] for i, r in records.items()} == {"root": None, "a": "root", "no-program-2": "a",
+                                                            "b": "no-program-2"}
+    assert records["no-program-2"]["code"] == "x = 1" and records["no-program-2"]["score"] is None
+    assert any("1 parent(s) that are never a child" in note for note in report.notes)
+
+
 def test_failure_logs_are_counted_plain_gzipped_and_cut_short(tmp_path):
     """OpenEvolve's log of iterations that made no program, written by OpenEvolve's own writer: a
     phase's ``compress``-ed log whose last gzip member was cut off (a killed run) still counts its

@@ -331,6 +331,9 @@ def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Pa
     assert tree(nodes(tmp_path / "imported")) == tree(records)
     assert any(note.startswith("evolution_trace_failures.jsonl: 1 iteration(s) made no program; 1 stand as failed")
                and "No valid diffs found in response" in note for note in report.notes), report.notes
+    # the trace alone (a run killed before its first checkpoint) reads the failures log beside it
+    import_run("auto", out / "openevolve" / "evolution_trace.jsonl", tmp_path / "from_trace")
+    assert tree(nodes(tmp_path / "from_trace")) == tree(records)
 
 
 def test_a_policy_continues_a_node_without_program_after_a_resume(tmp_path: Path) -> None:

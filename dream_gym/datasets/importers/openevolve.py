@@ -22,23 +22,19 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.printable import printable
-
 from .base import DEFAULT_OPTIONS, Importer, ImportOptions, ImportReport, NotARunError, Program, check_metric
-from .coerce import as_dict, to_finite, to_id, to_int
+from .coerce import as_dict, to_finite, to_id
 from .job import ImportJob
+from .openevolve_failures import add_failures, note_failures, read_failures
 from .openevolve_layout import (
-    FAILURES_NAME,
     TRACE_NAMES,
     Traces,
     find_program_files,
     is_trace_file,
     note_run_best,
-    read_failures,
     read_llm_calls,
     read_resume_record,
     read_snapshots,
@@ -46,12 +42,10 @@ from .openevolve_layout import (
 )
 from .openevolve_programs import (
     LABEL,
-    NO_PROGRAM,
     _from_trace,
     _metrics_of,
     _parent_from_trace,
     _program,
-    from_failure,
     is_migrant,
     metrics_found,
 )
@@ -109,7 +103,7 @@ def import_openevolve(
     _recover_root(raws, phase, traces, report)
     _recover_copies(raws, phase, traces, report)
     failures = read_failures(src)
-    placed = _add_failures(raws, phase, failures)
+    placed = add_failures(raws, phase, failures)
     check_metric(src, metric, metrics_found(raws.values()))
     programs = [_program(raw, metric, phase[node_id], traces.lines.get(node_id)) for node_id, raw in raws.items()]
     resume_records = {ph: read_resume_record(src, ph) for ph in {p.phase for p in programs} if ph is not None}
@@ -118,7 +112,7 @@ def import_openevolve(
             p.started_from, p.start_code = resume_records[p.phase]
     _number_rounds(programs)
     _note_traces(report, traces, snapshots.raws)
-    _note_failures(report, failures, placed)
+    note_failures(report, failures, placed)
     _note_llm_calls(src, report, programs)
     records = job.build(programs)
     if report.dangling and not traces.files:  # what the user can change for the next run
@@ -191,44 +185,6 @@ def _recover_copies(raws: dict[str, Any], phase: dict[str, str | None], traces: 
 
 def _code_and_metrics(code: Any, raw: dict[str, Any]) -> tuple[str, str]:
     return str(code), json.dumps(_metrics_of(raw), sort_keys=True, default=str)
-
-
-def _add_failures(raws: dict[str, Any], phase: dict[str, str | None],
-                  failures: list[tuple[str | None, dict[str, Any]]]) -> int:
-    """Add a failed node (:func:`from_failure`) for each logged iteration that made no program and
-    names its parent; the number of logged iterations that stand in the record as nodes. A line for
-    an iteration of which the phase holds a program is an attempt a killed run made before its
-    resume ran the iteration again: no node."""
-    with_program = {(phase[i], to_int(raw.get("iteration_found"))) for i, raw in raws.items()
-                    if NO_PROGRAM not in as_dict(raw.get("metadata"))}
-    placed = 0
-    for ph, entry in failures:
-        parent = raws.get(to_id(entry.get("parent_id")) or "")
-        raw = None if parent is None else from_failure(entry, parent, ph)
-        if raw is None:
-            continue
-        if raw["id"] not in raws:  # else a policy continued it: OpenEvolve's database holds it
-            if (ph, raw["iteration_found"]) in with_program:
-                continue
-            raws[raw["id"]], phase[raw["id"]] = raw, ph
-        placed += 1
-    return placed
-
-
-def _note_failures(report: ImportReport, failures: list[tuple[str | None, dict[str, Any]]], placed: int) -> None:
-    """Count OpenEvolve's log of the iterations that made no program (``include_failures`` of its
-    evolution trace), and the ones no node stands for."""
-    if not failures:
-        return
-    errors = [str(entry.get("error") or "") for _, entry in failures]
-    common, count = Counter(errors).most_common(1)[0]
-    unplaced = len(failures) - placed
-    report.notes.append(
-        f"{FAILURES_NAME}: {len(failures)} iteration(s) made no program; {placed} stand as failed nodes under "
-        "the program each continued (its code unchanged), so replay charges them"
-        + (f"; {unplaced} name no parent the record holds, or were run again (no node: replay charges none of "
-           "them)" if unplaced else "")
-        + f"; the most common error ({count}): {printable(common, 120) or '(none given, or an unreadable line)'}")
 
 
 def _note_llm_calls(src: Path, report: ImportReport, programs: list[Program]) -> None:

@@ -38,8 +38,6 @@ from .coerce import to_id
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
 TRACE_NAMES = ("evolution_trace.jsonl", "evolution_trace.jsonl.gz")
-#: OpenEvolve's log of the iterations that made no program (its evolution trace's include_failures)
-FAILURES_NAME = "evolution_trace_failures.jsonl"
 
 
 def _checkpoint_numbers(parts: tuple[str, ...]) -> list[float]:
@@ -176,12 +174,17 @@ def read_traces(src: Path) -> Traces:
     return traces
 
 
-def _log_entries(src: Path, name: str) -> list[tuple[Path, Any]]:
+def log_entries(src: Path, name: str) -> list[tuple[Path, Any]]:
     """Each non-blank line of every file ``name`` or ``name.gz`` (OpenEvolve's ``compress``) below
-    ``src``, with its file: a side log of the run, read leniently. A line that is not JSON is None;
-    a file that cannot be read, or the rest of a truncated ``.gz``, is passed over."""
+    ``src``, with its file: a side log of the run, read leniently (:func:`log_lines`)."""
+    return log_lines(sorted(p for n in (name, name + ".gz") for p in src.rglob(n)) if src.is_dir() else [])
+
+
+def log_lines(paths: list[Path]) -> list[tuple[Path, Any]]:
+    """Each non-blank line of the files ``paths`` (``.gz`` ones decompressed), with its file. A line
+    that is not JSON is None; a file that cannot be read, or the rest of a truncated ``.gz``, is
+    passed over."""
     entries: list[tuple[Path, Any]] = []
-    paths = sorted(p for n in (name, name + ".gz") for p in src.rglob(n)) if src.is_dir() else []
     for path in paths:
         opener: Any = gzip.open if path.suffix == ".gz" else open
         try:
@@ -198,7 +201,7 @@ def _log_entries(src: Path, name: str) -> list[tuple[Path, Any]]:
 
 def read_llm_calls(src: Path) -> list[dict[str, Any]]:
     """Noema's ``llm_calls.jsonl`` (one line per LLM call: ``call_id``, ``cost``, tokens), if any."""
-    return [entry for _, entry in _log_entries(src, "llm_calls.jsonl") if isinstance(entry, dict)]
+    return [entry for _, entry in log_entries(src, "llm_calls.jsonl") if isinstance(entry, dict)]
 
 
 def read_run_best(src: Path, metric: str) -> tuple[Path, str | None, float | None] | None:
@@ -230,13 +233,6 @@ def note_run_best(src: Path, report: ImportReport, metric: str, *, why: str = ""
 
 
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
-
-
-def read_failures(src: Path) -> list[tuple[str | None, dict[str, Any]]]:
-    """Each iteration OpenEvolve logged as making no program, in every failures file below ``src``,
-    with the phase that wrote it (an unreadable line counts, as an empty entry)."""
-    return [(phase_of(src, path, skip=1), entry if isinstance(entry, dict) else {})
-            for path, entry in _log_entries(src, FAILURES_NAME)]
 
 
 def is_trace_file(path: str | os.PathLike[str]) -> bool:

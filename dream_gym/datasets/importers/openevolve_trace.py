@@ -19,8 +19,9 @@ from typing import Any
 from .base import DEFAULT_OPTIONS, ImportOptions, ImportReport, RunImportError, check_metric
 from .coerce import to_float, to_id
 from .job import ImportJob
+from .openevolve_failures import add_failures, failures_beside, note_failures
 from .openevolve_layout import read_traces
-from .openevolve_programs import LABEL, _from_trace, _parent_from_trace, _program, metrics_found
+from .openevolve_programs import LABEL, _from_trace, _parent_from_trace, _program, from_failure, metrics_found
 
 
 def import_openevolve_trace(
@@ -45,15 +46,24 @@ def import_openevolve_trace(
         parent = to_id(entry.get("parent_id"))
         if parent is not None and parent not in raws:
             raws[parent] = _parent_from_trace(parent, entry)
+    rebuilt = len(raws) - len(traces.lines)
+    failures = failures_beside(src)
+    for _, entry in failures:  # a continued iteration without a program is that, not a parent without one
+        made = from_failure(entry, {})
+        if made is not None and raws.get(made["id"], {}).get("recovered_from") == "evolution_trace parent":
+            del raws[made["id"]]
+            rebuilt -= 1
+    placed = add_failures(raws, dict.fromkeys(raws), failures)
     report.files_read = traces.files
     check_metric(src, metric, metrics_found(raws.values()))
     programs = [_program(raw, metric, None, traces.lines.get(node_id)) for node_id, raw in raws.items()]
     missing_code = sum(1 for p in programs if p.code is None)
     report.notes.append(
-        f"evolution trace only: {len(traces.lines)} children, {len(raws) - len(traces.lines)} parent(s) that are never "
+        f"evolution trace only: {len(traces.lines)} children, {rebuilt} parent(s) that are never "
         f"a child rebuilt from the lines naming them, {traces.bad_lines} unreadable line(s)"
         + (f"; {missing_code} program(s) without code (the tracer's include_code was off)" if missing_code else "")
     )
+    note_failures(report, failures, placed)
     report.notes.extend(traces.problems)
     return job.write(job.build(programs), source_path=src, run_name=src.name.split(".")[0])
 
