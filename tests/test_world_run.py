@@ -227,6 +227,23 @@ def test_resume_with_other_run_settings_is_refused(tmp_path: Path, changed: dict
     assert (out / "nodes.jsonl").read_bytes() == nodes_before
 
 
+def test_a_world_written_before_policy_parameters_were_recorded_resumes_with_them(tmp_path: Path) -> None:
+    """Such a world.json has no policy_params (a world now records them, {} included): nothing to compare."""
+    out = tmp_path / "world"
+    first = DeployRequest(system="openevolve", task=TASK, out=out, policy="greedy", policy_params={"patience": 2})
+    _new_world(first, "openevolve", {"id": "root", "parent": None, "score": 1.0, "round": 0})
+    meta = json.loads((out / "world.json").read_text())
+    del meta["policy_params"]
+    (out / "world.json").write_text(json.dumps(meta))
+    again = DeployRequest(**{**vars(first), "resume": True})
+    writer, *_ = open_world(again, "openevolve", write_task_files=_files, meta=_meta_of(again, "openevolve"))
+    writer.close()
+    unset = tmp_path / "unset"
+    _new_world(DeployRequest(system="openevolve", task=TASK, out=unset, policy="greedy"), "openevolve",
+               {"id": "root", "parent": None, "score": 1.0, "round": 0})
+    assert json.loads((unset / "world.json").read_text())["policy_params"] == {}
+
+
 def _closed_port() -> int:
     """A port on 127.0.0.1 that nothing listens on (bound, then closed)."""
     import socket

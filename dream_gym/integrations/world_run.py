@@ -187,7 +187,7 @@ def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     if not _same_task(task, recorded_task):
         raise ValueError(f"{folder} holds a run of --task {recorded_task}, not of --task {task}; --resume "
                          "continues a world with the task that made it (start another task in a new --out)")
-    check_resumed_settings(folder, {"policy_params": {}, **recorded}, {
+    check_resumed_settings(folder, recorded, {
         "workers": settings.workers, "policy": settings.policy, "policy_params": dict(settings.policy_params),
         "seed": settings.seed, "beta": settings.beta})
     _check_root_scored(folder, recorded)
@@ -263,8 +263,9 @@ def world_meta(settings: RunSettings, task_name: str | None, initial: Path, *, f
         description, direction = task.description, task.direction
     own: dict[str, Any] = {section: {"version": version, **run, "task_direction": direction, **files,
                                      **({"read": [str(p) for p in settings.read]} if settings.read else {})}}
-    if settings.policy_params:  # what replaying the recording policy needs (dream_gym.fidelity), as grow records it
-        own["policy_params"] = dict(settings.policy_params)
+    # what replaying the recording policy needs (dream_gym.fidelity), as grow records it; recorded
+    # when empty too, so that a resume can tell "none" from a world written before they were recorded
+    own["policy_params"] = dict(settings.policy_params)
     return new_meta(
         settings.world_id or Path(settings.out).name, task_name or initial.parent.name, description,
         direction="maximize", workers=settings.workers, frontier=frontier, source=source, licence="CC-BY-4.0",
