@@ -162,14 +162,18 @@ def _recover_copies(raws: dict[str, Any], phase: dict[str, str | None], traces: 
     one program whose code and metrics its children's lines give for it, so that its children
     hang from that program instead of being orphans. A copy that matches no program, or several,
     stays unknown."""
+    dangling = [(child, entry, copy) for child, entry in traces.lines.items()
+                if (copy := to_id(entry.get("parent_id"))) is not None and copy not in raws
+                and entry.get("parent_code") is not None]
+    if not dangling:  # the usual case: every parent a trace names is a program of the record
+        return
     originals: dict[tuple[str, str], list[str]] = {}
     for node_id, raw in raws.items():
         if raw.get("code") is not None and not is_migrant(node_id, as_dict(raw.get("metadata"))):
             originals.setdefault(_code_and_metrics(raw.get("code"), raw), []).append(node_id)
     placed = 0
-    for child, entry in traces.lines.items():
-        copy = to_id(entry.get("parent_id"))
-        if copy is None or copy in raws or entry.get("parent_code") is None:
+    for child, entry, copy in dangling:
+        if copy in raws:  # placed from an earlier line of one of its children
             continue
         same = originals.get(_code_and_metrics(entry["parent_code"], {"metrics": entry.get("parent_metrics")}), [])
         if len(same) == 1:
