@@ -11,6 +11,7 @@ from dream_gym.online.agent_base import Agent, ParentContext
 from dream_gym.online.agents import builtin_agent, read_literal
 from dream_gym.online.agents.common import EDIT_TAG
 from dream_gym.online.tasks import Limits, get_task
+from dream_gym.online.tasks.lasso_path import make_instance
 
 FAST = ["circle-packing-26", "sum-difference", "autocorrelation"]  # evaluators of ~0.1 s
 ALL = FAST + ["circle-packing-32", "lasso-path", "sleep-task"]
@@ -197,20 +198,34 @@ def test_agent_goes_back_to_the_branch_best_when_the_parent_regressed():
 
 
 @pytest.mark.slow
-def test_lasso_chain_gets_faster_and_sometimes_fails(tmp_path):
+def coordinate_updates(code):
+    """How many coordinate updates a lasso program makes on one fixed instance: the calls of its
+    soft-threshold function (``soft_threshold`` in the initial program, ``_soft`` in the agent's),
+    one per coordinate a sweep visits. It counts work, not seconds, so a loaded machine cannot
+    change it."""
+    scope = {}
+    exec(code, scope)  # the agent's own program text, not a candidate from outside
+    name = "_soft" if "_soft" in scope else "soft_threshold"
+    soft, calls = scope[name], [0]
+
+    def counted(*args):
+        calls[0] += 1
+        return soft(*args)
+
+    scope[name] = counted
+    scope["lasso_path"](*make_instance(0))
+    return calls[0]
+
+
+def test_lasso_chain_does_less_work_and_sometimes_fails(tmp_path):
+    # The task's score is wall-clock seconds, which a loaded machine moves; what the agent's edits
+    # are meant to buy (warm starts, screening, looser tolerances, fewer sweeps) is less work, and
+    # that is counted exactly. The fastest-timed children are tried first, to keep the test short.
     task, root, records = chain("lasso-path", 16, 0, tmp_path)
     valid = sorted((ev.score, proposal.code) for ev, proposal in records if ev.valid)
     assert valid and sum(not ev.valid for ev, _ in records) <= 0.4 * len(records)
-    # The score is wall-clock seconds: under a loaded machine the root may have been timed in a
-    # quiet moment and every child in a busy one. Re-time the root and the three fastest children
-    # interleaved (the same load for both), each at its best of two, before comparing.
-    codes = [task.initial_program()] + [code for _, code in valid[:3]]
-    timings: list[list[float]] = [[] for _ in codes]
-    for _ in range(2):
-        for i, code in enumerate(codes):
-            ev = task.evaluate(code, tmp_path)
-            timings[i].append(ev.score if ev.valid else float("inf"))
-    assert min(min(t) for t in timings[1:]) < min(timings[0])  # minimise: seconds go down
+    root_updates = coordinate_updates(task.initial_program())
+    assert any(coordinate_updates(code) < root_updates for _, code in valid)
 
 
 def test_an_edit_that_helped_is_tried_again_more_often():
