@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.online_cost
 	$(BIN)/python -m benchmarks.oracle_speed
 	$(BIN)/python -m benchmarks.import_runs
+	$(BIN)/python -m benchmarks.redact_speed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -16,7 +16,6 @@ import gzip
 import json
 import re
 import secrets
-import time
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -179,23 +178,6 @@ def test_values_without_a_secret_come_back_unchanged(key: str) -> None:
     record = {"id": "n1", "code": "def solve():\n    return 1\n", "error": None, "t": (1, "x")}
     assert redact_value(record) == record
     assert redact("nothing here") == "nothing here"
-
-
-def test_cost_per_10kb_record_with_5_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
-    for i in range(5):
-        monkeypatch.setenv(f"BENCH{i}_API_KEY", secrets.token_urlsafe(30))
-    rng = __import__("random").Random(0)
-    code = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ABC_():.,\n0123456789") for _ in range(9500))
-    record = {"id": "r3w1", "parent": "r2w0", "score": None, "code": code, "error": "ValueError: boom",
-              "diagnostics": "Traceback ...\n" * 20, "cost": {"seconds": 1.2, "tokens_in": 900.0}}
-    redact_value(record)  # builds the matchers
-    n = 200
-    started = time.perf_counter()
-    for _ in range(n):
-        redact_value(record)
-    per_record = (time.perf_counter() - started) / n
-    print(f"redact_value: {per_record * 1e6:.0f} us per 10 KB record with 5 secrets")
-    assert per_record < 5e-3  # measured about 0.1 ms; bounded loosely for a loaded machine
 
 
 def test_printed_output_is_redacted(key: str, capsys: pytest.CaptureFixture[str]) -> None:
