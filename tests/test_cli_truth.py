@@ -309,3 +309,39 @@ def test_a_library_board_lists_its_betas_and_counts_failures_per_policy(
     assert "Conditions: replayed at W = 3" in board.to_markdown()
     assert [(f.policy, f.failed, f.episodes, f.world, f.beta) for f in board.failures()] == [
         (str(policies["broken"]), 6, 6, "cp26-puct-w4-s1", 0.0)]
+
+
+@pytest.mark.parametrize("command", [
+    ["grow", "--task", "sum-difference", "--agent", "builtin", "-W", "2", "--rounds", "2"],
+    ["deploy", "--system", "openevolve", "--task", "circle-packing-26", "--policy", "greedy", "--budget", "2"],
+    ["openevolve", "run", "--task", "circle-packing-26", "--policy", "greedy", "--iterations", "2"],
+    ["dream", "--history", "cp26-puct-w4-s1", "--policy", "greedy"],
+])
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_a_seed_no_generator_takes_is_refused_before_anything_is_written(
+        command: list[str], seed: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # numpy's legacy seeding (the discovery systems' workers) takes 0 to 2**32 - 1: a negative
+    # seed used to fail in the run's first round, its folder made
+    out = tmp_path / "never-written"
+    with pytest.raises(SystemExit) as refused:
+        cli_main([*command, "--seed", seed, "--out", str(out)])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"error: argument --seed: a whole number from 0 to 4294967295, got '{seed}'")
+    assert not out.exists()
+
+
+def test_a_run_config_refuses_a_seed_no_generator_takes() -> None:
+    from dream_gym.integrations.deploy import DeployRequest, deploy
+    from dream_gym.online.loop import GrowConfig
+    from dream_gym.training.trainer import TrainConfig
+
+    for make in (lambda seed: GrowConfig(task="sum-difference", out=Path("never-written"), policy="greedy", seed=seed),
+                 lambda seed: TrainConfig(seed=seed)):
+        for seed in (-1, 2**32, 1.5, True):
+            with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295"):
+                make(seed)
+        assert make(2**32 - 1).seed == 2**32 - 1
+    with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295, got -1"):
+        deploy(DeployRequest(system="openevolve", task="circle-packing-26", out=Path("never-written"), seed=-1))
+    assert not Path("never-written").exists()

@@ -109,3 +109,44 @@ def test_deploy_refuses_parameters_for_a_policy_file(tmp_path: Path, capsys: pyt
 
 def test_values_a_command_line_cannot_give_are_left_to_the_policy() -> None:
     assert make_policy("coverage", deepen=[0.2, 0.4]).deepen == (0.2, 0.4)  # a list where a tuple is annotated
+
+
+SYSTEM_PACKAGES = {"openevolve": "openevolve", "shinkaevolve": "shinka", "skydiscover": "skydiscover"}
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEM_PACKAGES))
+@pytest.mark.parametrize(("args", "message"), [
+    (["--policy", "greedy", "--beta", "1.5"], "--beta must be in [0, 1], got 1.5"),
+    (["--policy", "greedy", "--beta", "nan"], "--beta must be in [0, 1], got nan"),
+    (["--policy", "gredy"], "unknown policy 'gredy'; did you mean 'greedy'? (built-ins: coverage, fixed, greedy, "
+                            "hyperband, openevolve, puct, random, shinka, stagnation, ucb; shipped models: cv-node-v, "
+                            "ppo-macro-v, ppo-options, ppo-options-v; recommended; or module:Class, a .py policy file "
+                            "or a model .zip)"),
+    (["--policy", "{missing}"], "policy file {missing} does not exist"),
+    (["--policy", "{broken}"],
+     "policy broken: loading failed in the isolated process: SyntaxError: invalid syntax (broken.py, line 1)"),
+])
+def test_deploy_refuses_a_policy_that_cannot_run_before_it_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 system: str, args: list[str], message: str) -> None:
+    # Found by trying: each of these used to make the world folder (and start the system) before
+    # failing, and the corrected command was then refused as "already holds a world".
+    pytest.importorskip(SYSTEM_PACKAGES[system])
+    out, broken, missing = tmp_path / "run", tmp_path / "broken.py", tmp_path / "missing.py"
+    broken.write_text("def make_policy(:\n")
+    paths = {"{broken}": str(broken), "{missing}": str(missing)}
+    refused_once(capsys, ["deploy", "--system", system, "--task", "circle-packing-26",
+                          *(paths.get(arg, arg) for arg in args), "-W", "2", "--budget", "4", "--out", str(out)],
+                 message.replace("{missing}", str(missing)))
+    assert not out.exists()
+
+
+def test_a_misspelt_policy_file_gets_the_file_beside_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # compared by file name: the folder every candidate shares once made any file there look close
+    for name in ("mine.py", "broken.py"):
+        (tmp_path / name).write_text(GOOD)
+    command = ["deploy", "--system", "openevolve", "--task", "circle-packing-26", "-W", "2", "--budget", "4",
+               "--out", str(tmp_path / "run"), "--policy"]
+    refused_once(capsys, [*command, str(tmp_path / "mien.py")],
+                 f"policy file {tmp_path / 'mien.py'} does not exist; did you mean '{tmp_path / 'mine.py'}'?")
+    refused_once(capsys, [*command, str(tmp_path / "qqqq.py")], f"policy file {tmp_path / 'qqqq.py'} does not exist")
+    assert not (tmp_path / "run").exists()

@@ -12,6 +12,7 @@ from dream_gym.cli.options import (
     add_trust_model,
     add_workers,
     parse_key_values,
+    parse_seed,
     root_warning,
     stop_hint,
     stop_status,
@@ -59,7 +60,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
     add_workers(p, default=2, help=workers_help)
     flag, budget_help = budget
     p.add_argument(flag, type=int, required=True, help=budget_help)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=parse_seed, default=0)
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--model", default=None, help=model_help)
@@ -69,8 +70,11 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
 def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from dream_gym.integrations.deploy import DeployRequest, deploy
+    from dream_gym.cli.names import check_policy
+    from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, deploy
 
+    if args.policy != NATIVE_POLICY:
+        check_policy(args.policy)  # a misspelt name gets the nearest names, before anything runs
     request = DeployRequest(
         system=args.system, task=args.task, out=args.out, policy=args.policy, workers=args.workers,
         budget=args.budget, seed=args.seed, model=args.model, api_base=args.api_base, beta=args.beta,

@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import add_allow_errors, add_decision_timeout, add_jobs, report_failures
+from dream_gym.cli.options import (
+    add_allow_errors,
+    add_decision_timeout,
+    add_jobs,
+    parse_seed,
+    report_failures,
+)
 from dream_gym.cli.shown import cell, shown
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
@@ -23,7 +29,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
                    help="maximise the mean replay score V (the paper's V^m, default) or the Pareto objective v2")
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server (the LLM developer)")
     add_jobs(p, help="processes for the replay evaluations (default: the CPU count)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the developer and of every policy's RunContext")
+    p.add_argument("--seed", type=parse_seed, default=0, help="seed of the developer and of every policy's RunContext")
     p.add_argument("--max-rounds", type=int, default=None, help="replay round limit K2 (default: none)")
     p.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
     p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,

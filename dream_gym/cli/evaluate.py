@@ -16,6 +16,7 @@ from dream_gym.cli.options import (
     add_workers,
     file_options,
     parse_betas_option,
+    parse_seed,
     report_failures,
 )
 from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S
@@ -69,7 +70,7 @@ def register(subparsers: Any) -> None:
                     help="request mode: each policy chooses among what an online run could continue; what the "
                          "record cannot answer is refused (not charged) and counted, and a batch of refusals ends "
                          "the episode cut short (coverage: docs/concepts/coverage.md)")
-    ev.add_argument("--seed", type=int, default=0, help="seed given to every policy (default 0)")
+    ev.add_argument("--seed", type=parse_seed, default=0, help="seed given to every policy (default 0)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.add_argument("--summary", action="store_true", help="print only the table over all worlds")
     add_allow_errors(ev)

@@ -10,7 +10,14 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from dream_gym.cli.options import add_policy_args, add_trust_model, add_workers, parse_key_values, stop_hint
+from dream_gym.cli.options import (
+    add_policy_args,
+    add_trust_model,
+    add_workers,
+    parse_key_values,
+    parse_seed,
+    stop_hint,
+)
 from dream_gym.cli.shown import shown
 from dream_gym.infrastructure.printable import TEXT_CHARS
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_or
@@ -31,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds")
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the world in --out")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=parse_seed, default=0)
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     p.add_argument("--frontier", choices=("leaves", "any"), default="leaves")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -199,9 +200,12 @@ def check_policy(spec: str) -> str:
         if path.is_file():
             return spec
         folder = path.parent if path.parent.is_dir() else None
-        nearby = [str(folder / p.name) if str(path.parent) != "." else p.name
-                  for p in sorted(folder.glob("*.py"))] if folder is not None else []
-        hint = did_you_mean(spec, nearby)
+        nearby = [p.name for p in sorted(folder.glob("*.py"))] if folder is not None else []
+        # names compared without their folder, which every candidate shares (a long path made any
+        # file of the folder look close); the hint gives the path as the user would type it
+        hint = did_you_mean(path.name, nearby)
+        if hint and str(path.parent) != ".":
+            hint = re.sub(r"'([^']+)'", lambda m: repr(str(Path(spec).parent / m.group(1))), hint)
         where = "" if folder is not None else f" (no folder {str(path.parent)!r})"
         raise UnknownName(f"policy file {spec} does not exist{where}{hint}")
     if spec in POLICIES:

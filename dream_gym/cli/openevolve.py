@@ -57,8 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from dream_gym.cli.names import check_policy
+    from dream_gym.integrations.deploy import NATIVE_POLICY
     from dream_gym.integrations.openevolve import BridgeConfig, run_openevolve
 
+    if args.policy != NATIVE_POLICY:
+        check_policy(args.policy)  # a misspelt name gets the nearest names, before anything runs
     config = BridgeConfig(
         task=args.task, out=args.out, policy=args.policy, workers=args.workers, iterations=args.iterations,
         seed=args.seed, model=args.model, api_base=args.api_base, config_path=args.config_path, beta=args.beta,

@@ -18,6 +18,17 @@ def add_workers(parser: argparse.ArgumentParser, default: int | None = None, hel
                         help=help or "W: attempts per round (default: each world's recorded W)")
 
 
+def parse_seed(text: str) -> int:
+    """``--seed``'s type: a whole number every generator a run seeds accepts (refused by argparse,
+    before anything runs or is written)."""
+    from dream_gym.infrastructure.seeds import MAX_SEED, check_seed
+
+    try:
+        return check_seed(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number from 0 to {MAX_SEED}, got {text!r}") from None
+
+
 def add_max_attempts(parser: argparse.ArgumentParser) -> None:
     """``--max-attempts``: the most attempts one episode may make (ReplaySettings.max_attempts)."""
     from dream_gym.replay.settings import DEFAULT_MAX_ATTEMPTS

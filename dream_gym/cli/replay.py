@@ -16,6 +16,7 @@ from dream_gym.cli.options import (
     add_workers,
     file_options,
     parse_key_values,
+    parse_seed,
     report_failures,
 )
 from dream_gym.cli.shown import say, shown
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--requests", action="store_true",
                    help="request mode: the policy chooses among what an online run could continue; what the record "
                         "cannot answer is refused and counted (docs/concepts/coverage.md)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=parse_seed, default=0)
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
     p.add_argument("--json", action="store_true", help="print the episode record as JSON")
     add_decision_timeout(p)

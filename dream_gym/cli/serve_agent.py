@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from dream_gym.cli.options import parse_seed
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -15,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--task", required=True,
                    help="a built-in task whose agent answers (circle-packing-26, ...) or initial_program.py,evaluator.py")
     p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: a free one; default 8000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the agent's answers (same request, same answer)")
+    p.add_argument("--seed", type=parse_seed, default=0, help="seed of the agent's answers (same request, same answer)")
     p.set_defaults(func=run)
 
 

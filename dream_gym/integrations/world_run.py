@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.redact import redact_value
+from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.integrations.deploy import NATIVE_POLICY, DeployResult, SystemUnavailable
 from dream_gym.world.tree import NODES_FILE
 
@@ -69,8 +70,14 @@ def check_version(distribution: str, name: str, extra: str, supported: str, seri
 
 
 def check_policy(settings: RunSettings) -> None:
-    """Refuse, before any folder is made, a model zip that does not load as data (unless trusted),
-    and parameters the policy does not take (built and dropped here, as the run will build it)."""
+    """Refuse, before any folder is made, what the policy would fail on once the run has started:
+    a β outside [0, 1] (NaN included), a policy that names nothing (an unknown name, a missing file
+    or module), a policy file that does not load (loaded once in its sandbox, as ``eval`` does),
+    a model zip that does not load as data (unless trusted), and parameters the policy does not
+    take (built and dropped here, as the run will build it)."""
+    if not 0.0 <= settings.beta <= 1.0:
+        raise ValueError(f"--beta must be in [0, 1], got {settings.beta}")
+    check_seed(settings.seed, "--seed")
     params = settings.policy_params
     if settings.policy == NATIVE_POLICY:
         if params:
@@ -78,7 +85,10 @@ def check_policy(settings: RunSettings) -> None:
                              f"'{NATIVE_POLICY}' is the system's own selection")
         return
     from dream_gym.evaluation.evaluate import check_model_zips, model_trust
+    from dream_gym.policy_files.specs import check_policy_spec, probe_policy_files
 
+    check_policy_spec(settings.policy)
+    probe_policy_files([settings.policy])
     if not settings.trust_model:
         check_model_zips([settings.policy])
     if params:

@@ -34,6 +34,7 @@ from dream_gym.infrastructure.jobs import require_ray
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.infrastructure.sandbox import require_sandbox
+from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.infrastructure.work_folders import work_folder
 from dream_gym.online.attempts import (
     AGENT_ALLOWANCE_S,
@@ -98,6 +99,7 @@ class GrowConfig:
         """Refuse a setting no run can have when the config is made: before any folder is."""
         if self.workers < 1 or self.rounds < 1:
             raise ValueError(f"workers (W) and rounds must be >= 1, got {self.workers} and {self.rounds}")
+        check_seed(self.seed)
         for name in ("max_attempts", "max_seconds", "max_usd", "evaluation_timeout_s"):
             value = getattr(self, name)
             if value is not None and not value > 0:  # NaN too

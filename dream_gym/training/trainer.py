@@ -38,6 +38,7 @@ from dream_gym.evaluation.world_specs import check_held_out, resolve_worlds
 from dream_gym.infrastructure.durable import write_json_atomic, write_via
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.printable import printable
+from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.policy import EpisodeResult, run_episode
 from dream_gym.replay.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.replay.oracle import oracle_limit
@@ -127,6 +128,7 @@ class TrainConfig:
         for name, least in _AT_LEAST.items():
             if getattr(self, name) < least:
                 raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
+        check_seed(self.seed)
         if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
             raise ValueError(f"gamma must be in (0, 1] and gae_lambda in [0, 1], got {self.gamma} and {self.gae_lambda}")
         if not self.learning_rate > 0 or not self.clip_range > 0 or not self.ent_coef >= 0:
