@@ -8,6 +8,7 @@ was measured at (and train's held-out figures are the ones ``eval -W`` gives).""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -345,3 +346,22 @@ def test_a_run_config_refuses_a_seed_no_generator_takes() -> None:
     with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295, got -1"):
         deploy(DeployRequest(system="openevolve", task="circle-packing-26", out=Path("never-written"), seed=-1))
     assert not Path("never-written").exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["grow", "--task", "sum-difference", "-W", "2", "--rounds", "2", "--agent", "gpt4o"],
+    ["dream", "--history", "cp26-puct-w4-s1", "--policy", "greedy", "-M", "2", "--developer", "gpt4o"],
+    ["rsi", "--task", "sum-difference", "--policy", "greedy", "-T", "1", "-M", "2", "--developer", "gpt4o"],
+])
+def test_a_model_no_provider_serves_is_refused_before_anything_is_written(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by trying: dream ran its incumbent's phase, failed on the first request, and the
+    # corrected command was then refused as "already holds a dream-gym dream run".
+    if importlib.util.find_spec("litellm") is None:  # importorskip would import it before dream_gym sets it offline
+        pytest.skip("litellm is not installed")
+    out = tmp_path / "never-written"
+    assert cli_main([*command, "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.endswith("error: model 'gpt4o': litellm knows no provider for it; name one as provider/model, e.g. "
+                         "openai/gpt-4o-mini, or openai/<served-name> with --api-base for an OpenAI-compatible server")
+    assert not out.exists()

@@ -34,13 +34,14 @@ def make_developer(spec: str, folder: Any = None, *, api_base: str | None = None
 
 def check_developer(spec: str) -> None:
     """RuntimeError naming the extra when the developer ``spec`` names needs a package that is not
-    installed: checked before a run folder is made."""
+    installed, ValueError for a model string no provider serves: checked before a run folder is made."""
     if spec == "builtin":
         builtin_developer.require_optuna()
     elif spec not in DEVELOPERS:
-        from dream_gym.infrastructure.llm import require_litellm
+        from dream_gym.infrastructure.llm import check_model_name, require_litellm
 
         require_litellm()
+        check_model_name(spec)
 
 
 __all__ = ["DEVELOPERS", "MODEL_DEVELOPER", "DeveloperFactory", "check_developer", "make_developer"]

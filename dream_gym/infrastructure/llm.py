@@ -180,6 +180,18 @@ def import_litellm() -> Any:
     return litellm
 
 
+def check_model_name(model: str) -> None:
+    """Refuse a model string litellm finds no provider for (``nosuch``, ``gpt4o``): every call with
+    it would fail, so a command checks it before it makes a folder. Imports litellm (seconds)."""
+    litellm = import_litellm()
+    try:
+        litellm.get_llm_provider(model)
+    except Exception:  # litellm's BadRequestError, or whatever another release raises for it
+        raise ValueError(f"model {model!r}: litellm knows no provider for it; name one as provider/model, e.g. "
+                         "openai/gpt-4o-mini, or openai/<served-name> with --api-base for an OpenAI-compatible "
+                         "server") from None
+
+
 def redact_url(url: str | None) -> str:
     """``url`` without credentials or query string (for messages and logs)."""
     if not url:
@@ -302,7 +314,7 @@ class LLMClient:
             raise ValueError("model must be a litellm model string such as 'openai/gpt-4o-mini'")
         if num_retries < 0:
             raise ValueError("num_retries must be >= 0")
-        import_litellm()  # fail early with the install hint
+        check_model_name(model)  # fail early: the install hint, or a model no provider serves
         self.model = model
         self.api_base = api_base
         self._api_key = api_key
