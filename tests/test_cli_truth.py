@@ -365,3 +365,20 @@ def test_a_model_no_provider_serves_is_refused_before_anything_is_written(
     assert line.endswith("error: model 'gpt4o': litellm knows no provider for it; name one as provider/model, e.g. "
                          "openai/gpt-4o-mini, or openai/<served-name> with --api-base for an OpenAI-compatible server")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["replay", "cp26-fixed-w4-s0", "--polcy", "greedy"],
+     "dream-gym replay: error: unrecognized arguments: --polcy greedy; did you mean --policy?"),
+    (["worlds", "upload", "me/ds-v1", "--to", "file:///elsewhere"],
+     "dream-gym worlds upload: error: unrecognized arguments: --to file:///elsewhere"),
+])
+def test_an_unknown_option_is_said_by_the_command_typed(argv: list[str], said: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse said these at the top ("dream-gym: error: ..." under the list of every command)
+    with pytest.raises(SystemExit) as refused:
+        cli_main(argv)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == said
+    assert err.startswith(f"usage: dream-gym {' '.join(argv[:2] if argv[0] == 'worlds' else argv[:1])} ")

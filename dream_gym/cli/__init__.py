@@ -58,7 +58,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(next((arg for arg in argv if not arg.startswith("-")), ""))
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command that was typed, with its usage (argparse says it at the top)
+        typed = command_parser(parser, argv)
+        typed.error(f"unrecognized arguments: {' '.join(unknown)}{option_hint(typed, unknown)}")
     args.argv = argv  # provenance: `grow` records the exact command in world.json
     if getattr(args, "unsafe_no_sandbox", False):
         os.environ[UNSAFE_ENV] = "1"  # read by every sandbox launch, in workers too
@@ -69,6 +72,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except BrokenPipeError:
         return _reader_gone()
+
+
+def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``argv`` names: ``dream-gym worlds upload ...`` gives
+    ``worlds upload``'s."""
+    for token in argv:
+        choices = next((action.choices for action in parser._actions
+                        if isinstance(action, argparse._SubParsersAction)), None)
+        if choices is None:
+            break
+        if token in choices:
+            parser = choices[token]
+    return parser
+
+
+def option_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """``"; did you mean --policy?"`` for the first misspelt option among ``unknown``."""
+    from dream_gym.cli.names import did_you_mean
+
+    options = [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
+    for token in unknown:
+        if token.startswith("--"):
+            return did_you_mean(token.split("=", 1)[0], options, n=1).replace("'", "")
+    return ""
 
 
 #: The exit status of a command whose reader went away (``dream-gym ... | head``): what a shell
