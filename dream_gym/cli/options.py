@@ -152,7 +152,8 @@ def stop_hint(stopped_by: str) -> str:
     stop rule, how to run longer (greedy stops after a few rounds without a new best, as on a task
     whose first children all fail); by a signal, how to continue."""
     if stopped_by == "shutdown":
-        return ("interrupted (Ctrl-C or SIGTERM): the system finished the programs in flight and stopped; "
+        # OpenEvolve cancels the iterations in flight, ShinkaEvolve and SkyDiscover finish them
+        return ("interrupted (Ctrl-C or SIGTERM): the world holds every program finished before the stop; "
                 "--resume continues the run")
     if stopped_by != "policy":
         return ""

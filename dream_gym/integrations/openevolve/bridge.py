@@ -286,8 +286,16 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
                                            checkpoint_callback=self._save_checkpoint)
             state.flush()
             # per-call counters of OpenEvolve 0.4.1 (0.4.0 has none: count the batch)
-            completed += getattr(controller, "completed_iterations", len(batch))
+            done = getattr(controller, "completed_iterations", len(batch))
+            completed += done
             successful += getattr(controller, "successful_iterations", len(batch))
+            if controller.shutdown_event.is_set():
+                # Ctrl-C or SIGTERM in the round: OpenEvolve cancels the iterations still in flight
+                # without a word, and the round's results arrive in iteration order (InOrderPool),
+                # so the ones run are its first ``done``; the others were never proposals
+                iteration += min(done, len(batch))
+                state.stopped_by = "shutdown"
+                break
             if iteration + len(batch) - 1 >= 1 and (iteration + len(batch) - 1) % self.config.checkpoint_interval == 0:
                 last_saved = iteration + len(batch) - 1
             iteration += len(batch)
