@@ -440,3 +440,27 @@ def test_a_task_given_as_shinka_files_with_an_openai_compatible_model(tmp_path: 
                        "dream-gym-builtin", "--api-base", server.base_url, task=f"{broken},{evaluate}")
     assert done.returncode != 0 and "the initial program has no valid score" in done.stderr
     assert done.stderr.count("no valid score") == 1
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_round_and_exits_as_interrupted(tmp_path: Path) -> None:
+    # ShinkaEvolve raised KeyboardInterrupt out of its event loop: no summary, and the generations
+    # of the round in flight were spent (a resumed run of 16 recorded 15 programs)
+    out = tmp_path / "world"
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "shinkaevolve", "--task", "circle-packing-26",
+               "--policy", "greedy", "--policy-arg", "patience=100", "-W", "2", "--budget", "16", "--out", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    nodes_file = out / "nodes.jsonl"
+    while time.time() < deadline and not (nodes_file.exists() and len(nodes_file.read_text().splitlines()) >= 3):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "stopped by shutdown" in stderr and "--resume continues the run" in stderr and "Traceback" not in stderr
+    assert json.loads((out / "run_summary.json").read_text())["stopped_by"] == "shutdown"
+    recorded = len(nodes_file.read_text().splitlines())
+    assert 3 <= recorded < 17
+    done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stopped by budget" in done.stderr and len(nodes_file.read_text().splitlines()) == 17

@@ -294,6 +294,10 @@ class PolicyRunner(ShinkaEvolveRunner):  # type: ignore[misc]
                 continue
             await self._cleanup_completed_proposal_tasks()
             state.end_round()
+            if state.interrupted:  # at a round's end: every program it started is saved
+                state.stopped_by = "shutdown"
+                self._finish()
+                return
             left = self._get_remaining_generation_slots()
             batch = state.next_batch(min(self.max_evaluation_jobs, left)) if left > 0 else []
             if not batch:
@@ -319,6 +323,16 @@ class PolicyRunner(ShinkaEvolveRunner):  # type: ignore[misc]
         self.should_stop.set()
         self.slot_available.set()
         self.finalization_complete.set()
+
+    async def run_async(self) -> None:
+        self._dream_loop = asyncio.get_running_loop()
+        await super().run_async()
+
+    def _finish_soon(self) -> None:
+        """:meth:`_finish` from a signal handler: on the event loop, between two of its steps."""
+        loop = self.__dict__.get("_dream_loop")
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._finish)
 
 
 def run_runner(runner: PolicyRunner, quiet: Callable[[], Any]) -> None:

@@ -27,7 +27,9 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,6 +256,35 @@ def new_meta(request: DeployRequest, version: str, task_name: str | None, initia
         run={"budget": request.budget}, files={"initial": str(initial), "evaluate": str(evaluate)})
 
 
+@contextlib.contextmanager
+def _stop_on_signal(runner: Any, state: Any) -> Iterator[None]:
+    """Ctrl-C or SIGTERM ends the run as its budget would, after the programs in flight: under a
+    policy at the end of the round (every program it started is saved; ShinkaEvolve itself would
+    raise KeyboardInterrupt out of its event loop, leaving no summary and spending the round's
+    generations); with ShinkaEvolve's own selection at once, its in-flight generations spent. A
+    second signal raises KeyboardInterrupt as before. Only in the main thread (where signals go)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+
+    def stop(number: int, _frame: Any) -> None:
+        for other, action in previous.items():
+            signal.signal(other, action)  # a second signal: the usual abrupt stop
+        state.interrupted = True
+        if state.policy is None:
+            state.stopped_by = "shutdown"
+            runner._finish_soon()
+
+    for number in previous:
+        signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, action in previous.items():
+            signal.signal(number, action)
+
+
 def run(request: DeployRequest) -> DeployResult:
     """One ShinkaEvolve run with ``request.policy`` choosing the parents (see the module docstring)."""
     version = check_shinka()
@@ -289,7 +320,8 @@ def run(request: DeployRequest) -> DeployResult:
             runner = bridge.PolicyRunner(evo, job, db, state=state, workers=request.workers, request_seeds=seeded,
                                          banner_style="minimal", verbose=False, max_evaluation_jobs=request.workers,
                                          max_proposal_jobs=request.workers)
-            runner.run()
+            with _stop_on_signal(runner, state):
+                runner.run()
         if state.error is not None:
             raise state.error
         state.end_round()

@@ -56,6 +56,7 @@ class RunState(BridgeState):
     reported: set[int] = field(default_factory=set)  # ... whose evaluation was reported finished
     copies: dict[str, str] = field(default_factory=dict)  # island copy id -> the program it copies
     stopped_by: str = "budget"
+    interrupted: bool = False  # Ctrl-C or SIGTERM: the policy's rounds end after the one in flight
     failed_generations: list[int] = field(default_factory=list)
     error: Exception | None = None  # what stopped the policy's rounds
 
