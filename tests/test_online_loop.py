@@ -276,3 +276,21 @@ def test_ray_backend_grows_the_same_kind_of_world(tmp_path):
     assert world.size == 5
     session, revealed = replay_recorded_schedule(world)
     assert revealed == [set(v) for v in rounds_of(world).values()]
+
+
+def test_ctrl_c_says_interrupted_once_without_a_jobs_traceback(tmp_path):
+    # Ctrl-C reaches the terminal's whole process group: each job process printed its own
+    # KeyboardInterrupt traceback under the command's "interrupted"
+    out = tmp_path / "world"
+    proc = subprocess.Popen([sys.executable, "-m", "dream_gym", "grow", "--task", "circle-packing-26", "--agent",
+                             "builtin", "--policy", "greedy", "--policy-arg", "patience=1000", "-W", "2",
+                             "--rounds", "1000", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    nodes = out / "nodes.jsonl"
+    while time.time() < deadline and not (nodes.exists() and len(nodes.read_text().splitlines()) >= 3):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert stderr.rstrip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr, stderr[-3000:]

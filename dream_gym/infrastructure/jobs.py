@@ -199,6 +199,9 @@ def _job_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mappin
     """A job: run ``fn(task, beat)`` for each task received and send back what it returns."""
     init_job(environ, owner)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    # Ctrl-C reaches the terminal's whole process group: the parent says "interrupted" once and
+    # ends its jobs (SIGTERM, above); a job's own KeyboardInterrupt printed its traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     clock = time.monotonic
 
     def beat(step: int | None = None, allowance_s: float | None = None) -> None:

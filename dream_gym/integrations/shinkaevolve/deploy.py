@@ -267,6 +267,7 @@ def _stop_on_signal(runner: Any, state: Any) -> Iterator[None]:
         yield
         return
     previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    previous = {number: action for number, action in previous.items() if action is not signal.SIG_IGN}  # nohup, &
 
     def stop(number: int, _frame: Any) -> None:
         for other, action in previous.items():
