@@ -457,15 +457,17 @@ SLOW_TASK = {
 
 
 @pytest.mark.slow
-def test_ctrl_c_in_a_round_leaves_no_phantom_iterations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", [["greedy", "--policy-arg", "patience=100"], ["native"]])
+def test_ctrl_c_in_a_round_leaves_no_phantom_iterations(tmp_path: Path, policy: list[str]) -> None:
     # Found by trying: OpenEvolve cancels a round's iterations still in flight without a word, and
-    # the bridge counted them as run: the run then said "2 proposals made no program".
+    # the bridge counted them as run: the run then said "2 proposals made no program"; OpenEvolve's
+    # own loop (native) ended "stopped by budget", exit 0
     for name, text in SLOW_TASK.items():
         (tmp_path / name).write_text(text)
     out = tmp_path / "world"
     command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task",
-               f"{tmp_path / 'initial_program.py'},{tmp_path / 'evaluator.py'}", "--policy", "greedy",
-               "--policy-arg", "patience=100", "-W", "2", "--budget", "8", "--out", str(out)]
+               f"{tmp_path / 'initial_program.py'},{tmp_path / 'evaluator.py'}", "--policy", *policy,
+               "-W", "2", "--budget", "8", "--out", str(out)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while time.time() < deadline and not ((out / "nodes.jsonl").exists() and len(nodes_lines(out)) >= 3):
@@ -478,6 +480,8 @@ def test_ctrl_c_in_a_round_leaves_no_phantom_iterations(tmp_path: Path) -> None:
     summary = json.loads((out / "run_summary.json").read_text())
     recorded = len(nodes_lines(out))
     assert summary["unrecorded_iterations"] == 0 and summary["iterations"] == recorded - 1 < 8
+    if policy[0] == "native":  # its pipelined iterations may finish out of order: a cancelled one may be passed
+        return
     done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(nodes_lines(out)) == 9  # every iteration of the budget is a node: none was counted as spent

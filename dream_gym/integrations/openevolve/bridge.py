@@ -246,6 +246,11 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
                 await super()._run_evolution_with_checkpoints(iteration, end - iteration, target_score)
                 done = getattr(controller, "completed_iterations", None)  # OpenEvolve 0.4.1's count
                 state.iterations_run = None if done is None else iteration - 1 + int(done)
+                # why OpenEvolve's own loop ended (its stop() sets the shutdown event too, but later)
+                if controller.shutdown_event.is_set():
+                    state.stopped_by = "shutdown"
+                elif controller.early_stopping_triggered:
+                    state.stopped_by = "early_stopping"
             state.flush()
             return
         pool = controller.executor = InOrderPool(controller.executor)
