@@ -254,6 +254,8 @@ def test_a_systems_study_is_recorded_under_the_rule_any_through_deploy(system: s
     (["-p", "no_such_policy"], "no_such_policy"),
     (["-p", "greedy", "--seeds", "1,1"], "--seeds must name distinct seeds"),
     (["-p", "greedy", "--seeds", "one"], "--seeds: 'one' is not a seed"),
+    (["-p", "greedy", "--seeds", "0,-1"], "--seeds: each seed must be a whole number from 0 to 4294967295, got -1"),
+    (["-p", "greedy", "-p", "gredy"], "unknown policy 'gredy'; did you mean 'greedy'?"),
     (["-p", "greedy", "--system", "openevolve", "--frontier", "leaves"], "frontier rule 'any'"),
     (["-p", "greedy", "--recorder", "pool:greedy+ucb"], "ucb is not a --policy or --recorder of the study"),
     (["-p", "greedy", "-p", "ucb", "--recorder", "pool:greedy"], "a pool merges two or more distinct runs"),

@@ -62,6 +62,18 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def check_policy_names(args: argparse.Namespace) -> None:
+    """Each --policy and --recorder that names a policy, with the nearest names when it names none
+    (a recorder may also be 'native' or a pool:A+B of the study's runs)."""
+    from dream_gym.cli.names import check_policy
+    from dream_gym.fidelity.config import is_pool
+    from dream_gym.fidelity.runs import NATIVE
+
+    for spec in [*args.policies, *(args.recorders or [])]:
+        if spec != NATIVE and not is_pool(spec):
+            check_policy(spec)
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
@@ -70,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from dream_gym.fidelity.table import render
     from dream_gym.infrastructure.printable import printable
 
+    check_policy_names(args)
     config = FidelityConfig(
         task=args.task, policies=args.policies, seeds=parse_seeds(args.seeds), iterations=args.iterations,
         workers=args.workers, out=args.out, recorders=args.recorders, system=args.system, beta=args.beta,

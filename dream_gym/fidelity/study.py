@@ -56,6 +56,7 @@ from dream_gym.fidelity.runs import (
     read_journal,
     run_specs,
 )
+from dream_gym.infrastructure.seeds import check_seed
 
 STUDY_FILE = "study.json"
 REPORT_FILE = "fidelity.json"
@@ -86,6 +87,8 @@ def check_config(config: FidelityConfig) -> None:
         raise ValueError(f"a --policy repeats: {list(config.policies)}")
     if not config.seeds or len(set(config.seeds)) != len(config.seeds):
         raise ValueError(f"--seeds must name distinct seeds, got {list(config.seeds)}")
+    for seed in config.seeds:  # each is a run's --seed
+        check_seed(seed, "--seeds: each seed")
     if config.iterations < 1 or config.workers < 1:
         raise ValueError("--iterations and -W must be at least 1")
     if not 0.0 <= config.beta <= 1.0:
