@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -442,25 +443,28 @@ def test_a_task_given_as_shinka_files_with_an_openai_compatible_model(tmp_path: 
     assert done.stderr.count("no valid score") == 1
 
 
-@pytest.mark.slow
-def test_ctrl_c_ends_the_round_and_exits_as_interrupted(tmp_path: Path) -> None:
+def test_ctrl_c_ends_the_round_and_a_resumed_run_spends_nothing(tmp_path: Path) -> None:
     # ShinkaEvolve raised KeyboardInterrupt out of its event loop: no summary, and the generations
-    # of the round in flight were spent (a resumed run of 16 recorded 15 programs)
+    # of the round in flight were spent (a resumed run of 40 recorded 39 programs). In this process
+    # (ShinkaEvolve is imported already); the CLI's exit status 130 is the other systems' (stop_status).
     out = tmp_path / "world"
-    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "shinkaevolve", "--task", "circle-packing-26",
-               "--policy", "greedy", "--policy-arg", "patience=100", "-W", "2", "--budget", "16", "--out", str(out)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
     nodes_file = out / "nodes.jsonl"
-    while time.time() < deadline and not (nodes_file.exists() and len(nodes_file.read_text().splitlines()) >= 3):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 130, stderr[-3000:]
-    assert "stopped by shutdown" in stderr and "--resume continues the run" in stderr and "Traceback" not in stderr
-    assert json.loads((out / "run_summary.json").read_text())["stopped_by"] == "shutdown"
-    recorded = len(nodes_file.read_text().splitlines())
-    assert 3 <= recorded < 17
-    done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "stopped by budget" in done.stderr and len(nodes_file.read_text().splitlines()) == 17
+    late: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: late.append(number))  # a signal after the run
+
+    def ctrl_c() -> None:
+        deadline = time.time() + 300
+        while time.time() < deadline and not (nodes_file.exists() and len(nodes_file.read_text().splitlines()) >= 3):
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        threading.Thread(target=ctrl_c, daemon=True).start()
+        stopped = run_api(out, policy="greedy", budget=8, policy_params={"patience": 100})
+        resumed = run_api(out, policy="greedy", budget=8, policy_params={"patience": 100}, resume=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert not late  # the signal came while the run was going
+    assert stopped.stopped_by == "shutdown" and 3 <= stopped.nodes < 9
+    assert json.loads((out / "run_summary.json").read_text())["stopped_by"] == "budget"  # the resumed run's
+    assert resumed.stopped_by == "budget" and resumed.nodes == 9  # no generation was spent

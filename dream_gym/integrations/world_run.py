@@ -15,11 +15,14 @@ The settings it reads (:class:`RunSettings`) are those of a
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,6 +55,23 @@ class RunSettings(Protocol):
     policy_params: dict[str, Any]
     trust_model: bool
     read: tuple[Path, ...]
+
+
+@contextlib.contextmanager
+def kept_signal_handlers() -> Iterator[None]:
+    """SIGINT's and SIGTERM's handlers as they were before a system's run, put back after it:
+    OpenEvolve and SkyDiscover install their own for a graceful stop and leave them installed, so
+    in the process that called ``deploy`` (a notebook, ``rsi``'s loop) a later Ctrl-C called the
+    finished run's handler (OpenEvolve's raised AttributeError) and SIGTERM no longer ended it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are the main thread's: a run elsewhere cannot have changed them
+        return
+    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in kept.items():
+            signal.signal(number, handler)
 
 
 def check_version(distribution: str, name: str, extra: str, supported: str, series: tuple[str, ...],
@@ -406,6 +426,6 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
     return result
 
 
-__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "deploy_result",
+__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "kept_signal_handlers", "deploy_result",
            "files_evaluator", "given_endpoint", "nodes_before", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure",
            "world_meta", "write_summary"]

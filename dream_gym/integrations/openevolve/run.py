@@ -205,7 +205,8 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
             bridge.restore_database(controller.database, writer.records, state)
         done = iterations_of(writer.records)
         if done < config.iterations:
-            asyncio.run(controller.run(iterations=config.iterations - done))
+            with world_run.kept_signal_handlers():
+                asyncio.run(controller.run(iterations=config.iterations - done))
         else:
             state.stopped_by = "iterations"
         state.flush()

@@ -25,8 +25,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -184,8 +182,6 @@ def _skydiscover_process_state() -> Iterator[None]:
     handler) to it and takes SIGINT/SIGTERM for itself; all of it is put back when the run ends."""
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)
-    in_main = threading.current_thread() is threading.main_thread()
-    signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
     if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler) for h in handlers):
         # SkyDiscover adds a console handler only when the root has none: its log (every failed
         # evaluation with the program's code) goes to skydiscover/logs/, the console stays the CLI's
@@ -193,14 +189,13 @@ def _skydiscover_process_state() -> Iterator[None]:
         quiet.setLevel(logging.CRITICAL + 1)
         root.addHandler(quiet)
     try:
-        yield
+        with world_run.kept_signal_handlers():
+            yield
     finally:
         for handler in [h for h in root.handlers if h not in handlers]:
             root.removeHandler(handler)
             handler.close()
         root.setLevel(level)
-        for number, action in signals.items():
-            signal.signal(number, action)
 
 
 def new_meta(request: DeployRequest, options: RunOptions, version: str, task_name: str | None, initial: Path,
