@@ -8,6 +8,7 @@ W = 2, a handful of iterations.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -487,17 +488,21 @@ def test_ctrl_c_in_a_round_leaves_no_phantom_iterations(tmp_path: Path, policy: 
     assert len(nodes_lines(out)) == 7  # every iteration of the budget is a node: none was counted as spent
 
 
-def test_the_callers_signal_handlers_are_back_after_a_run(tmp_path: Path) -> None:
+def test_the_callers_signal_handlers_and_logging_are_back_after_a_run(tmp_path: Path) -> None:
     # OpenEvolve installs its own SIGINT and SIGTERM handlers and leaves them: in a notebook or
     # rsi's loop, a later Ctrl-C called the finished run's handler (an AttributeError on its
-    # controller) and SIGTERM no longer ended the process
+    # controller) and SIGTERM no longer ended the process; and it adds a file handler on its log and
+    # a console handler to the root logger: every later message went to that run's log and the console
     def mine(number: int, _frame: object) -> None:
         raise AssertionError(f"signal {number} while testing")
 
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     kept = {number: signal.signal(number, mine) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         run_openevolve(BridgeConfig(task=TASK, out=tmp_path / "world", policy="greedy", workers=2, iterations=2))
         assert {number: signal.getsignal(number) for number in kept} == {number: mine for number in kept}
+        assert (root.handlers, root.level) == (handlers, level)
     finally:
         for number, handler in kept.items():
             signal.signal(number, handler)

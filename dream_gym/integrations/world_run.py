@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
+import logging
 import os
 import signal
 import threading
@@ -58,20 +59,26 @@ class RunSettings(Protocol):
 
 
 @contextlib.contextmanager
-def kept_signal_handlers() -> Iterator[None]:
-    """SIGINT's and SIGTERM's handlers as they were before a system's run, put back after it:
-    OpenEvolve and SkyDiscover install their own for a graceful stop and leave them installed, so
-    in the process that called ``deploy`` (a notebook, ``rsi``'s loop) a later Ctrl-C called the
-    finished run's handler (OpenEvolve's raised AttributeError) and SIGTERM no longer ended it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signals are the main thread's: a run elsewhere cannot have changed them
-        return
-    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+def kept_process_state() -> Iterator[None]:
+    """The process-wide state a system's run changes and leaves changed, put back after it: SIGINT's
+    and SIGTERM's handlers (OpenEvolve and SkyDiscover install their own for a graceful stop: in the
+    process that called ``deploy``, a notebook or ``rsi``'s loop, a later Ctrl-C called the finished
+    run's handler, OpenEvolve's an AttributeError, and SIGTERM no longer ended it) and the root
+    logger's level and handlers (each run adds a file handler on its own log and a console
+    handler: every later message of the process went to that run's log file and to the console)."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    main = threading.current_thread() is threading.main_thread()  # signals are the main thread's
+    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
         yield
     finally:
         for number, handler in kept.items():
             signal.signal(number, handler)
+        for added in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(added)
+            added.close()
+        root.setLevel(level)
 
 
 def check_version(distribution: str, name: str, extra: str, supported: str, series: tuple[str, ...],
@@ -426,6 +433,6 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
     return result
 
 
-__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "kept_signal_handlers", "deploy_result",
+__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "kept_process_state", "deploy_result",
            "files_evaluator", "given_endpoint", "nodes_before", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure",
            "world_meta", "write_summary"]

@@ -191,36 +191,36 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         meta=lambda name, initial, evaluator: new_meta(config, version, name, initial, evaluator))
     parts = world_run.RunParts(writer)
     state = None
-    try:
-        model, api_base, api_key = parts.endpoint(config, task_name, initial, evaluator, config.api_key)
-        oe_config = openevolve_config(config, model=model, api_base=api_base, api_key=api_key)
-        oe_evaluator = evaluator if task_name is not None else files_evaluator(config, evaluator, oe_config, folder)
-        policy = parts.load_policy(config)
-        state = bridge.RunState(writer, policy, config.workers, seed=config.seed, beta=config.beta,
-                                frontier=config.frontier, total_iterations=config.iterations)
-        bridge.guard_forks()
-        controller = bridge.PolicyOpenEvolve(str(initial), str(oe_evaluator), oe_config, state,
-                                             output_dir=str(folder / OUTPUT_DIR))
-        if writer.records:
-            bridge.restore_database(controller.database, writer.records, state)
-        done = iterations_of(writer.records)
-        if done < config.iterations:
-            with world_run.kept_signal_handlers():
+    with world_run.kept_process_state():  # OpenEvolve's log handlers and signal handlers, undone after
+        try:
+            model, api_base, api_key = parts.endpoint(config, task_name, initial, evaluator, config.api_key)
+            oe_config = openevolve_config(config, model=model, api_base=api_base, api_key=api_key)
+            oe_evaluator = evaluator if task_name is not None else files_evaluator(config, evaluator, oe_config, folder)
+            policy = parts.load_policy(config)
+            state = bridge.RunState(writer, policy, config.workers, seed=config.seed, beta=config.beta,
+                                    frontier=config.frontier, total_iterations=config.iterations)
+            bridge.guard_forks()
+            controller = bridge.PolicyOpenEvolve(str(initial), str(oe_evaluator), oe_config, state,
+                                                 output_dir=str(folder / OUTPUT_DIR))
+            if writer.records:
+                bridge.restore_database(controller.database, writer.records, state)
+            done = iterations_of(writer.records)
+            if done < config.iterations:
                 asyncio.run(controller.run(iterations=config.iterations - done))
-        else:
-            state.stopped_by = "iterations"
-        state.flush()
-        writer.update_meta(openevolve=dict(writer.meta.get("openevolve") or {}) | {
-            "stopped_by": state.stopped_by, "restored_parents": state.restored_parents})
-        writer.finish()
-    finally:
-        bridge.stop_guarding_forks()
-        if state is not None:
-            try:
-                state.flush()
-            except Exception:  # the original error matters more
-                pass
-        parts.close()
+            else:
+                state.stopped_by = "iterations"
+            state.flush()
+            writer.update_meta(openevolve=dict(writer.meta.get("openevolve") or {}) | {
+                "stopped_by": state.stopped_by, "restored_parents": state.restored_parents})
+            writer.finish()
+        finally:
+            bridge.stop_guarding_forks()
+            if state is not None:
+                try:
+                    state.flush()
+                except Exception:  # the original error matters more
+                    pass
+            parts.close()
     return _result(folder, writer.records, version, state, started)
 
 

@@ -179,23 +179,18 @@ def files_evaluator(request: DeployRequest, evaluator: Path, config: Any, folder
 @contextlib.contextmanager
 def _skydiscover_process_state() -> Iterator[None]:
     """SkyDiscover's controller sets the root logger's level, adds a log file handler (and a console
-    handler) to it and takes SIGINT/SIGTERM for itself; all of it is put back when the run ends."""
+    handler) to it and takes SIGINT/SIGTERM for itself; all of it is put back when the run ends
+    (:func:`~dream_gym.integrations.world_run.kept_process_state`)."""
     root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler) for h in handlers):
-        # SkyDiscover adds a console handler only when the root has none: its log (every failed
-        # evaluation with the program's code) goes to skydiscover/logs/, the console stays the CLI's
-        quiet = logging.StreamHandler()
-        quiet.setLevel(logging.CRITICAL + 1)
-        root.addHandler(quiet)
-    try:
-        with world_run.kept_signal_handlers():
-            yield
-    finally:
-        for handler in [h for h in root.handlers if h not in handlers]:
-            root.removeHandler(handler)
-            handler.close()
-        root.setLevel(level)
+    with world_run.kept_process_state():
+        if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+                   for h in root.handlers):
+            # SkyDiscover adds a console handler only when the root has none: its log (every failed
+            # evaluation with the program's code) goes to skydiscover/logs/, the console stays the CLI's
+            quiet = logging.StreamHandler()
+            quiet.setLevel(logging.CRITICAL + 1)
+            root.addHandler(quiet)
+        yield
 
 
 def new_meta(request: DeployRequest, options: RunOptions, version: str, task_name: str | None, initial: Path,
