@@ -492,17 +492,18 @@ def test_the_callers_signal_handlers_and_logging_are_back_after_a_run(tmp_path: 
     # OpenEvolve installs its own SIGINT and SIGTERM handlers and leaves them: in a notebook or
     # rsi's loop, a later Ctrl-C called the finished run's handler (an AttributeError on its
     # controller) and SIGTERM no longer ended the process; and it adds a file handler on its log and
-    # a console handler to the root logger: every later message went to that run's log and the console
+    # a console handler to the root logger: every later message went to that run's log and the console;
+    # and the task's folder to sys.path
     def mine(number: int, _frame: object) -> None:
         raise AssertionError(f"signal {number} while testing")
 
     root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
+    handlers, level, path = list(root.handlers), root.level, list(sys.path)
     kept = {number: signal.signal(number, mine) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         run_openevolve(BridgeConfig(task=TASK, out=tmp_path / "world", policy="greedy", workers=2, iterations=2))
         assert {number: signal.getsignal(number) for number in kept} == {number: mine for number in kept}
-        assert (root.handlers, root.level) == (handlers, level)
+        assert (root.handlers, root.level, sys.path) == (handlers, level, path)
     finally:
         for number, handler in kept.items():
             signal.signal(number, handler)

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -65,9 +66,11 @@ def kept_process_state() -> Iterator[None]:
     process that called ``deploy``, a notebook or ``rsi``'s loop, a later Ctrl-C called the finished
     run's handler, OpenEvolve's an AttributeError, and SIGTERM no longer ended it) and the root
     logger's level and handlers (each run adds a file handler on its own log and a console
-    handler: every later message of the process went to that run's log file and to the console)."""
+    handler: every later message of the process went to that run's log file and to the console),
+    and ``sys.path`` (each adds its task's folder: a later import could find a module there)."""
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)
+    path = list(sys.path)
     main = threading.current_thread() is threading.main_thread()  # signals are the main thread's
     kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
@@ -79,6 +82,7 @@ def kept_process_state() -> Iterator[None]:
             root.removeHandler(added)
             added.close()
         root.setLevel(level)
+        sys.path[:] = path
 
 
 def check_version(distribution: str, name: str, extra: str, supported: str, series: tuple[str, ...],
