@@ -133,3 +133,23 @@ def test_kill_9_in_the_second_run_then_resume_continues_it_and_redoes_nothing(tm
     assert [r for r in read_jsonl(out / "dream" / "dream.jsonl") if r["phase"] == 1] == phase1
     changed = subprocess.run([*command, "--budget", "9", "--resume"], capture_output=True, text=True)
     assert changed.returncode == 2 and "budget: the run has 12, this command gives 9" in changed.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_run_stops_the_loop_and_resume_finishes_that_run(tmp_path: Path, short_tmp_path: Path):
+    # Found by trying: the system's run stopped gracefully at Ctrl-C and the loop took it as finished,
+    # dreamed on it and deployed the next run; it ended with exit 0
+    out = tmp_path / "run"
+    command = [*_rsi(out, "--iterations", "1", "--quiet", revisions=1, budget=12), "--policy", "coverage"]
+    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
+    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=env)
+    nodes = out / "runs" / "iter-1" / "nodes.jsonl"
+    _wait(lambda: nodes.exists() and nodes.read_bytes().count(b"\n") >= 4, process)
+    os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+    stderr = process.communicate(timeout=300)[1].decode()
+    assert process.returncode == 130 and stderr.rstrip().endswith("interrupted"), stderr[-3000:]
+    assert not (out / "rsi.jsonl").exists() or not read_jsonl(out / "rsi.jsonl")  # no run taken as done
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=900, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert load_world(out / "runs" / "iter-1").size == 13  # the interrupted run, continued to its budget

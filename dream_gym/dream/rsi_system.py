@@ -145,11 +145,12 @@ class _SystemRun(LoopRun):
 
     def _deploy(self, t: int, folder: Path) -> dict[str, Any]:
         from dream_gym.integrations.deploy import DeployRequest, deploy
+        from dream_gym.integrations.world_run import was_interrupted
 
         c = self.config
         if folder.exists() and not (folder / NODES_FILE).exists():
             shutil.rmtree(folder)  # killed before its first node: nothing was recorded
-        if is_finished_world(folder):  # killed between the run's end and its ledger line
+        if is_finished_world(folder) and not was_interrupted(folder):  # killed between the run's end and its ledger line
             world = load_world(folder)
             invalid = sum(1 for r in world.records[1:] if r.get("score") is None)
             return {"nodes": world.size, "invalid": invalid, "stopped_by": "-", "version": "-", "seconds": 0.0}
@@ -160,6 +161,8 @@ class _SystemRun(LoopRun):
             options=dict(c.options), read=tuple(c.read),
         )
         result = deploy(request)
+        if result.stopped_by == "shutdown":  # Ctrl-C or SIGTERM reached the system's run: the loop stops with it
+            raise KeyboardInterrupt  # (the CLI says "interrupted"; --resume continues this run)
         return {"nodes": result.nodes, "invalid": result.invalid, "stopped_by": result.stopped_by,
                 "version": result.version, "seconds": result.seconds}
 

@@ -409,6 +409,15 @@ def write_summary(folder: Path, summary: dict[str, Any]) -> None:
         json.dumps(redact_value(summary), indent=2, default=str) + "\n", encoding="utf-8")
 
 
+def was_interrupted(folder: Path) -> bool:
+    """Whether the run in ``folder`` last ended by Ctrl-C or SIGTERM (its ``run_summary.json``): its
+    world is finished as far as it went, and ``--resume`` continues it to the budget."""
+    try:
+        return bool(json.loads((folder / "run_summary.json").read_text(encoding="utf-8")).get("stopped_by") == "shutdown")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def nodes_before(records: list[dict[str, Any]]) -> int:
     """The nodes a run starts from: those recorded, or the root a new run records first."""
     return max(1, len(records))
@@ -439,4 +448,4 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
 
 __all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "kept_process_state", "deploy_result",
            "files_evaluator", "given_endpoint", "nodes_before", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure",
-           "world_meta", "write_summary"]
+           "was_interrupted", "world_meta", "write_summary"]
