@@ -507,3 +507,27 @@ def test_the_callers_signal_handlers_and_logging_are_back_after_a_run(tmp_path: 
     finally:
         for number, handler in kept.items():
             signal.signal(number, handler)
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_and_says_so(tmp_path: Path) -> None:
+    # OpenEvolve answers a second Ctrl-C with sys.exit(0): the command ended with exit 0, silent
+    for name, text in SLOW_TASK.items():
+        (tmp_path / name).write_text(text)
+    out = tmp_path / "world"
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task",
+               f"{tmp_path / 'initial_program.py'},{tmp_path / 'evaluator.py'}", "--policy", "greedy",
+               "--policy-arg", "patience=100", "-W", "2", "--budget", "4", "--out", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not ((out / "nodes.jsonl").exists() and len(nodes_lines(out)) >= 3):
+        time.sleep(0.05)
+    time.sleep(0.1)  # the next round's evaluations under way (each takes 0.5 s)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # impatient
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and stderr.rstrip().endswith("interrupted"), stderr[-3000:]
+    done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(nodes_lines(out)) == 5
