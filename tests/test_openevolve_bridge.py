@@ -510,12 +510,15 @@ def test_the_callers_signal_handlers_and_logging_are_back_after_a_run(tmp_path: 
 
 
 @pytest.mark.slow
-def test_a_second_ctrl_c_stops_at_once_and_says_so(tmp_path: Path) -> None:
-    # OpenEvolve answers a second Ctrl-C with sys.exit(0): the command ended with exit 0, silent
+@pytest.mark.parametrize("system", ["openevolve", "skydiscover"])
+def test_a_second_ctrl_c_stops_at_once_and_says_so(tmp_path: Path, system: str) -> None:
+    # OpenEvolve and SkyDiscover answer a second Ctrl-C with sys.exit(0): the command ended with
+    # exit 0, silent
+    pytest.importorskip(system)
     for name, text in SLOW_TASK.items():
         (tmp_path / name).write_text(text)
     out = tmp_path / "world"
-    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task",
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", system, "--task",
                f"{tmp_path / 'initial_program.py'},{tmp_path / 'evaluator.py'}", "--policy", "greedy",
                "--policy-arg", "patience=100", "-W", "2", "--budget", "4", "--out", str(out)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

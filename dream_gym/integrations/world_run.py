@@ -85,6 +85,19 @@ def kept_process_state() -> Iterator[None]:
         sys.path[:] = path
 
 
+@contextlib.contextmanager
+def second_signal_interrupts() -> Iterator[None]:
+    """OpenEvolve and SkyDiscover answer a second Ctrl-C with ``sys.exit(0)``: a stop at once, not
+    a finished run. It ended the command silently with exit status 0; here it is KeyboardInterrupt
+    (the CLI says "interrupted", status 130, and ``--resume`` continues the run)."""
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise
+        raise KeyboardInterrupt from None
+
+
 def check_version(distribution: str, name: str, extra: str, supported: str, series: tuple[str, ...],
                   hooks: str) -> str:
     """The installed version of ``distribution`` (the system ``name``, extra ``extra``);
@@ -447,5 +460,5 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
 
 
 __all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "kept_process_state", "deploy_result",
-           "files_evaluator", "given_endpoint", "nodes_before", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure",
+           "files_evaluator", "given_endpoint", "nodes_before", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure", "second_signal_interrupts",
            "was_interrupted", "world_meta", "write_summary"]

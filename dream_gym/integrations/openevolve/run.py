@@ -206,14 +206,8 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
                 bridge.restore_database(controller.database, writer.records, state)
             done = iterations_of(writer.records)
             if done < config.iterations:
-                try:
+                with world_run.second_signal_interrupts():
                     asyncio.run(controller.run(iterations=config.iterations - done))
-                except SystemExit as exc:
-                    if exc.code not in (0, None):
-                        raise
-                    # OpenEvolve's answer to a second Ctrl-C is sys.exit(0): a stop at once, not a
-                    # finished run (it exited 0 without a word)
-                    raise KeyboardInterrupt from None
             else:
                 state.stopped_by = "iterations"
             state.flush()

@@ -254,7 +254,7 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
         state = bridge.RunState(writer, policy, request.workers, total_iterations=request.budget,
                                 dropped_dir=folder / OUTPUT_DIR / "dropped", seed=request.seed, beta=request.beta,
                                 frontier=options.frontier)
-        with _skydiscover_process_state():
+        with _skydiscover_process_state(), world_run.second_signal_interrupts():
             controller = bridge.BridgeController(str(initial), str(sky_evaluator), config=config,
                                                  output_dir=str(folder / OUTPUT_DIR))
             controller.database.dream_state = state
