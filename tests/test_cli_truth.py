@@ -332,20 +332,26 @@ def test_a_seed_no_generator_takes_is_refused_before_anything_is_written(
     assert not out.exists()
 
 
-def test_a_run_config_refuses_a_seed_no_generator_takes() -> None:
-    from dream_gym.integrations.deploy import DeployRequest, deploy
+def test_a_run_config_refuses_a_seed_no_generator_takes(tmp_path: Path) -> None:
     from dream_gym.online.loop import GrowConfig
     from dream_gym.training.trainer import TrainConfig
 
-    for make in (lambda seed: GrowConfig(task="sum-difference", out=Path("never-written"), policy="greedy", seed=seed),
-                 lambda seed: TrainConfig(seed=seed)):
+    for make in (lambda seed: GrowConfig(task="sum-difference", out=tmp_path / "grown", policy="greedy", seed=seed),
+                 lambda seed: TrainConfig(seed=seed, out=str(tmp_path / "trained"))):
         for seed in (-1, 2**32, 1.5, True):
             with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295"):
                 make(seed)
         assert make(2**32 - 1).seed == 2**32 - 1
+
+
+def test_deploy_from_python_refuses_a_seed_no_generator_takes(tmp_path: Path) -> None:
+    pytest.importorskip("openevolve")
+    from dream_gym.integrations.deploy import DeployRequest, deploy
+
+    out = tmp_path / "never-written"
     with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295, got -1"):
-        deploy(DeployRequest(system="openevolve", task="circle-packing-26", out=Path("never-written"), seed=-1))
-    assert not Path("never-written").exists()
+        deploy(DeployRequest(system="openevolve", task="circle-packing-26", out=out, seed=-1))
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("command", [

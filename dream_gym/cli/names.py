@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,9 @@ class UnknownName(LookupError):
     """A name the user typed that names nothing; the message is the whole explanation."""
 
 
-def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
-    """``"; did you mean 'a' or 'b'?"`` for the known names close to ``name`` (empty if none)."""
+def did_you_mean(name: str, known: Iterable[str], n: int = 3, show: Callable[[str], str] = str) -> str:
+    """``"; did you mean 'a' or 'b'?"`` for the known names close to ``name`` (empty if none),
+    each shown as ``show`` spells it (a file name with its folder, say)."""
     candidates = sorted(set(known))
     matches = difflib.get_close_matches(name, candidates, n=n, cutoff=0.6)
     if matches:  # only the ones about as close as the closest
@@ -33,7 +33,7 @@ def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
         matches = [c for c in candidates if name in c][:n]
     if not matches:
         return ""
-    quoted = [f"'{m}'" for m in matches]
+    quoted = [f"'{show(m)}'" for m in matches]
     return "; did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
 
 
@@ -203,9 +203,8 @@ def check_policy(spec: str) -> str:
         nearby = [p.name for p in sorted(folder.glob("*.py"))] if folder is not None else []
         # names compared without their folder, which every candidate shares (a long path made any
         # file of the folder look close); the hint gives the path as the user would type it
-        hint = did_you_mean(path.name, nearby)
-        if hint and str(path.parent) != ".":
-            hint = re.sub(r"'([^']+)'", lambda m: repr(str(Path(spec).parent / m.group(1))), hint)
+        hint = did_you_mean(path.name, nearby,
+                            show=lambda name: name if str(path.parent) == "." else str(Path(spec).parent / name))
         where = "" if folder is not None else f" (no folder {str(path.parent)!r})"
         raise UnknownName(f"policy file {spec} does not exist{where}{hint}")
     if spec in POLICIES:

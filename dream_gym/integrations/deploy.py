@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.replay.settings import DEFAULT_BETA
 
 NATIVE_POLICY = "native"  # the system's own parent selection, recorded
@@ -114,7 +113,6 @@ def deploy(request: DeployRequest) -> DeployResult:
         raise ValueError(f"workers must be >= 1, got {request.workers}")
     if request.budget < 1:
         raise ValueError(f"budget must be >= 1, got {request.budget}")
-    check_seed(request.seed)
     from dream_gym.integrations.files_task import checked_read
 
     request.read = checked_read(request.task, request.read)
