@@ -446,7 +446,7 @@ def test_a_task_given_as_shinka_files_with_an_openai_compatible_model(tmp_path: 
 def test_ctrl_c_ends_the_round_and_a_resumed_run_spends_nothing(tmp_path: Path) -> None:
     # ShinkaEvolve raised KeyboardInterrupt out of its event loop: no summary, and the generations
     # of the round in flight were spent (a resumed run of 40 recorded 39 programs). In this process
-    # (ShinkaEvolve is imported already); the CLI's exit status 130 is the other systems' (stop_status).
+    # (ShinkaEvolve is imported already); the CLI's exit status 130 is the other systems' (run_status).
     out = tmp_path / "world"
     nodes_file = out / "nodes.jsonl"
     late: list[int] = []

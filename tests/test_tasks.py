@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dream_gym.online.tasks import TASKS, Limits, get_task, list_tasks
-from dream_gym.online.tasks.circle_packing import format_array
+from dream_gym.online.tasks.circle_packing import format_array, ring_layout, safe_radii
 from dream_gym.online.tasks.sleep_task import code_score
 
 CP_HEAD = "import numpy as np\n"
@@ -49,6 +49,8 @@ def test_circle_packing_initial_program(tmp_path, name, low, high):
     assert ev.valid and ev.fail_class is None and ev.error is None
     assert low <= ev.score <= high
     assert ev.metrics["sum_radii"] == pytest.approx(ev.score)
+    # the built-in agent computes the initial program's radii with the function the program holds
+    assert ev.score == pytest.approx(safe_radii(ring_layout(task.n)).sum(), rel=1e-12)
     evidence = ev.evidence
     assert evidence["admissible"] and evidence["exit"] == 0 and evidence["env_digest"].startswith("sha256:")
     assert {"t", "cmd", "duration_ms", "artifacts", "parsed"} <= set(evidence)

@@ -13,9 +13,8 @@ from dream_gym.cli.options import (
     add_workers,
     parse_key_values,
     parse_seed,
-    root_warning,
+    run_status,
     stop_hint,
-    stop_status,
 )
 from dream_gym.replay.settings import DEFAULT_BETA, recorder_or
 
@@ -94,7 +93,4 @@ def run_command(args: argparse.Namespace) -> int:
                       "the world holds no node for them, and replay charges neither their attempts nor their "
                       "rounds", markup=False)
     console.print(f"world: {result.folder}", markup=False)
-    if warning := root_warning(result.folder):  # a run of the system's own selection went on
-        console.print(warning, markup=False)
-        return stop_status(result.stopped_by) or 1
-    return stop_status(result.stopped_by)
+    return run_status(result.folder, result.stopped_by, console)

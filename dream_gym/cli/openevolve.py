@@ -11,9 +11,8 @@ from dream_gym.cli.options import (
     add_read,
     add_trust_model,
     parse_key_values,
-    root_warning,
+    run_status,
     stop_hint,
-    stop_status,
 )
 from dream_gym.replay.settings import DEFAULT_BETA
 
@@ -80,10 +79,7 @@ def run_command(args: argparse.Namespace) -> int:
     if hint := stop_hint(result.stopped_by):
         console.print(hint, markup=False)
     console.print(f"world: {result.folder}  OpenEvolve output: {result.folder / 'openevolve'}")
-    if warning := root_warning(result.folder):  # a run of the system's own selection went on
-        console.print(warning, markup=False)
-        return stop_status(result.stopped_by) or 1
-    return stop_status(result.stopped_by)
+    return run_status(result.folder, result.stopped_by, console)
 
 
 def task_command(args: argparse.Namespace) -> int:

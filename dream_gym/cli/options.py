@@ -161,22 +161,21 @@ def stop_hint(stopped_by: str) -> str:
             "the built-in policies more patient (greedy: --policy-arg patience=N)")
 
 
-def root_warning(folder: Path) -> str:
-    """The line a run's summary adds when its initial program failed its evaluation (a run of the
-    system's own selection goes on): the world it wrote has no baseline score to replay from."""
+def run_status(folder: Path, stopped_by: str, console: Any) -> int:
+    """A run's exit status, said last: an interrupted run (the system's graceful ``shutdown`` on
+    Ctrl-C or SIGTERM) is not a finished one, whatever it recorded; a run whose initial program
+    failed its evaluation (a run of the system's own selection goes on) wrote a world with no
+    baseline score to replay from, which ``console`` is told, and is a failure."""
     from dream_gym.integrations.world_run import root_failure
 
+    status = INTERRUPTED_STATUS if stopped_by == "shutdown" else 0
     error = root_failure(Path(folder))
     if error is None:
-        return ""
-    return (f"error: the initial program failed its evaluation ({error}), so the world has no baseline score "
-            "and eval, dream and worlds stats cannot replay it; fix the task and run it again")
-
-
-def stop_status(stopped_by: str) -> int:
-    """A run's exit status: an interrupted run (the system's graceful ``shutdown`` on Ctrl-C or
-    SIGTERM) is not a finished one, whatever it recorded."""
-    return INTERRUPTED_STATUS if stopped_by == "shutdown" else 0
+        return status
+    console.print(f"error: the initial program failed its evaluation ({error}), so the world has no baseline "
+                  "score and eval, dream and worlds stats cannot replay it; fix the task and run it again",
+                  markup=False)
+    return status or 1
 
 
 def one_line(message: str) -> str:

@@ -124,10 +124,12 @@ def _better(a: float | None, b: float | None, direction: str) -> float | None:
 
 
 class LoopRun:
-    """What both outer loops hold (``dream-gym rsi`` with grow, and with a system): the run
-    folder, its ledger and rows, the extra history worlds, and the settings both record."""
+    """What both outer loops hold (``dream-gym rsi`` with grow, and with a system): the
+    configuration, the run folder, its ledger and rows, the extra history worlds, the settings
+    both record and where each iteration's policy is."""
 
     def __init__(self, config: Any, events: Events):
+        self.config = config  # each loop's own configuration (each subclass names its type)
         self.events = events
         self.out = Path(config.out)
         self.ledger = JsonLog(self.out / LEDGER_FILE)
@@ -138,30 +140,29 @@ class LoopRun:
 
             self.extra = resolve_worlds(config.history)
 
-    @staticmethod
-    def shared_fingerprint(c: Any, extra: list[World]) -> dict[str, Any]:
+    def shared_fingerprint(self) -> dict[str, Any]:
         """The settings both loops record in fingerprint.json (each adds its own)."""
+        c = self.config
         s = c.settings.scoring
         return {
             "task": c.task, "policy": c.policy, "policy_sha256": policy_digest(c.policy),
             "developer": c.developer, "revisions": c.settings.revisions, "carry": c.settings.carry,
             "workers": c.workers, "max_rounds": s.replay.max_rounds, "betas": list(s.betas),
             "beta1": s.replay.beta1, "beta2": s.replay.beta2, "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
-            "history": {w.id: world_checksum(w) for w in extra},
+            "history": {w.id: world_checksum(w) for w in self.extra},
         }
+
+    def policy_of(self, t: int) -> str:
+        """The policy iteration ``t`` runs: the configured one first, then each dreamed one."""
+        return self.config.policy if t == 1 else str(self.out / "policies" / f"pi_{t}.py")
 
 
 class _Run(LoopRun):
-    def __init__(self, config: RsiConfig, events: Events):
-        super().__init__(config, events)
-        self.config = config
+    config: RsiConfig
 
     def fingerprint(self) -> dict[str, Any]:
         c = self.config
-        return {**self.shared_fingerprint(c, self.extra), "agent": c.agent, "rounds": c.rounds}
-
-    def policy_of(self, t: int) -> str:
-        return self.config.policy if t == 1 else str(self.out / "policies" / f"pi_{t}.py")
+        return {**self.shared_fingerprint(), "agent": c.agent, "rounds": c.rounds}
 
     def world_dir(self, t: int) -> Path:
         return self.out / "worlds" / f"iter-{t}"

@@ -110,17 +110,12 @@ class SystemIteration(Iteration):
 
 
 class _SystemRun(LoopRun):
-    def __init__(self, config: SystemRsiConfig, events: Events):
-        super().__init__(config, events)
-        self.config = config
+    config: SystemRsiConfig
 
     def fingerprint(self) -> dict[str, Any]:
         c = self.config
-        return {**self.shared_fingerprint(c, self.extra), "system": c.system, "model": c.model, "budget": c.budget,
+        return {**self.shared_fingerprint(), "system": c.system, "model": c.model, "budget": c.budget,
                 "options": dict(c.options), "read": [str(path) for path in c.read], "scores": c.scores}
-
-    def policy_of(self, t: int) -> str:
-        return self.config.policy if t == 1 else str(self.out / "policies" / f"pi_{t}.py")
 
     def row(self, kind: str, t: int) -> dict[str, Any] | None:
         return next((r for r in self.rows if r.get("type") == kind and r["t"] == t), None)

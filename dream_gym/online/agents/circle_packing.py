@@ -1,14 +1,13 @@
 """Built-in agent for circle packing: local moves of a few circles on the parent's layout.
 
-The parent's program holds the layout (``CENTERS``, and ``RADII`` once an agent has written it;
-the initial program computes its radii with a pairwise shrink, which the agent reproduces from
-the text). Most edits move one to three circles a little and let them and their neighbours grow
-until they touch; some grow a few circles in place, trade size between a big circle and its
-neighbours, or move the smallest circle to the emptiest spot; rarely a short joint optimisation of
-all centers and radii, or a new layout from scratch (rows of circles, radii by the initial
-program's pairwise shrink). Slips: overlapping radii written without a
-safety margin, a circle left out, syntax and naming errors, and (rarely) a refinement loop that
-never ends.
+The parent's program holds the layout (``CENTERS``, and ``RADII`` once an agent has written it; the
+initial program computes its radii with the task's ``safe_radii``, a pairwise shrink, which the
+agent calls for a layout whose program holds no radii). Most edits move one to three circles a
+little and let them and their neighbours grow until they touch; some grow a few circles in place,
+trade size between a big circle and its neighbours, or move the smallest circle to the emptiest
+spot; rarely a short joint optimisation of all centers and radii, or a new layout from scratch (rows
+of circles, radii by ``safe_radii``). Slips: overlapping radii written without a safety margin, a
+circle left out, syntax and naming errors, and (rarely) a refinement loop that never ends.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import numpy as np
 
 from dream_gym.online.agents.common import EditAgent, judged_pick, read_literal, variants
 from dream_gym.online.tasks.base import Task
-from dream_gym.online.tasks.circle_packing import format_array, ring_layout
+from dream_gym.online.tasks.circle_packing import format_array, ring_layout, safe_radii
 
 MARGIN = 1e-12  # slack the agent keeps on every constraint (the evaluator allows 1e-9)
 Layout = tuple[np.ndarray, np.ndarray]  # centers (n, 2), radii (n,)
@@ -53,19 +52,6 @@ def _refine(centers, radii):
 def construct_packing():
     return [list(c) for c in CENTERS], _refine(CENTERS, list(RADII))
 '''
-
-
-def pairwise_shrink(centers: np.ndarray) -> np.ndarray:
-    """The initial program's radii: wall distances, then every overlapping pair shrunk in turn."""
-    radii = np.min(np.hstack([centers, 1.0 - centers]), axis=1)
-    for i in range(len(centers)):
-        for j in range(i + 1, len(centers)):
-            dist = float(np.hypot(*(centers[i] - centers[j])))
-            if radii[i] + radii[j] > dist:
-                scale = dist / (radii[i] + radii[j])
-                radii[i] *= scale
-                radii[j] *= scale
-    return radii * (1.0 - 1e-9)
 
 
 def room(centers: np.ndarray, radii: np.ndarray, i: int) -> float:
@@ -172,9 +158,9 @@ class CirclePackingAgent(EditAgent[Layout]):
         centers = _array(read_literal(code, "CENTERS"), (n, 2))
         if centers is None:  # no usable layout: start over from a jittered ring layout
             centers = np.clip(ring_layout(n) + rng.normal(0.0, 0.02, (n, 2)), 0.01, 0.99)
-            return centers, pairwise_shrink(centers)
+            return centers, safe_radii(centers)
         radii = _array(read_literal(code, "RADII"), (n,))
-        return centers, pairwise_shrink(centers) if radii is None else np.clip(radii, 0.0, None)
+        return centers, safe_radii(centers) if radii is None else np.clip(radii, 0.0, None)
 
     def program(self, task: Task, state: Layout, notes: str) -> str:
         centers, radii = state
@@ -263,7 +249,7 @@ class CirclePackingAgent(EditAgent[Layout]):
         centers = np.array([((k + 0.5 + (stagger if r % 2 else -stagger)) / count, (r + 0.5) / rows)
                             for r, count in enumerate(counts) for k in range(count)])
         centers = np.clip(centers + rng.normal(0.0, 0.01, centers.shape), 0.01, 0.99)
-        return (centers, pairwise_shrink(centers)), f"new layout from scratch: {rows} rows of {', '.join(map(str, counts))}"
+        return (centers, safe_radii(centers)), f"new layout from scratch: {rows} rows of {', '.join(map(str, counts))}"
 
     def _pick(self, rng: np.random.Generator, options: list[Layout]) -> Layout:
         return judged_pick(rng, options, lambda layout: float(layout[1].sum()), insight=0.65)

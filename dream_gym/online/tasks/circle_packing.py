@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -10,17 +11,6 @@ from dream_gym.online.tasks.base import HARD, REPAIRABLE, Check, HarnessTask, Li
 
 TOL = 1e-9
 BEST_KNOWN = {26: 2.635983, 32: 2.939572}
-
-INITIAL_TEMPLATE = '''"""Circle packing of {n} circles in the unit square: a ring layout with safe radii.
-
-construct_packing() returns (centers (n, 2), radii (n,)); the evaluator computes the score
-(sum of radii) itself and checks that circles are disjoint and inside the square.
-"""
-import numpy as np
-
-# One circle in the middle, a ring of 8 around it, the rest on an outer ring (clipped).
-CENTERS = {centers}
-
 
 def safe_radii(centers):
     """Largest radii that keep every circle inside the square, then shrink overlapping pairs."""
@@ -35,6 +25,21 @@ def safe_radii(centers):
                 radii[j] *= scale
     return radii * (1.0 - 1e-9)
 
+
+#: The initial program: a ring layout and :func:`safe_radii`, whose text it holds as written here
+#: (the built-in agent calls the same function for the radii of the layouts it writes).
+INITIAL_TEMPLATE = '''"""Circle packing of {n} circles in the unit square: a ring layout with safe radii.
+
+construct_packing() returns (centers (n, 2), radii (n,)); the evaluator computes the score
+(sum of radii) itself and checks that circles are disjoint and inside the square.
+"""
+import numpy as np
+
+# One circle in the middle, a ring of 8 around it, the rest on an outer ring (clipped).
+CENTERS = {centers}
+
+
+{safe_radii}
 
 def construct_packing():
     centers = np.array(CENTERS, dtype=float)
@@ -92,7 +97,8 @@ class CirclePacking(HarnessTask):
         )
 
     def initial_program(self) -> str:
-        return INITIAL_TEMPLATE.format(n=self.n, centers=format_array(ring_layout(self.n)))
+        return INITIAL_TEMPLATE.format(n=self.n, centers=format_array(ring_layout(self.n)),
+                                       safe_radii=inspect.getsource(safe_radii))
 
     def check(self, answer: Any) -> Check:
         centers = np.asarray(answer["centers"], dtype=float)
