@@ -40,10 +40,13 @@ def test_a_folder_of_runs_imports_each_into_its_own_world(tmp_path, capsys):
     assert main(["worlds", "import", "--from", "auto", str(tmp_path / "runs"), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert f"imported 5 of 6 run(s) of {tmp_path / 'runs'} into {out} (1 refused)" in text
-    assert "  refused   broken-altered" in text and "hashes to sha256" in text
+    assert "refused broken-altered: " in text and "hashes to sha256" in text
+    # one row per run imported, in the table of its system
     for system, name in (("EvoTrace", "EvoTrace-gepa_native-circle-gepa-s0"), ("GEPA", "gepa-linear-fit"),
                          ("OpenEvolve", "openevolve-resumed")):
-        assert f"  imported  {name}" in text and f"{system}: " in text.split(name, 1)[1].splitlines()[0]
+        row = text.index(f"\n{name[:20]}")  # a long name folds in its cell
+        title = text.rindex(" runs scored by ", 0, row)  # the last table title above the row
+        assert text[text.rindex("\n", 0, title) + 1: title] == system
     imported = sorted(p.name for p in out.iterdir())
     assert imported == sorted(set(runs) - {"broken-altered"})  # nothing is left of the refused run
     for name in imported:
@@ -51,6 +54,19 @@ def test_a_folder_of_runs_imports_each_into_its_own_world(tmp_path, capsys):
         world = load_world(out / name)
         assert world.id == name and world.meta["source"]["path"].startswith(str(runs[name].resolve()))
     assert main(["replay", str(out / "gepa-linear-fit"), "--policy", "greedy"]) == 0
+
+
+def test_the_table_of_runs_fits_an_80_column_terminal_and_names_what_they_share(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in ("a", "b"):
+        write_refined_run(tmp_path / "runs" / name, "gepa_native", gepa_native_programs())
+    assert main(["worlds", "import", str(tmp_path / "runs"), "--out", str(tmp_path / "w")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = lines[lines.index("") + 1: -1]  # between the summary and the stats hint
+    assert table[0].startswith("EvoTrace runs scored by ") and len(table) == 5, lines  # title, head, rule, 2 rows
+    assert table[1].split() == ["run", "nodes", "invalid", "orphans", "baseline", "best"]  # one system, one metric
+    assert [row.split()[0] for row in table[3:]] == ["a", "b"]
+    assert all(len(line) <= 80 for line in table)
 
 
 def test_one_run_is_never_split_into_its_phases_or_snapshots(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dream_gym.cli.shown import say, shown
 from dream_gym.infrastructure.printable import TEXT_CHARS
@@ -230,15 +230,57 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _import_many(args: argparse.Namespace, options: ImportOptions) -> int:
-    """A folder of many runs: each into OUT/<name>, one line per run (imported, or refused and why)."""
+    """A folder of many runs: each into OUT/<name>; a table of the runs imported (what each holds),
+    then each run refused and why."""
     import warnings
+
+    from rich.console import Console
 
     from dream_gym.datasets.importers import OrphanWarning
     from dream_gym.datasets.importers.many import import_runs
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OrphanWarning)  # each run's line counts its orphans
+        warnings.simplefilter("ignore", OrphanWarning)  # each run's row counts its orphans
         report = import_runs(args.system, args.src, args.out, options)
-    say(report.summary())
+    say(report.summary().split("\n", 1)[0])
+    console = Console(soft_wrap=True)  # a refusal's reason wraps where the terminal wraps
+    for table in _imported_tables(report):
+        console.print()
+        console.print(table)
+    for outcome in report.outcomes:
+        if outcome.report is None:
+            console.print(f"refused {shown(outcome.name)}: {shown(outcome.reason, TEXT_CHARS)}", markup=False,
+                          highlight=False)
     print(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
     return 0
+
+
+def _imported_tables(report: Any) -> list[Any]:
+    """The runs a folder import imported, a table per system and metric (in order of first run),
+    one row each; a long run name folds in its cell, so that a table fits the terminal."""
+    from rich import box
+    from rich.table import Table
+
+    from dream_gym.cli.shown import cell
+    from dream_gym.datasets.importers.systems import SYSTEM_NAMES
+
+    groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    for outcome in report.outcomes:
+        if (r := outcome.report) is not None:
+            groups.setdefault((SYSTEM_NAMES.get(r.system, r.system), r.metric), []).append((outcome.name, r))
+    tables = []
+    for (system, metric), runs in groups.items():
+        table = Table(title=cell(f"{system} runs scored by {metric!r}"), box=box.SIMPLE_HEAD, show_edge=False,
+                      pad_edge=False)
+        table.add_column("run", overflow="fold")
+        for name in ("nodes", "invalid", "orphans", "baseline", "best"):
+            table.add_column(name, justify="right", no_wrap=True)
+        for name, r in runs:
+            table.add_row(cell(name), str(r.nodes), str(r.invalid), str(r.orphans), _score(r.baseline), _score(r.best))
+        tables.append(table)
+    return tables
+
+
+def _score(value: float | None) -> str:
+    """A score to six significant digits (the world keeps it whole); a dash for none."""
+    return "-" if value is None else f"{value:.6g}"
