@@ -15,6 +15,10 @@ def test_replay_prints_score_and_tree(tmp_path, capsys):
     assert main(["replay", str(folder), "--policy", "fixed", "--beta", "0.5", "--tree"]) == 0
     out = capsys.readouterr().out
     assert "V = " in out and "attempts N = " in out
+    assert main(["replay", str(folder), "--policy", "fixed", "--beta", "0.5", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best_score"]
+    # the result's line fits an 80-column terminal: the best score to six digits (whole in --json)
+    assert f"best score = {best:.6g}  " in out.splitlines()[1] and len(out.splitlines()[1]) <= 80
     assert out.splitlines()[2].startswith("coverage (the rule's frontier): ")
     assert out.splitlines()[3].startswith("round ")  # the tree drawing's header
     assert "0: " in out
