@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     summary = write_summary(result)
     survival = result.survival
     console.print(
-        f"{result.nodes} nodes, {result.rounds} rounds, {result.failures} failed attempts this run, "
+        f"{result.nodes} nodes, {result.rounds} round{'s' * (result.rounds != 1)}, {result.failures} failed "
+        f"attempt{'s' * (result.failures != 1)} this run, "
         f"best score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s"
     )
     if hint := stop_hint(result.stopped_by):
