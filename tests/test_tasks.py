@@ -35,8 +35,11 @@ def cp26():
 def test_registry_lists_and_rejects_unknown_names():
     assert {"circle-packing-26", "circle-packing-32", "sum-difference", "lasso-path"} <= set(list_tasks())
     assert "sleep-task" not in list_tasks() and "sleep-task" in list_tasks(include_hidden=True)
-    with pytest.raises(KeyError, match="known tasks: .*circle-packing-26"):
+    with pytest.raises(KeyError, match="known tasks: .*circle-packing-26") as refused:
         get_task("circle-packing-27")
+    assert "sleep-task" not in str(refused.value) and "initial_program.py" not in str(refused.value)
+    with pytest.raises(KeyError, match="sum-difference; or a task of your own as its two files, initial_program.py,"):
+        get_task("circle-packing-27", files_too=True)  # for the commands that take a task as files
     for name, factory in TASKS.items():
         task = factory()
         assert task.name == name and task.direction in ("maximize", "minimize") and task.description

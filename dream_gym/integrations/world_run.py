@@ -190,7 +190,7 @@ def check_task(spec: str) -> None:
                          "(a comma between them)")
     from dream_gym.online.tasks import get_task
 
-    get_task(spec)
+    get_task(spec, files_too=True)
 
 
 def open_world(settings: RunSettings, output_dir: str, *,

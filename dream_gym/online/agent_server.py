@@ -113,7 +113,7 @@ class AgentResponder:
                     raise FileNotFoundError(f"--task {task_name}: {path} does not exist")
             self.generic = GenericAgent()
             return
-        self.task = get_task(task_name)
+        self.task = get_task(task_name, files_too=True)
         try:
             builtin_agent(task_name)
         except ValueError:  # a built-in task without an agent of its own

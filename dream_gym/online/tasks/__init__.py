@@ -41,12 +41,14 @@ def list_tasks(include_hidden: bool = False) -> list[str]:
     return [name for name in TASKS if include_hidden or name not in HIDDEN]
 
 
-def get_task(name: str) -> Task:
-    """Build the task called ``name``; a KeyError lists the known names."""
+def get_task(name: str, files_too: bool = False) -> Task:
+    """Build the task called ``name``; a KeyError lists the known names (``files_too``: and says
+    that a task may be given as its two files, for a caller that takes them)."""
     try:
         factory = TASKS[name]
     except KeyError:
-        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}") from None
+        files = "; or a task of your own as its two files, initial_program.py,evaluator.py" if files_too else ""
+        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(sorted(list_tasks()))}{files}") from None
     return factory()
 
 
