@@ -1,4 +1,4 @@
-"""Nothing left behind: after `kill -9` of a long-running command (grow, eval, dream, rsi, train),
+"""Nothing left behind: after `kill -9` of a long-running command (grow, eval, dream, rsi, train, deploy),
 every process it started dies within seconds: pool workers, the fork server, multiprocessing's
 resource tracker and the isolated children (policy files, candidate evaluators).
 
@@ -234,6 +234,16 @@ def test_kill_9_of_train_leaves_nothing(tmp_path):
                          "--timesteps", "100000", "--n-envs", "4", "--n-steps", "64", "--batch-size", "128",
                          "--n-epochs", "1", "--checkpoint-every", "256", "--eval-every", "1024", "--out", str(out))
     _kill_9_leaves_nothing(tmp_path, command, lambda run: (out / "progress.json").is_file())
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_deploy_leaves_no_evaluator_or_system_worker(tmp_path):
+    pytest.importorskip("openevolve")
+    out = tmp_path / "world"  # OpenEvolve: its own process pool, and each evaluation an isolated child
+    command = _dream_gym("deploy", "--system", "openevolve", "--task", "circle-packing-26", "--policy", "greedy",
+                         "--policy-arg", "patience=100", "-W", "2", "--budget", "60", "--out", str(out))
+    _kill_9_leaves_nothing(tmp_path, command, lambda run: "isolated child" in run.kinds()
+                           and _lines(out / "nodes.jsonl") >= 4, expected=("isolated child",))
 
 
 # -- the mechanism -------------------------------------------------------------------------------
