@@ -388,3 +388,32 @@ def test_an_unknown_option_is_said_by_the_command_typed(argv: list[str], said: s
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == said
     assert err.startswith(f"usage: dream-gym {' '.join(argv[:2] if argv[0] == 'worlds' else argv[:1])} ")
+
+
+@pytest.mark.parametrize("command", [
+    ["grow", "--task", "sum-difference", "-W", "2", "--rounds", "2"],
+    ["dream", "--history", "cp26-puct-w4-s1", "--policy", "greedy", "-M", "2"],
+    ["worlds", "import", str(Path(__file__).parent / "data" / "gepa" / "linear-fit")],
+])
+@pytest.mark.parametrize("below", ["", "run"])
+def test_an_out_that_is_or_runs_through_a_file_names_that_file(
+        command: list[str], below: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # it said "[Errno 17] File exists: '...'" (or "[Errno 20] Not a directory")
+    in_the_way = tmp_path / "results.txt"
+    in_the_way.write_text("kept\n")
+    out = in_the_way / below if below else in_the_way
+    assert cli_main([*command, "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    where = f"{out}: " if below else ""
+    assert line.endswith(f"error: {where}{in_the_way} is a file, where a folder is wanted (name another path, "
+                         "or move the file)")
+    assert in_the_way.read_text() == "kept\n"
+
+
+def test_an_error_of_the_system_is_said_as_its_path_and_what_is_wrong() -> None:
+    from dream_gym.cli import error_text
+
+    assert error_text(FileNotFoundError(2, "No such file or directory", "/nowhere/x")) == \
+        "/nowhere/x: No such file or directory"
+    assert error_text(OSError("no path in this one")) == "no path in this one"
+    assert error_text(KeyError("unknown task 'x'; known tasks: a")) == "unknown task 'x'; known tasks: a"

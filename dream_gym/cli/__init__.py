@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from dream_gym import __version__
 from dream_gym.cli.shown import LINE_CHARS
@@ -129,9 +130,23 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def error_text(exc: BaseException) -> str:
-    """The message of an error: a KeyError's own text, not its quoted repr."""
+    """The message of an error: a KeyError's own text, not its quoted repr; an error of the
+    operating system as the path and what is wrong with it, not its errno."""
     if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str) and " " in exc.args[0]:
-        text = exc.args[0]
-    else:
-        text = str(exc) or type(exc).__name__
-    return text
+        return exc.args[0]
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        path = os.fsdecode(exc.filename)
+        if isinstance(exc, (NotADirectoryError, FileExistsError)) and (blocker := _file_in_the_way(path)):
+            # mkdir of an --out that names a file, or of a path through one
+            where = "" if blocker == path else f"{path}: "
+            return f"{where}{blocker} is a file, where a folder is wanted (name another path, or move the file)"
+        return f"{path}: {exc.strerror}"
+    return str(exc) or type(exc).__name__
+
+
+def _file_in_the_way(path: str) -> str | None:
+    """The first existing path on the way to ``path`` (itself included) that is not a folder."""
+    for place in (path, *map(str, Path(path).parents)):
+        if os.path.lexists(place):
+            return None if os.path.isdir(place) else place
+    return None
