@@ -7,11 +7,13 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from dream_gym.cli.shown import say, shown
+from dream_gym.cli.shown import LINE_CHARS, cell, say, shown
 from dream_gym.infrastructure.printable import TEXT_CHARS
 
 if TYPE_CHECKING:
     from dream_gym.datasets.importers import ImportOptions
+    from dream_gym.datasets.importers.base import ImportReport
+    from dream_gym.datasets.importers.many import ManyReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -242,29 +244,27 @@ def _import_many(args: argparse.Namespace, options: ImportOptions) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrphanWarning)  # each run's row counts its orphans
         report = import_runs(args.system, args.src, args.out, options)
-    say(report.summary().split("\n", 1)[0])
+    say(report.headline())
     console = Console(soft_wrap=True)  # a refusal's reason wraps where the terminal wraps
     for table in _imported_tables(report):
         console.print()
         console.print(table)
     for outcome in report.outcomes:
         if outcome.report is None:
-            console.print(f"refused {shown(outcome.name)}: {shown(outcome.reason, TEXT_CHARS)}", markup=False,
-                          highlight=False)
+            console.print(cell(f"refused {outcome.name}: {outcome.reason}", LINE_CHARS), highlight=False)
     print(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
     return 0
 
 
-def _imported_tables(report: Any) -> list[Any]:
+def _imported_tables(report: ManyReport) -> list[Any]:
     """The runs a folder import imported, a table per system and metric (in order of first run),
     one row each; a long run name folds in its cell, so that a table fits the terminal."""
     from rich import box
     from rich.table import Table
 
-    from dream_gym.cli.shown import cell
     from dream_gym.datasets.importers.systems import SYSTEM_NAMES
 
-    groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[tuple[str, ImportReport]]] = {}
     for outcome in report.outcomes:
         if (r := outcome.report) is not None:
             groups.setdefault((SYSTEM_NAMES.get(r.system, r.system), r.metric), []).append((outcome.name, r))

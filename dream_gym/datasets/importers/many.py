@@ -108,10 +108,15 @@ class ManyReport:
     def imported(self) -> list[RunOutcome]:
         return [o for o in self.outcomes if o.imported]
 
-    def summary(self) -> str:
+    def headline(self) -> str:
+        """One line: how many runs were imported, of how many, from where to where."""
         refused = len(self.outcomes) - len(self.imported)
-        lines = [f"imported {len(self.imported)} of {len(self.outcomes)} run(s) of {self.source} into {self.out} "
-                 f"({refused} refused) in {self.seconds:.2f} s"]
+        return (f"imported {len(self.imported)} of {len(self.outcomes)} run(s) of {self.source} into {self.out} "
+                f"({refused} refused) in {self.seconds:.2f} s")
+
+    def summary(self) -> str:
+        """The headline, then a line per run: imported (what it holds) or refused (why)."""
+        lines = [self.headline()]
         width = max(len(o.name) for o in self.outcomes)
         for o in self.outcomes:
             if o.report is not None:
