@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
@@ -37,6 +38,28 @@ def short_tmp_path() -> Generator[Path, Any, Any]:
     folder = Path(tempfile.mkdtemp(prefix="dg-", dir="/tmp"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+#: What the signals of Ctrl-C and of a polite kill do in every test, as in a terminal's foreground
+#: (set by :func:`signals_as_in_a_terminal`).
+SIGNALS_IN_A_TERMINAL = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+
+
+@pytest.fixture(autouse=True)
+def signals_as_in_a_terminal() -> Generator[None, Any, Any]:
+    """Each test starts, and ends, with Ctrl-C's signal raising KeyboardInterrupt and SIGTERM
+    ending the process, whatever started the suite and whatever ran before: a shell's background
+    job ignores SIGINT, and every process a test starts would inherit that (a test of Ctrl-C then
+    waits for a command that cannot hear it); Ray's ``init`` leaves a SIGTERM handler, and a
+    notebook's kernel client a SIGINT one, in the process that ran them."""
+    def restore() -> None:
+        for number, handler in SIGNALS_IN_A_TERMINAL.items():
+            if signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+
+    restore()
+    yield
+    restore()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -304,13 +304,14 @@ def test_shinkaevolve_and_skydiscover_run_a_task_given_as_files_without_a_key(sy
     done = deploy(system, FILES, first, "--policy-arg", "patience=100", budget=6)
     assert done.returncode == 0, done.stderr[-3000:]
     assert ", stopped by budget, " in done.stderr, done.stderr[-3000:]  # one word for every system
-    assert deploy(system, FILES, second, "--policy-arg", "patience=100", budget=6).returncode == 0
     records = nodes(first)
     # every proposal a node (SkyDiscover retries a failed evaluation with a new program, also a node)
     assert len(records) >= 7 and all(r.get("code") for r in records)
     valid = [r for r in records[1:] if r["score"] is not None]
     assert len(valid) >= 3 and records[0]["score"] > 0.3
-    assert tree(second) == tree(first)  # the same seed: the same tree
+    if system == "skydiscover":  # the same seed, the same tree (ShinkaEvolve's: test_shinkaevolve_bridge.py)
+        assert deploy(system, FILES, second, "--policy-arg", "patience=100", budget=6).returncode == 0
+        assert tree(second) == tree(first)
     meta = json.loads((first / "world.json").read_text())
     assert meta["agent"] == "dream-gym serve-agent (generic agent)" and meta["task"]["name"] == "openevolve_task"
     wrapper = (first / "task" / ("evaluate.py" if system == "shinkaevolve" else "evaluator.py")).read_text()

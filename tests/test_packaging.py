@@ -26,10 +26,11 @@ from pathlib import Path
 
 import pytest
 from once import built_once
+from test_demo import KEPT
 
 import dream_gym
 from dream_gym.cli import main as cli_main
-from dream_gym.demo import DREAMED
+from dream_gym.demo import DREAM_INCUMBENT, DREAMED
 from dream_gym.world.shipped import models_dir, prompts_dir, shipped_root
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,8 +72,8 @@ class Installed:
     def python(self) -> str:
         return str(self.venv / "bin" / "python")
 
-    def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(args), cwd=self.cwd, env=self.env, capture_output=True, text=True,
+    def run(self, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(args), cwd=self.cwd, env={**self.env, **env}, capture_output=True, text=True,
                               timeout=timeout)
 
     def python_code(self, code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -127,7 +128,7 @@ def test_the_wheel_works_from_a_fresh_venv_outside_the_repository(installed: Ins
     with ThreadPoolExecutor(2) as pool:  # the two long commands run while the quick checks do
         evaluating = pool.submit(installed.run, dream_gym_cli, "eval", "--policy", "ppo-options", "--worlds",
                                  "heldout", "--out", "results.jsonl", "--no-progress")
-        demoing = pool.submit(installed.run, dream_gym_cli, "demo", "--out", "demo")
+        demoing = pool.submit(installed.run, dream_gym_cli, "demo", "--out", "demo", COLUMNS="80")
         _quick_checks_of_the_wheel(installed)
         evaluated, demo = evaluating.result(), demoing.result()
 
@@ -139,11 +140,21 @@ def test_the_wheel_works_from_a_fresh_venv_outside_the_repository(installed: Ins
     assert {r["world"] for r in rows} == set(held_out) and {r["policy"] for r in rows} == {"ppo-options"}
     assert all(r["error"] is None for r in rows)
 
-    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-4000:]
+    # the demo (`make demo`'s job): baselines on the held-out split, a dreaming step whose kept
+    # version improves on its incumbent on H and on the held-out worlds, what to run next
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-4000:]  # no failure of the demo
     out = installed.cwd / "demo"
     for name in ("results.jsonl", "leaderboard.md", "leaderboard_dreamed.md", "dream/chosen.py", "dream/ratchet.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    assert list(out.glob("*.png")) and DREAMED in (out / "leaderboard_dreamed.md").read_text()
+    board = (out / "leaderboard_dreamed.md").read_text()
+    assert list(out.glob("*.png")) and DREAMED in board and DREAM_INCUMBENT in board
+    assert f"Leaderboard: mean over {len(held_out)} worlds" in board
+    kept = KEPT.search(demo.stdout)
+    assert kept is not None, demo.stdout[-3000:]
+    assert int(kept.group(1)) >= 1 and float(kept.group(2)) > 0 and float(kept.group(3)) > 0
+    assert "not used for selection" in demo.stdout and demo.stdout.count("dream-gym ") >= 3
+    wide = [line for line in demo.stdout.splitlines() if len(line) > 80 and str(installed.cwd) not in line]
+    assert wide == []  # the tables and the lines fit an 80-column terminal
 
 
 def _quick_checks_of_the_wheel(installed: Installed) -> None:
