@@ -33,6 +33,7 @@ from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.integrations.deploy import NATIVE_POLICY, DeployResult, SystemUnavailable
+from dream_gym.world.files import RUN_SUMMARY_FILE
 from dream_gym.world.tree import NODES_FILE
 
 NO_KEY = "sk-no-key-required"
@@ -418,7 +419,7 @@ def record_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def write_summary(folder: Path, summary: dict[str, Any]) -> None:
     """``run_summary.json``: what the run did (secrets redacted)."""
-    (folder / "run_summary.json").write_text(
+    (folder / RUN_SUMMARY_FILE).write_text(
         json.dumps(redact_value(summary), indent=2, default=str) + "\n", encoding="utf-8")
 
 
@@ -426,7 +427,7 @@ def was_interrupted(folder: Path) -> bool:
     """Whether the run in ``folder`` last ended by Ctrl-C or SIGTERM (its ``run_summary.json``): its
     world is finished as far as it went, and ``--resume`` continues it to the budget."""
     try:
-        return bool(json.loads((folder / "run_summary.json").read_text(encoding="utf-8")).get("stopped_by") == "shutdown")
+        return json.loads((folder / RUN_SUMMARY_FILE).read_text(encoding="utf-8")).get("stopped_by") == "shutdown"
     except (OSError, ValueError, AttributeError):
         return False
 

@@ -64,6 +64,7 @@ from dream_gym.online.real_tree import (
 from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
+from dream_gym.world.files import RUN_SUMMARY_FILE
 from dream_gym.world.tree import NODES_FILE
 from dream_gym.world.writer import WorldWriter, check_resumed_settings, new_meta
 
@@ -341,7 +342,7 @@ def _best(records: list[dict[str, Any]], negate: bool) -> float | None:
 
 
 def write_summary(result: GrowResult) -> Path:
-    path = result.folder / "run_summary.json"
+    path = result.folder / RUN_SUMMARY_FILE
     # the summary quotes the survival check's note, which may quote a candidate's error
     path.write_text(json.dumps(redact_value(result.summary()), indent=2, default=str) + "\n", encoding="utf-8")
     return path

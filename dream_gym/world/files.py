@@ -54,6 +54,8 @@ WORLD_FILE = "world.json"
 NODES_FILE = "nodes.jsonl"
 NODES_GZ_FILE = "nodes.jsonl.gz"
 NODE_FILES = (NODES_FILE, NODES_GZ_FILE)
+#: What a run that recorded the world did (grow, deploy): beside the world's files, not part of it.
+RUN_SUMMARY_FILE = "run_summary.json"
 
 
 class WorldFormatError(ValueError):
