@@ -213,10 +213,9 @@ def load_policy(spec: str | os.PathLike[str] | PolicySpec, *, isolate: bool | No
 
 
 #: What a trained model's policy imports (torch, SB3, sb3-contrib: seconds): a job pool whose
-#: tasks run models names them for its fork server to import once, instead of every job. Loading
-#: a model rebuilds its optimizer, whose first parameter group imports torch._dynamo (a second).
-MODEL_MODULES = ("sb3_contrib", "torch._dynamo", "dream_gym.rl.archs", "dream_gym.rl.ensemble",
-                 "dream_gym.rl.node_policy")
+#: tasks run models names them for its fork server to import once, instead of every job. (Its
+#: optimizer is not built, so torch._dynamo is not among them: dream_gym.rl.acting_model.)
+MODEL_MODULES = ("sb3_contrib", "dream_gym.rl.archs", "dream_gym.rl.ensemble", "dream_gym.rl.node_policy")
 
 
 def is_model_spec(spec: str) -> bool:

@@ -62,6 +62,7 @@ import numpy as np
 from gymnasium.spaces import Box, Dict, Discrete, Space
 
 from dream_gym.infrastructure.printable import printable
+from dream_gym.rl.acting_model import load_to_act
 
 #: The entries stable-baselines3 2.x writes into a model zip; a zip with any other is refused.
 SB3_ENTRIES = frozenset({"data", "policy.pth", "policy.optimizer.pth", "pytorch_variables.pth",
@@ -395,7 +396,8 @@ def _constant(name: str, entry: dict[str, Any], label: str) -> float:
 
 
 def load_model_zip(path: str | os.PathLike[str], *, trust: bool = False, env: Any = None,
-                   policy_class: type | None = None, constants: Mapping[str, float] | None = None) -> Any:
+                   policy_class: type | None = None, constants: Mapping[str, float] | None = None,
+                   to_act: bool = False) -> Any:
     """The MaskablePPO or PPO model of an SB3 zip, on the CPU.
 
     Args:
@@ -406,9 +408,11 @@ def load_model_zip(path: str | os.PathLike[str], *, trust: bool = False, env: An
         env: the env training goes on in (SB3's ``load(env=...)``: its spaces must match).
         policy_class: the policy class the zip must name (a resumed run's own).
         constants: ``learning_rate`` and ``clip_range`` replacing the zip's (a resumed run's config).
+        to_act: the model only predicts: its optimizer is not built
+            (:mod:`dream_gym.rl.acting_model`; building it costs a second a process).
     """
     if trust or models_trusted():
-        return _load_pickled(path, env)
+        return _load_pickled(path, env, to_act)
     blob = _read_bytes(path)
     contents = read_model_zip(blob, os.fspath(path))
     _check_weights(contents)
@@ -416,9 +420,14 @@ def load_model_zip(path: str | os.PathLike[str], *, trust: bool = False, env: An
     if policy_class is not None and found is not policy_class:
         raise _refused(contents.label, f"its policy class is {found.__name__}, not this run's "
                                        f"{policy_class.__name__}")
-    try:  # SB3 reads the same bytes that were checked (a file swapped since cannot slip anything in)
-        return _algorithm(found).load(io.BytesIO(blob), env=env, device="cpu",
-                                      custom_objects=contents.custom_objects(constants))
+    objects = contents.custom_objects(constants)
+
+    def load(more: Mapping[str, Any]) -> Any:
+        # SB3 reads the same bytes that were checked (a file swapped since cannot slip anything in)
+        return _algorithm(found).load(io.BytesIO(blob), env=env, device="cpu", custom_objects={**objects, **more})
+
+    try:
+        return load_to_act(load, contents.data.get("policy_kwargs")) if to_act else load({})
     except (AssertionError, AttributeError, KeyError, RuntimeError, TypeError, ValueError) as exc:
         # data of the wrong shape or type (weights of another network, a string for a number)
         raise ValueError(f"model {contents.label} does not load: {type(exc).__name__}: "
@@ -450,7 +459,7 @@ def _check_weights(contents: ModelZip) -> None:
             raise _refused(contents.label, f"its pytorch_variables.pth holds {printable(names, 120)}, and PPO saves none")
 
 
-def _load_pickled(path: str | os.PathLike[str], env: Any) -> Any:
+def _load_pickled(path: str | os.PathLike[str], env: Any, to_act: bool) -> Any:
     """The old way: SB3 unpickles the zip's objects (once: handed back to ``load`` as custom_objects)."""
     from stable_baselines3.common.save_util import load_from_zip_file
 
@@ -459,7 +468,11 @@ def _load_pickled(path: str | os.PathLike[str], env: Any) -> Any:
         raise FileNotFoundError(f"model file {path} does not exist")
     data, _, _ = load_from_zip_file(path, device="cpu")
     data = data or {}
-    return _algorithm(data.get("policy_class")).load(path, env=env, device="cpu", custom_objects=data)
+
+    def load(more: Mapping[str, Any]) -> Any:
+        return _algorithm(data.get("policy_class")).load(path, env=env, device="cpu", custom_objects={**data, **more})
+
+    return load_to_act(load, data.get("policy_kwargs")) if to_act else load({})
 
 
 __all__ = ["ARCH_ATTRIBUTE", "POLICY_CLASSES", "SAVED_ATTRIBUTES", "SB3_ENTRIES", "ModelZip", "UntrustedModelError",

@@ -143,7 +143,9 @@ def _shared_model(path: str | os.PathLike[str], trust_model: bool) -> Any:
 
 @functools.lru_cache(maxsize=32)
 def _load_shared(path: str, mtime_ns: int, size: int, trust_model: bool) -> Any:
-    return load_model(path, trust_model=trust_model)
+    from dream_gym.rl.model_zips import load_model_zip
+
+    return load_model_zip(path, trust=trust_model, to_act=True)  # shared by policies: it only predicts
 
 
 def is_node_model(model: Any) -> bool:
