@@ -261,3 +261,35 @@ def test_a_child_of_the_owner_itself_is_left_alone():
     _die_with_owner(os.getppid())  # this process is its parent's child: returns, nothing changed
     assert _parent_pid(os.getpid()) == os.getppid()
     assert _parent_pid(2**22 + 12345) is None  # no such process
+
+
+def _left_in_session(command: list[str], tmp_path: Path) -> tuple[subprocess.CompletedProcess[bytes], list[str]]:
+    """Run ``command`` in a new session to its end; the processes of that session alive the
+    moment it has returned (its fork server, resource tracker, workers, children)."""
+    with open(tmp_path / "stderr.txt", "wb") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        process.wait(timeout=300)
+    left = []
+    for candidate in psutil.process_iter():
+        try:
+            if os.getsid(candidate.pid) == process.pid and candidate.status() != psutil.STATUS_ZOMBIE:
+                left.append(_kind(candidate))
+        except (OSError, psutil.Error):
+            pass  # gone meanwhile, or not ours
+    done = subprocess.CompletedProcess(command, process.returncode, b"", (tmp_path / "stderr.txt").read_bytes())
+    return done, left
+
+
+@pytest.mark.parametrize("command", [
+    ["grow", "--task", "sum-difference", "--policy", "random", "--policy-arg", "p_stop=0", "-W", "2", "--rounds", "4",
+     "--seed", "0", "--quiet", "--out", "world"],
+    ["eval", "--policy", "greedy", "--worlds", SHIPPED, "-j", "2", "--backend", "process", "--no-progress",
+     "--out", "results.jsonl"]], ids=["grow", "eval"])
+def test_a_command_that_returns_has_nothing_left_running(command: list[str], tmp_path: Path) -> None:
+    """Not even for a moment: the fork server and the resource tracker end before it does (they
+    would see their pipes close and exit a little after it), and their ends leave no warning."""
+    done, left = _left_in_session(_dream_gym(*command), tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert left == [], left
+    assert b"resource_tracker" not in done.stderr and b"Warning" not in done.stderr, done.stderr[-2000:]

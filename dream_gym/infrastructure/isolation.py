@@ -224,8 +224,11 @@ class IsolatedProcess:
 
     def _pump(self, timeout: float) -> bool:
         """Read whatever is available within ``timeout``; False once all pipes are closed."""
-        if not self._sel.get_map():
-            time.sleep(max(0.0, min(timeout, 0.01)))
+        if not self._sel.get_map():  # output closed: wait for the exit itself, not a fixed nap past it
+            try:
+                self.proc.wait(max(0.0, min(timeout, 0.01)))
+            except subprocess.TimeoutExpired:
+                pass
             return False
         for key, _ in self._sel.select(max(0.0, timeout)):
             try:

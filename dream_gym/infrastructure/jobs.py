@@ -26,7 +26,9 @@ waits on a queue that its siblings keep open. :func:`init_job` therefore (on Lin
 job's copy of that pipe, so the server exits as soon as the parent is gone, and asks the
 kernel for SIGKILL when its own parent, the server, exits (``PR_SET_PDEATHSIG``); if the server
 was already gone by then, the job exits at once. The resource tracker exits by itself once
-the parent, the server and the jobs have closed their ends of its pipe.
+the parent, the server and the jobs have closed their ends of its pipe. At a normal exit the
+parent ends both helpers itself and waits for them, so a command that returns has nothing left
+running.
 
 **Nothing left in the temp folder.** multiprocessing keeps the fork server's socket in a folder
 of the temp folder that only a normal exit removes (``pymp-*``). The fork server's owner makes
@@ -71,6 +73,7 @@ START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_met
 DEFAULT_TASK_TIMEOUT_S = 60.0
 _KILL_GRACE_S = 1.0  # SIGTERM first (finalisers kill isolated policy children), then SIGKILL
 _UNIX_PATH_MAX = 108  # bytes of an AF_UNIX socket's path (sun_path), its final NUL included
+_HELPERS_EXIT_S = 2.0  # how long a normal exit waits for the fork server and the resource tracker
 _START_TIMEOUT_S = 120.0  # a new job may take this long to pick up its first task (a loaded machine)
 
 
@@ -104,6 +107,33 @@ def _ensure_fork_server(context: Any, preload: Sequence[str]) -> None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+    # after the pools' own finalisers (priority 0 and up), before the work folder goes (-100)
+    multiprocessing.util.Finalize(None, _end_helpers, exitpriority=-50)
+
+
+def _end_helpers() -> None:
+    """At a normal exit, end the fork server and multiprocessing's resource tracker and reap
+    them, so that neither outlives this process (each would see its pipe close and exit a
+    moment later). One that has not ended within ``_HELPERS_EXIT_S`` is left to end by itself."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for helper, pid_name, fd_name in ((forkserver._forkserver, "_forkserver_pid", "_forkserver_alive_fd"),
+                                      (resource_tracker._resource_tracker, "_pid", "_fd")):
+        pid, fd = getattr(helper, pid_name, None), getattr(helper, fd_name, None)
+        if pid is None or fd is None:
+            continue
+        setattr(helper, pid_name, None)
+        setattr(helper, fd_name, None)
+        try:
+            os.close(fd)  # the helper's last open end of its pipe: it exits
+        except OSError:
+            continue
+        deadline = time.monotonic() + _HELPERS_EXIT_S
+        try:
+            while os.waitpid(pid, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.002)
+        except ChildProcessError:
+            pass
 
 
 def _own_temp_folder() -> None:
