@@ -156,6 +156,27 @@ class LoopRun:
         """The policy iteration ``t`` runs: the configured one first, then each dreamed one."""
         return self.config.policy if t == 1 else str(self.out / "policies" / f"pi_{t}.py")
 
+    def fingerprint(self) -> dict[str, Any]:
+        """The settings fingerprint.json records (:meth:`shared_fingerprint` and the loop's own)."""
+        raise NotImplementedError(type(self).__name__)
+
+    def iteration(self, t: int) -> Iteration:
+        """Run (or finish, or read back) iteration ``t``."""
+        raise NotImplementedError(type(self).__name__)
+
+
+def run_loop(config: Any, make_run: Callable[[], LoopRun]) -> list[Any]:
+    """Either outer loop to its end: one writer per run folder (the lock taken before
+    ``make_run`` reads the ledger), a resumed run's settings checked, every iteration, then the
+    summaries."""
+    with folder_lock(config.out):
+        run = make_run()
+        check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
+        records = [run.iteration(t) for t in range(1, config.iterations + 1)]
+        write_json(run.out / "summary.json", {"iterations": [asdict(r) for r in records]})
+        write_atomic(run.out / "summary.md", summary_markdown(records))
+    return records
+
 
 class _Run(LoopRun):
     config: RsiConfig
@@ -255,13 +276,7 @@ def _best_raw(world: World) -> float | None:
 def run_rsi(config: RsiConfig, events: Events | None = None) -> list[Iteration]:
     """Run (or resume) the outer loop; returns one record per iteration."""
     events = events or (lambda kind, data: None)
-    with folder_lock(config.out):  # one writer per run folder, taken before rsi.jsonl is read
-        run = _Run(config, events)
-        check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
-        records = [run.iteration(t) for t in range(1, config.iterations + 1)]
-        write_json(run.out / "summary.json", {"iterations": [asdict(r) for r in records]})
-        write_atomic(run.out / "summary.md", summary_markdown(records))
-    return records
+    return run_loop(config, lambda: _Run(config, events))
 
 
 #: t, attempts N, rounds k, attempts per round, best of the rollout, best of rollouts 1..t, the incumbent's

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +51,9 @@ from dream_gym.dream.rsi import (
     _best_raw,
     _better,
     _discovery_cost,
-    summary_markdown,
+    run_loop,
 )
-from dream_gym.dream.runfolder import check_fingerprint, write_json
 from dream_gym.infrastructure.durable import write_atomic
-from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.replay.settings import DEFAULT_BETA
 from dream_gym.world.files import NODES_FILE, WORLD_FILE
 from dream_gym.world.tree import World, load_world
@@ -232,13 +230,7 @@ def run_system_rsi(config: SystemRsiConfig, events: Events | None = None) -> lis
             if not Path(part.strip()).is_file():
                 raise FileNotFoundError(f"--task {config.task}: {part.strip()} does not exist")
     events = events or (lambda kind, data: None)
-    with folder_lock(config.out):  # one writer per run folder, taken before rsi.jsonl is read
-        run = _SystemRun(config, events)
-        check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
-        records = [run.iteration(t) for t in range(1, config.iterations + 1)]
-        write_json(run.out / "summary.json", {"iterations": [asdict(r) for r in records]})
-        write_atomic(run.out / "summary.md", summary_markdown(list(records)))
-    return records
+    return run_loop(config, lambda: _SystemRun(config, events))
 
 
 def iteration_line(record: SystemIteration, iterations: int) -> str:
