@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_evaluate import make_world
-from tests.test_model_zips import SHIPPED
+from tests.test_model_zips import SHIPPED, assert_acts_alike
 
 pytest.importorskip("sb3_contrib")
 
@@ -45,11 +45,8 @@ def test_a_model_loaded_to_act_acts_as_one_loaded_to_train_and_saves_what_its_zi
         path: Path, trust: bool, world: Path, tmp_path: Path) -> None:
     import torch
 
-    from dream_gym.policy import run_episode
     from dream_gym.rl.acting_model import SavedOptimizerState
-    from dream_gym.rl.archs import model_policy
     from dream_gym.rl.model_zips import load_model_zip
-    from dream_gym.world.tree import load_world
 
     acting = load_model_zip(path, trust=trust, to_act=True)
     training = load_model_zip(path, trust=trust)
@@ -58,12 +55,7 @@ def test_a_model_loaded_to_act_acts_as_one_loaded_to_train_and_saves_what_its_zi
     assert same_state(acting.policy.state_dict(), training.policy.state_dict())
     assert same_state(acting.policy.optimizer.state_dict(), training.policy.optimizer.state_dict())
     assert acting.policy_kwargs == training.policy_kwargs and acting.policy.optimizer_class is torch.optim.Adam
-    episodes = load_world(world)
-    for beta in (0.2, 0.8):
-        ours = run_episode(model_policy(acting), episodes, seed=0, beta=beta)
-        reference = run_episode(model_policy(training), episodes, seed=0, beta=beta)
-        assert ours.error is None and ours.batches == reference.batches
-        assert ours.replay_score == reference.replay_score
+    assert_acts_alike(acting, training, world)
     # saved again, it is the zip it came from: the same weights, optimizer state and arguments
     acting.save(tmp_path / "again.zip")
     again = load_model_zip(tmp_path / "again.zip", trust=trust)

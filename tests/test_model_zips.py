@@ -191,10 +191,7 @@ def test_a_shipped_zip_loads_without_unpickling_and_acts_as_when_trusted(path: P
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from dream_gym.policy import run_episode
-    from dream_gym.rl.archs import model_policy
     from dream_gym.rl.sb3 import load_model
-    from dream_gym.world.tree import load_world
 
     with monkeypatch.context() as patched:
         _refuse_unpickling(patched)
@@ -206,12 +203,22 @@ def test_a_shipped_zip_loads_without_unpickling_and_acts_as_when_trusted(path: P
     assert as_data.observation_space == trusted.observation_space and as_data.action_space == trusted.action_space
     mine, theirs = as_data.policy.state_dict(), trusted.policy.state_dict()
     assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+    assert_acts_alike(as_data, trusted, world)
+
+
+def assert_acts_alike(model: Any, reference: Any, world: Path) -> None:
+    """``model``'s policy plays the episodes of ``world`` at β 0.2 and 0.8 as ``reference``'s does:
+    no error, the same batches, the same score."""
+    from dream_gym.policy import run_episode
+    from dream_gym.rl.archs import model_policy
+    from dream_gym.world.tree import load_world
+
     episodes = load_world(world)
     for beta in (0.2, 0.8):
-        ours = run_episode(model_policy(as_data), episodes, seed=0, beta=beta)
-        reference = run_episode(model_policy(trusted), episodes, seed=0, beta=beta)
-        assert ours.error is None and ours.batches == reference.batches
-        assert ours.replay_score == reference.replay_score
+        ours = run_episode(model_policy(model), episodes, seed=0, beta=beta)
+        theirs = run_episode(model_policy(reference), episodes, seed=0, beta=beta)
+        assert ours.error is None and ours.batches == theirs.batches
+        assert ours.replay_score == theirs.replay_score
 
 
 # -- everything else is refused, by name ------------------------------------------------------------
