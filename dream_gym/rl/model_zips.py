@@ -420,14 +420,9 @@ def load_model_zip(path: str | os.PathLike[str], *, trust: bool = False, env: An
     if policy_class is not None and found is not policy_class:
         raise _refused(contents.label, f"its policy class is {found.__name__}, not this run's "
                                        f"{policy_class.__name__}")
-    objects = contents.custom_objects(constants)
-
-    def load(more: Mapping[str, Any]) -> Any:
-        # SB3 reads the same bytes that were checked (a file swapped since cannot slip anything in)
-        return _algorithm(found).load(io.BytesIO(blob), env=env, device="cpu", custom_objects={**objects, **more})
-
-    try:
-        return load_to_act(load, contents.data.get("policy_kwargs")) if to_act else load({})
+    try:  # SB3 reads the same bytes that were checked (a file swapped since cannot slip anything in)
+        return _sb3_load(_algorithm(found), io.BytesIO(blob), env, contents.custom_objects(constants),
+                         contents.data.get("policy_kwargs"), to_act)
     except (AssertionError, AttributeError, KeyError, RuntimeError, TypeError, ValueError) as exc:
         # data of the wrong shape or type (weights of another network, a string for a number)
         raise ValueError(f"model {contents.label} does not load: {type(exc).__name__}: "
@@ -468,11 +463,17 @@ def _load_pickled(path: str | os.PathLike[str], env: Any, to_act: bool) -> Any:
         raise FileNotFoundError(f"model file {path} does not exist")
     data, _, _ = load_from_zip_file(path, device="cpu")
     data = data or {}
+    return _sb3_load(_algorithm(data.get("policy_class")), path, env, data, data.get("policy_kwargs"), to_act)
 
+
+def _sb3_load(algorithm: Any, source: Any, env: Any, objects: Mapping[str, Any],
+              policy_kwargs: Mapping[str, Any] | None, to_act: bool) -> Any:
+    """SB3's ``algorithm.load`` of ``source`` on the CPU with ``objects`` as its custom objects;
+    ``to_act``: without building the optimizer (:func:`~dream_gym.rl.acting_model.load_to_act`)."""
     def load(more: Mapping[str, Any]) -> Any:
-        return _algorithm(data.get("policy_class")).load(path, env=env, device="cpu", custom_objects={**data, **more})
+        return algorithm.load(source, env=env, device="cpu", custom_objects={**objects, **more})
 
-    return load_to_act(load, data.get("policy_kwargs")) if to_act else load({})
+    return load_to_act(load, policy_kwargs) if to_act else load({})
 
 
 __all__ = ["ARCH_ATTRIBUTE", "POLICY_CLASSES", "SAVED_ATTRIBUTES", "SB3_ENTRIES", "ModelZip", "UntrustedModelError",
