@@ -226,6 +226,21 @@ def test_illegal_selections_are_dropped_and_the_legal_rest_applied(folder: Path)
     assert [s for s, _ in info["dropped"]] == [6] and "not an observed node" in info["dropped"][0][1]
 
 
+def test_integers_past_int64_in_a_list_are_dropped_as_ids_never_observed(folder: Path) -> None:
+    """The list fast path writes ids straight into the engine's int64 batch: a value it cannot
+    hold is judged like any other id (dropped, or IllegalBatchError when strict), not a crash."""
+    for huge in (2**70, 2**63, -(2**63) - 1):
+        env = ReplayEnv(folder)
+        env.reset()
+        _, _, term, _, info = env.step([0, huge])
+        assert info["new_ids"] == [1] and not term
+        assert [s for s, _ in info["dropped"]] == [huge] and "not an observed node" in info["dropped"][0][1]
+        strict = ReplayEnv(folder, strict=True)
+        strict.reset()
+        with pytest.raises(IllegalBatchError):
+            strict.step([0, huge])
+
+
 def test_an_action_with_no_legal_selection_stops_with_reward_zero(folder: Path) -> None:
     env = ReplayEnv(folder)
     env.reset()

@@ -191,6 +191,41 @@ def test_actions_of_another_shape_are_refused_not_reshaped() -> None:
     env.step([[0, 0, 0], [0, 0, 0]])  # a nested list of the right shape is an action
 
 
+def odd_actions(pad: int) -> list[tuple[str, object]]:
+    """Actions whose values are no node id, or ids in another type: each one a row of W = 3."""
+    return [("floats", np.array([[0.0, 1.0, pad]])), ("bools", np.array([[True, False, True]])),
+            ("-1", np.array([[1, -1, pad]])), ("uint64 past int64", np.array([[1, 2**64 - 1, pad]], dtype=np.uint64)),
+            ("past int64, a list", [[1, 2**70, pad]]), ("below int64, a list", [[-(2**63) - 5, 2, pad]]),
+            ("int32", np.array([[1, 2, pad]], dtype=np.int32)), ("uint16", np.array([[2, 1, pad]], dtype=np.uint16))]
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_values_that_are_no_id_are_judged_as_the_single_env_judges_them(case: int) -> None:
+    """A float, a bool, -1 or an integer past int64 is no id in either env: dropped, never cast to
+    an id or to "no selection"; the episodes, drops and stops stay the same."""
+    world = make_world([node("root", None, 0.0), node("a", "root", 1.0), node("b", "root", 2.0),
+                        node("c", "a", 3.0), node("d", "b", 4.0)], workers=3)
+    vector = ReplayVectorEnv(1, world=world)
+    single = ReplayEnv(world, max_nodes=vector.max_nodes)
+    vector.reset(seed=0)
+    single.reset(seed=0)
+    name, odd = odd_actions(vector.max_nodes)[case]
+    for action in ([[0, 0, vector.max_nodes]], odd):
+        _, reward, term, trunc, s_info = single.step(action[0])
+        _, rewards, terminated, truncated, info = vector.step(action)
+        assert (rewards[0], terminated[0], truncated[0]) == (reward, term, trunc), name
+        assert info["dropped"][0] == len(s_info["dropped"]) and info["illegal_stop"][0] == s_info.get("illegal_stop", False), name
+    assert info["dropped"][0] >= 1 or name in ("int32", "uint16"), name
+    assert vector.value[0] == single.value, name
+
+
+def test_a_ragged_action_is_refused_naming_the_shape() -> None:
+    env = ReplayVectorEnv(2, world=mixed_worlds(6))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=re.escape("shape (num_envs, W) = (2, 3)")):
+        env.step([[0, 0, 0], [0, 0]])
+
+
 def test_mixed_recorded_w_needs_an_explicit_w() -> None:
     worlds = [make_world(random_records(random.Random(1), 5), workers=2),
               make_world(random_records(random.Random(2), 5), workers=3)]

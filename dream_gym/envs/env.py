@@ -468,7 +468,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
                         return self._step_judged(action)
                     smv[at + n] = selection
                     n += 1
-            except OverflowError:
+            except (OverflowError, ValueError):  # past int64: no id (memoryview says ValueError)
                 return self._step_judged(action)
         elif type(action) is np.ndarray and action.dtype.kind == "i" and action.size <= workers:
             n = action.size

@@ -49,6 +49,37 @@ from dream_gym.replay.vector_engine import (
     step_kernel,
 )
 
+#: What an action value that no id can be becomes: a selection the rules drop (-1 is the engine's
+#: "no selection", and the single env drops a -1 as an id that was never observed).
+_NOT_AN_ID = np.iinfo(np.int64).min
+
+
+def selections(actions: Any, shape: tuple[int, int]) -> np.ndarray:
+    """``actions`` as the engine's int64 selections, each value judged as the single env judges it:
+    an integer is a node id (``max_nodes`` none); a float, a bool or an integer past int64 is no
+    id, and the rules drop it. An array of another shape is a ValueError (a reshape would take
+    (W, N) as (N, W), scrambled)."""
+    try:
+        batch = np.asarray(actions)
+    except ValueError as exc:  # ragged lists
+        raise ValueError(f"actions must have the action space's shape (num_envs, W) = {shape}: {exc}") from None
+    if batch.shape != shape:
+        raise ValueError(f"actions must have the action space's shape (num_envs, W) = {shape}, got {batch.shape}")
+    kind = batch.dtype.kind
+    if kind == "i":
+        ids = batch.astype(np.int64, copy=False)
+    elif kind == "u":
+        ids = np.where(batch > np.iinfo(np.int64).max, _NOT_AN_ID, batch.astype(np.int64))
+    elif kind == "O":
+        ids = np.array([_NOT_AN_ID if isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                        or not _NOT_AN_ID < value <= np.iinfo(np.int64).max else int(value)
+                        for value in batch.reshape(-1).tolist()], dtype=np.int64).reshape(shape)
+    else:  # floats, bools, text: no value is an id
+        return np.full(shape, _NOT_AN_ID, dtype=np.int64)
+    if (ids == NONE).any():
+        ids = np.where(ids == NONE, _NOT_AN_ID, ids)
+    return ids
+
 
 class ReplayVectorEnv(VectorEpisodes):
     """N node-level replay episodes (the :class:`dream_gym.envs.env.ReplayEnv` of each sub-env).
@@ -60,7 +91,8 @@ class ReplayVectorEnv(VectorEpisodes):
     :data:`~dream_gym.envs.env.DEFAULT_MAX_NODES` unless given (a bigger world is an error naming
     ``max_nodes``; a smaller explicit one truncates an episode when its next batch might not fit,
     flags ``info["capacity_full"]`` and warns once). Every element of the action space is valid (an
-    array of another shape is a ValueError, never reshaped): illegal selections
+    array of another shape is a ValueError, never reshaped), and every value is judged as the
+    single env judges it (a float, a bool, -1 or an integer past int64 is no id): illegal selections
     are dropped (counted in ``info["dropped"]``; the reasons are the single env's) and a row with
     no legal selection stops that episode (``info["illegal_stop"]``). ``strict=True`` raises
     instead. A row that would take its episode past ``max_attempts`` attempts (default
@@ -203,10 +235,7 @@ class ReplayVectorEnv(VectorEpisodes):
                     f"sub-envs {np.flatnonzero(self._ended).tolist()} ended: reset them with "
                     "reset(options={'reset_mask': mask}) before stepping (autoreset is disabled)")
             start, act = self._none, self._all
-        batch = np.asarray(actions, dtype=np.int64)
-        if batch.shape != (self.num_envs, self.workers):  # a reshape would take (W, N) as (N, W), scrambled
-            raise ValueError(f"actions must have the action space's shape (num_envs, W) = "
-                             f"({self.num_envs}, {self.workers}), got {batch.shape}")
+        batch = selections(actions, (self.num_envs, self.workers))
         if self.strict:
             kept, dropped = self.replay.legal_part(np.where(batch == self.max_nodes, NONE, batch), act)
             if dropped.any():
