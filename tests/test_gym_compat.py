@@ -305,6 +305,29 @@ def plain_step(result: tuple[Any, ...]) -> Any:
     return {k: v.tolist() for k, v in arrays}, reward, terminated, truncated, info["batch"]
 
 
+@pytest.mark.parametrize("env_id", ["DreamGym/Macro-v0", "DreamGym/Node-v0", "DreamGym/Options-v0"])
+def test_the_training_envs_take_every_element_of_their_space_and_refuse_what_is_not_one(env_id: str) -> None:
+    """A negative index would pick an action from the end, a float or a text the int it rounds or
+    parses to: each is a ValueError naming it, before the episode changes; numpy integers and 0-d
+    arrays (what SB3's predict gives) are elements."""
+    env = gym.make(env_id, **SMALL_POOL).unwrapped
+    env.reset(seed=0)
+    n = env.action_space.n
+    for outside in (-1, n, 10**30, 1.0, "1", np.array([1]), np.float32(1)):
+        with pytest.raises(ValueError, match="not an element of the action space"):
+            env.step(outside)
+    assert env.step(np.int64(n - 1))[4] is not None and env.reset(seed=0) and env.step(np.array(0))
+
+
+def test_the_macro_vector_env_refuses_actions_that_are_not_an_element_of_its_space() -> None:
+    vector = gym.make_vec("DreamGym/Macro-v0", num_envs=2, vectorization_mode="vector_entry_point", **SMALL_POOL)
+    vector.reset(seed=0)
+    for outside in ([-1, 0], [10, 0], [1.0, 0.0], [[0, 0]]):
+        with pytest.raises(ValueError, match="not an element of the action space"):
+            vector.step(outside)
+    vector.step(np.array([1, 0], dtype=np.int32))
+
+
 def test_the_training_envs_default_to_the_shipped_models_pool() -> None:
     from dream_gym.training.trainer import TrainConfig, training_pool
 
@@ -315,6 +338,9 @@ def test_the_training_envs_default_to_the_shipped_models_pool() -> None:
     assert env.unwrapped.value_fn == shipped.value_fn()
     vector = gym.make_vec("DreamGym/Macro-v0", num_envs=3, vectorization_mode="vector_entry_point", **SMALL_POOL)
     assert vector.reset(seed=0)[0].shape == (3, env.observation_space.shape[0])
+    same_step = gym.make_vec("DreamGym/Macro-v0", num_envs=3, vectorization_mode="vector_entry_point",
+                             autoreset_mode="SameStep", **SMALL_POOL)  # passed on, as Gymnasium's vector envs take it
+    assert same_step.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
 
 
 @settings(max_examples=40, deadline=None)

@@ -155,7 +155,11 @@ def test_same_step_autoreset_puts_the_last_observation_in_info() -> None:
     venv = MacroVectorEnv(pool(6), 4, autoreset_mode=AutoresetMode.SAME_STEP)
     venv.reset(seed=0)
     obs, rewards, terminated, truncated, info = venv.step(np.zeros(4, dtype=np.int64))  # stop everywhere
-    assert terminated.all() and info["_final_obs"].all() and info["final_obs"].shape == (4, len(FEATURE_NAMES))
+    assert terminated.all() and info["_final_obs"].all() and info["final_obs"].shape == (4,)  # Gymnasium's layout
+    assert all(row.shape == (len(FEATURE_NAMES),) for row in info["final_obs"])
+    # the ended episodes' last info: their V (one step: its reward); the fresh ones start at 0
+    np.testing.assert_allclose(info["final_info"]["replay_score"], rewards)
+    assert info["final_info"]["_replay_score"].all() and (info["replay_score"] == 0).all()
     assert (obs[:, 1] == 0).all()  # attempts feature: fresh episodes
 
 

@@ -120,14 +120,44 @@ def test_same_step_autoreset_returns_the_last_observation_in_info() -> None:
     single.reset()
     stop = np.full((4, 3), env.max_nodes)  # all padding: every episode stops
     env.step(np.zeros((4, 3), dtype=np.int64))
-    last, *_ = single.step([0, 0, 0])
+    last, *_, s_info = single.step([0, 0, 0])
     obs, rewards, terminated, truncated, info = env.step(stop)
-    assert terminated.all() and info["_final_obs"].all()
+    assert terminated.all() and info["_final_obs"].all() and info["_final_info"].all()
+    # Gymnasium's layout: an object array over the sub-envs, each entry that env's observation
+    assert info["final_obs"].shape == (4,) and info["final_obs"].dtype == object
     for key in last:
-        np.testing.assert_array_equal(info["final_obs"][key][0], last[key])
+        np.testing.assert_array_equal(info["final_obs"][0][key], last[key])
+    final_info = info["final_info"]  # the last step's info of the ended episodes
+    assert final_info["attempts"][0] == s_info["attempts"] > 0 and final_info["_attempts"].all()
+    assert {"dropped", "illegal_stop", "capacity_full", "rounds", "_rounds"} <= set(final_info)
+    assert (info["attempts"] == 0).all()  # the next episodes'
     fresh, _ = single.reset()
     for key in fresh:
         np.testing.assert_array_equal(obs[key][0], fresh[key])  # already the next episode
+
+
+def test_same_step_final_entries_are_laid_out_as_gymnasiums_sync_vector_env_lays_them_out() -> None:
+    world = mixed_worlds(4)[1]
+    same_step = AutoresetMode.SAME_STEP
+    native = gym.make_vec("DreamGym/Replay-v1", 4, "vector_entry_point", world=world, autoreset_mode=same_step)
+    sync = gym.make_vec("DreamGym/Replay-v1", 4, "sync", vector_kwargs={"autoreset_mode": same_step}, world=world)
+    for env in (native, sync):
+        env.reset(seed=0)
+        env.step(np.zeros((4, 3), dtype=np.int64))
+    stop_two = np.array([[native.unwrapped.max_nodes] * 3 if i % 2 else [0, 0, 0] for i in range(4)])
+    (*_, ours), (*_, theirs) = native.step(stop_two), sync.step(stop_two)
+    np.testing.assert_array_equal(ours["_final_obs"], theirs["_final_obs"])
+    np.testing.assert_array_equal(ours["_final_info"], theirs["_final_info"])
+    assert ours["final_obs"].dtype == theirs["final_obs"].dtype == object and ours["final_obs"].shape == (4,)
+    for i in range(4):
+        if theirs["final_obs"][i] is None:
+            assert ours["final_obs"][i] is None
+        else:
+            for key, array in theirs["final_obs"][i].items():
+                np.testing.assert_array_equal(ours["final_obs"][i][key], array)
+    for key in ("attempts", "rounds"):
+        np.testing.assert_array_equal(ours["final_info"][key], theirs["final_info"][key])
+        np.testing.assert_array_equal(ours["final_info"][f"_{key}"], theirs["final_info"][f"_{key}"])
 
 
 def test_disabled_autoreset_needs_a_reset_mask() -> None:

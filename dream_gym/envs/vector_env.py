@@ -32,7 +32,7 @@ from dream_gym.envs.spaces import (
     capacity_for,
     observation_space,
 )
-from dream_gym.envs.vector_episodes import VectorEpisodes, WorldRef, as_world_list, reset_mask
+from dream_gym.envs.vector_episodes import VectorEpisodes, WorldRef, as_world_list, final_entries, reset_mask
 from dream_gym.replay.mechanics import IllegalBatchError
 from dream_gym.replay.objectives import replay_value
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
@@ -252,10 +252,7 @@ class ReplayVectorEnv(VectorEpisodes):
             info["attempts_limit"] = limit
         ended = terminated | truncated
         if mode == AutoresetMode.SAME_STEP and ended.any():
-            observation = self._observation(index)
-            info["final_obs"] = {key: array[ended] for key, array in observation.items()}
-            info["_final_obs"] = ended
-            del observation
+            info.update(final_entries(self._observation(index), {**info, **self._info()}, ended))
             self._run(self._no_actions, self._none, ended)  # the ended episodes start again, in a free set
             index = self._pool.last
         self._ended = ended

@@ -46,13 +46,39 @@ def as_world_list(worlds: WorldRef | Sequence[WorldRef]) -> list[World]:
     return resolved
 
 
+def final_entries(observation: Any, info: dict[str, Any], ended: np.ndarray) -> dict[str, Any]:
+    """The ``info`` entries of a ``SAME_STEP`` autoreset, in the layout of Gymnasium's own vector
+    envs: ``final_obs``, an object array over the sub-envs holding each ended episode's last
+    observation (None elsewhere; a dict of arrays for a Dict space), and ``final_info``, the
+    step's info of those episodes (each entry an array over the sub-envs, zero where no episode
+    ended, with its ``_name`` mask), both marked by ``_final_obs`` and ``_final_info``. Copies:
+    the buffers under ``observation`` and ``info`` are the next episode's once it starts."""
+    rows = np.flatnonzero(ended)
+    final_obs = np.full(len(ended), None, dtype=object)
+    if isinstance(observation, dict):
+        kept = {key: array[rows] for key, array in observation.items()}
+        for k, row in enumerate(rows.tolist()):
+            final_obs[row] = {key: array[k] for key, array in kept.items()}
+    else:
+        kept_rows = np.asarray(observation)[rows]
+        for k, row in enumerate(rows.tolist()):
+            final_obs[row] = kept_rows[k]
+    final_info: dict[str, Any] = {}
+    for key, value in info.items():
+        value = np.asarray(value)
+        final_info[key] = np.where(ended.reshape(-1, *([1] * (value.ndim - 1))), value, np.zeros_like(value))
+        final_info[f"_{key}"] = ended.copy()
+    return {"final_obs": final_obs, "_final_obs": ended.copy(), "final_info": final_info,
+            "_final_info": ended.copy()}
+
+
 class VectorEpisodes(VectorEnv):  # type: ignore[type-arg]
     """Autoreset, ``reset_mask`` and rewards for N replay episodes (subclasses choose the actions
     and observations).
 
     Subclasses set ``self.replay`` and the spaces, and implement :meth:`_start` (begin the
     episodes of a mask), :meth:`_act` (one round where ``active``; returns terminated,
-    truncated and info) and :meth:`_observe` (the observations of some rows).
+    truncated and info) and :meth:`_observe` (the observations, a copy).
     """
 
     metadata: dict[str, Any] = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -85,7 +111,7 @@ class VectorEpisodes(VectorEnv):  # type: ignore[type-arg]
     def _act(self, actions: Any, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         raise NotImplementedError
 
-    def _observe(self, rows: np.ndarray | None = None) -> Any:
+    def _observe(self) -> Any:
         raise NotImplementedError
 
     def _info(self) -> dict[str, Any]:
@@ -124,8 +150,7 @@ class VectorEpisodes(VectorEnv):  # type: ignore[type-arg]
             self._start(resetting, {})
             self._value[resetting] = 0.0
         elif mode == AutoresetMode.SAME_STEP and ended.any():
-            info["final_obs"] = self._observe(ended)
-            info["_final_obs"] = ended
+            info.update(final_entries(self._observe(), {**info, **self._info()}, ended))
             self._start(ended, {})
             self._value[ended] = 0.0
         self._ended = ended
@@ -133,4 +158,4 @@ class VectorEpisodes(VectorEnv):  # type: ignore[type-arg]
         return self._observe(), reward, terminated, truncated, info
 
 
-__all__ = ["VectorEpisodes", "WorldRef", "as_world_list"]
+__all__ = ["VectorEpisodes", "WorldRef", "as_world_list", "final_entries"]

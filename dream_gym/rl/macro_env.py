@@ -11,6 +11,7 @@ from gymnasium import spaces
 from dream_gym.replay.objectives import ValueFn, replay_value
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.view import PrefixView
+from dream_gym.rl.discrete import discrete_action
 from dream_gym.rl.features import MACRO_FEATURES, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, batch_for, macro_masks
 from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
@@ -28,7 +29,8 @@ class MacroReplayEnv(PoolEpisodes):
 
     ## Action Space
     ``Discrete(len(MACRO_ACTIONS))``. Every action is valid: one whose batch would be empty
-    (masked by :meth:`action_masks`) stops the episode, as "stop" does.
+    (masked by :meth:`action_masks`) stops the episode, as "stop" does. A value that is no element
+    of the space (a negative index, a float, a text) is a ValueError.
 
     ## Observation Space
     ``Box(-1, 1, (N_FEATURES,), float32)``: the :class:`FeatureSet` (default
@@ -84,7 +86,7 @@ class MacroReplayEnv(PoolEpisodes):
         if self.session is None or self.view is None:
             raise RuntimeError("call reset() before step()")
         session = self.session
-        batch = batch_for(self.view, int(action))  # a masked action gives [] and stops
+        batch = batch_for(self.view, discrete_action(self.action_space, action))  # a masked action gives [] and stops
         outcome = session.step(batch)
         self.view = session.view()
         return self.features.from_view(self.view), self._reward(), outcome.terminated, outcome.truncated, \

@@ -17,6 +17,7 @@ from gymnasium import spaces
 
 from dream_gym.replay.objectives import ValueFn, replay_value
 from dream_gym.replay.settings import ReplaySettings
+from dream_gym.rl.discrete import discrete_action
 from dream_gym.rl.features import N_FEATURES, view_features
 from dream_gym.rl.node_features import N_NODE_FEATURES, RoundPlan
 from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
@@ -69,7 +70,8 @@ class NodeReplayEnv(PoolEpisodes):
 
     ## Action Space
     ``Discrete(max_candidates + 1)``: ``i < max_candidates`` selects the i-th row of the
-    observation; ``max_candidates`` commits. Every action is valid: a padding row commits too.
+    observation; ``max_candidates`` commits. Every action is valid: a padding row commits too. A
+    value that is no element of the space (a negative index, a float, a text) is a ValueError.
     Committing an empty batch stops the episode.
 
     ## Observation Space
@@ -158,7 +160,7 @@ class NodeReplayEnv(PoolEpisodes):
             raise RuntimeError("call reset() before step()")
         if session.done:
             raise RuntimeError("the episode is over; call reset() first")
-        row = int(action)
+        row = discrete_action(self.action_space, action)
         if 0 <= row < len(self._available):  # a selection
             self.pending.append(int(self._available[row]))
             obs = self._observe()

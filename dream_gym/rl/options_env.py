@@ -12,6 +12,7 @@ from dream_gym.policy import RunContext
 from dream_gym.replay.objectives import ValueFn, replay_value
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.view import PrefixView
+from dream_gym.rl.discrete import discrete_action
 from dream_gym.rl.option_set import N_OPTION_ACTIONS, N_OPTION_FEATURES, OptionSet, Proposals, option_features
 from dream_gym.rl.pool_episodes import PoolEpisodes, WorldRef
 from dream_gym.rl.pool_settings import PoolKwargs, pool_signature
@@ -31,7 +32,8 @@ class OptionsReplayEnv(PoolEpisodes):
 
     ## Action Space
     ``Discrete(1 + len(OPTION_POLICIES))``: 0 stops, i runs option i's proposal. Every action is
-    valid: one whose proposal is empty (masked by :meth:`action_masks`) stops the episode.
+    valid: one whose proposal is empty (masked by :meth:`action_masks`) stops the episode. A value
+    that is no element of the space (a negative index, a float, a text) is a ValueError.
 
     ## Observation Space
     ``Box(-1, 1, (38,), float32)``: the 22 macro features and, per option, its proposal's size
@@ -91,7 +93,7 @@ class OptionsReplayEnv(PoolEpisodes):
         if self.session is None or self.proposals is None:
             raise RuntimeError("call reset() before step()")
         session = self.session
-        batch = self.proposals.batch(int(action))  # a masked action gives [] and stops
+        batch = self.proposals.batch(discrete_action(self.action_space, action))  # a masked action gives [] and stops
         outcome = session.step(batch)
         return self._observe(), self._reward(), outcome.terminated, outcome.truncated, self._info(batch)
 

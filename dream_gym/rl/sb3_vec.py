@@ -59,9 +59,9 @@ class SB3MacroVecEnv(VecEnv):
         if len(ended):
             final = info["final_obs"]
             seconds = round(time.time() - self._started, 6)
-            for k, i in enumerate(ended.tolist()):
+            for i in ended.tolist():
                 infos[i] = {
-                    "terminal_observation": final[k],
+                    "terminal_observation": final[i],
                     "TimeLimit.truncated": bool(truncated[i] and not terminated[i]),
                     "episode": {"r": float(self._returns[i]), "l": int(self._lengths[i]), "t": seconds},
                 }

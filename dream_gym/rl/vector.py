@@ -14,6 +14,7 @@ from dream_gym.envs.vector_episodes import VectorEpisodes, WorldRef, as_world_li
 from dream_gym.replay.objectives import ValueFn, replay_value
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.vector import NONE, VectorReplay, WorldPool
+from dream_gym.rl.discrete import discrete_actions
 from dream_gym.rl.features import MACRO_FEATURES, EpisodeParams, FeatureSet
 from dream_gym.rl.macro import MACRO_ACTIONS, MacroTable, batch_masks, macro_batches
 from dream_gym.rl.pool_settings import PoolKwargs, pool_settings, pool_signature
@@ -30,7 +31,8 @@ class MacroVectorEnv(VectorEpisodes):
     generator, seeded by ``reset(seed=...)``; ``reset(options={"world": w, "beta": b})`` sets
     them instead (scalars or (N,) arrays). Autoreset as Gymnasium 1.x defines it
     (``autoreset_mode``, default NEXT_STEP; SAME_STEP puts the ended episodes' last
-    observations in ``info["final_obs"]``, rows marked by ``info["_final_obs"]``).
+    observations and infos in ``info["final_obs"]`` and ``info["final_info"]``, laid out as
+    Gymnasium's own vector envs lay them out).
 
     ``info`` holds ``world`` (pool index of each sub-env's current episode), ``beta`` and
     ``replay_score`` (the value so far). ``action_masks()`` gives (N, len(MACRO_ACTIONS)).
@@ -89,7 +91,7 @@ class MacroVectorEnv(VectorEpisodes):
 
     def _act(self, actions: Any, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         replay = self.replay
-        actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        actions = discrete_actions(self.action_space, actions)
         batch = macro_batches(replay, actions, self._ranked, self.table)
         if not active.all():
             batch[~active] = NONE
@@ -108,8 +110,8 @@ class MacroVectorEnv(VectorEpisodes):
         self.replay.ranked_open(self.workers, out=self._ranked, rows=rows)
         self.features.from_batch(self.replay, self._params(), self._ranked[:, 0], out=self._obs, rows=rows)
 
-    def _observe(self, rows: np.ndarray | None = None) -> np.ndarray:
-        return self._obs.copy() if rows is None else self._obs[rows]
+    def _observe(self) -> np.ndarray:
+        return self._obs.copy()
 
     def _params(self) -> EpisodeParams:
         return EpisodeParams(self.beta, self.beta1, self.beta2, self.max_rounds)

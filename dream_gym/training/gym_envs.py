@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
+from gymnasium.vector import AutoresetMode
+
 from dream_gym.evaluation.world_specs import resolve_worlds
 from dream_gym.replay.objectives import DEFAULT_PRICE_HIGH, DEFAULT_PRICE_LOW, ValueFn, make_objective
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID
@@ -108,10 +110,12 @@ def macro_env(**spec: Unpack[PoolSpec]) -> MacroReplayEnv:
     return MacroReplayEnv(worlds, **pool)
 
 
-def macro_vector_env(num_envs: int = 1, **spec: Unpack[PoolSpec]) -> MacroVectorEnv:
-    """``gym.make_vec("DreamGym/Macro-v0", num_envs=N, vectorization_mode="vector_entry_point")``."""
+def macro_vector_env(num_envs: int = 1, *, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+                     **spec: Unpack[PoolSpec]) -> MacroVectorEnv:
+    """``gym.make_vec("DreamGym/Macro-v0", num_envs=N, vectorization_mode="vector_entry_point")``
+    (and ``autoreset_mode=``, as Gymnasium's vector envs take it)."""
     worlds, pool = pool_of("macro_vector_env", spec)
-    return MacroVectorEnv(worlds, num_envs, **pool)
+    return MacroVectorEnv(worlds, num_envs, autoreset_mode=autoreset_mode, **pool)
 
 
 def node_env(*, max_candidates: int = DEFAULT_CAPACITY, **spec: Unpack[PoolSpec]) -> NodeReplayEnv:
