@@ -156,10 +156,18 @@ def test_existing_world_needs_resume(tmp_path):
         _grow(tmp_path, FunctionPolicy(lambda v: []))
 
 
+def files_of(folder: Path) -> dict[str, bytes]:
+    """Every file below ``folder`` but the lock file, by its relative path."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file() and path.name != ".lock"}
+
+
 def test_resume_of_a_different_task_is_refused(tmp_path):
-    _grow(tmp_path, FunctionPolicy(lambda v: []))
+    result = _grow(tmp_path, FunctionPolicy(lambda v: []))
+    before = files_of(result.folder)
     with pytest.raises(ValueError, match="task 'sum-difference'"):
         _grow(tmp_path, FunctionPolicy(lambda v: []), task="circle-packing-26", resume=True)
+    assert files_of(result.folder) == before  # the finished world keeps its sha256
 
 
 @pytest.mark.parametrize(("changed", "message"), [({"workers": 3}, "workers 2, not 3"), ({"seed": 4}, "seed 3, not 4"),
@@ -167,9 +175,11 @@ def test_resume_of_a_different_task_is_refused(tmp_path):
 def test_resume_with_other_run_settings_is_refused(tmp_path, changed, message):
     """More rounds continue the run; another W, seed or policy would not be the run world.json records."""
     _grow(tmp_path, make_policy("greedy"), rounds=1)
-    _grow(tmp_path, make_policy("greedy"), rounds=2, resume=True)  # control: the same run, longer
+    result = _grow(tmp_path, make_policy("greedy"), rounds=2, resume=True)  # control: the same run, longer
+    before = files_of(result.folder)
     with pytest.raises(ValueError, match=f"recorded with {re.escape(message)}"):
         _grow(tmp_path, make_policy("greedy"), rounds=3, resume=True, **changed)
+    assert files_of(result.folder) == before and "sha256" in json.loads(before["world.json"])
 
 
 @pytest.mark.slow

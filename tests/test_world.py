@@ -422,8 +422,10 @@ def test_open_clean_and_finished_world_resumes_and_reverifies(tmp_path: Path) ->
     folder = write_folder(tmp_path / "w", GOOD)
     with WorldWriter.open(folder) as writer:
         assert writer.repaired is None
-        assert "sha256" not in json.loads((folder / "world.json").read_text())
+        # finished until the first change: a resume refused after opening leaves it as it was
+        assert "sha256" in json.loads((folder / "world.json").read_text())
         writer.append(node("d", "c", 4.0))
+        assert "sha256" not in json.loads((folder / "world.json").read_text())
         with pytest.raises(WorldFormatError, match="duplicate"):
             writer.append(node("root", "d", 1.0))
         writer.finish()

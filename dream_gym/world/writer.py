@@ -249,8 +249,8 @@ class WorldWriter:
         records = parse_node_lines(nodes_path, raw) if raw.strip() else []
         if records:
             build_world(meta, records, source=nodes_path)  # validates every line
-        if meta.pop("sha256", None) is not None:
-            write_world_json(meta_path, meta)  # the file is about to change
+        # a finished world keeps its sha256 until the first change (_unfinish): a resume refused
+        # after opening (another policy, W or task) leaves the world as it was
         writer = cls(folder, meta, records, lock)
         writer.repaired = repaired
         return writer
@@ -271,6 +271,7 @@ class WorldWriter:
         record = dict(redact_value(record))  # the kept record is the written one
         path = self.folder / NODES_FILE
         check_node(path, len(self._records) + 1, record, self._index_of)
+        self._unfinish()
         try:
             line = json.dumps(record, allow_nan=False, ensure_ascii=False, default=_json_default).encode("utf-8")
         except (TypeError, ValueError) as exc:  # NaN in another field, an unserialisable value
@@ -286,6 +287,12 @@ class WorldWriter:
     def extend(self, records: Iterable[Mapping[str, Any]]) -> None:
         for record in records:
             self.append(record)
+
+    def _unfinish(self) -> None:
+        """Before the first change of a reopened finished world: world.json drops its sha256
+        (nodes.jsonl is about to change; finish records the new one)."""
+        if self.meta.pop("sha256", None) is not None:
+            write_world_json(self.folder / WORLD_FILE, self.meta)
 
     def update_meta(self, **changes: Any) -> None:
         self.meta.update(redact_value(changes))
