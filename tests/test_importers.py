@@ -455,6 +455,46 @@ def test_shinkaevolve_import(tmp_path):
     assert "metric 'dist' missing" in world2.records[5]["error"]
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+def test_a_shinkaevolve_database_in_wal_mode_is_read_without_writing_beside_it(tmp_path):
+    """ShinkaEvolve keeps its database in WAL mode. SQLite's read-only mode still creates (or
+    changes) the -shm file beside it, and fails in a read-only folder: the import reads the
+    database as immutable, or, where its -wal file holds pages its writer never checkpointed,
+    a copy of both, and leaves the run's folder as it was."""
+    clean = _shinka_results(tmp_path / "clean")
+    conn = sqlite3.connect(clean / "evolution_db.sqlite")
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    conn.close()  # the last connection checkpoints and removes the -wal file
+    before = _files(clean)
+    with pytest.warns(OrphanWarning):
+        import_shinkaevolve(clean, tmp_path / "w-clean")
+    assert _files(clean) == before and load_world(tmp_path / "w-clean").size == 6
+
+    # a run whose writer never closed the database: its last programs are only in the -wal file
+    live = _shinka_results(tmp_path / "live")
+    writer = sqlite3.connect(live / "evolution_db.sqlite")
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("INSERT INTO programs (id, code, language, parent_id, generation, timestamp, combined_score,"
+                   " public_metrics, private_metrics, text_feedback, correct, metadata, island_idx)"
+                   " VALUES ('g6', '# g6', 'python', 'g3', 6, 16.0, 0.95, '{}', '{}', '', 1, '{}', 0)")
+    writer.commit()
+    archived = tmp_path / "archived"
+    archived.mkdir()
+    for name in ("evolution_db.sqlite", "evolution_db.sqlite-wal"):
+        (archived / name).write_bytes((live / name).read_bytes())
+    writer.close()
+    assert (archived / "evolution_db.sqlite-wal").stat().st_size > 0
+    before = _files(archived)
+    with pytest.warns(OrphanWarning):
+        import_shinkaevolve(archived / "evolution_db.sqlite", tmp_path / "w-archived")
+    assert _files(archived) == before
+    assert load_world(tmp_path / "w-archived").ids[-1] == "g6"  # read from the -wal file
+
+
 def test_shinkaevolve_error_paths(tmp_path):
     with pytest.raises(FileNotFoundError):
         import_shinkaevolve(tmp_path / "missing.sqlite", tmp_path / "w")

@@ -45,7 +45,7 @@ from .base import (
 )
 from .coerce import as_dict, as_text, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 from .job import ImportJob
-from .shinkaevolve_layout import SHINKA_TABLES, shinka_databases, sqlite_tables
+from .shinkaevolve_layout import SHINKA_TABLES, reading, shinka_databases, sqlite_tables
 
 LABEL = "ShinkaEvolve"
 REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score", "correct")
@@ -84,8 +84,7 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             f"{path}: has no 'programs' table (tables found: {', '.join(tables) or 'none'}); is it a "
             "ShinkaEvolve evolution_db.sqlite?"
         )
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
+    with reading(path) as conn:
         conn.row_factory = sqlite3.Row
         columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
         missing = [c for c in REQUIRED_COLUMNS if c not in columns]
@@ -95,8 +94,6 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 f"(it has: {', '.join(columns)})"
             )
         return [dict(row) for row in conn.execute(f"SELECT * FROM {table}")]
-    finally:
-        conn.close()
 
 
 def _metric_value(row: dict[str, Any], metric: str, public: dict[str, Any], private: dict[str, Any]) -> float | None:

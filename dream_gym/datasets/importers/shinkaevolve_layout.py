@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
@@ -10,18 +14,40 @@ SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SHINKA_TABLES = ("programs", "repos")
 
 
-def sqlite_tables(path: Path) -> list[str] | None:
-    """The tables of a SQLite file (read-only), or None when it is not one."""
+@contextmanager
+def reading(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection that reads a finished run's database and writes nothing beside it, so that a
+    read-only archive imports and a shared one is left as it was. SQLite's ``mode=ro`` still
+    creates or changes the ``-shm`` file of a database in WAL mode (and fails where the folder
+    is read-only); ``immutable=1`` takes no lock and opens no ``-shm``, but skips the ``-wal``
+    file, so a database whose ``-wal`` holds pages (its writer did not close it) is copied with
+    that file into a temporary folder and read there."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size:
+        with tempfile.TemporaryDirectory(prefix="dream_gym-sqlite-") as scratch:
+            copy = Path(scratch) / path.name
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            conn = sqlite3.connect(copy)
+            try:
+                yield conn
+            finally:
+                conn.close()
+        return
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None
-    try:
-        return [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    except sqlite3.DatabaseError:
-        return None
+        yield conn
     finally:
         conn.close()
+
+
+def sqlite_tables(path: Path) -> list[str] | None:
+    """The tables of a SQLite file (read without writing beside it), or None when it is not one."""
+    try:
+        with reading(path) as conn:
+            return [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except (sqlite3.Error, OSError):
+        return None
 
 
 def shinka_databases(folder: Path) -> list[Path]:
