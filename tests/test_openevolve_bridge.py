@@ -85,6 +85,22 @@ def test_supported_version_and_evaluator_file(tmp_path: Path) -> None:
     assert combined_score(2.0, "minimize") > combined_score(4.0, "minimize") > 0
 
 
+def test_deploys_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    """``--option`` takes the settings OpenEvolve's deploy has; another key (or one the verb sets
+    itself, like the seed) is one line naming the options, before the out folder is made."""
+    out = tmp_path / "world"
+    for option, message in (("search=topk", "unknown OpenEvolve option(s) search; the options are config_path"),
+                            ("seed=3", "unknown OpenEvolve option(s) seed"),
+                            ("checkpoint_interval=0", "--option checkpoint_interval=0: a whole number >= 1"),
+                            ("frontier=all", "--option frontier='all': one of"),
+                            ("config_path=missing.yaml", "--option config_path=missing.yaml: no such file")):
+        done = subprocess.run([sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK,
+                               "--budget", "2", "--option", option, "--out", str(out)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and message in done.stderr, (option, done.stderr)
+        assert done.stderr.count("error:") == 1 and "Traceback" not in done.stderr and not out.exists()
+
+
 @pytest.fixture(scope="module")
 def policy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     out = tmp_path_factory.mktemp("bridge") / "world"

@@ -15,7 +15,7 @@ lacks the hook a policy needs (naming the hook).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,36 @@ VERSION_CHECKS: dict[str, str] = {
 
 #: The systems' words for a run that spent its budget (OpenEvolve and SkyDiscover count iterations).
 SPENT_BUDGET = {"iterations": "budget"}
+
+
+#: The log levels a system's ``--option log_level`` takes (Python's logging names).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def system_options(system: str, options: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults`` with ``options`` (``--option KEY=VALUE``) over them, checked before a run
+    starts: a key ``defaults`` lacks is a ValueError listing the system's options and their
+    defaults; where ``defaults`` has them, the options the systems share are checked too
+    (``config_path`` an existing file, ``checkpoint_interval`` a whole number >= 1,
+    ``frontier`` a reveal rule, ``log_level`` one of :data:`LOG_LEVELS`)."""
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown {system} option(s) {', '.join(unknown)}; the options are "
+                         f"{', '.join(f'{k} (default {v!r})' for k, v in defaults.items())}")
+    values = {**defaults, **options}
+    if "config_path" in options and options["config_path"] not in (None, ""):
+        if not Path(str(options["config_path"])).is_file():
+            raise FileNotFoundError(f"--option config_path={options['config_path']}: no such file")
+    interval = values.get("checkpoint_interval", 1)
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        raise ValueError(f"--option checkpoint_interval={interval!r}: a whole number >= 1")
+    from dream_gym.world.tree import FRONTIER_RULES
+
+    if "frontier" in values and values["frontier"] not in FRONTIER_RULES:
+        raise ValueError(f"--option frontier={values['frontier']!r}: one of {', '.join(FRONTIER_RULES)}")
+    if "log_level" in values and values["log_level"] not in LOG_LEVELS:
+        raise ValueError(f"--option log_level={values['log_level']!r}: one of {', '.join(LOG_LEVELS)}")
+    return values
 
 
 class SystemUnavailable(RuntimeError):
@@ -123,5 +153,5 @@ def deploy(request: DeployRequest) -> DeployResult:
     return result
 
 
-__all__ = ["NATIVE_POLICY", "SYSTEMS", "VERSION_CHECKS", "DeployRequest", "DeployResult", "SystemUnavailable", "bridge",
-           "check_system", "deploy"]
+__all__ = ["LOG_LEVELS", "NATIVE_POLICY", "SYSTEMS", "VERSION_CHECKS", "DeployRequest", "DeployResult",
+           "SystemUnavailable", "bridge", "check_system", "deploy", "system_options"]

@@ -1,20 +1,39 @@
-"""``dream-gym deploy --system openevolve``: :func:`run_openevolve` behind the common verb."""
+"""``dream-gym deploy --system openevolve``: :func:`run_openevolve` behind the common verb.
+
+System-specific settings (``DeployRequest.options``, ``--option KEY=VALUE``): :data:`OPTIONS`.
+"""
 
 from __future__ import annotations
 
-from dream_gym.integrations.deploy import DeployRequest, DeployResult
+from pathlib import Path
+from typing import Any
+
+from dream_gym.integrations.deploy import DeployRequest, DeployResult, system_options
 from dream_gym.integrations.openevolve.run import BridgeConfig, check_openevolve, run_openevolve
+
+#: The settings ``--option`` may change, with their defaults (BridgeConfig's).
+OPTIONS: dict[str, Any] = {
+    "config_path": None,  # an OpenEvolve config.yaml to start from (prompts, database settings)
+    "checkpoint_interval": 10,
+    "frontier": "any",
+    "log_level": "WARNING",  # of OpenEvolve's logger
+}
 
 
 def run(request: DeployRequest) -> DeployResult:
     """One OpenEvolve run: ``budget`` iterations, ``workers`` parallel evaluations."""
     check_openevolve()  # SystemUnavailable before the options are read
+    options = system_options("OpenEvolve", request.options, OPTIONS)
+    if options["config_path"] in (None, ""):
+        options["config_path"] = None
+    else:
+        options["config_path"] = Path(str(options["config_path"]))
     config = BridgeConfig(
         task=request.task, out=request.out, policy=request.policy, workers=request.workers,
         iterations=request.budget, seed=request.seed, model=request.model, api_base=request.api_base,
         beta=request.beta, resume=request.resume, world_id=request.world_id, command=request.command,
         policy_params=dict(request.policy_params), trust_model=request.trust_model, read=tuple(request.read),
-        **request.options,
+        **options,
     )
     result = run_openevolve(config)
     return DeployResult(

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.integrations import world_run
-from dream_gym.integrations.deploy import DeployRequest, DeployResult
+from dream_gym.integrations.deploy import DeployRequest, DeployResult, system_options
 from dream_gym.integrations.shinkaevolve.evaluator import (
     EVALUATE_TEMPLATE,
     write_files_evaluate,
@@ -47,8 +47,9 @@ from dream_gym.world.tree import NODES_FILE
 SUPPORTED_SHINKA = ">=0.0.7,<0.0.8"
 OUTPUT_DIR = "shinkaevolve"
 LOG_FILE = "evolution_run.log"
-#: Options a request may set (``DeployRequest.options``).
-OPTIONS = ("frontier", "num_islands", "patch_types", "patch_type_probs", "log_level")
+#: Options a request may set (``DeployRequest.options``), with their defaults (None: ShinkaEvolve's own).
+OPTIONS: dict[str, Any] = {"frontier": "any", "num_islands": None, "patch_types": None, "patch_type_probs": None,
+                           "log_level": "INFO"}
 PATCH_TYPES = ("diff", "full", "cross")  # ShinkaEvolve's patch prompts (its fix prompt is for incorrect parents)
 
 
@@ -190,9 +191,7 @@ def _saved_generations(db_path: Path) -> int:
 
 
 def _check_request(request: DeployRequest) -> None:
-    unknown = sorted(set(request.options) - set(OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown ShinkaEvolve option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
+    system_options("ShinkaEvolve", request.options, OPTIONS)
     if "patch_types" in request.options:
         patch_types(request.options)
     elif "patch_type_probs" in request.options:

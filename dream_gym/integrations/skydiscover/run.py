@@ -32,7 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.integrations import world_run
-from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, DeployResult, SystemUnavailable
+from dream_gym.integrations.deploy import (
+    NATIVE_POLICY,
+    DeployRequest,
+    DeployResult,
+    SystemUnavailable,
+    system_options,
+)
 from dream_gym.integrations.skydiscover.evaluator import (
     EVALUATOR_TEMPLATE,
     write_files_evaluator,
@@ -51,7 +57,6 @@ OPTIONS: dict[str, Any] = {
     "frontier": "any",
     "log_level": "INFO",  # of SkyDiscover's log file, skydiscover/logs/
 }
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _EXTERNAL = {"openevolve": "openevolve", "shinkaevolve": "shinkaevolve", "gepa": None}
 
 
@@ -93,23 +98,9 @@ class RunOptions:
 
     @classmethod
     def of(cls, options: dict[str, Any]) -> RunOptions:
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise ValueError(f"unknown SkyDiscover option(s) {', '.join(unknown)}; the options are "
-                             f"{', '.join(f'{k} (default {v!r})' for k, v in OPTIONS.items())}")
-        values = OPTIONS | options
+        values = system_options("SkyDiscover", options, OPTIONS)
         config_path = None if values["config_path"] in (None, "") else Path(str(values["config_path"]))
-        if config_path is not None and not config_path.is_file():
-            raise FileNotFoundError(f"--option config_path={config_path}: no such file")
         interval = values["checkpoint_interval"]
-        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
-            raise ValueError(f"--option checkpoint_interval={interval!r}: a whole number >= 1")
-        from dream_gym.world.tree import FRONTIER_RULES
-
-        if values["frontier"] not in FRONTIER_RULES:
-            raise ValueError(f"--option frontier={values['frontier']!r}: one of {', '.join(FRONTIER_RULES)}")
-        if values["log_level"] not in LOG_LEVELS:
-            raise ValueError(f"--option log_level={values['log_level']!r}: one of {', '.join(LOG_LEVELS)}")
         search = values["search"]
         if search is None:
             search = _search_of(config_path) if config_path is not None else "topk"
