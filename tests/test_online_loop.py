@@ -162,6 +162,14 @@ def files_of(folder: Path) -> dict[str, bytes]:
             if path.is_file() and path.name != ".lock"}
 
 
+def test_a_new_run_is_refused_a_folder_that_holds_something_else(tmp_path):
+    (tmp_path / "world").mkdir()
+    (tmp_path / "world" / "keep.txt").write_text("keep")
+    with pytest.raises(FileExistsError, match=r"output folder exists and is not empty \(it holds keep.txt\)"):
+        _grow(tmp_path, FunctionPolicy(lambda v: []))
+    assert files_of(tmp_path / "world") == {"keep.txt": b"keep"}
+
+
 def test_resume_of_a_different_task_is_refused(tmp_path):
     result = _grow(tmp_path, FunctionPolicy(lambda v: []))
     before = files_of(result.folder)

@@ -122,6 +122,21 @@ def test_a_world_folder_is_opened_once_and_resumed_only_when_asked(tmp_path: Pat
     assert refused == [False] and not (tmp_path / "third" / "world.json").exists()
 
 
+def test_a_new_run_is_refused_a_folder_that_holds_something_else(tmp_path: Path) -> None:
+    """Its world's and task's files would land among another's: refused naming what is there,
+    before anything is written (a folder holding only its lock file is empty)."""
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "keep.txt").write_text("keep")
+    request = DeployRequest(system="openevolve", task=TASK, out=out)
+    with pytest.raises(FileExistsError, match=r"notes: output folder exists and is not empty \(it holds keep.txt\)"):
+        open_world(request, "system", write_task_files=_files, meta=_meta_of(request, "system"))
+    assert sorted(p.name for p in out.iterdir() if p.name != ".lock") == ["keep.txt"]
+    (out / "keep.txt").unlink()
+    writer, *_ = open_world(request, "system", write_task_files=_files, meta=_meta_of(request, "system"))  # control
+    writer.close()
+
+
 def _meta_of(request: DeployRequest, section: str):  # type: ignore[no-untyped-def]
     def meta(name: str | None, initial: Path, evaluator: Path) -> dict[str, object]:
         return world_meta(request, name, initial, frontier="any", source=f"a {section} run", section=section,

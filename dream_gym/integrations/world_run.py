@@ -202,7 +202,7 @@ def open_world(settings: RunSettings, output_dir: str, *,
     run of the same folder is refused naming the first): a new world with ``meta(task name,
     initial, evaluator)``, or the world reopened to resume. ``check(exists)`` refuses what the
     system cannot continue from, before anything is written."""
-    from dream_gym.world.writer import WorldWriter
+    from dream_gym.world.writer import WorldWriter, check_empty_folder
 
     folder = Path(settings.out)
     check_task(settings.task)  # before the lock makes the folder
@@ -214,6 +214,8 @@ def open_world(settings: RunSettings, output_dir: str, *,
             raise FileExistsError(f"{folder}/{output_dir} exists without a world to resume")
         if exists:
             check_same_run(folder, settings, output_dir)
+        elif not settings.resume:  # (a resumed run killed before its world was made has its own files there)
+            check_empty_folder(folder)
         if check is not None:
             check(exists)
         task_name, initial, evaluator = resolve_task(settings.task, folder, write_task_files)

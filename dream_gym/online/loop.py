@@ -66,7 +66,7 @@ from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.world.files import RUN_SUMMARY_FILE
 from dream_gym.world.tree import NODES_FILE
-from dream_gym.world.writer import WorldWriter, check_resumed_settings, new_meta
+from dream_gym.world.writer import WorldWriter, check_empty_folder, check_resumed_settings, new_meta
 
 Finished = TypeVar("Finished")
 
@@ -173,6 +173,8 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
                 writer.close()
                 raise
             return writer
+        if not config.resume:  # (a resumed run killed before its world was made has its own files there)
+            check_empty_folder(folder)
         meta = new_meta(
             config.world_id or folder.name, task.name, task.description, direction=task.direction,
             workers=config.workers, frontier=config.frontier,

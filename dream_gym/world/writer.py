@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from dream_gym.infrastructure.durable import write_atomic, write_json_atomic
-from dream_gym.infrastructure.locks import WriterLock, folder_lock
+from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME, WriterLock, folder_lock
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.world.files import (
     NODE_FILES,
@@ -151,6 +151,21 @@ def new_meta(
         meta["baseline_score"] = baseline_score
     meta.update(extra)
     return validate_meta("<new world.json>", meta)
+
+
+def check_empty_folder(folder: str | os.PathLike[str]) -> Path:
+    """``folder`` as a Path when it is absent or empty (its lock file aside): a new run or import
+    writes its world there. A folder holding anything else is a FileExistsError naming a few of
+    its entries, before anything is written: the world's files would land among files of
+    something else (and a later --resume would find them)."""
+    folder = Path(folder)
+    if folder.is_dir():
+        entries = sorted(entry.name for entry in folder.iterdir() if entry.name != FOLDER_LOCK_NAME)
+        if entries:
+            shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+            raise FileExistsError(f"{folder}: output folder exists and is not empty (it holds {shown}); "
+                                  "give a new or empty folder")
+    return folder
 
 
 def check_resumed_settings(folder: str | os.PathLike[str], meta: Mapping[str, Any], given: Mapping[str, Any]) -> None:

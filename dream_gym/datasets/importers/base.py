@@ -237,13 +237,6 @@ def optional_json_object(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def check_out_folder(out: str | os.PathLike[str]) -> Path:
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out}: output folder exists and is not empty")
-    return out
-
-
 def write_imported_world(
     out_path: Path,
     records: list[dict[str, Any]],

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import ImportOptions, ImportReport, Program, check_out_folder, write_imported_world
+from dream_gym.world.writer import check_empty_folder
+
+from .base import ImportOptions, ImportReport, Program, write_imported_world
 from .tree import build_world_records
 
 
@@ -37,7 +39,7 @@ class ImportJob:
         """Start the clock, check that ``out`` is free (a :class:`FileExistsError` when it is not
         empty), and begin the report of importing ``source`` by ``metric``."""
         started = time.perf_counter()
-        out_path = check_out_folder(out)
+        out_path = check_empty_folder(out)
         report = ImportReport(system, str(source), label, out=str(out_path), metric=metric)
         return cls(system, options, out_path, report, started)
 

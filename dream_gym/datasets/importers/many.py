@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.world.writer import check_empty_folder
 
-from .base import ImportOptions, ImportReport, RunImportError, check_out_folder
+from .base import ImportOptions, ImportReport, RunImportError
 from .coerce import unique_name, world_name_from
 from .systems import SYSTEM_NAMES, detect_system, import_run, with_fields
 
@@ -154,7 +155,7 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
     runs = find_runs(src)
     if not runs:
         raise RunImportError(f"{src}: not a folder of runs (fewer than two runs below it)")
-    out_path = check_out_folder(out)
+    out_path = check_empty_folder(out)
     out_path.mkdir(parents=True, exist_ok=True)
     report = ManyReport(str(src), str(out_path))
     for name, run in zip(_names(src, runs), runs, strict=True):
