@@ -17,6 +17,7 @@ from worldgen import make_world, node, random_records, write_folder
 import dream_gym  # noqa: F401  (registers the envs)
 from dream_gym.envs.env import DEFAULT_MAX_NODES, GLOBAL_COLUMNS, NODE_COLUMNS, ReplayEnv
 from dream_gym.envs.ids import shipped_world_ids
+from dream_gym.envs.vector_env import ReplayVectorEnv
 from dream_gym.replay.mechanics import IllegalBatchError
 from dream_gym.replay.session import ReplaySession
 
@@ -70,6 +71,18 @@ def test_make_with_folder_and_with_world(folder: Path) -> None:
         assert column(obs, "revealed") == [1] + [0] * (DEFAULT_MAX_NODES - 1)
         assert env.action_space == gym.spaces.MultiDiscrete([DEFAULT_MAX_NODES + 1] * 2)  # not the world's 7
         env.close()
+
+
+def test_flags_that_are_not_booleans_and_an_empty_world_are_refused(folder: Path) -> None:
+    """bool("false") is True: a text flag turned strict mode on; Path("") is the current folder."""
+    for flag in ("strict", "share_obs"):
+        with pytest.raises(ValueError, match=f"{flag} must be True or False, got 'false'"):
+            ReplayEnv(folder, **{flag: "false"})
+    with pytest.raises(ValueError, match="strict must be True or False"):
+        ReplayVectorEnv(1, world=folder, strict="no")
+    with pytest.raises(LookupError, match="the world reference is empty"):
+        gym.make("DreamGym/Replay-v1", world="")
+    assert ReplayEnv(folder, strict=np.bool_(True)).strict is True
 
 
 def test_unknown_world_reference_is_a_lookup_error(tmp_path: Path) -> None:

@@ -231,3 +231,11 @@ def test_defaults_make_neither_extreme_optimal() -> None:
         everything = _reveal_everything(world)
         assert _straight_to_the_best(world) > max(stop, everything), world.id
         assert everything < 1.0  # revealing everything costs quality
+
+
+def test_v2_refuses_a_penalty_weight_that_is_negative_or_not_finite() -> None:
+    episodes = [(0.5, 0.8, 2, 4)]
+    assert v2_objective(episodes, lam=0.0).value == v2_objective(episodes, lam=0.0).auc
+    for lam in (-1.0, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="lam .v2's parallel-penalty weight. must be a finite number >= 0"):
+            v2_objective(episodes, lam=lam)

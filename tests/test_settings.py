@@ -6,9 +6,11 @@ from __future__ import annotations
 import inspect
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from dream_gym.envs.env import ReplayEnv
@@ -61,8 +63,19 @@ def test_public_keyword_defaults_are_the_settings_defaults(target: Any) -> None:
 def test_settings_reject_what_the_session_rejected_and_unknown_names() -> None:
     with pytest.raises(ValueError, match="beta must be in"):
         ReplaySettings(beta=1.5)
-    with pytest.raises(ValueError, match="max_rounds must be >= 1"):
+    with pytest.raises(ValueError, match="max_rounds must be an integer >= 1"):
         ReplaySettings(max_rounds=0)
+    # what was cut, cast or let through unseen: a float W or round limit, text, True, NaN or
+    # inf or a negative cost weight (every reward NaN, inf or reversed)
+    for changed, message in (({"workers": 2.5}, "workers must be an integer >= 1 or None, got 2.5"),
+                             ({"workers": "4"}, "workers must be an integer"), ({"workers": True}, "workers must be"),
+                             ({"max_rounds": 2.5}, "max_rounds must be an integer"),
+                             ({"beta1": float("nan")}, "beta1 must be a finite number >= 0, got nan"),
+                             ({"beta2": float("inf")}, "beta2 must be a finite number"),
+                             ({"beta1": -1.0}, "beta1 must be a finite number >= 0, got -1.0")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            ReplaySettings(**changed)
+    assert ReplaySettings(workers=np.int64(3), max_rounds=np.int32(4), beta1=np.float64(0.1)).workers == 3
     with pytest.raises(TypeError, match="unknown replay settings: wrokers"):
         ReplaySettings.of(wrokers=2)
 

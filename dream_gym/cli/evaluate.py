@@ -95,10 +95,20 @@ def run_eval(args: argparse.Namespace) -> int:
 
     from dream_gym.cli.names import betas_note, check_policies, resolve_world_specs, w_note
     from dream_gym.evaluation.evaluate import evaluate, leaderboard
+    from dream_gym.evaluation.results import check_results_target
+    from dream_gym.policy_files.inprocess import is_file_spec
+    from dream_gym.replay.score import check_lambda
 
     check_policies(args.policies)
+    check_lambda(args.lam)
+    if args.markdown is not None and args.markdown.is_dir():
+        raise IsADirectoryError(f"--markdown {args.markdown} is a folder; it names the markdown file to write")
+    if args.out is not None:
+        check_results_target(args.out)
     isolated = file_options(args.decision_timeout)
-    if args.task_timeout and args.decision_timeout >= args.task_timeout:
+    if args.task_timeout < 0:
+        raise ValueError(f"--task-timeout must be >= 0 seconds (0: no watchdog), got {args.task_timeout:g}")
+    if args.task_timeout and args.decision_timeout >= args.task_timeout and any(map(is_file_spec, args.policies)):
         raise ValueError(f"--decision-timeout {args.decision_timeout:g} s is not below --task-timeout "
                          f"{args.task_timeout:g} s, the watchdog that ends a task making no decision: raise --task-timeout")
     worlds = resolve_world_specs(args.worlds)

@@ -19,7 +19,7 @@ from typing import Any
 
 from dream_gym.evaluation.evaluate import evaluate, leaderboard
 from dream_gym.policy import EpisodeResult
-from dream_gym.replay.score import DEFAULT_BETA_GRID, DEFAULT_LAMBDA
+from dream_gym.replay.score import DEFAULT_BETA_GRID, DEFAULT_LAMBDA, check_lambda
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import World
 
@@ -41,6 +41,7 @@ class ScoringSettings:
     memory_mb: int = 512
 
     def __post_init__(self) -> None:
+        check_lambda(self.lam)
         if self.select not in SELECT_MODES:
             raise ValueError(f"select must be one of {', '.join(SELECT_MODES)}, got {self.select!r}")
         if self.jobs is not None and self.jobs < 1:

@@ -22,6 +22,7 @@ from dream_gym.envs.spaces import (
     NODE_COLUMNS,
     PADDING_ROW,
     capacity_for,
+    check_flags,
     observation_space,
 )
 from dream_gym.replay.layout import (
@@ -250,6 +251,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     ):
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
+        check_flags(strict=strict, share_obs=share_obs)
         # What pickling rebuilds the env from (a copy replays the episode's batches on it).
         self._arguments: dict[str, Any] = {
             "world": _portable_reference(world), "workers": workers, "beta": beta, "beta1": beta1, "beta2": beta2,

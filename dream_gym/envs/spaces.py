@@ -36,6 +36,14 @@ def observation_space(max_nodes: int, workers: int) -> spaces.Dict:
     )
 
 
+def check_flags(**flags: object) -> None:
+    """Refuse a flag argument that is not True or False (``bool("false")`` is True: a text would
+    turn the flag on unseen)."""
+    for name, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
 def capacity_for(max_nodes: int | None, world_size: int, workers: int, what: str = "the world") -> int:
     """The observation capacity: ``max_nodes``, or :data:`DEFAULT_MAX_NODES` when it is None.
 

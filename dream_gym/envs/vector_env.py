@@ -30,6 +30,7 @@ from dream_gym.envs.spaces import (
     NODE_COLUMNS,
     PADDING_ROW,
     capacity_for,
+    check_flags,
     observation_space,
 )
 from dream_gym.envs.vector_episodes import VectorEpisodes, WorldRef, as_world_list, final_entries, reset_mask
@@ -127,6 +128,7 @@ class ReplayVectorEnv(VectorEpisodes):
             raise ValueError("request mode (requests=True) is not in the vector envs, which replay the rule's "
                              "frontier: use a single ReplayEnv(requests=True), a ReplaySession or dream-gym eval "
                              "--requests")
+        check_flags(strict=strict)
         if render_mode is not None:
             raise ValueError("the vector replay env does not render; use a single ReplayEnv(render_mode='ansi')")
         settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier, max_attempts)

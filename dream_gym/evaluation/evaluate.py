@@ -24,7 +24,14 @@ from typing import Any
 
 from dream_gym.evaluation.journal import EvalJournal, run_identity
 from dream_gym.evaluation.leaderboard import Leaderboard, LeaderboardRow, leaderboard
-from dream_gym.evaluation.results import dumps_row, load_results, read_results, result_from_row, result_row
+from dream_gym.evaluation.results import (
+    check_results_target,
+    dumps_row,
+    load_results,
+    read_results,
+    result_from_row,
+    result_row,
+)
 from dream_gym.evaluation.runners import (
     BACKENDS,
     Outcomes,
@@ -44,10 +51,7 @@ from dream_gym.policy import EpisodeResult, Policy
 from dream_gym.policy_files import check_policy_spec
 from dream_gym.policy_files.specs import PolicySource, PolicySpec
 from dream_gym.replay.oracle import oracle_limit_at
-from dream_gym.replay.score import (
-    DEFAULT_BETA_GRID,
-    DEFAULT_LAMBDA,
-)
+from dream_gym.replay.score import DEFAULT_BETA_GRID, DEFAULT_LAMBDA, check_lambda
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import World
 
@@ -180,7 +184,7 @@ def evaluate(
     jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
     if backend == "process" and jobs == 1:
         backend = "serial"
-    options = {**_identity_settings(settings), "seed": seed, "lam": lam}
+    options = {**_identity_settings(settings), "seed": seed, "lam": check_lambda(lam)}
     identity = {"policies": policies, "worlds": world_list, "betas": beta_grid, "options": options,
                 "file_options": file_options}
     with _results_output(out, identity, resume) as journal:
@@ -248,6 +252,7 @@ def _results_output(out: str | os.PathLike[str] | None, identity: Mapping[str, A
     if out is None:
         yield None
         return
+    check_results_target(out)
     with file_lock(out):
         journal = EvalJournal.open(out, run_identity(**identity), resume=resume)
         try:

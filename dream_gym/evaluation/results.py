@@ -33,6 +33,28 @@ def result_row(result: EpisodeResult, world: World | None = None, **extra: Any) 
     return row
 
 
+def check_results_target(path: str | os.PathLike[str]) -> None:
+    """Before a run: ``path`` may take its results file (absent, empty, or a results file, which
+    the run replaces when it ends). A folder, or a file that holds something else, is refused
+    naming it: the run would end by failing after all its episodes, or by replacing the file."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; the results go to a file (e.g. {path / 'results.jsonl'})")
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise FileExistsError(f"{path} is not a regular file; the results go to a file")
+    with open(path, "rb") as handle:
+        first = handle.readline(1 << 16)
+    try:
+        row = json.loads(first) if first.strip() else {"format": RESULT_FORMAT}
+    except ValueError:
+        row = None
+    if not isinstance(row, dict) or row.get("format") != RESULT_FORMAT:
+        raise FileExistsError(f"{path} exists and is not a results file (the run would replace it); "
+                              "give another path, or remove it")
+
+
 def dumps_row(row: Mapping[str, Any]) -> str:
     """One results-file line: strict JSON, non-finite floats as null, secrets redacted."""
     return json.dumps(redact_value(json_safe(dict(row))), allow_nan=False)

@@ -26,6 +26,7 @@ which builds on these formulas (this module imports nothing of dream_gym).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -89,6 +90,14 @@ def parallel_penalty(rounds: int, attempts: int) -> float:
     return rounds / attempts if attempts else 0.0
 
 
+def check_lambda(lam: float) -> float:
+    """``lam``, the weight of v2's parallel penalty, when it is a finite number >= 0 (a negative
+    one would reward the penalty); else a ValueError naming it."""
+    if isinstance(lam, bool) or not isinstance(lam, numbers.Real) or not 0 <= float(lam) < math.inf:
+        raise ValueError(f"lam (v2's parallel-penalty weight) must be a finite number >= 0, got {lam!r}")
+    return float(lam)
+
+
 def v2_objective(
     episodes: Sequence[tuple[float, float, int, int]], lam: float = DEFAULT_LAMBDA
 ) -> V2Result:
@@ -100,6 +109,7 @@ def v2_objective(
     """
     if not episodes:
         raise ValueError("v2_objective needs at least one episode (one per beta of the grid)")
+    check_lambda(lam)
     points = [(w, a) for w, a, _, _ in episodes]
     auc = pareto_auc(points)
     penalty = sum(parallel_penalty(k, n) for _, _, k, n in episodes) / len(episodes)
@@ -112,6 +122,7 @@ __all__ = [
     "DEFAULT_BETA_GRID",
     "DEFAULT_LAMBDA",
     "Normalizer",
+    "check_lambda",
     "V2Result",
     "pareto_auc",
     "pareto_front",

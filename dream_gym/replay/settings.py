@@ -24,6 +24,8 @@ pool of worlds recorded at different W, and a model whose action space is sized 
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +57,10 @@ def recorder_or(command_default: str) -> str:
     return DEFAULT_RECORDER or command_default
 
 
+def _whole_at_least_one(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and int(value) >= 1
+
+
 @dataclass(frozen=True)
 class ReplaySettings:
     """What decides a replay episode besides the world and the policy.
@@ -81,10 +87,17 @@ class ReplaySettings:
     requests: bool = False
 
     def __post_init__(self) -> None:
+        # a float W or round limit would be cut to an int unseen; True is 1, "4" no number
+        if self.workers is not None and not _whole_at_least_one(self.workers):
+            raise ValueError(f"workers must be an integer >= 1 or None, got {self.workers!r}")
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must be in [0, 1], got {self.beta}")
-        if self.max_rounds is not None and self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1 or None, got {self.max_rounds}")
+        for name in ("beta1", "beta2"):  # NaN or inf would make every reward NaN or inf
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.max_rounds is not None and not _whole_at_least_one(self.max_rounds):
+            raise ValueError(f"max_rounds must be an integer >= 1 or None, got {self.max_rounds!r}")
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
         if not isinstance(self.requests, bool):

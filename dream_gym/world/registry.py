@@ -110,7 +110,10 @@ def shipped_env_ids() -> dict[str, str]:
 
 def is_path(path: str | os.PathLike[str], test: str = "exists") -> bool:
     """Whether ``path`` names an existing path (``test``: "exists", "is_dir" or "is_file"); a string
-    no file system accepts as a name (a long comma list of world ids, say) names none."""
+    no file system accepts as a name (a long comma list of world ids, say) names none, and nor
+    does an empty one (which ``Path`` reads as the current folder)."""
+    if not os.fspath(path).strip():
+        return False
     try:
         return bool(getattr(Path(path).expanduser(), test)())
     except (OSError, ValueError):  # ENAMETOOLONG and the like: pathlib ignores only "not found"
@@ -148,6 +151,8 @@ def resolve_world(ref: World | str | os.PathLike[str]) -> World:
     """Load the world a reference names; LookupError says what was tried."""
     if isinstance(ref, World):
         return ref
+    if not str(ref).strip():  # Path("") is the current folder
+        raise LookupError("the world reference is empty: name a world folder, a shipped world or a dataset's world")
     path = Path(ref).expanduser()
     if is_path(path, "is_dir"):
         return load_cached(path)
