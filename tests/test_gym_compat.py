@@ -373,16 +373,20 @@ def mask_from_scratch(view: Any, capacity: int) -> np.ndarray:
 
 
 @pytest.mark.slow
-def test_the_docs_recipe_runs() -> None:
-    """The "Using dream_gym from your own SB3 / Gymnasium code" block of the training guide, run as
-    it is (the docs examples test compiles it and leaves running it to this test)."""
+def test_the_docs_recipe_runs(tmp_path: Path) -> None:
+    """The "Using dream_gym from your own SB3 / Gymnasium code" block of the training guide, saved
+    as a script and run as users run it (the docs examples test compiles it and leaves running it
+    to this test): as ``python -c`` it passed without its ``__main__`` guard, which a script's
+    worker processes need, since they import the script again."""
     guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "train.md").read_text(encoding="utf-8")
     section = guide.split("## Using dream_gym from your own SB3 / Gymnasium code", 1)[1]
     code = section.split("```python {.no-run}\n", 1)[1].split("```", 1)[0]
     assert "MaskablePPO" in code and "SubprocVecEnv" in code and 'mask=tuple(info["action_mask"])' in code
+    script = tmp_path / "recipe.py"
+    script.write_text(code, encoding="utf-8")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # tiny networks, shared cores
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env,
-                            cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, env=env,
+                            cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 
