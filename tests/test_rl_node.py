@@ -288,6 +288,37 @@ def test_node_policy_builds_the_batches_the_env_would(node_model: Path) -> None:
     assert compared >= 5
 
 
+@pytest.mark.parametrize("maskable", [True, False], ids=["MaskablePPO", "PPO"])
+def test_a_model_of_sb3s_own_multi_input_network_on_node_v0_plays_as_the_env_showed_it(
+        tmp_path: Path, maskable: bool) -> None:
+    """A user's own SB3 code trains "MultiInputPolicy" on DreamGym/Node-v0; eval loads the zip as
+    data and its policy builds the batches the model makes on the env: the same capped, padded
+    candidates, the same masks (a MaskablePPO model), a padding row committing (a PPO one)."""
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    algorithm = MaskablePPO if maskable else PPO
+    env = NodeReplayEnv(random_worlds(5, 4), workers=3, beta=[0.0, 1.0], max_candidates=4)
+    trained = algorithm("MultiInputPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    trained.learn(64)
+    trained.save(tmp_path / "mine.zip")
+    model = algorithm.load(tmp_path / "mine.zip", device="cpu")
+    policy = model_policy(str(tmp_path / "mine.zip"))  # as data: SB3's own classes are known
+    assert isinstance(policy, NodeSB3Policy) and policy.name == "mine"
+    for i, world in enumerate(random_worlds(6, 6)):
+        env = NodeReplayEnv([world], workers=3, beta=0.6, max_candidates=4)
+        obs, _ = env.reset(seed=i)
+        batches, done = [], False
+        while not done:
+            masks = {"action_masks": env.action_masks()} if maskable else {}
+            action, _ = model.predict(obs, deterministic=True, **masks)
+            obs, _, terminated, truncated, info = env.step(int(action))
+            batches += [info["batch"]] if info["batch"] else []
+            done = terminated or truncated
+        result = run_episode(policy, world, workers=3, beta=0.6)
+        assert result.error is None and result.batches == batches, i
+
+
 @pytest.mark.slow
 def test_load_policy_and_evaluate_a_node_model_deterministically(node_model: Path) -> None:
     from dream_gym.evaluation.evaluate import evaluate

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from gymnasium import spaces
 
@@ -34,6 +36,28 @@ def observation_space(max_nodes: int, workers: int) -> spaces.Dict:
             ),
         }
     )
+
+
+def view_observation(view: Any, max_nodes: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The observation and action mask a :class:`~dream_gym.envs.env.ReplayEnv` of capacity
+    ``max_nodes`` gives at the decision ``view`` describes (a
+    :class:`~dream_gym.replay.view.PrefixView`): everything in them is what the view reveals, so a
+    model trained on the env acts on views (tests/test_rl_replay_models.py checks it equals the
+    env's at every step). The mask is (W, max_nodes + 1): frontier ids, the root in the first
+    ``root_slots`` slots, padding everywhere."""
+    nodes = np.broadcast_to(PADDING_ROW, (max_nodes, len(NODE_COLUMNS))).copy()
+    scores = np.zeros(max_nodes)
+    frontier = set(view.frontier)
+    for node in view.nodes:
+        nodes[node.id] = (1, -1 if node.parent is None else node.parent, node.depth, node.score is not None,
+                          node.id in frontier)
+        scores[node.id] = 0.0 if node.score is None else node.score
+    glob = np.array([view.root_slots, view.baseline_score, view.rounds, view.attempts], dtype=np.float64)
+    mask = np.zeros((view.workers, max_nodes + 1), dtype=bool)
+    mask[:, [i for i in frontier if i != 0]] = True
+    mask[: view.root_slots, 0] = True
+    mask[:, max_nodes] = True
+    return {"nodes": nodes, "score": scores, "globals": glob}, mask
 
 
 def check_flags(**flags: object) -> None:

@@ -25,6 +25,7 @@ from dream_gym.rl.macro import MACRO_ACTIONS
 from dream_gym.rl.model_zips import ARCH_ATTRIBUTE
 from dream_gym.rl.node_env import NodeReplayEnv
 from dream_gym.rl.options_env import OptionsReplayEnv
+from dream_gym.rl.replay_policy import ReplaySB3Policy, is_replay_model
 from dream_gym.rl.sb3 import (
     NodeSB3Policy,
     OptionsSB3Policy,
@@ -159,6 +160,8 @@ def model_policy(model: Any, *, trust_model: bool = False, **params: Any) -> Any
     A path is loaded as data unless ``trust_model`` (:func:`dream_gym.rl.sb3.load_model`).
     ``params``: ``deterministic``."""
     name, loaded = named_model(model, trust_model=trust_model)
+    if is_replay_model(loaded):  # trained with the user's own SB3 code on DreamGym/Replay-v1
+        return ReplaySB3Policy(loaded, name=name, **params)
     return ARCHITECTURES[model_arch(loaded)].policy(loaded, name=name, **params)
 
 

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gymnasium.spaces import Box, Dict, Discrete, Space
+from gymnasium.spaces import Box, Dict, Discrete, MultiDiscrete, Space
 
 from dream_gym.infrastructure.printable import printable
 from dream_gym.rl.acting_model import load_to_act
@@ -85,13 +85,17 @@ SAVED_ATTRIBUTES = frozenset({
 
 #: The policy classes a zip may name, (module, name) -> algorithm: those the architectures of
 #: :data:`dream_gym.rl.archs.ARCHITECTURES` train with (SB3's ``MlpPolicy`` of each algorithm for
-#: macro and options, the node scorer's policies for node). An architecture with a policy class
+#: macro and options, the node scorer's policies for node, and SB3's ``MultiInputPolicy`` a user
+#: trains on the node env with SB3 itself). An architecture with a policy class
 #: of its own adds it here (a test checks that every architecture's network is one of these).
 POLICY_CLASSES: dict[tuple[str, str], str] = {
     ("sb3_contrib.common.maskable.policies", "MaskableActorCriticPolicy"): "maskable-ppo",
     ("stable_baselines3.common.policies", "ActorCriticPolicy"): "ppo",
     ("dream_gym.rl.node_policy", "MaskableNodePolicy"): "maskable-ppo",
     ("dream_gym.rl.node_policy", "NodePolicy"): "ppo",
+    # SB3's own network for Dict observations ("MultiInputPolicy"), trained on DreamGym/Node-v0
+    ("sb3_contrib.common.maskable.policies", "MaskableMultiInputActorCriticPolicy"): "maskable-ppo",
+    ("stable_baselines3.common.policies", "MultiInputActorCriticPolicy"): "ppo",
 }
 
 #: Pickled training state: dropped (None) when a zip is loaded as data.
@@ -335,12 +339,17 @@ def _space(name: str, entry: Any, label: str) -> Space[Any]:
             return _box(entry["_shape"], entry["dtype"], entry["low"], entry["high"])
         if kind == "<class 'gymnasium.spaces.discrete.Discrete'>":
             return Discrete(int(entry["n"]), start=int(entry["start"]))
+        if kind == "<class 'gymnasium.spaces.multi_discrete.MultiDiscrete'>":
+            return _multi_discrete(entry["_shape"], entry["dtype"], entry["nvec"], entry["start"])
         if kind == "<class 'gymnasium.spaces.dict.Dict'>":
-            return _dict_of_boxes(entry["spaces"])
+            try:
+                return _dict_of_boxes(entry["spaces"])
+            except ValueError:
+                return _replay_observation_space(entry["spaces"])
     except (KeyError, TypeError, ValueError):
         pass
-    raise _refused(label, f"its data entry {name!r} ({printable(kind, 80)}) is not a Box, Discrete or Dict of "
-                          "Boxes whose readable fields give it whole")
+    raise _refused(label, f"its data entry {name!r} ({printable(kind, 80)}) is not a Box, Discrete, MultiDiscrete, "
+                          "Dict of Boxes or the replay env's observation whose readable fields give it whole")
 
 
 def _dtype(name: Any) -> np.dtype[Any]:
@@ -381,6 +390,33 @@ def _dict_of_boxes(printed: Any) -> Dict:
             raise ValueError(f"a Box of {size} is larger than any model dream-gym trains")
         boxes[key] = Box(float(low), float(high), size, _dtype(dtype))
     return Dict(boxes)
+
+
+def _multi_discrete(shape: Any, dtype_name: Any, nvec: Any, start: Any) -> MultiDiscrete:
+    """A MultiDiscrete from its shape (a JSON list), dtype and nvec and start (numpy's printouts)."""
+    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) and 0 < shape[0] <= 1024):
+        raise ValueError(f"not a one-dimensional MultiDiscrete shape: {shape}")
+    dtype = _dtype(dtype_name)
+    return MultiDiscrete(_array(nvec, shape, dtype), dtype=dtype, start=_array(start, shape, dtype))
+
+
+_REPLAY_NODES = re.compile(r"'nodes': Box\(.*, \((\d+), 5\), int32\)", re.DOTALL)
+
+
+def _replay_observation_space(printed: Any) -> Dict:
+    """The replay env's observation space (``DreamGym/Replay-v1``, a model a user trained with
+    SB3 on it): numpy shortens the printout of its node bounds, so it is rebuilt from its capacity
+    and W and accepted only when its printout is the one the zip holds, to the letter."""
+    from dream_gym.envs.spaces import observation_space
+
+    found = _REPLAY_NODES.search(printed) if isinstance(printed, str) else None
+    if found is None or not 0 < int(found.group(1)) <= 100_000:
+        raise ValueError("not the replay env's observation")
+    for workers in range(1, 257):
+        space = observation_space(int(found.group(1)), workers)
+        if str(space.spaces) == printed:
+            return space
+    raise ValueError("not the replay env's observation at any W")
 
 
 def _constant(name: str, entry: dict[str, Any], label: str) -> float:

@@ -148,10 +148,14 @@ def _load_shared(path: str, mtime_ns: int, size: int, trust_model: bool) -> Any:
     return load_model_zip(path, trust=trust_model, to_act=True)  # shared by policies: it only predicts
 
 
+#: The keys of the node env's observation (``DreamGym/Node-v0``).
+NODE_OBSERVATION_KEYS = frozenset({"globals", "mask", "nodes"})
+
+
 def is_node_model(model: Any) -> bool:
     """Whether a loaded model was trained on the node env (its observation is the node Dict)."""
     space = getattr(model, "observation_space", None)
-    return isinstance(space, spaces.Dict) and "nodes" in space.spaces
+    return isinstance(space, spaces.Dict) and set(space.spaces) == NODE_OBSERVATION_KEYS
 
 
 class NodeSB3Policy(ModelPolicy):
@@ -164,6 +168,11 @@ class NodeSB3Policy(ModelPolicy):
     logits, and the most likely row (or a sampled one) until it picks commit, the batch holds W
     selections or no candidate is left.
 
+    A model of SB3's own network for Dict observations (``"MultiInputPolicy"``, trained with
+    your own SB3 code on ``DreamGym/Node-v0``) sees exactly what the env showed it: at most as
+    many candidates as its observation has rows (the env's ``max_candidates``, the best first),
+    padded, its action masks applied.
+
     Args:
         model: a path to an SB3 ``.zip`` or a loaded MaskablePPO / PPO model with a node policy.
         deterministic: take the most likely row (True) or sample one (seeded per episode).
@@ -175,6 +184,12 @@ class NodeSB3Policy(ModelPolicy):
 
         self._torch = torch
         self._generator = torch.Generator().manual_seed(0)
+        from dream_gym.rl.node_policy import NodeScorer
+
+        # dream_gym's scorer takes any number of rows; SB3's own network the env's capacity
+        scorer = isinstance(self.model.policy.mlp_extractor, NodeScorer)
+        self._capacity = None if scorer else int(self.model.observation_space["nodes"].shape[0])
+        self._maskable = takes_masks(self.model)
 
     def check(self, model: Any) -> None:
         if not is_node_model(model):
@@ -195,13 +210,19 @@ class NodeSB3Policy(ModelPolicy):
         self._generator.manual_seed(context.seed)
 
     def act(self, view: PrefixView) -> list[int]:
-        return node_batch(view, self._pick)
+        return node_batch(view, self._pick, self._capacity)
 
     def logits(self, tensors: dict[str, Any]) -> Any:
-        """The actor's logits over the rows (candidates, padding, commit) of one observation."""
+        """The actor's logits over the rows (candidates, padding, commit) of one observation (SB3's
+        own network: masked as the env's ``action_masks`` would mask them)."""
         policy = self.model.policy
         with self._torch.no_grad():
-            return policy.mlp_extractor.forward_actor(policy.extract_features(tensors))[0]
+            if self._capacity is None:
+                return policy.mlp_extractor.forward_actor(policy.extract_features(tensors))[0]
+            if self._maskable:
+                masks = (tensors["mask"] > 0.5).numpy()
+                return policy.get_distribution(tensors, action_masks=masks).distribution.logits[0]
+            return policy.get_distribution(tensors).distribution.logits[0]
 
     def _pick(self, tensors: dict[str, Any]) -> int:
         torch, logits = self._torch, self.logits(tensors)
@@ -257,21 +278,21 @@ class OptionsSB3Policy(ModelPolicy):
         return proposals.batch(int(action))
 
 
-def node_batch(view: PrefixView, pick: Callable[[dict[str, Any]], int]) -> list[int]:
+def node_batch(view: PrefixView, pick: Callable[[dict[str, Any]], int], capacity: int | None = None) -> list[int]:
     """The batch a node model builds on a view, one selection at a time: the candidates of the view
-    (:class:`~dream_gym.rl.node_features.RoundPlan`, uncapped), the
-    :func:`~dream_gym.rl.node_env.node_observation` of the selections so far (as a batch of one
-    tensor each) and ``pick``'s row, until it picks commit (a row past the candidates), the batch
-    holds W selections or no candidate is left."""
+    (:class:`~dream_gym.rl.node_features.RoundPlan`, uncapped, or at most ``capacity`` padded to
+    it, as the env shows them), the :func:`~dream_gym.rl.node_env.node_observation` of the
+    selections so far (as a batch of one tensor each) and ``pick``'s row, until it picks commit
+    (a row past the candidates), the batch holds W selections or no candidate is left."""
     import torch
 
     from dream_gym.rl.node_env import node_observation
     from dream_gym.rl.node_features import RoundPlan
 
-    plan = RoundPlan(view)
+    plan = RoundPlan(view, capacity)
     pending: list[int] = []
     while len(pending) < view.workers:
-        obs, available = node_observation(plan, pending)
+        obs, available = node_observation(plan, pending, capacity)
         if not len(available):
             break
         row = pick({key: torch.as_tensor(value).unsqueeze(0) for key, value in obs.items()})
