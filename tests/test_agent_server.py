@@ -207,6 +207,32 @@ def test_openevolve_run_with_its_own_sampling_against_the_server(tmp_path: Path,
     assert any("score" in p["metrics"] for p in children)
 
 
+@pytest.mark.slow
+def test_the_guides_flow_leaves_a_run_that_imports(tmp_path: Path) -> None:
+    """serve-agent, `openevolve task`, the real openevolve-run with the config it wrote and fewer
+    iterations than a checkpoint interval: the import reads the run's evolution trace."""
+    proc, base = _serve(tmp_path)
+    try:
+        folder = tmp_path / "problem"
+        subprocess.run([sys.executable, "-m", "dream_gym", "openevolve", "task", TASK, "--out", str(folder),
+                        "--api-base", base, "-W", "2"], check=True, capture_output=True)
+        openevolve_run = Path(sys.executable).with_name("openevolve-run")
+        done = subprocess.run([str(openevolve_run), str(folder / "initial_program.py"), str(folder / "evaluator.py"),
+                               "--config", str(folder / "config.yaml"), "--iterations", "3"],
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert not list((folder / "openevolve_output").rglob("checkpoint_*"))  # nothing but the trace to read
+    imported = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "import", str(folder / "openevolve_output"),
+                               "--out", str(tmp_path / "world")], capture_output=True, text=True, timeout=300)
+    assert imported.returncode == 0, imported.stderr
+    from dream_gym import load_world
+
+    assert load_world(tmp_path / "world").size == 4  # the initial program and 3 iterations' children
+
+
 @pytest.mark.parametrize("port", ["99999", "-1"])
 def test_a_port_out_of_range_is_one_error(port: str, capsys: pytest.CaptureFixture[str]) -> None:
     from dream_gym.cli import main

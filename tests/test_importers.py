@@ -584,7 +584,11 @@ def test_auto_says_why_it_found_no_run(tmp_path, capsys):
     assert main(["worlds", "import", str(openevolve), "--out", str(tmp_path / "world")]) == 0  # control
     capsys.readouterr()
     (tmp_path / "empty").mkdir()
+    (tmp_path / "oe-nothing" / "logs").mkdir(parents=True)  # OpenEvolve ran, 3 iterations: no checkpoint, no trace
+    (tmp_path / "oe-nothing" / "logs" / "openevolve_20261206_101010.log").write_text("...")
     for src, why in ((tmp_path / "no-such-run", f"{tmp_path / 'no-such-run'} does not exist"),
+                     (tmp_path / "oe-nothing", "an OpenEvolve output folder without programs; OpenEvolve writes its "
+                                               "programs at checkpoints, every checkpoint_interval iterations"),
                      (tmp_path / "world", f"{tmp_path / 'world'} is already a dream-gym world folder: load it directly"),
                      (tmp_path / "empty", "nor a refined EvoTrace run (meta.json and programs.jsonl) was found; "
                                           "name the system with --from")):

@@ -92,7 +92,7 @@ def import_openevolve(
     traces = read_traces(src)
     if not snapshots.raws:
         raise NotARunError(src, f"{src}: no OpenEvolve programs found (expected programs/*.json files, e.g. in "
-                           "checkpoints/checkpoint_N/programs/ or db/programs/)")
+                           f"checkpoints/checkpoint_N/programs/ or db/programs/, or an evolution trace); {NO_PROGRAMS}")
     raws = dict(snapshots.raws)
     phase = dict(snapshots.phase)
     for child, entry in traces.lines.items():
@@ -226,6 +226,11 @@ def lone_trace(src: Path) -> Path | None:
         return None
     return next((src / name for name in TRACE_NAMES if is_trace_file(src / name)), None)
 
+
+#: Why an OpenEvolve output folder can hold no program: what to set for the next run.
+NO_PROGRAMS = ("OpenEvolve writes its programs at checkpoints, every checkpoint_interval iterations (100 by "
+               "default), and in <output>/evolution_trace.jsonl only with evolution_trace: {enabled: true, "
+               "include_code: true} in its config")
 
 IMPORTER = Importer(label=LABEL, looks_for="an OpenEvolve output folder (programs/*.json)",
                     detect=is_openevolve_run, run=import_openevolve)

@@ -60,6 +60,8 @@ def _unrecognised(src: Path) -> str:
         return f"{src} does not exist"
     if (src / "world.json").is_file():
         return f"{src} is already a dream-gym world folder: load it directly (dream-gym eval --worlds {src})"
+    if src.is_dir() and any(src.glob("logs/openevolve_*.log")):  # OpenEvolve ran here and left no program
+        return f"{src}: an OpenEvolve output folder without programs; {openevolve.NO_PROGRAMS}"
     looked_for = " nor ".join(importer.looks_for for importer in IMPORTERS.values())
     return f"{src}: neither {looked_for} was found; name the system with --from"
 

@@ -89,6 +89,13 @@ llm:
 evaluator:
   parallel_evaluations: {workers}
   cascade_evaluation: false
+# every program as it is made, in <output>/evolution_trace.jsonl: `dream-gym worlds import` reads
+# it (OpenEvolve's checkpoints come only every checkpoint_interval iterations, 100 by default)
+evolution_trace:
+  enabled: true
+  format: jsonl
+  include_code: true
+  include_prompts: false
 """
 
 
