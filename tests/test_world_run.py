@@ -173,6 +173,19 @@ def test_resume_continues_only_the_system_and_task_that_made_the_world(tmp_path:
     writer.close()
 
 
+def test_resume_of_an_imported_world_names_it_in_a_few_words(tmp_path: Path) -> None:
+    out = tmp_path / "world"
+    out.mkdir()
+    (out / "nodes.jsonl").write_text("")
+    (out / "world.json").write_text(json.dumps({"source": {"system": "openevolve", "path": "/runs/x", "import": {
+        f"count_{i}": i for i in range(30)}}}))
+    request = DeployRequest(system="openevolve", task=TASK, out=out, resume=True)
+    with pytest.raises(ValueError) as refused:
+        open_world(request, "openevolve", write_task_files=_files, meta=_meta_of(request, "openevolve"))
+    assert str(refused.value) == (f"{out} holds a world that another system wrote (imported from a run of openevolve); "
+                                  "--resume continues a world with the --system that wrote it")
+
+
 def test_resume_of_a_task_given_as_files_needs_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first, second = _files("first", tmp_path / "first"), _files("second", tmp_path / "second")
     out = tmp_path / "world"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.printable import printable
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.integrations.deploy import NATIVE_POLICY, DeployResult, SystemUnavailable
@@ -227,6 +228,15 @@ def open_world(settings: RunSettings, output_dir: str, *,
 TASK_FILE_KEYS = (("initial_program", "evaluator"), ("initial", "evaluate"), ("initial", "evaluator"))
 
 
+def _source_of(meta: dict[str, Any]) -> str:
+    """What world.json says made the world, in a few words (an imported world's source is a dict)."""
+    source = meta.get("source")
+    if isinstance(source, dict):
+        system = source.get("system")
+        return f"imported from a run of {system}" if isinstance(system, str) else "imported"
+    return printable(str(source), 120)
+
+
 def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     """Refuse to continue a world that another system (no ``section`` of its own in world.json,
     the section named as the system's output folder) or another task wrote, or with another W,
@@ -238,7 +248,7 @@ def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     recorded = loads_strict((folder / WORLD_FILE).read_bytes())
     own = recorded.get(section)
     if not isinstance(own, dict):
-        raise ValueError(f"{folder} holds a world that another system wrote ({recorded.get('source')}); "
+        raise ValueError(f"{folder} holds a world that another system wrote ({_source_of(recorded)}); "
                          f"--resume continues a world with the --system that wrote it")
     recorded_task, task = _recorded_task(folder, recorded, own), settings.task
     if not _same_task(task, recorded_task):
@@ -262,7 +272,7 @@ def root_failure(folder: Path, meta: dict[str, Any] | None = None) -> str | None
     """Why the world's initial program has no score (its error, without a traceback), or None
     when it has one or ``meta`` (world.json) gives a baseline: a world without a baseline can be
     neither continued nor replayed."""
-    from dream_gym.infrastructure.printable import error_line, printable
+    from dream_gym.infrastructure.printable import error_line
     from dream_gym.world.files import WORLD_FILE, loads_strict
 
     try:
