@@ -77,3 +77,16 @@ def test_rsi_resume_refuses_other_settings_and_redoes_nothing(tmp_path, capsys):
     before = (out / "rsi.jsonl").read_text()
     assert main([*args, "--out", str(out), "--resume"]) == 0
     assert (out / "rsi.jsonl").read_text() == before
+
+
+def test_a_developer_no_call_can_reach_is_refused_before_the_run_folder_is_made(tmp_path, capsys, monkeypatch):
+    """It scored the incumbent first, then failed on its first call with a transport error."""
+    out = tmp_path / "dream"
+    llm = [a if a != "builtin" else "openai/dev" for a in DREAM]
+    assert main([*llm, "--api-base", "http://127.0.0.1:9/v1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--api-base http://127.0.0.1:9/v1: nothing accepts a connection" in err and err.count("error:") == 1
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main([*llm, "--out", str(out)]) == 2
+    assert "OPENAI_API_KEY is not set in the environment" in capsys.readouterr().err
+    assert not out.exists()

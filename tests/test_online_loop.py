@@ -275,10 +275,21 @@ def test_llm_agent_grows_a_world_over_real_http(tmp_path, monkeypatch):
     assert "sk-test-secret-value" not in (result.folder / "nodes.jsonl").read_text()
 
 
-def test_unreachable_llm_stops_the_run_with_a_clear_error_and_keeps_the_root(tmp_path):
+def test_an_llm_no_call_can_reach_is_refused_before_the_run_folder_is_made(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="--api-base http://127.0.0.1:9/v1: nothing accepts a connection"):
+        _grow(tmp_path, make_policy("fixed"), agent="openai/nobody", api_base="http://127.0.0.1:9/v1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="model openai/gpt-4o-mini: OPENAI_API_KEY is not set in the environment"):
+        _grow(tmp_path, make_policy("fixed"), agent="openai/gpt-4o-mini")
+    assert not (tmp_path / "world").exists()
+
+
+def test_an_llm_that_goes_away_stops_the_run_with_a_clear_error_and_keeps_the_root(tmp_path):
+    with OpenAICompatServer() as server:  # reachable when the run is set up
+        config = GrowConfig(task="sum-difference", out=tmp_path / "world", workers=2, rounds=4, seed=3,
+                            backend="serial", agent="openai/nobody", api_base=server.base_url)
     with pytest.raises(AttemptFailed, match="could not run"):
-        _grow(tmp_path, make_policy("fixed", branches=1, depth=1), agent="openai/nobody",
-              api_base="http://127.0.0.1:9/v1")
+        grow(config, make_policy("fixed", branches=1, depth=1))
     assert load_world(tmp_path / "world").size == 1
 
 

@@ -32,16 +32,18 @@ def make_developer(spec: str, folder: Any = None, *, api_base: str | None = None
     return factory(spec, folder, api_base=api_base, seed=seed, **options)
 
 
-def check_developer(spec: str) -> None:
+def check_developer(spec: str, api_base: str | None = None) -> None:
     """RuntimeError naming the extra when the developer ``spec`` names needs a package that is not
-    installed, ValueError for a model string no provider serves: checked before a run folder is made."""
+    installed, ValueError for a model string no provider serves or no call can reach (its key
+    unset, ``api_base`` unreachable): checked before a run folder is made."""
     if spec == "builtin":
         builtin_developer.require_optuna()
     elif spec not in DEVELOPERS:
-        from dream_gym.infrastructure.llm import check_model_name, require_litellm
+        from dream_gym.infrastructure.llm import check_access, check_model_name, require_litellm
 
         require_litellm()
         check_model_name(spec)
+        check_access(spec, api_base)
 
 
 __all__ = ["DEVELOPERS", "MODEL_DEVELOPER", "DeveloperFactory", "check_developer", "make_developer"]

@@ -403,7 +403,7 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     from dream_gym.dream.runfolder import check_fingerprint
     from dream_gym.evaluation.evaluate import resolve_worlds
 
-    check_developer(run.developer)
+    check_developer(run.developer, run.api_base)
     history = resolve_worlds(run.history)
     validation = None if run.validate is None else [] if run.validate == NO_HELD_OUT else resolve_worlds(run.validate)
     held = held_out.auto_held_out(history) if validation is None else validation

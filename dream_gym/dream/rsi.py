@@ -71,7 +71,7 @@ class RsiConfig:
         from dream_gym.dream.developers import check_developer
         from dream_gym.online.loop import GrowConfig
 
-        check_developer(self.developer)
+        check_developer(self.developer, self.api_base)
         GrowConfig(task=self.task, out=self.out, agent=self.agent, workers=self.workers, rounds=self.rounds,
                    beta=self.beta, backend=self.backend)
 

@@ -91,7 +91,7 @@ class SystemRsiConfig:
             raise ValueError(f"budget and workers (W) must be >= 1, got {self.budget} and {self.workers}")
         from dream_gym.dream.developers import check_developer
 
-        check_developer(self.developer)  # before the run folder is made
+        check_developer(self.developer, self.api_base)  # before the run folder is made
 
 
 @dataclass

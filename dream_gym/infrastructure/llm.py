@@ -231,6 +231,27 @@ def unreachable(api_base: str, timeout_s: float = 5.0) -> str | None:
         return f"nothing accepts a connection at {target[0]}:{target[1]}{through} ({exc.strerror or exc})"
 
 
+def check_access(model: str, api_base: str | None) -> None:
+    """Refuse, before a run makes its folder, a model no call of it can reach: ``api_base`` where
+    nothing accepts a connection, or (without one) a provider whose key the environment does not
+    set (litellm's ``validate_environment``). Otherwise the run retries its first call for
+    seconds, then stops with a transport error after writing its first records."""
+    if api_base is not None:
+        why = unreachable(api_base)
+        if why is not None:
+            raise ValueError(f"--api-base {redact_url(api_base)}: {why}; start the server, or give another --api-base")
+        return
+    litellm = import_litellm()
+    try:
+        missing = litellm.validate_environment(model).get("missing_keys") or []
+    except Exception:  # noqa: BLE001 - a provider litellm cannot check: the first call will say
+        return
+    keys = [name for name in missing if str(name).endswith(("_KEY", "_TOKEN"))]  # not a base URL with a default
+    if keys:
+        raise ValueError(f"model {model}: {' and '.join(keys)} {'is' if len(keys) == 1 else 'are'} not set in the "
+                         "environment; set it, or give --api-base for an OpenAI-compatible server")
+
+
 def _address(parts: SplitResult) -> tuple[str, int]:
     """(host, port) of a split URL, the scheme's port by default; ValueError for a port that is not a number."""
     return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)

@@ -152,17 +152,15 @@ def check_api_base(settings: RunSettings, hosted: Callable[[str], str | None] | 
     OpenAI-compatible base the run would use (:func:`given_endpoint`)."""
     if settings.model is None:
         return
-    from dream_gym.infrastructure.llm import redact_url, unreachable
+    from dream_gym.infrastructure.llm import check_access, redact_url, unreachable
 
     if settings.api_base is not None:
-        url: str | None = settings.api_base
-    else:
-        url = hosted(settings.model) if hosted is not None else given_endpoint(settings.model, None)[1]
+        check_access(settings.model, settings.api_base)
+        return
+    url = hosted(settings.model) if hosted is not None else given_endpoint(settings.model, None)[1]
     why = None if url is None else unreachable(url)
     if why is None:
         return
-    if settings.api_base is not None:
-        raise ValueError(f"--api-base {redact_url(url)}: {why}; start the server, or give another --api-base")
     raise ValueError(f"--model {settings.model} is served at {redact_url(url)}, and {why}; check the network "
                      "(or the proxy settings), or give --api-base for a server you can reach")
 
