@@ -12,8 +12,10 @@ import argparse
 import importlib
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from dream_gym import __version__
 from dream_gym.cli.shown import LINE_CHARS
@@ -33,10 +35,30 @@ UNTRUSTED_COMMANDS = ("replay", "grow", "eval", "demo", "dream", "rsi", "openevo
 COSTLY_OPTIONS = ("train",)
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help text wrapped at spaces only: argparse also breaks at hyphens, which split option and
+    command names (``--trust-`` / ``model``) so that they no longer copy and paste."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser with :class:`_HelpFormatter`; its sub-command parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with ``command`` (the sub-command about to run, "" for none), the
     commands of :data:`COSTLY_OPTIONS` other than it get no options."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dream-gym",
         description="Recorded discovery trees as deterministic Gymnasium environments.",
     )

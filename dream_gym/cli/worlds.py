@@ -79,8 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "collapsed, resumed phases stitched, orphans kept under the root; then print the import summary, "
         "the coverage report and the statistics of the world.",
     )
-    p.add_argument("--from", default="auto", choices=("auto", *IMPORTERS), dest="system",
-                   help="the system that wrote SRC (default auto: recognised from the folder)")
+    p.add_argument("--from", default="auto", choices=("auto", *IMPORTERS), dest="system", metavar="SYSTEM",
+                   help=f"the system that wrote SRC: {', '.join(IMPORTERS)}, or auto (the default: recognised "
+                        "from the folder)")
     p.add_argument("src", help="a run's folder (or its database / state / trace file), or a folder of many runs: "
                    "each is imported into a world of its own, OUT/<its path below SRC>")
     p.add_argument("--out", required=True, help="world folder to write (must not exist or be empty)")

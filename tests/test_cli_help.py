@@ -1,0 +1,30 @@
+"""Every command's --help reads on a terminal 80 columns wide: no line longer, and no option or
+command name broken at a hyphen (argparse wraps at hyphens by default: ``--trust-`` / ``model``)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+from dream_gym.cli import build_parser
+
+
+def all_parsers(parser: argparse.ArgumentParser, name: str = "dream-gym") -> list[tuple[str, argparse.ArgumentParser]]:
+    found = [(name, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                found += all_parsers(sub, f"{name} {sub_name}")
+    return found
+
+
+def test_every_help_fits_80_columns_and_breaks_no_name_at_a_hyphen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    parsers = all_parsers(build_parser())
+    assert len(parsers) > 25
+    for name, parser in parsers:
+        for line in parser.format_help().splitlines():
+            assert len(line) <= 80, (name, line)
+            assert not re.search(r"\w-$", line), (name, line)
