@@ -50,6 +50,12 @@ def test_eval_errors_are_reported_without_traceback(worlds: Path, capsys: pytest
     assert "nope" in capsys.readouterr().err
     assert main(["eval", "-p", "greedy", "-w", str(worlds), "--betas", "2", "--no-progress"]) == 2
     assert "beta must be in [0, 1]" in capsys.readouterr().err
+    assert main(["eval", "-p", str(worlds), "-w", str(worlds), "--no-progress"]) == 2  # a folder, not a policy
+    assert f"policy {worlds} is a folder; a policy is a .py file" in capsys.readouterr().err
+    world_json = next(worlds.rglob("world.json"))
+    assert main(["replay", str(world_json)]) == 2  # the file, not its folder
+    assert f"is a file; a world is the folder that holds world.json and nodes.jsonl: pass its folder, " \
+           f"{world_json.parent}" in capsys.readouterr().err
 
 
 def test_outputs_and_settings_that_cannot_be_used_are_refused_before_any_episode(

@@ -29,6 +29,18 @@ def env(tmp_path, monkeypatch):
     return tmp_path
 
 
+def test_pack_takes_a_folder_of_worlds_and_held_out_names_split_on_commas(env, capsys):
+    """As --worlds and --betas take them: a folder of worlds packed each, "a,b" two names (it
+    was one name, unknown; the folder was read as a world without world.json)."""
+    for name in ("world-a", "world-b", "world-c"):
+        make_world(env / "many" / name, name)
+    assert main(["worlds", "pack", str(env / "many"), "--id", "me/many-v0", "--held-out", "world-a,world-c"]) == 0
+    assert "packed 3 world(s) as me/many-v0" in capsys.readouterr().out
+    assert main(["worlds", "show", "me/many-v0", "--json"]) == 0
+    split = json.loads(capsys.readouterr().out)["dataset"]["split"]
+    assert split == {"train": ["world-b"], "held_out": ["world-a", "world-c"]}
+
+
 def test_pack_list_show_validate_share_delete(env, capsys):
     a = make_world(env / "a", "world-a")
     b = make_world(env / "b", "world-b")

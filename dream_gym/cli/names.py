@@ -195,6 +195,9 @@ def check_policy(spec: str) -> str:
     kind = PolicySpec.of(spec).kind
     if kind in ("module", "model") or spec == RECOMMENDED:
         return spec  # module:attr, model zips and recommended: the library names a missing module or file
+    if spec not in POLICIES and Path(spec).expanduser().is_dir():
+        raise UnknownName(f"policy {spec} is a folder; a policy is a .py file, a model .zip, module:Class or a "
+                          "built-in's name")
     if kind == "file":
         path = Path(spec).expanduser()
         if path.is_file():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dream_gym.cli.shown import LINE_CHARS, cell, say, shown
@@ -42,12 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("pack", help="make a dataset in the local store from world folders")
-    p.add_argument("worlds", nargs="+", metavar="WORLD_FOLDER")
+    p.add_argument("worlds", nargs="+", metavar="WORLD_FOLDER", help="world folders, or folders of worlds")
     p.add_argument("--id", required=True, dest="dataset_id", help="namespace/name-vN")
     p.add_argument("--description", default="")
     p.add_argument("--author", default="")
     p.add_argument("--licence", "--license", default="", dest="licence")
-    p.add_argument("--held-out", nargs="*", default=[], metavar="WORLD", help="worlds of the held-out split")
+    p.add_argument("--held-out", nargs="*", default=[], metavar="WORLD",
+                   help="worlds of the held-out split (names, space- or comma-separated)")
     p.add_argument("--readme", help="a README.md dataset card to include")
     p.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
     p.set_defaults(func=_pack)
@@ -162,12 +164,25 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def world_folders(folders: list[str]) -> list[Path]:
+    """The world folders ``pack`` is given: each a world, or a folder of worlds (its sub-folders
+    that hold a world.json, sorted by name), as ``--worlds`` takes one."""
+    from dream_gym.world.files import WORLD_FILE
+
+    found: list[Path] = []
+    for folder in map(Path, folders):
+        inner = sorted(p for p in folder.iterdir() if (p / WORLD_FILE).is_file()) if folder.is_dir() else []
+        found += inner if inner and not (folder / WORLD_FILE).exists() else [folder]
+    return found
+
+
 def _pack(args: argparse.Namespace) -> int:
     from dream_gym.datasets.packing import pack
 
+    held_out = [name.strip() for given in args.held_out for name in given.split(",") if name.strip()]
     dataset = pack(
-        args.worlds, args.dataset_id, description=args.description, author=args.author,
-        licence=args.licence, held_out=args.held_out, readme=args.readme, overwrite=args.force,
+        world_folders(args.worlds), args.dataset_id, description=args.description, author=args.author,
+        licence=args.licence, held_out=held_out, readme=args.readme, overwrite=args.force,
     )
     print(f"packed {len(dataset.world_names)} world(s) as {dataset.id} at {dataset.path}")
     return 0

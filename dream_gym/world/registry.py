@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dream_gym.world.files import WORLD_FILE, count_node_lines, node_file, read_json_document
+from dream_gym.world.files import NODE_FILES, WORLD_FILE, count_node_lines, node_file, read_json_document
 from dream_gym.world.shipped import shipped_root
 from dream_gym.world.tree import World, load_world
 
@@ -156,6 +156,9 @@ def resolve_world(ref: World | str | os.PathLike[str]) -> World:
     path = Path(ref).expanduser()
     if is_path(path, "is_dir"):
         return load_cached(path)
+    if is_path(path, "is_file"):
+        hint = f": pass its folder, {path.parent}" if path.name in (WORLD_FILE, *NODE_FILES) else ""
+        raise LookupError(f"{ref} is a file; a world is the folder that holds world.json and nodes.jsonl{hint}")
     text = str(ref)
     if _looks_like_dataset_ref(text):
         if _dataset_world_folder is None:
