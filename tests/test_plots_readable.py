@@ -132,3 +132,7 @@ def test_an_unknown_world_to_plot_names_the_nearest(tmp_path: Path) -> None:
     evaluate(["greedy"], str(tmp_path / "worlds"), (0.5,), backend="serial", task_timeout=None, out=out, progress=False)
     with pytest.raises(LookupError, match=r"no episode on world 'world-7'; did you mean 'world-\d'\?$"):
         plot_results(out, tmp_path / "plots", world="world-7")
+    for beta in (7.0, -0.1, float("nan")):  # the closest beta of the results would be an arbitrary one
+        with pytest.raises(ValueError, match="beta must be in .0, 1."):
+            plot_results(out, tmp_path / "plots", beta=beta)
+    assert not (tmp_path / "plots").exists()

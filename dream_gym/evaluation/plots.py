@@ -317,6 +317,8 @@ def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLik
     The tree shows ``world`` (default: the first world of the results) with, for each policy,
     the nodes revealed by its episode whose beta is closest to ``beta``.
     """
+    if not 0.0 <= beta <= 1.0:  # NaN too: the closest beta would be an arbitrary one
+        raise ValueError(f"beta must be in [0, 1] (the tree shows the episode of the beta closest to it), got {beta}")
     rows = read_results(results_path)
     if not rows:
         raise ValueError(f"{results_path}: no results to plot")
