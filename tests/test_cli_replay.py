@@ -46,3 +46,5 @@ def test_replay_records_a_policy_error_and_exits_1(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "1 of 1 episodes failed; first: IllegalBatchError: id 999 is not an observed node" in captured.err
     assert "IllegalBatchError" not in captured.out  # said once, on stderr
+    # the coverage line says the episode ended by the error, and counts no request as none
+    assert "coverage (the rule's frontier): no request was made; ended by the policy's error (on stderr)" in captured.out

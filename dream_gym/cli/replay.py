@@ -55,9 +55,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def coverage_line(result: EpisodeResult, requests: bool) -> str:
     """What the record answered of the episode, in one line (docs/concepts/coverage.md)."""
     asked = result.attempts + (result.refused or 0)
-    ended = "cut short by the record" if result.cut_short else "ended by the policy or a limit"
+    if result.error:
+        ended = "ended by the policy's error (on stderr)"
+    else:
+        ended = "cut short by the record" if result.cut_short else "ended by the policy or a limit"
     share = "n/a" if result.answerable is None else f"{100 * result.answerable:.0f}%"
     mode = "request mode" if requests else "the rule's frontier"
+    if not asked:
+        return f"coverage ({mode}): no request was made; {ended}"
     return (f"coverage ({mode}): {result.attempts} of {asked} requests answered by the record "
             f"({100 * (result.coverage or 0.0):.1f}%), {result.refused or 0} refused; {ended}; "
             f"the record held {share} of the online choices per decision")
