@@ -322,4 +322,6 @@ def test_ctrl_c_says_interrupted_once_without_a_jobs_traceback(tmp_path):
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130
-    assert stderr.rstrip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.rstrip().splitlines()[-1] == (f"interrupted: what was finished is kept in {out}; the same command "
+                                                 "with --resume continues it"), stderr[-3000:]
+    assert "Traceback" not in stderr and sum(line.startswith("interrupted") for line in stderr.splitlines()) == 1

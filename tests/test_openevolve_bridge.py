@@ -556,7 +556,7 @@ def test_a_second_ctrl_c_stops_at_once_and_says_so(tmp_path: Path) -> None:
     time.sleep(0.05)
     proc.send_signal(signal.SIGINT)  # impatient
     _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 130 and stderr.rstrip().endswith("interrupted"), stderr[-3000:]
+    assert proc.returncode == 130 and stderr.rstrip().endswith("with --resume continues it"), stderr[-3000:]
     done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(nodes_lines(out)) == 5

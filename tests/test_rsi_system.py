@@ -148,7 +148,7 @@ def test_ctrl_c_in_a_run_stops_the_loop_and_resume_finishes_that_run(tmp_path: P
     _wait(lambda: nodes.exists() and nodes.read_bytes().count(b"\n") >= 4, process)
     os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
     stderr = process.communicate(timeout=300)[1].decode()
-    assert process.returncode == 130 and stderr.rstrip().endswith("interrupted"), stderr[-3000:]
+    assert process.returncode == 130 and stderr.rstrip().endswith("with --resume continues it"), stderr[-3000:]
     assert not (out / "rsi.jsonl").exists() or not read_jsonl(out / "rsi.jsonl")  # no run taken as done
     resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=900, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym import __version__
-from dream_gym.cli.shown import LINE_CHARS
+from dream_gym.cli.shown import LINE_CHARS, shown
 from dream_gym.infrastructure.printable import printable
 from dream_gym.infrastructure.redact import redacted_output
 from dream_gym.infrastructure.sandbox.launch import UNSAFE_ENV
@@ -141,7 +141,12 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise  # not the command's error: the reader of its output went away
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        out = getattr(args, "out", None)
+        if out is not None and hasattr(args, "resume"):  # a command that keeps its progress in --out
+            print(f"interrupted: what was finished is kept in {shown(out)}; the same command with --resume "
+                  "continues it", file=sys.stderr)
+        else:
+            print("interrupted", file=sys.stderr)
         return 130
     except (ValueError, OSError, LookupError, RuntimeError) as exc:
         # Library errors name the problem already; show them once, without a traceback. They
