@@ -417,3 +417,9 @@ def test_an_error_of_the_system_is_said_as_its_path_and_what_is_wrong() -> None:
         "/nowhere/x: No such file or directory"
     assert error_text(OSError("no path in this one")) == "no path in this one"
     assert error_text(KeyError("unknown task 'x'; known tasks: a")) == "unknown task 'x'; known tasks: a"
+
+
+def test_eval_writes_no_progress_bar_into_a_log() -> None:
+    """Without a terminal (stderr piped into a log) the bar's last frame was written there."""
+    done = dream_gym("eval", "--policy", "greedy", "--worlds", "sd-fixed-s0", "--betas", "0.5", "--summary")
+    assert done.returncode == 0 and done.stderr == "" and "Leaderboard" in done.stdout

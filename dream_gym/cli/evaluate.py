@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,8 @@ def register(subparsers: Any) -> None:
                          "record cannot answer is refused (not charged) and counted, and a batch of refusals ends "
                          "the episode cut short (coverage: docs/concepts/coverage.md)")
     ev.add_argument("--seed", type=parse_seed, default=0, help="seed given to every policy (default 0)")
-    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.add_argument("--no-progress", action="store_true",
+                    help="no progress bar (there is none when stderr is not a terminal: a log gets no bar)")
     ev.add_argument("--summary", action="store_true", help="print only the table over all worlds")
     add_allow_errors(ev)
     add_trust_model(ev)
@@ -126,7 +128,7 @@ def run_eval(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         backend=args.backend,
         out=args.out,
-        progress=not args.no_progress,
+        progress=not args.no_progress and sys.stderr.isatty(),
         lam=args.lam,
         seed=args.seed,
         task_timeout=args.task_timeout or None,
