@@ -90,3 +90,16 @@ def test_a_developer_no_call_can_reach_is_refused_before_the_run_folder_is_made(
     assert main([*llm, "--out", str(out)]) == 2
     assert "OPENAI_API_KEY is not set in the environment" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_policy_file_that_does_not_load_is_named_before_the_run_folder_is_made(tmp_path, capsys):
+    """dream ran the whole step on it, naming the run's copy (0.py); grow started its run."""
+    broken = tmp_path / "broken.py"
+    broken.write_text("def act(view)\n    return []\n")
+    for command in ([*[a if a != "greedy" else str(broken) for a in DREAM], "--out", str(tmp_path / "dream")],
+                    ["grow", "--task", "sum-difference", "--policy", str(broken), "--rounds", "1", "--out",
+                     str(tmp_path / "grow")]):
+        assert main(command) == 2, command
+        err = capsys.readouterr().err
+        assert "SyntaxError: expected ':' (broken.py, line 1)" in err and err.count("error:") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.py"]

@@ -69,11 +69,11 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
 def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from dream_gym.cli.names import check_policy
+    from dream_gym.cli.names import check_loads
     from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, deploy
 
     if args.policy != NATIVE_POLICY:
-        check_policy(args.policy)  # a misspelt name gets the nearest names, before anything runs
+        check_loads(args.policy)  # a misspelt name gets the nearest names; a file that does not load is named
     request = DeployRequest(
         system=args.system, task=args.task, out=args.out, policy=args.policy, workers=args.workers,
         budget=args.budget, seed=args.seed, model=args.model, api_base=args.api_base, beta=args.beta,

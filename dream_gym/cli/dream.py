@@ -10,6 +10,7 @@ from dream_gym.cli.options import (
     add_allow_errors,
     add_decision_timeout,
     add_jobs,
+    file_options,
     parse_seed,
     report_failures,
 )
@@ -160,12 +161,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
-    from dream_gym.cli.names import check_policy, resolve_world_specs
+    from dream_gym.cli.names import check_loads, resolve_world_specs
     from dream_gym.cli.options import parse_betas_option
     from dream_gym.dream.held_out import HELD_OUT_MARGIN
     from dream_gym.dream.improve import NO_HELD_OUT, DreamRun, DreamSettings, run_dream
 
-    check_policy(args.policy)
+    check_loads(args.policy, **file_options(args.decision_timeout))  # named, not the run's copy of it
     history = resolve_world_specs(args.history, "--history")
     if args.validate and args.validate != NO_HELD_OUT:
         resolve_world_specs(args.validate, "--validate")

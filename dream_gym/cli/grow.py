@@ -57,11 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dream_gym.cli.names import check_policy, check_task
+    from dream_gym.cli.names import check_loads, check_task
     from dream_gym.online.loop import GrowConfig, GrowResult, RoundStats, grow, write_summary
 
     check_task(args.task)
-    check_policy(args.policy)
+    check_loads(args.policy)
 
     config = GrowConfig(
         task=args.task, out=args.out, agent=args.agent, policy=args.policy, workers=args.workers,

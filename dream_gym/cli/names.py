@@ -226,6 +226,15 @@ def check_policies(specs: Sequence[str]) -> list[str]:
     return [check_policy(s) for s in specs]
 
 
+def check_loads(spec: str, **limits: Any) -> str:
+    """:func:`check_policy`, then a policy file loaded once in its sandbox: one that does not load
+    (a syntax error, a failing import) fails here naming its file, before a run folder is made."""
+    from dream_gym.policy_files import probe_policy_files
+
+    probe_policy_files([check_policy(spec)], **limits)
+    return spec
+
+
 # --------------------------------------------------------------------------- tasks
 def check_task(name: str) -> str:
     """``name`` if it is a registered task; UnknownName with the nearest names if not."""

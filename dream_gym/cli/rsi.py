@@ -106,14 +106,14 @@ def summary_tables(records: list[Any], width: int | None = None) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from dream_gym.cli.names import check_policy, check_task, resolve_world_specs
+    from dream_gym.cli.names import check_loads, check_task, resolve_world_specs
     from dream_gym.dream.improve import DreamSettings
     from dream_gym.dream.rsi import RsiConfig, run_rsi
 
     _check_mode(args)
     if args.system is None or "," not in args.task:  # a system also takes initial_program.py,evaluator.py
         check_task(args.task)
-    check_policy(args.policy)
+    check_loads(args.policy)
     if args.history:
         resolve_world_specs(args.history, "--history")
     if args.system is not None:
