@@ -5,6 +5,7 @@ follows the env's episode whenever it is read."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 import random
 import warnings
@@ -176,6 +177,16 @@ def test_a_held_session_follows_the_env() -> None:
     assert session.attempts == 0 and session.batches == [] and not session.done
     env.step([])  # the empty batch stops
     assert session.done and session.terminated
+    # read-only: stepped by hand, it would leave the env's episode unseen (its V, N and k are the env's)
+    env.reset()
+    env.step([0])
+    for write in (lambda: session.step([1]), lambda: session.reset(), lambda: session.truncate()):
+        with pytest.raises(RuntimeError, match="follows the env's episode and is read-only"):
+            write()
+    assert session.attempts == 1 and session.view().attempts == 1
+    mine = copy.deepcopy(session)  # a session of its own
+    mine.step(list(mine.view().frontier)[:1])
+    assert mine.attempts == 2 and session.attempts == 1
 
 
 def test_stepping_before_reset_or_after_the_end_is_refused() -> None:

@@ -696,12 +696,15 @@ _SESSION_CONSTANTS = frozenset({"settings", "world", "beta", "beta1", "beta2", "
                                 "strict", "normalizer"})
 # Session attributes the env's engine holds too (ReplayEnv._engine_read): read from there.
 _SESSION_FROM_ENGINE = frozenset({"value", "attempts", "rounds", "workers"})
+# What would move the session away from the env's episode: refused (the env would not know).
+_SESSION_WRITES = frozenset({"step", "reset", "truncate"})
 
 
 class _FollowingSession(ReplaySession):
     """The session of a :class:`ReplayEnv`: before any of its attributes is read, it plays the
     env's batches it has not seen yet (``_follow``, set by the env), except V, N, k and W, which
-    the env's engine gives as they are (``_engine_read``), and the settings, which never change."""
+    the env's engine gives as they are (``_engine_read``), and the settings, which never change.
+    It is read-only: its ``step``, ``reset`` and ``truncate`` are refused (the env steps it)."""
 
     _follow: Any = None
     _engine_read: Any = None
@@ -709,6 +712,10 @@ class _FollowingSession(ReplaySession):
     def __getattribute__(self, name: str) -> Any:
         follow = object.__getattribute__(self, "_follow")
         if follow is not None:
+            if name in _SESSION_WRITES:
+                raise RuntimeError(f"env.unwrapped.session follows the env's episode and is read-only: step the env, "
+                                   f"not its session (session.{name} would leave the two apart; "
+                                   "copy.deepcopy(env.unwrapped.session) is a session of its own to step)")
             if name in _SESSION_FROM_ENGINE:
                 return object.__getattribute__(self, "_engine_read")(name)
             if name not in _SESSION_CONSTANTS:
