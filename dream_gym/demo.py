@@ -47,7 +47,7 @@ DREAM_INCUMBENT = "greedy"
 DREAM_HISTORY = ("ac-fixed-w4-s0", "sd-fixed-w4-s0", "cp26-fixed-w4-s0", "lasso-fixed-w4-s0")
 DREAM_REVISIONS = 2
 DREAM_BETAS = (0.0, 0.5, 1.0)
-DREAMED = "dreamed (chosen.py)"
+DREAMED = "dreamed"  # the kept version (out/dream/chosen.py); short, so that the table shows it whole
 #: Statuses of a version whose scores stand (anything else: the step refused it).
 SCORED = ("incumbent", "ok")
 
