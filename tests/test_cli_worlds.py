@@ -139,3 +139,18 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(command):
 def test_a_dataset_without_its_creation_time_says_so(capsys):
     assert main(["worlds", "show", "dream-gym/recorded-v0"]) == 0  # built before datasets recorded it
     assert "\n  created     not recorded\n" in capsys.readouterr().out
+
+
+def test_compress_refuses_a_world_of_a_packed_dataset(env, capsys):
+    """Its dataset.json lists nodes.jsonl and its sha256: compressed in place, the dataset no longer
+    validated or uploaded, while the world still loaded."""
+    make_world(env / "a", "world-a")
+    assert main(["worlds", "pack", str(env / "a"), "--id", "me/cmp-v0"]) == 0
+    inside = env / "home" / "datasets" / "me" / "cmp-v0" / "world-a"
+    before = sorted(p.name for p in inside.iterdir())
+    capsys.readouterr()
+    assert main(["worlds", "compress", str(inside)]) == 2
+    assert "is a world of a packed dataset" in capsys.readouterr().err
+    assert sorted(p.name for p in inside.iterdir()) == before
+    assert main(["worlds", "validate", "me/cmp-v0"]) == 0
+    assert main(["worlds", "compress", str(env / "a")]) == 0  # a world folder of its own: compressed

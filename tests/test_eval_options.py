@@ -35,18 +35,21 @@ DREAM = ["dream", "--history", WORLD, "--policy", "greedy", "--developer", "buil
 
 @pytest.mark.parametrize(("command", "options", "message"), [
     (EVAL, ["--decision-timeout", "0"], "--decision-timeout must be > 0 seconds, got 0.0"),
-    (EVAL, ["--decision-timeout", "90"], "--decision-timeout 90 s is not below --task-timeout 60 s, the watchdog "
-                                         "that ends a task making no decision: raise --task-timeout"),
+    # with a policy file, whose decisions the decision timeout bounds (a built-in's it does not)
+    (EVAL, ["--decision-timeout", "90", "-p", "{file}"], "--decision-timeout 90 s is not below --task-timeout 60 s, "
+                                                         "the watchdog that ends a task making no decision: raise "
+                                                         "--task-timeout"),
     # dream ran the step, every episode timing out at 0 s, after making its folder
-    (DREAM, ["--decision-timeout", "0"], "the decision timeout, the episode timeout and the memory of policy files "
-                                         "must be > 0, got 0.0 s, 120.0 s and 512 MB"),
+    (DREAM, ["--decision-timeout", "0"], "--decision-timeout must be > 0 seconds, got 0.0"),
     (EVAL, ["-j", "0"], "jobs must be >= 1 (or None: the CPU count), got 0"),  # it was read as one process
     (DREAM, ["-j", "0"], "jobs must be >= 1 (or None: the CPU count), got 0"),
 ])
 def test_a_value_no_run_can_use_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                 command: list[str], options: list[str],
                                                                 message: str) -> None:
-    out = tmp_path / "out"
-    assert cli_main([*(part.replace("{out}", str(out)) for part in command), *options]) == 2  # refused in this process
+    out, policy_file = tmp_path / "out", tmp_path / "mine.py"
+    policy_file.write_text(SLOW)
+    filled = [part.replace("{out}", str(out)).replace("{file}", str(policy_file)) for part in [*command, *options]]
+    assert cli_main(filled) == 2  # refused in this process
     assert capsys.readouterr().err.strip() == f"dream-gym {command[0]}: error: {message}"
     assert not out.exists()

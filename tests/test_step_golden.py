@@ -39,6 +39,8 @@ DIGEST_CHARS = 16
 # -- canonical encodings --------------------------------------------------------------------
 def _canon(value: Any) -> Any:
     """A JSON-able, exact encoding of a step output (arrays by bytes, floats by bits)."""
+    if isinstance(value, np.ndarray) and value.dtype == object:  # its bytes are pointers: each element instead
+        return ["ndarray", "object", list(value.shape), [_canon(v) for v in value.ravel().tolist()]]
     if isinstance(value, np.ndarray):
         return ["ndarray", value.dtype.str, list(value.shape),
                 hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()]

@@ -56,9 +56,14 @@ def _stats(args: argparse.Namespace) -> int:
 def _compress(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from dream_gym.datasets.store import DATASET_FILE
     from dream_gym.world.files import NODES_FILE
     from dream_gym.world.writer import compress_world
 
+    for folder in args.folders:  # all checked first: none is changed when one is refused
+        if (Path(folder).resolve().parent / DATASET_FILE).is_file():
+            raise ValueError(f"{folder} is a world of a packed dataset, whose files dataset.json lists with their "
+                             "sha256: compress the world folder before packing it (or pack it again)")
     for folder in args.folders:
         plain = Path(folder) / NODES_FILE
         before = plain.stat().st_size if plain.is_file() else None
