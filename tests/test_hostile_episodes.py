@@ -149,6 +149,22 @@ def test_the_pid_an_episode_sees_says_nothing_of_earlier_episodes(small_world: P
                           "peer-credentials": refused}, after_none
 
 
+def test_the_templates_frames_say_nothing_of_earlier_episodes(small_world: Path) -> None:
+    """An episode walks up its stack into the template's frames (a caught exception's traceback):
+    their record of the episodes forked before it (the one running, those retired, their pids)
+    read differently in each episode, a counter; forked, an episode drops it first."""
+    world = load_world(small_world)
+    reads = []
+    with IsolatedPolicy(HOSTILE / "reads_the_template.py", **FAST) as policy:
+        for beta in (0.0, 0.25, 0.5, 0.75, 1.0):
+            policy.forget_output()
+            assert run_episode(policy, world, beta=beta, on_error="record").error is None
+            reads.append(_lines(policy, "READ", 2)[0])
+        assert policy.starts == 1  # one template forked them all
+    assert "_serve_parent" in reads[0]["frames"].split(","), reads[0]
+    assert len({read["template"] for read in reads}) == 1, reads
+
+
 def test_unconfined_the_ways_of_reading_the_counter_work(small_world: Path) -> None:
     """The control: with the sandbox off, each way reads a real pid (the same one thrice)."""
     with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):

@@ -172,6 +172,7 @@ class _Episode:
             _flush(stream)  # nothing of the template's buffers is printed again by the episode
         self.pid = os.fork()
         if self.pid == 0:
+            _forget_earlier_episodes(self)
             _own_stdio(out_w, err_w)
             _keep_only(to_child_r, from_child_w)
             resource.setrlimit(resource.RLIMIT_NOFILE, (EPISODE_DESCRIPTORS, EPISODE_DESCRIPTORS))
@@ -300,6 +301,21 @@ def _keep_only(*fds: int) -> None:
 #: The modules of the file that the template failed to import, with their errors (set once in
 #: the template, before it forks an episode).
 _FAILED_AHEAD: dict[str, str] = {}
+
+
+def _forget_earlier_episodes(episode: _Episode) -> None:
+    """In a just-forked episode: drop the template's record of the episodes it forked before
+    (the one running, those retired and not yet reaped, their pids and statuses). The template's
+    frames are on the episode's stack, reachable from untrusted code (a caught exception's
+    traceback); what they hold must be the same for every episode, or it counts them."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in frame.f_locals.values():
+            if isinstance(value, _Episodes):
+                value.dying, value.ready, value.current, value.fork_error = [], None, None, ""
+            elif isinstance(value, _Episode) and value is not episode:
+                value.__dict__.clear()
+        frame = frame.f_back
 
 
 def _episode_main(fd_in: int, fd_out: int, build: Builder, confinement: Any, hook: AuditHook | None,
@@ -470,6 +486,7 @@ class _Episodes:
     def __init__(self, build: Builder, confinement: Any, hook: AuditHook | None, source: str):
         self.build, self.confinement, self.hook, self.source = build, confinement, hook, source
         self.ready: _Episode | None = None
+        self.current: _Episode | None = None  # the episode the parent talks to
         self.fork_error = ""
         self.dying: list[_Episode] = []  # killed, not yet reaped (their memory is freed meanwhile)
 
@@ -509,8 +526,11 @@ def _serve_parent(control: socket.socket, episodes: _Episodes) -> None:
       current, reply, then fork the next one ahead on the ends sent. The parent talks to the
       current episode directly and only after this reply, so an episode is killed before the
       next one sees a message;
-    * ``status``: end the current episode (its pipe closed) and reply how it ended."""
-    current: _Episode | None = None
+    * ``status``: end the current episode (its pipe closed) and reply how it ended.
+
+    An episode forked here has this frame on its stack: its locals at the fork are the same for
+    every episode (the message is gone; the current episode is held by ``episodes``, whose record
+    the episode drops: :func:`_forget_earlier_episodes`)."""
     try:
         while True:
             try:
@@ -519,19 +539,22 @@ def _serve_parent(control: socket.socket, episodes: _Episodes) -> None:
                 return
             if not data:
                 return
-            request = json.loads(data)
-            op = request.get("op")
+            op = json.loads(data).get("op")
+            del data
             channel = (fds[0], fds[1], fds[2], fds[3]) if len(fds) == 4 else None
             if op == "close":
                 return
             if op == "next":
-                if current is not None:
-                    episodes.retire(current)  # it runs no more before the next one sees a message
-                current, episodes.ready = episodes.ready, None
-                _tell(control, {"ok": True} if current is not None else {
+                if episodes.current is not None:
+                    episodes.retire(episodes.current)  # it runs no more before the next one sees a message
+                episodes.current, episodes.ready = episodes.ready, None
+                _tell(control, {"ok": True} if episodes.current is not None else {
                     "ok": False, "kind": "protocol", "error": episodes.fork_error or "no episode process ready"})
             elif op == "status":
+                current = episodes.current
                 _tell(control, current.died() if current is not None else {"ok": False, "kind": "died", "exit": None})
+                del current
+            del op
             if channel is not None:
                 episodes.fork_ahead(channel)
             else:
@@ -539,8 +562,8 @@ def _serve_parent(control: socket.socket, episodes: _Episodes) -> None:
                     os.close(fd)
             episodes.reap()
     finally:
-        if current is not None:
-            episodes.retire(current)
+        if episodes.current is not None:
+            episodes.retire(episodes.current)
         episodes.end()
 
 
