@@ -103,3 +103,11 @@ def test_a_policy_file_that_does_not_load_is_named_before_the_run_folder_is_made
         err = capsys.readouterr().err
         assert "SyntaxError: expected ':' (broken.py, line 1)" in err and err.count("error:") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.py"]
+
+
+def test_a_held_out_world_in_the_history_is_refused_before_the_run_folder_is_made(tmp_path, capsys):
+    """The run folder (its fingerprint) was written first, and then refused the corrected command."""
+    out = tmp_path / "dream"
+    assert main([*DREAM, "--validate", "sd-fixed-s0", "--out", str(out)]) == 2
+    assert "held-out worlds must not be in the history: ['sd-fixed-s0']" in capsys.readouterr().err
+    assert not out.exists()

@@ -407,6 +407,7 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     history = resolve_worlds(run.history)
     validation = None if run.validate is None else [] if run.validate == NO_HELD_OUT else resolve_worlds(run.validate)
     held = held_out.auto_held_out(history) if validation is None else validation
+    check_held_out(history, held, "history")  # before the fingerprint is written: a refused run leaves no folder
     scoring = run.settings.scoring
     fingerprint = {
         "history": {w.id: world_checksum(w) for w in history},
