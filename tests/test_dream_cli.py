@@ -111,3 +111,22 @@ def test_a_held_out_world_in_the_history_is_refused_before_the_run_folder_is_mad
     assert main([*DREAM, "--validate", "sd-fixed-s0", "--out", str(out)]) == 2
     assert "held-out worlds must not be in the history: ['sd-fixed-s0']" in capsys.readouterr().err
     assert not out.exists()
+
+
+HASHY = ("def act(view):\n"
+         "    order = sorted(view.frontier, key=lambda i: hash(str(i)))  # another order in each hash seed\n"
+         "    return order[:1] if view.attempts < 8 else []\n")
+
+
+def test_a_nondeterministic_incumbent_is_named_and_the_run_exits_1(tmp_path, capsys):
+    """It stays the fallback, but it was 'refused' in its row, then selected and deployed, exit 0."""
+    hashy = tmp_path / "hashy.py"
+    hashy.write_text(HASHY)
+    command = [*[a if a != "greedy" else str(hashy) for a in DREAM], "--validate", "none"]
+    assert main([*command, "--out", str(tmp_path / "d1")]) == 1
+    err = capsys.readouterr().err
+    assert f"policy {hashy}: nondeterministic (two evaluations in separate processes differ)" in err
+    assert err.rstrip().endswith("exit status 1 because the incumbent is nondeterministic (--allow-errors exits 0)")
+    assert main([*command, "--allow-errors", "--out", str(tmp_path / "d2")]) == 0
+    rows = read_jsonl(tmp_path / "d2" / "dream.jsonl")
+    assert rows[0]["status"] == "incumbent" and rows[0]["warning"].startswith("nondeterministic: ")

@@ -136,6 +136,16 @@ def incumbent_failures(out: Path, phase: int, spec: str) -> list[str]:
             f"(on {shown(first['world'])}, beta {float(first['beta']):g})"]
 
 
+def incumbent_doubts(result: Any, spec: str) -> list[str]:
+    """The line of an incumbent whose two evaluations differed (empty otherwise): it stays the
+    fallback, but its score, and a selection against it, are not reproducible."""
+    incumbent = next((v for v in result.versions if v.m == 0), None)
+    if incumbent is None or not incumbent.warning or "nondeterministic" not in incumbent.warning:
+        return []
+    return [f"policy {spec}: nondeterministic (two evaluations in separate processes differ), so its score and the "
+            f"selection against it are not reproducible: {incumbent.warning.split('differ: ', 1)[-1]}"]
+
+
 def held_out_lines(result: Any) -> list[Any]:
     """What the held-out check of a phase found, as rich Text (never markup: the worlds' ids and
     the revision's errors are others' text): the scores there, the verdict, the warning."""
@@ -198,7 +208,9 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"development cost: {cost['calls']:.0f} LLM calls, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
               f"${cost['usd']:.4f}")
     out.print(f"chosen policy: {args.out / 'chosen.py'}; ratchet plot: {args.out / 'ratchet.png'}")
-    return report_failures("dream", incumbent_failures(args.out, result.phase, args.policy), args.allow_errors)
+    failed, doubts = incumbent_failures(args.out, result.phase, args.policy), incumbent_doubts(result, args.policy)
+    return report_failures("dream", failed + doubts, args.allow_errors,
+                           "episodes failed" if failed else "the incumbent is nondeterministic")
 
 
 def wide_console() -> Any:

@@ -183,7 +183,7 @@ def one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-def report_failures(command: str, lines: list[str], allow_errors: bool) -> int:
+def report_failures(command: str, lines: list[str], allow_errors: bool, because: str = "episodes failed") -> int:
     """Name each failing policy once on stderr; the exit status: 1, or 0 with ``--allow-errors``."""
     import sys
 
@@ -193,5 +193,5 @@ def report_failures(command: str, lines: list[str], allow_errors: bool) -> int:
         print(f"dream-gym {command}: {one_line(line)}", file=sys.stderr)
     if allow_errors:
         return 0
-    print(f"dream-gym {command}: exit status 1 because episodes failed (--allow-errors exits 0)", file=sys.stderr)
+    print(f"dream-gym {command}: exit status 1 because {because} (--allow-errors exits 0)", file=sys.stderr)
     return 1

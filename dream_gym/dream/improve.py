@@ -229,8 +229,9 @@ class _Phase:
         write_atomic(path, text)
         record = VersionRecord(self.phase, 0, self.rel(path), "incumbent", notes=f"the incumbent: {spec}")
         record = self._evaluate(record, path)
-        if record.status != "incumbent":  # the fallback stays selectable; say what is wrong with it
-            record.warning, record.status, record.error = record.error, "incumbent", None
+        if record.status != "incumbent":  # the fallback stays selectable (not refused); say what is wrong with it
+            warning = record.error.replace("refused as ", "", 1) if record.error else None
+            record.warning, record.status, record.error = warning, "incumbent", None
         record.seconds = time.perf_counter() - started
         self._finish(record)
         return record
