@@ -423,3 +423,16 @@ def test_eval_writes_no_progress_bar_into_a_log() -> None:
     """Without a terminal (stderr piped into a log) the bar's last frame was written there."""
     done = dream_gym("eval", "--policy", "greedy", "--worlds", "sd-fixed-s0", "--betas", "0.5", "--summary")
     assert done.returncode == 0 and done.stderr == "" and "Leaderboard" in done.stdout
+
+
+def test_policy_names_cut_to_the_column_stay_apart() -> None:
+    """Two files of one folder read the same cut in the middle (pol/fu…policy.py): the cut moves to
+    where they differ; names that fit, or already read apart, are cut as before."""
+    from dream_gym.evaluation.leaderboard import shortened_names, shorten_middle
+
+    names = ["pol/func_policy.py", "pol/func_ctx_policy.py", "greedy"]
+    assert shorten_middle(names[0], 12) == shorten_middle(names[1], 12)  # the collision
+    cut = shortened_names(names, 12)
+    assert len(set(cut)) == 3 and all(len(name) <= 12 for name in cut) and cut[2] == "greedy"
+    apart = ["out/rsi1/dream/chosen.py", "out/rsi1/policies/pi_2.py"]
+    assert shortened_names(apart, 12) == [shorten_middle(name, 12) for name in apart]

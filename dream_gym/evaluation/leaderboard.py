@@ -79,6 +79,21 @@ def shorten_middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
+def shortened_names(names: list[str], width: int) -> list[str]:
+    """Each name cut to ``width`` by :func:`shorten_middle`; where two different names would then
+    read the same (``pol/fu…policy.py`` for ``pol/func_policy.py`` and ``pol/func_ctx_policy.py``),
+    the ellipsis moves to the first place where every name reads apart (``pol/func_p…y``)."""
+    cut = [shorten_middle(name, width) for name in names]
+    if len(set(cut)) == len(set(names)) or width <= 2:
+        return cut
+    for head in range(width - 2, 0, -1):
+        tail = width - 1 - head
+        moved = [name if len(name) <= width else name[:head] + ELLIPSIS + name[-tail:] for name in names]
+        if len(set(moved)) == len(set(names)):
+            return moved
+    return cut
+
+
 ELLIPSIS = "\u2026"
 MIN_POLICY_WIDTH = 12  # below this the policy column wraps instead of shortening further
 MAX_POLICY_WIDTH = 40
@@ -194,9 +209,10 @@ class Leaderboard:
                                          no_wrap=True)
                     else:
                         table.add_column(shown[i][1], justify="right", no_wrap=True)
-                for row, row_cells in zip(rows, cells, strict=True):
+                names = shortened_names([c[shown[1][0]] for c in cells], policy_width)
+                for row, row_cells, name in zip(rows, cells, names, strict=True):
                     values = [row_cells[shown[i][0]] for i in columns]
-                    values[1] = shorten_middle(values[1], policy_width)
+                    values[1] = name
                     table.add_row(*(Text(v) for v in values), style="red" if row.errors else None)  # not markup
                 tables.append(table)
         return tables
