@@ -428,7 +428,7 @@ def test_eval_writes_no_progress_bar_into_a_log() -> None:
 def test_policy_names_cut_to_the_column_stay_apart() -> None:
     """Two files of one folder read the same cut in the middle (pol/fu…policy.py): the cut moves to
     where they differ; names that fit, or already read apart, are cut as before."""
-    from dream_gym.evaluation.leaderboard import shortened_names, shorten_middle
+    from dream_gym.evaluation.leaderboard import shorten_middle, shortened_names
 
     names = ["pol/func_policy.py", "pol/func_ctx_policy.py", "greedy"]
     assert shorten_middle(names[0], 12) == shorten_middle(names[1], 12)  # the collision
