@@ -108,7 +108,22 @@ def test_pack_refuses_existing_unknown_held_out_and_bad_worlds(store):
     (store / "broken").mkdir()
     with pytest.raises(ValueError, match="missing"):
         pack([store / "broken"], "me/toy-v1")
+    # one name is not a list of names a letter each ("w: is not a world folder", "e, v, o, x")
+    with pytest.raises(TypeError, match="a list of world folders and a list of held-out world names"):
+        pack(str(a), "me/toy-v1")
+    with pytest.raises(TypeError, match="a list of held-out world names"):
+        pack([a], "me/toy-v1", held_out="world-a")
     assert not local_path("me/toy-v1").exists()
+
+
+def test_pack_refuses_the_id_of_a_shipped_dataset(store, monkeypatch):
+    """The store's copy would shadow the shipped one in some places (the registered world ids)
+    and not in others (the splits)."""
+    monkeypatch.delenv("DREAM_GYM_SHIPPED")
+    a = make_world(store / "src" / "a", "world-a")
+    with pytest.raises(DatasetError, match="dream-gym/recorded-v1 is the id of a dataset dream_gym ships"):
+        pack([a], "dream-gym/recorded-v1")
+    assert not local_path("dream-gym/recorded-v1").exists()
 
 
 def test_missing_dataset_message_says_how_to_download(store):

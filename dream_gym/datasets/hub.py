@@ -311,7 +311,7 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
     if (target / DATASET_FILE).exists() and not overwrite:
         if skip_existing:
             return find_dataset(str(did))
-        raise FileExistsError(f"dataset {did} is already in the local store at {target} (use --force)")
+        raise FileExistsError(f"dataset {did} is already in the local store at {target} (--force; in Python overwrite=True)")
     source = hub.location(repo.repo_id, did.version)
     folder = f"v{did.version}"
     what = f"download of {did}"
@@ -402,7 +402,7 @@ def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUploa
         sha = str(api.repo_info(repo_id, repo_type=REPO_TYPE).sha)
         versions = _versions(api, repo_id, sha)
     if did.version in versions and not overwrite:
-        raise FileExistsError(f"{location} already holds dataset {did} (use --force to replace it)")
+        raise FileExistsError(f"{location} already holds dataset {did} (--force replaces it; in Python overwrite=True)")
     others = [v for v in versions if v != did.version]
     card_meta, card_readme = dataset.meta, local_card(dataset)
     with tempfile.TemporaryDirectory(prefix=".hub-upload.") as tmp:

@@ -76,6 +76,11 @@ def pack(
     held-out split; the others form the train split.
     """
     did = parse_dataset_id(dataset_id)
+    if isinstance(world_folders, (str, os.PathLike)) or isinstance(held_out, str):  # not one name a letter
+        raise TypeError("pack takes a list of world folders and a list of held-out world names")
+    if shipped_path(str(did)) is not None:  # the store's copy would shadow it, and not everywhere alike
+        raise DatasetError(f"{did} is the id of a dataset dream_gym ships; pack under another id "
+                           "(your own namespace: me/name-v0)")
     if not world_folders:
         raise DatasetError("pack needs at least one world folder")
     worlds: list[tuple[Path, World]] = []
@@ -97,7 +102,7 @@ def pack(
 
     target = local_path(did)
     if target.exists() and not overwrite:
-        raise FileExistsError(f"{target}: dataset {did} already exists in the local store (use --force)")
+        raise FileExistsError(f"{target}: dataset {did} already exists in the local store (--force; in Python overwrite=True)")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{did.name}-v{did.version}.", dir=target.parent))
     try:
@@ -139,7 +144,7 @@ def install_staged(staging: Path, target: Path, what: str, *, overwrite: bool) -
     copies, is refused naming it, instead of deleting the folder the first just installed)."""
     with file_lock(target):
         if (target / DATASET_FILE).exists() and not overwrite:  # installed while this one was staging
-            raise FileExistsError(f"{target}: {what} already exists in the local store (use --force)")
+            raise FileExistsError(f"{target}: {what} already exists in the local store (--force; in Python overwrite=True)")
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)

@@ -146,7 +146,7 @@ def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False,
     if archive:
         target = _join(root, did.namespace, f"{did.name}-v{did.version}.tar.gz")
         if fs.exists(target) and not overwrite:
-            raise FileExistsError(f"{target} already exists at the remote (use --force)")
+            raise FileExistsError(f"{target} already exists at the remote (--force; in Python overwrite=True)")
         with tempfile.TemporaryDirectory() as tmp:
             packed = make_archive(dataset.path, Path(tmp) / "dataset.tar.gz")
             fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
@@ -154,7 +154,7 @@ def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False,
         return target
     folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
     if fs.exists(_join(folder, DATASET_FILE)) and not overwrite:
-        raise FileExistsError(f"{folder} already holds dataset {did} at the remote (use --force)")
+        raise FileExistsError(f"{folder} already holds dataset {did} at the remote (--force; in Python overwrite=True)")
     for rel in dataset.meta["files"]:
         target = _join(folder, rel)
         fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
@@ -180,7 +180,7 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
     if (target / DATASET_FILE).exists() and not overwrite:
         if skip_existing:
             return find_dataset(str(did))
-        raise FileExistsError(f"dataset {did} is already in the local store at {target} (use --force)")
+        raise FileExistsError(f"dataset {did} is already in the local store at {target} (--force; in Python overwrite=True)")
     fs, root = _filesystem(remote)
     folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
     archive = folder + ".tar.gz"
