@@ -154,3 +154,11 @@ def test_compress_refuses_a_world_of_a_packed_dataset(env, capsys):
     assert sorted(p.name for p in inside.iterdir()) == before
     assert main(["worlds", "validate", "me/cmp-v0"]) == 0
     assert main(["worlds", "compress", str(env / "a")]) == 0  # a world folder of its own: compressed
+
+
+def test_an_empty_split_is_named(env, capsys):
+    make_world(env / "a", "world-a")
+    assert main(["worlds", "pack", str(env / "a"), "--id", "me/one-v0"]) == 0  # no held-out world
+    capsys.readouterr()
+    assert main(["eval", "--policy", "greedy", "--worlds", "me/one-v0:held_out", "--no-progress"]) == 2
+    assert "dataset me/one-v0 has no world in its held_out split" in capsys.readouterr().err

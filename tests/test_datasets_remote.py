@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dream_gym.datasets.archive import UnsafeArchiveError, check_members, make_archive, safe_extract
+from dream_gym.datasets.fetched import RemoteError
 from dream_gym.datasets.packing import delete, pack
 from dream_gym.datasets.remote import download, list_remote, upload
 from dream_gym.datasets.store import (
@@ -75,6 +76,11 @@ def test_tampered_remote_file_is_refused_and_named(shared):
         download("me/toy-v0", remote)
     assert not local_path("me/toy-v0").exists()
     assert not any(p.name.startswith(".download") for p in local_path("me/toy-v0").parent.iterdir())
+    nodes.unlink()  # a listed file gone: it said only the file's path
+    with pytest.raises(RemoteError, match=r"world-b/nodes.jsonl: listed in dataset.json but missing at the remote; "
+                                          r"download refused"):
+        download("me/toy-v0", remote)
+    assert not local_path("me/toy-v0").exists()
 
 
 def test_incompatible_remote_version_is_refused_before_download(shared):

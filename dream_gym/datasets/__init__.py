@@ -2,7 +2,8 @@
 
 Quick tour::
 
-    from dream_gym.datasets import pack, resolve_world_path, coverage_report
+    from dream_gym import load_world
+    from dream_gym.datasets import coverage_report, pack, render_text, resolve_world_path
     pack(["worlds/a", "worlds/b"], "me/demo-v0", description="two worlds")
     path = resolve_world_path("me/demo-v0/a")           # a world folder in the store
     print(render_text(coverage_report(load_world(path))))

@@ -240,8 +240,12 @@ def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None
         safe_relative_path(meta_url, rel)
         local = staging / rel
         local.parent.mkdir(parents=True, exist_ok=True)
-        _check_remote_size(fs, _join(folder, rel), limit)
-        fs.get_file(_join(folder, rel), str(local))
+        try:
+            _check_remote_size(fs, _join(folder, rel), limit)
+            fs.get_file(_join(folder, rel), str(local))
+        except FileNotFoundError:
+            raise RemoteError(f"{_join(folder, rel)}: listed in dataset.json but missing at the remote; "
+                              "download refused") from None
         actual = sha256_file(local)
         if actual != digest:
             raise DatasetError(

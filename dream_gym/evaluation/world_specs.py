@@ -42,6 +42,8 @@ def _split_members(split: dict[str, Any], name: str, owner: str) -> list[str]:
     """The world names of split ``name`` (either spelling of held-out); LookupError naming the splits."""
     for key in SPLIT_ALIASES.get(name, (name,)):
         if key in split:
+            if not split[key]:  # else "no worlds in spec []"
+                raise LookupError(f"{owner} has no world in its {key} split")
             return [str(world) for world in split[key]]
     raise LookupError(f"{owner} has no split {name!r}; it has: {', '.join(split) or 'none'}")
 
