@@ -107,8 +107,19 @@ def test_archive_upload_and_download(shared):
     where = upload("me/toy-v0", remote, archive=True)
     assert where.endswith("me/toy-v0.tar.gz")
     assert [(d.id, d.kind) for d in list_remote(remote)] == [("me/toy-v0", "archive")]
+    # one version is one copy: the other form is refused, and --force replaces the copy
+    with pytest.raises(FileExistsError, match="already holds me/toy-v0 as an archive"):
+        upload("me/toy-v0", remote)
+    upload("me/toy-v0", remote, overwrite=True)
+    assert [(d.id, d.kind) for d in list_remote(remote)] == [("me/toy-v0", "folder")]
+    with pytest.raises(FileExistsError, match="already holds me/toy-v0 as a folder"):
+        upload("me/toy-v0", remote, archive=True)
+    upload("me/toy-v0", remote, archive=True, overwrite=True)
+    assert [(d.id, d.kind) for d in list_remote(remote)] == [("me/toy-v0", "archive")]
     delete("me/toy-v0")
     assert download("me/toy-v0", remote).world_names == ["world-a", "world-b"]
+    with pytest.raises(RemoteError, match="no such folder"):  # a mistyped path is not an empty remote
+        list_remote(str(tmp_path / "no-such-remote"))
 
 
 def test_tampered_archive_member_is_named(shared):

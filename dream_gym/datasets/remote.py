@@ -93,6 +93,11 @@ def _filesystem(remote: str) -> tuple[Any, str]:
     return fs, str(root).rstrip("/")
 
 
+def _protocols(fs: Any) -> tuple[str, ...]:
+    protocol = fs.protocol
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
 def _join(root: str, *parts: str) -> str:
     return "/".join([root, *parts]) if root else "/".join(parts)
 
@@ -107,6 +112,8 @@ def list_remote(remote: str | None = None) -> list[RemoteDataset]:
 
         return hub.list_remote(remote)
     fs, root = _filesystem(remote)
+    if "file" in _protocols(fs) and not fs.isdir(root):  # a mistyped path is not an empty remote
+        raise RemoteError(f"remote {remote}: no such folder")
     found: list[RemoteDataset] = []
     for path in sorted(fs.glob(_join(root, "*", "*", DATASET_FILE))):
         try:
@@ -143,8 +150,16 @@ def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False,
     dataset = find_dataset(str(did))
     verify_files(dataset.path, dataset.meta)
     fs, root = _filesystem(remote)
+    archived = _join(root, did.namespace, f"{did.name}-v{did.version}.tar.gz")
+    folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
+    other = _join(folder, DATASET_FILE) if archive else archived  # a version names one copy at a remote
+    if fs.exists(other):
+        if not overwrite:
+            raise FileExistsError(f"{remote} already holds {did} as {'a folder' if archive else 'an archive'} "
+                                  f"({other}) (--force replaces it; in Python overwrite=True)")
+        fs.rm(folder if archive else archived, recursive=archive)
     if archive:
-        target = _join(root, did.namespace, f"{did.name}-v{did.version}.tar.gz")
+        target = archived
         if fs.exists(target) and not overwrite:
             raise FileExistsError(f"{target} already exists at the remote (--force; in Python overwrite=True)")
         with tempfile.TemporaryDirectory() as tmp:
@@ -152,7 +167,6 @@ def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False,
             fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
             fs.put_file(str(packed), target)
         return target
-    folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
     if fs.exists(_join(folder, DATASET_FILE)) and not overwrite:
         raise FileExistsError(f"{folder} already holds dataset {did} at the remote (--force; in Python overwrite=True)")
     for rel in dataset.meta["files"]:
