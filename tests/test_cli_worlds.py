@@ -162,3 +162,15 @@ def test_an_empty_split_is_named(env, capsys):
     capsys.readouterr()
     assert main(["eval", "--policy", "greedy", "--worlds", "me/one-v0:held_out", "--no-progress"]) == 2
     assert "dataset me/one-v0 has no world in its held_out split" in capsys.readouterr().err
+
+
+def test_show_plot_writes_where_it_says(env, capsys, monkeypatch):
+    """A folder given for a world's plot got plots.png beside it; a file in a new folder failed."""
+    world = make_world(env / "a", "world-a")
+    monkeypatch.chdir(env)
+    (env / "plots").mkdir()
+    for given, written in (("plots", env / "plots" / "world-a.png"), ("newdir/tree.png", env / "newdir" / "tree.png"),
+                           ("figs", env / "figs" / "world-a.png")):
+        assert main(["worlds", "show", str(world), "--plot", given]) == 0
+        assert written.is_file() and f"tree plot written to {written.relative_to(env)}" in capsys.readouterr().out
+    assert not (env / "plots.png").exists()

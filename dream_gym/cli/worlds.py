@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     p = sub.add_parser("show", help="metadata and coverage/bias report of a dataset or world")
     p.add_argument("target", help="dataset id, world reference ns/name-vN/world, or world folder")
-    p.add_argument("--plot", help="write the tree plot: a PNG file (world) or a folder (dataset)")
+    p.add_argument("--plot", help="write the tree plot: a PNG file or a folder (world), a folder (dataset)")
     p.add_argument("--json", action="store_true", help="print the coverage report as JSON (one world)")
     p.set_defaults(func=_show)
 

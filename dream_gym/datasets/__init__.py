@@ -174,7 +174,8 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
 
     ``target`` is a dataset id, a world reference or a world folder. With ``plot``, the tree of
     a single world is drawn to that PNG file; for a dataset, one PNG per world is written into
-    the folder ``plot`` (``<world>.png``).
+    the folder ``plot`` (``<world>.png``); for a world, ``plot`` is the PNG file, or a folder
+    (one that exists, or a name without a suffix) to hold ``<world>.png``.
     """
     from dream_gym.datasets.coverage import coverage_report, plot_tree, render_text
 
@@ -204,9 +205,12 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
         return "\n".join(lines)
     world = load(text)
     body = render_text(coverage_report(world))
-    if plot is not None:
-        plot_tree(world, plot)
-        body += f"\n  tree plot written to {plot}"
+    if plot is not None:  # a file; a folder (existing, or named without a suffix) gets <world>.png
+        target = Path(plot)
+        if target.is_dir() or not target.suffix:
+            target = target / f"{world.id}.png"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        body += f"\n  tree plot written to {plot_tree(world, target)}"
     return body
 
 
