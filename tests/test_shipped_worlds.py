@@ -96,3 +96,15 @@ def test_default_betas_make_neither_extreme_optimal(name):
     )
     assert best_policy > stop_at_once
     assert best_policy > everything.replay_score
+
+
+def test_list_worlds_names_a_dataset_it_does_not_ship() -> None:
+    """It returned [] for an unknown, unversioned or store dataset, as if the dataset held no world."""
+    from dream_gym import list_worlds
+
+    for bad in ("nope/x-v0", "dream-gym/recorded"):
+        with pytest.raises(LookupError, match="is not a dataset dream_gym ships .it ships: dream-gym/recorded-v1"):
+            list_worlds(bad)
+    with pytest.raises(TypeError, match="dataset must be a shipped dataset's id"):
+        list_worlds(5)  # type: ignore[arg-type]
+    assert len(list_worlds("dream-gym/recorded-v1")) == 32

@@ -107,7 +107,9 @@ def evaluate(
         betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), or "0.1,0.5".
         jobs: processes (default: the CPU count, or none but this one for a small grid of
             built-in policies and policy files: see :data:`SMALL_GRID_NODE_EPISODES`); 1 is the
-            serial backend.
+            serial backend, whose one job process (watched, for ``task_timeout``) is started as
+            every job process is: a script that calls ``evaluate`` with jobs needs its
+            ``if __name__ == "__main__":`` guard (the fork server imports the script again).
         settings: what decides each episode besides its world, policy and beta
             (:class:`~dream_gym.replay.settings.ReplaySettings`: W, beta1, beta2, the round limit,
             the frontier rule, ``max_attempts``, request mode); default: the defaults, each world

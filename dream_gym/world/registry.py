@@ -182,6 +182,11 @@ def list_worlds(dataset: str | None = None) -> list[dict[str, Any]]:
     them, the default dataset first.
     """
     datasets = shipped_datasets() or {"": shipped_root()}
+    if dataset is not None and not isinstance(dataset, str):
+        raise TypeError(f"dataset must be a shipped dataset's id (a str), got {type(dataset).__name__}")
+    if dataset is not None and dataset not in datasets:  # else an empty list, as if it held no world
+        raise LookupError(f"{dataset!r} is not a dataset dream_gym ships (it ships: {', '.join(datasets) or 'none'}); "
+                          "the worlds of a dataset in the store: dream_gym.datasets.load(id).world_names")
     rows = []
     for dataset_id, root in datasets.items():
         if dataset is not None and dataset_id != dataset:
