@@ -42,6 +42,7 @@ import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from dream_gym.infrastructure.printable import NAME_CHARS, TEXT_CHARS, printable
@@ -308,7 +309,7 @@ def _forget_earlier_episodes(episode: _Episode) -> None:
     (the one running, those retired and not yet reaped, their pids and statuses). The template's
     frames are on the episode's stack, reachable from untrusted code (a caught exception's
     traceback); what they hold must be the same for every episode, or it counts them."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         for value in frame.f_locals.values():
             if isinstance(value, _Episodes):
