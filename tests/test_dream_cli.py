@@ -37,6 +37,9 @@ def test_dream_resume_with_other_settings_is_refused_naming_the_difference(tmp_p
     assert "select: the run has 'V', this command gives 'v2'" in err
     assert main([*DREAM, "--out", str(out), "--resume"]) == 0  # same settings: read back, nothing redone
     assert len(read_jsonl(out / "dream.jsonl")) == 3
+    # the decision timeout decides which episodes fail: resumed with another, it was taken silently
+    assert main([*DREAM, "--out", str(out), "--resume", "--decision-timeout", "3"]) == 2
+    assert "decision_timeout_s: the run has None, this command gives 3.0" in capsys.readouterr().err
 
 
 RSI = ["rsi", "--task", "sum-difference", "--policy", "fixed", "--iterations", "2", "--revisions", "2",
