@@ -12,7 +12,7 @@ The run folder::
     rsi.jsonl                one line per finished rollout and per finished iteration (costs included)
     worlds/iter-<t>/         the world grown in iteration t (resumed by grow after a crash)
     dream/                   the improvement steps: dream.jsonl, journal.jsonl, revisions/<t>/, ratchet.png
-    policies/pi_<t>.py       the policy deployed for rollout t (t >= 2; pi_1 is --policy)
+    policies/pi_<t>.py       the policy deployed for rollout t (t >= 2; rollout 1 runs --policy itself)
     summary.json, summary.md per iteration: discovery and development cost, scores, attempts per round
 
 ``kill -9`` at any moment, then ``--resume``: a finished rollout or phase is read back, an

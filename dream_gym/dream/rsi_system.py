@@ -25,7 +25,7 @@ The run folder::
     runs/iter-<t>/         the world deployment t recorded (the system's own output inside)
     pools/iter-<t>/        runs 1 … t pooled: the history phase t dreams on
     dream/                 the improvement steps (dream.jsonl, journal.jsonl, revisions/<t>/, ratchet.png)
-    policies/pi_<t>.py     the policy deployed for run t (t >= 2; pi_1 is the start policy)
+    policies/pi_<t>.py     the policy deployed for run t (t >= 2; run 1 runs the start policy itself)
     summary.json, .md      per iteration: programs, best score, pool size, scores on the history, costs
 
 ``kill -9`` at any moment, then ``resume``: a finished run, pool or phase is read back; an
