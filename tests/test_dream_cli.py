@@ -133,3 +133,16 @@ def test_a_nondeterministic_incumbent_is_named_and_the_run_exits_1(tmp_path, cap
     assert main([*command, "--allow-errors", "--out", str(tmp_path / "d2")]) == 0
     rows = read_jsonl(tmp_path / "d2" / "dream.jsonl")
     assert rows[0]["status"] == "incumbent" and rows[0]["warning"].startswith("nondeterministic: ")
+
+
+def test_the_held_out_verdict_under_gate_names_the_gate_not_the_margin():
+    """With --gate the verdict line said 'margin 0.1', which the gate does not apply."""
+    from types import SimpleNamespace
+
+    from dream_gym.cli.dream import held_out_lines
+
+    check = {"worlds": ["w"], "auto": False, "incumbent": 0.5, "selected": 0.49, "gain": -0.01, "margin": 0.1,
+             "verdict": "refused"}
+    result = SimpleNamespace(validation=check, selected_m=1, warning=None)
+    gated, plain = (str(held_out_lines(result, gate)[1]) for gate in (True, False))
+    assert gated.endswith("(gain -0.0100; --gate: no drop): refused") and plain.endswith("(gain -0.0100; margin 0.1): refused")

@@ -146,7 +146,7 @@ def incumbent_doubts(result: Any, spec: str) -> list[str]:
             f"selection against it are not reproducible: {incumbent.warning.split('differ: ', 1)[-1]}"]
 
 
-def held_out_lines(result: Any) -> list[Any]:
+def held_out_lines(result: Any, gate: bool = False) -> list[Any]:
     """What the held-out check of a phase found, as rich Text (never markup: the worlds' ids and
     the revision's errors are others' text): the scores there, the verdict, the warning."""
     from rich.text import Text
@@ -160,7 +160,8 @@ def held_out_lines(result: Any) -> list[Any]:
     where = "one shipped held-out world per task the history does not hold" if check.get("auto") else "--validate"
     lines = [Text(f"held-out worlds ({where}): {', '.join(shown(w) for w in check.get('worlds', []))}"),
              Text(f"  on them: incumbent {check['incumbent']:.4f}, version {result.selected_m} "
-                  f"{check['selected']:.4f} (gain {check['gain']:+.4f}; margin {check.get('margin', 0.0):g}): "
+                  f"{check['selected']:.4f} (gain {check['gain']:+.4f}; "
+                  f"{'--gate: no drop' if gate else 'margin ' + format(check.get('margin', 0.0), 'g')}): "
                   f"{check.get('verdict', 'deployed')}")]
     if result.warning:
         lines.append(Text(f"WARNING: {shown(result.warning, TEXT_CHARS)}", style="bold red"))
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"selected version {result.selected_m} (gain on the history {result.gain_history:+.4f}); "
               f"deployed version {result.deployed_m}"
               + (" (the held-out check kept the incumbent)" if result.gated else ""))
-    for line in held_out_lines(result):
+    for line in held_out_lines(result, args.gate):
         out.print(line)
     cost = result.cost
     out.print(f"development cost: {cost['calls']:.0f} LLM calls, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
