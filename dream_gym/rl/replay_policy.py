@@ -8,7 +8,7 @@ from gymnasium import spaces
 
 from dream_gym.envs.spaces import GLOBAL_COLUMNS, NODE_COLUMNS, view_observation
 from dream_gym.policy import RunContext
-from dream_gym.replay.mechanics import ROOT
+from dream_gym.replay.mechanics import ROOT, judge_batch
 from dream_gym.replay.view import PrefixView
 from dream_gym.rl.sb3 import ModelPolicy, takes_masks
 
@@ -71,23 +71,11 @@ class ReplaySB3Policy(ModelPolicy):
             action, _ = self.model.predict(obs, deterministic=self.deterministic, action_masks=mask.reshape(-1))
         else:
             action, _ = self.model.predict(obs, deterministic=self.deterministic)
-        return legal_part([int(a) for a in action], view, self.max_nodes)
+        # the part of the action the env keeps, by its own rules (padding means no selection)
+        selections = [int(a) for a in action if int(a) != self.max_nodes]
+        kept, _ = judge_batch(selections, view.workers, len(view.nodes), set(view.frontier) - {ROOT},
+                              view.root_slots, lambda obs_id: "off the frontier")
+        return kept
 
 
-def legal_part(selections: list[int], view: PrefixView, padding: int) -> list[int]:
-    """The selections of an action the env keeps (its rules, :func:`dream_gym.replay.mechanics.judge_batch`):
-    padding means none; the root as often as it may open a branch; a frontier id once."""
-    open_ids = set(view.frontier)
-    kept: list[int] = []
-    roots = 0
-    for selection in selections:
-        if selection == ROOT:
-            if roots < view.root_slots:
-                roots += 1
-                kept.append(ROOT)
-        elif selection != padding and selection in open_ids and selection not in kept:
-            kept.append(selection)
-    return kept
-
-
-__all__ = ["REPLAY_OBSERVATION_KEYS", "ReplaySB3Policy", "is_replay_model", "legal_part"]
+__all__ = ["REPLAY_OBSERVATION_KEYS", "ReplaySB3Policy", "is_replay_model"]
