@@ -51,16 +51,18 @@ def system_options(system: str, options: Mapping[str, Any], defaults: Mapping[st
     """``defaults`` with ``options`` (``--option KEY=VALUE``) over them, checked before a run
     starts: a key ``defaults`` lacks is a ValueError listing the system's options and their
     defaults; where ``defaults`` has them, the options the systems share are checked too
-    (``config_path`` an existing file, ``checkpoint_interval`` a whole number >= 1,
-    ``frontier`` a reveal rule, ``log_level`` one of :data:`LOG_LEVELS`)."""
+    (``config_path`` an existing file, returned as a Path or None, ``checkpoint_interval`` a
+    whole number >= 1, ``frontier`` a reveal rule, ``log_level`` one of :data:`LOG_LEVELS`)."""
     unknown = sorted(set(options) - set(defaults))
     if unknown:
         raise ValueError(f"unknown {system} option(s) {', '.join(unknown)}; the options are "
                          f"{', '.join(f'{k} (default {v!r})' for k, v in defaults.items())}")
     values = {**defaults, **options}
-    if "config_path" in options and options["config_path"] not in (None, ""):
-        if not Path(str(options["config_path"])).is_file():
-            raise FileNotFoundError(f"--option config_path={options['config_path']}: no such file")
+    if "config_path" in values:
+        given = values["config_path"]
+        values["config_path"] = None if given in (None, "") else Path(str(given))
+        if values["config_path"] is not None and not values["config_path"].is_file():
+            raise FileNotFoundError(f"--option config_path={given}: no such file")
     interval = values.get("checkpoint_interval", 1)
     if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
         raise ValueError(f"--option checkpoint_interval={interval!r}: a whole number >= 1")

@@ -5,7 +5,6 @@ System-specific settings (``DeployRequest.options``, ``--option KEY=VALUE``): :d
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from dream_gym.integrations.deploy import DeployRequest, DeployResult, system_options
@@ -24,10 +23,6 @@ def run(request: DeployRequest) -> DeployResult:
     """One OpenEvolve run: ``budget`` iterations, ``workers`` parallel evaluations."""
     check_openevolve()  # SystemUnavailable before the options are read
     options = system_options("OpenEvolve", request.options, OPTIONS)
-    if options["config_path"] in (None, ""):
-        options["config_path"] = None
-    else:
-        options["config_path"] = Path(str(options["config_path"]))
     config = BridgeConfig(
         task=request.task, out=request.out, policy=request.policy, workers=request.workers,
         iterations=request.budget, seed=request.seed, model=request.model, api_base=request.api_base,

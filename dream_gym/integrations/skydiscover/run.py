@@ -99,7 +99,7 @@ class RunOptions:
     @classmethod
     def of(cls, options: dict[str, Any]) -> RunOptions:
         values = system_options("SkyDiscover", options, OPTIONS)
-        config_path = None if values["config_path"] in (None, "") else Path(str(values["config_path"]))
+        config_path = values["config_path"]
         interval = values["checkpoint_interval"]
         search = values["search"]
         if search is None:
