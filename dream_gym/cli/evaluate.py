@@ -97,16 +97,11 @@ def run_eval(args: argparse.Namespace) -> int:
 
     from dream_gym.cli.names import betas_note, check_policies, resolve_world_specs, w_note
     from dream_gym.evaluation.evaluate import evaluate, leaderboard
-    from dream_gym.evaluation.results import check_results_target
     from dream_gym.policy_files.inprocess import is_file_spec
-    from dream_gym.replay.score import check_lambda
 
-    check_policies(args.policies)
-    check_lambda(args.lam)
+    check_policies(args.policies)  # evaluate() checks --out and --lam before any episode
     if args.markdown is not None and args.markdown.is_dir():
         raise IsADirectoryError(f"--markdown {args.markdown} is a folder; it names the markdown file to write")
-    if args.out is not None:
-        check_results_target(args.out)
     isolated = file_options(args.decision_timeout)
     if args.task_timeout < 0:
         raise ValueError(f"--task-timeout must be >= 0 seconds (0: no watchdog), got {args.task_timeout:g}")
