@@ -106,7 +106,7 @@ def in_flight(episodes: int, decisions: int, concurrent: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=176)
     parser.add_argument("--decisions", type=int, default=10)
     parser.add_argument("--concurrent", type=int, default=1)

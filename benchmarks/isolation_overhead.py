@@ -153,7 +153,7 @@ def floor(in_process_s: float, episodes: int, decisions: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=150)
     parser.add_argument("--episodes", type=int, default=60, help="episodes per run of part 2 (0: skip it)")
     parser.add_argument("--beta", type=float, default=1.0)

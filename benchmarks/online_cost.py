@@ -97,7 +97,7 @@ def best_per_task() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--skip-pool", action="store_true")
     args = parser.parse_args()
     replay_vs_online()

@@ -41,7 +41,7 @@ def median_seconds(fn, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     print("| nodes | shape | frontier | load s | setting | oracle s | oracle / load | exact | gap |")

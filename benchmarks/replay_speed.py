@@ -380,7 +380,7 @@ def load_cost(sizes: list[int]) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=50000)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--step-sizes", default="151,600,1001", help="world sizes of the step-speed tables")

@@ -36,7 +36,7 @@ def start_times(path: Path, starts: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--starts", type=int, default=8)
     args = Args(**vars(parser.parse_args()))

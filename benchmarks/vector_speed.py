@@ -244,7 +244,7 @@ def training_share(worlds: list[World], n_envs: int, timesteps: int) -> tuple[fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--nodes", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)

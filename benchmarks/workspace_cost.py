@@ -86,7 +86,7 @@ def step_in_a_fork(folder: Path, mount: bool, flags: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=40)
     args = parser.parse_args()
     times: dict[str, list[float]] = {"without the cap": [], f"tmpfs of {DEFAULT_WORKSPACE_MB} MB": []}

@@ -254,7 +254,7 @@ def ranking_table(task: str, result: dict, replicates: int) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "replay_coverage")
     parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="real OpenEvolve runs (one folder each)")
     parser.add_argument("--replicates", type=int, default=3, help="arm-A worlds grown per (task, seed)")

@@ -53,7 +53,7 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for name, value in vars(Args()).items():
         parser.add_argument(f"--{name}", type=type(value), default=value)
     return Args(**vars(parser.parse_args()))

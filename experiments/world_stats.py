@@ -98,7 +98,7 @@ def board(worlds: list[World], jobs: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="folder of the real runs")
     parser.add_argument("--workers", "-W", type=int, default=4, help="W given to the imported worlds (default 4)")
     parser.add_argument("--jobs", "-j", type=int, default=2, help="processes for the evaluation (default 2)")
