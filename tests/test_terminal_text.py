@@ -209,7 +209,7 @@ def test_dataset_fields_are_escaped_by_list_and_show(home):
     pack([make_world(home / "src" / "okid", "okid", "task" + HOSTILE)], "me/hostile-v0",
          description="d" + HOSTILE, author="a" + HOSTILE, licence="l" + HOSTILE)
     listed = run("worlds", "list")
-    assert "me/hostile-v0" in listed and "1 world(s)  dh\\x1b]52;c;" in listed
+    assert "me/hostile-v0" in listed and "1 world(s)\n    dh\\x1b]52;c;" in listed
     assert_escaped(listed)
     shown = run("worlds", "show", "me/hostile-v0", columns=1000)
     for field, first in (("description", "d"), ("author", "a"), ("licence", "l")):
@@ -220,8 +220,18 @@ def test_dataset_fields_are_escaped_by_list_and_show(home):
 
 def test_a_megabyte_description_is_cut(home):
     pack([make_world(home / "src" / "okid", "okid")], "me/big-v0", description="d" * MEGABYTE)
-    assert f"[cut: {MEGABYTE} characters in all]" in run("worlds", "list")
+    assert f"[cut: {MEGABYTE} characters in all]" in " ".join(run("worlds", "list").split())
     assert f"[cut: {MEGABYTE} characters in all]" in run("worlds", "show", "me/big-v0")
+
+
+def test_the_listing_wraps_a_description_within_80_columns(home):
+    words = " ".join(f"word{i}" for i in range(40))  # 308 characters: wrapped whole, under its cut
+    pack([make_world(home / "src" / "okid", "okid")], "me/long-v0", description=words)
+    out = run("worlds", "list", columns=80)
+    lines = [line for line in out.splitlines() if line]
+    assert lines[0].split() == ["me/long-v0", "local", "1", "world(s)"]
+    assert all(len(line) <= 80 for line in lines) and all(line.startswith("    ") for line in lines[1:])
+    assert " ".join(" ".join(lines[1:]).split()) == words
 
 
 def test_a_broken_dataset_is_listed_escaped(home):
@@ -242,7 +252,7 @@ def test_a_remote_listing_is_escaped_and_nothing_is_fetched(home):
                                        "worlds": "not a list"}))
     run("worlds", "delete", "me/toy-v0")
     out = run("worlds", "list", "--remote", f"file://{remote}", columns=1000)
-    assert out.startswith("rh\\x1b]52;c;c2VjcmV0\\x07") and "folder   dh\\x1b]52;c;" in out
+    assert out.startswith("rh\\x1b]52;c;c2VjcmV0\\x07") and "folder\n    dh\\x1b]52;c;" in out
     assert_escaped(out)
     assert not local_path("me/toy-v0").exists()
 
@@ -269,7 +279,7 @@ def test_a_hub_listing_is_escaped(home, monkeypatch):
         server.commit_directly(repo, "v0/dataset.json",
                                json.dumps({**meta, "id": "r" + HOSTILE, "description": "d" + HOSTILE}).encode())
         out = run("worlds", "list", "--remote", "hf://me", columns=1000)
-    assert out.startswith("rh\\x1b]52;c;c2VjcmV0\\x07") and "1 world(s)  dh\\x1b]52;c;" in out
+    assert out.startswith("rh\\x1b]52;c;c2VjcmV0\\x07") and "1 world(s)\n    dh\\x1b]52;c;" in out
     assert_escaped(out)
 
 

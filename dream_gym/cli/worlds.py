@@ -115,8 +115,8 @@ def _list(args: argparse.Namespace) -> int:
         if not remote:
             print(f"no datasets at {url}")
         for item in remote:  # what a remote says of itself is shown escaped, before anything is fetched
-            worlds = "" if item.worlds is None else f"{item.worlds} world(s)  "
-            print(f"{shown(item.id):<36} {shown(item.kind):<8} {worlds}{shown(item.description)}")
+            worlds = "" if item.worlds is None else f"  {item.worlds} world(s)"
+            _print_listed(f"{shown(item.id):<36} {shown(item.kind):<8}{worlds}", item.description)
         return 0
     from dream_gym.datasets.store import datasets_root, list_datasets
 
@@ -126,10 +126,23 @@ def _list(args: argparse.Namespace) -> int:
     for d in found:
         where = "shipped" if d.shipped else "local"
         if d.problem:
-            print(f"{shown(d.id):<36} {where:<8} BROKEN: {shown(d.problem, TEXT_CHARS)}")
+            _print_listed(f"{shown(d.id):<36} {where:<8} BROKEN", d.problem, TEXT_CHARS)
         else:
-            print(f"{shown(d.id):<36} {where:<8} {d.worlds} world(s)  {shown(d.description)}")
+            _print_listed(f"{shown(d.id):<36} {where:<8} {d.worlds} world(s)", d.description)
     return 0
+
+
+def _print_listed(line: str, text: object, limit: int = 400) -> None:
+    """A dataset's line, then its description (or problem) escaped, cut to ``limit`` and
+    wrapped to the terminal's width below it, indented: a listing stays readable at 80 columns."""
+    import shutil
+    import textwrap
+
+    width = max(40, shutil.get_terminal_size().columns)
+    print(line.rstrip())
+    if text:
+        print(textwrap.fill(shown(text, limit), width, initial_indent="    ", subsequent_indent="    ",
+                            break_on_hyphens=False))
 
 
 def _show(args: argparse.Namespace) -> int:
