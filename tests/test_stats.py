@@ -94,6 +94,19 @@ def test_cli_stats_of_more_worlds_than_a_terminal_holds_shows_every_world(tmp_pa
     assert _headers(out) >= 2 and out.count("World statistics") == 1
 
 
+def test_cli_stats_breaks_a_long_world_id_after_a_hyphen(tmp_path: Path, capsys,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    ids = ["lasso-openevolve-w4-s0", "cp32-stagnation-w4-s0", "averyveryverylongnamewithouthyphens"]
+    folders = [str(write_folder(tmp_path / i, HAND, world_id=i, workers=2)) for i in ids]
+    assert main(["worlds", "stats", *folders]) == 0
+    out = capsys.readouterr().out
+    header = [line.split() for line in out.splitlines()[2:4]]
+    assert header == [["lasso-openevolve-", "cp32-stagnation-"], ["statistic", "w4-s0", "w4-s0"]]
+    words = out.split()  # the third world's table: an id without a hyphen is cut at the column's width
+    assert "averyveryverylongn" in words and "amewithouthyphens" in words
+
+
 def _headers(out: str) -> int:
     """How many tables: each heads its column of names with 'statistic'."""
     return sum(1 for line in out.splitlines() if line.lstrip().startswith("statistic "))

@@ -22,6 +22,8 @@ baseline, 1 at the best recorded score; "attempts" are the non-root nodes, in cr
 
 from __future__ import annotations
 
+import re
+
 import json
 import math
 from collections.abc import Sequence
@@ -249,6 +251,20 @@ def _narrowest(stats: Sequence[WorldStats], rows: list[tuple[str, list[str]]], i
     return min(max(len(printable(stats[i].world_id)), *(len(cells[i]) for _, cells in rows)), 18)
 
 
+def _folded(world_id: str, width: int) -> str:
+    """``world_id`` in lines of at most ``width`` characters, broken after its hyphens where it
+    can be (``lasso-openevolve-`` / ``w4-s0``, not ``lasso-openevolve-w4-`` / ``s0``), and within
+    a part only where that part alone is wider than ``width``."""
+    lines = [""]
+    for part in re.findall(r"[^-]*-|[^-]+$", world_id):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+        while len(lines[-1]) > width:
+            lines[-1:] = [lines[-1][:width], lines[-1][width:]]
+    return "\n".join(lines)
+
+
 def _rich_table(stats: Sequence[WorldStats], rows: list[tuple[str, list[str]]], columns: list[int], *,
                 title: bool) -> Any:
     """The table of the worlds at ``columns`` (positions in ``stats``)."""
@@ -259,8 +275,9 @@ def _rich_table(stats: Sequence[WorldStats], rows: list[tuple[str, list[str]]], 
     table = Table(title="World statistics" if title else None, box=box.SIMPLE_HEAD)
     table.add_column("statistic", justify="left", no_wrap=True)
     for i in columns:
-        table.add_column(Text(printable(stats[i].world_id)), justify="right", overflow="fold",
-                         min_width=_narrowest(stats, rows, i))
+        width = _narrowest(stats, rows, i)
+        table.add_column(Text(_folded(printable(stats[i].world_id), width)), justify="right", overflow="fold",
+                         min_width=width)
     for name, cells in rows:
         table.add_row(name, *(Text(cells[i]) for i in columns))
     return table
