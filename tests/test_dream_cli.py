@@ -146,3 +146,23 @@ def test_the_held_out_verdict_under_gate_names_the_gate_not_the_margin():
     result = SimpleNamespace(validation=check, selected_m=1, warning=None)
     gated, plain = (str(held_out_lines(result, gate)[1]) for gate in (True, False))
     assert gated.endswith("(gain -0.0100; --gate: no drop): refused") and plain.endswith("(gain -0.0100; margin 0.1): refused")
+
+
+def test_resume_takes_the_same_policy_file_by_another_path_and_refuses_other_contents(tmp_path, monkeypatch):
+    from dream_gym.dream.runfolder import SettingsChanged, check_fingerprint
+    from dream_gym.evaluation.journal import policy_digest
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pol.py").write_text("def choose(view):\n    return []\n")
+
+    def settings(spec):
+        return {"policy": spec, "policy_sha256": policy_digest(spec), "seed": 0}
+
+    check_fingerprint(tmp_path / "run", settings("pol.py"), resume=False, command="dream-gym dream")
+    for same in ("./pol.py", str(tmp_path / "pol.py")):
+        check_fingerprint(tmp_path / "run", settings(same), resume=True, command="dream-gym dream")
+    (tmp_path / "pol.py").write_text("def choose(view):\n    return [0]\n")
+    with pytest.raises(SettingsChanged, match="policy: the run has 'pol.py', this command gives './pol.py'"):
+        check_fingerprint(tmp_path / "run", settings("./pol.py"), resume=True, command="dream-gym dream")
+    with pytest.raises(SettingsChanged, match="policy: the run has 'pol.py', this command gives 'greedy'"):
+        check_fingerprint(tmp_path / "run", settings("greedy"), resume=True, command="dream-gym dream")

@@ -82,10 +82,18 @@ def check_fingerprint(folder: str | os.PathLike[str], settings: Mapping[str, Any
     differences = [
         f"{key}: the run has {recorded.get(key)!r}, this command gives {current.get(key)!r}"
         for key in sorted(set(recorded) | set(current))
-        if recorded.get(key) != current.get(key)
+        if recorded.get(key) != current.get(key) and not _same_policy_file(key, recorded, current)
     ]
     if differences:
         raise SettingsChanged(
             f"cannot resume {folder} with other settings ({len(differences)} difference"
             f"{'s' if len(differences) != 1 else ''}): " + "; ".join(differences)
         )
+
+
+def _same_policy_file(key: str, recorded: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """A policy file (or model) named by another path, ``./pol.py`` for ``pol.py``: its contents'
+    digest is what identifies it, and that is unchanged."""
+    digest = recorded.get("policy_sha256")
+    return key == "policy" and digest is not None and digest == current.get("policy_sha256")
+
