@@ -41,6 +41,33 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
+def add_held_out_arguments(p: argparse.ArgumentParser) -> None:
+    """The held-out check's options, shared by ``dream`` and ``rsi`` (see :func:`held_out_settings`)."""
+    p.add_argument("--validate", default=None, metavar="WORLDS",
+                   help="held-out worlds, not used for selection, a revision is checked on before it is deployed "
+                        "(default: one shipped held-out world of each task the history does not hold; "
+                        "'none': no check)")
+    p.add_argument("--held-out-margin", type=float, default=None, metavar="X",
+                   help="do not deploy a revision that scores more than X below the incumbent on the held-out "
+                        "worlds (default 0.1, in units of the selection score; 'inf': report only)")
+    p.add_argument("--gate", action="store_true",
+                   help="do not deploy a revision that scores below the incumbent on the held-out worlds at all")
+
+
+def dream_settings(args: argparse.Namespace, **more: Any) -> Any:
+    """The improvement step's settings from ``dream``'s or ``rsi``'s options (``--validate`` named
+    in a CLI error, before anything is written, when it names no worlds)."""
+    from dream_gym.cli.names import resolve_world_specs
+    from dream_gym.dream.held_out import HELD_OUT_MARGIN
+    from dream_gym.dream.improve import NO_HELD_OUT, DreamSettings
+
+    if args.validate and args.validate != NO_HELD_OUT:
+        resolve_world_specs(args.validate, "--validate")
+    margin = HELD_OUT_MARGIN if args.held_out_margin is None else args.held_out_margin
+    return DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), gate=args.gate,
+                         held_out_margin=margin, **more)
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "dream", help="improve an exploration policy on replay (one improvement step)",
@@ -57,15 +84,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--history", required=True, help="worlds to select on (a folder, dataset id, split, ...)")
     p.add_argument("--policy", required=True, help="the incumbent: built-in name, module:Class or policy .py file")
-    p.add_argument("--validate", default=None, metavar="WORLDS",
-                   help="held-out worlds, not used for selection, a revision is checked on before it is deployed "
-                        "(default: one shipped held-out world of each task the history does not hold; "
-                        "'none': no check)")
-    p.add_argument("--held-out-margin", type=float, default=None, metavar="X",
-                   help="do not deploy a revision that scores more than X below the incumbent on the held-out "
-                        "worlds (default 0.1, in units of the selection score; 'inf': report only)")
-    p.add_argument("--gate", action="store_true",
-                   help="do not deploy a revision that scores below the incumbent on the held-out worlds at all")
+    add_held_out_arguments(p)
     p.add_argument("--out", required=True, type=Path, help="the run folder")
     add_scoring_arguments(p)
     add_allow_errors(p)
@@ -174,18 +193,13 @@ def run(args: argparse.Namespace) -> int:
 
     from dream_gym.cli.names import check_loads, resolve_world_specs
     from dream_gym.cli.options import parse_betas_option
-    from dream_gym.dream.held_out import HELD_OUT_MARGIN
-    from dream_gym.dream.improve import NO_HELD_OUT, DreamRun, DreamSettings, run_dream
+    from dream_gym.dream.improve import DreamRun, run_dream
 
     check_loads(args.policy, **file_options(args.decision_timeout))  # named, not the run's copy of it
     history = resolve_world_specs(args.history, "--history")
-    if args.validate and args.validate != NO_HELD_OUT:
-        resolve_world_specs(args.validate, "--validate")
     parse_betas_option(args.betas)
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
-    margin = HELD_OUT_MARGIN if args.held_out_margin is None else args.held_out_margin
-    settings = DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), gate=args.gate,
-                             held_out_margin=margin)
+    settings = dream_settings(args)
     dream_run = DreamRun(history=args.history, policy=args.policy, developer=args.developer, out=args.out,
                          settings=settings, validate=args.validate, api_base=args.api_base, resume=args.resume)
 

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.dream import (
+    add_held_out_arguments,
     add_scoring_arguments,
+    dream_settings,
     held_out_lines,
     phase_table,
-    scoring_settings,
     version_line,
     wide_console,
 )
@@ -42,6 +43,7 @@ def register(subparsers: Any) -> None:
                 help=f"W: attempts per round online, each run by its own job process (default {STANDARD_WORKERS})")
     p.add_argument("--rounds", type=int, default=None, help="K1: the most rounds of an online rollout (default 10)")
     p.add_argument("--history", default=None, help="extra worlds in the history from the start")
+    add_held_out_arguments(p)
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference the policy sees online (default {DEFAULT_BETA})")
     p.add_argument("--backend", choices=("process", "ray", "serial"), default=None,
@@ -107,7 +109,6 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from dream_gym.cli.names import check_loads, check_task, resolve_world_specs
-    from dream_gym.dream.improve import DreamSettings
     from dream_gym.dream.rsi import RsiConfig, run_rsi
 
     _check_mode(args)
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
     config = RsiConfig(
         task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
-        settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), carry=args.carry),
+        settings=dream_settings(args, carry=args.carry), validate=args.validate,
         agent=args.agent or "builtin", developer=args.developer, workers=args.workers, rounds=10 if args.rounds is None else args.rounds,
         history=args.history, beta=args.beta, api_base=args.api_base, backend=args.backend or "process",
         resume=args.resume, command=shlex.join(["dream-gym", *args.argv]),
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
                           f"({len(row['evaluated'])} new world(s) evaluated, {row['seconds']:.1f}s)")
         elif kind == "iteration_done":
             console.print(phase_table(data["phase"]))
-            for line in held_out_lines(data["phase"]):
+            for line in held_out_lines(data["phase"], args.gate):
                 console.print(line)
 
     records = run_rsi(config, events)
@@ -170,12 +171,11 @@ def run_system(args: argparse.Namespace) -> int:
 
     from dream_gym.cli.options import parse_key_values
     from dream_gym.datasets.pool import POOL_SCORES
-    from dream_gym.dream.improve import DreamSettings
     from dream_gym.dream.rsi_system import SystemRsiConfig, iteration_line, run_system_rsi
 
     config = SystemRsiConfig(
         system=args.system, task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
-        settings=DreamSettings(revisions=args.revisions, scoring=scoring_settings(args), carry=args.carry),
+        settings=dream_settings(args, carry=args.carry), validate=args.validate,
         budget=args.budget, workers=args.workers, developer=args.developer, model=args.model,
         api_base=args.api_base, history=args.history, beta=args.beta, scores=args.pool_scores or POOL_SCORES,
         options=parse_key_values(args.system_option or [], "--option"), read=tuple(args.read), resume=args.resume,

@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step
+from dream_gym.dream.held_out import HELD_OUT_MARGIN
+from dream_gym.dream.improve import NO_HELD_OUT, DreamSettings, PhaseResult, improvement_step
 from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
 from dream_gym.evaluation.journal import policy_digest, world_checksum
 from dream_gym.infrastructure.durable import read_jsonl, write_atomic
@@ -60,6 +61,7 @@ class RsiConfig:
     beta: float = DEFAULT_BETA  # the budget preference the policy sees online
     api_base: str | None = None
     backend: str = "process"  # the online worker pool
+    validate: str | None = None  # held-out worlds of every phase (None: automatic; "none": no check)
     resume: bool = False
     command: str | None = None
 
@@ -134,11 +136,7 @@ class LoopRun:
         self.out = Path(config.out)
         self.ledger = JsonLog(self.out / LEDGER_FILE)
         self.rows = read_jsonl(self.ledger.path)
-        self.extra: list[World] = []
-        if config.history:
-            from dream_gym.evaluation.evaluate import resolve_worlds
-
-            self.extra = resolve_worlds(config.history)
+        self.extra, self.validation = loop_worlds(config)
 
     def shared_fingerprint(self) -> dict[str, Any]:
         """The settings both loops record in fingerprint.json (each adds its own)."""
@@ -150,7 +148,21 @@ class LoopRun:
             "workers": c.workers, "max_rounds": s.replay.max_rounds, "betas": list(s.betas),
             "beta1": s.replay.beta1, "beta2": s.replay.beta2, "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
             "history": {w.id: world_checksum(w) for w in self.extra},
+            **self._held_out_fingerprint(),
         }
+
+    def _held_out_fingerprint(self) -> dict[str, Any]:
+        """The held-out settings where they are not the defaults (a run from before they could be
+        set records none, and resumes)."""
+        settings = self.config.settings
+        recorded: dict[str, Any] = {}
+        if self.validation is not None:
+            recorded["validate"] = {w.id: world_checksum(w) for w in self.validation}
+        if settings.gate:
+            recorded["gate"] = True
+        if settings.held_out_margin != HELD_OUT_MARGIN:
+            recorded["held_out_margin"] = settings.held_out_margin
+        return recorded
 
     def policy_of(self, t: int) -> str:
         """The policy iteration ``t`` runs: the configured one first, then each dreamed one."""
@@ -165,10 +177,25 @@ class LoopRun:
         raise NotImplementedError(type(self).__name__)
 
 
+def loop_worlds(config: Any) -> tuple[list[World], list[World] | None]:
+    """The extra history worlds of either loop and its held-out worlds (None: each phase's
+    automatic ones; empty: no check); held-out worlds that are in the history are refused."""
+    from dream_gym.evaluation.evaluate import resolve_worlds
+    from dream_gym.evaluation.world_specs import check_held_out
+
+    extra = resolve_worlds(config.history) if config.history else []
+    if config.validate is None:
+        return extra, None
+    validation = [] if config.validate == NO_HELD_OUT else resolve_worlds(config.validate)
+    check_held_out(extra, validation, "history")
+    return extra, validation
+
+
 def run_loop(config: Any, make_run: Callable[[], LoopRun]) -> list[Any]:
     """Either outer loop to its end: one writer per run folder (the lock taken before
     ``make_run`` reads the ledger), a resumed run's settings checked, every iteration, then the
     summaries."""
+    loop_worlds(config)  # what it refuses is refused before the run folder is made
     with folder_lock(config.out):
         run = make_run()
         check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
@@ -234,7 +261,7 @@ class _Run(LoopRun):
         c = self.config
         developer = make_developer(c.developer, self.out / "dream", api_base=c.api_base, seed=c.settings.scoring.seed)
         return improvement_step(self.out / "dream", t, self.policy_of(t), self.history(t), developer, c.settings,
-                                events=self.events)
+                                validation=self.validation, events=self.events)
 
     def iteration(self, t: int) -> Iteration:
         done = next((r for r in self.rows if r.get("type") == "iteration" and r["t"] == t), None)

@@ -81,6 +81,7 @@ class SystemRsiConfig:
     scores: str = POOL_SCORES
     options: dict[str, Any] = field(default_factory=dict)  # the system's settings
     read: tuple[Path, ...] = ()  # folders a task given as files may read (deploy's --read)
+    validate: str | None = None  # held-out worlds of every phase (None: automatic; "none": no check)
     resume: bool = False
     command: str | None = None
 
@@ -187,7 +188,7 @@ class _SystemRun(LoopRun):
         c = self.config
         developer = make_developer(c.developer, self.out / "dream", api_base=c.api_base, seed=c.settings.scoring.seed)
         return improvement_step(self.out / "dream", t, self.policy_of(t), [*self.extra, pooled], developer,
-                                c.settings, events=self.events)
+                                c.settings, validation=self.validation, events=self.events)
 
     def iteration(self, t: int) -> SystemIteration:
         done = self.row("iteration", t)
