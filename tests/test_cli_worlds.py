@@ -41,6 +41,36 @@ def test_pack_takes_a_folder_of_worlds_and_held_out_names_split_on_commas(env, c
     assert split == {"train": ["world-b"], "held_out": ["world-a", "world-c"]}
 
 
+def test_an_id_without_its_version_is_the_newest_version_in_every_command(env, capsys, monkeypatch):
+    """``me/toy`` is me/toy-v1 wherever a dataset id is taken (``worlds show`` without --json
+    was a traceback; stats, eval, replay and gym.make took only ``me/toy-v1``)."""
+    import gymnasium as gym
+
+    import dream_gym  # noqa: F401  (registers the envs)
+
+    make_world(env / "a", "world-a")
+    make_world(env / "b", "world-b")
+    assert main(["worlds", "pack", str(env / "a"), "--id", "me/toy-v0"]) == 0
+    assert main(["worlds", "pack", str(env / "a"), str(env / "b"), "--id", "me/toy-v1", "--held-out", "world-b"]) == 0
+    capsys.readouterr()
+    assert main(["worlds", "show", "me/toy"]) == 0
+    assert capsys.readouterr().out.startswith("dataset me/toy-v1")
+    assert main(["worlds", "validate", "me/toy"]) == 0
+    assert "OK: dataset me/toy-v1" in capsys.readouterr().out
+    assert main(["worlds", "stats", "me/toy", "--json"]) == 0
+    assert [w["world_id"] for w in json.loads(capsys.readouterr().out)] == ["world-a", "world-b"]
+    assert main(["worlds", "stats", "me/toy:held_out", "--json"]) == 0
+    assert [w["world_id"] for w in json.loads(capsys.readouterr().out)] == ["world-b"]
+    assert main(["replay", "me/toy/world-b", "--policy", "greedy"]) == 0
+    capsys.readouterr()
+    env_ = gym.make("DreamGym/Replay-v1", world="me/toy/world-b")
+    assert env_.unwrapped.world.id == "world-b"
+    monkeypatch.chdir(env)
+    assert main(["worlds", "stats", "me/none"]) == 2
+    err = capsys.readouterr().err
+    assert f"me/none: no such folder ({env / 'me' / 'none'}), and no version of dataset me/none" in err
+
+
 def test_pack_list_show_validate_share_delete(env, capsys):
     a = make_world(env / "a", "world-a")
     b = make_world(env / "b", "world-b")

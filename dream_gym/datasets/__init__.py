@@ -46,13 +46,11 @@ from dream_gym.datasets.store import (
     DatasetError,
     DatasetNotFoundError,
     IncompatibleDatasetError,
-    datasets_root,
     find_dataset,
+    latest_local_version,
     list_datasets,
     load_world_ref,
-    open_dataset_folder,
     resolve_world_path,
-    shipped_folders,
     store_home,
     validate,
 )
@@ -126,47 +124,7 @@ def load_dataset(dataset_id: str, *, download: bool = False, remote: str | None 
         return fetch.download(str(ref), remote, skip_existing=True)
     if download:
         return fetch.download(str(ref), remote, skip_existing=True)
-    version = latest_local_version(ref)
-    if version is None:
-        raise DatasetNotFoundError(
-            f"no version of dataset {ref} is in the local store ({datasets_root()}) nor shipped with "
-            f"dream_gym; fetch the newest with `dream-gym worlds download {ref} --remote URL` (or "
-            f"load(..., download=True); the remote defaults to ${fetch.REMOTE_ENV})"
-        )
-    return find_dataset(str(ref.version(version)))
-
-
-def latest_local_version(name: str | DatasetName) -> int | None:
-    """The newest version of ``namespace/name`` in the local store or shipped, or None."""
-    ref = parse_dataset_ref(name) if isinstance(name, str) else name
-    if isinstance(ref, DatasetId):
-        ref = ref.unversioned
-    versions: set[int] = set()
-    folder = datasets_root() / ref.namespace
-    if folder.is_dir():
-        for child in folder.iterdir():
-            if child.name.startswith(f"{ref.name}-v") and (child / "dataset.json").is_file():
-                found = _version_of(f"{ref.namespace}/{child.name}", ref)
-                if found is not None:
-                    versions.add(found)
-    for shipped in shipped_folders():
-        try:
-            shipped_id = str(open_dataset_folder(shipped, shipped=True).id)
-        except DatasetError:
-            continue
-        found = _version_of(shipped_id, ref)
-        if found is not None:
-            versions.add(found)
-    return max(versions) if versions else None
-
-
-def _version_of(text: str, ref: DatasetName) -> int | None:
-    try:
-        did = parse_dataset_id(text)
-    except DatasetIdError:
-        return None
-    return did.version if did.unversioned == ref else None
-
+    return find_dataset(str(ref))  # the newest version in the store or shipped
 
 
 def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None = None) -> str:
@@ -180,7 +138,7 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
     from dream_gym.datasets.coverage import coverage_report, plot_tree, render_text
 
     text = os.fspath(target)
-    if not Path(text).exists() and is_dataset_id(text):
+    if not Path(text).exists() and is_dataset_ref(text):
         dataset = find_dataset(text)
         meta = dataset.meta
         lines = [  # every field of dataset.json is shown escaped and cut (printable): others wrote it

@@ -22,10 +22,9 @@ baseline, 1 at the best recorded score; "attempts" are the non-root nodes, in cr
 
 from __future__ import annotations
 
-import re
-
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any

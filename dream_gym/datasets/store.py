@@ -38,8 +38,12 @@ from typing import IO, Any
 from dream_gym.datasets.ids import (
     DatasetId,
     DatasetIdError,
+    DatasetName,
     check_world_name,
+    is_dataset_id,
+    is_dataset_ref,
     parse_dataset_id,
+    parse_dataset_ref,
     parse_world_ref,
 )
 from dream_gym.infrastructure.limits import (
@@ -284,11 +288,22 @@ def open_dataset_folder(folder: str | os.PathLike[str], *, shipped: bool = False
 
 
 def find_dataset(dataset_id: str) -> Dataset:
-    """The dataset with this id: from the local store, else the shipped one.
+    """The dataset with this id: from the local store, else the shipped one; ``namespace/name``
+    without a version is the newest version there is of it (:func:`latest_local_version`).
 
     Raises :class:`DatasetNotFoundError` with a message that says how to download it.
     """
-    did = parse_dataset_id(dataset_id)
+    ref = parse_dataset_ref(dataset_id)
+    if isinstance(ref, DatasetName):
+        version = latest_local_version(ref)
+        if version is None:
+            raise DatasetNotFoundError(  # namespace/name is also how a folder path reads: both are said
+                f"{ref}: no such folder ({Path(str(ref)).absolute()}), and no version of dataset {ref} is in "
+                f"the local store ({datasets_root()}) nor shipped with dream_gym; fetch the newest with "
+                f"`dream-gym worlds download {ref} --remote URL` (or load(..., download=True); the remote "
+                "defaults to $DREAM_GYM_REMOTE)")
+        return find_dataset(str(ref.version(version)))
+    did = ref
     folder = local_path(did)
     if is_present(folder / DATASET_FILE):
         dataset = open_dataset_folder(folder)
@@ -304,8 +319,44 @@ def find_dataset(dataset_id: str) -> Dataset:
     )
 
 
+def latest_local_version(name: str | DatasetName) -> int | None:
+    """The newest version of ``namespace/name`` in the local store or shipped, or None."""
+    ref = parse_dataset_ref(name) if isinstance(name, str) else name
+    if isinstance(ref, DatasetId):
+        ref = ref.unversioned
+    versions: set[int] = set()
+    folder = datasets_root() / ref.namespace
+    if folder.is_dir():
+        for child in folder.iterdir():
+            if child.name.startswith(f"{ref.name}-v") and (child / "dataset.json").is_file():
+                found = _version_of(f"{ref.namespace}/{child.name}", ref)
+                if found is not None:
+                    versions.add(found)
+    for shipped in shipped_folders():
+        try:
+            shipped_id = str(open_dataset_folder(shipped, shipped=True).id)
+        except DatasetError:
+            continue
+        found = _version_of(shipped_id, ref)
+        if found is not None:
+            versions.add(found)
+    return max(versions) if versions else None
+
+
+def _version_of(text: str, ref: DatasetName) -> int | None:
+    try:
+        did = parse_dataset_id(text)
+    except DatasetIdError:
+        return None
+    return did.version if did.unversioned == ref else None
+
+
 def resolve_world_path(ref: str) -> Path:
-    """Map ``namespace/name-vN/world`` to that world's folder (local store, then shipped)."""
+    """Map ``namespace/name-vN/world`` (or ``namespace/name/world``: the newest version's) to that
+    world's folder (local store, then shipped)."""
+    dataset, _, world = ref.rpartition("/")
+    if is_dataset_ref(dataset) and not is_dataset_id(dataset):
+        return find_dataset(dataset).world_path(check_world_name(world))
     did, world = parse_world_ref(ref)
     return find_dataset(str(did)).world_path(world)
 

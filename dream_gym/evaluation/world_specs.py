@@ -76,11 +76,12 @@ def _dataset_split_worlds(dataset_id: str, name: str) -> list[World]:
 
 
 def _looks_like_dataset_id(text: str) -> bool:
+    """``namespace/name-vN``, or ``namespace/name`` (its newest version)."""
     try:
-        from dream_gym.datasets.ids import is_dataset_id
+        from dream_gym.datasets.ids import is_dataset_ref
     except ImportError:
         return False
-    return bool(is_dataset_id(text))
+    return bool(is_dataset_ref(text))
 
 
 def _resolve_one(spec: str) -> list[World]:
