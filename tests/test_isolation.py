@@ -83,3 +83,17 @@ def test_interactive_child_line_protocol(tmp_path):
     assert child.read_line(b"@@ECHO ") == b"PING"
     out = child.finish()
     assert out.returncode == 0 and "noise" in out.stdout
+
+
+def test_a_candidate_keeps_no_note_in_extended_attributes(tmp_path):
+    """Landlock does not rule extended attributes: a candidate tagged a file it could not write
+    (a note for the next candidate). Refused as a file system without them refuses them."""
+    anchor = tmp_path / "anchor"
+    anchor.write_text("read only to the candidate")
+    code = ("import errno, os, sys\n"
+            "for call in (lambda: os.setxattr(sys.argv[1], 'user.note', b'1'), lambda: os.listxattr(sys.argv[1])):\n"
+            "    try:\n        call()\n        print('DONE')\n"
+            "    except OSError as exc:\n        print(errno.errorcode[exc.errno])\n")
+    out = run_python(code=code, args=[str(anchor)], wall_s=10, read_dirs=[tmp_path])
+    assert out.returncode == 0 and out.stdout.split() == ["ENOTSUP", "ENOTSUP"], out.stdout + out.stderr
+    assert os.listxattr(anchor) == []
