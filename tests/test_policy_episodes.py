@@ -306,3 +306,16 @@ def test_calls_newer_than_libseccomp_are_refused_by_number(world: World, tmp_pat
                "statmount": "EPERM", "listmount": "EPERM", "unknown_490": "ENOSYS"}
     assert answers == {call: f"-1/{code}" for call, code in refused.items()}, error
     assert not os.listxattr(policy_file)
+
+
+def test_an_episode_learns_neither_its_pid_nor_the_collectors_count(world: World) -> None:
+    """The siginfo of a SIGPIPE an episode raised on itself held its pid (2, 3, 4, ...: a count
+    of the episodes before it), and the collector's counts, which the template's allocations
+    moved, went 47, 48, 49. Both read the same in every episode now."""
+    with IsolatedPolicy(HOSTILE / "counts_itself_by_sigpipe.py", **FAST) as policy:
+        errors = _errors(policy, world, 3)
+    assert len({re.search(r"PID=(\w+) GETPID=0", e).group(1) for e in errors}) == 1, errors  # type: ignore[union-attr]
+    assert "PID=PermissionError" in errors[0]
+    with IsolatedPolicy(HOSTILE / "reads_the_collector.py", **FAST) as policy:
+        errors = _errors(policy, world, 4)
+    assert len({re.search(r"COLLECTOR=(.*)", e).group(1) for e in errors}) == 1, errors  # type: ignore[union-attr]

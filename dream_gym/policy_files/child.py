@@ -174,6 +174,8 @@ class _Episode:
         self.pid = os.fork()
         if self.pid == 0:
             _forget_earlier_episodes(self)
+            gc.collect()  # the generations' counts, which the template's allocations moved, start at 0
+            gc.enable()
             _own_stdio(out_w, err_w)
             _keep_only(to_child_r, from_child_w)
             resource.setrlimit(resource.RLIMIT_NOFILE, (EPISODE_DESCRIPTORS, EPISODE_DESCRIPTORS))
@@ -425,6 +427,9 @@ def main(args: Sequence[str], confinement: Any) -> None:
     # Every object so far is the template's for good: the collector of an episode never scans
     # them (a scan writes to every object's header, which copies each page the fork shared).
     gc.freeze()
+    # Nor does the template collect from here on: its collector's statistics, which a fork
+    # inherits, would count the episodes forked (each episode collects once when it starts).
+    gc.disable()
     episodes = _Episodes(build, confinement, hook, source)
     probe = episodes.fork()
     try:

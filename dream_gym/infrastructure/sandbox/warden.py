@@ -248,6 +248,10 @@ DENIED_FOR_EPISODES = (
     # signals: an episode has no process to signal but itself, and the answer for another pid
     # (EPERM or ESRCH) says whether it is alive
     "kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+    # a new pipe: writing to one whose read end is closed raises SIGPIPE, whose siginfo holds
+    # the caller's own pid (an episode holds only pipes whose other ends outlive it); and the
+    # calls that read a signal's siginfo
+    "pipe", "pipe2", "signalfd", "signalfd4", "rt_sigtimedwait",
 )
 #: Also refused for a policy episode: its own pid and thread id (an episode is forked from a
 #: template that forks one after another, so the number would say how many came before it and
