@@ -325,3 +325,49 @@ def test_ctrl_c_says_interrupted_once_without_a_jobs_traceback(tmp_path):
     assert stderr.rstrip().splitlines()[-1] == (f"interrupted: what was finished is kept in {out}; the same command "
                                                  "with --resume continues it"), stderr[-3000:]
     assert "Traceback" not in stderr and sum(line.startswith("interrupted") for line in stderr.splitlines()) == 1
+
+
+def _cut(whole: Path, folder: Path, lines: int) -> None:
+    """``whole``'s world as a kill -9 after its first ``lines`` nodes leaves it: the nodes and
+    their evidence so far, the metadata without the checksum and survival a finished run adds."""
+    folder.mkdir(parents=True)
+    for name in ("nodes.jsonl", "evidence.jsonl"):
+        kept = (whole / name).read_text().splitlines(keepends=True)[:lines]
+        (folder / name).write_text("".join(kept))
+    meta = json.loads((whole / "world.json").read_text())
+    for key in ("sha256", "survival"):
+        meta.pop(key, None)
+    (folder / "world.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("lines", [4, 6])  # cut after round 1 (root + 3), and inside round 2 (2 of its 3)
+def test_a_resumed_run_grows_the_world_the_uninterrupted_run_grows(tmp_path, lines):
+    """The random policy's generator (any policy's memory) started again at a resume, and the
+    slots a kill cut from a round were never run: the resumed world differed from the one the
+    seed gives. The policy now chooses its recorded rounds again, and the lost slots run."""
+    settings = {"task": "sum-difference", "workers": 3, "rounds": 5, "seed": 4, "backend": "serial"}
+    whole = grow(GrowConfig(**settings, out=tmp_path / "whole"), make_policy("random", p_stop=0.0))
+    _cut(whole.folder, tmp_path / "cut", lines)
+    resumed = grow(GrowConfig(**settings, out=tmp_path / "cut", resume=True), make_policy("random", p_stop=0.0))
+
+    def tree(folder):
+        return [(r["id"], r["parent"], r["score"], r.get("code")) for r in load_world(folder).records]
+
+    assert tree(resumed.folder) == tree(whole.folder) and len(tree(whole.folder)) == 16
+    assert "chose its 2 recorded round(s) again" in resumed.resumed if lines == 6 else "1 recorded" in resumed.resumed
+    assert ("3 unrecorded" not in resumed.resumed) and (("1 unrecorded slot(s) run now" in resumed.resumed) == (lines == 6))
+
+
+def test_a_policy_that_chooses_otherwise_on_the_record_goes_on_and_says_so(tmp_path):
+    settings = {"task": "sum-difference", "workers": 2, "rounds": 3, "seed": 4, "backend": "serial"}
+    whole = grow(GrowConfig(**settings, out=tmp_path / "whole"), make_policy("random", p_stop=0.0))
+    _cut(whole.folder, tmp_path / "cut", 3)
+    calls = []
+
+    def forgetful(view):  # remembers the calls of this process, which the record does not hold
+        calls.append(view.rounds)
+        return [0] if len(calls) % 2 else [0, 0]
+
+    resumed = grow(GrowConfig(**settings, out=tmp_path / "cut", resume=True), FunctionPolicy(forgetful))
+    assert "did not choose round 1's recorded batch again" in resumed.resumed
+    assert load_world(resumed.folder).size > 3

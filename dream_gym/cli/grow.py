@@ -116,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(hint, markup=False)
     if result.repaired:
         console.print(f"resume: {result.repaired}")
+    if result.resumed:
+        console.print(f"resume: {result.resumed}", markup=False)
     if survival:
         spread = f" ± {survival.stdev:.3g}" if survival.stdev else ""
         note = shown(survival.note, TEXT_CHARS)  # it quotes a candidate's error: escaped, no markup

@@ -52,6 +52,7 @@ from dream_gym.online.attempts import (
     overstayed,
     run_attempt,
 )
+from dream_gym.online.catch_up import catch_up
 from dream_gym.online.evidence import EvidenceLedger, Survival, stagnation_class, survival_check
 from dream_gym.online.real_tree import (
     HISTORY_LIMIT,
@@ -62,7 +63,7 @@ from dream_gym.online.real_tree import (
     tree_view,
 )
 from dream_gym.online.tasks import get_task
-from dream_gym.policy import Policy, RunContext, batch_from
+from dream_gym.policy import Policy, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.world.files import RUN_SUMMARY_FILE
 from dream_gym.world.tree import NODES_FILE
@@ -145,6 +146,7 @@ class GrowResult:
     survival: Survival | None
     round_stats: list[RoundStats] = field(default_factory=list)
     repaired: str | None = None
+    resumed: str | None = None  # how a resumed run caught up (dream_gym.online.catch_up)
 
     def summary(self) -> dict[str, Any]:
         data = asdict(self)
@@ -225,22 +227,30 @@ def grow(
         index_of = {r["id"]: i for i, r in enumerate(records)}
         done_rounds = max((int(r.get("round") or 0) for r in records), default=0)
         spent_usd = sum(_usd(r) for r in records)
-        view = tree_view(records, writer.meta, config.settings, rounds=done_rounds)
-        policy.reset(RunContext.from_view(view, seed=config.seed))
-        for round_no in range(done_rounds + 1, config.rounds + 1):
-            stop = _budget_stop(config, len(records) - 1, time.time() - started, spent_usd)
-            if stop:
-                result.stopped_by = stop
-                break
-            batch = check_online_batch(view, batch_from(policy.act(view)))
-            if config.max_attempts is not None:
-                batch = batch[: max(0, config.max_attempts - (len(records) - 1))]
-            if not batch:
-                result.stopped_by = "policy"
-                break
+        resumed = catch_up(policy, records, writer.meta, config.settings, config.seed, config.max_attempts)
+        view, missing = resumed.view, resumed.missing
+        if done_rounds:
+            result.resumed = resumed.note or (
+                f"the policy chose its {done_rounds} recorded round(s) again"
+                + (f"; round {done_rounds}'s {len(missing)} unrecorded slot(s) run now" if missing else ""))
+        first_round = done_rounds if missing else done_rounds + 1
+        for round_no in range(first_round, config.rounds + 1):
+            if missing:  # the slots of the cut round that the kill lost, chosen again
+                slots, missing = missing, []
+            else:
+                stop = _budget_stop(config, len(records) - 1, time.time() - started, spent_usd)
+                if stop:
+                    result.stopped_by = stop
+                    break
+                batch = check_online_batch(view, batch_from(policy.act(view)))
+                if config.max_attempts is not None:
+                    batch = batch[: max(0, config.max_attempts - (len(records) - 1))]
+                if not batch:
+                    result.stopped_by = "policy"
+                    break
+                slots = list(enumerate(batch))
             round_started = time.time()
-            jobs = [_job(config, records, index_of, parent, round_no, slot, workspaces)
-                    for slot, parent in enumerate(batch)]
+            jobs = [_job(config, records, index_of, parent, round_no, slot, workspaces) for slot, parent in slots]
             failures = 0
             errors: list[BaseException] = []
             for attempt in in_slot_order(backend.run(jobs)):

@@ -1,0 +1,90 @@
+"""A resumed online run brought back to where the uninterrupted one would be.
+
+A policy may remember (a patience counter, a schedule, its random generator), and a run killed
+mid-round may have recorded only some of that round's slots (each slot is written as soon as it
+and the slots before it have finished). So ``grow --resume`` does not just ask the policy for the
+next round: it resets the policy as the run started it, then shows it each recorded round's view
+again and checks that it chooses the recorded batch. When every choice repeats, the policy's
+memory is what it was, and the slots of the last round that the kill lost are run now (the agent
+is seeded by the run's seed, the round and the slot): the resumed world is the world the run
+would have grown. A policy that chooses otherwise on the record (it is not seeded, or remembers
+something the record does not hold) continues from the record with its memory started again,
+and the run says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_gym.online.real_tree import check_online_batch, tree_view
+from dream_gym.policy import Policy, RunContext, batch_from
+from dream_gym.replay.settings import ReplaySettings
+from dream_gym.replay.view import PrefixView
+
+
+@dataclass
+class CatchUp:
+    """Where a resumed run goes on from.
+
+    Attributes:
+        view: the view the next choice is made on (the recorded rounds' view; with ``missing``,
+            the view before the last recorded round).
+        missing: (slot, parent index) of the last recorded round that were chosen and not
+            recorded, to run before the next round.
+        repeated: whether the policy chose every recorded batch again (False: its memory was
+            started again, ``note`` says at which round).
+    """
+
+    view: PrefixView
+    missing: list[tuple[int, int]] = field(default_factory=list)
+    repeated: bool = True
+    note: str = ""
+
+
+def slot_of(record: dict[str, Any], round_no: int) -> int | None:
+    """The worker slot of a node of round ``round_no`` (its id is ``r<round>w<slot>``)."""
+    prefix = f"r{round_no}w"
+    node_id = str(record.get("id", ""))
+    tail = node_id[len(prefix):]
+    return int(tail) if node_id.startswith(prefix) and tail.isdigit() else None
+
+
+def catch_up(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, Any], settings: ReplaySettings,
+             seed: int, max_attempts: int | None = None) -> CatchUp:
+    """Reset ``policy`` as the run started it and replay its choices over the recorded rounds
+    (see the module doc); ``records`` hold the root and the rounds in the order they were written."""
+    start = tree_view(list(records[:1]), meta, settings, rounds=0)
+    policy.reset(RunContext.from_view(start, seed=seed))
+    index_of = {str(r["id"]): i for i, r in enumerate(records)}
+    done_rounds = max((int(r.get("round") or 0) for r in records), default=0)
+    view, written = start, 1
+    for round_no in range(1, done_rounds + 1):
+        recorded = [r for r in records[written:] if int(r.get("round") or 0) == round_no]
+        batch = check_online_batch(view, batch_from(policy.act(view)))
+        if max_attempts is not None:
+            batch = batch[: max(0, max_attempts - (written - 1))]
+        slots = {slot_of(r, round_no): index_of[str(r["parent"])] for r in recorded}
+        if any(slot is None or slot >= len(batch) or batch[slot] != parent for slot, parent in slots.items()):
+            return _started_again(policy, records, meta, settings, seed, done_rounds, round_no)
+        if len(slots) < len(batch) and round_no < done_rounds:  # only the last round can be cut
+            return _started_again(policy, records, meta, settings, seed, done_rounds, round_no)
+        if round_no == done_rounds and len(slots) < len(batch):
+            missing = [(slot, parent) for slot, parent in enumerate(batch) if slot not in slots]
+            return CatchUp(view, missing)
+        written += len(recorded)
+        view = tree_view(list(records[:written]), meta, settings, rounds=round_no, known=view.nodes)
+    return CatchUp(view)
+
+
+def _started_again(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, Any],
+                   settings: ReplaySettings, seed: int, done_rounds: int, round_no: int) -> CatchUp:
+    view = tree_view(list(records), meta, settings, rounds=done_rounds)
+    policy.reset(RunContext.from_view(view, seed=seed))
+    return CatchUp(view, repeated=False, note=(
+        f"the policy did not choose round {round_no}'s recorded batch again, so it goes on from the record "
+        "with its memory started again (the world may differ from an uninterrupted run's)"))
+
+
+__all__ = ["CatchUp", "catch_up", "slot_of"]
