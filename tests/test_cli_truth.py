@@ -436,3 +436,18 @@ def test_policy_names_cut_to_the_column_stay_apart() -> None:
     assert len(set(cut)) == 3 and all(len(name) <= 12 for name in cut) and cut[2] == "greedy"
     apart = ["out/rsi1/dream/chosen.py", "out/rsi1/policies/pi_2.py"]
     assert shortened_names(apart, 12) == [shorten_middle(name, 12) for name in apart]
+
+
+@pytest.mark.parametrize("argv", [
+    ["grow", "--task", "sum-difference", "--policy", "greedy"],
+    ["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "--revisions", "2"],
+    ["deploy", "--system", "openevolve", "--task", "sum-difference", "--policy", "greedy", "--budget", "4"],
+])
+def test_resume_of_a_folder_that_does_not_exist_is_refused(argv: list[str], tmp_path: Path, capsys) -> None:
+    """A mistyped folder with --resume started a new run from zero (exit 0, called resumed)."""
+    from dream_gym.cli import main
+
+    out = tmp_path / "typo"
+    assert main([*argv, "--out", str(out), "--resume"]) == 2
+    assert f"nothing to resume: {out} does not exist" in capsys.readouterr().err
+    assert not out.exists()

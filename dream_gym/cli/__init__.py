@@ -135,8 +135,18 @@ def _reader_gone() -> int:
     return BROKEN_PIPE_STATUS
 
 
+def _check_resumable(args: argparse.Namespace) -> None:
+    """``--resume`` of an ``--out`` that holds nothing (a mistyped folder) would start a new run
+    from zero and call it resumed: refused. An evaluation's journal is ``OUT.partial``."""
+    out = getattr(args, "out", None)
+    if getattr(args, "resume", False) is True and isinstance(out, Path) and not out.exists() and not (
+            out.with_name(out.name + ".partial").exists()):
+        raise FileNotFoundError(f"nothing to resume: {out} does not exist (leave out --resume to start a run there)")
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
+        _check_resumable(args)
         return int(args.func(args) or 0)
     except BrokenPipeError:
         raise  # not the command's error: the reader of its output went away
