@@ -148,7 +148,11 @@ def test_import_recognises_the_system_and_refuses_the_wrong_one(env, capsys):
     assert "imported ShinkaEvolve run" in text and "nodes written 41 (scored 13, invalid 28)" in text
 
 
-@pytest.mark.parametrize("command", [["worlds", "show", "dream-gym/recorded-v1"], ["replay", "cp26-fixed-w4-s0", "--policy", "greedy"]])
+@pytest.mark.parametrize("command", [
+    ["worlds", "show", "dream-gym/recorded-v1"], ["replay", "cp26-fixed-w4-s0", "--policy", "greedy"],
+    # printed by rich, which ended such a process with status 1 (the status of failed episodes)
+    ["eval", "--policy", "greedy", "--worlds", "sd-fixed-w4-s0", "--betas", "0", "-j", "1"],
+    ["worlds", "stats", "sd-fixed-w4-s0"]])
 def test_a_reader_that_goes_away_ends_the_command_quietly(command):
     """``dream-gym ... | head``: a reader that closed its end ends the command with a shell's
     status for SIGPIPE (141) and nothing on stderr, not ``error: [Errno 32] Broken pipe``."""

@@ -88,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv  # provenance: `grow` records the exact command in world.json
     if getattr(args, "unsafe_no_sandbox", False):
         os.environ[UNSAFE_ENV] = "1"  # read by every sandbox launch, in workers too
+    from rich.console import Console
+
+    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
     try:
         with redacted_output():
             status = _run(args)
@@ -124,6 +127,12 @@ def option_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
 #: The exit status of a command whose reader went away (``dream-gym ... | head``): what a shell
 #: reports for a command ended by SIGPIPE, 128 + 13.
 BROKEN_PIPE_STATUS = 141
+
+
+def _raise_broken_pipe(console: Any) -> None:
+    """rich ends a process whose reader went away with ``SystemExit(1)``, the status of failed
+    episodes: the reader's going is said as every command says it (:data:`BROKEN_PIPE_STATUS`)."""
+    raise BrokenPipeError
 
 
 def _reader_gone() -> int:
