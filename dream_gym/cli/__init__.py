@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[UNSAFE_ENV] = "1"  # read by every sandbox launch, in workers too
     from rich.console import Console
 
-    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    Console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign,assignment]
     try:
         with redacted_output():
             status = _run(args)
