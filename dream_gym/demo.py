@@ -3,7 +3,7 @@ dreaming step that improves a baseline, and the dreamed policy beside the baseli
 
 ``make demo`` / ``dream-gym demo`` (no API key, no network; about a minute on 2 cores):
 
-1. evaluates the built-in policies on the held-out split of the default shipped dataset
+1. evaluates the built-in exploration policies on the held-out split of the default shipped dataset
    (``dream-gym/recorded-v1``) over the default beta grid, prints the leaderboard, and writes the
    episode records (``results.jsonl``), the leaderboard (``leaderboard.md``) and the plots to
    ``out/demo``;
@@ -38,7 +38,7 @@ from dream_gym.evaluation.evaluate import evaluate, leaderboard
 from dream_gym.evaluation.journal import journal_path
 from dream_gym.evaluation.leaderboard import Leaderboard
 from dream_gym.evaluation.plots import plot_results
-from dream_gym.policies import POLICIES
+from dream_gym.policies import POLICIES, RECORDERS
 from dream_gym.replay.settings import ReplaySettings
 
 #: The improvement step: the incumbent, the history H (the first train world of each task of the
@@ -129,9 +129,10 @@ def next_steps(out: Path, split: str) -> list[str]:
 def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int | None = None,
              workers: int | None = None, dream_history: Sequence[str] = DREAM_HISTORY,
              dream_revisions: int = DREAM_REVISIONS, say: Say = say_now) -> Demo:
-    """Evaluate all built-in policies on ``split`` (``jobs`` processes; replayed at W = ``workers``,
-    default each world's recorded W), dream on ``dream_history`` (at each world's W), and rank the
-    kept version beside them on ``split``."""
+    """Evaluate the built-in exploration policies (not the recorders,
+    :data:`~dream_gym.policies.RECORDERS`) on ``split`` (``jobs`` processes; replayed at W =
+    ``workers``, default each world's recorded W), dream on ``dream_history`` (at each world's W),
+    and rank the kept version beside them on ``split``."""
     from dream_gym.dream.builtin_developer import require_optuna
 
     require_optuna()  # the dreaming step's: refused before the evaluation, not after it
@@ -140,7 +141,8 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int
     started = time.perf_counter()
     results_path = out / "results.jsonl"
     # A demo killed during its evaluation continues it (the same grid, so the journal matches).
-    results = evaluate(sorted(POLICIES), split, settings=ReplaySettings(workers), jobs=jobs, out=results_path,
+    policies = sorted(set(POLICIES) - set(RECORDERS))  # the exploration policies, not the recorders
+    results = evaluate(policies, split, settings=ReplaySettings(workers), jobs=jobs, out=results_path,
                        resume=journal_path(results_path).exists())
     board = leaderboard(results)
     board.print(per_world=False)  # the per-world tables go to leaderboard.md

@@ -92,3 +92,7 @@ def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["demo", "-W", "2", "-j", "2", "--split", split, "--out", str(tmp_path / "demo")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "demo" / "results.jsonl").read_text().splitlines()]
     assert {r["world"] for r in rows} == set(split.split(",")) and all(r["workers"] == 2 and max((len(b) for b in r["batches"]), default=0) <= 2 for r in rows)
+    from dream_gym.policies import POLICIES, RECORDERS
+
+    # the exploration policies: the coverage recorder ranked last with a warning about itself
+    assert {r["policy"] for r in rows} == set(POLICIES) - set(RECORDERS) and "coverage" in RECORDERS

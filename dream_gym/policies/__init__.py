@@ -36,6 +36,11 @@ POLICIES: dict[str, Callable[..., Policy]] = {
 }
 
 
+#: Built-ins made to grow worlds that replay can answer many policies on (docs/concepts/recorders.md),
+#: not exploration policies to rank: the demo's leaderboard leaves them out.
+RECORDERS = ("coverage",)
+
+
 def make_policy(name: str, **params: Any) -> Policy:
     """A fresh built-in policy; LookupError lists the known names, ValueError a parameter the
     policy does not take or a value of the wrong kind."""
@@ -49,6 +54,7 @@ def make_policy(name: str, **params: Any) -> Policy:
 
 __all__ = [
     "POLICIES",
+    "RECORDERS",
     "CoveragePolicy",
     "FixedPolicy",
     "GreedyPolicy",
