@@ -28,3 +28,13 @@ def test_every_help_fits_80_columns_and_breaks_no_name_at_a_hyphen(monkeypatch: 
         for line in parser.format_help().splitlines():
             assert len(line) <= 80, (name, line)
             assert not re.search(r"\w-$", line), (name, line)
+
+
+def test_every_option_says_what_it_does_and_no_default_reads_empty() -> None:
+    """Options with no help left the reader to guess (--seed of replay, grow and deploy, grow's
+    budgets, pack's --author); train printed ``(default: )`` for an empty default."""
+    for name, parser in all_parsers(build_parser()):
+        for action in parser._actions:
+            if action.option_strings and not isinstance(action, argparse._HelpAction):
+                assert action.help, (name, action.option_strings)
+        assert "(default: )" not in parser.format_help(), name

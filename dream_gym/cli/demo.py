@@ -12,11 +12,11 @@ from dream_gym.cli.options import add_jobs, add_workers
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help="the built-in baselines on the shipped held-out worlds, then dreaming",
-                              description="Leaderboard and plots of every built-in policy on the held-out split, then an "
+                              description="Leaderboard and plots of every built-in exploration policy on the held-out split, then an "
                                           "improvement step of the greedy baseline on train worlds (the built-in "
                                           "developer, no API key) and the kept version beside the baselines. Exits "
                                           "1 when an episode or a version of the step failed.")
-    p.add_argument("--out", type=Path, default=Path("out/demo"), help="where results and plots go")
+    p.add_argument("--out", type=Path, default=Path("out/demo"), help="where results and plots go (default out/demo)")
     p.add_argument("--split", default="heldout", help="split of the shipped dataset (default heldout)")
     add_workers(p)
     add_jobs(p)

@@ -46,7 +46,8 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--betas", default=grid, help=f"comma-separated budget preferences (default {grid})")
     add_workers(ev, help="W: attempts per round every world is replayed at (default: each world's recorded W)")
     add_jobs(ev)
-    ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
+    ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
+                    help="where the episodes run: job processes (default), Ray, or one at a time here")
     add_decision_timeout(ev)
     ev.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S, metavar="SECONDS",
                     help="end a (policy, world) task that makes no decision for this long and record the "
@@ -66,7 +67,7 @@ def register(subparsers: Any) -> None:
                     help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
     ev.add_argument("--lam", type=float, default=DEFAULT_LAMBDA,
                     help=f"weight of the parallel penalty in v2 (default {DEFAULT_LAMBDA})")
-    ev.add_argument("--rank-by", choices=("v2", "V"), default="v2")
+    ev.add_argument("--rank-by", choices=("v2", "V"), default="v2", help="the leaderboard's order (default v2)")
     ev.add_argument("--requests", action="store_true",
                     help="request mode: each policy chooses among what an online run could continue; what the "
                          "record cannot answer is refused (not charged) and counted, and a batch of refusals ends "

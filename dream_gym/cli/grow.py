@@ -38,14 +38,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds")
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the world in --out")
-    p.add_argument("--seed", type=parse_seed, default=0)
+    p.add_argument("--seed", type=parse_seed, default=0, help="seed of the agent and the policy (default 0)")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
-    p.add_argument("--frontier", choices=("leaves", "any"), default="leaves")
-    p.add_argument("--max-attempts", type=int, default=None)
-    p.add_argument("--max-seconds", type=float, default=None)
-    p.add_argument("--max-usd", type=float, default=None)
-    p.add_argument("--backend", choices=("process", "ray", "serial"), default="process")
+    p.add_argument("--frontier", choices=("leaves", "any"), default="leaves",
+                   help="which nodes the policy may continue: leaves (default) or any")
+    p.add_argument("--max-attempts", type=int, default=None, help="stop after this many attempts (default: none)")
+    p.add_argument("--max-seconds", type=float, default=None, help="stop after this many seconds (default: none)")
+    p.add_argument("--max-usd", type=float, default=None, help="stop after the LLM calls cost this many dollars (default: none)")
+    p.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
+                   help="where a round's attempts run: worker processes (default), Ray, or one at a time here")
     p.add_argument("--evaluation-timeout", type=float, default=None, metavar="SECONDS",
                    help="kill an attempt's worker when its evaluation takes longer than this, and record the "
                         "attempt as failed (default: the task's wall time + 60 s; an agent has 60 s to propose a "

@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     run.add_argument("--frontier", choices=("any", "leaves"), default="any",
                      help="which programs the policy may continue (default any: OpenEvolve continues any program)")
-    run.add_argument("--checkpoint-interval", type=int, default=10)
+    run.add_argument("--checkpoint-interval", type=int, default=10, help="OpenEvolve checkpoints every N iterations (default 10)")
     run.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
     run.add_argument("--unsafe-no-sandbox", action="store_true", default=argparse.SUPPRESS,
                      help="run policy files and candidates WITHOUT the sandbox (as dream-gym openevolve --unsafe-no-sandbox)")
@@ -47,9 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            description="Write initial_program.py and evaluator.py of a built-in task for openevolve-run; "
                                        "with --api-base also a config.yaml pointing at that server (dream-gym serve-agent).")
     files.add_argument("task", help="built-in task name")
-    files.add_argument("--out", required=True, type=Path)
+    files.add_argument("--out", required=True, type=Path, help="the folder to write the files into")
     files.add_argument("--api-base", default=None, help="write config.yaml for this OpenAI-compatible server")
-    files.add_argument("-W", "--workers", type=int, default=2, metavar="W")
+    files.add_argument("-W", "--workers", type=int, default=2, metavar="W",
+                       help="parallel evaluations in the config.yaml (default 2)")
     files.set_defaults(func=task_command)
 
 

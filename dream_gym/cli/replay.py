@@ -1,4 +1,4 @@
-"""``dream-gym replay``: replay one policy on one world and show the revealed tree."""
+"""``dream-gym replay``: replay one policy on one world and show its result (and the revealed tree)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("replay", help="replay a policy on one recorded world",
-                              description="Replay one policy on one world; print its result and the revealed tree. "
+                              description="Replay one policy on one world and print its result (--tree: also the revealed tree). "
                                           "Exits 1 when the episode ended with an error (on stderr), unless "
                                           "--allow-errors.")
     p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
@@ -39,11 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")
     p.add_argument("--max-rounds", type=int, default=None, help="K2")
     add_max_attempts(p)
-    p.add_argument("--frontier", choices=("leaves", "any"), default=None)
+    p.add_argument("--frontier", choices=("leaves", "any"), default=None,
+                   help="which revealed nodes the policy may select: leaves, or any (default: the world's own rule)")
     p.add_argument("--requests", action="store_true",
                    help="request mode: the policy chooses among what an online run could continue; what the record "
                         "cannot answer is refused and counted (docs/concepts/coverage.md)")
-    p.add_argument("--seed", type=parse_seed, default=0)
+    p.add_argument("--seed", type=parse_seed, default=0, help="seed given to the policy (default 0)")
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
     p.add_argument("--json", action="store_true", help="print the episode record as JSON")
     add_decision_timeout(p)

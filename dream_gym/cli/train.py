@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
         flags = ["--" + name.replace("_", "-")] + (["-W"] if name == "workers" else [])  # -W/--workers = W
         kind = type(default)
         p.add_argument(*flags, type=kind, default=default, choices=choices.get(name),
-                       help=f"{doc} (default: {default})", metavar=None if name in choices else name.upper())
+                       help=f"{doc} (default: {default})" if default != "" else doc,  # an empty default: the doc says it
+                       metavar=None if name in choices else name.upper())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,9 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = sub.add_parser("pack", help="make a dataset in the local store from world folders")
     p.add_argument("worlds", nargs="+", metavar="WORLD_FOLDER", help="world folders, or folders of worlds")
     p.add_argument("--id", required=True, dest="dataset_id", help="namespace/name-vN")
-    p.add_argument("--description", default="")
-    p.add_argument("--author", default="")
-    p.add_argument("--licence", "--license", default="", dest="licence")
+    p.add_argument("--description", default="", help="what the worlds are, for dataset.json and the card")
+    p.add_argument("--author", default="", help="who made the worlds")
+    p.add_argument("--licence", "--license", default="", dest="licence", help="the worlds' licence (e.g. CC-BY-4.0)")
     p.add_argument("--held-out", nargs="*", default=[], metavar="WORLD",
                    help="worlds of the held-out split (names, space- or comma-separated)")
     p.add_argument("--readme", help="a README.md dataset card to include")
@@ -89,9 +89,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--out", required=True, help="world folder to write (must not exist or be empty)")
     p.add_argument("--metric", default=None,
                    help="metric used as score (default: the system's own, combined_score for OpenEvolve and "
-                   "ShinkaEvolve, val_score for GEPA, EvoReplay's primary score for EvoTrace; an unknown one lists "
+                   "ShinkaEvolve, combined_score for SkyDiscover, val_score for GEPA, EvoReplay's primary score for EvoTrace; an unknown one lists "
                    "those found)")
-    p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"))
+    p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"),
+                   help="whether a higher or a lower score is better (default maximize)")
     p.add_argument("--id", dest="world_id", help="world id (default: the name of the --out folder)")
     p.add_argument("--task", help="task name (default: the run folder's name)")
     p.add_argument("-W", "--workers", type=int, default=1, help="W of the original run (default 1)")
