@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         f"attempt{'s' * (result.failures != 1)} this run, "
         f"best score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s"
     )
-    if hint := stop_hint(result.stopped_by):
+    if hint := stop_hint(result.stopped_by, args.policy):
         console.print(hint, markup=False)
     if result.repaired:
         console.print(f"resume: {result.repaired}")

@@ -77,7 +77,7 @@ def run_command(args: argparse.Namespace) -> int:
         f"best combined_score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s "
         f"(OpenEvolve {result.openevolve})"
     )
-    if hint := stop_hint(result.stopped_by):
+    if hint := stop_hint(result.stopped_by, args.policy):
         console.print(hint, markup=False)
     console.print(f"world: {result.folder}  OpenEvolve output: {result.folder / 'openevolve'}")
     return run_status(result.folder, result.stopped_by, console)

@@ -5,6 +5,7 @@ that names the option to use instead."""
 from __future__ import annotations
 
 import argparse
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -147,18 +148,25 @@ def parse_betas_option(text: str, option: str = "--betas") -> tuple[float, ...]:
 INTERRUPTED_STATUS = 130
 
 
-def stop_hint(stopped_by: str) -> str:
+def stop_hint(stopped_by: str, policy: str = "") -> str:
     """The line a run's summary adds when the run ended before its budget: by the policy's own
     stop rule, how to run longer (greedy stops after a few rounds without a new best, as on a task
-    whose first children all fail); by a signal, how to continue."""
+    whose first children all fail: its ``patience`` is named when ``policy`` is a built-in that
+    takes one); by a signal, how to continue."""
     if stopped_by == "shutdown":
         # OpenEvolve cancels the iterations in flight, ShinkaEvolve and SkyDiscover finish them
         return ("interrupted (Ctrl-C or SIGTERM): the world holds every program finished before the stop; "
                 "--resume continues the run")
     if stopped_by != "policy":
         return ""
-    return ("the policy ended the run before its budget, by its own stop rule: a higher --beta makes "
-            "the built-in policies more patient (greedy: --policy-arg patience=N)")
+    from dream_gym.policies import POLICIES
+
+    if policy not in POLICIES:
+        return "the policy ended the run before its budget, by its own stop rule (an empty batch)"
+    hint = "a higher --beta makes the built-in policies more patient"
+    if "patience" in inspect.signature(POLICIES[policy]).parameters:
+        hint += f" ({policy}: --policy-arg patience=N)"
+    return f"the policy ended the run before its budget, by its own stop rule: {hint}"
 
 
 def run_status(folder: Path, stopped_by: str, console: Any) -> int:
