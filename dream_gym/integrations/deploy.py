@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.replay.settings import DEFAULT_BETA
+from dream_gym.world.tree import MAX_WORKERS
 
 NATIVE_POLICY = "native"  # the system's own parent selection, recorded
 
@@ -141,8 +142,8 @@ def check_system(system: str) -> str:
 
 def deploy(request: DeployRequest) -> DeployResult:
     """Run ``request.system`` with ``request.policy`` choosing the parents (see the module docstring)."""
-    if request.workers < 1:
-        raise ValueError(f"workers must be >= 1, got {request.workers}")
+    if not 1 <= request.workers <= MAX_WORKERS:  # before the run's folder: a world holds no more
+        raise ValueError(f"workers (W) must be from 1 to {MAX_WORKERS}, got {request.workers}")
     if request.budget < 1:
         raise ValueError(f"budget must be >= 1, got {request.budget}")
     from dream_gym.integrations.files_task import checked_read

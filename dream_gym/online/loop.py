@@ -66,7 +66,7 @@ from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.world.files import RUN_SUMMARY_FILE
-from dream_gym.world.tree import NODES_FILE
+from dream_gym.world.tree import MAX_WORKERS, NODES_FILE
 from dream_gym.world.writer import WorldWriter, check_empty_folder, check_resumed_settings, new_meta
 
 Finished = TypeVar("Finished")
@@ -101,6 +101,8 @@ class GrowConfig:
         """Refuse a setting no run can have when the config is made: before any folder is."""
         if self.workers < 1 or self.rounds < 1:
             raise ValueError(f"workers (W) and rounds must be >= 1, got {self.workers} and {self.rounds}")
+        if self.workers > MAX_WORKERS:  # a world holds no more
+            raise ValueError(f"workers (W) must be at most {MAX_WORKERS}, got {self.workers}")
         check_seed(self.seed)
         for name in ("max_attempts", "max_seconds", "max_usd", "evaluation_timeout_s"):
             value = getattr(self, name)
