@@ -451,3 +451,20 @@ def test_resume_of_a_folder_that_does_not_exist_is_refused(argv: list[str], tmp_
     assert main([*argv, "--out", str(out), "--resume"]) == 2
     assert f"nothing to resume: {out} does not exist" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_small_errors_say_what_to_do() -> None:
+    """A backwards range of seeds said 'got []'; a taken port said only 'Address already in use'."""
+    import socket
+
+    from dream_gym.cli.fidelity import parse_seeds
+    from dream_gym.online.agent_server import AgentServer
+
+    with pytest.raises(ValueError, match=r"the range '3-1' runs backwards \(write 1-3\)"):
+        parse_seeds("3-1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: Address already in use"):
+            AgentServer("sum-difference", port=port)

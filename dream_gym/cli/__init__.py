@@ -164,6 +164,9 @@ def _run(args: argparse.Namespace) -> int:
         if out is not None and hasattr(args, "resume"):  # a command that keeps its progress in --out
             print(f"interrupted: what was finished is kept in {shown(out)}; the same command with --resume "
                   "continues it", file=sys.stderr)
+        elif out is not None and getattr(args, "continues", False):  # one that continues by itself
+            print(f"interrupted: what was finished is kept in {shown(out)}; the same command continues it",
+                  file=sys.stderr)
         else:
             print("interrupted", file=sys.stderr)
         return 130

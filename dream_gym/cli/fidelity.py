@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--requests", action="store_true",
                    help="replay in request mode (the online frontier; what the record lacks is refused)")
     p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, continues=True)  # killed or interrupted, the same command continues it
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -56,9 +56,12 @@ def parse_seeds(text: str) -> list[int]:
     for part in (p.strip() for p in text.split(",")):
         first, dash, last = part.partition("-")
         try:
-            seeds += list(range(int(first), int(last) + 1)) if dash and first else [int(part)]
+            span = range(int(first), int(last) + 1) if dash and first else range(int(part), int(part) + 1)
         except ValueError:
             raise ValueError(f"--seeds: {part!r} is not a seed or a range of seeds (0,1,2 or 0-4)") from None
+        if not span:
+            raise ValueError(f"--seeds: the range {part!r} runs backwards (write {last}-{first})")
+        seeds += span
     return seeds
 
 

@@ -196,7 +196,10 @@ class AgentServer:
         self.requests = 0
         self._lock = threading.Lock()
         self._agent_lock = threading.Lock()  # see do_POST
-        self._httpd = ThreadingHTTPServer((host, port), self._handler())
+        try:
+            self._httpd = ThreadingHTTPServer((host, port), self._handler())
+        except OSError as exc:  # the port taken: the message names it
+            raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

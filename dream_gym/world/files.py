@@ -207,9 +207,9 @@ def _torn_problem(path: Path, *, valid_json: bool) -> str:
                 + ": a compressed world is written whole, so this file is damaged or was not made by dream_gym")
     if not valid_json:
         return ("truncated last line (no newline and not valid JSON): the writer was probably interrupted; "
-                "remove the line or resume with WorldWriter.open")
+                "remove the line, or continue the run with --resume (in Python WorldWriter.open), which cuts it")
     return ("truncated last line (no trailing newline): the writer was probably interrupted; "
-            "resume with WorldWriter.open (which cuts it) or end the line with a newline")
+            "continue the run with --resume (in Python WorldWriter.open), which cuts it, or end the line with a newline")
 
 
 def _parse_node_line(path: Path, number: int, line: bytes, ended: bool) -> dict[str, Any]:
