@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     elif not console.is_terminal:  # piped or logged: one plain line a round, no table redrawn
         def log_round(stats: RoundStats, result: GrowResult) -> None:
             best = "-" if stats.best_score is None else f"{stats.best_score:.6g}"
-            console.print(f"round {stats.round}: {stats.attempts} attempts, {stats.failures} failures, "
+            console.print(f"round {stats.round}: {stats.attempts} attempt{'s' * (stats.attempts != 1)}, "
+                          f"{stats.failures} failed, "
                           f"best score {best}, {stats.seconds:.2f}s", markup=False)
 
         result = grow(config, policy, on_round=log_round)
