@@ -37,6 +37,43 @@ def test_dreams_progress_is_one_whole_line_per_version(tmp_path: Path) -> None:
     lines = _piped("dream", "--history", "sd-fixed-w4-s0", "--policy", "fixed", "--developer", "builtin", "-M", "2",
                    "--betas", "0.5", "--out", str(tmp_path / "dream"))
     versions = [line for line in lines if line.startswith("phase 1 version")]
-    assert versions and all("best so far: version" in line for line in versions), lines
+    assert versions and all("best so far 0 (" in line for line in versions), lines
     score = next(line for line in lines if line.startswith("score: mean V over"))
     assert len(score) > 80 and score.endswith("world)"), lines  # longer than the width, and whole
+
+
+def _in_a_terminal(*args: str, columns: int = 80) -> list[str]:
+    """``dream-gym ARGS`` with a terminal of ``columns`` for its stdout and stderr (a pty)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    process = subprocess.Popen([sys.executable, "-m", "dream_gym", *args], stdin=subprocess.DEVNULL,
+                               stdout=follower, stderr=follower, cwd=REPO, env={**env, "TERM": "dumb"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other side closed: the command ended
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(timeout=600) == 0, b"".join(chunks)[-2000:]
+    return b"".join(chunks).decode("utf-8", "replace").replace("\r", "").splitlines()
+
+
+@pytest.mark.slow
+def test_in_an_80_column_terminal_dreams_lines_fit_or_break_between_words(tmp_path: Path) -> None:
+    """A terminal wrapped the progress and result lines (88-104 characters) mid-word."""
+    lines = _in_a_terminal("dream", "--history", "sd-fixed-w4-s0", "--policy", "fixed", "--developer", "builtin",
+                           "-M", "2", "--betas", "0.5", "--out", str(tmp_path / "dream"))
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    score = next(i for i, line in enumerate(lines) if line.startswith("score: mean V over"))
+    assert lines[score + 1] == "world)", lines  # the line too long for the terminal broke between words

@@ -67,9 +67,8 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from dream_gym.cli.names import check_loads
+    from dream_gym.cli.shown import console as shown_console
     from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, deploy
 
     if args.policy != NATIVE_POLICY:
@@ -82,7 +81,7 @@ def run_command(args: argparse.Namespace) -> int:
         options=parse_key_values(args.system_option, "--option"), read=tuple(args.read),
     )
     result = deploy(request)
-    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
+    console = shown_console(stderr=True)
     console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {result.best_score}, "
                   f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version})",
                   markup=False)

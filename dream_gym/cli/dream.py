@@ -14,7 +14,7 @@ from dream_gym.cli.options import (
     parse_seed,
     report_failures,
 )
-from dream_gym.cli.shown import cell, shown
+from dream_gym.cli.shown import cell, console, shown
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -106,8 +106,8 @@ def version_line(record: Any, revisions: int, best: Any) -> str:
     """One progress line for a finished version."""
     score = "-" if record.score is None else f"{record.score:.4f}"
     colour = {"incumbent": "bold", "ok": "green"}.get(record.status, "red")
-    text = (f"[{colour}]phase {record.phase} version {record.m}/{revisions - 1} {record.status:<16}[/{colour}] "
-            f"score {score}  best so far: version {best.m} ({best.score:.4f})  {record.seconds:.1f}s")
+    text = (f"[{colour}]phase {record.phase} version {record.m}/{revisions - 1} {record.status:<9}[/{colour}] "
+            f"score {score}  best so far {best.m} ({best.score:.4f})  {record.seconds:.1f}s")
     problem = record.error or record.warning
     if problem:  # a revision's words: escaped, and never read as markup
         from rich.markup import escape as rich_escape
@@ -188,7 +188,6 @@ def held_out_lines(result: Any, gate: bool = False) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.text import Text
 
     from dream_gym.cli.names import check_loads, resolve_world_specs
@@ -198,20 +197,20 @@ def run(args: argparse.Namespace) -> int:
     check_loads(args.policy, **file_options(args.decision_timeout))  # named, not the run's copy of it
     history = resolve_world_specs(args.history, "--history")
     parse_betas_option(args.betas)
-    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
+    progress = console(stderr=True)
     settings = dream_settings(args)
     dream_run = DreamRun(history=args.history, policy=args.policy, developer=args.developer, out=args.out,
                          settings=settings, validate=args.validate, api_base=args.api_base, resume=args.resume)
 
     def events(kind: str, data: dict[str, Any]) -> None:
         if kind == "version" and not args.quiet:
-            console.print(version_line(data["record"], data["revisions"], data["best"]))
+            progress.print(version_line(data["record"], data["revisions"], data["best"]))
         elif kind == "held_out" and not args.quiet:
-            console.print(Text(f"held-out check of version {data['m']} and the incumbent on "
+            progress.print(Text(f"held-out check of version {data['m']} and the incumbent on "
                                f"{', '.join(shown(w.id) for w in data['worlds'])}"))
 
     result = run_dream(dream_run, events)
-    out = wide_console()
+    out = console()
     out.print(phase_table(result))
     out.print(scores_note(history, settings.scoring.betas, settings.scoring.select), highlight=False)
     out.print(f"selected version {result.selected_m} (gain on the history {result.gain_history:+.4f}); "
@@ -227,15 +226,3 @@ def run(args: argparse.Namespace) -> int:
     return report_failures("dream", failed + doubts, args.allow_errors,
                            "episodes failed" if failed else "the incumbent is nondeterministic")
 
-
-def wide_console() -> Any:
-    """The console of a command's results: the terminal's width, or ``COLUMNS`` when set; a log
-    or a pipe without ``COLUMNS`` gets whole lines (200 columns), not lines cut to 80."""
-    import os
-
-    from rich.console import Console
-
-    out = Console(soft_wrap=True)  # a line of text wraps where the terminal wraps, or stays whole
-    if not out.is_terminal and not os.environ.get("COLUMNS"):
-        out = Console(width=200, soft_wrap=True)
-    return out

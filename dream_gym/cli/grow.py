@@ -6,7 +6,6 @@ import argparse
 import shlex
 from pathlib import Path
 
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
@@ -18,6 +17,7 @@ from dream_gym.cli.options import (
     parse_seed,
     stop_hint,
 )
+from dream_gym.cli.shown import console as shown_console
 from dream_gym.cli.shown import shown
 from dream_gym.infrastructure.printable import TEXT_CHARS
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_or
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
     with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
         policy = load_policy(args.policy, params=params)  # a policy file refuses parameters
-    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
+    console = shown_console(stderr=True)
     table_rows: list[RoundStats] = []
 
     def render(result: GrowResult) -> Table:

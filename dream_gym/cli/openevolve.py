@@ -55,9 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from dream_gym.cli.names import check_policy
+    from dream_gym.cli.shown import console as shown_console
     from dream_gym.integrations.deploy import NATIVE_POLICY
     from dream_gym.integrations.openevolve import BridgeConfig, run_openevolve
 
@@ -71,7 +70,7 @@ def run_command(args: argparse.Namespace) -> int:
         policy_params=parse_key_values(args.policy_arg), trust_model=args.trust_model, read=tuple(args.read),
     )
     result = run_openevolve(config)
-    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
+    console = shown_console(stderr=True)
     console.print(
         f"{result.nodes} nodes ({result.invalid} invalid), {result.iterations} iterations in {result.rounds} rounds, "
         f"best combined_score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s "

@@ -14,7 +14,6 @@ from dream_gym.cli.dream import (
     held_out_lines,
     phase_table,
     version_line,
-    wide_console,
 )
 from dream_gym.cli.options import add_read, add_workers
 from dream_gym.dream.carry import DEFAULT_CARRY
@@ -106,9 +105,8 @@ def summary_tables(records: list[Any], width: int | None = None) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from dream_gym.cli.names import check_loads, check_task, resolve_world_specs
+    from dream_gym.cli.shown import console as shown_console
     from dream_gym.dream.rsi import RsiConfig, run_rsi
 
     _check_mode(args)
@@ -119,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         resolve_world_specs(args.history, "--history")
     if args.system is not None:
         return run_system(args)
-    console = Console(stderr=True, soft_wrap=True)  # long lines wrap where the terminal wraps, whole in a log
+    console = shown_console(stderr=True)
     config = RsiConfig(
         task=args.task, policy=args.policy, out=args.out, iterations=args.iterations,
         settings=dream_settings(args, carry=args.carry), validate=args.validate,
@@ -155,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 console.print(line)
 
     records = run_rsi(config, events)
-    out = wide_console()
+    out = shown_console()
     for k, table in enumerate(summary_tables(records, out.width)):
         if k:
             out.print()
@@ -167,9 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_system(args: argparse.Namespace) -> int:
     """``rsi --system``: one line per iteration (80 columns), then where the run's files are."""
-    from rich.console import Console
-
     from dream_gym.cli.options import parse_key_values
+    from dream_gym.cli.shown import console as shown_console
     from dream_gym.datasets.pool import POOL_SCORES
     from dream_gym.dream.rsi_system import SystemRsiConfig, iteration_line, run_system_rsi
 
@@ -181,7 +178,7 @@ def run_system(args: argparse.Namespace) -> int:
         options=parse_key_values(args.system_option or [], "--option"), read=tuple(args.read), resume=args.resume,
         command=shlex.join(["dream-gym", *args.argv]),
     )
-    console = Console(stderr=True, soft_wrap=True)
+    console = shown_console(stderr=True)
 
     def events(kind: str, data: dict[str, Any]) -> None:
         if kind == "iteration_done" and not args.quiet:

@@ -48,4 +48,20 @@ def cell(text: object, limit: int = NAME_CHARS) -> Any:
     return Text(printable(text, limit))
 
 
-__all__ = ["LINE_CHARS", "cell", "say", "shown", "shown_lines"]
+
+
+def console(stderr: bool = False) -> Any:
+    """A command's console (its results, or with ``stderr`` its progress). In a terminal, text
+    wraps between words at its width; in a log or a pipe each line stays whole (tables take
+    ``COLUMNS``, or 200 columns), so a line is never broken mid-word by the terminal nor cut."""
+    import os
+
+    from rich.console import Console
+
+    out = Console(stderr=stderr)
+    if out.is_terminal:
+        return out
+    return Console(stderr=stderr, soft_wrap=True, width=None if os.environ.get("COLUMNS") else 200)
+
+
+__all__ = ["LINE_CHARS", "cell", "console", "say", "shown", "shown_lines"]

@@ -238,10 +238,10 @@ def stats_rich(stats: Sequence[WorldStats], width: int | None = None) -> Any:
     for i in range(len(stats)):
         # each column takes its cells' width and 3 more (padding, rule), the table 1 more
         if group and names + sum(_narrowest(stats, rows, j) + 3 for j in [*group, i]) + 4 > width:
-            tables.append(_rich_table(stats, rows, group, title=not tables))
+            tables.append(_rich_table(stats, rows, group, title=not tables, room=width - names - 4))
             group = []
         group.append(i)
-    tables.append(_rich_table(stats, rows, group, title=not tables))
+    tables.append(_rich_table(stats, rows, group, title=not tables, room=width - names - 4))
     return Group(*tables, Text(_caption(stats), style="dim"))
 
 
@@ -265,8 +265,9 @@ def _folded(world_id: str, width: int) -> str:
 
 
 def _rich_table(stats: Sequence[WorldStats], rows: list[tuple[str, list[str]]], columns: list[int], *,
-                title: bool) -> Any:
-    """The table of the worlds at ``columns`` (positions in ``stats``)."""
+                title: bool, room: int) -> Any:
+    """The table of the worlds at ``columns`` (positions in ``stats``), in ``room`` columns beside
+    the statistics' names: a world's id is broken (:func:`_folded`) only where its share is narrower."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -275,7 +276,8 @@ def _rich_table(stats: Sequence[WorldStats], rows: list[tuple[str, list[str]]], 
     table.add_column("statistic", justify="left", no_wrap=True)
     for i in columns:
         width = _narrowest(stats, rows, i)
-        table.add_column(Text(_folded(printable(stats[i].world_id), width)), justify="right", overflow="fold",
+        share = max(width, room // len(columns) - 3)  # each column's padding and rule take 3
+        table.add_column(Text(_folded(printable(stats[i].world_id), share)), justify="right", overflow="fold",
                          min_width=width)
     for name, cells in rows:
         table.add_row(name, *(Text(cells[i]) for i in columns))
