@@ -77,3 +77,15 @@ def test_in_an_80_column_terminal_dreams_lines_fit_or_break_between_words(tmp_pa
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     score = next(i for i, line in enumerate(lines) if line.startswith("score: mean V over"))
     assert lines[score + 1] == "world)", lines  # the line too long for the terminal broke between words
+
+
+def test_in_an_80_column_terminal_an_import_report_breaks_between_words(tmp_path: Path) -> None:
+    """The report's notes and warnings ran to 150-260 characters, which a terminal broke mid-word."""
+    from tests.openevolve_runs import write_resumed_run
+
+    src = tmp_path / "run"
+    write_resumed_run(src)
+    lines = _in_a_terminal("worlds", "import", str(src), "--out", str(tmp_path / "w"))
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    piped = _piped("worlds", "import", str(src), "--out", str(tmp_path / "w2"))
+    assert any(len(line) > 80 for line in piped)  # the control: in a log the same lines stay whole

@@ -17,6 +17,9 @@ keeps each value whole.
 
 from __future__ import annotations
 
+import shutil
+import sys
+import textwrap
 from typing import IO, Any
 
 from dream_gym.infrastructure.printable import NAME_CHARS, TEXT_CHARS, printable
@@ -37,8 +40,28 @@ def shown_lines(text: object, limit: int = LINE_CHARS) -> str:
 
 
 def say(text: object = "", *, file: IO[str] | None = None, end: str = "\n") -> None:
-    """``print`` for a report that quotes what others wrote (see :func:`shown_lines`)."""
-    print(shown_lines(text), file=file, end=end)
+    """``print`` for a report that quotes what others wrote (see :func:`shown_lines`); in a
+    terminal its long lines break between words (:func:`fitted`), in a log they stay whole."""
+    stream = sys.stdout if file is None else file
+    text = shown_lines(text)
+    if stream.isatty():
+        text = fitted(text, shutil.get_terminal_size().columns)
+    print(text, file=stream, end=end)
+
+
+def fitted(text: str, width: int) -> str:
+    """``text`` with each line longer than ``width`` broken between words, its continuation
+    indented two columns past the line's own indent (under the text after a ``- `` or ``! ``)."""
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        body = line.lstrip(" ")
+        hang = len(line) - len(body) + 2
+        lines.append(textwrap.fill(line, width, subsequent_indent=" " * hang, break_on_hyphens=False,
+                                   break_long_words=False, drop_whitespace=True))
+    return "\n".join(lines)
 
 
 def cell(text: object, limit: int = NAME_CHARS) -> Any:
@@ -64,4 +87,4 @@ def console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, soft_wrap=True, width=None if os.environ.get("COLUMNS") else 200)
 
 
-__all__ = ["LINE_CHARS", "cell", "console", "say", "shown", "shown_lines"]
+__all__ = ["LINE_CHARS", "cell", "console", "fitted", "say", "shown", "shown_lines"]
