@@ -560,3 +560,33 @@ def test_a_second_ctrl_c_stops_at_once_and_says_so(tmp_path: Path) -> None:
     done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(nodes_lines(out)) == 5
+
+
+@pytest.mark.slow
+def test_a_resumed_deploy_shows_its_policy_the_recorded_rounds_and_grows_the_same_tree(
+        tmp_path: Path, short_tmp_path: Path) -> None:
+    """The random policy's generator (any policy's memory) started again at a resume, so a
+    killed and resumed run chose other parents than the uninterrupted one; its policy is now
+    shown the recorded rounds again first, and the two runs record one tree."""
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", "sum-difference",
+               "--policy", "random", "--policy-arg", "p_stop=0", "-W", "2", "--budget", "16", "--seed", "0"]
+    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert subprocess.run([*command, "--out", str(whole)], env=env, capture_output=True, timeout=300).returncode == 0
+    proc = subprocess.Popen([*command, "--out", str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not ((cut / "nodes.jsonl").exists() and len(nodes_lines(cut)) >= 7):
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    resumed = subprocess.run([*command, "--out", str(cut), "--resume"], env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+
+    def tree(folder: Path) -> list[tuple]:
+        records = nodes(folder)
+        index = {r["id"]: i for i, r in enumerate(records)}
+        return [(index.get(r["parent"]), r["score"], r.get("round"), r.get("worker")) for r in records]
+
+    assert tree(cut) == tree(whole) and len(tree(whole)) == 17

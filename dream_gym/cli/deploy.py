@@ -91,5 +91,7 @@ def run_command(args: argparse.Namespace) -> int:
         console.print(f"{empty} proposal{'s' if empty > 1 else ''} made no program (the system's log says why): "
                       "the world holds no node for them, and replay charges neither their attempts nor their "
                       "rounds", markup=False)
+    if resumed := result.extra.get("resumed"):
+        console.print(f"resume: {resumed}", markup=False)
     console.print(f"world: {result.folder}", markup=False)
     return run_status(result.folder, result.stopped_by, console)

@@ -78,6 +78,8 @@ def run_command(args: argparse.Namespace) -> int:
     )
     if hint := stop_hint(result.stopped_by, args.policy):
         console.print(hint, markup=False)
+    if result.resumed:
+        console.print(f"resume: {result.resumed}", markup=False)
     console.print(f"world: {result.folder}  OpenEvolve output: {result.folder / 'openevolve'}")
     return run_status(result.folder, result.stopped_by, console)
 

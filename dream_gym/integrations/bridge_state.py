@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dream_gym.infrastructure.printable import error_line, printable
+from dream_gym.online.catch_up import catch_up
 from dream_gym.online.real_tree import check_online_batch, tree_view
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
@@ -36,6 +37,7 @@ class BridgeState:
     reset_done: bool = False
     stopped_by: str = "iterations"
     batches: list[int] = field(default_factory=list)
+    resumed: str = ""  # how a resumed run's policy caught up (dream_gym.online.catch_up)
     #: the node views of the last view: the writer only appends, so they stand for the next one
     view_nodes: tuple[NodeView, ...] = field(default=(), repr=False)
 
@@ -45,11 +47,15 @@ class BridgeState:
         records = self.writer.records
         if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
             raise ValueError(initial_failure(records[0]))
-        view = tree_view(records, self.writer.meta, ReplaySettings(self.workers, self.beta, frontier=self.frontier),
-                         rounds=self.round, known=self.view_nodes)
+        settings = ReplaySettings(self.workers, self.beta, frontier=self.frontier)
+        view = tree_view(records, self.writer.meta, settings, rounds=self.round, known=self.view_nodes)
         self.view_nodes = view.nodes
         if not self.reset_done:
-            self.policy.reset(RunContext.from_view(view, seed=self.seed))
+            if self.round:  # a resumed run: the policy is shown its recorded rounds again
+                caught = catch_up(self.policy, records, self.writer.meta, settings, self.seed, whole_rounds=False)
+                self.resumed = caught.note or f"the policy chose its {self.round} recorded round(s) again"
+            else:
+                self.policy.reset(RunContext.from_view(view, seed=self.seed))
             self.reset_done = True
         batch = check_online_batch(view, batch_from(self.policy.act(view)))[: max(0, limit)]
         return [str(records[i]["id"]) for i in batch]

@@ -465,7 +465,8 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
     result = DeployResult(
         system=system, version=version, folder=folder, nodes=counts["nodes"], invalid=counts["invalid"],
         best_score=counts["best_score"], stopped_by=state.stopped_by if state else "error",
-        seconds=time.time() - started, extra=extra(counts["rounds"]))
+        seconds=time.time() - started,
+        extra={**extra(counts["rounds"]), **({"resumed": state.resumed} if state and state.resumed else {})})
     write_summary(folder, result.summary())
     return result
 

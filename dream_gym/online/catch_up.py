@@ -7,7 +7,8 @@ next round: it resets the policy as the run started it, then shows it each recor
 again and checks that it chooses the recorded batch. When every choice repeats, the policy's
 memory is what it was, and the slots of the last round that the kill lost are run now (the agent
 is seeded by the run's seed, the round and the slot): the resumed world is the world the run
-would have grown. A policy that chooses otherwise on the record (it is not seeded, or remembers
+would have grown. A bridge into a discovery system (``deploy --resume``) catches its policy up the
+same way; what the system itself runs again on a resume is the system's. A policy that chooses otherwise on the record (it is not seeded, or remembers
 something the record does not hold) continues from the record with its memory started again,
 and the run says so.
 """
@@ -43,37 +44,41 @@ class CatchUp:
     note: str = ""
 
 
-def slot_of(record: dict[str, Any], round_no: int) -> int | None:
-    """The worker slot of a node of round ``round_no`` (its id is ``r<round>w<slot>``)."""
-    prefix = f"r{round_no}w"
-    node_id = str(record.get("id", ""))
-    tail = node_id[len(prefix):]
-    return int(tail) if node_id.startswith(prefix) and tail.isdigit() else None
-
-
 def catch_up(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, Any], settings: ReplaySettings,
-             seed: int, max_attempts: int | None = None) -> CatchUp:
+             seed: int, max_attempts: int | None = None, *, whole_rounds: bool = True) -> CatchUp:
     """Reset ``policy`` as the run started it and replay its choices over the recorded rounds
-    (see the module doc); ``records`` hold the root and the rounds in the order they were written."""
+    (see the module doc); ``records`` hold the root and the rounds in the order they were written,
+    each non-root node with its ``round`` and its slot (``worker``) in the round's batch.
+
+    ``whole_rounds``: the run records every slot of a round (``grow``), so a round with fewer
+    slots than the batch was cut, and only the last one may be; a discovery system behind a
+    bridge may run fewer programs than a batch holds (its free slots, its budget), so there only
+    the recorded slots are compared and none is run again."""
     start = tree_view(list(records[:1]), meta, settings, rounds=0)
     policy.reset(RunContext.from_view(start, seed=seed))
     index_of = {str(r["id"]): i for i, r in enumerate(records)}
-    done_rounds = max((int(r.get("round") or 0) for r in records), default=0)
+    rounds = [int(r.get("round") or 0) for r in records]
+    done_rounds = max(rounds, default=0)
     view, written = start, 1
     for round_no in range(1, done_rounds + 1):
-        recorded = [r for r in records[written:] if int(r.get("round") or 0) == round_no]
+        end = written
+        while end < len(records) and rounds[end] == round_no:
+            end += 1
+        recorded = records[written:end]
+        if any(rounds[i] <= round_no for i in range(end, len(records))):  # the rounds are not in order
+            return _started_again(policy, records, meta, settings, seed, done_rounds, round_no)
         batch = check_online_batch(view, batch_from(policy.act(view)))
         if max_attempts is not None:
             batch = batch[: max(0, max_attempts - (written - 1))]
-        slots = {slot_of(r, round_no): index_of[str(r["parent"])] for r in recorded}
-        if any(slot is None or slot >= len(batch) or batch[slot] != parent for slot, parent in slots.items()):
+        slots = {r.get("worker"): index_of.get(str(r["parent"])) for r in recorded}
+        if any(not isinstance(slot, int) or slot >= len(batch) or batch[slot] != parent
+               for slot, parent in slots.items()):
             return _started_again(policy, records, meta, settings, seed, done_rounds, round_no)
-        if len(slots) < len(batch) and round_no < done_rounds:  # only the last round can be cut
-            return _started_again(policy, records, meta, settings, seed, done_rounds, round_no)
-        if round_no == done_rounds and len(slots) < len(batch):
-            missing = [(slot, parent) for slot, parent in enumerate(batch) if slot not in slots]
-            return CatchUp(view, missing)
-        written += len(recorded)
+        if whole_rounds and len(slots) < len(batch):
+            if round_no < done_rounds:  # only the last round can be cut
+                return _started_again(policy, records, meta, settings, seed, done_rounds, round_no)
+            return CatchUp(view, [(slot, parent) for slot, parent in enumerate(batch) if slot not in slots])
+        written = end
         view = tree_view(list(records[:written]), meta, settings, rounds=round_no, known=view.nodes)
     return CatchUp(view)
 
@@ -87,4 +92,4 @@ def _started_again(policy: Policy, records: Sequence[dict[str, Any]], meta: dict
         "with its memory started again (the world may differ from an uninterrupted run's)"))
 
 
-__all__ = ["CatchUp", "catch_up", "slot_of"]
+__all__ = ["CatchUp", "catch_up"]

@@ -35,5 +35,5 @@ def run(request: DeployRequest) -> DeployResult:
         system="openevolve", version=result.openevolve, folder=result.folder, nodes=result.nodes,
         invalid=result.invalid, best_score=result.best_score, stopped_by=result.stopped_by, seconds=result.seconds,
         extra={"iterations": result.iterations, "rounds": result.rounds, "failed_iterations": result.failed_iterations,
-               "without_program": result.unrecorded_iterations},
+               "without_program": result.unrecorded_iterations, **({"resumed": result.resumed} if result.resumed else {})},
     )

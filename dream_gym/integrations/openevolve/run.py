@@ -89,6 +89,7 @@ class BridgeResult:
     restored_parents: int = 0
     batches: list[int] = field(default_factory=list)
     unrecorded_iterations: int = 0  # iterations no node stands for (a worker that timed out or crashed)
+    resumed: str = ""  # how a resumed run's policy caught up (dream_gym.online.catch_up)
 
     def summary(self) -> dict[str, Any]:
         data = asdict(self)
@@ -240,6 +241,7 @@ def _result(folder: Path, records: list[dict[str, Any]], version: str, state: An
         unrecorded_iterations=max(0, iterations_done - (len(records) - 1)),
         stopped_by=state.stopped_by if state else "error", seconds=time.time() - started, openevolve=version,
         restored_parents=state.restored_parents if state else 0, batches=list(state.batches) if state else [],
+        resumed=state.resumed if state else "",
         **world_run.record_counts(records),
     )
     world_run.write_summary(folder, result.summary())
