@@ -282,6 +282,10 @@ def run_episode(
         raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}")
     policy = as_policy(policy)
     session, through_env = _session_of(env, session_options)
+    if getattr(policy, "untrusted", False):  # code that times the replies: see WorldFields.fill
+        from dream_gym.replay.session import world_fields
+
+        world_fields(session.world).fill()
     if through_env:
         _, info = env.reset(seed=seed)
         view = info["view"]

@@ -319,3 +319,40 @@ def test_an_episode_learns_neither_its_pid_nor_the_collectors_count(world: World
     with IsolatedPolicy(HOSTILE / "reads_the_collector.py", **FAST) as policy:
         errors = _errors(policy, world, 4)
     assert len({re.search(r"COLLECTOR=(.*)", e).group(1) for e in errors}) == 1, errors  # type: ignore[union-attr]
+
+
+def test_untrusted_code_finds_every_nodes_fields_made_before_its_first_decision(tmp_path: Path) -> None:
+    """The replay made a node's fields when a session first revealed it and kept them for every
+    later session on the world, so a later episode could time which nodes an earlier one had
+    revealed (a batch of cached nodes answered about 30 us sooner, AUC 0.91-0.94). An isolated
+    policy now finds them all made; a trusted one still makes them as it goes (the control)."""
+    import random
+
+    from dream_gym.policies import make_policy
+    from dream_gym.replay.session import world_fields
+
+    def fresh_world() -> World:
+        return build_world(new_meta("fields", "toy-task", "a toy task", workers=3),
+                           random_records(random.Random(5), 60, extras=True))
+
+    trusted = fresh_world()
+    run_episode(make_policy("greedy"), trusted, seed=0, beta=0.0)
+    assert 0 < len(world_fields(trusted)) < trusted.size
+    untrusted = fresh_world()
+    with IsolatedPolicy(HOSTILE / "returns_none.py", **FAST) as policy:
+        run_episode(policy, untrusted, seed=0, beta=0.0, on_error="record")
+    assert len(world_fields(untrusted)) == untrusted.size
+
+
+def test_an_episode_reads_no_count_in_its_thread_descriptor(world: World, tmp_path: Path) -> None:
+    """The kernel writes a forked process's id into its thread descriptor, which an episode read
+    with numpy (4, 5, 6, 7: the episodes before it, and a restart); it reads one value now."""
+    import ctypes
+
+    offset = (ctypes.c_uint32 * 3).in_dll(ctypes.CDLL(None), "_thread_db_pthread_tid")[2]
+    source = (HOSTILE / "reads_its_thread_descriptor.py").read_text()
+    policy_file = tmp_path / "reads_its_thread_descriptor.py"
+    policy_file.write_text(source.replace("TID_OFFSET = 0x2D0", f"TID_OFFSET = {offset}"))
+    with IsolatedPolicy(policy_file, **FAST) as policy:
+        errors = _errors(policy, world, 4)
+    assert [re.search(r"TID=(-?\d+)", e).group(1) for e in errors] == ["1"] * 4, errors  # type: ignore[union-attr]

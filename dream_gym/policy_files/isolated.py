@@ -102,6 +102,9 @@ class IsolatedPolicy:
     killed when the object is garbage collected and at interpreter exit.
     """
 
+    #: Untrusted code: it can time the replay's answers (run_episode prepares the world for that).
+    untrusted = True
+
     def __init__(
         self,
         spec: str | os.PathLike[str],

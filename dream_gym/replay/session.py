@@ -38,6 +38,14 @@ class WorldFields(dict[int, Mapping[str, Any]]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (world_fields, (self._world(),))  # a copy of a session caches on its copy of the world
 
+    def fill(self) -> None:
+        """Compute every node's fields now (O(world), once). Run before untrusted code plays the
+        world: a reveal then costs what it costs in any episode, so how long the replay takes to
+        answer says nothing of which nodes an earlier episode revealed."""
+        for index in range(len(self._parent)):
+            if index not in self:
+                self.__missing__(index)
+
     def __missing__(self, index: int) -> Mapping[str, Any]:
         world = self._world()
         assert world is not None, "the world of these fields is gone"

@@ -516,6 +516,30 @@ def _drop_privileges() -> None:
 
 
 # -- confinement ----------------------------------------------------------------------------
+#: What an episode's thread descriptor says its thread id is (see :func:`_thread_id_slot`).
+EPISODE_THREAD_ID = 1
+
+
+def _thread_id_slot() -> Any:
+    """This thread's id as glibc keeps it in the thread's descriptor (``THREAD_SELF->tid``, at the
+    offset libthread_db's ``_thread_db_pthread_tid`` gives), as a ctypes int there. The kernel
+    writes a forked process's id into it, and an episode can read its own memory without a
+    system call (numpy's ``__array_interface__`` reads any address): ``getpid`` answering 0 does
+    not hide it. An episode sets it to :data:`EPISODE_THREAD_ID` before untrusted code runs (the
+    thread's id is not read from it for the thread itself: ``raise`` asks the kernel). None
+    without glibc's descriptor (the template then refuses to run episodes)."""
+    import _thread  # not threading: its handler would run in every fork
+
+    try:
+        field = (ctypes.c_uint32 * 3).in_dll(_libc, "_thread_db_pthread_tid")
+    except ValueError:
+        return None
+    bits, _, offset = field
+    if bits != 32:
+        return None
+    return ctypes.c_int.from_address(_thread.get_ident() + offset)
+
+
 class Confinement:
     """What the payload is allowed (built from the parent's config) and the calls that apply it.
 
@@ -531,6 +555,7 @@ class Confinement:
         self.notes = list(notes)
         self._filters = {name: base64.b64decode(text) for name, text in spec.get("filters", {}).items()}
         self._episode: _EpisodeConfinement | None = None  # a template's, with Landlock ABI 6+
+        self._thread_id: Any = None  # a template's: its thread's id in its descriptor (_thread_id_slot)
         self._mapped: list[tuple[int, int]] = []  # a template's file mappings before Landlock
 
     def confine(self, untrusted: bool = True) -> list[str]:
@@ -546,8 +571,11 @@ class Confinement:
                 import pyseccomp  # noqa: F401
             except (ImportError, OSError, RuntimeError) as exc:
                 missing.append(f"seccomp filters cannot be built ({type(exc).__name__}: {exc})")
-        if not untrusted:  # a template: what it maps now, for load_mapped_pages
+        if not untrusted:  # a template: what it maps now, for load_mapped_pages; where its thread id is
             self._mapped = file_mappings()
+            self._thread_id = _thread_id_slot()
+            if self._thread_id is None:
+                missing.append("an episode's thread id cannot be hidden (no glibc thread descriptor)")
         _drop_privileges()
         if abi < 1:
             missing.append(f"Landlock is not available in this kernel ({_errno_text()})")
@@ -579,6 +607,7 @@ class Confinement:
     def confine_episode(self) -> None:
         if self.unsafe:
             return
+        self._thread_id.value = EPISODE_THREAD_ID  # the forked thread's is the template's slot
         if self._episode is not None:
             self._episode.apply()  # Landlock scopes signals: no pid in the filter
         else:  # no signal scope (Landlock ABI < 6): a filter that names this process's pid
