@@ -186,3 +186,19 @@ def test_limits_are_frozen():
     limits = Limits(wall_s=1.0, memory_mb=100)
     with pytest.raises(dataclasses.FrozenInstanceError):
         limits.wall_s = 2.0  # type: ignore[misc]
+
+
+def test_lasso_judges_the_coefficients_there_when_the_clock_stopped(tmp_path):
+    """A candidate returned zeros at once and solved at exit, over the harness's files: it was
+    timed doing nothing (0.003 s against 0.3 s) and judged on the files it wrote afterwards."""
+    task = get_task("lasso-path")
+    solver = task.initial_program().replace("def lasso_path(", "def _solve(", 1)
+    cheat = solver + (
+        "\n\nimport atexit\n_pending = []\n\n\n"
+        "def lasso_path(X, y, lambdas):\n    _pending.append((X, y, lambdas))\n"
+        "    return np.zeros((len(lambdas), X.shape[1]))\n\n\n"
+        "@atexit.register\ndef _afterwards():\n    for k, (X, y, lambdas) in enumerate(_pending):\n"
+        "        np.save('_coef_%d.npy' % k, _solve(X, y, lambdas), allow_pickle=False)\n")
+    assert "import numpy as np" in cheat
+    ev = task.evaluate(cheat, tmp_path)
+    assert not ev.valid and "KKT violated" in ev.error, (ev.score, ev.error)

@@ -164,7 +164,7 @@ class LassoPath(HarnessTask):
         """Run the timed repeats; returns their seeds and parent-measured seconds."""
         for stale in workdir.glob(COEF_FILES):
             stale.unlink()
-        facts: dict[str, Any] = {"seeds": [], "seconds": [], "workdir": workdir}
+        facts: dict[str, Any] = {"seeds": [], "seconds": [], "timed": {}}
         if child.read_line(b"@@READY") is None:
             return facts
         for k in range(REPEATS):
@@ -176,6 +176,9 @@ class LassoPath(HarnessTask):
                 break
             facts["seconds"].append(time.perf_counter() - started)
             facts["seeds"].append(seed)
+            # The coefficients judged are the ones there when the clock stopped: a candidate that
+            # writes zeros, says DONE and solves at exit would otherwise be timed doing nothing.
+            facts["timed"][k] = _timed_coefficients(child, k)
         return facts
 
     def check_with_facts(self, answer: Any, facts: dict[str, Any]) -> Check:
@@ -185,7 +188,7 @@ class LassoPath(HarnessTask):
         worst = 0.0
         supports: list[float] = []
         for k, seed in enumerate(seeds):
-            problem, violation, support = self._check_repeat(facts["workdir"], k, seed, facts.get("refused", {}))
+            problem, violation, support = self._check_repeat(facts.get("timed", {}).get(k), k, seed)
             if problem:
                 check = Check.fail(problem, HARD if "KKT" in problem else REPAIRABLE, problem,
                                    seconds=seconds, kkt_max_rel_violation=violation)
@@ -201,22 +204,21 @@ class LassoPath(HarnessTask):
         return Check(best, diagnostics, metrics=metrics,
                      parsed={"seeds": seeds, "seconds": seconds, "kkt_max_rel_violation": worst})
 
-    def _check_repeat(self, workdir: Path, k: int, seed: int, refused: dict[str, str]) -> tuple[str | None, float, float]:
+    def _check_repeat(self, timed: bytes | str | None, k: int, seed: int) -> tuple[str | None, float, float]:
+        """Repeat ``k``'s coefficients as read when it was timed (their bytes, or why none were read)."""
         name = f"_coef_{k}.npy"
         shape = (N_LAMBDAS, N_FEATURES)
-        if name in refused:  # the warden did not hand it back from the workspace
-            return f"coefficient file {name} {refused[name]}", 0.0, 0.0
+        if not isinstance(timed, bytes):
+            return f"coefficient file {name} {timed or 'was not read when the repeat was timed'}", 0.0, 0.0
         try:
-            data = read_leftover(workdir / name, COEF_MAX_BYTES)
+            data = timed
             found, dtype = npy_header(data)
             if found != shape:
                 return f"wrong shape: expected coef {shape}, got {found}", 0.0, 0.0
             if dtype.hasobject:
                 raise ValueError("an array of Python objects")
             coef = np.load(io.BytesIO(data), allow_pickle=False)
-        except LeftoverError as exc:
-            return f"coefficient file {name} {exc.problem}", 0.0, 0.0
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
             return f"unreadable coefficients of repeat {k}: {exc}", 0.0, 0.0
         if not np.isfinite(coef).all():
             return "non-finite number (nan or inf) in coef", 0.0, 0.0
@@ -241,6 +243,17 @@ def npy_header(data: bytes) -> tuple[tuple[int, ...], np.dtype[Any]]:
     read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
     shape, _, dtype = read_header(stream)
     return tuple(shape), dtype
+
+
+def _timed_coefficients(child: IsolatedProcess, k: int) -> bytes | str:
+    """The bytes of repeat ``k``'s coefficient file as the running child left it (through its
+    sandbox's view of its folder), or what was wrong with it."""
+    try:
+        return read_leftover(child.workspace_path(f"_coef_{k}.npy"), COEF_MAX_BYTES)
+    except LeftoverError as exc:
+        return exc.problem
+    except OSError as exc:
+        return f"could not be read ({exc.strerror or exc})"
 
 
 def _wait_done(child: IsolatedProcess, coef_path: Path, k: int) -> bool:
