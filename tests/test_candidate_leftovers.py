@@ -361,18 +361,23 @@ def test_an_attempt_past_its_deadline_is_killed_and_recorded(tmp_path: Path, sho
 
 
 # -- the other files the parent reads --------------------------------------------------------------
+# The coefficients are read when the harness says a repeat is done: the candidate plants its file
+# then, in place of the one the harness moves there (it patches os.replace, which the harness calls).
 LASSO_LEAVING = '''# leftover: {marker}
-import atexit, os
+import os
 import numpy as np
 
 def lasso_path(X, y, lambdas):
     return np.zeros((len(lambdas), X.shape[1]))
 
-def _leave():
+_replace = os.replace
+
+def _leave(source, target):
+    _replace(source, target)
     os.unlink("_coef_0.npy")
 {action}
 
-atexit.register(_leave)
+os.replace = _leave
 '''
 HUGE_HEADER = ('    with open("_coef_0.npy", "wb") as handle:\n'
                '        np.lib.format.write_array_header_1_0(handle, {"descr": "<f8", "fortran_order": False,\n'
