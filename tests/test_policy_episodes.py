@@ -356,3 +356,13 @@ def test_an_episode_reads_no_count_in_its_thread_descriptor(world: World, tmp_pa
     with IsolatedPolicy(policy_file, **FAST) as policy:
         errors = _errors(policy, world, 4)
     assert [re.search(r"TID=(-?\d+)", e).group(1) for e in errors] == ["1"] * 4, errors  # type: ignore[union-attr]
+
+
+def test_an_episodes_death_is_named_by_its_own_output(world: World) -> None:
+    """An earlier episode's stderr made a later one's exit a 'PolicyMemoryError' in its words."""
+    with IsolatedPolicy(HOSTILE / "plants_a_memory_error.py", **FAST) as policy:
+        first = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+        second = run_episode(policy, world, seed=1, beta=0.5, on_error="record")
+    assert first.error is None
+    assert second.error is not None and second.error.startswith("PolicyCrashed"), second.error
+    assert "exit code 3" in second.error and "planted" not in second.error, second.error

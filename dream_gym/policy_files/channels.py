@@ -39,19 +39,20 @@ class Channel:
     last whole reply. :meth:`pair` also gives the ends the episode gets: those two, and the write
     ends of its own stdout and stderr, whose read ends ``output`` drains."""
 
-    def __init__(self, to_episode: int, from_episode: int):
+    def __init__(self, to_episode: int, from_episode: int, number: int = 0):
         self.to_episode, self.from_episode = to_episode, from_episode
+        self.number = number  # the episode's, among this policy's (what it prints is tagged with it)
         self.pending = b""
         os.set_blocking(to_episode, False)
 
     @classmethod
-    def pair(cls, output: Output) -> tuple[Channel, tuple[int, int, int, int]]:
+    def pair(cls, output: Output, number: int) -> tuple[Channel, tuple[int, int, int, int]]:
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
         (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
-        output.watch(out_r, "stdout")
-        output.watch(err_r, "stderr")
-        return cls(to_w, from_r), (to_r, from_w, out_w, err_w)
+        output.watch(out_r, "stdout", number)
+        output.watch(err_r, "stderr", number)
+        return cls(to_w, from_r, number), (to_r, from_w, out_w, err_w)
 
     def close(self) -> None:
         for fd in (self.to_episode, self.from_episode):

@@ -147,6 +147,7 @@ class IsolatedPolicy:
         self._finalizer: Callable[[], None] | None = None
         self._control: socket.socket | None = None
         self._channels: list[Channel] = []  # every channel open now (closed with the child)
+        self._episodes_made = 0  # channels made so far: each episode's output is tagged with its number
         self._current: Channel | None = None  # the episode being played
         self._ahead: Channel | None = None  # the episode forked ahead for the next reset
         self._restart_needed = False
@@ -210,7 +211,8 @@ class IsolatedPolicy:
         """New pipes for an episode: this process's ends (kept until the episode is retired) and
         the episode's, to hand to the template, which forks the episode on them."""
         assert self._output is not None
-        channel, episode_ends = Channel.pair(self._output)
+        self._episodes_made += 1
+        channel, episode_ends = Channel.pair(self._output, self._episodes_made)
         self._channels.append(channel)
         return channel, episode_ends
 
@@ -265,8 +267,6 @@ class IsolatedPolicy:
         if self._proc is None or self._proc.poll() is not None or self._restart_needed:
             self._start()
         assert self._output is not None
-        with self._output.lock:
-            self._output.episode_bytes = 0
         self.episode_time_s = 0.0
         self._sent = None
         self._next_episode()
@@ -280,6 +280,8 @@ class IsolatedPolicy:
         deadline = started + self.decision_timeout_s
         self._retire(self._current)
         self._current = self._ahead
+        if self._current is not None and self._output is not None:
+            self._output.start(self._current.number)  # its output, and no earlier episode's, is quoted
         self._ahead, episode_ends = self._new_channel()
         try:
             reply = self._control_call({"op": "next"}, deadline, "reset", episode_ends)

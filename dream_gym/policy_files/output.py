@@ -32,16 +32,29 @@ class Output:
         self.total = 0
         self.overflow = False
         self.tails: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self.current: int | None = None  # the episode whose output the tails hold (see start)
         self.lock = threading.Lock()
-        self.waiting: list[tuple[int, str]] = []  # read ends given to watch, not yet drained
+        self.waiting: list[tuple[int, str, int | None]] = []  # read ends given to watch, not yet drained
         self.done = False  # the drain thread has ended: a read end given now is closed at once
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
 
-    def add(self, stream: str, data: bytes) -> None:
+    def start(self, episode: int) -> None:
+        """Episode ``episode`` runs from now: the tails hold its output (and the template's)
+        alone, so an error quotes nothing an earlier episode printed (which could misname it)."""
+        with self.lock:
+            self.current = episode
+            self.episode_bytes = 0
+            for tail in self.tails.values():
+                tail.clear()
+
+    def add(self, stream: str, data: bytes, episode: int | None = None) -> None:
+        """``data`` printed on ``stream`` by ``episode`` (None: the template)."""
         with self.lock:
             self.total += len(data)
             self.episode_bytes += len(data)
+            if episode is not None and episode != self.current:
+                return  # a retired episode's last words: counted, not quoted
             tail = self.tails[stream]
             tail += data
             if len(tail) > 2 * TAIL_BYTES:
@@ -54,19 +67,20 @@ class Output:
         with self.lock:
             return bytes(self.tails[stream][-limit:]).decode("utf-8", "replace")
 
-    def watch(self, fd: int, stream: str) -> None:
-        """Drain ``fd``, a read end this object now owns (closed at its EOF), into ``stream``."""
+    def watch(self, fd: int, stream: str, episode: int | None = None) -> None:
+        """Drain ``fd``, a read end this object now owns (closed at its EOF), into ``stream``, as
+        what ``episode`` prints."""
         with self.lock:
             if self.done:
                 os.close(fd)
                 return
-            self.waiting.append((fd, stream))
+            self.waiting.append((fd, stream, episode))
             try:
                 os.write(self.wake_w, b"w")
             except BlockingIOError:
                 pass  # the thread has wake-ups waiting already
 
-    def take_waiting(self, finish: bool = False) -> list[tuple[int, str]]:
+    def take_waiting(self, finish: bool = False) -> list[tuple[int, str, int | None]]:
         """The read ends given since the last call; with ``finish``, none can be given later."""
         with self.lock:
             waiting, self.waiting = self.waiting, []
@@ -81,11 +95,11 @@ def drain(template: dict[str, Any], output: Output) -> None:
     """Read what the policy's processes print until the template's stdout and stderr and every
     episode's pipes have closed (runs in a daemon thread)."""
     poller = select.poll()
-    streams: dict[int, tuple[str, Callable[[], None]]] = {}
+    streams: dict[int, tuple[str, Callable[[], None], int | None]] = {}
 
-    def follow(fd: int, name: str, close: Callable[[], None]) -> None:
+    def follow(fd: int, name: str, close: Callable[[], None], episode: int | None = None) -> None:
         poller.register(fd, select.POLLIN)
-        streams[fd] = (name, close)
+        streams[fd] = (name, close, episode)
 
     for name, stream in template.items():
         follow(stream.fileno(), name, stream.close)
@@ -95,13 +109,13 @@ def drain(template: dict[str, Any], output: Output) -> None:
         for fd, _ in poller.poll():
             if fd == output.wake_r:
                 os.read(fd, 1 << 12)
-                for episode_fd, name in output.take_waiting():
-                    follow(episode_fd, name, functools.partial(os.close, episode_fd))
+                for episode_fd, name, episode in output.take_waiting():
+                    follow(episode_fd, name, functools.partial(os.close, episode_fd), episode)
                 continue
-            name, close = streams[fd]
+            name, close, episode = streams[fd]
             data = os.read(fd, 1 << 16)
             if data:
-                output.add(name, data)
+                output.add(name, data, episode)
             else:
                 poller.unregister(fd)
                 close()
@@ -111,8 +125,8 @@ def drain(template: dict[str, Any], output: Output) -> None:
             late = output.take_waiting(finish=True)
             if not late:
                 return
-            for late_fd, name in late:  # sent to no process, or to one now dead: at EOF soon
-                follow(late_fd, name, functools.partial(os.close, late_fd))
+            for late_fd, name, episode in late:  # sent to no process, or to one now dead: at EOF soon
+                follow(late_fd, name, functools.partial(os.close, late_fd), episode)
 
 
 def kill_group(pgid: int) -> None:
