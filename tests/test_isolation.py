@@ -97,3 +97,23 @@ def test_a_candidate_keeps_no_note_in_extended_attributes(tmp_path):
     out = run_python(code=code, args=[str(anchor)], wall_s=10, read_dirs=[tmp_path])
     assert out.returncode == 0 and out.stdout.split() == ["ENOTSUP", "ENOTSUP"], out.stdout + out.stderr
     assert os.listxattr(anchor) == []
+
+
+def test_a_candidate_can_neither_lock_a_file_nor_read_or_push_the_page_cache(tmp_path):
+    """Two candidates of one round passed a 32-bit word through file locks on a file both could
+    read, and one candidate left 32 bits for the next in which files were cached (fadvise to
+    push out, mincore to read back exactly)."""
+    shared = tmp_path / "shared"
+    shared.write_text("x" * 8192)
+    code = ("import errno, fcntl, mmap, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+            "def attempt(call):\n"
+            "    try:\n        call()\n        return 'DONE'\n"
+            "    except OSError as exc:\n        return errno.errorcode[exc.errno]\n"
+            "print(attempt(lambda: fcntl.flock(fd, fcntl.LOCK_SH)))\n"
+            "print(attempt(lambda: fcntl.lockf(fd, fcntl.LOCK_SH)))\n"
+            "print(attempt(lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)))\n"
+            "mapped = mmap.mmap(fd, 8192, prot=mmap.PROT_READ)\n"
+            "print(attempt(lambda: mapped.madvise(21)))\n")  # MADV_PAGEOUT
+    out = run_python(code=code, args=[str(shared)], wall_s=10, read_dirs=[tmp_path])
+    assert out.returncode == 0 and out.stdout.split() == ["ENOLCK", "ENOLCK", "EPERM", "EPERM"], out.stdout + out.stderr

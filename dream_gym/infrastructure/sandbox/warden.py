@@ -201,7 +201,10 @@ DENIED_FOR_UNTRUSTED = ("fork", "vfork", "tkill", "pidfd_send_signal", "pidfd_op
                         # watching files of the read roots that other processes open or read
                         "statfs", "fstatfs", "inotify_init", "inotify_init1", "capget",
                         # a path's attributes without opening it, outside Landlock's rules
-                        "file_getattr", "file_setattr")
+                        "file_getattr", "file_setattr",
+                        # what the page cache holds, read exactly or pushed out: a message for the
+                        # next candidate in which files of the read roots are cached
+                        "fadvise64", "readahead", "mincore", "cachestat")
 #: Extended attributes, refused to untrusted code as a file system without them refuses them
 #: (ENOTSUP, which ``shutil.copy2`` and the like expect): Landlock does not rule them, so a file
 #: the sandbox may only read (or only look up) would carry a note from one run to the next.
@@ -240,8 +243,7 @@ DENIED_FOR_EPISODES = (
     "statfs", "fstatfs", "truncate", "getdents", "getdents64", "mkdir", "mkdirat", "mknod", "mknodat", "rmdir", "unlink",
     "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
     "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "utime", "utimes",
-    "futimesat", "utimensat", "inotify_add_watch", "fanotify_mark", "memfd_create", "mincore",
-    "fadvise64", "readahead", "cachestat", "mremap", "remap_file_pages",
+    "futimesat", "utimensat", "inotify_add_watch", "fanotify_mark", "memfd_create", "mremap", "remap_file_pages",
     # a socket pair's peer credentials hold the caller's pid; a timer aimed at a thread id says
     # whether a guessed id is the caller's
     "socketpair", "timer_create",
@@ -264,6 +266,8 @@ HIDDEN_FROM_EPISODES = ("getpid", "gettid", "set_tid_address", "getppid", "getpg
 _FCNTL_SETS = {"F_SETFL": 4, "F_SETLK": 6, "F_SETLKW": 7, "F_SETOWN": 8, "F_SETSIG": 10,
                "F_SETOWN_EX": 15, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38, "F_SETLEASE": 1024,
                "F_NOTIFY": 1026, "F_SETPIPE_SZ": 1031, "F_ADD_SEALS": 1033}
+#: The ``fcntl`` commands that take or ask for a record lock.
+_FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)  # F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
 _IOCTL_SETS = {"FIONBIO": 0x5421, "FIOASYNC": 0x5452, "FIOSETOWN": 0x8901, "SIOCSPGRP": 0x8902}
 #: ``futex`` operations on a priority-inheriting lock, whose uncontended word the kernel sets
 #: to the caller's thread id (``FUTEX_CMD_MASK`` leaves the private and clock flags out).
@@ -306,6 +310,14 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False)
             deny(name)
         for name in XATTR_CALLS:
             deny(name, action=sc.ERRNO(errno.ENOTSUP))
+        for advice in (_MADV_COLD, _MADV_PAGEOUT):
+            deny("madvise", sc.Arg(2, sc.EQ, advice))
+        # File locks, which two candidates of one round could pass a word through on a file both
+        # may read: none, as on a file system without them (an episode's fcntl ones are below).
+        deny("flock", action=sc.ERRNO(errno.ENOLCK))
+        if not episode:
+            for command in _FCNTL_LOCKS:
+                deny("fcntl", sc.Arg(1, sc.EQ, command), action=sc.ERRNO(errno.ENOLCK))
         for number in UNKNOWN_SYSCALLS:
             deny(number, action=sc.ERRNO(errno.ENOSYS))
         deny("clone3", action=sc.ERRNO(errno.ENOSYS))
@@ -332,8 +344,6 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False)
         for operation in _FUTEX_PI_OPS:
             deny("futex", sc.Arg(1, sc.MASKED_EQ, _FUTEX_CMD_MASK, operation))
         deny("clone")  # threads too
-        for advice in (_MADV_COLD, _MADV_PAGEOUT):
-            deny("madvise", sc.Arg(2, sc.EQ, advice))
         deny("setpriority", sc.Arg(0, sc.NE, _PRIO_PROCESS))
         deny("setpriority", sc.Arg(1, sc.NE, 0))
         deny("ioprio_set", sc.Arg(0, sc.NE, _IOPRIO_WHO_PROCESS))
