@@ -412,3 +412,16 @@ def test_data_of_the_wrong_type_is_one_clear_error(tmp_path: Path) -> None:
     zip_path = rewrite_zip(MACRO_ZIP, tmp_path / "typed.zip", lambda data: data.__setitem__("learning_rate", "fast"))
     with pytest.raises(ValueError, match=r"typed.zip does not load: AssertionError: The learning rate schedule"):
         load_model_zip(zip_path)
+
+
+def test_a_zip_entry_that_unpacks_far_past_its_size_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A 600 KB zip whose data entry unpacked to 600 MB took 1.3 GB before its refusal."""
+    from dream_gym.rl.model_zips import UntrustedModelError, check_model_zip
+
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(MACRO_ZIP) as real, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as out:
+        for name in real.namelist():
+            out.writestr(name, real.read(name) + (b" " * (20 << 20) if name == "data" else b""))
+    with pytest.raises(UntrustedModelError, match=r"its 'data' entry would unpack to 2\d,\d{3},\d{3} bytes from"):
+        check_model_zip(bomb)
+    check_model_zip(MACRO_ZIP)  # the control: a real model's entries pass

@@ -112,6 +112,9 @@ _TRUST_HINT = ("dream-gym loads model zips as data only; if you trust the author
                "(Python: trust_model=True) to load it with the objects pickled in it, which run as code")
 _NUMERIC_KINDS = "biuf"  # dtypes a Box may have: bool, integers, floats
 _MAX_ELEMENTS = 10_000_000  # a Box printed with uniform bounds could otherwise ask for any memory
+_DATA_MAX_BYTES = 64 << 20  # SB3's data entry: JSON of the settings and spaces (kilobytes)
+_WEIGHTS_MAX_BYTES = 2 << 30  # a .pth entry: the weights
+_MAX_PACKED_RATIO, _RATIO_FLOOR_BYTES = 50, 16 << 20  # past 16 MB, what unpacks 50-fold is no model
 _CONSTANT = re.compile(r"ConstantSchedule\(val=([-+0-9.eE]+|inf|-inf)\)")
 _BOX_ITEM = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)': Box\(([-+0-9.eEinf]+), ([-+0-9.eEinf]+), \(([0-9, ]*)\), ([a-z0-9]+)\)")
 _NO_OBJECT = ("PROTO", "FRAME", "MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT", "STOP")  # framing and memo opcodes
@@ -236,9 +239,23 @@ def _zip_entries(blob: bytes, label: str) -> dict[str, bytes]:
             for needed in ("data", "policy.pth"):
                 if needed not in names:
                     raise ValueError(f"model {label} is no stable-baselines3 model: it has no {needed} entry")
-            return {name: archive.read(name) for name in names if name == "data" or name.endswith(".pth")}
+            wanted = [name for name in names if name == "data" or name.endswith(".pth")]
+            for name in wanted:
+                _check_unpacked_size(archive.getinfo(name), label)
+            return {name: archive.read(name) for name in wanted}  # each at most its declared size
     except zipfile.BadZipFile:
         raise ValueError(f"model {label} is not a zip file (a stable-baselines3 model is one)") from None
+
+
+def _check_unpacked_size(info: zipfile.ZipInfo, label: str) -> None:
+    """Refuse an entry that would unpack to more than a model holds: SB3's ``data`` (JSON) is
+    kilobytes, weights do not compress (a bomb does: 600 MB from 600 KB)."""
+    limit = _DATA_MAX_BYTES if info.filename == "data" else _WEIGHTS_MAX_BYTES
+    packed_ratio = info.file_size / max(1, info.compress_size)
+    if info.file_size > limit or (info.file_size > _RATIO_FLOOR_BYTES and packed_ratio > _MAX_PACKED_RATIO):
+        raise _refused(label, f"its {printable(info.filename)!r} entry would unpack to {info.file_size:,} bytes "
+                              f"from {info.compress_size:,} (a model's holds at most {limit:,}, and weights "
+                              f"do not compress {_MAX_PACKED_RATIO}-fold)")
 
 
 def _data_json(raw: bytes, label: str) -> dict[str, Any]:
