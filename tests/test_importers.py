@@ -602,3 +602,33 @@ def test_a_checkpoint_folder_given_as_the_run_still_stitches_the_phase_started_f
     report = import_openevolve(run.resume_checkpoints[0], tmp_path / "w")
     assert (report.phases, report.phases_stitched) == (2, 1)
     assert report.stitches[0]["by"] == "resume record" and report.stitches[0]["phase"] == "."
+
+
+def test_a_shinkaevolve_database_whose_values_grow_when_read_is_refused(tmp_path):
+    """An 8 KB database whose code column was computed on every read (a generated column of
+    100 MB each) wrote 573 MB into --out and took 1.1 GB before it failed."""
+    computed = tmp_path / "computed"
+    computed.mkdir()
+    conn = sqlite3.connect(computed / "evolution_db.sqlite")
+    conn.execute("CREATE TABLE programs (id, parent_id, generation, timestamp, combined_score, correct, "
+                 "code TEXT GENERATED ALWAYS AS (hex(zeroblob(100000000))) VIRTUAL)")
+    conn.executemany("INSERT INTO programs (id, parent_id, generation, timestamp, combined_score, correct) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", [("a", None, 0, 1.0, 0.5, 1), ("b", "a", 1, 2.0, 0.6, 1)])
+    conn.commit()
+    conn.close()
+    with pytest.raises(RunImportError, match=r"column\(s\) computed when read \(code\)"):
+        import_shinkaevolve(computed, tmp_path / "w")
+    assert not (tmp_path / "w").exists()
+    long = tmp_path / "long"  # a value stored long: read only up to the bound
+    long.mkdir()
+    conn = sqlite3.connect(long / "evolution_db.sqlite")
+    conn.execute(SHINKA_SCHEMA)
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(programs)")]
+    row = {"id": "a", "parent_id": None, "generation": 0, "timestamp": 1.0, "combined_score": 0.5, "correct": 1,
+           "code": "x" * (17 << 20), "language": "python"}
+    conn.execute(f"INSERT INTO programs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+    conn.commit()
+    conn.close()
+    assert set(row) <= set(columns)
+    with pytest.raises(RunImportError, match="longer than 16 MB"):
+        import_shinkaevolve(long, tmp_path / "w2")

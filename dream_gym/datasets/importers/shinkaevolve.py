@@ -45,7 +45,7 @@ from .base import (
 )
 from .coerce import as_dict, as_text, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 from .job import ImportJob
-from .shinkaevolve_layout import SHINKA_TABLES, reading, shinka_databases, sqlite_tables
+from .shinkaevolve_layout import MAX_VALUE_BYTES, SHINKA_TABLES, reading, shinka_databases, sqlite_tables
 
 LABEL = "ShinkaEvolve"
 REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score", "correct")
@@ -86,6 +86,13 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         )
     with reading(path) as conn:
         conn.row_factory = sqlite3.Row
+        schema = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+        if schema is None or str(schema[0] or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+            raise RunImportError(f"{path}: table {table!r} is a virtual table, which ShinkaEvolve does not write")
+        computed = [row[1] for row in conn.execute(f"PRAGMA table_xinfo({table})") if row[6] not in (0, 3)]
+        if computed:  # hidden, or generated on every read: a few bytes of schema can make gigabytes
+            raise RunImportError(f"{path}: table {table!r} has column(s) computed when read "
+                                 f"({', '.join(map(str, computed))}), which ShinkaEvolve does not write")
         columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
         missing = [c for c in REQUIRED_COLUMNS if c not in columns]
         if missing:
@@ -93,7 +100,11 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 f"{path}: table {table!r} lacks column(s) {', '.join(missing)} of ShinkaEvolve's schema "
                 f"(it has: {', '.join(columns)})"
             )
-        return [dict(row) for row in conn.execute(f"SELECT * FROM {table}")]
+        try:
+            return [dict(row) for row in conn.execute(f"SELECT * FROM {table}")]
+        except sqlite3.DataError as exc:  # a value past MAX_VALUE_BYTES
+            raise RunImportError(f"{path}: a value of table {table!r} is longer than "
+                                 f"{MAX_VALUE_BYTES >> 20} MB ({exc})") from None
 
 
 def _metric_value(row: dict[str, Any], metric: str, public: dict[str, Any], private: dict[str, Any]) -> float | None:

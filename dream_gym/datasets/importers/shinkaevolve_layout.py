@@ -28,17 +28,27 @@ def reading(path: Path) -> Iterator[sqlite3.Connection]:
             copy = Path(scratch) / path.name
             shutil.copyfile(path, copy)
             shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-            conn = sqlite3.connect(copy)
+            conn = _bounded(sqlite3.connect(copy))
             try:
                 yield conn
             finally:
                 conn.close()
         return
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    conn = _bounded(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True))
     try:
         yield conn
     finally:
         conn.close()
+
+
+#: The longest text or blob a value read from a run's database may be (a program's code, its
+#: metadata): SQLite refuses to make a longer one, so a value computed on read cannot grow past it.
+MAX_VALUE_BYTES = 16 << 20
+
+
+def _bounded(conn: sqlite3.Connection) -> sqlite3.Connection:
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    return conn
 
 
 def sqlite_tables(path: Path) -> list[str] | None:
