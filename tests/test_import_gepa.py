@@ -146,6 +146,39 @@ def test_a_state_that_names_code_is_refused_and_runs_nothing(tmp_path, capsys):
     assert not marker.exists()
 
 
+def _shared_lists(depth: int) -> list:
+    shared: list = [0]
+    for _ in range(depth):
+        shared = [shared, shared]  # pickled once, referred to again in two bytes
+    return shared
+
+
+def _expanding(path: Path) -> None:
+    """A state whose trace shares one list 2^24 times over: 531 bytes that took 2.8 GB to import."""
+    state = {"program_candidates": [{"x": "a"}], "parent_program_for_candidate": [[None]],
+             "prog_candidate_val_subscores": [[0.5]], "full_program_trace": [{"subsample_ids": _shared_lists(24)}]}
+    path.write_bytes(pickle.dumps(state))
+
+
+def _holding_itself(path: Path) -> None:
+    loop: list = []
+    loop.append(loop)
+    path.write_bytes(pickle.dumps({"program_candidates": [{"x": "a"}], "parent_program_for_candidate": [[None]],
+                                   "prog_candidate_val_subscores": [[0.5]], "full_program_trace": [loop]}))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (_expanding, "the pickle would write out more than"),
+    (_holding_itself, "the pickle holds a container inside itself"),
+])
+def test_a_state_that_refers_to_its_lists_again_and_again_is_refused(tmp_path, capsys, damage, message):
+    run = _run_copy(tmp_path)
+    damage(run / "gepa_state.bin")
+    assert (run / "gepa_state.bin").stat().st_size < 2000
+    assert _import(run, tmp_path / "w") == 2
+    assert message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda p: p.write_bytes(p.read_bytes()[:5000]), "not a readable GEPA state"),
     (lambda p: p.write_bytes(pickle.dumps({"i": 3})), "not a GEPA state"),

@@ -58,14 +58,52 @@ def load_plain_pickle(path: Path) -> Any:
     """The plain data of a pickle file, or a :class:`RunImportError` naming why it is refused."""
     data = read_data(path, max_decompressed_bytes())
     try:
-        return _PlainData(io.BytesIO(data)).load()
+        loaded = _PlainData(io.BytesIO(data)).load()
+        _check_expanded(loaded, 10 * len(data) + 100_000)
+        return loaded
     except _Named as named:
         raise RunImportError(
             f"{path}: the pickle names {str(named)[:200]}, not plain data; unpickling it would import and run "
             "that code, so a GEPA state is read only when it holds dicts, lists, sets, numbers and strings"
         ) from None
+    except _Expands as expands:
+        raise RunImportError(f"{path}: the pickle {expands}, so the world written from it would be far larger "
+                             "than the file; a GEPA state holds each value once") from None
     except Exception as exc:  # a truncated or corrupt pickle fails in any of the parser's ways
         raise RunImportError(f"{path}: not a readable GEPA state ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+class _Expands(Exception):
+    """The data shares containers so that written out in full it would be huge (or endless)."""
+
+
+def _check_expanded(data: Any, limit: int) -> None:
+    """Refuse ``data`` whose size written out in full (every shared list or dict copied, as JSON
+    writes it) passes ``limit`` values: a pickle refers to a container again in two bytes, so 531
+    bytes made 2^24 values; or that holds itself."""
+    sizes: dict[int, int] = {}
+    open_ids: set[int] = set()
+
+    def size(value: Any) -> int:
+        if not isinstance(value, (list, tuple, set, frozenset, dict)):
+            return 1
+        key = id(value)
+        if key in sizes:
+            return sizes[key]
+        if key in open_ids:
+            raise _Expands("holds a container inside itself")
+        open_ids.add(key)
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        total = 1
+        for item in items:
+            total += size(item)
+            if total > limit:
+                raise _Expands(f"would write out more than {limit:,} values")
+        open_ids.discard(key)
+        sizes[key] = total
+        return total
+
+    size(data)
 
 
 @dataclass
