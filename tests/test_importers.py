@@ -632,3 +632,43 @@ def test_a_shinkaevolve_database_whose_values_grow_when_read_is_refused(tmp_path
     assert set(row) <= set(columns)
     with pytest.raises(RunImportError, match="longer than 16 MB"):
         import_shinkaevolve(long, tmp_path / "w2")
+
+
+def test_a_run_folders_side_files_are_read_as_data(tmp_path):
+    """The OpenEvolve, ShinkaEvolve and SkyDiscover importers read side files plainly: a link to a
+    file outside the run was copied into the world (a secret in ShinkaEvolve's correct.json), a
+    FIFO hung the import, a link to /dev/zero or a 400 KB gzip of 400 MB took all the memory."""
+    import gzip
+    import os
+
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"error": "SECRET-TOKEN"}))
+    base = tmp_path / "base"
+    write_resumed_run(base, iterations=(6,), resume_at=())
+    cases = {
+        "link": lambda best: best.symlink_to(secret),
+        "fifo": lambda best: os.mkfifo(best),
+        "zero": lambda best: best.symlink_to("/dev/zero"),
+    }
+    for name, plant in cases.items():
+        run = tmp_path / name
+        shutil.copytree(base, run)
+        best = next(run.rglob("best_program_info.json"))
+        best.unlink()
+        plant(best)
+        with pytest.raises(RunImportError, match=r"best_program_info.json is a (symbolic link|FIFO), not a regular file"):
+            import_openevolve(run, tmp_path / f"w-{name}")
+    bomb = tmp_path / "bomb"
+    shutil.copytree(base, bomb)
+    with gzip.open(bomb / "evolution_trace.jsonl.gz", "wb") as packed:
+        for _ in range(20):
+            packed.write(b" " * (1 << 20))  # 20 MB, no newline: past the line limit of 16 MB
+    with pytest.raises(RunImportError, match="evolution_trace.jsonl.gz line 1: line longer than 16 MB"):
+        import_openevolve(bomb, tmp_path / "w-bomb")
+    shinka = _shinka_results(tmp_path / "shinka")
+    correct = next(shinka.rglob("correct.json"))
+    correct.unlink()
+    correct.symlink_to(secret)
+    with pytest.raises(RunImportError, match="correct.json is a symbolic link"):
+        import_shinkaevolve(shinka, tmp_path / "w-shinka")
+    assert not any("SECRET" in p.read_text() for p in tmp_path.glob("w-*/nodes.jsonl"))

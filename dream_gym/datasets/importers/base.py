@@ -4,7 +4,6 @@ imported world."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
@@ -225,16 +224,6 @@ class ImportOptions:
 
 #: The options of an import that names none.
 DEFAULT_OPTIONS = ImportOptions()
-
-
-def optional_json_object(path: Path) -> dict[str, Any] | None:
-    """The JSON object of a side file a run may hold (a checkpoint's metadata, the run's own summary),
-    or None when it is absent, unreadable or not an object: such files add notes, never fail an import."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def write_imported_world(

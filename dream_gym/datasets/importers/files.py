@@ -67,6 +67,55 @@ def read_json(path: Path, *, label: str | None = None) -> Any:
         raise RunImportError(f"{label}: not valid JSON ({exc})") from None
 
 
+def optional_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object of a side file a run may hold (a checkpoint's metadata, the run's own
+    summary, a generation's results), or None when it is absent or holds no JSON object: such
+    files add notes and never fail an import, but one that is no regular file (a link, a FIFO)
+    or passes the line limit is refused by name, as every file of a run is."""
+    if not os.path.lexists(path):
+        return None
+    data = read_data(path, max_line_bytes())
+    try:
+        value = loads_bounded(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def data_text(path: Path, *, label: str | None = None) -> str:
+    """A regular file's text of at most the line limit (a program's code), read as data."""
+    return read_data(path, max_line_bytes(), label=label).decode("utf-8", errors="replace")
+
+
+def data_lines(path: Path, *, label: str | None = None) -> Iterator[bytes]:
+    """Each line of a regular file (decompressed when it ends ``.gz``), read as data: no link
+    followed, no wait for a writer, a line of at most 16 MB and at most 256 MB in all (the
+    decompressed size of a ``.gz``). A truncated ``.gz`` ends the lines (``EOFError``, as a
+    plain read of one raises)."""
+    import gzip
+
+    label = label or str(path)
+    with os.fdopen(open_regular(path, label), "rb") as raw:
+        # read1: what each call decompresses is returned before a cut-off member's EOFError
+        stream: Any = _ReadOne(gzip.GzipFile(fileobj=raw)) if path.name.endswith(".gz") else raw
+        try:
+            for _, line, _ in bounded_lines(stream, max_line=max_line_bytes(), max_total=max_decompressed_bytes()):
+                yield line
+        except LimitError as exc:
+            where = f" line {exc.line}" if exc.line is not None else ""
+            raise RunImportError(f"{label}{where}: {exc.problem}") from None
+
+
+class _ReadOne:
+    """A stream whose ``read`` is another's ``read1``: at most one buffer's worth a call."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def read(self, size: int) -> bytes:
+        return bytes(self.stream.read1(size))
+
+
 def open_regular(path: Path, label: str) -> int:
     """A descriptor of ``path`` opened as data (no link followed, no wait for a writer), or a
     :class:`~.base.RunImportError` when it is not a regular file."""

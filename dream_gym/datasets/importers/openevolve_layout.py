@@ -24,8 +24,6 @@ Derivatives keep the same files elsewhere (Noema: ``db/programs/`` without check
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import os
 import re
@@ -33,8 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import ImportReport, RunImportError, optional_json_object
+from dream_gym.infrastructure.limits import LimitError, loads_bounded, max_line_bytes
+
+from .base import ImportReport, RunImportError
 from .coerce import to_id
+from .files import data_lines, data_text, optional_json_object, read_data
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
 TRACE_NAMES = ("evolution_trace.jsonl", "evolution_trace.jsonl.gz")
@@ -95,8 +96,13 @@ def read_snapshots(src: Path, report: ImportReport) -> Snapshots:
     unreadable: list[tuple[Path, str]] = []
     for path in files:
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+            raw = loads_bounded(read_data(path, max_line_bytes()))  # a link, a FIFO or a bomb is refused
+        except LimitError as exc:
+            unreadable.append((path, exc.problem))
+            continue
+        except ValueError as exc:
+            if isinstance(exc, RunImportError):
+                raise
             unreadable.append((path, f"unreadable JSON ({exc})"))
             continue
         node_id = to_id(raw.get("id")) if isinstance(raw, dict) else None
@@ -128,11 +134,8 @@ def read_resume_record(src: Path, phase: str) -> tuple[str | None, str | None]:
     started_from = to_id(info.get("id")) if info is not None else None
     code = None
     for candidate in sorted(folder.glob("best_program.*")):
-        if candidate.name != "best_program_info.json" and candidate.is_file():
-            try:
-                code = candidate.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
+        if candidate.name != "best_program_info.json" and not candidate.is_dir():
+            code = data_text(candidate)  # a link or a FIFO is refused, not followed or waited on
             break
     return started_from, code
 
@@ -148,27 +151,28 @@ class Traces:
     problems: list[str] = field(default_factory=list)
 
 
-def read_traces(src: Path) -> Traces:
+def read_traces(src: Path, files: list[Path] | None = None) -> Traces:
+    """The lines of every evolution trace below ``src`` (or of ``files``, a trace given alone)."""
     traces = Traces()
-    for path in sorted(p for name in TRACE_NAMES for p in src.rglob(name) if p.is_file()):
+    if files is None:
+        files = sorted(p for name in TRACE_NAMES for p in src.rglob(name) if not p.is_dir())
+    for path in files:
         traces.files += 1
-        opener = gzip.open if path.suffix == ".gz" else open
         try:
-            with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-                for line in handle:
-                    if not line.strip():
-                        continue
-                    try:
-                        entry = json.loads(line)
-                        child = to_id(entry.get("child_id"))
-                    except (ValueError, AttributeError):
-                        traces.bad_lines += 1
-                        continue
-                    if child is None:
-                        traces.bad_lines += 1
-                        continue
-                    traces.lines[child] = entry
-                    traces.phase.setdefault(child, phase_of(src, path, skip=1))
+            for line in data_lines(path):
+                if not line.strip():
+                    continue
+                try:
+                    entry = loads_bounded(line)
+                    child = to_id(entry.get("child_id"))
+                except (ValueError, AttributeError):
+                    traces.bad_lines += 1
+                    continue
+                if child is None:
+                    traces.bad_lines += 1
+                    continue
+                traces.lines[child] = entry
+                traces.phase.setdefault(child, phase_of(src, path, skip=1))
         except (OSError, EOFError) as exc:  # a truncated .gz: keep the lines read so far
             traces.problems.append(f"{path}: read stopped early ({exc})")
     return traces
@@ -186,14 +190,12 @@ def log_lines(paths: list[Path]) -> list[tuple[Path, Any]]:
     passed over."""
     entries: list[tuple[Path, Any]] = []
     for path in paths:
-        opener: Any = gzip.open if path.suffix == ".gz" else open
         try:
-            with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-                for line in filter(str.strip, handle):
-                    try:
-                        entries.append((path, json.loads(line)))
-                    except ValueError:
-                        entries.append((path, None))
+            for line in filter(bytes.strip, data_lines(path)):
+                try:
+                    entries.append((path, loads_bounded(line)))
+                except ValueError:
+                    entries.append((path, None))
         except (OSError, EOFError):  # unreadable, or a .gz cut short: keep the lines read so far
             continue
     return entries
@@ -238,15 +240,13 @@ TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 def is_trace_file(path: str | os.PathLike[str]) -> bool:
     """A file whose name ends .jsonl or .jsonl.gz and whose first line holds child_id and parent_id."""
     path = Path(path)
-    if not path.is_file() or not path.name.endswith(TRACE_SUFFIXES):
+    if not path.is_file() or path.is_symlink() or not path.name.endswith(TRACE_SUFFIXES):
         return False
-    opener: Any = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.strip():
-                    entry = json.loads(line)
-                    return isinstance(entry, dict) and "child_id" in entry and "parent_id" in entry
-    except (OSError, EOFError, ValueError):
+        for line in data_lines(path):
+            if line.strip():
+                entry = loads_bounded(line)
+                return isinstance(entry, dict) and "child_id" in entry and "parent_id" in entry
+    except (OSError, EOFError, ValueError):  # RunImportError and LimitError are ValueErrors
         return False
     return False

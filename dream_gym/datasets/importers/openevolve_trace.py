@@ -69,15 +69,5 @@ def import_openevolve_trace(
 
 
 def _read(src: Path) -> Any:
-    """The trace lines of one file (read_traces reads every trace below a folder)."""
-    import shutil
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="dream_gym_trace_") as tmp:
-        name = "evolution_trace.jsonl.gz" if src.name.endswith(".gz") else "evolution_trace.jsonl"
-        target = Path(tmp) / name
-        try:
-            os.symlink(src.resolve(), target)
-        except OSError:
-            shutil.copyfile(src, target)
-        return read_traces(Path(tmp))
+    """The trace lines of one file, read as data (read_traces reads every trace below a folder)."""
+    return read_traces(src.parent, files=[src])

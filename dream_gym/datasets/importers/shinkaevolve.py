@@ -41,9 +41,9 @@ from .base import (
     RunImportError,
     check_metric,
     metric_problem,
-    optional_json_object,
 )
 from .coerce import as_dict, as_text, parse_structure, to_bool, to_finite, to_float, to_id, to_int
+from .files import optional_json_object
 from .job import ImportJob
 from .shinkaevolve_layout import MAX_VALUE_BYTES, SHINKA_TABLES, reading, shinka_databases, sqlite_tables
 

@@ -49,9 +49,9 @@ from .base import (
     RunImportError,
     check_metric,
     metric_problem,
-    optional_json_object,
 )
 from .coerce import as_dict, as_text, parse_structure, to_bool, to_finite, to_float, to_id, to_int
+from .files import optional_json_object, read_data
 from .job import ImportJob
 from .openevolve_layout import note_run_best, read_snapshots
 from .openevolve_programs import _metrics_of, metrics_found
@@ -215,10 +215,8 @@ def import_skydiscover(
 def _is_program_file(path: Path) -> bool:
     """A SkyDiscover ``Program.to_dict()`` file: a JSON object with ``id`` and ``solution``."""
     try:
-        if path.stat().st_size > _SNIFF_BYTES:
-            return False
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        raw = json.loads(read_data(path, _SNIFF_BYTES))  # no link followed, no FIFO waited on
+    except (OSError, ValueError, UnicodeDecodeError):  # RunImportError is a ValueError
         return False
     return isinstance(raw, dict) and "id" in raw and "solution" in raw
 
