@@ -238,3 +238,32 @@ def test_incompatible_world_format_inside_a_dataset_is_refused(shared):
     with pytest.raises(ValueError, match="unknown major format version"):
         download("me/toy-v0", remote)
     assert not local_path("me/toy-v0").exists()
+
+
+def test_a_local_remotes_links_fifos_and_oversized_archives_are_refused_before_they_are_read(shared, monkeypatch):
+    """A link in a file:// remote read a file from outside it (its sha256 then printed), a FIFO as
+    dataset.json hung download and list, and an archive was fetched whole before its size mattered."""
+    import os
+    import shutil
+
+    tmp_path, remote = shared
+    upload("me/toy-v0", remote)
+    delete("me/toy-v0")
+    folder = tmp_path / "remote" / "me" / "toy-v0"
+    world_json = folder / "world-a" / "world.json"
+    outside = tmp_path / "outside.json"
+    shutil.copy(world_json, outside)
+    world_json.unlink()
+    world_json.symlink_to(outside)
+    with pytest.raises(DatasetError, match="world-a/world.json is a symbolic link, not a regular file"):
+        download("me/toy-v0", remote)
+    (folder / "dataset.json").unlink()
+    os.mkfifo(folder / "dataset.json")
+    with pytest.raises(DatasetError, match="dataset.json is a FIFO, not a regular file"):
+        download("me/toy-v0", remote)
+    assert [d.description.startswith("error:") and "is a FIFO" in d.description for d in list_remote(remote)] == [True]
+    archive = tmp_path / "remote" / "me" / "big-v0.tar.gz"
+    archive.write_bytes(os.urandom(2 << 20))
+    monkeypatch.setenv("DREAM_GYM_MAX_DECOMPRESSED_MB", "1")
+    with pytest.raises(DatasetError, match="big-v0.tar.gz: holds 2097152 bytes, more than 1 MB"):
+        download("me/big-v0", remote)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,11 @@ from dream_gym.datasets.store import (
     safe_relative_path,
     verify_files,
 )
-from dream_gym.infrastructure.limits import decompressed_limit_problem, max_decompressed_bytes
+from dream_gym.infrastructure.limits import (
+    decompressed_limit_problem,
+    leftover_problem,
+    max_decompressed_bytes,
+)
 from dream_gym.world.tree import sha256_file
 
 REMOTE_ENV = "DREAM_GYM_REMOTE"
@@ -117,6 +122,7 @@ def list_remote(remote: str | None = None) -> list[RemoteDataset]:
     found: list[RemoteDataset] = []
     for path in sorted(fs.glob(_join(root, "*", "*", DATASET_FILE))):
         try:
+            _check_regular(fs, path)
             with fs.open(path, "rb") as stream:
                 meta = parse_dataset_json(path, stream, validate=False)[1]
             found.append(listed(meta, str(path).rsplit("/", 1)[0]))
@@ -246,6 +252,7 @@ def latest_version(name: DatasetName, remote: str | None = None) -> int:
 
 def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None:
     meta_url = _join(folder, DATASET_FILE)
+    _check_regular(fs, meta_url)
     with fs.open(meta_url, "rb") as stream:
         raw, meta = parse_dataset_json(meta_url, stream)  # format/version check before any world is fetched
     check_id(meta_url, meta, expected)
@@ -255,8 +262,7 @@ def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None
         local = staging / rel
         local.parent.mkdir(parents=True, exist_ok=True)
         try:
-            _check_remote_size(fs, _join(folder, rel), limit)
-            fs.get_file(_join(folder, rel), str(local))
+            _fetch_bounded(fs, _join(folder, rel), local, limit)
         except FileNotFoundError:
             raise RemoteError(f"{_join(folder, rel)}: listed in dataset.json but missing at the remote; "
                               "download refused") from None
@@ -279,10 +285,40 @@ def _check_remote_size(fs: Any, url: str, limit: int) -> None:
         raise DatasetError(f"{url}: " + decompressed_limit_problem(limit, f"holds {size} bytes,") + "; download refused")
 
 
+def _check_regular(fs: Any, url: str) -> None:
+    """On a remote in this machine's file system (``file://``), anything but a regular file is
+    refused before it is opened: a link would read a file from outside the remote (and a sha256
+    mismatch would then tell its digest), a FIFO would wait for a writer for ever."""
+    if "file" not in _protocols(fs):
+        return
+    try:
+        mode = os.lstat(fs._strip_protocol(url)).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(url) from None
+    if not stat.S_ISREG(mode):
+        raise DatasetError(f"{url} {leftover_problem(mode, 0, 1)}; a remote's files are read as data only")
+
+
+def _fetch_bounded(fs: Any, url: str, local: Path, limit: int) -> None:
+    """Copy a remote file to ``local``, refusing one of more than ``limit`` bytes: by its size
+    where the remote tells it, else while it is read (a remote that tells none, or lies, cannot
+    fill the disk)."""
+    _check_regular(fs, url)
+    _check_remote_size(fs, url, limit)
+    copied = 0
+    with fs.open(url, "rb") as source, open(local, "wb") as target:
+        while chunk := source.read(1 << 20):
+            copied += len(chunk)
+            if copied > limit:
+                raise DatasetError(f"{url}: " + decompressed_limit_problem(limit, f"holds more than {limit} bytes,")
+                                   + "; download refused")
+            target.write(chunk)
+
+
 def _download_archive(fs: Any, archive: str, staging: Path, expected: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "dataset.tar.gz"
-        fs.get_file(archive, str(local))
+        _fetch_bounded(fs, archive, local, max_decompressed_bytes())  # an archive is smaller than its contents
         try:
             safe_extract(local, staging)
         except UnsafeArchiveError as exc:  # named by the remote's address, not the temporary copy
