@@ -63,6 +63,8 @@ def test_an_id_without_its_version_is_the_newest_version_in_every_command(env, c
     assert [w["world_id"] for w in json.loads(capsys.readouterr().out)] == ["world-b"]
     assert main(["replay", "me/toy/world-b", "--policy", "greedy"]) == 0
     capsys.readouterr()
+    assert main(["worlds", "show", "me/toy/world-b"]) == 0
+    assert capsys.readouterr().out.startswith("world world-b")
     env_ = gym.make("DreamGym/Replay-v1", world="me/toy/world-b")
     assert env_.unwrapped.world.id == "world-b"
     monkeypatch.chdir(env)

@@ -127,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
     )
 
     def events(kind: str, data: dict[str, Any]) -> None:
-        if args.quiet:
+        if args.quiet:  # progress is quiet; a revision the held-out check kept out is not progress
+            if kind == "iteration_done" and data["phase"].warning:
+                console.print(held_out_lines(data["phase"], args.gate)[-1])
             return
         if kind == "iteration":
             console.rule(f"iteration {data['t']}/{data['iterations']}: policy {data['policy']}")

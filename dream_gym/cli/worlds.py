@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "worlds",
-        help="recorded-world datasets: list, show, validate, pack, share, import",
+        help="recorded-world datasets: list, show, validate, pack, upload, download, import, pool, stats",
         description="Datasets of recorded worlds (ids 'namespace/name-vN'), kept in the local "
         "store ($DREAM_GYM_HOME, default ~/.dream_gym) and shared through fsspec remotes.",
     )

@@ -92,8 +92,8 @@ def load(target: str | os.PathLike[str], *, download: bool = False, remote: str 
     * ``namespace/name-vN`` -> that :class:`Dataset`; ``namespace/name`` -> its newest version:
       the newest in the local store (or shipped), or with ``download=True`` the newest at the
       remote (fetched unless already in the store);
-    * ``namespace/name-vN/world`` -> that :class:`~dream_gym.world.tree.World` (its dataset fetched
-      when missing and ``download`` is true);
+    * ``namespace/name-vN/world`` (or ``namespace/name/world``: the newest version's) -> that
+      :class:`~dream_gym.world.tree.World` (its dataset fetched when missing and ``download`` is true);
     * a world folder -> its World.
 
     ``remote`` defaults to ``$DREAM_GYM_REMOTE``. Without network the error is a
@@ -105,6 +105,9 @@ def load(target: str | os.PathLike[str], *, download: bool = False, remote: str 
     if is_world_ref(text):
         did, world = parse_world_ref(text)
         return load_dataset(str(did), download=download, remote=remote).load(world)
+    dataset, _, world = text.rpartition("/")
+    if text.count("/") == 2 and is_dataset_ref(dataset):  # namespace/name/world: the newest version's
+        return load_dataset(dataset, download=download, remote=remote).load(world)
     if is_dataset_ref(text):
         return load_dataset(text, download=download, remote=remote)
     return load_world(text)

@@ -160,8 +160,9 @@ class LoopRun:
             recorded["validate"] = {w.id: world_checksum(w) for w in self.validation}
         if settings.gate:
             recorded["gate"] = True
-        if settings.held_out_margin != HELD_OUT_MARGIN:
-            recorded["held_out_margin"] = settings.held_out_margin
+        if settings.held_out_margin != HELD_OUT_MARGIN:  # inf (report only) as text: JSON has no inf
+            margin = settings.held_out_margin
+            recorded["held_out_margin"] = margin if math.isfinite(margin) else str(margin)
         return recorded
 
     def policy_of(self, t: int) -> str:
