@@ -169,26 +169,20 @@ def test_resume_takes_the_same_policy_file_by_another_path_and_refuses_other_con
 
 
 def test_rsi_checks_each_phase_on_the_held_out_worlds_it_is_given(tmp_path, capsys):
-    one = [a if a != "2" or i != RSI.index("--iterations") + 1 else "1" for i, a in enumerate(RSI)]
-    args = [*one, "--validate", "sd-fixed-s0", "--held-out-margin", "0.05", "--out", str(tmp_path / "rsi")]
-    assert main(args) == 0
-    phase = next(r for r in read_jsonl(tmp_path / "rsi/dream/dream.jsonl") if r["type"] == "phase")
-    assert phase["validation"]["worlds"] == ["sd-fixed-s0"] and not phase["validation"]["auto"]
-    assert phase["validation"]["margin"] == 0.05
-    capsys.readouterr()
-    assert main([*args, "--resume", "--gate"]) == 2
-    assert "gate: the run has None, this command gives True" in capsys.readouterr().err
-    refused = tmp_path / "refused"
-    assert main([*one, "--history", "sd-fixed-s0", "--validate", "sd-fixed-s0", "--out", str(refused)]) == 2
-    assert "held-out worlds must not be in the history: ['sd-fixed-s0']" in capsys.readouterr().err
-    assert not refused.exists()
-
-
-def test_rsi_quiet_still_says_a_revision_the_held_out_check_kept_out_and_a_resume_keeps_the_margin(tmp_path, capsys):
-    """--quiet hid the held-out refusal; a resume with --held-out-margin inf was taken silently (JSON has no inf)."""
+    """rsi takes dream's held-out options; --quiet hid a revision the check kept out, and a resume
+    with --held-out-margin inf was taken silently (JSON has no inf)."""
     one = [a if a != "2" or i != RSI.index("--iterations") + 1 else "1" for i, a in enumerate(RSI)]
     args = [*one, "--validate", "sd-fixed-s0", "--out", str(tmp_path / "rsi")]
     assert "--quiet" in args and main(args) == 0
     assert "WARNING: version 1 is NOT deployed" in capsys.readouterr().err
+    phase = next(r for r in read_jsonl(tmp_path / "rsi/dream/dream.jsonl") if r["type"] == "phase")
+    assert phase["validation"]["worlds"] == ["sd-fixed-s0"] and not phase["validation"]["auto"]
+    assert phase["validation"]["margin"] == 0.1 and phase["validation"]["verdict"] == "refused"
+    assert main([*args, "--resume", "--gate"]) == 2
+    assert "gate: the run has None, this command gives True" in capsys.readouterr().err
     assert main([*args, "--resume", "--held-out-margin", "inf"]) == 2
     assert "held_out_margin: the run has None, this command gives 'inf'" in capsys.readouterr().err
+    refused = tmp_path / "refused"
+    assert main([*one, "--history", "sd-fixed-s0", "--validate", "sd-fixed-s0", "--out", str(refused)]) == 2
+    assert "held-out worlds must not be in the history: ['sd-fixed-s0']" in capsys.readouterr().err
+    assert not refused.exists()

@@ -580,6 +580,7 @@ def test_a_resumed_deploy_shows_its_policy_the_recorded_rounds_and_grows_the_sam
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+    assert 7 <= len(nodes_lines(cut)) < 17  # killed mid-run
     resumed = subprocess.run([*command, "--out", str(cut), "--resume"], env=env, capture_output=True, text=True,
                              timeout=300)
     assert resumed.returncode == 0, resumed.stderr
