@@ -7,10 +7,10 @@ next round: it resets the policy as the run started it, then shows it each recor
 again and checks that it chooses the recorded batch. When every choice repeats, the policy's
 memory is what it was, and the slots of the last round that the kill lost are run now (the agent
 is seeded by the run's seed, the round and the slot): the resumed world is the world the run
-would have grown. A bridge into a discovery system (``deploy --resume``) catches its policy up the
-same way; what the system itself runs again on a resume is the system's. A policy that chooses otherwise on the record (it is not seeded, or remembers
-something the record does not hold) continues from the record with its memory started again,
-and the run says so.
+would have grown. A bridge into a discovery system (``deploy --resume``) catches its policy up
+the same way; what the system itself runs again on a resume is the system's. A policy that
+chooses otherwise on the record (it is not seeded, or remembers something the record does not
+hold) continues from the record with its memory started again, and the run says so.
 """
 
 from __future__ import annotations
