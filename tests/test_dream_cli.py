@@ -39,7 +39,7 @@ def test_dream_resume_with_other_settings_is_refused_naming_the_difference(tmp_p
     assert len(read_jsonl(out / "dream.jsonl")) == 3
     # the decision timeout decides which episodes fail: resumed with another, it was taken silently
     assert main([*DREAM, "--out", str(out), "--resume", "--decision-timeout", "3"]) == 2
-    assert "decision_timeout_s: the run has None, this command gives 3.0" in capsys.readouterr().err
+    assert "decision_timeout_s: the run has none, this command gives 3.0" in capsys.readouterr().err
 
 
 RSI = ["rsi", "--task", "sum-difference", "--policy", "fixed", "--iterations", "2", "--revisions", "2",
@@ -179,9 +179,13 @@ def test_rsi_checks_each_phase_on_the_held_out_worlds_it_is_given(tmp_path, caps
     assert phase["validation"]["worlds"] == ["sd-fixed-s0"] and not phase["validation"]["auto"]
     assert phase["validation"]["margin"] == 0.1 and phase["validation"]["verdict"] == "refused"
     assert main([*args, "--resume", "--gate"]) == 2
-    assert "gate: the run has None, this command gives True" in capsys.readouterr().err
+    assert "gate: the run has none, this command gives True" in capsys.readouterr().err
     assert main([*args, "--resume", "--held-out-margin", "inf"]) == 2
-    assert "held_out_margin: the run has None, this command gives 'inf'" in capsys.readouterr().err
+    assert "held_out_margin: the run has none, this command gives 'inf'" in capsys.readouterr().err
+    other = [*one, "--validate", "sd-greedy-s0", "--out", str(tmp_path / "rsi"), "--resume"]
+    assert main(other) == 2  # the worlds named, not their checksums
+    assert "validate: the run has the worlds sd-fixed-s0, this command gives the worlds sd-greedy-s0" in (
+        capsys.readouterr().err)
     refused = tmp_path / "refused"
     assert main([*one, "--history", "sd-fixed-s0", "--validate", "sd-fixed-s0", "--out", str(refused)]) == 2
     assert "held-out worlds must not be in the history: ['sd-fixed-s0']" in capsys.readouterr().err

@@ -80,7 +80,7 @@ def check_fingerprint(folder: str | os.PathLike[str], settings: Mapping[str, Any
         raise FileExistsError(f"{folder} already holds a {command} run; pass --resume to continue it")
     recorded = json.loads(path.read_text(encoding="utf-8"))
     differences = [
-        f"{key}: the run has {recorded.get(key)!r}, this command gives {current.get(key)!r}"
+        f"{key}: the run has {_said(recorded.get(key))}, this command gives {_said(current.get(key))}"
         for key in sorted(set(recorded) | set(current))
         if recorded.get(key) != current.get(key) and not _same_policy_file(key, recorded, current)
     ]
@@ -96,4 +96,14 @@ def _same_policy_file(key: str, recorded: Mapping[str, Any], current: Mapping[st
     digest is what identifies it, and that is unchanged."""
     digest = recorded.get("policy_sha256")
     return key == "policy" and digest is not None and digest == current.get("policy_sha256")
+
+
+def _said(value: Any) -> str:
+    """A setting as a refusal names it: ``none`` for one not set, the world ids of a mapping of
+    world checksums (the checksums say nothing to a reader), else its repr."""
+    if value is None:
+        return "none"
+    if isinstance(value, dict) and value and all(isinstance(v, str) and len(v) == 64 for v in value.values()):
+        return "the worlds " + ", ".join(map(str, value))
+    return repr(value)
 
