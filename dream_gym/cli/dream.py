@@ -42,7 +42,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_held_out_arguments(p: argparse.ArgumentParser) -> None:
-    """The held-out check's options, shared by ``dream`` and ``rsi`` (see :func:`held_out_settings`)."""
+    """The held-out check's options, shared by ``dream`` and ``rsi`` (read by :func:`dream_settings`)."""
     p.add_argument("--validate", default=None, metavar="WORLDS",
                    help="held-out worlds, not used for selection, a revision is checked on before it is deployed "
                         "(default: one shipped held-out world of each task the history does not hold; "

@@ -17,6 +17,7 @@ keeps each value whole.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import textwrap
@@ -72,13 +73,10 @@ def cell(text: object, limit: int = NAME_CHARS) -> Any:
 
 
 
-
 def console(stderr: bool = False) -> Any:
     """A command's console (its results, or with ``stderr`` its progress). In a terminal, text
     wraps between words at its width; in a log or a pipe each line stays whole (tables take
     ``COLUMNS``, or 200 columns), so a line is never broken mid-word by the terminal nor cut."""
-    import os
-
     from rich.console import Console
 
     out = Console(stderr=stderr)

@@ -251,9 +251,9 @@ def _narrowest(stats: Sequence[WorldStats], rows: list[tuple[str, list[str]]], i
 
 
 def _folded(world_id: str, width: int) -> str:
-    """``world_id`` in lines of at most ``width`` characters, broken after its hyphens where it
-    can be (``lasso-openevolve-`` / ``w4-s0``, not ``lasso-openevolve-w4-`` / ``s0``), and within
-    a part only where that part alone is wider than ``width``."""
+    """``world_id`` in lines of at most ``width`` characters, each as long as it can be but broken
+    only after a hyphen (at 18: ``lasso-openevolve-`` / ``w4-s0``, not ``lasso-openevolve-w`` /
+    ``4-s0``), and within a part only where that part alone is wider than ``width``."""
     lines = [""]
     for part in re.findall(r"[^-]*-|[^-]+$", world_id):
         if lines[-1] and len(lines[-1]) + len(part) > width:

@@ -106,4 +106,3 @@ def _said(value: Any) -> str:
     if isinstance(value, dict) and value and all(isinstance(v, str) and len(v) == 64 for v in value.values()):
         return "the worlds " + ", ".join(map(str, value))
     return repr(value)
-

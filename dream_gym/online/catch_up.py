@@ -34,13 +34,12 @@ class CatchUp:
             the view before the last recorded round).
         missing: (slot, parent index) of the last recorded round that were chosen and not
             recorded, to run before the next round.
-        repeated: whether the policy chose every recorded batch again (False: its memory was
-            started again, ``note`` says at which round).
+        note: empty when the policy chose every recorded batch again; else at which round it did
+            not, its memory having been started again there.
     """
 
     view: PrefixView
     missing: list[tuple[int, int]] = field(default_factory=list)
-    repeated: bool = True
     note: str = ""
 
 
@@ -87,7 +86,7 @@ def _started_again(policy: Policy, records: Sequence[dict[str, Any]], meta: dict
                    settings: ReplaySettings, seed: int, done_rounds: int, round_no: int) -> CatchUp:
     view = tree_view(list(records), meta, settings, rounds=done_rounds)
     policy.reset(RunContext.from_view(view, seed=seed))
-    return CatchUp(view, repeated=False, note=(
+    return CatchUp(view, note=(
         f"the policy did not choose round {round_no}'s recorded batch again, so it goes on from the record "
         "with its memory started again (the world may differ from an uninterrupted run's)"))
 

@@ -95,14 +95,13 @@ def read_snapshots(src: Path, report: ImportReport) -> Snapshots:
     snapshots = Snapshots()
     unreadable: list[tuple[Path, str]] = []
     for path in files:
+        data = read_data(path, max_line_bytes())  # a link, a FIFO or a bomb is refused, not noted
         try:
-            raw = loads_bounded(read_data(path, max_line_bytes()))  # a link, a FIFO or a bomb is refused
+            raw = loads_bounded(data)
         except LimitError as exc:
             unreadable.append((path, exc.problem))
             continue
         except ValueError as exc:
-            if isinstance(exc, RunImportError):
-                raise
             unreadable.append((path, f"unreadable JSON ({exc})"))
             continue
         node_id = to_id(raw.get("id")) if isinstance(raw, dict) else None
