@@ -41,6 +41,19 @@ def test_pack_takes_a_folder_of_worlds_and_held_out_names_split_on_commas(env, c
     assert split == {"train": ["world-b"], "held_out": ["world-a", "world-c"]}
 
 
+def test_held_out_before_the_world_folders_takes_one_name_an_option(env, capsys):
+    """``--held-out W FOLDER...`` read the folders as held-out names too (a list option before the
+    positional ones), and then said no world folder was given."""
+    for name in ("world-a", "world-b", "world-c"):
+        make_world(env / name, name)
+    folders = [str(env / name) for name in ("world-a", "world-b", "world-c")]
+    assert main(["worlds", "pack", "--held-out", "world-a", "--held-out", "world-b", *folders, "--id", "me/order-v0"]) == 0
+    assert "packed 3 world(s) as me/order-v0" in capsys.readouterr().out
+    assert main(["worlds", "show", "me/order-v0", "--json"]) == 0
+    split = json.loads(capsys.readouterr().out)["dataset"]["split"]
+    assert split == {"train": ["world-c"], "held_out": ["world-a", "world-b"]}
+
+
 def test_an_id_without_its_version_is_the_newest_version_in_every_command(env, capsys, monkeypatch):
     """``me/toy`` is me/toy-v1 wherever a dataset id is taken (``worlds show`` without --json
     was a traceback; stats, eval, replay and gym.make took only ``me/toy-v1``)."""

@@ -190,6 +190,20 @@ def test_resume_with_other_run_settings_is_refused(tmp_path, changed, message):
     assert files_of(result.folder) == before and "sha256" in json.loads(before["world.json"])
 
 
+def test_a_run_grown_further_says_its_rounds_and_command_in_world_json(tmp_path):
+    """world.json kept the first command's rounds and command line when --resume --rounds grew
+    the world further; a shorter resume changes neither."""
+    _grow(tmp_path, make_policy("random", p_stop=0.0), rounds=1, command="dream-gym grow --rounds 1")
+    result = _grow(tmp_path, make_policy("random", p_stop=0.0), rounds=3, resume=True,
+                   command="dream-gym grow --rounds 3 --resume")
+    world = load_world(result.folder)
+    assert max(r["round"] for r in world.records) == 3
+    assert (world.meta["rounds"], world.meta["command"]) == (3, "dream-gym grow --rounds 3 --resume")
+    _grow(tmp_path, make_policy("random", p_stop=0.0), rounds=2, resume=True, command="dream-gym grow --rounds 2")
+    assert (load_world(result.folder).meta["rounds"], load_world(result.folder).meta["command"]) == (
+        3, "dream-gym grow --rounds 3 --resume")
+
+
 @pytest.mark.slow
 def test_kill_9_then_resume_loses_nothing_written_and_duplicates_nothing(tmp_path):
     out = tmp_path / "world"

@@ -48,8 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--description", default="", help="what the worlds are, for dataset.json and the card")
     p.add_argument("--author", default="", help="who made the worlds")
     p.add_argument("--licence", "--license", default="", dest="licence", help="the worlds' licence (e.g. CC-BY-4.0)")
-    p.add_argument("--held-out", nargs="*", default=[], metavar="WORLD",
-                   help="worlds of the held-out split (names, space- or comma-separated)")
+    # one name (or a comma list) an option: a list of names would take the world folders after it
+    p.add_argument("--held-out", action="append", default=[], metavar="WORLD",
+                   help="a world of the held-out split (repeat the option, or separate names by commas)")
     p.add_argument("--readme", help="a README.md dataset card to include")
     p.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
     p.set_defaults(func=_pack)

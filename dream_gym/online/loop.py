@@ -174,6 +174,13 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
                     "workers": config.workers, "frontier": config.frontier, "policy": config.policy,
                     "policy_params": dict(config.policy_params), "agent": config.agent, "seed": config.seed,
                     "beta": config.beta})
+                recorded_rounds = writer.meta.get("rounds")
+                if isinstance(recorded_rounds, int) and config.rounds > recorded_rounds:
+                    # grown further: world.json says how many rounds and by which command
+                    extended = {"rounds": config.rounds}
+                    if config.command:
+                        extended["command"] = config.command
+                    writer.update_meta(**extended)
             except BaseException:
                 writer.close()
                 raise
