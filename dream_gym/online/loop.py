@@ -177,7 +177,7 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
                 recorded_rounds = writer.meta.get("rounds")
                 if isinstance(recorded_rounds, int) and config.rounds > recorded_rounds:
                     # grown further: world.json says how many rounds and by which command
-                    extended = {"rounds": config.rounds}
+                    extended: dict[str, Any] = {"rounds": config.rounds}
                     if config.command:
                         extended["command"] = config.command
                     writer.update_meta(**extended)
