@@ -314,8 +314,13 @@ def test_an_episode_learns_neither_its_pid_nor_the_collectors_count(world: World
     assert len({re.search(r"PID=(\w+) GETPID=0", e).group(1) for e in errors}) == 1, errors  # type: ignore[union-attr]
     assert "PID=PermissionError" in errors[0]
     with IsolatedPolicy(HOSTILE / "reads_the_collector.py", **FAST) as policy:
-        errors = _errors(policy, world, 4)
-    assert len({re.search(r"COLLECTOR=(.*)", e).group(1) for e in errors}) == 1, errors  # type: ignore[union-attr]
+        errors = _errors(policy, world, 6)
+    read = [re.search(r"COLLECTOR=(.*\]) (\d+) \(at", e).groups() for e in errors]  # type: ignore[union-attr]
+    assert len({collector for collector, _ in read}) == 1, errors
+    # the allocator's block count: the same, but for a block or two that the timing of an
+    # episode's start can move (seen under load, in any episode), not a count of the episodes
+    blocks = [int(count) for _, count in read]
+    assert max(blocks) - min(blocks) <= 2, blocks
 
 
 def test_untrusted_code_finds_every_nodes_fields_made_before_its_first_decision(tmp_path: Path) -> None:

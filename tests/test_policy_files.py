@@ -264,8 +264,9 @@ def test_child_inherits_nothing(good: IsolatedPolicy, monkeypatch: pytest.Monkey
         # the episode holds its two pipes besides stdio, and not the template's control socket
         episode_fds = [os.readlink(f"/proc/{episode.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{episode.pid}/fd")]
         assert len(episode_fds) == 5 and not any(target.startswith("socket:") for target in episode_fds), episode_fds
-        assert policy.hardening[0] == "namespaces" and policy.hardening[2:] == ["seccomp", "mapped-pages-cached", "audit-hook"]
-        assert policy.hardening[1].startswith("landlock-abi")
+        assert policy.hardening[:2] == ["namespaces", "proc of its own"]
+        assert policy.hardening[3:] == ["seccomp", "mapped-pages-cached", "audit-hook"]
+        assert policy.hardening[2].startswith("landlock-abi")
 
 
 def _episode_forked_ahead(template: psutil.Process, timeout_s: float = 10.0) -> psutil.Process:

@@ -111,6 +111,23 @@ def test_a_candidate_reads_and_writes_only_its_own_folder(tmp_path: Path) -> Non
     assert not (other / "new.txt").exists()
 
 
+def test_a_candidate_sees_no_host_process_under_proc(tmp_path: Path) -> None:
+    """Landlock rules opening, not looking up: under the host's /proc a candidate saw which of the
+    host's pids were alive (91 below 5,000 here), the one that started it among them. The
+    sandbox mounts a proc of its own PID namespace, where only its own processes live."""
+    import os
+
+    host = sorted({os.getpid(), os.getppid(), *psutil.pids()[-50:]})
+    code = textwrap.dedent(f"""
+        import json, os
+        print(json.dumps([pid for pid in {host!r} + list(range(1, 64)) if os.path.exists(f"/proc/{{pid}}")]))
+    """)
+    out = run_python(code=code, cwd=tmp_path, wall_s=20)
+    seen = json.loads(out.stdout)
+    assert set(seen) <= {1, 2, 3}, seen  # the sandbox's init, the candidate (and a thread's id)
+    assert os.getpid() not in seen
+
+
 # -- nothing outlives the parent -------------------------------------------------------------------
 HOLDER = textwrap.dedent("""
     import sys, time

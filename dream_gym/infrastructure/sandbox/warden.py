@@ -895,8 +895,21 @@ def _watch(child: int, lifeline: int, status_pipe: int | None, namespaced: bool,
     _end_like(status)
 
 
+def _mount_own_proc() -> str:
+    """Mount a proc file system of this PID namespace over ``/proc`` (in the sandbox's own mount
+    namespace; called by its PID 1): the inherited one answers a lookup of any host pid, which
+    Landlock does not rule (it rules opening), so an untrusted process could see which of the
+    host's processes live. A note saying which ``/proc`` the sandbox sees."""
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if _libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(flags), None) != 0:
+        return f"host /proc (a proc of its own refused: {_errno_text()})"
+    return "proc of its own"
+
+
 def _init(config: Mapping[str, Any], status_pipe: int, notes: list[str]) -> None:
     """PID 1 of the namespace: start the payload, reap every orphan, report the payload's status."""
+    if "namespaces" in notes:  # a mount namespace of its own (not NAMESPACES_WITHOUT_MOUNT)
+        notes.append(_mount_own_proc())
     payload = os.fork()
     if payload == 0:
         os.close(status_pipe)
