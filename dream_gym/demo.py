@@ -143,7 +143,7 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int
     # A demo killed during its evaluation continues it (the same grid, so the journal matches).
     policies = sorted(set(POLICIES) - set(RECORDERS))  # the exploration policies, not the recorders
     results = evaluate(policies, split, settings=ReplaySettings(workers), jobs=jobs, out=results_path,
-                       resume=journal_path(results_path).exists())
+                       resume=journal_path(results_path).exists(), overwrite=True)
     board = leaderboard(results)
     board.print(per_world=False)  # the per-world tables go to leaderboard.md
     (out / "leaderboard.md").write_text(board.to_markdown() + "\n", encoding="utf-8")

@@ -53,3 +53,21 @@ def test_a_value_no_run_can_use_is_refused_before_anything_runs(tmp_path: Path, 
     assert cli_main(filled) == 2  # refused in this process
     assert capsys.readouterr().err.strip() == f"dream-gym {command[0]}: error: {message}"
     assert not out.exists()
+
+
+def test_results_already_in_out_are_kept_unless_force_replaces_them(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``eval --out`` replaced an earlier evaluation's results without a word (220 episodes became
+    11); it now refuses, before any episode, and ``--force`` replaces them."""
+    out = tmp_path / "results.jsonl"
+    first = ["eval", "-p", "greedy", "-p", "random", "-w", WORLD, "--betas", "0.5", "--no-progress", "--out", str(out)]
+    assert cli_main(first) == 0
+    kept = out.read_bytes()
+    assert len(kept.splitlines()) == 2
+    capsys.readouterr()
+    again = ["eval", "-p", "greedy", "-w", WORLD, "--betas", "0.5", "--no-progress", "--out", str(out)]
+    assert cli_main(again) == 2
+    assert "holds the results of an earlier evaluation" in capsys.readouterr().err
+    assert out.read_bytes() == kept
+    assert cli_main([*again, "--force"]) == 0
+    assert len(out.read_bytes().splitlines()) == 1

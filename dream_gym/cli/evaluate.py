@@ -59,6 +59,9 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--resume", action="store_true",
                     help="continue a killed run into --out: keep the tasks its journal OUT.partial holds and "
                          "run only the others (the same policies, worlds, betas and options are required)")
+    ev.add_argument("--force", action="store_true",
+                    help="replace the results an earlier evaluation left in --out (without it they are kept "
+                         "and the run is refused)")
     ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
     ev.add_argument("--max-rounds", type=int, default=None, help="round limit K2 (default: none)")
     add_max_attempts(ev)
@@ -130,6 +133,7 @@ def run_eval(args: argparse.Namespace) -> int:
         task_timeout=args.task_timeout or None,
         resume=args.resume,
         trust_model=args.trust_model,
+        overwrite=args.force,
         file_options=None if args.decision_timeout == DEFAULT_DECISION_TIMEOUT_S else isolated,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)

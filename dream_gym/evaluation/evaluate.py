@@ -20,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from dream_gym.evaluation.journal import EvalJournal, run_identity
+from dream_gym.evaluation.journal import EvalJournal, journal_path, run_identity
 from dream_gym.evaluation.leaderboard import Leaderboard, LeaderboardRow, leaderboard
 from dream_gym.evaluation.results import (
     check_results_target,
@@ -96,6 +97,7 @@ def evaluate(
     file_options: Mapping[str, Any] | None = None,
     resume: bool = False,
     trust_model: bool = False,
+    overwrite: bool = False,
     **replay: Any,
 ) -> list[EpisodeResult]:
     """Run every (policy, world, beta) episode and return the results in canonical order.
@@ -140,6 +142,9 @@ def evaluate(
         trust_model: load model zips with the objects pickled in them, which run as code (only
             for models whose authors you trust). Default: as data (:mod:`dream_gym.rl.model_zips`),
             and a zip holding anything else is refused (UntrustedModelError) before anything runs.
+        overwrite: replace the results an earlier evaluation left in ``out``; without it a
+            non-empty ``out`` is refused (FileExistsError) before any episode, unless ``resume``
+            continues the run whose journal is beside it.
 
     With ``out``, the run holds the lock of ``out`` (``<out>.lock``, :mod:`dream_gym.infrastructure.locks`):
     a second run into the same file is refused with LockedError naming this one. Each finished
@@ -189,7 +194,7 @@ def evaluate(
     options = {**_identity_settings(settings), "seed": seed, "lam": check_lambda(lam)}
     identity = {"policies": policies, "worlds": world_list, "betas": beta_grid, "options": options,
                 "file_options": file_options}
-    with _results_output(out, identity, resume) as journal:
+    with _results_output(out, identity, resume, overwrite) as journal:
         by_key: dict[tuple[int, int], list[EpisodeResult]] = dict(journal.finished) if journal else {}
         pending = [t for t in tasks if (t.policy_index, t.world_index) not in by_key]
         label = f"{len(policies)}x{len(world_list)}x{len(beta_grid)} episodes ({backend})"
@@ -249,13 +254,17 @@ def _small_grid(policies: Sequence[str], worlds: Sequence[World], betas: Sequenc
 
 @contextlib.contextmanager
 def _results_output(out: str | os.PathLike[str] | None, identity: Mapping[str, Any],
-                    resume: bool) -> Iterator[EvalJournal | None]:
+                    resume: bool, overwrite: bool) -> Iterator[EvalJournal | None]:
     """With a results file: its lock for the whole run, and the journal of finished tasks."""
     if out is None:
         yield None
         return
     check_results_target(out)
     with file_lock(out):
+        continued = resume and journal_path(out).exists()
+        if not overwrite and not continued and Path(out).is_file() and Path(out).stat().st_size:
+            raise FileExistsError(f"{out} holds the results of an earlier evaluation; give another path, or "
+                                  "pass --force (overwrite=True) to replace them")
         journal = EvalJournal.open(out, run_identity(**identity), resume=resume)
         try:
             yield journal
