@@ -116,6 +116,24 @@ def test_a_held_out_world_in_the_history_is_refused_before_the_run_folder_is_mad
     assert not out.exists()
 
 
+def test_a_held_out_world_that_is_a_history_world_under_another_id_is_refused(tmp_path, capsys):
+    """The check compared ids only: one run imported twice, into two folders, was a history world
+    and a held-out world at once, and its held-out figure was neither."""
+    import shutil
+
+    from dream_gym.world.registry import resolve_world
+
+    copy = tmp_path / "sd-copy"
+    shutil.copytree(resolve_world("sd-fixed-s0").path, copy)
+    meta = json.loads((copy / "world.json").read_text())
+    (copy / "world.json").write_text(json.dumps({**meta, "id": "sd-copy"}))
+    out = tmp_path / "dream"
+    assert main([*DREAM, "--validate", str(copy), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "held-out worlds must not be in the history: ['sd-copy' (the nodes of the history's 'sd-fixed-s0')]" in err
+    assert not out.exists()
+
+
 HASHY = ("def act(view):\n"
          "    order = sorted(view.frontier, key=lambda i: hash(str(i)))  # another order in each hash seed\n"
          "    return order[:1] if view.attempts < 8 else []\n")

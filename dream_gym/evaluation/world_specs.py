@@ -159,10 +159,21 @@ def _check_distinct_ids(worlds: list[World]) -> None:
 
 def check_held_out(used: Iterable[World], held_out: Iterable[World], used_as: str, hint: str = "") -> None:
     """Refuses held-out worlds that are also ``used_as`` (the history a policy is selected on, the
-    pool a model is trained on): figures on them would be called held out and be neither."""
-    overlap = {w.id for w in used} & {w.id for w in held_out}
+    pool a model is trained on): figures on them would be called held out and be neither. A world
+    is the same by its id or by its nodes' checksum (one run imported twice, into two folders)."""
+    from dream_gym.evaluation.journal import world_checksum
+
+    used = list(used)
+    used_ids = {w.id for w in used}
+    used_by_checksum = {world_checksum(w): w.id for w in used}
+    overlap = []
+    for world in held_out:
+        if world.id in used_ids:
+            overlap.append(repr(world.id))
+        elif world_checksum(world) in used_by_checksum:
+            overlap.append(f"{world.id!r} (the nodes of the {used_as}'s {used_by_checksum[world_checksum(world)]!r})")
     if overlap:
-        raise ValueError(f"held-out worlds must not be in the {used_as}: {sorted(overlap)}{hint}")
+        raise ValueError(f"held-out worlds must not be in the {used_as}: [{', '.join(sorted(overlap))}]{hint}")
 
 
 def _where(world: World) -> str:
