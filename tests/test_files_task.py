@@ -288,7 +288,7 @@ def test_openevolve_reads_a_folder_below_home_given_with_read(tmp_path: Path) ->
     task = f"{READS / 'initial_program.py'},{READS / 'evaluator.py'}"
     done = deploy("openevolve", task, out, "--read", str(data), budget=4, env={"HOME": str(home)})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert ", stopped by budget, " in done.stderr, done.stderr[-3000:]  # OpenEvolve's iterations, in deploy's word
+    assert ", stopped by budget, " in done.stdout, done.stdout[-3000:]  # OpenEvolve's iterations, in deploy's word
     records = nodes(out)
     assert records[0]["score"] == pytest.approx(2.0 / 3.0) and len(records) >= 3
     meta = json.loads((out / "world.json").read_text())
@@ -303,7 +303,7 @@ def test_shinkaevolve_and_skydiscover_run_a_task_given_as_files_without_a_key(sy
     first, second = tmp_path / "first", tmp_path / "second"
     done = deploy(system, FILES, first, "--policy-arg", "patience=100", budget=6)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert ", stopped by budget, " in done.stderr, done.stderr[-3000:]  # one word for every system
+    assert ", stopped by budget, " in done.stdout, done.stdout[-3000:]  # one word for every system
     records = nodes(first)
     # every proposal a node (SkyDiscover retries a failed evaluation with a new program, also a node)
     assert len(records) >= 7 and all(r.get("code") for r in records)

@@ -81,7 +81,7 @@ def run_command(args: argparse.Namespace) -> int:
         options=parse_key_values(args.system_option, "--option"), read=tuple(args.read),
     )
     result = deploy(request)
-    console = shown_console(stderr=True)
+    console = shown_console()  # the run's summary, like grow's and import's: what `> log` keeps
     console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {result.best_score}, "
                   f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version})",
                   markup=False)
@@ -94,4 +94,4 @@ def run_command(args: argparse.Namespace) -> int:
     if resumed := result.extra.get("resumed"):
         console.print(f"resume: {resumed}", markup=False)
     console.print(f"world: {result.folder}", markup=False)
-    return run_status(result.folder, result.stopped_by, console)
+    return run_status(result.folder, result.stopped_by, shown_console(stderr=True))

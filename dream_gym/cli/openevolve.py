@@ -70,7 +70,7 @@ def run_command(args: argparse.Namespace) -> int:
         policy_params=parse_key_values(args.policy_arg), trust_model=args.trust_model, read=tuple(args.read),
     )
     result = run_openevolve(config)
-    console = shown_console(stderr=True)
+    console = shown_console()  # the run's summary, like grow's and import's: what `> log` keeps
     console.print(
         f"{result.nodes} nodes ({result.invalid} invalid), {result.iterations} iterations in {result.rounds} rounds, "
         f"best combined_score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s "
@@ -81,7 +81,7 @@ def run_command(args: argparse.Namespace) -> int:
     if result.resumed:
         console.print(f"resume: {result.resumed}", markup=False)
     console.print(f"world: {result.folder}  OpenEvolve output: {result.folder / 'openevolve'}")
-    return run_status(result.folder, result.stopped_by, console)
+    return run_status(result.folder, result.stopped_by, shown_console(stderr=True))
 
 
 def task_command(args: argparse.Namespace) -> int:
