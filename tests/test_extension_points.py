@@ -40,7 +40,7 @@ def test_a_new_importer_gets_the_wrong_system_hint_from_the_registry(tmp_path, c
     openevolve_run = tmp_path / "oe" / "programs"
     openevolve_run.mkdir(parents=True)
     (openevolve_run / "r.json").write_text("{}", encoding="utf-8")
-    with pytest.raises(RunImportError, match="looks like a OpenEvolve run instead: import it with --from openevolve"):
+    with pytest.raises(RunImportError, match="looks like an OpenEvolve run instead: import it with --from openevolve"):
         import_run("csv-tree", tmp_path / "oe", tmp_path / "w")
 
 

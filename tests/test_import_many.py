@@ -102,7 +102,7 @@ def test_every_run_of_a_folder_is_imported_by_the_system_named(tmp_path):
     write_corpus(tmp_path / "corpus")
     with pytest.raises(RunImportError) as refused:  # none of them is a GEPA run
         import_runs("gepa", tmp_path / "corpus", tmp_path / "w")
-    assert str(refused.value).count("looks like a EvoTrace run instead: import it with --from evotrace") == 3
+    assert str(refused.value).count("looks like an EvoTrace run instead: import it with --from evotrace") == 3
     report = import_runs("evotrace", tmp_path / "corpus", tmp_path / "w2")
     assert [o.name for o in report.imported] == ["gepa_native-circle-gepa-s0", "openevolve_native-circle-oe-s0",
                                                  "shinkaevolve-circle-shinka-s0"]

@@ -529,7 +529,7 @@ def test_wrong_system_and_auto_detection(tmp_path):
     assert "looks like" not in str(direct.value)
     openevolve = tmp_path / "oe"
     _write(openevolve / "checkpoints" / "checkpoint_1" / "programs", _prog("r", None, 1.0, 1.0, 0))
-    with pytest.raises(RunImportError, match="looks like a OpenEvolve run instead: import it with --from openevolve"):
+    with pytest.raises(RunImportError, match="looks like an OpenEvolve run instead: import it with --from openevolve"):
         import_run("shinkaevolve", openevolve, tmp_path / "w")
     assert detect_system(openevolve) == "openevolve" and detect_system(shinka) == "shinkaevolve"
     assert detect_system(shinka / "evolution_db.sqlite") == "shinkaevolve" and detect_system(tmp_path / "no") is None
@@ -539,7 +539,8 @@ def test_wrong_system_and_auto_detection(tmp_path):
         import_openevolve(tmp_path / "auto", tmp_path / "again")
     neither = tmp_path / "neither"
     neither.mkdir()
-    with pytest.raises(RunImportError, match="name the system with --from"):
+    (neither / "notes.txt").write_text("no run here")
+    with pytest.raises(RunImportError, match="if a system of these wrote it, name it with --from"):
         import_run("auto", neither, tmp_path / "w")
     shutil.rmtree(tmp_path / "auto")
 
@@ -584,14 +585,22 @@ def test_auto_says_why_it_found_no_run(tmp_path, capsys):
     assert main(["worlds", "import", str(openevolve), "--out", str(tmp_path / "world")]) == 0  # control
     capsys.readouterr()
     (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("not a run")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("not a run")
+    (tmp_path / "worlds").mkdir()
+    shutil.copytree(tmp_path / "world", tmp_path / "worlds" / "world")
     (tmp_path / "oe-nothing" / "logs").mkdir(parents=True)  # OpenEvolve ran, 3 iterations: no checkpoint, no trace
     (tmp_path / "oe-nothing" / "logs" / "openevolve_20261206_101010.log").write_text("...")
     for src, why in ((tmp_path / "no-such-run", f"{tmp_path / 'no-such-run'} does not exist"),
                      (tmp_path / "oe-nothing", "an OpenEvolve output folder without programs; OpenEvolve writes its "
                                                "programs at checkpoints, every checkpoint_interval iterations"),
                      (tmp_path / "world", f"{tmp_path / 'world'} is already a dream-gym world folder: load it directly"),
-                     (tmp_path / "empty", "nor a refined EvoTrace run (meta.json and programs.jsonl) was found; "
-                                          "name the system with --from")):
+                     (tmp_path / "empty", f"{tmp_path / 'empty'} is an empty folder"),
+                     (tmp_path / "notes.txt", f"{tmp_path / 'notes.txt'} is a file; a run is the folder its system wrote"),
+                     (tmp_path / "worlds", f"{tmp_path / 'worlds'} holds dream-gym world folders: load them directly"),
+                     (tmp_path / "other", "nor a refined EvoTrace run (meta.json and programs.jsonl) was found; "
+                                          "if a system of these wrote it, name it with --from")):
         assert main(["worlds", "import", str(src), "--out", str(tmp_path / "w")]) == 2
         err = capsys.readouterr().err
         assert why in err and err.count("error:") == 1 and not (tmp_path / "w").exists()
@@ -672,3 +681,17 @@ def test_a_run_folders_side_files_are_read_as_data(tmp_path):
     with pytest.raises(RunImportError, match="correct.json is a symbolic link"):
         import_shinkaevolve(shinka, tmp_path / "w-shinka")
     assert not any("SECRET" in p.read_text() for p in tmp_path.glob("w-*/nodes.jsonl"))
+
+
+def test_a_run_given_where_a_world_is_expected_is_told_to_import_it(tmp_path, capsys):
+    """``replay``/``worlds show`` said ``world.json: missing`` and ``eval`` that the folder was
+    neither a world nor a folder of worlds, of a run folder the user had not imported yet."""
+    from dream_gym.cli import main
+
+    run = tmp_path / "oe"
+    _write(run / "checkpoints" / "checkpoint_1" / "programs", _prog("r", None, 1.0, 1.0, 0))
+    for command in (["replay", str(run)], ["worlds", "show", str(run)],
+                    ["eval", "-p", "greedy", "--worlds", str(run), "--no-progress"]):
+        assert main(command) == 2, command
+        err = capsys.readouterr().err
+        assert f"dream-gym worlds import {run} --out WORLD_FOLDER" in err and err.count("error:") == 1, (command, err)

@@ -83,7 +83,7 @@ def test_auto_detection_asks_skydiscover_before_openevolve(run: Path, tmp_path: 
 
     write_resumed_run(tmp_path / "oe", iterations=(6,), resume_at=())
     assert detect_system(tmp_path / "oe") == "openevolve"
-    with pytest.raises(RunImportError, match="looks like a OpenEvolve run instead: import it with --from openevolve"):
+    with pytest.raises(RunImportError, match="looks like an OpenEvolve run instead: import it with --from openevolve"):
         import_run("skydiscover", tmp_path / "oe", tmp_path / "wrong")
 
 

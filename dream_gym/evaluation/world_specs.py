@@ -91,7 +91,9 @@ def _resolve_one(spec: str) -> list[World]:
             return [load_cached(path)]
         children = sorted(p for p in path.iterdir() if p.is_dir() and _is_world_folder(p))
         if not children:
-            raise LookupError(f"{spec!r} is a folder but neither a world (no {WORLD_FILE}) nor a folder of worlds")
+            raise LookupError(f"{spec!r} is a folder but neither a world (no {WORLD_FILE}) nor a folder of worlds; "
+                              f"a discovery run's output becomes a world with: dream-gym worlds import {spec} "
+                              "--out WORLD_FOLDER")
         return [load_cached(p) for p in children]
     if spec in SPLIT_ALIASES:
         return _split_worlds(spec)

@@ -356,7 +356,9 @@ def prefix_world(world: World, attempts: int) -> World:
 
 def read_meta(meta_path: Path) -> dict[str, Any]:
     if not is_present(meta_path):
-        raise WorldFormatError(meta_path, "missing (a world folder holds world.json and nodes.jsonl)")
+        raise WorldFormatError(meta_path, "missing (a world folder holds world.json and nodes.jsonl; a discovery "
+                                          "run's output becomes one with: dream-gym worlds import "
+                                          f"{meta_path.parent} --out WORLD_FOLDER)")
     return validate_meta(meta_path, read_json_document(meta_path))
 
 

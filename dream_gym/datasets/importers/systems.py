@@ -60,10 +60,16 @@ def _unrecognised(src: Path) -> str:
         return f"{src} does not exist"
     if (src / "world.json").is_file():
         return f"{src} is already a dream-gym world folder: load it directly (dream-gym eval --worlds {src})"
+    if not src.is_dir():
+        return f"{src} is a file; a run is the folder its system wrote"
+    if not any(src.iterdir()):
+        return f"{src} is an empty folder"
+    if any((child / "world.json").is_file() for child in src.iterdir() if child.is_dir()):
+        return f"{src} holds dream-gym world folders: load them directly (dream-gym eval --worlds {src})"
     if src.is_dir() and any(src.glob("logs/openevolve_*.log")):  # OpenEvolve ran here and left no program
         return f"{src}: an OpenEvolve output folder without programs; {openevolve.NO_PROGRAMS}"
     looked_for = " nor ".join(importer.looks_for for importer in IMPORTERS.values())
-    return f"{src}: neither {looked_for} was found; name the system with --from"
+    return f"{src}: neither {looked_for} was found; if a system of these wrote it, name it with --from"
 
 
 def with_fields(options: ImportOptions | None, fields: dict[str, Any]) -> ImportOptions:
@@ -80,4 +86,5 @@ def _other_system_hint(error: NotARunError, expected: str) -> str:
     found = None if error.world_folder else detect_system(error.path)
     if found is None or found == expected:
         return ""
-    return f"; it looks like a {SYSTEM_NAMES[found]} run instead: import it with --from {found}"
+    name = SYSTEM_NAMES[found]
+    return f"; it looks like {'an' if name[0] in 'AEIOU' else 'a'} {name} run instead: import it with --from {found}"
