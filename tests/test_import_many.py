@@ -116,3 +116,16 @@ def test_the_real_gepa_runs_as_one_folder(tmp_path, capsys):
     assert "imported 3 of 3 run(s)" in text
     assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["gepa-cache-gemini3", "gepa-cache-gpt5",
                                                                 "gepa-cache-gpt5-run0"]
+
+
+def test_a_run_that_holds_only_its_initial_program_is_named_in_a_warning(tmp_path, capsys):
+    """ShinkaEvolve's own circle-packing example holds its initial program alone: the folder import
+    kept it with no word (its row said 1 node), and a history then replayed no decision on it."""
+    runs = tmp_path / "runs"
+    shutil.copytree(EXTERNAL_GEPA.parent / "shinkaevolve" / "circle-packing-example", runs / "circle-packing-example")
+    shutil.copytree(GEPA_RUN, runs / "linear-fit")
+    assert main(["worlds", "import", str(runs), "--out", str(tmp_path / "w")]) == 0
+    text = capsys.readouterr().out
+    assert "imported 2 of 2 run(s)" in text
+    assert "warning: circle-packing-example holds only its initial program" in text
+    assert "warning: linear-fit" not in text

@@ -182,8 +182,9 @@ def test_resume_of_an_imported_world_names_it_in_a_few_words(tmp_path: Path) -> 
     request = DeployRequest(system="openevolve", task=TASK, out=out, resume=True)
     with pytest.raises(ValueError) as refused:
         open_world(request, "openevolve", write_task_files=_files, meta=_meta_of(request, "openevolve"))
-    assert str(refused.value) == (f"{out} holds a world that another system wrote (imported from a run of openevolve); "
-                                  "--resume continues a world with the --system that wrote it")
+    # the same system, imported: it said "another system wrote" it
+    assert str(refused.value) == (f"{out} holds a world imported from a run of openevolve, not one that deploy "
+                                  "recorded; --resume continues a deploy's own world (start the run in a new --out)")
 
 
 def test_resume_of_a_task_given_as_files_needs_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -283,6 +283,10 @@ def _import_many(args: argparse.Namespace, options: ImportOptions) -> int:
     for outcome in report.outcomes:
         if outcome.report is None:
             console.print(cell(f"refused {outcome.name}: {outcome.reason}", LINE_CHARS), highlight=False)
+        elif outcome.report.nodes == 1:  # imported, and it gives a policy nothing to choose
+            console.print(cell(f"warning: {outcome.name} holds only its initial program (no child was recorded): "
+                               "no policy decision is replayed on it; leave it out of a history", LINE_CHARS),
+                          highlight=False)
     print(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
     return 0
 

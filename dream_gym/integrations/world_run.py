@@ -246,6 +246,10 @@ def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     recorded = loads_strict((folder / WORLD_FILE).read_bytes())
     own = recorded.get(section)
     if not isinstance(own, dict):
+        source = recorded.get("source")
+        if isinstance(source, dict):  # an imported world: no deploy recorded it, whatever system ran
+            raise ValueError(f"{folder} holds a world {_source_of(recorded)}, not one that deploy recorded; "
+                             "--resume continues a deploy's own world (start the run in a new --out)")
         raise ValueError(f"{folder} holds a world that another system wrote ({_source_of(recorded)}); "
                          f"--resume continues a world with the --system that wrote it")
     recorded_task, task = _recorded_task(folder, recorded, own), settings.task
