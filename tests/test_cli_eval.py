@@ -80,7 +80,9 @@ def test_outputs_and_settings_that_cannot_be_used_are_refused_before_any_episode
     assert not list(folder.iterdir())
     # the decision timeout is a policy file's: built-in policies run under any task timeout
     assert main([*base, "--task-timeout", "3", "--out", str(tmp_path / "r.jsonl")]) == 0
-    assert main([*base, "--task-timeout", "3", "--out", str(tmp_path / "r.jsonl")]) == 0  # a results file is replaced
+    # an earlier evaluation's results are kept, and replaced with --force
+    assert main([*base, "--task-timeout", "3", "--out", str(tmp_path / "r.jsonl")]) == 2
+    assert main([*base, "--task-timeout", "3", "--out", str(tmp_path / "r.jsonl"), "--force"]) == 0
 
 
 @pytest.mark.parametrize("source, error", [("def act(view)\n    return []\n", "SyntaxError: expected ':'"),

@@ -35,8 +35,9 @@ def result_row(result: EpisodeResult, world: World | None = None, **extra: Any) 
 
 def check_results_target(path: str | os.PathLike[str]) -> None:
     """Before a run: ``path`` may take its results file (absent, empty, or a results file, which
-    the run replaces when it ends). A folder, or a file that holds something else, is refused
-    naming it: the run would end by failing after all its episodes, or by replacing the file."""
+    the run replaces when it ends if it may: see ``evaluate``'s ``overwrite``). A folder, or a
+    file that holds something else, is refused naming it: the run would end by failing after all
+    its episodes, or by replacing the file."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; the results go to a file (e.g. {path / 'results.jsonl'})")
