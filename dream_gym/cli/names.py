@@ -119,7 +119,28 @@ def resolve_world_specs(spec: str, option: str = "--worlds") -> list[Any]:
         except LookupError as exc:
             raise explain_world(part, exc) from None
         worlds += [w for w in found if all(w is not seen for seen in worlds)]
+        _say_newest_version(part)
     return worlds
+
+
+def _say_newest_version(part: str) -> None:
+    """A dataset named without its version is its newest: say which, on stderr, so that a result
+    says the version it was measured on (``dream-gym/recorded`` is ``dream-gym/recorded-v1``)."""
+    import sys
+
+    from dream_gym.datasets.ids import DatasetIdError, DatasetName, parse_dataset_ref
+    from dream_gym.world.registry import is_path
+
+    if is_path(part):
+        return
+    try:
+        ref = parse_dataset_ref(part)
+    except DatasetIdError:
+        return
+    if isinstance(ref, DatasetName):
+        from dream_gym.datasets.store import find_dataset
+
+        print(f"note: {part} is {find_dataset(part).id}, its newest version here", file=sys.stderr)
 
 
 def resolve_one_world(ref: str) -> Any:

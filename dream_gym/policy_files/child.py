@@ -144,10 +144,6 @@ Channel = tuple[int, int, int, int]
 EPISODE_DESCRIPTORS = 64
 
 
-#: Empties CPython's type attribute cache (``_clear_internal_caches`` from 3.13 on).
-_clear_type_cache = getattr(sys, "_clear_internal_caches", sys._clear_type_cache)
-
-
 class _Episode:
     """One episode process (fresh for each episode) and, for the probe only, the template's ends
     of its pipes.
@@ -179,13 +175,6 @@ class _Episode:
         if self.pid == 0:
             _forget_earlier_episodes(self)
             gc.collect()  # the generations' counts, which the template's allocations moved, start at 0
-            # Each entry of the type attribute cache holds the name it was looked up by, often a
-            # string nothing else holds (importing made hundreds), in a slot chosen by the name's
-            # address: an episode's lookup that landed on an inherited entry freed its name, by
-            # where the template's allocations had put things, so the allocator's block count
-            # differed by a block or two from one episode to the next. The names go before
-            # untrusted code runs (in the episode forked ahead, off the parent's path).
-            _clear_type_cache()
             gc.enable()
             _own_stdio(out_w, err_w)
             _keep_only(to_child_r, from_child_w)
