@@ -320,7 +320,7 @@ def test_an_episode_learns_neither_its_pid_nor_the_collectors_count(world: World
     # the allocator's block count: the same, but for a block or two that the names in the type
     # attribute cache can move (a known limit: see the security notes), not a count of the episodes
     blocks = [int(count) for _, count in read]
-    assert max(blocks) - min(blocks) <= 2, blocks
+    assert max(blocks) - min(blocks) <= 3, blocks  # seen two apart at most; a count would be five apart
 
 
 def test_untrusted_code_finds_every_nodes_fields_made_before_its_first_decision(tmp_path: Path) -> None:
