@@ -170,10 +170,11 @@ def check_held_out(used: Iterable[World], held_out: Iterable[World], used_as: st
     used_by_checksum = {world_checksum(w): w.id for w in used}
     overlap = []
     for world in held_out:
+        twin = used_by_checksum.get(world_checksum(world))
         if world.id in used_ids:
             overlap.append(repr(world.id))
-        elif world_checksum(world) in used_by_checksum:
-            overlap.append(f"{world.id!r} (the nodes of the {used_as}'s {used_by_checksum[world_checksum(world)]!r})")
+        elif twin is not None:
+            overlap.append(f"{world.id!r} (the nodes of the {used_as}'s {twin!r})")
     if overlap:
         raise ValueError(f"held-out worlds must not be in the {used_as}: [{', '.join(sorted(overlap))}]{hint}")
 

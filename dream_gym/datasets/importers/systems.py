@@ -66,7 +66,7 @@ def _unrecognised(src: Path) -> str:
         return f"{src} is an empty folder"
     if any((child / "world.json").is_file() for child in src.iterdir() if child.is_dir()):
         return f"{src} holds dream-gym world folders: load them directly (dream-gym eval --worlds {src})"
-    if src.is_dir() and any(src.glob("logs/openevolve_*.log")):  # OpenEvolve ran here and left no program
+    if any(src.glob("logs/openevolve_*.log")):  # OpenEvolve ran here and left no program
         return f"{src}: an OpenEvolve output folder without programs; {openevolve.NO_PROGRAMS}"
     looked_for = " nor ".join(importer.looks_for for importer in IMPORTERS.values())
     return f"{src}: neither {looked_for} was found; if a system of these wrote it, name it with --from"
