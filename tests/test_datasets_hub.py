@@ -286,3 +286,15 @@ def test_a_commit_landed_meanwhile_makes_the_upload_fail_instead_of_overwriting(
     hub.before_commit = None
     ds.upload("me/toy-v0", "hf://me")
     assert len(hub.commits) == 1 and hub.files("me/toy")["notes.txt"] == b"written meanwhile"
+
+
+@pytest.mark.parametrize("verb", [["upload", "me/mine-v0"], ["download", "me/mine-v0"], ["list"]])
+def test_without_huggingface_hub_each_hub_verb_names_the_extra_in_one_line(verb: list[str], tmp_path: Path) -> None:
+    # None in sys.modules makes every import of the package fail as an uninstalled one does
+    code = ("import sys; sys.modules['huggingface_hub'] = None; from dream_gym.cli import main; "
+            f"sys.exit(main(['worlds', *{verb!r}, '--remote', 'hf://me']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DREAM_GYM_HOME": str(tmp_path)})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        "dream-gym worlds: error: hf:// remotes need huggingface_hub: pip install 'dream-gym[share]'"], done.stderr

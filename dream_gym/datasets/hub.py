@@ -133,7 +133,7 @@ def _version() -> str:
 def _api() -> Any:
     try:
         from huggingface_hub import HfApi
-    except ImportError:  # pragma: no cover - huggingface_hub is in the share extra
+    except ImportError:  # huggingface_hub is in the share extra
         raise RemoteError("hf:// remotes need huggingface_hub: pip install 'dream-gym[share]'") from None
     return HfApi(endpoint=endpoint(), library_name="dream-gym", library_version=_version())
 
@@ -384,6 +384,7 @@ class HubUpload:
 
 def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUpload:
     """Publish a local (or shipped) dataset version to an ``hf://`` remote in one commit."""
+    api = _api()  # first: without huggingface_hub this says which extra to install
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     did = parse_dataset_id(dataset_id)
@@ -392,7 +393,6 @@ def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUploa
 
     verify_files(dataset.path, dataset.meta)  # a corrupt local copy is never published
     hub = parse_hub_remote(remote)
-    api = _api()
     repo_id = hub.repo_id(did.name)
     what = f"upload of {did}"
     folder = f"v{did.version}"
