@@ -322,24 +322,45 @@ def test_ray_backend_grows_the_same_kind_of_world(tmp_path):
     assert revealed == [set(v) for v in rounds_of(world).values()]
 
 
-def test_ctrl_c_says_interrupted_once_without_a_jobs_traceback(tmp_path):
-    # Ctrl-C reaches the terminal's whole process group: each job process printed its own
-    # KeyboardInterrupt traceback under the command's "interrupted"
-    out = tmp_path / "world"
-    proc = subprocess.Popen([sys.executable, "-m", "dream_gym", "grow", "--task", "circle-packing-26", "--agent",
-                             "builtin", "--policy", "greedy", "--policy-arg", "patience=1000", "-W", "2",
+def _growing(out: Path, task: str = "circle-packing-26", workers: int = 2) -> subprocess.Popen[str]:
+    """A ``grow`` that runs long, once it has written three nodes."""
+    proc = subprocess.Popen([sys.executable, "-m", "dream_gym", "grow", "--task", task, "--agent",
+                             "builtin", "--policy", "greedy", "--policy-arg", "patience=1000", "-W", str(workers),
                              "--rounds", "1000", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 120
     nodes = out / "nodes.jsonl"
     while time.time() < deadline and not (nodes.exists() and len(nodes.read_text().splitlines()) >= 3):
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    return proc
+
+
+# Ctrl-C reaches the terminal's whole process group: each job process printed its own
+# KeyboardInterrupt traceback under the command's "interrupted". SIGTERM (`timeout`, a job
+# scheduler) reaches the command alone, and ended it on the spot without a word.
+@pytest.mark.parametrize(("number", "status", "group"), [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)])
+def test_ctrl_c_or_sigterm_says_interrupted_once_without_a_jobs_traceback(tmp_path, number, status, group):
+    out = tmp_path / "world"
+    proc = _growing(out)
+    if group:
+        os.killpg(proc.pid, number)  # what a terminal's Ctrl-C does: the whole foreground group
+    else:
+        proc.send_signal(number)
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130
+    assert proc.returncode == status
     assert stderr.rstrip().splitlines()[-1] == (f"interrupted: what was finished is kept in {out}; the same command "
                                                  "with --resume continues it"), stderr[-3000:]
     assert "Traceback" not in stderr and sum(line.startswith("interrupted") for line in stderr.splitlines()) == 1
+
+
+def test_kill_9_leaves_no_job_traceback_on_the_terminal(tmp_path):
+    # the jobs outlive a killed command by a moment; each one that finished its task then failed
+    # to send it, twice, and printed both BrokenPipeErrors on the command's terminal
+    proc = _growing(tmp_path / "world", "sum-difference", 4)  # short tasks: most jobs finish one after the kill
+    proc.kill()
+    _, stderr = proc.communicate(timeout=120)  # the pipe ends once the last job is gone
+    assert proc.returncode == -signal.SIGKILL
+    assert "Traceback" not in stderr, stderr[-3000:]
 
 
 def _cut(whole: Path, folder: Path, lines: int) -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -153,13 +155,26 @@ def _check_resumable(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"nothing to resume: {out} does not exist (leave out --resume to start a run there)")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a job scheduler, ``kill``): the command stops as at Ctrl-C (its jobs
+    ended, what it finished kept, the same message) with the status a shell gives SIGTERM."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
 def _run(args: argparse.Namespace) -> int:
+    # Python's default SIGTERM ends the process on the spot: no "interrupted", jobs left to die alone
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         _check_resumable(args)
         return int(args.func(args) or 0)
     except BrokenPipeError:
         raise  # not the command's error: the reader of its output went away
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        status = 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130
         out = getattr(args, "out", None)
         if out is not None and hasattr(args, "resume"):  # a command that keeps its progress in --out
             print(f"interrupted: what was finished is kept in {shown(out)}; the same command with --resume "
@@ -169,13 +184,16 @@ def _run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         else:
             print("interrupted", file=sys.stderr)
-        return 130
+        return status
     except (ValueError, OSError, LookupError, RuntimeError) as exc:
         # Library errors name the problem already; show them once, without a traceback. They
         # may quote what others wrote (a world's id, a remote's reply): escaped and cut.
         print(f"dream-gym {args.command}: error: {printable(error_text(exc), LINE_CHARS, lines=True)}",
               file=sys.stderr)
         return 2
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def error_text(exc: BaseException) -> str:

@@ -258,8 +258,14 @@ def _job_main(conn: Connection, progress: Any, fn: TaskFunction, environ: Mappin
             reply = ("error", index, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")
         try:
             conn.send(reply)
+        except OSError:  # the parent is gone (kill -9): no one to tell, and a traceback lands on its terminal
+            return
         except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be pickled
-            conn.send(("error", index, f"{type(exc).__name__} while sending the result: {exc}"))
+            reply = ("error", index, f"{type(exc).__name__} while sending the result: {exc}")
+            try:
+                conn.send(reply)
+            except OSError:
+                return
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
