@@ -82,7 +82,7 @@ def test_a_replay_env_model_refuses_another_w_and_a_bigger_episode(tmp_path: Pat
                         n_steps=64, seed=0, device="cpu")
     policy = model_policy(model)
     result = run_episode(policy, world, workers=2, on_error="record")
-    assert "trained on the replay env at W = 3; it cannot play at W = 2 (replay it with -W 3)" in str(result.error)
+    assert "trained on the replay env at W = 3; it cannot play at W = 2 (run it with -W 3)" in str(result.error)
     small = model_policy(MaskablePPO("MultiInputPolicy", gym.make("DreamGym/Replay-v1", world=world, max_nodes=5),
                                      n_steps=64, seed=0, device="cpu"))
     session = ReplaySession(make_world(random_records(random.Random(1), 60), workers=3), workers=3)
@@ -92,3 +92,20 @@ def test_a_replay_env_model_refuses_another_w_and_a_bigger_episode(tmp_path: Pat
     small.reset(RunContext.from_view(view))
     with pytest.raises(ValueError, match="sees at most 5 nodes .its env's max_nodes.; this episode has revealed"):
         small.act(view)
+
+
+def test_grow_with_a_model_of_another_w_is_refused_before_its_world_is_made(tmp_path: Path) -> None:
+    # the refusal came after the root was recorded: the world's W then refused the retry at the model's W
+    from sb3_contrib import MaskablePPO
+
+    from dream_gym.online.loop import GrowConfig, grow
+
+    world = random_worlds(8, 1)[0]
+    policy = model_policy(MaskablePPO("MultiInputPolicy", gym.make("DreamGym/Replay-v1", world=world, max_nodes=40),
+                                      n_steps=64, seed=0, device="cpu"))
+    out = tmp_path / "world"
+    with pytest.raises(ValueError, match=r"cannot play at W = 2 \(run it with -W 3\)"):
+        grow(GrowConfig(task="sum-difference", out=out, workers=2, rounds=1, backend="serial"), policy)
+    assert not out.exists() or not any(out.iterdir())
+    result = grow(GrowConfig(task="sum-difference", out=out, workers=3, rounds=1, backend="serial"), policy)
+    assert result.nodes >= 2 and result.rounds == 1  # the retry at the model's W, in the same folder

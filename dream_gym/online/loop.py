@@ -63,7 +63,7 @@ from dream_gym.online.real_tree import (
     tree_view,
 )
 from dream_gym.online.tasks import get_task
-from dream_gym.policy import Policy, batch_from
+from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.world.files import RUN_SUMMARY_FILE
 from dream_gym.world.tree import MAX_WORKERS, NODES_FILE
@@ -157,6 +157,17 @@ class GrowResult:
 
 
 # -- the run -------------------------------------------------------------------------------
+def _check_policy_takes(config: GrowConfig, task: Any, policy: Policy) -> None:
+    """Start ``policy`` on the run it is about to play, before its world is made: one that refuses
+    it (a model trained at another W) leaves no world whose W a retry could not change. The run
+    resets it again once the root is recorded (:func:`~dream_gym.online.catch_up.catch_up`)."""
+    settings = config.settings
+    policy.reset(RunContext(
+        workers=config.workers, beta=settings.beta, beta1=settings.beta1, beta2=settings.beta2,
+        max_rounds=settings.max_rounds, task_name=task.name, task_description=task.description,
+        direction=task.direction, frontier_rule=config.frontier, seed=config.seed))
+
+
 def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
     """The world's writer, which holds the folder's lock for the whole run. The lock is taken
     before anything is looked at, so a second grow of the same folder is refused naming the
@@ -220,6 +231,8 @@ def grow(
     task = get_task(config.task)
     deadlines = Deadlines.of(task, config.agent, config.evaluation_timeout_s)
     started = time.time()
+    if not (Path(config.out) / NODES_FILE).exists():
+        _check_policy_takes(config, task, policy)
     writer = _open_world(config, task)
     folder = writer.folder
     ledger = EvidenceLedger(folder)

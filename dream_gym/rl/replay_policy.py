@@ -59,7 +59,7 @@ class ReplaySB3Policy(ModelPolicy):
     def reset(self, context: RunContext) -> None:
         if context.workers != self.workers:
             raise ValueError(f"model {self.name} was trained on the replay env at W = {self.workers}; it cannot "
-                             f"play at W = {context.workers} (replay it with -W {self.workers})")
+                             f"play at W = {context.workers} (run it with -W {self.workers})")
         super().reset(context)
 
     def act(self, view: PrefixView) -> list[int]:
