@@ -32,6 +32,7 @@ from dream_gym.policy_files import (
     PolicyCrashed,
     PolicyException,
     PolicyLoadError,
+    PolicyMemoryError,
     PolicyNotFoundError,
     PolicyProtocolError,
     load_policy,
@@ -323,6 +324,16 @@ def test_infinite_loop_times_out(world: World, good: IsolatedPolicy, reference: 
         again = run_episode(policy, world, on_error="record")  # restarted, fails the same way
         assert again.error is not None and "PolicyTimeout" in again.error and policy.starts == 2
     _assert_good_still_works(good, world, reference)
+
+
+def test_a_file_whose_imports_outgrow_the_limit_is_said_to_be_out_of_memory(tmp_path: Path) -> None:
+    # torch's threads cannot get their memory under 512 MB: the loader's "cannot allocate memory
+    # for thread-local data" was read as a plain crash, with no word of the limit
+    pytest.importorskip("torch")
+    path = tmp_path / "uses_torch.py"
+    path.write_text("import torch\n\ndef act(view):\n    return []\n")
+    with pytest.raises(PolicyMemoryError, match="limit 512 MB"):
+        IsolatedPolicy(str(path), memory_mb=512).close()
 
 
 def test_memory_bomb(world: World, good: IsolatedPolicy, reference: Any) -> None:

@@ -53,9 +53,16 @@ ENV_ALLOWLIST = ("LANG", "LC_ALL", "TZ")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS")
 TRUNCATION_MARKER = "\n[... {n} bytes cut by dream_gym.infrastructure.isolation ...]\n"
-# Messages a child prints when an allocation fails under RLIMIT_AS.
-_MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "Unable to allocate",
-                 "memory allocation failed", "Out of memory")
+# Messages a child prints when an allocation fails under RLIMIT_AS (glibc's loader says
+# "cannot allocate memory for thread-local data"): compared without case.
+_MEMORY_SIGNS = ("memoryerror", "cannot allocate memory", "std::bad_alloc", "unable to allocate",
+                 "memory allocation failed", "out of memory")
+
+
+def says_out_of_memory(text: str) -> bool:
+    """Whether a process's last words say that an allocation failed."""
+    lowered = text.lower()
+    return any(sign in lowered for sign in _MEMORY_SIGNS)
 #: Megabytes a program's working folder may hold in all (its files, its HOME and TMPDIR). The
 #: tmpfs that holds them is memory: W candidates side by side may take W times this on top of
 #: their address-space limits.
@@ -308,7 +315,7 @@ class IsolatedProcess:
         sig = -code if code is not None and code < 0 else None
         stderr = self._err.text()
         timed_out = self.timed_out or sig in (signal.SIGXCPU,)
-        memory = any(sign in stderr[-4000:] for sign in _MEMORY_SIGNS) or (
+        memory = says_out_of_memory(stderr[-4000:]) or (
             not timed_out and sig in (signal.SIGSEGV, signal.SIGABRT)
         )
         return RunOutcome(
@@ -447,5 +454,5 @@ def run_python(
         return child.finish()
 
 
-__all__ = ["DEFAULT_WORKSPACE_MB", "WORKSPACE_FILES", "RunOutcome", "IsolatedProcess", "scrubbed_env", "start_python",
-           "run_python"]
+__all__ = ["DEFAULT_WORKSPACE_MB", "WORKSPACE_FILES", "RunOutcome", "IsolatedProcess", "says_out_of_memory",
+           "scrubbed_env", "start_python", "run_python"]

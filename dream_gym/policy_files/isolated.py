@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.isolation import scrubbed_env
+from dream_gym.infrastructure.isolation import says_out_of_memory, scrubbed_env
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
 from dream_gym.infrastructure.sandbox import SandboxUnavailable, launch
 from dream_gym.infrastructure.work_folders import work_folder
@@ -73,8 +73,6 @@ from dream_gym.replay.view import PrefixView, SentNodes
 _DEFERRED_PACKAGES = ["dream_gym", "dream_gym.policy_files"]
 #: The kinds of failure an episode reports itself (see :mod:`dream_gym.policy_files.wire`).
 _EPISODE_KINDS = ("exception", "load", "memory", "protocol")
-_MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "Unable to allocate",
-                 "out of memory", "Out of memory")
 
 
 class IsolatedPolicy:
@@ -507,7 +505,7 @@ class IsolatedPolicy:
         tail_note = f"; stderr tail: {tail[-800:].strip()}" if tail.strip() else ""
         if sig == "SIGXCPU":
             return PolicyTimeout(f"policy {self.name}: CPU limit of {self.cpu_s:g}s exceeded during {what}() ({how})")
-        if any(s in tail for s in _MEMORY_SIGNS) or sig in ("SIGSEGV", "SIGABRT", "SIGBUS"):
+        if says_out_of_memory(tail) or sig in ("SIGSEGV", "SIGABRT", "SIGBUS"):
             return PolicyMemoryError(f"policy {self.name}: process died during {what}(), probably out of "
                                      f"memory (limit {self.memory_mb} MB; {how}){tail_note}")
         return PolicyCrashed(f"policy {self.name}: process died during {what}() ({how}){tail_note}",

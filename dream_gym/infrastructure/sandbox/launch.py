@@ -36,6 +36,9 @@ WARDEN = str(Path(warden.__file__).resolve())
 #: Shared libraries a late ``import`` may load, and the files the C library reads.
 SYSTEM_TREES = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/dev/urandom", "/dev/random", "/dev/zero")
+#: Files untrusted code may also write: ``os.devnull``, which holds nothing and keeps nothing
+#: (``dill`` opens it at import, and with it ``torch`` where dill is installed).
+SYSTEM_SINKS = ("/dev/null",)
 _PACKAGE = Path(__file__).resolve().parents[2]  # dream_gym/
 _SITE_NAMES = ("site-packages", "dist-packages")
 
@@ -267,7 +270,7 @@ def launch(
         "lifeline": life_r,
         "namespaces": True,
         "limits": dict(limits or {}),
-        "confine": {"read": read_roots(read_files, read_trees), "write": [str(Path(w).resolve()) for w in write],
+        "confine": {"read": read_roots(read_files, read_trees), "write": [*(str(Path(w).resolve()) for w in write), *SYSTEM_SINKS],
                     "unsafe": unsafe, **({} if unsafe else {"filters": _compiled_filters()})},
         "payload": dict(payload),
         "keep_fds": list(handed[1:]),
