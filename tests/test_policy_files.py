@@ -15,6 +15,7 @@ import re
 import resource
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -324,6 +325,28 @@ def test_infinite_loop_times_out(world: World, good: IsolatedPolicy, reference: 
         again = run_episode(policy, world, on_error="record")  # restarted, fails the same way
         assert again.error is not None and "PolicyTimeout" in again.error and policy.starts == 2
     _assert_good_still_works(good, world, reference)
+
+
+def test_a_file_may_ask_for_the_temp_folder_as_it_imports_but_writes_nothing_there(world: World,
+                                                                                   tmp_path: Path) -> None:
+    # tempfile tests its folder by writing to it, so dill (and torch where dill is installed),
+    # which asks for it as it imports, failed to import ahead: "No usable temporary directory"
+    pytest.importorskip("dill")
+    path = tmp_path / "asks_for_tmp.py"
+    path.write_text(textwrap.dedent("""
+        import tempfile
+        import dill
+
+        def act(view):
+            if view.attempts:
+                return []
+            with tempfile.NamedTemporaryFile() as kept:  # a policy writes nothing
+                kept.write(b"x")
+            return [0]
+    """))
+    with IsolatedPolicy(str(path)) as policy:
+        result = run_episode(policy, world, on_error="record")
+    assert result.error is not None and "PermissionError" in result.error, result.error
 
 
 def test_a_file_whose_imports_outgrow_the_limit_is_said_to_be_out_of_memory(tmp_path: Path) -> None:
