@@ -146,8 +146,8 @@ def test_an_episode_imports_only_what_was_imported_ahead_and_says_so(tmp_path: P
                             "import importlib\n"
                             "def act(view):\n"
                             "    importlib.import_module('heapq')\n"
-                            "    importlib.import_module('bis' + 'ect')\n")
-    assert "no module bisect in this episode" in error and "add 'import bisect' to the file" in error, error
+                            "    importlib.import_module('color' + 'sys')\n")
+    assert "no module colorsys in this episode" in error and "add 'import colorsys' to the file" in error, error
     missing = tmp_path / "missing.py"
     missing.write_text("import no_such_module_here\ndef act(view):\n    return []\n")
     with pytest.raises(PolicyLoadError, match="importing no_such_module_here failed ahead of the episodes: No module"):

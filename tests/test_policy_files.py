@@ -359,6 +359,18 @@ def test_a_file_whose_imports_outgrow_the_limit_is_said_to_be_out_of_memory(tmp_
         IsolatedPolicy(str(path), memory_mb=512).close()
 
 
+def test_memory_mb_gives_a_file_that_imports_torch_the_memory_it_needs(tmp_path: Path, capsys: Any) -> None:
+    pytest.importorskip("torch")
+    path = tmp_path / "uses_torch.py"
+    path.write_text("import torch\n\ndef act(view):\n    return [] if view.attempts else [0]\n")
+    assert cli_main(["replay", "sd-fixed-s0", "--policy", str(path)]) == 2
+    assert "limit 512 MB, raised by --memory-mb or memory_mb=" in capsys.readouterr().err
+    assert cli_main(["replay", "sd-fixed-s0", "--policy", str(path), "--memory-mb", "1536"]) == 0
+    assert "attempts N = 1 " in capsys.readouterr().out
+    assert cli_main(["replay", "sd-fixed-s0", "--policy", str(path), "--memory-mb", "0"]) == 2
+    assert "--memory-mb must be > 0, got 0" in capsys.readouterr().err
+
+
 def test_memory_bomb(world: World, good: IsolatedPolicy, reference: Any) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     policy, result = _hostile("memory_bomb.py", world, memory_mb=300)

@@ -8,7 +8,7 @@ from typing import Any
 
 from dream_gym.cli.options import (
     add_allow_errors,
-    add_decision_timeout,
+    add_file_limits,
     add_jobs,
     file_options,
     parse_seed,
@@ -36,7 +36,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
                    help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
     p.add_argument("--lam", type=float, default=DEFAULT_LAMBDA, help=f"v2's parallel-penalty weight (default {DEFAULT_LAMBDA})")
-    add_decision_timeout(p)
+    add_file_limits(p)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -99,6 +99,7 @@ def scoring_settings(args: argparse.Namespace) -> Any:
     return ScoringSettings(
         betas=parse_betas(args.betas), select=args.select, lam=args.lam,
         replay=ReplaySettings(beta1=args.beta1, beta2=args.beta2, max_rounds=args.max_rounds), seed=args.seed, jobs=args.jobs, decision_timeout_s=args.decision_timeout,
+        memory_mb=args.memory_mb,
     )
 
 
@@ -194,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     from dream_gym.cli.options import parse_betas_option
     from dream_gym.dream.improve import DreamRun, run_dream
 
-    check_loads(args.policy, **file_options(args.decision_timeout))  # named, not the run's copy of it
+    check_loads(args.policy, **file_options(args))  # named, not the run's copy of it
     history = resolve_world_specs(args.history, "--history")
     parse_betas_option(args.betas)
     progress = console(stderr=True)

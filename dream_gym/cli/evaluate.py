@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import (
-    DEFAULT_DECISION_TIMEOUT_S,
     add_allow_errors,
-    add_decision_timeout,
+    add_file_limits,
     add_jobs,
     add_max_attempts,
     add_trust_model,
@@ -48,7 +47,7 @@ def register(subparsers: Any) -> None:
     add_jobs(ev)
     ev.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
                     help="where the episodes run: job processes (default), Ray, or one at a time here")
-    add_decision_timeout(ev)
+    add_file_limits(ev)
     ev.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S, metavar="SECONDS",
                     help="end a (policy, world) task that makes no decision for this long and record the "
                          f"timeout on its episodes (default {DEFAULT_TASK_TIMEOUT_S:g}; 0: no watchdog, "
@@ -106,7 +105,7 @@ def run_eval(args: argparse.Namespace) -> int:
     check_policies(args.policies)  # evaluate() checks --out and --lam before any episode
     if args.markdown is not None and args.markdown.is_dir():
         raise IsADirectoryError(f"--markdown {args.markdown} is a folder; it names the markdown file to write")
-    isolated = file_options(args.decision_timeout)
+    isolated = file_options(args)
     if args.task_timeout < 0:
         raise ValueError(f"--task-timeout must be >= 0 seconds (0: no watchdog), got {args.task_timeout:g}")
     if args.task_timeout and args.decision_timeout >= args.task_timeout and any(map(is_file_spec, args.policies)):
@@ -134,7 +133,7 @@ def run_eval(args: argparse.Namespace) -> int:
         resume=args.resume,
         trust_model=args.trust_model,
         overwrite=args.force,
-        file_options=None if args.decision_timeout == DEFAULT_DECISION_TIMEOUT_S else isolated,
+        file_options=isolated or None,
     )
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     board.conditions = (f"replayed {w_note(worlds, args.workers)}{' in request mode' if args.requests else ''}; "

@@ -105,18 +105,33 @@ def parse_key_values(pairs: list[str], option: str = "--policy-arg") -> dict[str
 DEFAULT_DECISION_TIMEOUT_S = 5.0
 
 
-def add_decision_timeout(parser: argparse.ArgumentParser) -> None:
-    """``--decision-timeout SECONDS``: how long a policy file may take for one decision."""
+def add_file_limits(parser: argparse.ArgumentParser) -> None:
+    """``--decision-timeout SECONDS`` and ``--memory-mb MB``: the limits of a policy file's processes."""
+    from dream_gym.policy_files.isolated import DEFAULT_MEMORY_MB
+
     parser.add_argument("--decision-timeout", type=float, default=DEFAULT_DECISION_TIMEOUT_S, metavar="SECONDS",
                         help="seconds a policy file (run isolated) may take for one decision before its "
                              f"process is killed and the episode records the timeout (default {DEFAULT_DECISION_TIMEOUT_S:g})")
+    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
+                        help="memory (address space) each process of a policy file may map (default "
+                             f"{DEFAULT_MEMORY_MB}; a file that imports torch needs about 1024)")
 
 
-def file_options(decision_timeout_s: float) -> dict[str, float]:
-    """The isolated policies' options for ``--decision-timeout``; ValueError for one not > 0."""
-    if not decision_timeout_s > 0:
-        raise ValueError(f"--decision-timeout must be > 0 seconds, got {decision_timeout_s}")
-    return {"decision_timeout_s": decision_timeout_s}
+def file_options(args: argparse.Namespace) -> dict[str, float]:
+    """The isolated policies' options that ``--decision-timeout`` and ``--memory-mb`` change from
+    their defaults (empty: none); ValueError for a value not > 0."""
+    from dream_gym.policy_files.isolated import DEFAULT_MEMORY_MB
+
+    if not args.decision_timeout > 0:
+        raise ValueError(f"--decision-timeout must be > 0 seconds, got {args.decision_timeout:g}")
+    if not args.memory_mb > 0:
+        raise ValueError(f"--memory-mb must be > 0, got {args.memory_mb}")
+    options: dict[str, float] = {}
+    if args.decision_timeout != DEFAULT_DECISION_TIMEOUT_S:
+        options["decision_timeout_s"] = args.decision_timeout
+    if args.memory_mb != DEFAULT_MEMORY_MB:
+        options["memory_mb"] = args.memory_mb
+    return options
 
 
 def add_trust_model(parser: argparse.ArgumentParser) -> None:

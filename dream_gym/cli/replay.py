@@ -7,9 +7,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from dream_gym.cli.options import (
-    DEFAULT_DECISION_TIMEOUT_S,
     add_allow_errors,
-    add_decision_timeout,
+    add_file_limits,
     add_max_attempts,
     add_policy_args,
     add_trust_model,
@@ -47,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=parse_seed, default=0, help="seed given to the policy (default 0)")
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
     p.add_argument("--json", action="store_true", help="print the episode record as JSON")
-    add_decision_timeout(p)
+    add_file_limits(p)
     add_allow_errors(p)
     add_trust_model(p)
     p.set_defaults(func=run)
@@ -78,10 +77,10 @@ def run(args: argparse.Namespace) -> int:
     from dream_gym.replay.session import ReplaySession
     from dream_gym.replay.view import render_tree
 
-    isolated = file_options(args.decision_timeout)
+    isolated = file_options(args)
     world = resolve_one_world(args.world)
     spec = PolicySpec.of(check_policy(args.policy))
-    limits: dict[str, Any] = isolated if spec.kind == "file" and args.decision_timeout != DEFAULT_DECISION_TIMEOUT_S else {}
+    limits: dict[str, Any] = isolated if spec.kind == "file" else {}
     with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
         policy = load_policy(spec, params=parse_key_values(args.policy_arg), **limits)
     session = ReplaySession(world, workers=args.workers, beta=args.beta, max_rounds=args.max_rounds,

@@ -421,6 +421,8 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     }
     if scoring.decision_timeout_s != ScoringSettings.decision_timeout_s:  # it decides which episodes fail
         fingerprint["decision_timeout_s"] = scoring.decision_timeout_s  # (absent at the default: older runs resume)
+    if scoring.memory_mb != ScoringSettings.memory_mb:  # it too decides which episodes fail
+        fingerprint["memory_mb"] = scoring.memory_mb
     with folder_lock(run.out):  # held from the fingerprint check on (improvement_step takes it again)
         check_fingerprint(run.out, fingerprint, resume=run.resume, command="dream-gym dream")
         developer = make_developer(run.developer, run.out, api_base=run.api_base, seed=scoring.seed)

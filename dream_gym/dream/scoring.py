@@ -19,6 +19,7 @@ from typing import Any
 
 from dream_gym.evaluation.evaluate import evaluate, leaderboard
 from dream_gym.policy import EpisodeResult
+from dream_gym.policy_files.isolated import DEFAULT_MEMORY_MB
 from dream_gym.replay.score import DEFAULT_BETA_GRID, DEFAULT_LAMBDA, check_lambda
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import World
@@ -38,7 +39,7 @@ class ScoringSettings:
     jobs: int | None = None  # processes for the evaluation
     decision_timeout_s: float = 5.0
     episode_timeout_s: float = 120.0
-    memory_mb: int = 512
+    memory_mb: int = DEFAULT_MEMORY_MB
 
     def __post_init__(self) -> None:
         check_lambda(self.lam)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.policy import run_episode
+from dream_gym.policy_files.isolated import DEFAULT_MEMORY_MB
 from dream_gym.replay.session import ReplaySession
 from dream_gym.world.tree import World, build_world
 from dream_gym.world.writer import new_meta
@@ -83,7 +84,7 @@ def check_source(code: str, filename: str = "<revision>") -> str | None:
 
 
 def validate_policy_file(path: str | os.PathLike[str], *, rounds: int = 3, decision_timeout_s: float = 5.0,
-                         episode_timeout_s: float = 20.0, memory_mb: int = 512) -> str | None:
+                         episode_timeout_s: float = 20.0, memory_mb: int = DEFAULT_MEMORY_MB) -> str | None:
     """All three steps on a policy file; the first problem as a message, or None."""
     from dream_gym.policy_files import load_policy
 

@@ -401,15 +401,11 @@ def _batch_reply(result: Any) -> dict[str, Any]:
 
 
 # -- the template -----------------------------------------------------------------------------
-#: What ``tempfile.gettempdir`` raises where it can write in no folder (a policy writes nothing).
-_NO_TEMP_FOLDER = "No usable temporary directory"
-
-
 def _name_the_temp_folder() -> None:
     """``tempfile`` finds its folder by writing a file in it, and raises where it cannot: a
     package that asks for the folder as it imports (dill, and torch where dill is installed)
-    failed to import. The folder is named instead (only then: tempfile would add 15 modules to
-    every template); writing there still fails."""
+    failed to import. The folder is named instead, before the file's imports (a retry after one
+    failed would find a package such as torch half imported); writing there still fails."""
     import tempfile
 
     tempfile.tempdir = os.environ.get("TMPDIR") or "/tmp"
@@ -435,12 +431,8 @@ def main(args: Sequence[str], confinement: Any) -> None:
         _tell(control, {"ok": False, "kind": "sandbox", "error": str(exc)})
         return
     if is_file_spec(spec):  # confined first: what these imports do, the sandbox allows
-        named = named_in(Path(source).read_bytes())
-        failed = import_ahead(named)
-        if any(_NO_TEMP_FOLDER in why for why in failed.values()):
-            _name_the_temp_folder()
-            failed = import_ahead(named)  # what imported stays imported: the rest is tried again
-        _FAILED_AHEAD.update(failed)
+        _name_the_temp_folder()
+        _FAILED_AHEAD.update(import_ahead(named_in(Path(source).read_bytes())))
     if confinement.load_mapped_pages():  # all imported: every library an episode can touch is mapped
         notes = [*notes, "mapped-pages-cached"]
     # Every object so far is the template's for good: the collector of an episode never scans

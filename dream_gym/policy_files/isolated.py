@@ -73,6 +73,9 @@ from dream_gym.replay.view import PrefixView, SentNodes
 _DEFERRED_PACKAGES = ["dream_gym", "dream_gym.policy_files"]
 #: The kinds of failure an episode reports itself (see :mod:`dream_gym.policy_files.wire`).
 _EPISODE_KINDS = ("exception", "load", "memory", "protocol")
+#: Megabytes of address space each process of a policy may map unless told (``import torch`` needs about 1,024).
+DEFAULT_MEMORY_MB = 512
+_MORE_MEMORY = ", raised by --memory-mb or memory_mb="
 
 
 class IsolatedPolicy:
@@ -109,7 +112,7 @@ class IsolatedPolicy:
         *,
         decision_timeout_s: float = 5.0,
         episode_timeout_s: float = 120.0,
-        memory_mb: int = 512,
+        memory_mb: int = DEFAULT_MEMORY_MB,
         max_output_bytes: int = 1 << 20,
         cpu_s: float | None = None,
         startup_timeout_s: float = 30.0,
@@ -195,7 +198,8 @@ class IsolatedPolicy:
             if hello.get("kind") == "sandbox":
                 raise SandboxUnavailable(f"policy {self.name}: untrusted code did not run: {error}")
             if hello.get("kind") == "memory":
-                raise PolicyMemoryError(f"policy {self.name}: ran out of memory ({self.memory_mb} MB) while loading: {error}")
+                raise PolicyMemoryError(f"policy {self.name}: ran out of memory ({self.memory_mb} MB{_MORE_MEMORY}) while "
+                                        f"loading: {error}")
             raise PolicyLoadError(f"policy {self.name}: loading failed in the isolated process: {error}")
         self.name = printable(hello.get("name", self.name))
         self.hardening = [str(h) for h in hello.get("hardening", [])]
@@ -326,7 +330,8 @@ class IsolatedPolicy:
         if kind == "load":
             raise PolicyException(f"policy {self.name}: building the policy failed in {what}(): {error}")
         if kind == "memory":
-            raise PolicyMemoryError(f"policy {self.name} exceeded its memory limit ({self.memory_mb} MB) in {what}(): {error}")
+            raise PolicyMemoryError(f"policy {self.name} exceeded its memory limit ({self.memory_mb} MB{_MORE_MEMORY}) in "
+                                    f"{what}(): {error}")
         if kind == "protocol":
             raise PolicyProtocolError(f"policy {self.name}: {error}")
         raise PolicyException(f"policy {self.name} raised in {what}(): {error}")
@@ -507,7 +512,7 @@ class IsolatedPolicy:
             return PolicyTimeout(f"policy {self.name}: CPU limit of {self.cpu_s:g}s exceeded during {what}() ({how})")
         if says_out_of_memory(tail) or sig in ("SIGSEGV", "SIGABRT", "SIGBUS"):
             return PolicyMemoryError(f"policy {self.name}: process died during {what}(), probably out of "
-                                     f"memory (limit {self.memory_mb} MB; {how}){tail_note}")
+                                     f"memory (limit {self.memory_mb} MB{_MORE_MEMORY}; {how}){tail_note}")
         return PolicyCrashed(f"policy {self.name}: process died during {what}() ({how}){tail_note}",
                              exit_code=code, signal_name=sig, stderr_tail=tail)
 
