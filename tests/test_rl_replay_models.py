@@ -109,3 +109,18 @@ def test_grow_with_a_model_of_another_w_is_refused_before_its_world_is_made(tmp_
     assert not out.exists() or not any(out.iterdir())
     result = grow(GrowConfig(task="sum-difference", out=out, workers=3, rounds=1, backend="serial"), policy)
     assert result.nodes >= 2 and result.rounds == 1  # the retry at the model's W, in the same folder
+
+
+def test_a_model_whose_space_is_printed_shortened_is_refused_saying_so(tmp_path: Path) -> None:
+    # a Box whose bounds SB3 printed with "..." was refused as "(a Box) is not a Box, ..."
+    from stable_baselines3 import PPO
+
+    from dream_gym.rl.model_zips import UntrustedModelError
+
+    world = random_worlds(9, 1)[0]
+    env = gym.wrappers.FlattenObservation(gym.make("DreamGym/Replay-v1", world=world, max_nodes=200))
+    assert env.observation_space.shape[0] > 1000  # numpy prints at most 1,000 values whole
+    PPO("MlpPolicy", env, n_steps=64, batch_size=64, seed=0, device="cpu").save(tmp_path / "flat.zip")
+    with pytest.raises(UntrustedModelError, match=r"'observation_space' \(<class 'gymnasium.spaces.box.Box'>\) is not "
+                                                  r"given whole .*bounds not given whole"):
+        model_policy(str(tmp_path / "flat.zip"))

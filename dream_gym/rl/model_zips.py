@@ -351,6 +351,7 @@ def _space(name: str, entry: Any, label: str) -> Space[Any]:
     if not _pickled(entry):
         raise _refused(label, f"its data entry {name!r} is not a space as stable-baselines3 writes one")
     kind = entry.get(":type:")
+    reason = ""
     try:
         if kind == "<class 'gymnasium.spaces.box.Box'>":
             return _box(entry["_shape"], entry["dtype"], entry["low"], entry["high"])
@@ -363,8 +364,11 @@ def _space(name: str, entry: Any, label: str) -> Space[Any]:
                 return _dict_of_boxes(entry["spaces"])
             except ValueError:
                 return _replay_observation_space(entry["spaces"])
-    except (KeyError, TypeError, ValueError):
-        pass
+    except (KeyError, TypeError, ValueError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    if reason:  # a kind it reads, whose fields do not give it (a large Box's bounds are printed shortened)
+        raise _refused(label, f"its data entry {name!r} ({printable(kind, 80)}) is not given whole by the readable "
+                              f"fields beside its pickle ({printable(reason, 120)})")
     raise _refused(label, f"its data entry {name!r} ({printable(kind, 80)}) is not a Box, Discrete, MultiDiscrete, "
                           "Dict of Boxes or the replay env's observation whose readable fields give it whole")
 
