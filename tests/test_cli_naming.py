@@ -96,3 +96,23 @@ def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     # the exploration policies: the coverage recorder ranked last with a warning about itself
     assert {r["policy"] for r in rows} == set(POLICIES) - set(RECORDERS) and "coverage" in RECORDERS
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["replay", "sd-fixed-s0", "-W", "0"], "argument -W/--workers: must be at least 1, got 0"),
+    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--max-rounds", "0"], "argument --max-rounds: must be at least 1, got 0"),
+    (["grow", "--task", "sum-difference", "-W", "two", "--out", "x"], "argument -W/--workers: not a whole number: 'two'"),
+])
+def test_a_count_below_one_is_refused_naming_the_option(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # the library's check said "workers must be an integer >= 1 or None": its Python argument
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2 and capsys.readouterr().err.rstrip().endswith(said)
+
+
+def test_replay_and_grow_take_dash_p_as_eval_does(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "sd-fixed-s0", "-p", "greedy"]) == 0
+    assert "policy greedy" in capsys.readouterr().out
+    grow = next(a for a in build_parser("grow")._subparsers._group_actions[0].choices["grow"]._actions
+                if a.dest == "policy")
+    assert "-p" in grow.option_strings

@@ -12,6 +12,7 @@ from dream_gym.cli.options import (
     add_jobs,
     file_options,
     parse_seed,
+    positive_int,
     report_failures,
 )
 from dream_gym.cli.shown import cell, console, shown
@@ -31,7 +32,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server (the LLM developer)")
     add_jobs(p, help="processes for the replay evaluations (default: the CPU count)")
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the developer and of every policy's RunContext")
-    p.add_argument("--max-rounds", type=int, default=None, help="replay round limit K2 (default: none)")
+    p.add_argument("--max-rounds", type=positive_int, default=None, help="replay round limit K2 (default: none)")
     p.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
     p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
                    help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")

@@ -17,6 +17,7 @@ from dream_gym.cli.options import (
     file_options,
     parse_betas_option,
     parse_seed,
+    positive_int,
     report_failures,
 )
 from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S
@@ -37,8 +38,8 @@ def register(subparsers: Any) -> None:
         ),
     )
     ev.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
-                    help="a built-in name (random, greedy, fixed), module:Class, a policy .py file "
-                         "(run isolated) or a model .zip (loaded as data); repeat for several")
+                    help="a built-in name (recommended, greedy, ucb, puct, random, ...), a shipped model, module:Class, "
+                         "a policy .py file (run isolated) or a model .zip (loaded as data); repeat for several")
     ev.add_argument("--worlds", "-w", required=True,
                     help="a world folder, a folder of worlds, a dataset id ns/name-vN, a shipped world, "
                          "or a split of the shipped dataset (train, heldout); comma-separated lists allowed")
@@ -62,7 +63,7 @@ def register(subparsers: Any) -> None:
                     help="replace the results an earlier evaluation left in --out (without it they are kept "
                          "and the run is refused)")
     ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
-    ev.add_argument("--max-rounds", type=int, default=None, help="round limit K2 (default: none)")
+    ev.add_argument("--max-rounds", type=positive_int, default=None, help="round limit K2 (default: none)")
     add_max_attempts(ev)
     ev.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
     ev.add_argument("--beta2", type=float, default=DEFAULT_BETA2,

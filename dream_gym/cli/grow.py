@@ -27,15 +27,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("grow", help="grow a new world with a real discovery loop",
                               description="Grow (or --resume) a recorded world with the online discovery loop.")
     p.add_argument("--task", required=True, help="built-in task name (circle-packing-26, sum-difference, ...)")
-    p.add_argument("--agent", default="builtin", help="'builtin' or a litellm model string (e.g. openai/gpt-4o-mini)")
+    p.add_argument("--agent", default="builtin", help="'builtin' (default) or a litellm model string (e.g. openai/gpt-4o-mini)")
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server for the LLM agent")
-    p.add_argument("--policy", default=recorder_or("recommended"),
+    p.add_argument("--policy", "-p", default=recorder_or("recommended"),
                    help="the recorder: built-in policy name (coverage: docs/concepts/recorders.md), shipped model, "
                         f"module:Class, or a policy .py file (default: {recorder_or('recommended')})")
     add_policy_args(p)
     add_workers(p, default=STANDARD_WORKERS,
                 help=f"W: attempts per round, each run by its own job process (default {STANDARD_WORKERS})")
-    p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds")
+    p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds (default 10)")
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the world in --out")
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the agent and the policy (default 0)")

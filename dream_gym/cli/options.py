@@ -13,9 +13,21 @@ from typing import Any
 OLD_JOBS_SPELLINGS = ("--processes", "--procs", "--n-jobs", "--num-workers", "--n-workers", "--eval-workers")
 
 
+def positive_int(text: str) -> int:
+    """The type of a count the command line takes (W, K2): a whole number >= 1, refused by
+    argparse naming the option (the library's own check names its Python argument)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_workers(parser: argparse.ArgumentParser, default: int | None = None, help: str | None = None) -> None:
     """``-W/--workers``: W, the attempts run in parallel in one round."""
-    parser.add_argument("-W", "--workers", type=int, default=default, metavar="W",
+    parser.add_argument("-W", "--workers", type=positive_int, default=default, metavar="W",
                         help=help or "W: attempts per round (default: each world's recorded W)")
 
 

@@ -16,6 +16,7 @@ from dream_gym.cli.options import (
     file_options,
     parse_key_values,
     parse_seed,
+    positive_int,
     report_failures,
 )
 from dream_gym.cli.shown import say, shown
@@ -31,12 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "Exits 1 when the episode ended with an error (on stderr), unless "
                                           "--allow-errors.")
     p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
-    p.add_argument("--policy", default="recommended",
+    p.add_argument("--policy", "-p", default="recommended",
                    help="built-in name, shipped model, module:Class, or a policy .py file (default: recommended)")
     add_policy_args(p)
     p.add_argument("--beta", type=float, default=DEFAULT_BETA, help=f"budget preference in [0, 1] (default {DEFAULT_BETA})")
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")
-    p.add_argument("--max-rounds", type=int, default=None, help="K2")
+    p.add_argument("--max-rounds", type=positive_int, default=None, help="K2")
     add_max_attempts(p)
     p.add_argument("--frontier", choices=("leaves", "any"), default=None,
                    help="which revealed nodes the policy may select: leaves, or any (default: the world's own rule)")
