@@ -204,6 +204,17 @@ def test_a_run_grown_further_says_its_rounds_and_command_in_world_json(tmp_path)
         3, "dream-gym grow --rounds 3 --resume")
 
 
+def test_a_run_resumed_to_fewer_rounds_than_it_was_started_with_says_so(tmp_path):
+    # a run of --rounds 300 cut early and resumed with --rounds 40 still said 300
+    _grow(tmp_path, make_policy("random", p_stop=0.0), rounds=9, max_attempts=2, command="dream-gym grow --rounds 9")
+    assert max(r["round"] for r in load_world(tmp_path / "world").records) == 1
+    result = _grow(tmp_path, make_policy("random", p_stop=0.0), rounds=2, resume=True,
+                   command="dream-gym grow --rounds 2 --resume")
+    world = load_world(result.folder)
+    assert max(r["round"] for r in world.records) == 2
+    assert (world.meta["rounds"], world.meta["command"]) == (2, "dream-gym grow --rounds 2 --resume")
+
+
 @pytest.mark.slow
 def test_kill_9_then_resume_loses_nothing_written_and_duplicates_nothing(tmp_path):
     out = tmp_path / "world"

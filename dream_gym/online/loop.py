@@ -186,8 +186,9 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
                     "policy_params": dict(config.policy_params), "agent": config.agent, "seed": config.seed,
                     "beta": config.beta})
                 recorded_rounds = writer.meta.get("rounds")
-                if isinstance(recorded_rounds, int) and config.rounds > recorded_rounds:
-                    # grown further: world.json says how many rounds and by which command
+                grown = max((int(r.get("round") or 0) for r in writer.records), default=0)
+                if isinstance(recorded_rounds, int) and config.rounds != recorded_rounds and config.rounds >= grown:
+                    # grown to another limit: world.json says how many rounds and by which command
                     extended: dict[str, Any] = {"rounds": config.rounds}
                     if config.command:
                         extended["command"] = config.command
