@@ -413,3 +413,14 @@ def test_worker_processes_find_the_envs_by_the_dream_gym_prefix(prefixed: bool, 
         assert done.returncode == 0, done.stderr[-2000:]
     else:
         assert done.returncode != 0 and "NamespaceNotFound" in done.stderr, done.stderr[-2000:]
+
+
+def test_reset_options_and_a_beta_that_is_no_number_are_refused_naming_them() -> None:
+    # both were taken silently: an option ignored (beta=0.3 replayed at 0.5), "0.5" a TypeError
+    env = gym.make("DreamGym/cp26-fixed-w4-s0-v1")
+    env.reset(options=None)
+    env.reset(options={})  # what vector envs pass with no options
+    with pytest.raises(ValueError, match="takes no options, got 'beta': W, beta and the other replay settings"):
+        env.reset(options={"beta": 0.3})
+    with pytest.raises(ValueError, match="beta must be in \\[0, 1\\], got '0.5'"):
+        gym.make("DreamGym/cp26-fixed-w4-s0-v1", beta="0.5")

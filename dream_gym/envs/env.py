@@ -193,6 +193,10 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     :class:`dream_gym.envs.vector_env.ReplayVectorEnv`.
 
     ## Version History
+    * v1, with reset options checked (same spaces, values and episodes): ``reset(options=...)``
+      with any option is an error naming it (the env takes none; W, beta and the rest are
+      arguments of ``gym.make``); before, they were ignored, ``beta`` among them. A ``beta`` that
+      is no number is an error naming it (before, a ``TypeError`` from a comparison).
     * v1, a step's cost no longer grows with the frontier (same spaces, values and episodes):
       ``info["frontier"]`` is a read-only dict (:class:`FrontierCounts`; before, a fresh dict the
       caller could change: change ``dict(info["frontier"])`` instead) that the env brings up to
@@ -438,6 +442,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)  # the replay is deterministic; seeding only for API conformance
+        if options:  # ignored, a beta given here would look taken
+            raise ValueError(f"{type(self).__name__}.reset takes no options, got {', '.join(map(repr, options))}: W, "
+                             "beta and the other replay settings are arguments of gym.make")
         self._episode += 1
         self._revealed = revealed = RevealedNodes()
         revealed.fixed.append(self._fields[ROOT])

@@ -90,8 +90,8 @@ class ReplaySettings:
         # a float W or round limit would be cut to an int unseen; True is 1, "4" no number
         if self.workers is not None and not _whole_at_least_one(self.workers):
             raise ValueError(f"workers must be an integer >= 1 or None, got {self.workers!r}")
-        if not 0.0 <= self.beta <= 1.0:
-            raise ValueError(f"beta must be in [0, 1], got {self.beta}")
+        if isinstance(self.beta, bool) or not isinstance(self.beta, numbers.Real) or not 0.0 <= self.beta <= 1.0:
+            raise ValueError(f"beta must be in [0, 1], got {self.beta!r}")
         for name in ("beta1", "beta2"):  # NaN or inf would make every reward NaN or inf
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < math.inf:
