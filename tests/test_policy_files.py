@@ -112,6 +112,17 @@ def test_load_policy_kinds(world: World) -> None:
     assert not isinstance(in_process, IsolatedPolicy) and type(in_process).__name__ == "Policy"
 
 
+def test_a_policy_class_without_a_name_is_named_by_its_file(world: World, tmp_path: Path) -> None:
+    # every file's class is called Policy: results and errors said "policy Policy" for each
+    path = tmp_path / "beam_search.py"
+    path.write_text("class Policy:\n    def reset(self, context):\n        pass\n\n"
+                    "    def act(self, view):\n        return []\n")
+    with IsolatedPolicy(str(path)) as isolated:
+        assert isolated.name == "beam_search" and run_episode(isolated, world).policy == "beam_search"
+    assert run_episode(load_policy(str(path), isolate=False), world).policy == "beam_search"
+    assert run_episode(load_policy(EXAMPLE, isolate=False), world).policy == "example"  # its own name stands
+
+
 @pytest.mark.parametrize(("spec", "kind"), [
     ("greedy", "builtin"),
     ("dream_gym.policies.greedy:GreedyPolicy", "module"),

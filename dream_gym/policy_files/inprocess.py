@@ -7,6 +7,7 @@ module imports neither of them: both sides build policies the same way.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -33,7 +34,7 @@ def policy_from_namespace(namespace: Mapping[str, Any], source: str) -> Policy:
         return _checked(factory(), source, "make_policy()")
     cls = namespace.get("Policy")
     if isinstance(cls, type) and _defined_here(cls, module_name):
-        return _checked(cls(), source, "Policy()")
+        return _named_by_file(_checked(cls(), source, "Policy()"), source)
     classes = [v for v in namespace.values()
                if isinstance(v, type) and _defined_here(v, module_name)
                and callable(getattr(v, "act", None)) and callable(getattr(v, "reset", None))]
@@ -48,6 +49,15 @@ def policy_from_namespace(namespace: Mapping[str, Any], source: str) -> Policy:
         f"{source} defines no policy{found}: define make_policy(), a class named Policy with "
         "reset(context) and act(view), or a top-level function act(view)"
     )
+
+
+def _named_by_file(policy: Policy, source: str) -> Policy:
+    """A ``Policy`` of the convention with no ``name`` of its own is named by its file, as a
+    function ``act`` is: every file's class is called Policy, so the class name tells none apart."""
+    if not getattr(policy, "name", None):
+        with contextlib.suppress(AttributeError, TypeError):  # a property or __slots__: its own business
+            policy.name = Path(source).stem  # type: ignore[attr-defined]
+    return policy
 
 
 def _checked(obj: Any, source: str, what: str) -> Policy:
