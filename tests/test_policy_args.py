@@ -8,6 +8,7 @@ whose policy its own ``make_policy()`` builds, refuses parameters instead of ign
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,21 @@ def test_deploy_refuses_parameters_for_a_policy_file(tmp_path: Path, capsys: pyt
 
 def test_values_a_command_line_cannot_give_are_left_to_the_policy() -> None:
     assert make_policy("coverage", deepen=[0.2, 0.4]).deepen == (0.2, 0.4)  # a list where a tuple is annotated
+
+
+@pytest.mark.parametrize(("name", "params", "message"), [
+    ("greedy", {"patience": -5}, "patience must be at least 1, got -5"),
+    ("greedy", {"min_branches": 0}, "min_branches must be at least 1, got 0"),
+    ("ucb", {"rounds": 0}, "rounds must be at least 1, got 0"),
+    ("ucb", {"c": float("nan")}, "c must be at least 0, got nan"),
+    ("random", {"p_stop": 1.5}, "p_stop must be in [0, 1], got 1.5"),
+    ("fixed", {"depth": 0}, "depth must be at least 1, got 0"),  # 0 was read as "the default"
+    ("openevolve", {"elite_ratio": -0.1}, "elite_ratio must be in [0, 1], got -0.1"),
+])
+def test_a_parameter_outside_its_range_is_refused_naming_it(name: str, params: dict[str, float], message: str) -> None:
+    # patience=-5 replayed as an episode of no attempt, exit 0
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_policy(name, **params)
 
 
 SYSTEM_PACKAGES = {"openevolve": "openevolve", "shinkaevolve": "shinka", "skydiscover": "skydiscover"}

@@ -45,6 +45,16 @@ def score_key(node: NodeView) -> tuple[int, float]:
     return (1, node.score) if node.score is not None else (0, float("-inf"))
 
 
+def check_param(name: str, value: float | None, least: float, most: float | None = None) -> None:
+    """A built-in's parameter (None: its beta-dependent default) within [least, most], else a
+    ValueError naming it: ``--policy-arg patience=-5`` replayed as an episode of no attempt."""
+    if value is None:
+        return
+    if not (least <= value and (most is None or value <= most)):  # NaN fails both
+        bounds = f"at least {least:g}" if most is None else f"in [{least:g}, {most:g}]"
+        raise ValueError(f"{name} must be {bounds}, got {value!r}")
+
+
 def interpolate(low: float, high: float, beta: float) -> float:
     """Linear map of the budget preference beta in [0, 1] onto [low, high]."""
     return low + (high - low) * beta
@@ -154,6 +164,8 @@ class BudgetedPolicy(BasePolicy):
 
     def __init__(self, rounds: int | None = None, patience: int | None = None):
         super().__init__()
+        check_param("rounds", rounds, 1)
+        check_param("patience", patience, 1)
         self.rounds = rounds
         self.patience = patience
         self.rng = np.random.default_rng(0)

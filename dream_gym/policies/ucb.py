@@ -9,6 +9,7 @@ from dream_gym.policies.base import (
     BranchInfo,
     BudgetedPolicy,
     branch_table,
+    check_param,
     gain,
     interpolate,
     score_scale,
@@ -88,6 +89,7 @@ class UCBPolicy(BranchBandit):
 
     def __init__(self, c: float | None = None, rounds: int | None = None, patience: int | None = None):
         super().__init__(rounds=rounds, patience=patience)
+        check_param("c", c, 0)
         self.c = c
         self.means: dict[int, float] = {}
 
