@@ -267,7 +267,6 @@ def test_cli_grow_rejects_malformed_policy_arg(tmp_path, capsys):
 
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--rounds", "0", "workers (W) and rounds must be >= 1, got 2 and 0"),
-    ("-W", "0", "workers (W) and rounds must be >= 1, got 0 and 10"),
     ("-W", "5000", "workers (W) must be at most 4096, got 5000"),  # a world's bound: it left an empty folder
     ("--max-seconds", "-1", "max_seconds must be > 0 (or not given), got -1.0"),
     ("--max-usd", "0", "max_usd must be > 0 (or not given), got 0.0"),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym import __version__
-from dream_gym.cli.shown import LINE_CHARS, shown
+from dream_gym.cli.shown import LINE_CHARS, say, shown
 from dream_gym.infrastructure.printable import printable
 from dream_gym.infrastructure.redact import redacted_output
 from dream_gym.infrastructure.sandbox.launch import UNSAFE_ENV
@@ -177,19 +177,19 @@ def _run(args: argparse.Namespace) -> int:
         status = 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130
         out = getattr(args, "out", None)
         if out is not None and hasattr(args, "resume"):  # a command that keeps its progress in --out
-            print(f"interrupted: what was finished is kept in {shown(out)}; the same command with --resume "
-                  "continues it", file=sys.stderr)
+            say(f"interrupted: what was finished is kept in {shown(out)}; the same command with --resume "
+                "continues it", file=sys.stderr)
         elif out is not None and getattr(args, "continues", False):  # one that continues by itself
-            print(f"interrupted: what was finished is kept in {shown(out)}; the same command continues it",
-                  file=sys.stderr)
+            say(f"interrupted: what was finished is kept in {shown(out)}; the same command continues it",
+                file=sys.stderr)
         else:
             print("interrupted", file=sys.stderr)
         return status
     except (ValueError, OSError, LookupError, RuntimeError) as exc:
         # Library errors name the problem already; show them once, without a traceback. They
         # may quote what others wrote (a world's id, a remote's reply): escaped and cut.
-        print(f"dream-gym {args.command}: error: {printable(error_text(exc), LINE_CHARS, lines=True)}",
-              file=sys.stderr)
+        say(f"dream-gym {args.command}: error: {printable(error_text(exc), LINE_CHARS, lines=True)}",
+            file=sys.stderr)
         return 2
     finally:
         if main_thread:

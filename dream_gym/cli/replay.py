@@ -91,12 +91,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict()))
     else:
         w = session.replay.workers
-        print(f"world {shown(result.world)}  policy {result.policy}  beta {result.beta:g}  "
+        say(f"world {shown(result.world)}  policy {result.policy}  beta {result.beta:g}  "
               f"W {w}{' (recorded)' if args.workers is None else ''}")
         best = "none" if result.best_score is None else f"{result.best_score:.6g}"  # whole in --json
-        print(f"V = {result.replay_score:.4f}  best q = {result.best_q:.4f}  best score = {best}  "
+        say(f"V = {result.replay_score:.4f}  best q = {result.best_q:.4f}  best score = {best}  "
               f"attempts N = {result.attempts}  rounds k = {result.rounds}")
-        print(coverage_line(result, session.replay.requests))
+        say(coverage_line(result, session.replay.requests))
     if args.tree:
         say(render_tree(session.view()))
     failed = [f"policy {args.policy}: 1 of 1 episodes failed; first: {result.error} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dream_gym.cli.options import add_trust_model
+from dream_gym.cli.shown import say
 
 
 def register(subparsers: argparse._SubParsersAction, with_options: bool = True) -> None:
@@ -42,13 +43,13 @@ def run(args: argparse.Namespace) -> int:
     summary = train(config, trust_model=args.trust_model)
     final = summary["final"]
     w, betas = config.workers, betas_note(config.beta_grid)
-    print(f"train pool ({worlds_count(pool)} at W = {w}, betas {betas}): "
+    say(f"train pool ({worlds_count(pool)} at W = {w}, betas {betas}): "
           f"v2 {final.get('train_v2', float('nan')):.4f}  mean V {final.get('train_mean_v', float('nan')):.4f}")
     if "heldout_v2" in final:
-        print(f"held out ({worlds_count(heldout)} at W = {w}, betas {betas}): v2 {final['heldout_v2']:.4f}  "
+        say(f"held out ({worlds_count(heldout)} at W = {w}, betas {betas}): v2 {final['heldout_v2']:.4f}  "
               f"mean V {final['heldout_mean_v']:.4f}  % of limit {100 * final['heldout_limit_share']:.1f}%")
         if any(world.workers != w for world in heldout):
-            print(f"note: these held-out figures are at W = {w} for every world; `dream-gym eval` replays each "
+            say(f"note: these held-out figures are at W = {w} for every world; `dream-gym eval` replays each "
                   f"world at its recorded W ({recorded_w(heldout)}) unless given -W, so `dream-gym eval --policy "
                   f"{config.out}/model.zip --worlds {config.heldout} -W {w}` gives these figures and without -W "
                   "it gives others")
