@@ -93,9 +93,9 @@ def test_in_an_80_column_terminal_an_import_report_breaks_between_words(tmp_path
 
 def test_in_an_80_column_terminal_replays_lines_break_between_words_and_piped_stay_whole() -> None:
     """The coverage line (about 180 characters) was broken by the terminal wherever column 80 fell."""
-    lines = _in_a_terminal("replay", "cp26-fixed-w4-s0")
+    lines = _in_a_terminal("replay", "cp26-fixed-w4-s0", "-p", "greedy")
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     coverage = next(i for i, line in enumerate(lines) if line.startswith("coverage ("))
     assert lines[coverage + 1].startswith("  (100.0%)"), lines  # its continuation, indented, whole words
-    piped = _piped("replay", "cp26-fixed-w4-s0")
+    piped = _piped("replay", "cp26-fixed-w4-s0", "-p", "greedy")
     assert len(next(line for line in piped if line.startswith("coverage ("))) > 80  # one line in a log
