@@ -581,3 +581,16 @@ def test_a_load_error_longer_than_a_control_packet_is_cut_not_lost(tmp_path: Pat
     broken.write_text("raise ValueError('x' * 300_000)\n")
     with pytest.raises(PolicyLoadError, match=r"ValueError: x+\.\.\. \[cut: \d+ characters in all\]"):
         IsolatedPolicy(broken, **FAST)
+
+
+def test_replay_show_output_shows_what_a_policy_file_printed_escaped(tmp_path: Path, capsys: Any) -> None:
+    # run isolated, a file's prints went nowhere: no way to debug it from the command line
+    path = tmp_path / "talky.py"
+    path.write_text("import sys\n\ndef act(view):\n    print(f'round {view.rounds}')\n"
+                    "    print('\\x1b[31mred\\x1b[0m', file=sys.stderr)\n    return [0] if view.rounds < 2 else []\n")
+    assert cli_main(["replay", "sd-fixed-s0", "-p", str(path), "--show-output"]) == 0
+    err = capsys.readouterr().err
+    assert "policy stdout (its last 8 KB):\nround 0\nround 1\nround 2\n" in err
+    assert "policy stderr (its last 8 KB):\n\\x1b[31mred\\x1b[0m\n" in err and "\x1b" not in err
+    assert cli_main(["replay", "sd-fixed-s0", "-p", str(path)]) == 0
+    assert "round 0" not in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from dream_gym.cli.options import (
@@ -47,10 +48,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=parse_seed, default=0, help="seed given to the policy (default 0)")
     p.add_argument("--tree", action="store_true", help="draw the revealed tree")
     p.add_argument("--json", action="store_true", help="print the episode record as JSON")
+    p.add_argument("--show-output", action="store_true",
+                   help="after the episode, show on stderr what a policy file printed in it (the last 8 KB of its "
+                        "stdout and of its stderr; run isolated, it prints nowhere else)")
     add_file_limits(p)
     add_allow_errors(p)
     add_trust_model(p)
     p.set_defaults(func=run)
+
+
+def show_output(policy: Any) -> None:
+    """What an isolated policy printed in its episode, on stderr, once its processes have ended
+    (so nothing it printed is still in a pipe); escaped, as every text from untrusted code."""
+    from dream_gym.policy_files.output import TAIL_BYTES
+
+    if not callable(getattr(policy, "output_tail", None)):
+        return  # a policy run in this process printed to the terminal itself
+    policy.close()
+    for stream in ("stdout", "stderr"):
+        printed = policy.output_tail(stream)
+        if printed:
+            say(f"policy {stream} (its last {TAIL_BYTES // 1024} KB):\n{printed.rstrip()}", file=sys.stderr)
+        else:
+            say(f"policy {stream}: nothing", file=sys.stderr)
 
 
 def coverage_line(result: EpisodeResult, requests: bool) -> str:
@@ -99,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
         say(coverage_line(result, session.replay.requests))
     if args.tree:
         say(render_tree(session.view()))
+    if args.show_output:
+        sys.stdout.flush()  # the result first, then what the policy printed
+        show_output(policy)
     failed = [f"policy {args.policy}: 1 of 1 episodes failed; first: {result.error} "
               f"(on {shown(result.world)}, beta {result.beta:g})"] if result.error else []
     return report_failures("replay", failed, args.allow_errors)
