@@ -594,3 +594,14 @@ def test_replay_show_output_shows_what_a_policy_file_printed_escaped(tmp_path: P
     assert "policy stderr (its last 8 KB):\n\\x1b[31mred\\x1b[0m\n" in err and "\x1b" not in err
     assert cli_main(["replay", "sd-fixed-s0", "-p", str(path)]) == 0
     assert "round 0" not in capsys.readouterr().err
+
+
+def test_module_colon_class_of_a_file_in_this_folder_says_how_to_run_it(tmp_path: Path) -> None:
+    # the console script does not import from the current folder: "no module 'mypol'" and no more
+    (tmp_path / "mypol.py").write_text("def act(view):\n    return []\n")
+    script = Path(sys.executable).with_name("dream-gym")
+    done = subprocess.run([str(script), "replay", "sd-fixed-s0", "-p", "mypol:act"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("mypol.py is in this folder: give the file (mypol.py) to run it isolated, or "
+                                        "put this folder on PYTHONPATH to import it as trusted code"), done.stderr

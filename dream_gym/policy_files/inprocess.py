@@ -102,7 +102,10 @@ def module_attr(spec: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise PolicyNotFoundError(f"policy {spec!r}: no module {module_name!r} ({exc})") from None
+        here = Path(*module_name.split(".")).with_suffix(".py")
+        hint = (f"; {here} is in this folder: give the file ({here}) to run it isolated, or put this folder on "
+                "PYTHONPATH to import it as trusted code") if exc.name == module_name and here.is_file() else ""
+        raise PolicyNotFoundError(f"policy {spec!r}: no module {module_name!r} ({exc}){hint}") from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
