@@ -112,10 +112,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         w = session.replay.workers
         say(f"world {shown(result.world)}  policy {result.policy}  beta {result.beta:g}  "
-              f"W {w}{' (recorded)' if args.workers is None else ''}")
+            f"W {w}{' (recorded)' if args.workers is None else ''}")
         best = "none" if result.best_score is None else f"{result.best_score:.6g}"  # whole in --json
         say(f"V = {result.replay_score:.4f}  best q = {result.best_q:.4f}  best score = {best}  "
-              f"attempts N = {result.attempts}  rounds k = {result.rounds}")
+            f"attempts N = {result.attempts}  rounds k = {result.rounds}")
         say(coverage_line(result, session.replay.requests))
     if args.tree:
         say(render_tree(session.view()))

@@ -44,13 +44,13 @@ def run(args: argparse.Namespace) -> int:
     final = summary["final"]
     w, betas = config.workers, betas_note(config.beta_grid)
     say(f"train pool ({worlds_count(pool)} at W = {w}, betas {betas}): "
-          f"v2 {final.get('train_v2', float('nan')):.4f}  mean V {final.get('train_mean_v', float('nan')):.4f}")
+        f"v2 {final.get('train_v2', float('nan')):.4f}  mean V {final.get('train_mean_v', float('nan')):.4f}")
     if "heldout_v2" in final:
         say(f"held out ({worlds_count(heldout)} at W = {w}, betas {betas}): v2 {final['heldout_v2']:.4f}  "
-              f"mean V {final['heldout_mean_v']:.4f}  % of limit {100 * final['heldout_limit_share']:.1f}%")
+            f"mean V {final['heldout_mean_v']:.4f}  % of limit {100 * final['heldout_limit_share']:.1f}%")
         if any(world.workers != w for world in heldout):
             say(f"note: these held-out figures are at W = {w} for every world; `dream-gym eval` replays each "
-                  f"world at its recorded W ({recorded_w(heldout)}) unless given -W, so `dream-gym eval --policy "
-                  f"{config.out}/model.zip --worlds {config.heldout} -W {w}` gives these figures and without -W "
-                  "it gives others")
+                f"world at its recorded W ({recorded_w(heldout)}) unless given -W, so `dream-gym eval --policy "
+                f"{config.out}/model.zip --worlds {config.heldout} -W {w}` gives these figures and without -W "
+                "it gives others")
     return 0

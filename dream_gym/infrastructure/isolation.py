@@ -63,6 +63,8 @@ def says_out_of_memory(text: str) -> bool:
     """Whether a process's last words say that an allocation failed."""
     lowered = text.lower()
     return any(sign in lowered for sign in _MEMORY_SIGNS)
+
+
 #: Megabytes a program's working folder may hold in all (its files, its HOME and TMPDIR). The
 #: tmpfs that holds them is memory: W candidates side by side may take W times this on top of
 #: their address-space limits.

@@ -77,8 +77,9 @@ def check_online_batch(view: PrefixView, batch: list[int]) -> list[int]:
         if node_id == ROOT:
             continue
         if node_id not in legal:
+            verb = "is" if len(legal) == 1 else "are"
             raise IllegalBatchError(f"the policy selected id {node_id}, which is not on the frontier of the real tree "
-                                    f"(ids 0..{len(view) - 1} exist; {len(legal)} {'is' if len(legal) == 1 else 'are'} open)", node_id)
+                                    f"(ids 0..{len(view) - 1} exist; {len(legal)} {verb} open)", node_id)
         if node_id in seen:
             raise IllegalBatchError(f"the policy selected id {node_id} twice (a non-root node may be selected once)",
                                     node_id)
