@@ -135,7 +135,7 @@ def file_options(args: argparse.Namespace) -> dict[str, float]:
     from dream_gym.policy_files.isolated import DEFAULT_MEMORY_MB
 
     if not args.decision_timeout > 0:
-        raise ValueError(f"--decision-timeout must be > 0 seconds, got {args.decision_timeout:g}")
+        raise ValueError(f"--decision-timeout must be > 0 seconds, got {args.decision_timeout}")
     if not args.memory_mb > 0:
         raise ValueError(f"--memory-mb must be > 0, got {args.memory_mb}")
     options: dict[str, float] = {}
