@@ -8,7 +8,9 @@ number of revealed nodes (its pulls), newest node and its legal (frontier) nodes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.random  # noqa: F401 - numpy loads it on first use, which a policy episode cannot (it reads no file)
@@ -45,14 +47,15 @@ def score_key(node: NodeView) -> tuple[int, float]:
     return (1, node.score) if node.score is not None else (0, float("-inf"))
 
 
-def check_param(name: str, value: float | None, least: float, most: float | None = None) -> None:
-    """A built-in's parameter (None: its beta-dependent default) within [least, most], else a
-    ValueError naming it: ``--policy-arg patience=-5`` replayed as an episode of no attempt."""
-    if value is None:
-        return
-    if not (least <= value and (most is None or value <= most)):  # NaN fails both
-        bounds = f"at least {least:g}" if most is None else f"in [{least:g}, {most:g}]"
-        raise ValueError(f"{name} must be {bounds}, got {value!r}")
+def check_params(**given: tuple[Any, ...]) -> None:
+    """Each of a built-in's parameters, ``name=(value, least)`` or ``name=(value, least, most)``
+    (a value None: its beta-dependent default), within its bounds, else a ValueError naming it:
+    ``--policy-arg patience=-5`` replayed as an episode of no attempt."""
+    for name, (value, low, *high) in given.items():
+        top = high[0] if high else math.inf
+        if value is not None and not low <= value <= top:  # NaN fails both
+            said = f"in [{low:g}, {top:g}]" if high else f"at least {low:g}"
+            raise ValueError(f"{name} must be {said}, got {value!r}")
 
 
 def interpolate(low: float, high: float, beta: float) -> float:
@@ -164,8 +167,7 @@ class BudgetedPolicy(BasePolicy):
 
     def __init__(self, rounds: int | None = None, patience: int | None = None):
         super().__init__()
-        check_param("rounds", rounds, 1)
-        check_param("patience", patience, 1)
+        check_params(rounds=(rounds, 1), patience=(patience, 1))
         self.rounds = rounds
         self.patience = patience
         self.rng = np.random.default_rng(0)

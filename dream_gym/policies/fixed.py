@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dream_gym.policies.base import BasePolicy, check_param, interpolate, open_nodes
+from dream_gym.policies.base import BasePolicy, check_params, interpolate, open_nodes
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.view import PrefixView
 
@@ -24,8 +24,7 @@ class FixedPolicy(BasePolicy):
 
     def __init__(self, branches: int | None = None, depth: int | None = None):
         super().__init__()
-        check_param("branches", branches, 1)
-        check_param("depth", depth, 1)
+        check_params(branches=(branches, 1), depth=(depth, 1))
         self.branches = branches
         self.depth = depth
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dream_gym.policies.base import BasePolicy, Patience, check_param, interpolate, open_nodes, score_key
+from dream_gym.policies.base import BasePolicy, Patience, check_params, interpolate, open_nodes, score_key
 from dream_gym.policy import RunContext
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.view import PrefixView
@@ -27,8 +27,7 @@ class GreedyPolicy(BasePolicy):
 
     def __init__(self, min_branches: int | None = None, patience: int | None = None):
         super().__init__()
-        check_param("min_branches", min_branches, 1)
-        check_param("patience", patience, 1)
+        check_params(min_branches=(min_branches, 1), patience=(patience, 1))
         self.min_branches = min_branches
         self.patience = patience
         self._progress = Patience()

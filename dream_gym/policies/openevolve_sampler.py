@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dream_gym.policies.base import BatchSlots, BudgetedPolicy, check_param, interpolate
+from dream_gym.policies.base import BatchSlots, BudgetedPolicy, check_params, interpolate
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.view import PrefixView
 
@@ -51,10 +51,8 @@ class OpenEvolvePolicy(BudgetedPolicy):
         patience: int | None = None,
     ):
         super().__init__(rounds=rounds, patience=patience)
-        for name, ratio in (("exploration_ratio", exploration_ratio), ("exploitation_ratio", exploitation_ratio),
-                            ("elite_ratio", elite_ratio)):
-            check_param(name, ratio, 0, 1)
-        check_param("archive_size", archive_size, 1)
+        check_params(exploration_ratio=(exploration_ratio, 0, 1), exploitation_ratio=(exploitation_ratio, 0, 1),
+                     elite_ratio=(elite_ratio, 0, 1), archive_size=(archive_size, 1))
         self.exploration_ratio = exploration_ratio
         self.exploitation_ratio = exploitation_ratio
         self.elite_ratio = elite_ratio

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dream_gym.policies.base import NEW_BRANCH, BranchInfo, check_param, gain, interpolate, score_scale
+from dream_gym.policies.base import NEW_BRANCH, BranchInfo, check_params, gain, interpolate, score_scale
 from dream_gym.policies.ucb import BranchBandit
 from dream_gym.replay.view import PrefixView
 
@@ -48,8 +48,7 @@ class PUCTPolicy(BranchBandit):
         patience: int | None = None,
     ):
         super().__init__(rounds=rounds, patience=patience)
-        check_param("c_puct", c_puct, 0)
-        check_param("temperature", temperature, 0)
+        check_params(c_puct=(c_puct, 0), temperature=(temperature, 0))
         self.c_puct = c_puct
         self.temperature = temperature
         self.q: dict[int, float] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dream_gym.policies.base import BasePolicy, check_param, interpolate
+from dream_gym.policies.base import BasePolicy, check_params, interpolate
 from dream_gym.policy import RunContext
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.view import PrefixView
@@ -23,7 +23,7 @@ class RandomPolicy(BasePolicy):
 
     def __init__(self, p_stop: float | None = None):
         super().__init__()
-        check_param("p_stop", p_stop, 0, 1)
+        check_params(p_stop=(p_stop, 0, 1))
         self.p_stop = p_stop
         self.rng = np.random.default_rng(0)
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dream_gym.policies.base import BudgetedPolicy, check_param, interpolate
+from dream_gym.policies.base import BudgetedPolicy, check_params, interpolate
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.view import PrefixView
 
@@ -41,7 +41,7 @@ class ShinkaPolicy(BudgetedPolicy):
 
     def __init__(self, lam: float | None = None, rounds: int | None = None, patience: int | None = None):
         super().__init__(rounds=rounds, patience=patience)
-        check_param("lam", lam, 0)
+        check_params(lam=(lam, 0))
         self.lam = lam
 
     def weights(self, view: PrefixView) -> list[tuple[int, float]]:

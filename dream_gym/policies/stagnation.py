@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dream_gym.policies.base import BranchInfo, BudgetedPolicy, branch_table, check_param, interpolate
+from dream_gym.policies.base import BranchInfo, BudgetedPolicy, branch_table, check_params, interpolate
 from dream_gym.policy import RunContext
 from dream_gym.replay.mechanics import ROOT
 from dream_gym.replay.view import NodeView, PrefixView
@@ -45,8 +45,7 @@ class StagnationPolicy(BudgetedPolicy):
         rounds: int | None = None,
     ):
         super().__init__(rounds=rounds, patience=patience)
-        check_param("retries", retries, 0)
-        check_param("max_branches", max_branches, 1)
+        check_params(retries=(retries, 0), max_branches=(max_branches, 1))
         self.retries = retries
         self.max_branches = max_branches
         self.closed: set[int] = set()

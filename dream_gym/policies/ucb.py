@@ -9,7 +9,7 @@ from dream_gym.policies.base import (
     BranchInfo,
     BudgetedPolicy,
     branch_table,
-    check_param,
+    check_params,
     gain,
     interpolate,
     score_scale,
@@ -89,7 +89,7 @@ class UCBPolicy(BranchBandit):
 
     def __init__(self, c: float | None = None, rounds: int | None = None, patience: int | None = None):
         super().__init__(rounds=rounds, patience=patience)
-        check_param("c", c, 0)
+        check_params(c=(c, 0))
         self.c = c
         self.means: dict[int, float] = {}
 
