@@ -141,6 +141,9 @@ SYSTEM_PACKAGES = {"openevolve": "openevolve", "shinkaevolve": "shinka", "skydis
     (["--policy", "{missing}"], "policy file {missing} does not exist"),
     (["--policy", "{broken}"],
      "policy broken: loading failed in the isolated process: SyntaxError: invalid syntax (broken.py, line 1)"),
+    # the model's own refusal came at its first decision, after the world's root was written
+    (["--policy", "{model_w3}"],
+     "model model_w3 was trained on the replay env at W = 3; it cannot play at W = 2 (run it with -W 3)"),
 ])
 def test_deploy_refuses_a_policy_that_cannot_run_before_it_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                  system: str, args: list[str], message: str) -> None:
@@ -149,11 +152,26 @@ def test_deploy_refuses_a_policy_that_cannot_run_before_it_writes(tmp_path: Path
     pytest.importorskip(SYSTEM_PACKAGES[system])
     out, broken, missing = tmp_path / "run", tmp_path / "broken.py", tmp_path / "missing.py"
     broken.write_text("def make_policy(:\n")
-    paths = {"{broken}": str(broken), "{missing}": str(missing)}
+    paths = {"{broken}": str(broken), "{missing}": str(missing), "{model_w3}": str(tmp_path / "model_w3.zip")}
+    if "{model_w3}" in args:
+        _model_at_w3(tmp_path / "model_w3.zip")
     refused_once(capsys, ["deploy", "--system", system, "--task", "circle-packing-26",
                           *(paths.get(arg, arg) for arg in args), "-W", "2", "--budget", "4", "--out", str(out)],
                  message.replace("{missing}", str(missing)))
     assert not out.exists()
+
+
+def _model_at_w3(path: Path) -> None:
+    """An (untrained) MaskablePPO zip of the replay env at W = 3."""
+    import random
+
+    import gymnasium as gym
+    from sb3_contrib import MaskablePPO
+    from worldgen import make_world, random_records
+
+    world = make_world(random_records(random.Random(1), 10), world_id="w3", workers=3)
+    MaskablePPO("MultiInputPolicy", gym.make("DreamGym/Replay-v1", world=world, max_nodes=40), n_steps=64, seed=0,
+                device="cpu").save(path)
 
 
 def test_a_misspelt_policy_file_gets_the_file_beside_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -119,8 +119,8 @@ def check_policy(settings: RunSettings) -> None:
     """Refuse, before any folder is made, what the policy would fail on once the run has started:
     a β outside [0, 1] (NaN included), a policy that names nothing (an unknown name, a missing file
     or module), a policy file that does not load (loaded once in its sandbox, as ``eval`` does),
-    a model zip that does not load as data (unless trusted), and parameters the policy does not
-    take (built and dropped here, as the run will build it)."""
+    a model zip that does not load as data (unless trusted) or was trained at another W, and
+    parameters the policy does not take (built and dropped here, as the run will build it)."""
     if not 0.0 <= settings.beta <= 1.0:
         raise ValueError(f"--beta must be in [0, 1], got {settings.beta}")
     check_seed(settings.seed, "--seed")
@@ -131,17 +131,19 @@ def check_policy(settings: RunSettings) -> None:
                              f"'{NATIVE_POLICY}' is the system's own selection")
         return
     from dream_gym.evaluation.evaluate import check_model_zips, model_trust
-    from dream_gym.policy_files.specs import check_policy_spec, probe_policy_files
+    from dream_gym.policy_files.specs import PolicySpec, check_policy_spec, probe_policy_files
 
     check_policy_spec(settings.policy)
     probe_policy_files([settings.policy])
     if not settings.trust_model:
         check_model_zips([settings.policy])
-    if params:
+    if params or PolicySpec.of(settings.policy).kind == "model":
         from dream_gym.policy_files import load_policy
 
         with model_trust(settings.trust_model):
-            load_policy(settings.policy, params=params)  # a policy file refuses them
+            policy = load_policy(settings.policy, params=params)  # a policy file refuses them
+        if callable(check_workers := getattr(policy, "check_workers", None)):
+            check_workers(settings.workers)  # a model trained at another W, refused before the world is made
 
 
 def check_api_base(settings: RunSettings, hosted: Callable[[str], str | None] | None = None) -> None:

@@ -56,10 +56,14 @@ class ReplaySB3Policy(ModelPolicy):
         self.workers = int(len(self.model.action_space.nvec))
         self.maskable = takes_masks(self.model)
 
-    def reset(self, context: RunContext) -> None:
-        if context.workers != self.workers:
+    def check_workers(self, workers: int) -> None:
+        """Refuse a run at another W than the model was trained at (its action has one slot a worker)."""
+        if workers != self.workers:
             raise ValueError(f"model {self.name} was trained on the replay env at W = {self.workers}; it cannot "
-                             f"play at W = {context.workers} (run it with -W {self.workers})")
+                             f"play at W = {workers} (run it with -W {self.workers})")
+
+    def reset(self, context: RunContext) -> None:
+        self.check_workers(context.workers)
         super().reset(context)
 
     def act(self, view: PrefixView) -> list[int]:
