@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dream_gym.dream import improve
 from dream_gym.dream.builtin_developer import BuiltinDeveloper
 from dream_gym.dream.developer import Feedback, Revision
 from dream_gym.dream.improve import DreamSettings, improvement_step
@@ -198,3 +199,49 @@ def test_a_nondeterministic_incumbent_stays_the_fallback_with_a_warning(tmp_path
     assert version.status == "incumbent" and version.score is not None
     assert "nondeterministic" in version.warning
     assert result.deployed_m == 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_after_an_evaluation_wrote_its_results_then_resume_redoes_that_version_and_check(tmp_path, monkeypatch):
+    """Interrupted during the determinism gate's second evaluation (the first's results file is
+    whole) and between the held-out check's two evaluations: each resume redoes that version or
+    check and ends as an uninterrupted run does (it refused to overwrite the results before)."""
+    history, held_out_worlds = _history(), resolve_worlds("lasso-ucb-s0")
+    codes = [revs.WEAK, revs.strong()]
+
+    def step(out: Path) -> object:
+        return improvement_step(out, 1, "greedy", history, ScriptedDeveloper(codes), DreamSettings(3, SCORING),
+                                validation=held_out_worlds)
+
+    whole = step(tmp_path / "whole")
+    assert whole.selected_m == 2 and whole.validation is not None  # the check ran
+
+    real = improve.score_policy
+
+    def interrupt_at(file: str, held_out_check: bool):
+        def score_policy(spec, worlds, settings, *, out=None, extra_file_options=None):
+            if Path(spec).name == file and (out is not None and ".held_out." in str(out)) == held_out_check \
+                    and (held_out_check or out is None):  # the gate's second evaluation has no results file
+                raise KeyboardInterrupt("Ctrl-C")
+            return real(spec, worlds, settings, out=out, extra_file_options=extra_file_options)
+        return score_policy
+
+    out, versions = tmp_path / "run", tmp_path / "run" / "revisions" / "1"
+    monkeypatch.setattr(improve, "score_policy", interrupt_at("2.py", held_out_check=False))
+    with pytest.raises(KeyboardInterrupt):
+        step(out)
+    assert (versions / "2.results.jsonl").stat().st_size and not (versions / "2.json").exists()
+    monkeypatch.setattr(improve, "score_policy", interrupt_at("0.py", held_out_check=True))
+    with pytest.raises(KeyboardInterrupt):
+        step(out)
+    assert (versions / "2.json").exists() and (versions / "2.held_out.results.jsonl").stat().st_size
+    monkeypatch.setattr(improve, "score_policy", real)
+    resumed = step(out)
+
+    def outcome(result) -> list[tuple]:
+        return [(v.m, v.status, v.score, v.per_world) for v in result.versions]
+
+    assert outcome(resumed) == outcome(whole)
+    assert (resumed.selected_m, resumed.deployed_m, resumed.validation) == \
+        (whole.selected_m, whole.deployed_m, whole.validation)
+    assert [r.get("m") for r in read_jsonl(out / "dream.jsonl")] == [0, 1, 2, None]

@@ -162,8 +162,8 @@ class _Phase:
     def _gated(self, path: Path, worlds: Sequence[World], out: Path | None = None) -> tuple[Scored, str, str | None]:
         """Score a checked file on ``worlds`` twice, in processes with other hash seeds: the
         first evaluation, and its status ("ok", "failed" or "nondeterministic") with the reason."""
-        if out is not None:  # a journal left by a killed run: the phase redoes an unfinished version whole
-            journal_path(out).unlink(missing_ok=True)
+        if out is not None:
+            _discard_unfinished(out)
         first = score_policy(path, worlds, self.scoring, extra_file_options={"hash_seed": GATE_HASH_SEEDS[0]},
                              out=out)
         if first.errors:
@@ -292,7 +292,7 @@ class _Phase:
     def _on_held_out(self, version: VersionRecord, worlds: Sequence[World]) -> Scored:
         """A version's score on the held-out worlds (its episodes in ``<m>.held_out.results.jsonl``)."""
         out = version_path(self.out, self.phase, version.m, ".held_out.results.jsonl")
-        journal_path(out).unlink(missing_ok=True)  # left by a killed run: the check is redone whole
+        _discard_unfinished(out)
         return score_policy(self.out / version.file, worlds, self.scoring, out=out)
 
     def held_out_check(self, incumbent: VersionRecord, selected: VersionRecord, worlds: Sequence[World],
@@ -335,6 +335,16 @@ class _Phase:
         self.ledger.append(result.to_dict())
         self.events("phase", {"result": result})
         return result
+
+
+def _discard_unfinished(out: Path) -> None:
+    """Remove what an evaluation into ``out`` left when its version or held-out check was cut
+    short (a kill, Ctrl-C) before its record was written: its journal, and its results file when
+    the interruption came after it was whole (during the determinism gate's second evaluation,
+    or between the check's two evaluations). The version or check is redone whole; keeping the
+    file made the resumed run refuse to overwrite it."""
+    journal_path(out).unlink(missing_ok=True)
+    out.unlink(missing_ok=True)
 
 
 def improvement_step(out: str | Path, phase: int, incumbent: str, history: Sequence[World], developer: Developer,
