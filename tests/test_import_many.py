@@ -14,7 +14,9 @@ from openevolve_runs import write_resumed_run
 from dream_gym.cli import main
 from dream_gym.datasets.importers import RunImportError
 from dream_gym.datasets.importers.many import find_runs, import_runs
+from dream_gym.world.files import WorldFormatError
 from dream_gym.world.tree import load_world
+from dream_gym.world.writer import STAGING_NAME, WorldWriter, check_empty_folder, new_meta, write_world
 
 GEPA_RUN = Path(__file__).parent / "data" / "gepa" / "linear-fit"
 EXTERNAL_GEPA = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "gepa"
@@ -129,3 +131,70 @@ def test_a_run_that_holds_only_its_initial_program_is_named_in_a_warning(tmp_pat
     assert "imported 2 of 2 run(s)" in text
     assert "warning: circle-packing-example holds only its initial program" in text
     assert "warning: linear-fit" not in text
+
+
+def _node_files(out: Path) -> dict[str, bytes]:
+    return {p.parent.name: p.read_bytes() for p in sorted(out.glob("*/nodes.jsonl"))}
+
+
+def test_an_import_stopped_mid_world_leaves_no_world_and_resume_imports_the_rest(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while a world is being written: that world is not there at all (it loaded and
+    validated as if it were the whole run, with the nodes written so far), and the same command
+    with --resume keeps the finished worlds and imports the others, as an uninterrupted import."""
+    _mixed_folder(tmp_path / "runs")
+    whole, out = tmp_path / "whole", tmp_path / "worlds"
+    command = ["worlds", "import", str(tmp_path / "runs"), "--out"]
+    assert main([*command, str(whole)]) == 0
+    real, written = WorldWriter.append, []
+
+    def append(self, record):  # Ctrl-C at the 30th node written
+        if len(written) == 29:
+            raise KeyboardInterrupt
+        written.append(record["id"])
+        real(self, record)
+
+    monkeypatch.setattr(WorldWriter, "append", append)
+    capsys.readouterr()
+    assert main([*command, str(out)]) == 130
+    assert "the same command with --resume continues it" in capsys.readouterr().err
+    monkeypatch.setattr(WorldWriter, "append", real)
+    finished = _node_files(out)
+    assert finished and len(finished) < len(_node_files(whole))
+    cut = [p for p in out.iterdir() if p.is_dir() and p.name not in finished]
+    assert cut and not list(cut[0].iterdir())  # the world being written: nothing of it
+    with pytest.raises(FileExistsError, match="not empty"):
+        import_runs("auto", tmp_path / "runs", out)  # without --resume: refused, nothing touched
+    assert main([*command, str(out), "--resume"]) == 0
+    assert f"{len(finished)} imported before, kept" in capsys.readouterr().out
+    assert _node_files(out) == _node_files(whole)
+    for name in _node_files(out):
+        assert main(["worlds", "validate", str(out / name)]) == 0
+
+
+def test_resume_refuses_a_folder_holding_anything_but_that_folders_worlds(tmp_path):
+    _mixed_folder(tmp_path / "runs")
+    out = tmp_path / "worlds"
+    import_runs("auto", tmp_path / "runs", out)
+    shutil.copytree(out / "gepa-linear-fit", out / "someone-elses")
+    with pytest.raises(FileExistsError, match="someone-elses, which is not the world of a run of"):
+        import_runs("auto", tmp_path / "runs", out, resume=True)
+    shutil.rmtree(out / "someone-elses")
+    meta = out / "openevolve-resumed" / "world.json"
+    meta.write_text(meta.read_text().replace(str(tmp_path / "runs" / "openevolve"), str(tmp_path / "elsewhere")))
+    with pytest.raises(FileExistsError, match="not the import of"):
+        import_runs("auto", tmp_path / "runs", out, resume=True)
+
+
+def test_a_killed_whole_world_write_leaves_nothing_that_loads_and_the_next_write_succeeds(tmp_path):
+    """kill -9 inside write_world leaves its hidden staging folder: the world folder counts as
+    empty and the next write removes it."""
+    records = [{"id": "root", "parent": None, "score": 1.0}, {"id": "a", "parent": "root", "score": 2.0}]
+    folder = tmp_path / "w"
+    (folder / STAGING_NAME).mkdir(parents=True)
+    (folder / STAGING_NAME / "world.json").write_text("{}")  # what a killed write left
+    assert check_empty_folder(folder) == folder
+    with pytest.raises(WorldFormatError):
+        load_world(folder)
+    write_world(folder, new_meta("w", "t"), records)
+    assert sorted(p.name for p in folder.iterdir()) == ["nodes.jsonl", "world.json"]
+    assert load_world(folder).size == 2

@@ -97,6 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--id", dest="world_id", help="world id (default: the name of the --out folder)")
     p.add_argument("--task", help="task name (default: the run folder's name)")
     p.add_argument("-W", "--workers", type=int, default=1, help="W of the original run (default 1)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an import that was stopped: the worlds it finished are kept, the other runs "
+                   "imported (a world is written whole or not at all)")
     p.add_argument("--orphans", default="attach", choices=("attach", "drop"),
                    help="programs that cannot be placed (parent pruned, unplaced phase root): attach them "
                    "under the root, tagged 'orphan' (default), or drop them with their subtrees")
@@ -242,7 +245,7 @@ def _import(args: argparse.Namespace) -> int:
 
     from dream_gym.datasets.coverage import coverage_report, render_text
     from dream_gym.datasets.importers import ImportOptions, OrphanWarning, import_run
-    from dream_gym.datasets.importers.many import find_runs
+    from dream_gym.datasets.importers.many import find_runs, finished_import
     from dream_gym.datasets.stats import stats_rich, world_stats
     from dream_gym.world.tree import load_world
 
@@ -250,6 +253,9 @@ def _import(args: argparse.Namespace) -> int:
                             task_name=args.task, workers=args.workers, orphans=args.orphans)
     if find_runs(args.src):
         return _import_many(args, options)
+    if args.resume and finished_import(Path(args.out), Path(args.src)) is not None:
+        say(f"{shown(args.out)} holds the world imported from {shown(args.src)} already: nothing to do")
+        return 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrphanWarning)  # the summary prints them
         report = import_run(args.system, args.src, args.out, options)
@@ -274,7 +280,7 @@ def _import_many(args: argparse.Namespace, options: ImportOptions) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrphanWarning)  # each run's row counts its orphans
-        report = import_runs(args.system, args.src, args.out, options)
+        report = import_runs(args.system, args.src, args.out, options, resume=args.resume)
     say(report.headline())
     console = Console(soft_wrap=True)  # a refusal's reason wraps where the terminal wraps
     for table in _imported_tables(report):

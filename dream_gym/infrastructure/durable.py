@@ -39,7 +39,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -67,7 +67,7 @@ def write_via(path: str | os.PathLike[str], write: Callable[[Path], object]) -> 
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 

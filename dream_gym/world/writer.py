@@ -15,13 +15,14 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dream_gym.infrastructure.durable import write_atomic, write_json_atomic
+from dream_gym.infrastructure.durable import fsync_dir, write_atomic, write_json_atomic
 from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME, WriterLock, folder_lock
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.world.files import (
@@ -38,6 +39,10 @@ from dream_gym.world.files import (
     sha256_file,
 )
 from dream_gym.world.tree import FORMAT, build_world, check_node, load_world, read_meta, validate_meta
+
+#: The hidden folder inside a world's folder where :func:`write_world` writes the world before
+#: moving it up; one left by a killed write is removed by the next.
+STAGING_NAME = ".writing"
 
 
 def _read_world_file(path: Path) -> bytes:
@@ -154,13 +159,15 @@ def new_meta(
 
 
 def check_empty_folder(folder: str | os.PathLike[str]) -> Path:
-    """``folder`` as a Path when it is absent or empty (its lock file aside): a new run or import
-    writes its world there. A folder holding anything else is a FileExistsError naming a few of
-    its entries, before anything is written: the world's files would land among files of
-    something else (and a later --resume would find them)."""
+    """``folder`` as a Path when it is absent or empty (its lock file, and what a killed
+    :func:`write_world` left, aside): a new run or import writes its world there. A folder holding
+    anything else is a FileExistsError naming a few of its entries, before anything is written:
+    the world's files would land among files of something else (and a later --resume would find
+    them)."""
     folder = Path(folder)
     if folder.is_dir():
-        entries = sorted(entry.name for entry in folder.iterdir() if entry.name != FOLDER_LOCK_NAME)
+        entries = sorted(entry.name for entry in folder.iterdir()
+                         if entry.name not in (FOLDER_LOCK_NAME, STAGING_NAME))
         if entries:
             shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
             raise FileExistsError(f"{folder}: output folder exists and is not empty (it holds {shown}); "
@@ -362,8 +369,26 @@ def write_world(
     *,
     compress: bool = False,
 ) -> Path:
-    """Write a whole world at once (validated, finished with its checksum; gzip with ``compress``)."""
-    with WorldWriter.create(folder, meta) as writer:
-        writer.extend(records)
-        writer.finish(compress=compress)
-    return Path(folder)
+    """Write a whole world at once (validated, finished with its checksum; gzip with ``compress``).
+
+    The world appears whole or not at all: it is written into ``folder/.writing`` and moved up
+    when finished, its node file first and world.json last, so an import or a pool stopped
+    part-way (Ctrl-C, ``kill -9``) leaves no world that loads as if it were the whole run.
+    """
+    folder = Path(folder)
+    with folder_lock(folder):  # also makes the folder
+        if any(is_present(folder / name) for name in (*NODE_FILES, WORLD_FILE)):
+            raise FileExistsError(f"{folder} already holds a world; write the new one to another folder")
+        staging = folder / STAGING_NAME
+        shutil.rmtree(staging, ignore_errors=True)  # left by a write that was killed
+        try:
+            with WorldWriter.create(staging, meta) as writer:
+                writer.extend(records)
+                writer.finish(compress=compress)
+            for name in (*NODE_FILES, WORLD_FILE):  # world.json last: then the world is there
+                if is_present(staging / name):
+                    os.replace(staging / name, folder / name)
+            fsync_dir(folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return folder

@@ -23,11 +23,14 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.world.files import WORLD_FILE, is_present
+from dream_gym.world.tree import read_meta
 from dream_gym.world.writer import check_empty_folder
 
 from .base import ImportOptions, ImportReport, RunImportError
@@ -90,6 +93,7 @@ class RunOutcome:
     source: str
     report: ImportReport | None = None
     reason: str = ""
+    kept: bool = False  # imported by an earlier, interrupted import (resume)
 
     @property
     def imported(self) -> bool:
@@ -112,8 +116,10 @@ class ManyReport:
     def headline(self) -> str:
         """One line: how many runs were imported, of how many, from where to where."""
         refused = len(self.outcomes) - len(self.imported)
+        kept = sum(o.kept for o in self.outcomes)
+        before = f"; {kept} imported before, kept" if kept else ""
         return (f"imported {len(self.imported)} of {len(self.outcomes)} run(s) of {self.source} into {self.out} "
-                f"({refused} refused) in {self.seconds:.2f} s")
+                f"({refused} refused{before}) in {self.seconds:.2f} s")
 
     def summary(self) -> str:
         """The headline, then a line per run: imported (what it holds) or refused (why)."""
@@ -138,13 +144,15 @@ def _names(folder: Path, runs: list[Path]) -> list[str]:
 
 
 def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike[str],
-                options: ImportOptions | None = None, **fields: Any) -> ManyReport:
+                options: ImportOptions | None = None, *, resume: bool = False, **fields: Any) -> ManyReport:
     """Import every run of the folder of runs ``src`` (see :func:`find_runs`) into ``out/<name>``.
 
     ``system`` is ``auto`` (each run recognised on its own) or the system every run was written
     by; ``options`` (or its fields as keywords) go to each run's importer (``world_id`` is refused:
-    each world is named after its run). A run that fails is refused with its error and the others go on; raises
-    :class:`~.base.RunImportError` when no run could be imported.
+    each world is named after its run). A run that fails is refused with its error and the others
+    go on; raises :class:`~.base.RunImportError` when no run could be imported. ``out`` must be
+    absent or empty, unless ``resume``: an import that was stopped continues, keeping each world
+    it finished (a world is written whole or not at all) and importing the other runs.
     """
     started = time.perf_counter()
     src = Path(src)
@@ -155,15 +163,59 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
     runs = find_runs(src)
     if not runs:
         raise RunImportError(f"{src}: not a folder of runs (fewer than two runs below it)")
-    out_path = check_empty_folder(out)
+    names = _names(src, runs)
+    out_path = Path(out)
+    kept = _finished_worlds(src, out_path, dict(zip(names, runs, strict=True))) if resume else {}
+    if not resume:
+        check_empty_folder(out_path)
     out_path.mkdir(parents=True, exist_ok=True)
     report = ManyReport(str(src), str(out_path))
-    for name, run in zip(_names(src, runs), runs, strict=True):
-        report.outcomes.append(_import_one(system, run, out_path / name, name, options))
+    for name, run in zip(names, runs, strict=True):
+        if name in kept:
+            report.outcomes.append(RunOutcome(name, str(run), kept[name], kept=True))
+        else:
+            report.outcomes.append(_import_one(system, run, out_path / name, name, options))
     report.seconds = time.perf_counter() - started
     if not report.imported:
         raise RunImportError(f"{report.summary()}\n{src}: none of its {len(runs)} run(s) could be imported")
     return report
+
+
+def _finished_worlds(src: Path, out: Path, runs: dict[str, Path]) -> dict[str, ImportReport]:
+    """The worlds an earlier import of ``src`` finished in ``out``, by name, with their reports;
+    refuses anything else there (another folder's world, a file, a world of another run)."""
+    finished: dict[str, ImportReport] = {}
+    entries = sorted(out.iterdir()) if out.is_dir() else []
+    for entry in entries:
+        if entry.name == FOLDER_LOCK_NAME:
+            continue
+        run = runs.get(entry.name)
+        if run is None or not entry.is_dir() or entry.is_symlink():
+            raise FileExistsError(f"{out} holds {entry.name}, which is not the world of a run of {src}: --resume "
+                                  "continues an import of the same folder into the same --out")
+        report = finished_import(entry, run)
+        if report is not None:
+            finished[entry.name] = report
+    return finished
+
+
+def finished_import(folder: Path, run: Path) -> ImportReport | None:
+    """The report of the world an import of ``run`` finished in ``folder``; None when there is
+    none (nothing, or an import stopped before its world was whole, which an import writes whole
+    or not at all); a FileExistsError when ``folder`` holds a world of anything else."""
+    meta_path = folder / WORLD_FILE
+    if not is_present(meta_path):
+        return None
+    meta = read_meta(meta_path)
+    source = meta.get("source")
+    read = source.get("path") if isinstance(source, dict) else None  # the run, or its database or state file
+    imported = source.get("import") if isinstance(source, dict) else None
+    if not (isinstance(read, str) and Path(read).is_relative_to(Path(run).resolve()) and meta.get("sha256")
+            and isinstance(imported, dict)):
+        raise FileExistsError(f"{folder} holds a world that is not the import of {run}: --resume continues an "
+                              "import of the same run into the same --out")
+    known = {f.name for f in fields(ImportReport)}
+    return ImportReport(**{k: v for k, v in imported.items() if k in known}, out=str(folder))
 
 
 def _import_one(system: str, run: Path, out: Path, name: str, options: ImportOptions) -> RunOutcome:
