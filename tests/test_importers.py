@@ -20,6 +20,7 @@ from dream_gym.datasets.importers import (
     detect_system,
     import_run,
 )
+from dream_gym.datasets.importers.many import import_runs
 from dream_gym.datasets.importers.openevolve import import_openevolve
 from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
 from dream_gym.world.tree import load_world
@@ -695,3 +696,21 @@ def test_a_run_given_where_a_world_is_expected_is_told_to_import_it(tmp_path, ca
         assert main(command) == 2, command
         err = capsys.readouterr().err
         assert f"dream-gym worlds import {run} --out WORLD_FOLDER" in err and err.count("error:") == 1, (command, err)
+
+
+def test_a_damaged_shinkaevolve_database_is_recognised_and_named_with_sqlites_reason(tmp_path):
+    """A run whose evolution_db.sqlite was cut or overwritten: its import says the database is
+    damaged (SQLite's words), alone, as a file, and in a folder of runs, where it went unseen."""
+    runs = tmp_path / "runs"
+    _shinka_results(runs / "good")
+    damaged = _shinka_results(runs / "damaged") / "evolution_db.sqlite"
+    data = bytearray(damaged.read_bytes())
+    data[100:112] = b"\xff" * 12  # the first page's b-tree header
+    damaged.write_bytes(bytes(data))
+    for src in (damaged.parent, damaged):
+        with pytest.raises(RunImportError, match=r"a damaged SQLite database \(database disk image is malformed\)"):
+            import_run("auto", src, tmp_path / "w")
+    with pytest.warns(OrphanWarning):
+        report = import_runs("auto", runs, tmp_path / "worlds")
+    refused = {o.name: o.reason for o in report.outcomes if not o.imported}
+    assert list(refused) == ["damaged"] and "a damaged SQLite database" in refused["damaged"]

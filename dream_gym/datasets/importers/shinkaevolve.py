@@ -45,7 +45,14 @@ from .base import (
 from .coerce import as_dict, as_text, parse_structure, to_bool, to_finite, to_float, to_id, to_int
 from .files import optional_json_object
 from .job import ImportJob
-from .shinkaevolve_layout import MAX_VALUE_BYTES, SHINKA_TABLES, reading, shinka_databases, sqlite_tables
+from .shinkaevolve_layout import (
+    MAX_VALUE_BYTES,
+    SHINKA_TABLES,
+    damaged_sqlite,
+    reading,
+    shinka_databases,
+    sqlite_tables,
+)
 
 LABEL = "ShinkaEvolve"
 REQUIRED_COLUMNS = ("id", "parent_id", "generation", "timestamp", "combined_score", "correct")
@@ -77,7 +84,9 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"{path}: no such database file (expected evolution_db.sqlite)")
     tables = sqlite_tables(path)
     if tables is None:
-        raise RunImportError(f"{path}: not a SQLite database")
+        damage = damaged_sqlite(path)
+        raise RunImportError(f"{path}: a damaged SQLite database ({damage}): its run cannot be read; restore the "
+                             "file from a copy" if damage else f"{path}: not a SQLite database")
     table = next((t for t in SHINKA_TABLES if t in tables), None)
     if table is None:
         raise RunImportError(
@@ -236,10 +245,12 @@ def import_shinkaevolve(
 
 def is_shinkaevolve_run(path: Path) -> bool:
     """A ShinkaEvolve results folder (a SQLite database with a program table below it) or the
-    database file itself."""
+    database file itself; also one whose database by ShinkaEvolve's name is damaged, so that its
+    import says why it fails instead of the run going unrecognised (in a folder of runs: unseen)."""
     if path.is_file():
-        return bool(set(sqlite_tables(path) or ()) & set(SHINKA_TABLES))
-    return path.is_dir() and bool(shinka_databases(path))
+        return bool(set(sqlite_tables(path) or ()) & set(SHINKA_TABLES)) or damaged_sqlite(path) is not None
+    return path.is_dir() and (bool(shinka_databases(path)) or any(
+        (path / name).is_file() and damaged_sqlite(path / name) is not None for name in DATABASE_NAMES))
 
 
 IMPORTER = Importer(label=LABEL, looks_for="a ShinkaEvolve results folder (a SQLite database with a 'programs' table)",

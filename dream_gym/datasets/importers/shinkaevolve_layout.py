@@ -51,6 +51,26 @@ def _bounded(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
+#: The first bytes of every SQLite database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def damaged_sqlite(path: Path) -> str | None:
+    """Why a file that begins as a SQLite database cannot be read (SQLite's own words: a run's
+    database cut short or overwritten); None when it reads, or is no SQLite file at all."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                return None
+        with reading(path) as conn:
+            conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.Error as exc:
+        return str(exc)
+    except OSError:
+        return None
+    return None
+
+
 def sqlite_tables(path: Path) -> list[str] | None:
     """The tables of a SQLite file (read without writing beside it), or None when it is not one."""
     try:
