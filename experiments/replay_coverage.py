@@ -78,7 +78,9 @@ def import_real_runs(runs: Path, into: Path) -> tuple[list[World], list[str]]:
     for run_folder in sorted(p for p in runs.glob("*") if p.is_dir()):
         out = into / run_folder.name
         if not (out / "world.json").is_file():
-            command = [*DREAM_GYM, "worlds", "import", "--from", "auto", str(run_folder), "--out", str(out)]
+            # -W 1, as the recorded figures were measured (without it an import reads W from the run's
+            # configuration file where it has one)
+            command = [*DREAM_GYM, "worlds", "import", "--from", "auto", str(run_folder), "--out", str(out), "-W", "1"]
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode != 0:
                 skipped.append(f"{run_folder.name}: {done.stderr.strip().splitlines()[-1]}")

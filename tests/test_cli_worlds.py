@@ -16,7 +16,7 @@ SHINKA = EXTERNAL.parent / "shinkaevolve"
 
 
 def make_world(folder: Path, world_id: str) -> Path:
-    records = [{"id": "root", "parent": None, "score": 1.0},
+    records = [{"id": "root", "parent": None, "score": 1.0, "code": f"# {world_id}"},  # two runs, not one twice
                {"id": "n1", "parent": "root", "score": 2.0, "round": 1},
                {"id": "n2", "parent": "n1", "score": None, "round": 2, "error": "boom"}]
     return write_world(folder, new_meta(world_id, "toy"), records)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dream_gym.cli import main
 from dream_gym.evaluation import evaluate as ev
 from dream_gym.evaluation.evaluate import evaluate, leaderboard, load_results, read_results, resolve_worlds
 from dream_gym.policies import POLICIES
@@ -392,3 +394,30 @@ def test_small_grids_of_built_ins_and_files_run_in_this_process_by_default(tmp_p
     assert not ev._small_grid(["ppo-options-v"], small, betas)
     many = len(betas) * sum(w.size for w in small)
     assert not ev._small_grid(["greedy"] * (ev.SMALL_GRID_NODE_EPISODES // many + 1), small, betas)
+
+
+def test_a_folder_of_worlds_holds_the_worlds_of_its_subfolders_too(tmp_path):
+    """``worlds/`` with worlds of its own beside ``worlds/all/<world>`` (a folder import's output):
+    every world, in path order (the nested ones were left out without a word)."""
+    make_world(tmp_path / "mine", 20, 0)
+    for seed in (1, 2):
+        make_world(tmp_path / "all" / f"run{seed}", 20, seed)
+    make_world(tmp_path / "all" / "run1" / "openevolve" / "deep", 20, 3)  # inside a world: not a world of the folder
+    make_world(tmp_path / ".hidden" / "w", 20, 4)
+    assert [w.id for w in resolve_worlds(tmp_path)] == ["w1", "w2", "w0"]
+    assert [w.id for w in resolve_worlds(tmp_path / "all")] == ["w1", "w2"]
+
+
+def test_one_run_imported_twice_is_refused_where_a_mean_is_taken(tmp_path, capsys):
+    make_world(tmp_path / "worlds" / "fnmin", 20, 0, world_id="fnmin")
+    shutil.copytree(tmp_path / "worlds" / "fnmin", tmp_path / "worlds" / "fnmin2")
+    meta = tmp_path / "worlds" / "fnmin2" / "world.json"
+    meta.write_text(meta.read_text().replace('"fnmin"', '"fnmin2"'))
+    assert [w.id for w in resolve_worlds(tmp_path / "worlds")] == ["fnmin", "fnmin2"]  # listed, shown, validated
+    with pytest.raises(LookupError, match=r"one run is twice in the worlds: 'fnmin' .* and 'fnmin2' .* same nodes"):
+        evaluate(["greedy"], tmp_path / "worlds", [0.5])
+    assert main(["eval", "-p", "greedy", "--worlds", str(tmp_path / "worlds"), "--betas", "0.5"]) == 2
+    assert "one run is twice in the worlds" in capsys.readouterr().err
+    assert main(["dream", "--history", str(tmp_path / "worlds"), "--policy", "greedy", "--developer", "builtin",
+                 "-M", "2", "--validate", "none", "--out", str(tmp_path / "dream")]) == 2
+    assert "one run is twice in the history" in capsys.readouterr().err and not (tmp_path / "dream").exists()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from worldgen import random_records
+from worldgen import another_run, random_records
 
 from dream_gym.evaluation.evaluate import evaluate
 from dream_gym.evaluation.results import read_results
@@ -455,7 +455,7 @@ def test_one_child_per_process_serves_every_world_and_carries_nothing_between_th
     monkeypatch.setattr(isolated, "launch", counted_launch)
     spec = str(HOSTILE / "remembers_tree.py")
     copy = write_world(tmp_path / "memory-copy", new_meta("memory-copy", "toy", "a toy task", workers=3),
-                       random_records(random.Random(11), 120))
+                       another_run(random_records(random.Random(11), 120)))
     grid = evaluate([spec], [memory_world, copy], betas="0,0.5", progress=False)
     assert len(launches) == 1  # one sandboxed child for both worlds
     _forget_memory()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from worldgen import random_records
+from worldgen import another_run, random_records
 
 from dream_gym.evaluation.evaluate import evaluate
 from dream_gym.infrastructure.isolation import run_python
@@ -65,7 +65,7 @@ def test_memory_kept_in_descriptors_gains_nothing_in_a_grid_or_across_worlds(sma
     copy of the first, served by the same process) scores exactly what it scores alone."""
     spec = str(HOSTILE / "remembers_in_descriptors.py")
     twin = Path(write_world(tmp_path / "twin", new_meta("twin", "toy", "a toy task", workers=3),
-                            random_records(random.Random(11), 120)))
+                            another_run(random_records(random.Random(11), 120))))
     grid = evaluate([spec], [small_world, twin], betas="0,0.5,1", jobs=1, progress=False)
     assert len(grid) == 6 and all(r.error is None for r in grid), [r.error for r in grid]
     for result in grid:

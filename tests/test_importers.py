@@ -714,3 +714,38 @@ def test_a_damaged_shinkaevolve_database_is_recognised_and_named_with_sqlites_re
         report = import_runs("auto", runs, tmp_path / "worlds")
     refused = {o.name: o.reason for o in report.outcomes if not o.imported}
     assert list(refused) == ["damaged"] and "a damaged SQLite database" in refused["damaged"]
+
+
+SHINKA_CONFIG = """database_config: &db !!python/object:omegaconf.dictconfig.DictConfig
+  _content: {num_islands: 2}
+  _parent: *db
+evolution_config:
+  llm_models: [gpt]
+  max_parallel_jobs: 5
+job_config: {eval_program_path: evaluate.py}
+"""
+
+
+def test_w_is_the_runs_own_configuration_unless_given(tmp_path):
+    """OpenEvolve's evaluator.parallel_evaluations (config.yaml above its output folder, where its
+    examples keep it) and ShinkaEvolve's max_parallel_jobs (its experiment_config.yaml, Python
+    tags and a recursive anchor included) are W; -W gives another; nothing readable is W = 1."""
+    example = tmp_path / "example"
+    run = write_resumed_run(example / "openevolve_output", iterations=(8,), resume_at=())
+    (example / "config.yaml").write_text("max_iterations: 8\nevaluator:\n  parallel_evaluations: 3\n")
+    report = import_openevolve(run.folder, tmp_path / "w3")
+    assert load_world(tmp_path / "w3").workers == 3
+    assert any(n.startswith("W 3: evaluator.parallel_evaluations in ") for n in report.notes)
+    import_openevolve(run.folder, tmp_path / "w2", ImportOptions(workers=2))
+    assert load_world(tmp_path / "w2").workers == 2
+    for bad in ("evaluator:\n  parallel_evaluations: 0\n", "evaluator: [1, 2]\n", "evaluator: {parallel_evaluations: x}\n",
+                "{unclosed: [\n"):
+        (example / "config.yaml").write_text(bad)
+        shutil.rmtree(tmp_path / "w1", ignore_errors=True)
+        import_openevolve(run.folder, tmp_path / "w1")
+        assert load_world(tmp_path / "w1").workers == 1, bad
+    folder = _shinka_results(tmp_path / "shinka")
+    (folder / "experiment_config.yaml").write_text(SHINKA_CONFIG)
+    with pytest.warns(OrphanWarning):
+        import_shinkaevolve(folder, tmp_path / "w5")
+    assert load_world(tmp_path / "w5").workers == 5

@@ -507,3 +507,32 @@ def test_compressing_a_world_being_written_is_refused_naming_its_writer(tmp_path
     finally:
         _kill(holder)
     assert compress_world(world).name == "nodes.jsonl.gz"
+
+
+
+
+def test_an_interrupted_eval_names_the_journal_it_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped before its results file is written, eval says its progress is in the journal
+    (``OUT.partial``), not in the results file it named, which does not exist yet."""
+    from dream_gym.cli import main
+    from dream_gym.evaluation import evaluate as ev
+
+    real = ev.run_tasks
+
+    def ctrl_c_after_the_first_task(*args: object, **kwargs: object):
+        for done, item in enumerate(real(*args, **kwargs)):
+            if done == 1:
+                raise KeyboardInterrupt
+            yield item
+
+    out = tmp_path / "results.jsonl"
+    command = ["eval", "-p", "greedy", "--worlds", "sd-fixed-s0,lasso-greedy-s0", "--betas", "0.5", "--no-progress",
+               "--out", str(out)]
+    monkeypatch.setattr(ev, "run_tasks", ctrl_c_after_the_first_task)
+    assert main(command) == 130
+    err = capsys.readouterr().err
+    assert f"kept in {out}.partial; the same command with --resume continues it" in " ".join(err.split())
+    assert not out.exists() and _task_lines(tmp_path / "results.jsonl.partial") == 1
+    monkeypatch.setattr(ev, "run_tasks", real)
+    assert main([*command, "--resume"]) == 0 and out.exists()

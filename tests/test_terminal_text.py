@@ -43,7 +43,7 @@ GOOD_TASK = "tâche-漢字"
 
 
 def make_world(folder: Path, world_id: str, task: str = "toy", *, error: str = "boom", licence: str = "CC-BY-4.0") -> Path:
-    records = [{"id": "root", "parent": None, "score": 1.0},
+    records = [{"id": "root", "parent": None, "score": 1.0, "code": f"# {world_id}"},  # two runs, not one twice
                {"id": "n1", "parent": "root", "score": 2.0, "round": 1},
                {"id": "n2", "parent": "n1", "score": None, "round": 2, "error": error}]
     meta = new_meta(world_id, task, description=HOSTILE)

@@ -155,6 +155,14 @@ def _check_resumable(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"nothing to resume: {out} does not exist (leave out --resume to start a run there)")
 
 
+def _kept_in(out: str | Path) -> Path:
+    """Where an interrupted command's progress is: ``--out``, or an evaluation's journal beside it
+    (``OUT.partial``) when the results file is not written yet."""
+    out = Path(out)
+    journal = out.with_name(out.name + ".partial")
+    return journal if not out.exists() and journal.exists() else out
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``timeout``, a job scheduler, ``kill``): the command stops as at Ctrl-C (its jobs
     ended, what it finished kept, the same message) with the status a shell gives SIGTERM."""
@@ -177,8 +185,8 @@ def _run(args: argparse.Namespace) -> int:
         status = 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130
         out = getattr(args, "out", None)
         if out is not None and hasattr(args, "resume"):  # a command that keeps its progress in --out
-            say(f"interrupted: what was finished is kept in {shown(out)}; the same command with --resume "
-                "continues it", file=sys.stderr)
+            say(f"interrupted: what was finished is kept in {shown(_kept_in(out))}; the same command with "
+                "--resume continues it", file=sys.stderr)
         elif out is not None and getattr(args, "continues", False):  # one that continues by itself
             say(f"interrupted: what was finished is kept in {shown(out)}; the same command continues it",
                 file=sys.stderr)

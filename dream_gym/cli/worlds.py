@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dream_gym.cli.options import positive_int
 from dream_gym.cli.shown import LINE_CHARS, cell, say, shown
 from dream_gym.infrastructure.printable import TEXT_CHARS
 
@@ -96,7 +97,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="whether a higher or a lower score is better (default maximize)")
     p.add_argument("--id", dest="world_id", help="world id (default: the name of the --out folder)")
     p.add_argument("--task", help="task name (default: the run folder's name)")
-    p.add_argument("-W", "--workers", type=int, default=1, help="W of the original run (default 1)")
+    p.add_argument("-W", "--workers", type=positive_int, default=None,
+                   help="W of the original run (default: the run's own configuration where its folder holds "
+                   "it: OpenEvolve's evaluator.parallel_evaluations in config.yaml beside or above the output "
+                   "folder, ShinkaEvolve's max_parallel_jobs in experiment_config.yaml; else 1)")
     p.add_argument("--resume", action="store_true",
                    help="continue an import that was stopped: the worlds it finished are kept, the other runs "
                    "imported (a world is written whole or not at all)")

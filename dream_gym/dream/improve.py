@@ -54,7 +54,7 @@ from dream_gym.dream.versions import (
 )
 from dream_gym.evaluation.evaluate import load_results
 from dream_gym.evaluation.journal import journal_path, policy_digest, world_checksum
-from dream_gym.evaluation.world_specs import check_held_out
+from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out
 from dream_gym.infrastructure.durable import read_jsonl, write_atomic
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.sandbox import require_sandbox
@@ -376,6 +376,7 @@ def improvement_step(out: str | Path, phase: int, incumbent: str, history: Seque
     worlds = held_out.auto_held_out(history) if validation is None else list(validation)
     if settings.gate and not worlds:
         raise ValueError("the gate needs held-out worlds (--validate)")
+    check_distinct_runs(history, "history")
     check_held_out(history, worlds, "history")
     with folder_lock(out):  # one writer per run folder: a second one would write the same versions
         state = _Phase(out, phase, history, developer, settings, events or _no_events)
@@ -418,7 +419,8 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     history = resolve_worlds(run.history)
     validation = None if run.validate is None else [] if run.validate == NO_HELD_OUT else resolve_worlds(run.validate)
     held = held_out.auto_held_out(history) if validation is None else validation
-    check_held_out(history, held, "history")  # before the fingerprint is written: a refused run leaves no folder
+    check_distinct_runs(history, "history")  # before the fingerprint is written: a refused run leaves no folder
+    check_held_out(history, held, "history")
     scoring = run.settings.scoring
     fingerprint = {
         "history": {w.id: world_checksum(w) for w in history},

@@ -182,9 +182,10 @@ def loop_worlds(config: Any) -> tuple[list[World], list[World] | None]:
     """The extra history worlds of either loop and its held-out worlds (None: each phase's
     automatic ones; empty: no check); held-out worlds that are in the history are refused."""
     from dream_gym.evaluation.evaluate import resolve_worlds
-    from dream_gym.evaluation.world_specs import check_held_out
+    from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out
 
     extra = resolve_worlds(config.history) if config.history else []
+    check_distinct_runs(extra, "history")
     if config.validate is None:
         return extra, None
     validation = [] if config.validate == NO_HELD_OUT else resolve_worlds(config.validate)

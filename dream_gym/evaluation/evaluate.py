@@ -43,7 +43,7 @@ from dream_gym.evaluation.runners import (
     model_trust,
     run_tasks,
 )
-from dream_gym.evaluation.world_specs import resolve_worlds
+from dream_gym.evaluation.world_specs import check_distinct_runs, resolve_worlds
 from dream_gym.infrastructure.durable import write_atomic
 from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S, TaskFailure
 from dream_gym.infrastructure.locks import file_lock
@@ -178,6 +178,7 @@ def evaluate(
     world_list = resolve_worlds(worlds)
     if not world_list:
         raise LookupError("no worlds to evaluate")
+    check_distinct_runs(world_list)
     beta_grid = parse_betas(betas)
     settings = _episode_settings(settings, replay)
     tasks = [

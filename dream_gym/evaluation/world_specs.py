@@ -25,6 +25,23 @@ def _is_world_folder(path: Path) -> bool:
     return (path / WORLD_FILE).is_file()
 
 
+#: How deep a folder of worlds is looked into: ``worlds/`` holding ``worlds/all/<world>`` (a folder
+#: import's output) beside worlds of its own.
+FOLDER_DEPTH = 3
+
+
+def _worlds_below(folder: Path, depth: int) -> list[Path]:
+    """The world folders below ``folder`` (not itself), to ``depth`` levels, in path order; a world's
+    own folder is not looked into, nor hidden folders or links to folders."""
+    found: list[Path] = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")):
+        if _is_world_folder(sub):
+            found.append(sub)
+        elif depth > 1:
+            found += _worlds_below(sub, depth - 1)
+    return found
+
+
 def _shipped_dataset_meta() -> tuple[Path, dict[str, Any]] | None:
     try:
         from dream_gym.datasets.store import shipped_path
@@ -89,7 +106,7 @@ def _resolve_one(spec: str) -> list[World]:
     if is_path(path, "is_dir"):
         if _is_world_folder(path):
             return [load_cached(path)]
-        children = sorted(p for p in path.iterdir() if p.is_dir() and _is_world_folder(p))
+        children = _worlds_below(path, FOLDER_DEPTH)
         if not children:
             raise LookupError(f"{spec!r} is a folder but neither a world (no {WORLD_FILE}) nor a folder of worlds; "
                               f"a discovery run's output becomes a world with: dream-gym worlds import {spec} "
@@ -115,10 +132,10 @@ def _resolve_one(spec: str) -> list[World]:
 def resolve_worlds(spec: str | os.PathLike[str] | World | Iterable[str | os.PathLike[str] | World]) -> list[World]:
     """The worlds a spec names, in order, without duplicates.
 
-    ``spec`` is a world folder, a folder of world folders (sorted by name), a dataset id
-    (``ns/name-vN``), a world of a dataset (``ns/name-vN/world``), a shipped world's name, a
-    split of the shipped dataset (``train`` or ``heldout``), a split of any dataset
-    (``ns/name-vN:train``), a World, or a comma-separated
+    ``spec`` is a world folder, a folder of worlds (every world below it, to :data:`FOLDER_DEPTH`
+    levels, in path order), a dataset id (``ns/name-vN``), a world of a dataset
+    (``ns/name-vN/world``), a shipped world's name, a split of the shipped dataset (``train`` or
+    ``heldout``), a split of any dataset (``ns/name-vN:train``), a World, or a comma-separated
     string / list of these. Raises LookupError naming what could not be resolved.
     """
     items: list[str | World] = []
@@ -156,6 +173,22 @@ def _check_distinct_ids(worlds: list[World]) -> None:
                 f"two worlds have the id {world.id!r} ({_where(other)} and {_where(world)}); results are kept by "
                 "world id, so their episodes would be counted as one world's: give one of them another id "
                 "(dream-gym worlds import --id NAME, or 'id' in its world.json)"
+            )
+
+
+def check_distinct_runs(worlds: Iterable[World], what: str = "worlds") -> None:
+    """Refuses two finished worlds with the same nodes (one run imported twice, under two names)
+    where a mean over ``what`` is taken (an evaluation, a history, a training pool): it would
+    count that run twice."""
+    by_nodes: dict[str, World] = {}
+    for world in worlds:
+        digest = world.meta.get("sha256")
+        twin = by_nodes.setdefault(digest, world) if digest else world
+        if twin is not world:
+            raise LookupError(
+                f"one run is twice in the {what}: {twin.id!r} ({_where(twin)}) and {world.id!r} ({_where(world)}) "
+                "have the same nodes (imported twice?), and a mean over the worlds would count it twice; leave one "
+                "of them out"
             )
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from dream_gym.evaluation.leaderboard import leaderboard
-from dream_gym.evaluation.world_specs import check_held_out, resolve_worlds
+from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out, resolve_worlds
 from dream_gym.infrastructure.durable import write_json_atomic, write_via
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.printable import printable
@@ -247,6 +247,7 @@ def training_pool(config: TrainConfig) -> list[World]:
     """The worlds of ``config.worlds`` and, per ``config.prefixes`` entry n shorter than a world,
     that world stopped after n attempts (:func:`dream_gym.world.tree.prefix_world`)."""
     worlds = resolve_worlds(config.worlds)
+    check_distinct_runs(worlds, "training worlds")
     prefixes = [prefix_world(w, n) for w in worlds for n in config.prefix_attempts if n < w.size - 1]
     return [*worlds, *prefixes]
 

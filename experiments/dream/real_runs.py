@@ -66,7 +66,10 @@ def import_real_runs(out: Path) -> list:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    import_run("auto", src, target, metric=METRICS.get(src.name, "combined_score"), world_id=src.name)
+                    # W = 1, as the recorded figures were measured (an import now reads W from the
+                    # run's configuration file where it has one)
+                    import_run("auto", src, target, metric=METRICS.get(src.name, "combined_score"), world_id=src.name,
+                               workers=1)
             except Exception as exc:  # noqa: BLE001 - report and go on with the others
                 print(f"  skipped {src.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 continue

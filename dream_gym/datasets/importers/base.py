@@ -17,6 +17,7 @@ from dream_gym.world.tree import DIRECTIONS
 from dream_gym.world.writer import new_meta, write_world
 
 from .coerce import world_name_from
+from .run_config import configured_workers
 
 # What to do with an orphan (a program that cannot be placed in the tree): attach it under the
 # root (the default: nothing is lost) or drop it with its subtree (only when asked).
@@ -197,7 +198,8 @@ class ImportOptions:
         direction: ``maximize`` or ``minimize``.
         world_id: the world's id (default: the name of the world's folder, ``out``).
         task_name, task_description: the task as the world names and describes it.
-        workers: W of the original run.
+        workers: W of the original run; None (default): the run's own configuration file's, where it
+            records one (:mod:`.run_config`), else 1.
         orphans: ``attach`` (programs whose parent is missing go under the root) or ``drop``.
     """
 
@@ -206,7 +208,7 @@ class ImportOptions:
     world_id: str | None = None
     task_name: str | None = None
     task_description: str = ""
-    workers: int = 1
+    workers: int | None = None
     orphans: str = "attach"
 
     def __post_init__(self) -> None:
@@ -214,7 +216,8 @@ class ImportOptions:
             raise RunImportError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
         if self.orphans not in ORPHAN_RULES:
             raise RunImportError(f"orphans must be one of {ORPHAN_RULES}, got {self.orphans!r}")
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 1):
             raise RunImportError(f"workers must be an integer >= 1, got {self.workers!r}")
 
     def metric_or(self, system_default: str) -> str:
@@ -241,12 +244,18 @@ def write_imported_world(
     # often the system's default (``openevolve_output``), the same for every run
     name = world_name_from(options.world_id or out_path.resolve().name)
     report.world_id = name
+    workers = options.workers
+    if workers is None:
+        configured = configured_workers(system, source_path)
+        workers = configured[0] if configured else 1
+        if configured:
+            report.notes.append(f"W {workers}: {configured[1]} (-W gives another)")
     meta = new_meta(
         name,
         options.task_name or run_name,
         options.task_description or f"Imported from the {report.label or system} run {run_name}.",
         direction=options.direction,
-        workers=options.workers,
+        workers=workers,
         frontier=report.frontier,
         source={
             "system": system,
