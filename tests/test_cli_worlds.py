@@ -226,3 +226,16 @@ def test_show_plot_writes_where_it_says(env, capsys, monkeypatch):
         assert main(["worlds", "show", str(world), "--plot", given]) == 0
         assert written.is_file() and f"tree plot written to {written.relative_to(env)}" in capsys.readouterr().out
     assert not (env / "plots.png").exists()
+
+
+def test_show_and_validate_of_a_folder_of_worlds_say_what_it_is(env, capsys):
+    """A folder import's --out holds worlds: show and validate said its world.json was missing and
+    suggested importing it."""
+    make_world(env / "all" / "a", "world-a")
+    make_world(env / "all" / "b", "world-b")
+    for verb in ("show", "validate"):
+        assert main(["worlds", verb, str(env / "all")]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"{env / 'all'} is a folder of 2 world(s), not one world or a dataset" in err
+        assert f"dream-gym worlds stats {env / 'all'}" in err and "worlds import" not in err
+    assert main(["worlds", "stats", str(env / "all"), "--json"]) == 0

@@ -157,7 +157,9 @@ def test_evolution_trace_recovers_programs_pruned_from_every_snapshot(tmp_path):
     recovered = [r for r in world.records if r.get("recovered_from") == "evolution_trace"]
     lost_children = [i for i in lost if not run.programs[i].migrant]
     assert report.recovered == len(recovered) == len(lost_children) and report.orphans == 0 and not report.warnings
-    assert any("1 unreadable line" in n for n in report.notes)
+    lines = len((run.phase_dirs[0] / "evolution_trace.jsonl").read_text().splitlines())
+    where = f"1 unreadable line(s) (the first: {run.phase_dirs[0] / 'evolution_trace.jsonl'} line {lines})"
+    assert any(where in n for n in report.notes)  # the count said nothing of where
     assert all(r["code"] == run.programs[r["id"]].code for r in recovered)
 
 

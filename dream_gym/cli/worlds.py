@@ -159,6 +159,7 @@ def _show(args: argparse.Namespace) -> int:
     from dream_gym.datasets.store import Dataset
 
     target = show_target(args.target)  # a shipped world's name becomes its reference
+    _refuse_a_folder_of_worlds(target)
     try:
         if args.json:
             from dream_gym.datasets import coverage_report, load
@@ -179,9 +180,26 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_a_folder_of_worlds(target: str) -> None:
+    """A folder that holds worlds (a folder import's ``--out``) is neither a world nor a dataset:
+    say what it is and what takes it, instead of the missing world.json and an import hint."""
+    from dream_gym.evaluation.world_specs import FOLDER_DEPTH, worlds_below
+
+    folder = Path(target)
+    if not folder.is_dir() or any((folder / name).is_file() for name in ("world.json", "dataset.json")):
+        return
+    worlds = worlds_below(folder, FOLDER_DEPTH)
+    if worlds:
+        raise FileNotFoundError(
+            f"{target} is a folder of {len(worlds)} world(s), not one world or a dataset: name one of them "
+            f"({shown(worlds[0])}), see them side by side with dream-gym worlds stats {shown(target)}, or make "
+            f"them a dataset with dream-gym worlds pack {shown(target)} --id NAMESPACE/NAME-v0")
+
+
 def _validate(args: argparse.Namespace) -> int:
     from dream_gym.datasets.store import validate
 
+    _refuse_a_folder_of_worlds(args.target)
     say(validate(args.target).summary())
     return 0
 

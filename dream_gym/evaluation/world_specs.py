@@ -30,7 +30,7 @@ def _is_world_folder(path: Path) -> bool:
 FOLDER_DEPTH = 3
 
 
-def _worlds_below(folder: Path, depth: int) -> list[Path]:
+def worlds_below(folder: Path, depth: int) -> list[Path]:
     """The world folders below ``folder`` (not itself), to ``depth`` levels, in path order; a world's
     own folder is not looked into, nor hidden folders or links to folders."""
     found: list[Path] = []
@@ -38,7 +38,7 @@ def _worlds_below(folder: Path, depth: int) -> list[Path]:
         if _is_world_folder(sub):
             found.append(sub)
         elif depth > 1:
-            found += _worlds_below(sub, depth - 1)
+            found += worlds_below(sub, depth - 1)
     return found
 
 
@@ -106,7 +106,7 @@ def _resolve_one(spec: str) -> list[World]:
     if is_path(path, "is_dir"):
         if _is_world_folder(path):
             return [load_cached(path)]
-        children = _worlds_below(path, FOLDER_DEPTH)
+        children = worlds_below(path, FOLDER_DEPTH)
         if not children:
             raise LookupError(f"{spec!r} is a folder but neither a world (no {WORLD_FILE}) nor a folder of worlds; "
                               f"a discovery run's output becomes a world with: dream-gym worlds import {spec} "

@@ -134,7 +134,7 @@ def _note_traces(report: ImportReport, traces: Traces, snapshot_raws: dict[str, 
     report.notes.append(
         f"evolution trace: {traces.files} file(s), {len(traces.lines)} children, {report.recovered} of them "
         f"pruned from every snapshot and recovered from the trace, {mismatched} with another parent than "
-        f"in the snapshots (the snapshots win), {traces.bad_lines} unreadable line(s)"
+        f"in the snapshots (the snapshots win), {traces.unreadable()}"
     )
     report.notes.extend(traces.problems)
 

@@ -147,7 +147,16 @@ class Traces:
     phase: dict[str, str | None] = field(default_factory=dict)
     files: int = 0
     bad_lines: int = 0
+    first_bad: str = ""  # where the first unreadable line is: "FILE line N"
     problems: list[str] = field(default_factory=list)
+
+    def unreadable(self) -> str:
+        """The unreadable lines, counted, and where the first is."""
+        return f"{self.bad_lines} unreadable line(s)" + (f" (the first: {self.first_bad})" if self.bad_lines else "")
+
+    def _bad(self, path: Path, number: int) -> None:
+        self.bad_lines += 1
+        self.first_bad = self.first_bad or f"{path} line {number}"
 
 
 def read_traces(src: Path, files: list[Path] | None = None) -> Traces:
@@ -158,17 +167,17 @@ def read_traces(src: Path, files: list[Path] | None = None) -> Traces:
     for path in files:
         traces.files += 1
         try:
-            for line in data_lines(path):
+            for number, line in enumerate(data_lines(path), start=1):
                 if not line.strip():
                     continue
                 try:
                     entry = loads_bounded(line)
                     child = to_id(entry.get("child_id"))
                 except (ValueError, AttributeError):
-                    traces.bad_lines += 1
+                    traces._bad(path, number)
                     continue
                 if child is None:
-                    traces.bad_lines += 1
+                    traces._bad(path, number)
                     continue
                 traces.lines[child] = entry
                 traces.phase.setdefault(child, phase_of(src, path, skip=1))

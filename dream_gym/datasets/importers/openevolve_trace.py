@@ -60,7 +60,7 @@ def import_openevolve_trace(
     missing_code = sum(1 for p in programs if p.code is None)
     report.notes.append(
         f"evolution trace only: {len(traces.lines)} children, {rebuilt} parent(s) that are never "
-        f"a child rebuilt from the lines naming them, {traces.bad_lines} unreadable line(s)"
+        f"a child rebuilt from the lines naming them, {traces.unreadable()}"
         + (f"; {missing_code} program(s) without code (the tracer's include_code was off)" if missing_code else "")
     )
     note_failures(report, failures, placed)
