@@ -183,6 +183,10 @@ def test_resume_refuses_a_folder_holding_anything_but_that_folders_worlds(tmp_pa
     meta.write_text(meta.read_text().replace(str(tmp_path / "runs" / "openevolve"), str(tmp_path / "elsewhere")))
     with pytest.raises(FileExistsError, match="not the import of"):
         import_runs("auto", tmp_path / "runs", out, resume=True)
+    meta.write_text(meta.read_text().replace(str(tmp_path / "elsewhere"), str(tmp_path / "runs" / "openevolve")))
+    with pytest.raises(FileExistsError, match=r"with W 1, not 3; orphans 'attach', not 'drop': --resume continues"):
+        import_runs("auto", tmp_path / "runs", out, resume=True, workers=3, orphans="drop")
+    assert import_runs("auto", tmp_path / "runs", out, resume=True).headline().count("imported before, kept")
 
 
 def test_a_killed_whole_world_write_leaves_nothing_that_loads_and_the_next_write_succeeds(tmp_path):

@@ -275,7 +275,7 @@ def _import(args: argparse.Namespace) -> int:
                             task_name=args.task, workers=args.workers, orphans=args.orphans)
     if find_runs(args.src):
         return _import_many(args, options)
-    if args.resume and finished_import(Path(args.out), Path(args.src)) is not None:
+    if args.resume and finished_import(Path(args.out), Path(args.src), options) is not None:
         say(f"{shown(args.out)} holds the world imported from {shown(args.src)} already: nothing to do")
         return 0
     with warnings.catch_warnings():

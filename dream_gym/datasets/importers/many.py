@@ -23,7 +23,8 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,7 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
         raise RunImportError(f"{src}: not a folder of runs (fewer than two runs below it)")
     names = _names(src, runs)
     out_path = Path(out)
-    kept = _finished_worlds(src, out_path, dict(zip(names, runs, strict=True))) if resume else {}
+    kept = _finished_worlds(src, out_path, dict(zip(names, runs, strict=True)), options) if resume else {}
     if not resume:
         check_empty_folder(out_path)
     out_path.mkdir(parents=True, exist_ok=True)
@@ -181,7 +182,7 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
     return report
 
 
-def _finished_worlds(src: Path, out: Path, runs: dict[str, Path]) -> dict[str, ImportReport]:
+def _finished_worlds(src: Path, out: Path, runs: dict[str, Path], options: ImportOptions) -> dict[str, ImportReport]:
     """The worlds an earlier import of ``src`` finished in ``out``, by name, with their reports;
     refuses anything else there (another folder's world, a file, a world of another run)."""
     finished: dict[str, ImportReport] = {}
@@ -193,28 +194,35 @@ def _finished_worlds(src: Path, out: Path, runs: dict[str, Path]) -> dict[str, I
         if run is None or not entry.is_dir() or entry.is_symlink():
             raise FileExistsError(f"{out} holds {entry.name}, which is not the world of a run of {src}: --resume "
                                   "continues an import of the same folder into the same --out")
-        report = finished_import(entry, run)
+        report = finished_import(entry, run, options)
         if report is not None:
             finished[entry.name] = report
     return finished
 
 
-def finished_import(folder: Path, run: Path) -> ImportReport | None:
-    """The report of the world an import of ``run`` finished in ``folder``; None when there is
-    none (nothing, or an import stopped before its world was whole, which an import writes whole
-    or not at all); a FileExistsError when ``folder`` holds a world of anything else."""
+def finished_import(folder: Path, run: Path, options: ImportOptions) -> ImportReport | None:
+    """The report of the world an import of ``run`` with ``options`` finished in ``folder``; None
+    when there is none (nothing, or an import stopped before its world was whole, which an import
+    writes whole or not at all); a FileExistsError when ``folder`` holds a world of anything else,
+    or one imported with other options."""
     meta_path = folder / WORLD_FILE
     if not is_present(meta_path):
         return None
     meta = read_meta(meta_path)
     source = meta.get("source")
-    read = source.get("path") if isinstance(source, dict) else None  # the run, or its database or state file
-    imported = source.get("import") if isinstance(source, dict) else None
+    source = source if isinstance(source, dict) else {}
+    read, imported = source.get("path"), source.get("import")  # read: the run, or its database or state file
     if not (isinstance(read, str) and Path(read).is_relative_to(Path(run).resolve()) and meta.get("sha256")
             and isinstance(imported, dict)):
         raise FileExistsError(f"{folder} holds a world that is not the import of {run}: --resume continues an "
                               "import of the same run into the same --out")
-    known = {f.name for f in fields(ImportReport)}
+    given = {"metric": (options.metric, source.get("metric")), "direction": (options.direction, meta.get("direction")),
+             "W": (options.workers, meta.get("workers")), "orphans": (options.orphans, source.get("orphans"))}
+    other = [f"{name} {was!r}, not {now!r}" for name, (now, was) in given.items() if now is not None and now != was]
+    if other:
+        raise FileExistsError(f"{folder} holds the import of {run} with {'; '.join(other)}: --resume continues an "
+                              "import with the options it was started with")
+    known = {f.name for f in dataclass_fields(ImportReport)}
     return ImportReport(**{k: v for k, v in imported.items() if k in known}, out=str(folder))
 
 
