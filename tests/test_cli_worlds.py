@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dream_gym.cli import main
+from dream_gym.world.tree import load_world
 from dream_gym.world.writer import new_meta, write_world
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "openevolve"
@@ -151,6 +152,12 @@ def test_import_real_openevolve_run(env, capsys):
     assert "world fnmin  (task" in text and "stopped leaves" in text  # the coverage report follows
     assert "World statistics" in text and "oracle limit V*" in text and "successive new bests" in text
     assert main(["worlds", "validate", str(out)]) == 0
+    # W is the run's own (config_used.yaml: evaluator.parallel_evaluations 4); --resume finds it done
+    assert load_world(out).workers == 4 and "note: W 4: evaluator.parallel_evaluations in " in text
+    command = ["worlds", "import", str(EXTERNAL / "fnmin-mig_fast_config_s42"), "--out", str(out), "--id", "fnmin"]
+    assert main(command) == 2 and "output folder exists and is not empty" in capsys.readouterr().err
+    assert main([*command, "--resume"]) == 0 and "holds the world imported from" in capsys.readouterr().out
+    assert main([*command, "--resume", "-W", "2"]) == 2 and "with W 4, not 2" in capsys.readouterr().err
     assert main(["worlds", "import", "--from", "openevolve", str(EXTERNAL / "fnmin-islands10_config_s42"),
                  "--out", str(env / "f10"), "--metric", "nope"]) == 2
     assert "overall_score" in capsys.readouterr().err
