@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from dream_gym import load_world
-from dream_gym.datasets.importers import IMPORTERS, OrphanWarning, RunImportError, detect_system, import_run
+from dream_gym.datasets.importers import IMPORTERS, RunImportError, detect_system, import_run
 
 FIXTURE = Path(__file__).parent / "data" / "skydiscover" / "adaevolve-cp26.tar.gz"
 
@@ -72,13 +72,15 @@ def test_skydiscovers_output_imports_as_the_tree_the_bridge_recorded(run: Path, 
 
 def test_auto_detection_asks_skydiscover_before_openevolve(run: Path, tmp_path: Path) -> None:
     """Both systems keep programs/*.json: OpenEvolve's detector alone would claim a SkyDiscover
-    folder (the control) and read it without code; SkyDiscover is asked first."""
+    folder (the control); SkyDiscover is asked first, and ``--from openevolve`` of it is refused
+    with the system to name (it imported a world without any code, with exit status 0)."""
     sky = run / "skydiscover"
     assert detect_system(sky) == "skydiscover"
     assert IMPORTERS["openevolve"].detect(sky)  # the control: OpenEvolve's detector claims it too
-    with pytest.warns(OrphanWarning, match="1 roots whose start program could not be found"):
-        as_openevolve = import_run("openevolve", sky, tmp_path / "as-openevolve")
-    assert as_openevolve.nodes > 17 and all("code" not in r for r in nodes(tmp_path / "as-openevolve"))
+    with pytest.raises(RunImportError, match=r"hold a 'solution', not OpenEvolve's 'code'; it looks like a "
+                                             r"SkyDiscover run instead: import it with --from skydiscover"):
+        import_run("openevolve", sky, tmp_path / "as-openevolve")
+    assert not (tmp_path / "as-openevolve").exists()
     from openevolve_runs import write_resumed_run
 
     write_resumed_run(tmp_path / "oe", iterations=(6,), resume_at=())

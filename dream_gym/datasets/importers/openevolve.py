@@ -93,6 +93,9 @@ def import_openevolve(
     if not snapshots.raws:
         raise NotARunError(src, f"{src}: no OpenEvolve programs found (expected programs/*.json files, e.g. in "
                            f"checkpoints/checkpoint_N/programs/ or db/programs/, or an evolution trace); {NO_PROGRAMS}")
+    if not any("code" in raw for raw in snapshots.raws.values()) and any(
+            "solution" in raw for raw in snapshots.raws.values()):  # read as OpenEvolve's, it would keep no code
+        raise NotARunError(src, f"{src}: its program files hold a 'solution', not OpenEvolve's 'code'")
     raws = dict(snapshots.raws)
     phase = dict(snapshots.phase)
     for child, entry in traces.lines.items():
