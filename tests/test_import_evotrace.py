@@ -208,3 +208,16 @@ def test_a_run_that_breaks_the_schema_is_refused_by_name(tmp_path, capsys, chang
     (run / "programs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert _cli_import(run, tmp_path / "w") == 2
     assert message in capsys.readouterr().err
+
+
+def test_rows_that_name_no_source_blob_are_counted_in_a_warning(tmp_path, capsys):
+    """A run written to another schema (the source blob's column misnamed) imported with exit 0
+    and no code, without a word."""
+    run, programs = _base_run(tmp_path)
+    rows = [json.loads(line) for line in (run / "programs.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["code_sha256"] = row.pop("solution_sha256")
+    (run / "programs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert _cli_import(run, tmp_path / "w") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{len(rows)} of {len(rows)} program row(s) name no source blob ('solution_sha256')" in out

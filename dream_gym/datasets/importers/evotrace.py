@@ -243,6 +243,10 @@ def _note_rows(report: ImportReport, meta: dict[str, Any], rows: list[dict[str, 
     if blobs.missing:
         report.warn(f"{len(blobs.missing)} blob(s) named by the records are absent (e.g. blobs/{blobs.missing[0]}): "
                     "their programs are imported without that code or those prompts")
+    unnamed = sum(1 for row in rows if not row.get("solution_sha256"))
+    if unnamed:  # a row written to another schema (a misnamed column) would lose its code without a word
+        report.warn(f"{unnamed} of {len(rows)} program row(s) name no source blob ('solution_sha256'): they are "
+                    "imported without code")
 
 
 def is_evotrace_run(path: Path) -> bool:
