@@ -438,6 +438,12 @@ def test_an_initial_program_that_fails_its_evaluation_is_named_once(tmp_path: Pa
     assert done.stderr.count("error:") == 1 and "Traceback" not in done.stderr and "traceback" not in done.stderr
     assert ("the initial program failed its evaluation, so a policy has no scored program to start from: "
             "evaluator reported error='RuntimeError: the evaluator broke on purpose'") in done.stderr
+    # what it left, and how to go on, said at once (the same command then said "pass --resume",
+    # and --resume "start it again in a new --out")
+    assert f"{tmp_path / 'world'} keeps that evaluation (a world without a baseline" in done.stderr
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 2 and "pass --resume" not in again.stderr
+    assert "fix the task and start it again in a new --out" in again.stderr
     # SkyDiscover's own selection goes on, and records a world without a baseline: said, not exit 0
     native = [*command[:-8], "--policy", "native", "-W", "2", "--budget", "2", "--out", str(tmp_path / "native")]
     done = subprocess.run(native, capture_output=True, text=True, timeout=600)

@@ -207,11 +207,12 @@ def test_resume_of_a_run_whose_initial_program_failed_names_the_failure(tmp_path
     request = DeployRequest(system="shinkaevolve", task=TASK, out=out)
     _new_world(request, "shinkaevolve", {"id": "root", "parent": None, "score": None, "round": 0,
                                          "error": "RuntimeError: the evaluator broke; traceback:   File ..."})
-    request.resume = True
-    with pytest.raises(ValueError, match=r"the run's initial program failed its evaluation \(RuntimeError: the "
-                                         r"evaluator broke\), so the run cannot continue; fix the task and start "
-                                         r"it again in a new --out"):
-        open_world(request, "shinkaevolve", write_task_files=_files, meta=_meta_of(request, "shinkaevolve"))
+    for resume in (True, False):  # without --resume: not "pass --resume", which is refused too
+        request.resume = resume
+        with pytest.raises(ValueError, match=r"the run's initial program failed its evaluation \(RuntimeError: the "
+                                             r"evaluator broke\), so the run cannot continue; fix the task and start "
+                                             r"it again in a new --out"):
+            open_world(request, "shinkaevolve", write_task_files=_files, meta=_meta_of(request, "shinkaevolve"))
 
 
 def test_a_task_that_names_nothing_is_refused_before_the_world_folder_is_made(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ system, in ``grow`` and in replay; :meth:`BridgeState.choose` asks it for the ne
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dream_gym.infrastructure.printable import error_line, printable
@@ -46,7 +47,7 @@ class BridgeState:
         assert self.policy is not None
         records = self.writer.records
         if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
-            raise ValueError(initial_failure(records[0]))
+            raise ValueError(initial_failure(records[0], self.writer.folder))
         settings = ReplaySettings(self.workers, self.beta, frontier=self.frontier)
         view = tree_view(records, self.writer.meta, settings, rounds=self.round, known=self.view_nodes)
         self.view_nodes = view.nodes
@@ -68,11 +69,13 @@ class BridgeState:
         return ids
 
 
-def initial_failure(root: dict[str, Any]) -> str:
+def initial_failure(root: dict[str, Any], folder: Path) -> str:
     """Why a policy cannot start: the initial program failed its evaluation (its error without
-    the traceback that may follow it)."""
+    the traceback that may follow it), and what the world folder left behind is."""
     return ("the initial program failed its evaluation, so a policy has no scored program to start from: "
-            f"{printable(error_line(root.get('error')) or 'no score', 300)}")
+            f"{printable(error_line(root.get('error')) or 'no score', 300)}; {folder} keeps that evaluation (a "
+            "world without a baseline, which eval and dream cannot replay): fix the task and run it again in a "
+            f"new --out, or remove {folder}")
 
 
 def node_record(parsed: Any, parent: str | None, placement: dict[str, Any]) -> dict[str, Any]:

@@ -210,6 +210,7 @@ def open_world(settings: RunSettings, output_dir: str, *,
     with folder_lock(folder):
         exists = (folder / NODES_FILE).exists()
         if exists and not settings.resume:
+            _check_root_scored(folder, None)  # a failed start: --resume would be refused too
             raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
         if settings.resume and not exists and (folder / output_dir).exists():
             raise FileExistsError(f"{folder}/{output_dir} exists without a world to resume")
@@ -264,7 +265,7 @@ def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     _check_root_scored(folder, recorded)
 
 
-def _check_root_scored(folder: Path, recorded: dict[str, Any]) -> None:
+def _check_root_scored(folder: Path, recorded: dict[str, Any] | None) -> None:
     """Refuse to continue a run whose initial program failed its evaluation (the world has no
     baseline), naming the failure: nothing can be added to a tree without a scored root."""
     if (error := root_failure(folder, recorded)) is not None:

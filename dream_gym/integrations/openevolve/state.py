@@ -15,7 +15,6 @@ from typing import Any
 
 from dream_gym.datasets.importers.openevolve import _program as imported_program
 from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM
-from dream_gym.infrastructure.printable import printable
 from dream_gym.integrations.bridge_state import BridgeState, node_record
 
 METRIC = "combined_score"
@@ -82,11 +81,7 @@ class RunState(BridgeState):
     def next_batch(self, limit: int) -> list[str]:
         """The policy's next batch (program ids, at most ``limit``), queued for the controller."""
         self.flush()
-        records = self.writer.records
-        if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
-            raise ValueError("the initial program failed its evaluation, so a policy has no scored program to "
-                             f"start from: {printable(str(records[0].get('error') or 'no score'), 300)}")
-        ids = self.start_round(self.choose(limit))
+        ids = self.start_round(self.choose(limit))  # (choose refuses a run whose initial program failed)
         self.queue.extend(ids)
         return ids
 
