@@ -591,3 +591,25 @@ def test_a_resumed_deploy_shows_its_policy_the_recorded_rounds_and_grows_the_sam
         return [(index.get(r["parent"]), r["score"], r.get("round"), r.get("worker")) for r in records]
 
     assert tree(cut) == tree(whole) and len(tree(whole)) == 17
+
+
+@pytest.mark.slow
+def test_a_resume_says_when_the_last_node_was_cut_short(tmp_path: Path, short_tmp_path: Path) -> None:
+    """A node line cut short (the machine stopped mid-write): the resumed run cuts it, as any
+    world writer does, and now says so (and that the program is not in the world) instead of
+    going on without a word."""
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", "sum-difference",
+               "--policy", "greedy", "-W", "2", "--budget", "4", "--seed", "0", "--out", str(tmp_path / "w")]
+    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
+    assert subprocess.run(command, env=env, capture_output=True, timeout=300).returncode == 0
+    lines = nodes_lines(tmp_path / "w")
+    torn = lines[-1][: len(lines[-1]) // 2]
+    (tmp_path / "w" / "nodes.jsonl").write_text("".join(line + "\n" for line in lines[:-1]) + torn)
+    meta = json.loads((tmp_path / "w" / "world.json").read_text())
+    del meta["sha256"]  # not finished: the run stopped at that write
+    (tmp_path / "w" / "world.json").write_text(json.dumps(meta))
+    resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    said = " ".join(resumed.stdout.split())
+    assert f"resume: cut a torn last line of {len(torn.encode())} bytes (an interrupted write); that program is not " \
+           "in the world" in said

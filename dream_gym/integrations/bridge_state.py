@@ -55,6 +55,8 @@ class BridgeState:
             if self.round:  # a resumed run: the policy is shown its recorded rounds again
                 caught = catch_up(self.policy, records, self.writer.meta, settings, self.seed, whole_rounds=False)
                 self.resumed = caught.note or f"the policy chose its {self.round} recorded round(s) again"
+                if self.writer.repaired:  # a write cut short (a crash of the machine): that node is lost
+                    self.resumed = f"{self.writer.repaired}; that program is not in the world; {self.resumed}"
             else:
                 self.policy.reset(RunContext.from_view(view, seed=self.seed))
             self.reset_done = True
