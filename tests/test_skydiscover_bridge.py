@@ -559,3 +559,26 @@ def _parent_context(parsed: Any, task: Any) -> Any:
     return ParentContext(code=parsed.code, score=score, diagnostics=parsed.diagnostics, error=parsed.error,
                          history=[{"score": score, "error": parsed.error, "fail_class": None,
                                    "diagnostics": parsed.diagnostics[:300], "code": parsed.code}])
+
+
+def test_a_config_whose_one_line_prompt_skydiscover_takes_for_a_file_name_is_explained(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """OpenEvolve's example configs write prompt.system_message on one line; SkyDiscover takes one
+    under 500 characters for a file name, and one too long for a file name ended the deploy in
+    "<the config's folder>/<the whole message>: File name too long"."""
+    from dream_gym.cli import main
+
+    message = "You are an expert programmer. " * 10  # one line, 300 characters
+    config = tmp_path / "config.yaml"
+    config.write_text(f"prompt:\n  system_message: \"{message}\"\n", encoding="utf-8")
+    out = tmp_path / "world"
+    assert main(["deploy", "--system", "skydiscover", "--task", TASK, "--policy", "greedy", "-W", "2", "--budget", "2",
+                 "--option", f"config_path={config}", "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{config}: SkyDiscover reads a prompt.system_message of one line under 500 characters as the name of " \
+           "a file beside the config, and this one is too long for a file name" in err
+    assert "File name too long" not in err and not out.exists()
+    config.write_text(f"prompt:\n  system_message: |\n    {message}\n    Be brief.\n", encoding="utf-8")  # the remedy
+    from dream_gym.integrations.skydiscover.run import load_skydiscover_config
+
+    assert load_skydiscover_config(config).prompt.system_message == f"{message}\nBe brief.\n"

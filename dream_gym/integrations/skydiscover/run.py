@@ -109,9 +109,27 @@ class RunOptions:
 
 def _search_of(config_path: Path) -> str:
     """The search a SkyDiscover config.yaml names (``search.type``; SkyDiscover's default topk)."""
+    return str(load_skydiscover_config(config_path).search.type)
+
+
+def load_skydiscover_config(config_path: Path) -> Any:
+    """SkyDiscover's ``load_config``, its one unreadable failure explained: a one-line
+    ``prompt.system_message`` under 500 characters is taken for a file name beside the config
+    (as OpenEvolve's example configs write their prompts), and one too long for a file name ends
+    in ``File name too long`` naming the message as a path."""
+    import errno
+
     from skydiscover.config import load_config
 
-    return str(load_config(str(config_path)).search.type)
+    try:
+        return load_config(str(config_path))
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise ValueError(
+            f"{config_path}: SkyDiscover reads a prompt.system_message of one line under 500 characters as the "
+            "name of a file beside the config, and this one is too long for a file name: write it over two lines "
+            "or more (a YAML block, system_message: |), or put it in a file and name that file") from None
 
 
 def skydiscover_config(request: DeployRequest, options: RunOptions, *, model: str, api_base: str,
@@ -126,12 +144,11 @@ def skydiscover_config(request: DeployRequest, options: RunOptions, *, model: st
         Config,
         DatabaseConfig,
         LLMModelConfig,
-        load_config,
     )
 
     from dream_gym.integrations.skydiscover.bridge import SEARCH_TYPES, SeededLLM
 
-    config = load_config(str(options.config_path)) if options.config_path is not None else Config()
+    config = load_skydiscover_config(options.config_path) if options.config_path is not None else Config()
     if options.config_path is None:
         config.evaluator.cascade_evaluation = False  # the evaluator files define evaluate() only
     database_classes = {"topk": DatabaseConfig, "best_of_n": BestOfNDatabaseConfig,
