@@ -301,7 +301,12 @@ def test_importing_shinkas_own_output_gives_the_same_tree(greedy_run: Path, tmp_
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert tree(nodes(imported)) == tree(nodes(greedy_run))
-    assert json.loads((imported / "world.json").read_text())["source"]["system"] == "shinkaevolve"
+    meta = json.loads((imported / "world.json").read_text())
+    assert meta["source"]["system"] == "shinkaevolve"
+    # the task and W of the deploy's world (they were the system folder's name and 1: the held-out
+    # check of a dream on the import then picked the run's own task)
+    assert (meta["task"]["name"], meta["workers"]) == (TASK, 2) and f"the task of the world in {greedy_run}" in \
+        " ".join(done.stdout.split())
 
 
 @pytest.mark.slow

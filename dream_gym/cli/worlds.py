@@ -96,10 +96,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"),
                    help="whether a higher or a lower score is better (default maximize)")
     p.add_argument("--id", dest="world_id", help="world id (default: the name of the --out folder)")
-    p.add_argument("--task", help="task name (default: the run folder's name)")
+    p.add_argument("--task", help="task name (default: the task of the dream-gym world holding the run, a deploy's "
+                   "--out, else the run folder's name)")
     p.add_argument("-W", "--workers", type=positive_int, default=None,
-                   help="W of the original run (default: the run's own configuration where its folder holds "
-                   "it: OpenEvolve's evaluator.parallel_evaluations in config.yaml beside or above the output "
+                   help="W of the original run (default: the W of the dream-gym world holding the run, else the "
+                   "run's own configuration where its folder holds it: OpenEvolve's evaluator.parallel_evaluations in config.yaml beside or above the output "
                    "folder, ShinkaEvolve's max_parallel_jobs in experiment_config.yaml; else 1)")
     p.add_argument("--resume", action="store_true",
                    help="continue an import that was stopped: the worlds it finished are kept, the other runs "

@@ -229,6 +229,43 @@ class ImportOptions:
 DEFAULT_OPTIONS = ImportOptions()
 
 
+def _the_world_around(source: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The dream-gym world whose folder holds the run, and its world.json: a deploy's ``--out``
+    keeps the system's own output in a folder of its own, named after the system, and its world
+    records the run's task and W."""
+    from dream_gym.world.files import WORLD_FILE, WorldFormatError, is_present
+    from dream_gym.world.tree import read_meta
+
+    around = (source if source.is_dir() else source.parent).parent
+    try:
+        return (around, read_meta(around / WORLD_FILE)) if is_present(around / WORLD_FILE) else None
+    except (OSError, WorldFormatError):
+        return None
+
+
+def _run_settings(system: str, source: Path, options: ImportOptions, report: ImportReport,
+                  run_name: str) -> tuple[str, int]:
+    """The task name and W of an imported run: the options', else those of the world that holds
+    the run (a deploy's), else (W) the run's configuration file's, else the run folder's name and
+    W = 1; where they came from is noted in ``report``."""
+    around = _the_world_around(source)
+    task = (around[1].get("task") or {}).get("name") if around else None
+    task_name = options.task_name or (task if isinstance(task, str) and task else None) or run_name
+    if around and task_name == task and not options.task_name:
+        report.notes.append(f"task {task!r}: the task of the world in {around[0]}, which holds this run "
+                            "(--task gives another)")
+    if options.workers is not None:
+        return task_name, options.workers
+    if around and isinstance(around[1].get("workers"), int):
+        workers = int(around[1]["workers"])
+        report.notes.append(f"W {workers}: the W of the world in {around[0]}, which holds this run (-W gives another)")
+        return task_name, workers
+    configured = configured_workers(system, source)
+    if configured:
+        report.notes.append(f"W {configured[0]}: {configured[1]} (-W gives another)")
+    return task_name, configured[0] if configured else 1
+
+
 def write_imported_world(
     out_path: Path,
     records: list[dict[str, Any]],
@@ -244,15 +281,10 @@ def write_imported_world(
     # often the system's default (``openevolve_output``), the same for every run
     name = world_name_from(options.world_id or out_path.resolve().name)
     report.world_id = name
-    workers = options.workers
-    if workers is None:
-        configured = configured_workers(system, source_path)
-        workers = configured[0] if configured else 1
-        if configured:
-            report.notes.append(f"W {workers}: {configured[1]} (-W gives another)")
+    task_name, workers = _run_settings(system, source_path, options, report, run_name)
     meta = new_meta(
         name,
-        options.task_name or run_name,
+        task_name,
         options.task_description or f"Imported from the {report.label or system} run {run_name}.",
         direction=options.direction,
         workers=workers,
