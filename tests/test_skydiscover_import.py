@@ -107,6 +107,30 @@ def test_checkpoints_alone_import_with_a_note_of_what_they_lack(run: Path, tmp_p
     assert any("reached iteration 16 and 15 of its programs" in note for note in partial.notes)
 
 
+def test_a_program_without_its_solution_that_others_continue_is_refused(run: Path, tmp_path: Path) -> None:
+    """A program whose every file lost its 'solution' was skipped with a note, its children hung
+    under the root as orphans: it is refused as an unreadable file is; a leaf is skipped, noted."""
+    sky = run / "skydiscover"
+    parents = {r["parent"] for r in nodes(run)}
+    inner = next(r["id"] for r in nodes(run)[1:] if r["id"] in parents)
+    leaf = next(r["id"] for r in reversed(nodes(run)) if r["id"] not in parents)
+
+    def drop_solution(program: str) -> None:
+        for path in sky.rglob(f"programs/{program}.json"):
+            raw = json.loads(path.read_text())
+            del raw["solution"]
+            path.write_text(json.dumps(raw))
+
+    drop_solution(leaf)
+    report = import_run("auto", sky, tmp_path / "leaf")
+    assert any("1 program file(s) without a 'solution' field skipped" in note for note in report.notes)
+    drop_solution(inner)
+    with pytest.raises(RunImportError, match=f"program {inner} has no 'solution' field in any of its files, and "
+                                             "programs of the run continue it: the import would lose it"):
+        import_run("auto", sky, tmp_path / "inner")
+    assert not (tmp_path / "inner").exists()
+
+
 def test_a_folder_without_skydiscover_programs_is_refused_once(tmp_path: Path) -> None:
     (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
     done = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "import", str(tmp_path / "empty"),

@@ -199,8 +199,13 @@ def import_skydiscover(
     if not raws:
         raise NotARunError(src, f"{src}: no SkyDiscover programs found (expected programs/*.json files with a "
                            "'solution' field, e.g. in checkpoints/checkpoint_N/programs/)")
-    if len(raws) < len(snapshots.raws):
-        report.notes.append(f"{len(snapshots.raws) - len(raws)} program file(s) without a 'solution' field skipped")
+    skipped = sorted(set(snapshots.raws) - set(raws))
+    continued = [i for i in skipped if any(to_id(raw.get("parent_id")) == i for raw in raws.values())]
+    if continued:  # its children would hang under the root as orphans, and its own attempt be gone
+        raise RunImportError(f"{src}: program {continued[0]} has no 'solution' field in any of its files, and programs "
+                             "of the run continue it: the import would lose it; restore its file from a copy")
+    if skipped:
+        report.notes.append(f"{len(skipped)} program file(s) without a 'solution' field skipped")
     check_metric(src, metric, metrics_found(raws.values()))
     programs = [skydiscover_program(raw, metric) for raw in raws.values()]
     _collapse_seeded_copies(programs, raws)
