@@ -162,8 +162,9 @@ def test_an_import_stopped_mid_world_leaves_no_world_and_resume_imports_the_rest
     assert finished and len(finished) < len(_node_files(whole))
     cut = [p for p in out.iterdir() if p.is_dir() and p.name not in finished]
     assert cut and not list(cut[0].iterdir())  # the world being written: nothing of it
-    with pytest.raises(FileExistsError, match="not empty"):
-        import_runs("auto", tmp_path / "runs", out)  # without --resume: refused, nothing touched
+    with pytest.raises(FileExistsError, match=r"holds worlds of an import of .*runs that was stopped: --resume "
+                                              r"continues it"):
+        import_runs("auto", tmp_path / "runs", out)  # without --resume: refused, naming it, nothing touched
     assert main([*command, str(out), "--resume"]) == 0
     assert f"{len(finished)} imported before, kept" in capsys.readouterr().out
     assert _node_files(out) == _node_files(whole)

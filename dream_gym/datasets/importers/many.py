@@ -168,7 +168,15 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
     out_path = Path(out)
     kept = _finished_worlds(src, out_path, dict(zip(names, runs, strict=True)), options) if resume else {}
     if not resume:
-        check_empty_folder(out_path)
+        try:
+            check_empty_folder(out_path)
+        except FileExistsError as exc:
+            try:  # an import of this folder stopped there: say how to continue it
+                _finished_worlds(src, out_path, dict(zip(names, runs, strict=True)), options)
+            except (FileExistsError, OSError, ValueError):
+                raise exc from None
+            raise FileExistsError(f"{out_path} holds worlds of an import of {src} that was stopped: --resume "
+                                  "continues it (or give a new or empty folder)") from None
     out_path.mkdir(parents=True, exist_ok=True)
     report = ManyReport(str(src), str(out_path))
     for name, run in zip(names, runs, strict=True):
