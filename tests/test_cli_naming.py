@@ -103,6 +103,11 @@ def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixtu
     (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--max-rounds", "0"], "argument --max-rounds: must be at least 1, got 0"),
     (["grow", "--task", "sum-difference", "-W", "two", "--out", "x"], "argument -W/--workers: not a whole number: 'two'"),
     (["grow", "--task", "sum-difference", "-W", "0", "--out", "x"], "argument -W/--workers: must be at least 1, got 0"),
+    (["deploy", "--system", "openevolve", "--task", "sum-difference", "--budget", "0", "--out", "x"],
+     "argument --budget: must be at least 1, got 0"),
+    (["openevolve", "run", "--task", "sum-difference", "--iterations", "0", "--out", "x"],
+     "argument --iterations: must be at least 1, got 0"),
+    (["worlds", "import", "runs", "--out", "x", "-W", "0"], "argument -W/--workers: must be at least 1, got 0"),
 ])
 def test_a_count_below_one_is_refused_naming_the_option(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     # the library's check said "workers must be an integer >= 1 or None": its Python argument

@@ -13,6 +13,7 @@ from dream_gym.cli.options import (
     add_workers,
     parse_key_values,
     parse_seed,
+    positive_int,
     run_status,
     stop_hint,
 )
@@ -58,7 +59,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
     add_policy_args(p)
     add_workers(p, default=2, help=workers_help)
     flag, budget_help = budget
-    p.add_argument(flag, type=int, required=True, help=budget_help)
+    p.add_argument(flag, type=positive_int, required=True, help=budget_help)
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the system, the agent and the policy (default 0)")
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
