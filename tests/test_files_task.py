@@ -334,3 +334,22 @@ def test_shinkaevolve_runs_its_own_evaluation_script_in_the_sandbox(tmp_path: Pa
     records = nodes(out)
     assert records[0]["score"] == pytest.approx(1.0 / 3.0) and len(records) >= 3
     assert "ShinkaEvolve's evaluation script" in (out / "task" / "evaluate.py").read_text()
+
+
+def test_a_file_the_sandbox_keeps_from_the_evaluator_is_said_with_the_option_that_gives_it(tmp_path: Path) -> None:
+    """An evaluator that reads data outside its task's folder fails with PermissionError: the
+    failure says which folders an evaluation reads and that --read gives one."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "value.txt").write_text("3.0\n", encoding="utf-8")
+    task = tmp_path / "task"
+    task.mkdir()
+    evaluator = task / "evaluator.py"
+    evaluator.write_text(f"def evaluate(program_path):\n    with open({str(elsewhere / 'value.txt')!r}) as f:\n"
+                         "        return {'combined_score': float(f.read())}\n", encoding="utf-8")
+    program = READS / "initial_program.py"
+    refused = sandboxed(evaluator).evaluate(program)
+    assert refused.failure is not None and refused.failure.startswith("PermissionError: [Errno 13]")
+    assert "read the task's folder and the --read folders only: --read DIR for data kept elsewhere" in refused.failure
+    given = sandboxed(evaluator, read=[elsewhere]).evaluate(program)  # the option it names
+    assert given.failure is None and given.metrics == {"combined_score": 3.0}

@@ -344,6 +344,9 @@ def evaluation_of(payload: dict[str, Any], outcome: RunOutcome) -> FilesEvaluati
         kind, message = printable(payload.get("type"), NAME_CHARS), str(payload.get("message", ""))
         where = {"import": " (while importing the evaluator)", "setup": " (while setting up the evaluation)"}
         failure = f"{kind}: {message}"[:TEXT_CHARS] + where.get(str(payload.get("stage")), "")
+        if kind == "PermissionError" and "[Errno 13]" in message:  # a file outside what the sandbox lets it read
+            failure += (" (the sandbox lets an evaluation read the task's folder and the --read folders only: "
+                        "--read DIR for data kept elsewhere)")
         if outcome.workspace_problem:
             failure = f"{outcome.workspace_problem} ({failure})"
         evaluation = FilesEvaluation.failed(failure)
