@@ -4,6 +4,7 @@ mid-phrase, no line glued to a table's border."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -89,6 +90,23 @@ def test_in_an_80_column_terminal_an_import_report_breaks_between_words(tmp_path
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     piped = _piped("worlds", "import", str(src), "--out", str(tmp_path / "w2"))
     assert any(len(line) > 80 for line in piped)  # the control: in a log the same lines stay whole
+
+
+def test_in_an_80_column_terminal_a_folder_imports_refusals_break_between_words(tmp_path: Path) -> None:
+    """A folder of runs: the tables fit, and a run refused with a long reason (here 150 or so
+    characters) and a one-node run's warning broke wherever column 80 fell."""
+    from tests.openevolve_runs import write_resumed_run
+
+    runs = tmp_path / "runs"
+    for name in ("a", "b"):
+        write_resumed_run(runs / name, iterations=(6,), resume_at=())
+    (runs / "c" / "programs").mkdir(parents=True)  # an OpenEvolve layout without an initial program: refused
+    (runs / "c" / "programs" / "p1.json").write_text(json.dumps({"id": "p1", "parent_id": "p0", "code": "x = 1",
+                                                                  "metrics": {"combined_score": 1.0}}))
+    lines = _in_a_terminal("worlds", "import", str(runs), "--out", str(tmp_path / "w"))
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    refused = next(i for i, line in enumerate(lines) if line.startswith("refused c:"))
+    assert lines[refused + 1].startswith("  ")  # continued, indented, between words
 
 
 def test_in_an_80_column_terminal_replays_lines_break_between_words_and_piped_stay_whole() -> None:

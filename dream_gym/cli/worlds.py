@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from dream_gym.cli.options import positive_int
 from dream_gym.cli.shown import LINE_CHARS, cell, say, shown
-from dream_gym.infrastructure.printable import TEXT_CHARS
+from dream_gym.infrastructure.printable import TEXT_CHARS, printable
 
 if TYPE_CHECKING:
     from dream_gym.datasets.importers import ImportOptions
@@ -305,18 +305,18 @@ def _import_many(args: argparse.Namespace, options: ImportOptions) -> int:
         warnings.simplefilter("ignore", OrphanWarning)  # each run's row counts its orphans
         report = import_runs(args.system, args.src, args.out, options, resume=args.resume)
     say(report.headline())
-    console = Console(soft_wrap=True)  # a refusal's reason wraps where the terminal wraps
+    console = Console(soft_wrap=True)
     for table in _imported_tables(report):
         console.print()
         console.print(table)
-    for outcome in report.outcomes:
+    console.file.flush()
+    for outcome in report.outcomes:  # said: in a terminal a long reason breaks between words
         if outcome.report is None:
-            console.print(cell(f"refused {outcome.name}: {outcome.reason}", LINE_CHARS), highlight=False)
+            say(printable(f"refused {outcome.name}: {outcome.reason}", LINE_CHARS))
         elif outcome.report.nodes == 1:  # imported, and it gives a policy nothing to choose
-            console.print(cell(f"warning: {outcome.name} holds only its initial program (no child was recorded): "
-                               "no policy decision is replayed on it; leave it out of a history", LINE_CHARS),
-                          highlight=False)
-    print(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
+            say(printable(f"warning: {outcome.name} holds only its initial program (no child was recorded): no policy "
+                     "decision is replayed on it; leave it out of a history", LINE_CHARS))
+    say(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
     return 0
 
 
