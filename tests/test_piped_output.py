@@ -92,11 +92,13 @@ def test_in_an_80_column_terminal_an_import_report_breaks_between_words(tmp_path
     assert any(len(line) > 80 for line in piped)  # the control: in a log the same lines stay whole
 
 
-def test_in_an_80_column_terminal_a_folder_imports_refusals_break_between_words(tmp_path: Path) -> None:
+def test_in_an_80_column_terminal_a_folder_imports_refusals_break_between_words(short_tmp_path: Path) -> None:
     """A folder of runs: the tables fit, and a run refused with a long reason (here 150 or so
-    characters) and a one-node run's warning broke wherever column 80 fell."""
+    characters) and a one-node run's warning broke wherever column 80 fell. (A short folder: a path
+    longer than the terminal is one word, which no break between words can fit.)"""
     from tests.openevolve_runs import write_resumed_run
 
+    tmp_path = short_tmp_path
     runs = tmp_path / "runs"
     for name in ("a", "b"):
         write_resumed_run(runs / name, iterations=(6,), resume_at=())
