@@ -197,9 +197,11 @@ class ImportOptions:
             OpenEvolve, ShinkaEvolve and SkyDiscover, GEPA's validation score, EvoTrace's primary score).
         direction: ``maximize`` or ``minimize``.
         world_id: the world's id (default: the name of the world's folder, ``out``).
-        task_name, task_description: the task as the world names and describes it.
-        workers: W of the original run; None (default): the run's own configuration file's, where it
-            records one (:mod:`.run_config`), else 1.
+        task_name, task_description: the task as the world names and describes it (the name's
+            default: the task of the dream-gym world whose folder holds the run, a deploy's, else
+            the run folder's name).
+        workers: W of the original run; None (default): that of the dream-gym world holding the run,
+            else the run's own configuration file's where it records one (:mod:`.run_config`), else 1.
         orphans: ``attach`` (programs whose parent is missing go under the root) or ``drop``.
     """
 
