@@ -238,11 +238,14 @@ def _the_world_around(source: Path) -> tuple[Path, dict[str, Any]] | None:
     from dream_gym.world.files import WORLD_FILE, WorldFormatError, is_present
     from dream_gym.world.tree import read_meta
 
-    around = (source if source.is_dir() else source.parent).parent
-    try:
-        return (around, read_meta(around / WORLD_FILE)) if is_present(around / WORLD_FILE) else None
-    except (OSError, WorldFormatError):
-        return None
+    folder = source if source.is_dir() else source.parent
+    for around in (folder, folder.parent):  # the deploy's --out given, or the system's folder in it
+        try:
+            if is_present(around / WORLD_FILE):
+                return around, read_meta(around / WORLD_FILE)
+        except (OSError, WorldFormatError):
+            return None
+    return None
 
 
 def _run_settings(system: str, source: Path, options: ImportOptions, report: ImportReport,
