@@ -100,8 +100,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "--out, else the run folder's name)")
     p.add_argument("-W", "--workers", type=positive_int, default=None,
                    help="W of the original run (default: the W of the dream-gym world holding the run, else the "
-                   "run's own configuration where its folder holds it: OpenEvolve's evaluator.parallel_evaluations in config.yaml beside or above the output "
-                   "folder, ShinkaEvolve's max_parallel_jobs in experiment_config.yaml; else 1)")
+                   "run's own configuration where its folder holds it: OpenEvolve's evaluator.parallel_evaluations "
+                   "in config.yaml beside or above the output folder, ShinkaEvolve's max_parallel_jobs in "
+                   "experiment_config.yaml; else 1)")
     p.add_argument("--resume", action="store_true",
                    help="continue an import that was stopped: the worlds it finished are kept, the other runs "
                    "imported (a world is written whole or not at all)")
@@ -314,8 +315,8 @@ def _import_many(args: argparse.Namespace, options: ImportOptions) -> int:
         if outcome.report is None:
             say(printable(f"refused {outcome.name}: {outcome.reason}", LINE_CHARS))
         elif outcome.report.nodes == 1:  # imported, and it gives a policy nothing to choose
-            say(printable(f"warning: {outcome.name} holds only its initial program (no child was recorded): no policy "
-                     "decision is replayed on it; leave it out of a history", LINE_CHARS))
+            say(printable(f"warning: {outcome.name} holds only its initial program (no child was recorded): no "
+                          "policy decision is replayed on it; leave it out of a history", LINE_CHARS))
     say(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
     return 0
 
