@@ -235,3 +235,15 @@ def test_the_real_gepa_runs_import(name, tmp_path, capsys):
     assert all(r["code"] for r in world.records if r["score"] is not None)
     # the one iteration without a child timed out, as the run's log says
     assert all("litellm.Timeout" in r["error"] for r in world.records if "failed" in r.get("tags", ()))
+
+
+def test_trace_entries_that_are_no_iterations_record_are_counted(tmp_path, capsys):
+    """An entry of full_program_trace without an integer 'i' was dropped without a word."""
+    run = _run_copy(tmp_path)
+    state = pickle.loads((run / "gepa_state.bin").read_bytes())  # the test's own data: plain lists and dicts
+    state["full_program_trace"][3]["i"] = "x"
+    state["full_program_trace"].append("not a record")
+    (run / "gepa_state.bin").write_bytes(pickle.dumps(state))
+    assert _import(run, tmp_path / "w") == 0
+    assert "2 entry(ies) of full_program_trace skipped: not an iteration's record" in " ".join(
+        capsys.readouterr().out.split())

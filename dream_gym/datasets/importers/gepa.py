@@ -108,9 +108,7 @@ def _accepted(entry: dict[str, Any]) -> list[int]:
 def _read_trace(state: GepaState) -> _Attempts:
     attempts = _Attempts(order=["c0"])
     for entry in state.trace:
-        i = entry.get("i")
-        if not isinstance(i, int):
-            continue
+        i = entry["i"]  # an integer: gepa_state keeps no other entry
         accepted = [k for k in _accepted(entry) if 0 < k < len(state.candidates)]
         for k in accepted:
             attempts.found_at.setdefault(k, i)
@@ -274,6 +272,9 @@ def _note(report: ImportReport, state: GepaState, attempts: _Attempts, missing: 
     if missing:
         report.notes.append(f"{missing} accepted candidate(s) are not named by the trace: placed after the candidate "
                             "before them")
+    if state.unreadable_trace:  # GEPA writes none; a state changed by hand or by another tool
+        report.notes.append(f"{state.unreadable_trace} entry(ies) of full_program_trace skipped: not an iteration's "
+                            "record (a dict with an integer 'i')")
 
 
 def is_gepa_run(path: Path) -> bool:

@@ -119,6 +119,7 @@ class GepaState:
     iterations: int | None
     total_evals: int | None
     extra_fields: list[str] = field(default_factory=list)
+    unreadable_trace: int = 0  # entries of full_program_trace that are no iteration's record
 
     def val_score(self, k: int) -> float | None:
         """GEPA's score of candidate ``k``: the mean of its validation scores (over the examples evaluated)."""
@@ -181,9 +182,11 @@ def read_state(path: Path) -> GepaState:
     metric_calls: list[int | None] = [None] * n
     if isinstance(calls_raw, list) and len(calls_raw) == n:
         metric_calls = [to_int(c) for c in calls_raw]
-    trace = [t for t in _as_list(state, "full_program_trace", path) if isinstance(t, dict)]
+    entries = _as_list(state, "full_program_trace", path)
+    trace = [t for t in entries if isinstance(t, dict) and isinstance(t.get("i"), int)]
     return GepaState(candidates, parents, subscores, objectives, metric_calls, trace,
-                     to_int(state.get("i")), to_int(state.get("total_num_evals")))
+                     to_int(state.get("i")), to_int(state.get("total_num_evals")),
+                     unreadable_trace=len(entries) - len(trace))
 
 
 def find_states(folder: Path) -> list[Path]:
