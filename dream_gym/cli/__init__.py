@@ -158,8 +158,10 @@ def _check_resumable(args: argparse.Namespace) -> None:
 def _kept_in(out: str | Path) -> Path:
     """Where an interrupted command's progress is: ``--out``, or an evaluation's journal beside it
     (``OUT.partial``) when the results file is not written yet."""
+    from dream_gym.evaluation.journal import journal_path
+
     out = Path(out)
-    journal = out.with_name(out.name + ".partial")
+    journal = journal_path(out)
     return journal if not out.exists() and journal.exists() else out
 
 

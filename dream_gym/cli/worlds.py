@@ -186,9 +186,11 @@ def _refuse_a_folder_of_worlds(target: str) -> None:
     """A folder that holds worlds (a folder import's ``--out``) is neither a world nor a dataset:
     say what it is and what takes it, instead of the missing world.json and an import hint."""
     from dream_gym.evaluation.world_specs import FOLDER_DEPTH, worlds_below
+    from dream_gym.world.files import WORLD_FILE
+    from dream_gym.world.registry import DATASET_FILE
 
     folder = Path(target)
-    if not folder.is_dir() or any((folder / name).is_file() for name in ("world.json", "dataset.json")):
+    if not folder.is_dir() or any((folder / name).is_file() for name in (WORLD_FILE, DATASET_FILE)):
         return
     worlds = worlds_below(folder, FOLDER_DEPTH)
     if worlds:

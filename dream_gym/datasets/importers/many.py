@@ -164,22 +164,14 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
     runs = find_runs(src)
     if not runs:
         raise RunImportError(f"{src}: not a folder of runs (fewer than two runs below it)")
-    names = _names(src, runs)
+    by_name = dict(zip(_names(src, runs), runs, strict=True))
     out_path = Path(out)
-    kept = _finished_worlds(src, out_path, dict(zip(names, runs, strict=True)), options) if resume else {}
+    kept = _finished_worlds(src, out_path, by_name, options) if resume else {}
     if not resume:
-        try:
-            check_empty_folder(out_path)
-        except FileExistsError as exc:
-            try:  # an import of this folder stopped there: say how to continue it
-                _finished_worlds(src, out_path, dict(zip(names, runs, strict=True)), options)
-            except (FileExistsError, OSError, ValueError):
-                raise exc from None
-            raise FileExistsError(f"{out_path} holds worlds of an import of {src} that was stopped: --resume "
-                                  "continues it (or give a new or empty folder)") from None
+        _check_empty_for(src, out_path, by_name, options)
     out_path.mkdir(parents=True, exist_ok=True)
     report = ManyReport(str(src), str(out_path))
-    for name, run in zip(names, runs, strict=True):
+    for name, run in by_name.items():
         if name in kept:
             report.outcomes.append(RunOutcome(name, str(run), kept[name], kept=True))
         else:
@@ -188,6 +180,20 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
     if not report.imported:
         raise RunImportError(f"{report.summary()}\n{src}: none of its {len(runs)} run(s) could be imported")
     return report
+
+
+def _check_empty_for(src: Path, out: Path, runs: dict[str, Path], options: ImportOptions) -> None:
+    """``out`` is empty (:func:`~dream_gym.world.writer.check_empty_folder`); one that holds the
+    finished worlds of a stopped import of ``src`` is refused saying that ``--resume`` continues it."""
+    try:
+        check_empty_folder(out)
+    except FileExistsError as exc:
+        try:
+            _finished_worlds(src, out, runs, options)
+        except (FileExistsError, OSError, ValueError):
+            raise exc from None
+        raise FileExistsError(f"{out} holds worlds of an import of {src} that was stopped: --resume continues it "
+                              "(or give a new or empty folder)") from None
 
 
 def _finished_worlds(src: Path, out: Path, runs: dict[str, Path], options: ImportOptions) -> dict[str, ImportReport]:

@@ -248,7 +248,8 @@ def is_shinkaevolve_run(path: Path) -> bool:
     database file itself; also one whose database by ShinkaEvolve's name is damaged, so that its
     import says why it fails instead of the run going unrecognised (in a folder of runs: unseen)."""
     if path.is_file():
-        return bool(set(sqlite_tables(path) or ()) & set(SHINKA_TABLES)) or damaged_sqlite(path) is not None
+        tables = sqlite_tables(path)
+        return bool(set(tables) & set(SHINKA_TABLES)) if tables is not None else damaged_sqlite(path) is not None
     return path.is_dir() and (bool(shinka_databases(path)) or any(
         (path / name).is_file() and damaged_sqlite(path / name) is not None for name in DATABASE_NAMES))
 
