@@ -150,8 +150,11 @@ def _check_resumable(args: argparse.Namespace) -> None:
     """``--resume`` of an ``--out`` that holds nothing (a mistyped folder) would start a new run
     from zero and call it resumed: refused. An evaluation's journal is ``OUT.partial``."""
     out = getattr(args, "out", None)
-    if getattr(args, "resume", False) is True and isinstance(out, Path) and not out.exists() and not (
-            out.with_name(out.name + ".partial").exists()):
+    if getattr(args, "resume", False) is not True or not isinstance(out, Path) or out.exists():
+        return
+    from dream_gym.evaluation.journal import journal_path
+
+    if not journal_path(out).exists():
         raise FileNotFoundError(f"nothing to resume: {out} does not exist (leave out --resume to start a run there)")
 
 
