@@ -200,6 +200,49 @@ def test_memory_across_episodes_gains_nothing_through_eval(memory_world: Path, t
     assert cheating.replay_score > honest.replay_score + 0.05 and cheating.attempts < honest.attempts / 3
 
 
+def _clock_reads(error: str | None) -> tuple[float, float]:
+    """When reports_its_clock.py's episode read the clock first and last (from its error)."""
+    found = re.search(r"RuntimeError: start=([0-9.]+) end=([0-9.]+) ", error or "")
+    assert found, error
+    return float(found[1]), float(found[2])
+
+
+def test_no_episode_of_a_task_starts_after_another_of_its_episodes_ended(memory_world: Path) -> None:
+    """The wall clock reaches every process, and no sandbox hides it: played one after another,
+    an episode could time its last reply and the next read the phase as it starts (the tree,
+    carried over; times_its_last_reply.py does it). A task's episodes are played side by side:
+    each read the clock before any ended."""
+    rows = evaluate([str(HOSTILE / "reports_its_clock.py")], [memory_world], betas="0,0.5,1", jobs=1, progress=False)
+    reads = [_clock_reads(row.error) for row in rows]
+    assert len(reads) == 3 and max(start for start, _ in reads) < min(end for _, end in reads)
+
+
+def test_the_episodes_of_a_task_take_turns_and_never_run_at_once(memory_world: Path) -> None:
+    """Played at the same time, an episode could keep a CPU busy or idle and the others time
+    their own loops (signals_by_its_load.py does it). They take turns: no two of a task's
+    episodes ran at the same moment, and each was stopped and continued."""
+    rows = evaluate([str(HOSTILE / "reports_its_turns.py")], [memory_world], betas="0,0.5,1", jobs=1, progress=False)
+    ran = []
+    for row in rows:
+        found = re.search(r"RuntimeError: ran ([0-9.\- ]+)", row.error or "")
+        assert found, row.error
+        ran.append([tuple(map(float, stretch.split("-"))) for stretch in found[1].split()])
+    assert all(len(stretches) >= 3 for stretches in ran), ran
+    for i, mine in enumerate(ran):
+        for theirs in ran[i + 1:]:
+            overlaps = [(a, b, c, d) for a, b in mine for c, d in theirs if min(b, d) - max(a, c) > 0.0001]
+            assert overlaps == [], overlaps
+
+
+def test_episodes_played_one_after_another_start_after_the_last_ended(memory_world: Path) -> None:
+    """The control: one isolated policy in a loop of one's own plays its episodes one after
+    another, each started after the one before it ended."""
+    world = load_world(memory_world)
+    with IsolatedPolicy(HOSTILE / "reports_its_clock.py", **FAST) as policy:
+        reads = [_clock_reads(run_episode(policy, world, beta=beta, on_error="record").error) for beta in (0.0, 0.5)]
+    assert reads[1][0] > reads[0][1]
+
+
 def _kernel_channels(memory_world: Path, seed: int, **options: Any) -> list[dict[str, str]]:
     """What signals_through_the_kernel.py wrote (beta 0) and then read (beta 1, twice), by
     channel, through one isolated child."""
@@ -440,9 +483,10 @@ def test_memory_across_episodes_through_the_cli_grid(memory_world: Path, tmp_pat
 
 def test_one_child_per_process_serves_every_world_and_carries_nothing_between_them(
         memory_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A small grid runs in this process with one isolated child for the file, reused from world
-    to world; the file reveals a world at beta 0 and would remember it on the next world, a
-    copy of the same tree. Each world's episodes score what they score alone."""
+    """A small grid runs in this process with one isolated child for the file a beta (its
+    episodes are played side by side), reused from world to world; the file reveals a world at
+    beta 0 and would remember it on the next world, a copy of the same tree. Each world's
+    episodes score what they score alone."""
     import dream_gym.policy_files.isolated as isolated
 
     launches: list[object] = []
@@ -457,7 +501,7 @@ def test_one_child_per_process_serves_every_world_and_carries_nothing_between_th
     copy = write_world(tmp_path / "memory-copy", new_meta("memory-copy", "toy", "a toy task", workers=3),
                        another_run(random_records(random.Random(11), 120)))
     grid = evaluate([spec], [memory_world, copy], betas="0,0.5", progress=False)
-    assert len(launches) == 1  # one sandboxed child for both worlds
+    assert len(launches) == 2  # one sandboxed child a beta, for both worlds
     _forget_memory()
     alone = evaluate([spec], [copy], betas="0.5", progress=False)[0]
     on_copy = next(r for r in grid if r.world == "memory-copy" and r.beta == 0.5)

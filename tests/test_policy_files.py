@@ -338,6 +338,22 @@ def test_infinite_loop_times_out(world: World, good: IsolatedPolicy, reference: 
     _assert_good_still_works(good, world, reference)
 
 
+def test_wall_time_limits_stretch_for_episodes_played_side_by_side(world: World, tmp_path: Path) -> None:
+    """Episodes played side by side take turns, so a decision may wait for its episode's turn:
+    the wall-time limits stretch by the number of episodes, and the error says by how much."""
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ndef act(view):\n    time.sleep(0.8)\n    return []\n")
+    with IsolatedPolicy(slow, **{**FAST, "decision_timeout_s": 0.5}) as policy:
+        assert policy.stretch == 1 and "PolicyTimeout" in str(run_episode(policy, world, on_error="record").error)
+        policy.side_by_side = 3
+        assert policy.stretch == 3 and run_episode(policy, world, on_error="record").error is None
+    policy, result = _hostile("infinite_loop.py", world, decision_timeout_s=0.5)
+    with policy:
+        policy.side_by_side = 2
+        again = run_episode(policy, world, on_error="record")
+        assert "decision timeout of 0.5s, stretched to 1s for 2 episodes taking turns" in str(again.error)
+
+
 def test_a_file_may_ask_for_the_temp_folder_as_it_imports_but_writes_nothing_there(world: World,
                                                                                    tmp_path: Path) -> None:
     # tempfile tests its folder by writing to it, so dill (and torch where dill is installed),

@@ -2,7 +2,8 @@
 
 A :class:`Task` holds every beta of one (policy, world) pair: the unit of work, the same whatever
 the backend and the number of processes. Its episodes run in order, each with a fresh policy
-object (a policy file's isolated child is kept across this process's tasks: the kept sources);
+object, or, for a policy file, side by side, each in its own isolated template, taking turns on a
+fixed schedule (the templates are kept across this process's tasks: the kept sources);
 a task that fails whole is recorded as failed on each of its episodes (:func:`failed_task`).
 :func:`run_tasks` runs a list of tasks on a backend of :data:`BACKENDS`: in this process, in
 watched job processes (:mod:`dream_gym.infrastructure.jobs`: a fork server that preloads this
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing.util
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +27,8 @@ from typing import Any
 from dream_gym.infrastructure.jobs import JobPool, TaskFailure, job_context, require_ray
 from dream_gym.policy import EpisodeResult, Policy, result_from_session, run_episode
 from dream_gym.policy_files.specs import MODEL_MODULES, PolicySource, PolicySpec
-from dream_gym.replay.session import ReplaySession
+from dream_gym.policy_files.turns import Turns
+from dream_gym.replay.session import ReplaySession, world_fields
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.registry import load_cached
 from dream_gym.world.tree import World
@@ -101,32 +104,72 @@ def check_model_zips(policies: Sequence[str]) -> None:
 
 def _episodes(task: Task, beat: Callable[..., None]) -> list[EpisodeResult]:
     world = task.world if isinstance(task.world, World) else load_cached(task.world)
-    beat(0)
+    beat()
     try:
         source: PolicySource | None = _source_for(task)
         load_error = None
     except Exception as exc:  # noqa: BLE001 - recorded on each of this task's episodes
         source, load_error = None, f"{type(exc).__name__}: {exc}"
-    results: list[EpisodeResult] = []
     try:
+        if source is not None and source.untrusted and len(task.betas) > 1:
+            return _side_by_side(task, world, source, beat)
+        results: list[EpisodeResult] = []
         for i, beta in enumerate(task.betas):
             beat(i)
             try:
                 policy = source.new() if source is not None else None  # a fresh object every episode
             except Exception as exc:  # noqa: BLE001 - recorded on the episode
                 policy, load_error = None, f"{type(exc).__name__}: {exc}"
-            if policy is None:
-                result = result_from_session(ReplaySession(world, task.settings, beta=beta), task.policy, load_error)
-            else:
-                watched = policy if beat is _no_beat else _Heartbeat(policy, beat)
-                result = run_episode(watched, world, seed=task.seed, on_error="record", settings=task.settings,
-                                     beta=beta)
-            result.policy = task.policy  # the spec names the policy in the results, not its class
-            results.append(result)
+            results.append(_episode(task, world, policy, beta, beat, load_error))
+        return results
     finally:
         if source is not None and source not in _KEPT_SOURCES.values():
             source.close()
-    return results
+
+
+def _episode(task: Task, world: World, policy: Policy | None, beta: float, beat: Callable[..., None],
+             load_error: str | None) -> EpisodeResult:
+    if policy is None:
+        result = result_from_session(ReplaySession(world, task.settings, beta=beta), task.policy, load_error)
+    else:
+        watched = policy if beat is _no_beat else _Heartbeat(policy, beat)
+        result = run_episode(watched, world, seed=task.seed, on_error="record", settings=task.settings, beta=beta)
+    result.policy = task.policy  # the spec names the policy in the results, not its class
+    return result
+
+
+def _side_by_side(task: Task, world: World, source: PolicySource, beat: Callable[..., None]) -> list[EpisodeResult]:
+    """The task's episodes of untrusted code, each in its own thread and its own template,
+    taking turns (:class:`~dream_gym.policy_files.turns.Turns`). Played one after another, an
+    episode could time its last reply and the next read the clock as it starts; played at the
+    same time, one could load the CPUs and the others time it: the wall clock, which no sandbox
+    hides, would carry what the first revealed into the others. Taking turns on a fixed
+    schedule, each episode runs alone, and what it can time is the schedule."""
+    try:
+        policies = source.side_by_side(len(task.betas))
+    except Exception as exc:  # noqa: BLE001 - recorded on each of the task's episodes
+        return [_episode(task, world, None, beta, beat, f"{type(exc).__name__}: {exc}") for beta in task.betas]
+    world_fields(world).fill()  # once here, not by every thread at once
+    results: list[EpisodeResult | BaseException | None] = [None] * len(task.betas)
+
+    def play(i: int) -> None:
+        try:
+            results[i] = _episode(task, world, policies[i], task.betas[i], beat, None)
+        except BaseException as exc:  # noqa: BLE001 - raised again by the task, below
+            results[i] = exc
+
+    threads = [threading.Thread(target=play, args=(i,), name=f"dream_gym-episode-{i}", daemon=True)
+               for i in range(len(task.betas))]
+    with Turns([policy.pid for policy in policies if policy.pid is not None]) as turns:  # type: ignore[attr-defined]
+        for thread in threads:
+            thread.start()
+        turns.run(lambda: not any(thread.is_alive() for thread in threads))
+    for thread in threads:
+        thread.join()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [result for result in results if isinstance(result, EpisodeResult)]
 
 
 #: The policy-file sources of this process, kept across its tasks: one isolated child per
@@ -149,7 +192,7 @@ def _source_for(task: Task) -> PolicySource:
             multiprocessing.util.Finalize(None, close_kept_sources, exitpriority=10)
         _KEPT_SOURCES[key] = source
     else:  # an error on this world quotes only what was printed on it
-        getattr(source.new(), "forget_output", lambda: None)()
+        source.forget_output()
     return source
 
 

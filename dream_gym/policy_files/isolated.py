@@ -15,6 +15,11 @@ by a thread with a bounded tail (:mod:`dream_gym.policy_files.output`), so print
 or flood the parent. The parent enforces a per-decision timeout and a per-episode budget of
 policy time by killing the process group.
 
+One template plays its episodes one after another. An evaluation plays the episodes of a
+(policy, world) task with one policy each (:meth:`~dream_gym.policy_files.specs.PolicySource.side_by_side`),
+taking turns (:mod:`dream_gym.policy_files.turns`): ``side_by_side`` says how many, and its
+time limits stretch by as much.
+
 Where the kernel cannot enforce the sandbox, construction raises
 :class:`~dream_gym.infrastructure.sandbox.SandboxUnavailable`; ``unsafe_no_sandbox=True`` (or
 ``DREAM_GYM_UNSAFE_NO_SANDBOX=1``) runs the file with no confinement at all.
@@ -83,7 +88,8 @@ class IsolatedPolicy:
 
     Args:
         spec: a ``.py`` file path (or a built-in name / ``module:Class``, run isolated anyway).
-        decision_timeout_s: wall time allowed for one ``reset`` or ``act``.
+        decision_timeout_s: wall time allowed for one ``reset`` or ``act`` (both stretch by
+            :attr:`stretch` when its episodes are played side by side with others).
         episode_timeout_s: policy time allowed for a whole episode (the sum over its decisions).
         memory_mb: address-space limit of each process (Python itself and numpy take ~150 MB).
         max_output_bytes: how much the policy may print per episode (stdout + stderr).
@@ -130,6 +136,7 @@ class IsolatedPolicy:
         self.name = printable(Path(spec).stem if is_file_spec(spec) else spec)
         self.decision_timeout_s = float(decision_timeout_s)
         self.episode_timeout_s = float(episode_timeout_s)
+        self.side_by_side = 1  # episodes of its kind played at the same time as its own (see stretch)
         self.memory_mb = int(memory_mb)
         self.max_output_bytes = int(max_output_bytes)
         self.cpu_s = float(cpu_s) if cpu_s is not None else self.episode_timeout_s + 5.0
@@ -263,11 +270,27 @@ class IsolatedPolicy:
                 for tail in self._output.tails.values():
                     tail.clear()
 
+    @property
+    def stretch(self) -> int:
+        """How many times its wall-time limits stretch: played side by side with others, its
+        episodes take turns with theirs (:mod:`dream_gym.policy_files.turns`), running one turn
+        in ``side_by_side``."""
+        return max(1, self.side_by_side)
+
+    def _stretched(self, seconds: float) -> str:
+        if self.stretch == 1:
+            return f"{seconds:g}s"
+        return f"{seconds:g}s, stretched to {seconds * self.stretch:g}s for {self.side_by_side} episodes taking turns"
+
+    def prepare(self) -> None:
+        """Start the template now if the next reset would (it has not started, or broke)."""
+        if self._proc is None or self._proc.poll() is not None or self._restart_needed:
+            self._start()
+
     # -- the Policy interface -----------------------------------------------------------------
     def reset(self, context: RunContext) -> None:
         """Start a new episode: a fresh process forked from the template, a fresh policy object."""
-        if self._proc is None or self._proc.poll() is not None or self._restart_needed:
-            self._start()
+        self.prepare()
         assert self._output is not None
         self.episode_time_s = 0.0
         self._sent = None
@@ -279,7 +302,7 @@ class IsolatedPolicy:
         """The episode forked ahead becomes the current one, once the template has killed the
         one before it (the template forks the next one ahead after its reply)."""
         started = time.monotonic()
-        deadline = started + self.decision_timeout_s
+        deadline = started + self.decision_timeout_s * self.stretch
         self._retire(self._current)
         self._current = self._ahead
         if self._current is not None and self._output is not None:
@@ -311,9 +334,9 @@ class IsolatedPolicy:
     # -- protocol -----------------------------------------------------------------------------
     def _call(self, message: dict[str, Any], what: str) -> dict[str, Any]:
         started = time.monotonic()
-        budget_left = self.episode_timeout_s - self.episode_time_s
-        per_decision = self.decision_timeout_s <= budget_left
-        deadline = started + min(self.decision_timeout_s, max(0.0, budget_left))
+        budget_left = self.episode_timeout_s * self.stretch - self.episode_time_s
+        per_decision = self.decision_timeout_s * self.stretch <= budget_left
+        deadline = started + min(self.decision_timeout_s * self.stretch, max(0.0, budget_left))
         try:
             reply = self._exchange(message, deadline, what, per_decision)
         finally:
@@ -415,8 +438,8 @@ class IsolatedPolicy:
             return PolicyTimeout(f"policy {self.name}: did not start within {self.startup_timeout_s:g}s")
         if per_decision:
             return PolicyTimeout(f"policy {self.name}: {what}() took longer than the decision timeout "
-                                 f"of {self.decision_timeout_s:g}s; process killed")
-        return PolicyTimeout(f"policy {self.name}: episode time budget of {self.episode_timeout_s:g}s "
+                                 f"of {self._stretched(self.decision_timeout_s)}; process killed")
+        return PolicyTimeout(f"policy {self.name}: episode time budget of {self._stretched(self.episode_timeout_s)} "
                              f"exhausted during {what}(); process killed")
 
     def _parsed(self, body: bytes) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -275,7 +276,9 @@ class PolicySource:
     """A fresh policy object for every episode of one spec: no state crosses episodes.
 
     * a policy file: one :class:`~dream_gym.policy_files.isolated.IsolatedPolicy`, whose every
-      ``reset`` runs in a new process forked from its template (its own guarantee);
+      ``reset`` runs in a new process forked from its template (its own guarantee), and for
+      episodes played side by side (:meth:`side_by_side`) one such policy, with its own
+      template, for each;
     * a built-in or ``module:Class``: :meth:`new` builds a new object (a module's globals and
       class attributes are trusted code's business: they are not reset);
     * a model: its zips are loaded once per process, and :meth:`new` wraps them in a new policy.
@@ -286,18 +289,61 @@ class PolicySource:
     def __init__(self, spec: str | PolicySpec, file_options: Mapping[str, Any] | None = None):
         self.policy_spec = PolicySpec.of(spec)
         self.spec = self.policy_spec.target
-        self._isolated: Policy | None = None
+        self.file_options = dict(file_options or {})
+        self._isolated: list[Policy] = []
         if self.policy_spec.kind == "file":
-            self._isolated = self.policy_spec.load(**dict(file_options or {}))
+            self._isolated.append(self.policy_spec.load(**self.file_options))
+
+    @property
+    def untrusted(self) -> bool:
+        """Whether its episodes run untrusted code in the sandbox (a policy file, unless told
+        ``isolate=False``)."""
+        return bool(self._isolated) and getattr(self._isolated[0], "untrusted", False)
 
     def new(self) -> Policy:
         """The policy for the next episode."""
-        return self._isolated if self._isolated is not None else PolicySpec.of(self.spec).load()
+        if not self._isolated:
+            return PolicySpec.of(self.spec).load()
+        with contextlib.suppress(AttributeError):  # played alone again
+            self._isolated[0].side_by_side = 1  # type: ignore[attr-defined]
+        return self._isolated[0]
+
+    def side_by_side(self, count: int) -> list[Policy]:
+        """``count`` policies for episodes played side by side, each its own sandboxed process
+        group, running (an untrusted source's; they are started together and kept for the next
+        call). One template cannot serve two episodes at once: each plays its episodes one
+        after another."""
+        if not self.untrusted:
+            raise ValueError(f"{self.spec}: only untrusted policy files play episodes side by side")
+        missing = count - len(self._isolated)
+        if missing > 0:
+            with ThreadPoolExecutor(missing, thread_name_prefix="dream_gym-template") as starting:
+                started = [starting.submit(self.policy_spec.load, **self.file_options) for _ in range(missing)]
+            try:
+                self._isolated.extend(future.result() for future in started)
+            finally:  # one failed to start: the others it started are ended, not kept half-made
+                for future in started:
+                    if future.exception() is None and future.result() not in self._isolated:
+                        _close(future.result())
+        for policy in self._isolated[:count]:
+            policy.side_by_side = count  # type: ignore[attr-defined]
+            policy.prepare()  # type: ignore[attr-defined]
+        return self._isolated[:count]
+
+    def forget_output(self) -> None:
+        """Drop what the policy's processes printed so far (it moves on to another world)."""
+        for policy in self._isolated:
+            getattr(policy, "forget_output", lambda: None)()
 
     def close(self) -> None:
-        close = getattr(self._isolated, "close", None)
-        if callable(close):
-            close()
+        while self._isolated:
+            _close(self._isolated.pop())
+
+
+def _close(policy: Policy) -> None:
+    close = getattr(policy, "close", None)
+    if callable(close):
+        close()
 
 
 __all__ = ["MODEL_MODULES", "PolicyKind", "PolicySource", "PolicySpec", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "probe_policy_files", "resolve_in_process", "where"]

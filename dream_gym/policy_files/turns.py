@@ -1,0 +1,76 @@
+"""Episodes of untrusted code that take turns on a fixed schedule.
+
+The episodes of one (policy, world) task must not pass each other what they revealed, and the
+wall clock reaches every process: no sandbox hides it. Played one after another, an episode
+could time its last reply and the next read the phase of the clock as it starts. Played side by
+side, one could keep a CPU busy or idle and the others time their own loops. So they take turns:
+each episode's policy has a template of its own (its process group), and :class:`Turns` lets one
+group run at a time, for :data:`QUANTUM_S` each, in a fixed order, on a schedule of the wall clock
+that no episode's behaviour moves. An episode that has finished, or waits for this process,
+keeps its turns (idle); a turn ends whatever its episode does. What an episode can time is the
+schedule, the same for every behaviour of the others.
+
+Its only couplings left are those of a machine's shared state that outlives a turn (the CPU's
+caches; the work this process does for an episode, which may run into the next turn: the
+security model lists them).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+
+#: Seconds of each turn. Shorter turns cost more switches (two signals to a group each); longer
+#: ones make an episode wait longer for its next turn.
+QUANTUM_S = 0.002
+
+
+class Turns:
+    """Stops the process groups ``groups`` (their leaders' pids) on entry and, in :meth:`run`,
+    continues one at a time; every group is continued on exit."""
+
+    def __init__(self, groups: Sequence[int], quantum_s: float = QUANTUM_S):
+        self.groups = list(groups)
+        self.quantum_s = quantum_s
+        self.turns = 0
+
+    def __enter__(self) -> Turns:
+        for group in self.groups:
+            _signal(group, signal.SIGSTOP)
+        return self
+
+    def run(self, finished: Callable[[], bool]) -> None:
+        """Give each group its turn, in order, until ``finished()`` (asked after every round)."""
+        start = time.monotonic()
+        while not finished():
+            for group in self.groups:
+                _signal(group, signal.SIGCONT)
+                self.turns += 1
+                _sleep_until(start + self.turns * self.quantum_s)
+                _signal(group, signal.SIGSTOP)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        for group in self.groups:
+            _signal(group, signal.SIGCONT)
+
+
+def _signal(group: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):  # a group killed meanwhile (a timeout)
+        pass
+
+
+def _sleep_until(deadline: float) -> None:
+    """Sleep to ``deadline`` (on the schedule's own clock: a late wake-up shortens the next
+    turn, it does not move the ones after it)."""
+    remaining = deadline - time.monotonic()
+    if remaining > 0:
+        time.sleep(remaining)
+
+
+__all__ = ["QUANTUM_S", "Turns"]
