@@ -234,6 +234,15 @@ def test_the_episodes_of_a_task_take_turns_and_never_run_at_once(memory_world: P
             assert overlaps == [], overlaps
 
 
+def test_a_decision_timeout_stretched_by_the_turns_ends_the_episode_before_the_watchdog(memory_world: Path) -> None:
+    """Three episodes taking turns stretch a 1 s decision timeout to 3 s, past the watchdog's 2 s:
+    the watchdog waits for it, and each hanging episode is ended by its own timeout."""
+    rows = evaluate([str(HOSTILE / "infinite_loop.py")], [memory_world], betas="0,0.5,1", jobs=1, task_timeout=2.0,
+                    file_options={"decision_timeout_s": 1.0}, progress=False)
+    assert [row.error.split(":")[0] for row in rows] == ["PolicyTimeout"] * 3, [row.error for row in rows]
+    assert all("stretched to 3s for 3 episodes taking turns" in str(row.error) for row in rows)
+
+
 def test_episodes_played_one_after_another_start_after_the_last_ended(memory_world: Path) -> None:
     """The control: one isolated policy in a loop of one's own plays its episodes one after
     another, each started after the one before it ended."""

@@ -69,7 +69,7 @@ class _Heartbeat:
         return batch
 
 
-def _no_beat(step: int | None = None) -> None:
+def _no_beat(step: int | None = None, allowance_s: float | None = None) -> None:
     pass
 
 
@@ -150,6 +150,8 @@ def _side_by_side(task: Task, world: World, source: PolicySource, beat: Callable
     except Exception as exc:  # noqa: BLE001 - recorded on each of the task's episodes
         return [_episode(task, world, None, beta, beat, f"{type(exc).__name__}: {exc}") for beta in task.betas]
     world_fields(world).fill()  # once here, not by every thread at once
+    # the watchdog waits for a decision as long as its stretched timeout, which ends it first
+    beat(allowance_s=max(policy.decision_timeout_s * policy.stretch for policy in policies) + 10.0)  # type: ignore[attr-defined]
     results: list[EpisodeResult | BaseException | None] = [None] * len(task.betas)
 
     def play(i: int) -> None:
