@@ -207,6 +207,28 @@ def test_kill_9_of_eval_of_a_policy_file_mid_grid_leaves_nothing(tmp_path):
                            expected=("fork server or worker", "isolated child"))
 
 
+def _stopped(run: Run) -> bool:
+    """Whether a descendant is stopped: a policy file's episodes are taking turns."""
+    for pid in list(run.seen):
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+                return True
+        except psutil.Error:
+            pass
+    return False
+
+
+def test_kill_9_of_eval_while_the_episodes_take_turns_leaves_nothing(tmp_path):
+    """The episodes of a task take turns: every process of a policy's sandbox but its warden is
+    stopped outside its turn. The wardens, never stopped, see the command die and end the rest."""
+    policy = tmp_path / "slow.py"
+    policy.write_text("import time\n\ndef act(view):\n    time.sleep(0.2)\n    return [0] if view.root_slots else []\n")
+    command = _dream_gym("eval", "--policy", str(policy), "--worlds", SHIPPED, "-j", "2", "--no-progress",
+                         "--out", str(tmp_path / "results.jsonl"))
+    _kill_9_leaves_nothing(tmp_path, command, lambda run: _workers_and("isolated child")(run) and _stopped(run),
+                           expected=("fork server or worker", "isolated child"))
+
+
 def test_kill_9_of_dream_mid_phase_leaves_no_worker_or_candidate_child(tmp_path):
     out = tmp_path / "dream"
     command = _dream_gym("dream", "--history", "train", "--policy", "greedy", "--developer", "builtin",

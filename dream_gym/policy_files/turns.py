@@ -29,8 +29,8 @@ QUANTUM_S = 0.002
 
 
 class Turns:
-    """Stops the process groups ``groups`` (their leaders' pids) on entry and, in :meth:`run`,
-    continues one at a time; every group is continued on exit."""
+    """Stops the process groups ``groups`` (their leaders' pids: sandboxes' wardens) on entry
+    and, in :meth:`run`, continues one at a time; every group is continued on exit."""
 
     def __init__(self, groups: Sequence[int], quantum_s: float = QUANTUM_S):
         self.groups = list(groups)
@@ -39,7 +39,7 @@ class Turns:
 
     def __enter__(self) -> Turns:
         for group in self.groups:
-            _signal(group, signal.SIGSTOP)
+            _stop(group)
         return self
 
     def run(self, finished: Callable[[], bool]) -> None:
@@ -50,12 +50,24 @@ class Turns:
                 _signal(group, signal.SIGCONT)
                 self.turns += 1
                 _sleep_until(start + self.turns * self.quantum_s)
-                _signal(group, signal.SIGSTOP)
+                _stop(group)
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         for group in self.groups:
             _signal(group, signal.SIGCONT)
+
+
+def _stop(group: int) -> None:
+    """Stop every process of the group but its leader, the sandbox's warden (trusted code that
+    runs none of the policy's: it waits on this process's lifeline, and ends the sandbox when
+    this process dies, which a stopped warden could not). The group is stopped whole first: a
+    process it forks meanwhile is stopped with it."""
+    _signal(group, signal.SIGSTOP)
+    try:
+        os.kill(group, signal.SIGCONT)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _signal(group: int, sig: signal.Signals) -> None:
