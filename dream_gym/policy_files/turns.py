@@ -61,13 +61,50 @@ class Turns:
 def _stop(group: int) -> None:
     """Stop every process of the group but its leader, the sandbox's warden (trusted code that
     runs none of the policy's: it waits on this process's lifeline, and ends the sandbox when
-    this process dies, which a stopped warden could not). The group is stopped whole first: a
-    process it forks meanwhile is stopped with it."""
+    this process dies, which a stopped warden could not), and wait until they are stopped. The
+    group is stopped whole first: a process it forks meanwhile is stopped with it. A stop is
+    taken when the process next leaves the kernel, so a process that was not on a CPU is
+    stopped only once it has one: until then the next group waits."""
     _signal(group, signal.SIGSTOP)
     try:
         os.kill(group, signal.SIGCONT)
     except (ProcessLookupError, PermissionError):
-        pass
+        return
+    deadline = time.monotonic() + STOP_WAIT_S
+    while not all(_state(pid) in _STOPPED for pid in _descendants(group)) and time.monotonic() < deadline:
+        time.sleep(0)
+
+
+#: The states of /proc/PID/stat in which a process runs no code: stopped, or dead.
+_STOPPED = frozenset("TtZX")
+#: Seconds the next turn waits for a group to stop (past it the turn begins anyway).
+STOP_WAIT_S = 1.0
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (not itself), from /proc's children lists. Each process of a
+    sandbox has one thread (untrusted code may start none; the template forks from its main
+    thread), so its main thread's list is all its children."""
+    found, pending = [], [pid]
+    while pending:
+        parent = pending.pop()
+        try:
+            with open(f"/proc/{parent}/task/{parent}/children", "rb") as handle:
+                children = [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+        found.extend(children)
+        pending.extend(children)
+    return found
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (X: gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return chr(handle.read().rsplit(b")", 1)[1][1])
+    except (OSError, IndexError):
+        return "X"
 
 
 def _signal(group: int, sig: signal.Signals) -> None:
