@@ -13,6 +13,7 @@ import os
 import random
 import re
 import resource
+import signal
 import subprocess
 import sys
 import textwrap
@@ -346,12 +347,29 @@ def test_wall_time_limits_stretch_for_episodes_played_side_by_side(world: World,
     with IsolatedPolicy(slow, **{**FAST, "decision_timeout_s": 0.5}) as policy:
         assert policy.stretch == 1 and "PolicyTimeout" in str(run_episode(policy, world, on_error="record").error)
         policy.side_by_side = 3
+        policy.prepare()  # as before the turns begin: the timeout ended its template
         assert policy.stretch == 3 and run_episode(policy, world, on_error="record").error is None
     policy, result = _hostile("infinite_loop.py", world, decision_timeout_s=0.5)
     with policy:
         policy.side_by_side = 2
+        policy.prepare()
         again = run_episode(policy, world, on_error="record")
         assert "decision timeout of 0.5s, stretched to 1s for 2 episodes taking turns" in str(again.error)
+
+
+def test_a_template_that_ended_is_not_started_again_for_an_episode_taking_turns(world: World) -> None:
+    """Episodes taking turns start their templates before the turns begin: one that ended since
+    fails its episode rather than start a template outside the turns."""
+    with IsolatedPolicy(EXAMPLE, **FAST) as policy:
+        policy.side_by_side = 2
+        assert policy.pid is not None
+        os.killpg(policy.pid, signal.SIGKILL)
+        policy._proc.wait()  # type: ignore[union-attr]
+        result = run_episode(policy, world, on_error="record")
+        assert str(result.error).startswith("PolicyCrashed: ") and "ended before its episode began" in str(result.error)
+        assert policy.starts == 1 and policy.pid is None
+        policy.side_by_side = 1  # played alone, it starts again
+        assert run_episode(policy, world, on_error="record").error is None and policy.starts == 2
 
 
 def test_a_file_may_ask_for_the_temp_folder_as_it_imports_but_writes_nothing_there(world: World,

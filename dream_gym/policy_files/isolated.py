@@ -289,7 +289,11 @@ class IsolatedPolicy:
 
     # -- the Policy interface -----------------------------------------------------------------
     def reset(self, context: RunContext) -> None:
-        """Start a new episode: a fresh process forked from the template, a fresh policy object."""
+        """Start a new episode: a fresh process forked from the template, a fresh policy object.
+        Played side by side, the template was started before the turns began: one that ended
+        since is not started again here, where it would run outside the turns."""
+        if self.side_by_side > 1 and (self._proc is None or self._proc.poll() is not None or self._restart_needed):
+            raise PolicyCrashed(f"policy {self.name}: its process ended before its episode began")
         self.prepare()
         assert self._output is not None
         self.episode_time_s = 0.0
