@@ -63,7 +63,6 @@ from dream_gym.policy_files.wire import (
     MAX_BATCH,
     MAX_CONTROL_BYTES,
     MAX_MESSAGE_BYTES,
-    MAX_REPLY_BYTES,
     ReplyError,
     decode_view,
     frame,
@@ -135,6 +134,9 @@ def _builder(spec: str, params: Mapping[str, Any]) -> Builder:
     return lambda: resolve_in_process(spec, params)
 
 
+#: The largest reply of the probe, which the template reads (not the evaluating process, whose
+#: limit is MAX_REPLY_BYTES): a name too long is then said to be too long.
+PROBE_REPLY_BYTES = 1 << 20
 #: The pipe ends an episode is forked on: requests in, replies out, its stdout, its stderr.
 Channel = tuple[int, int, int, int]
 #: The most descriptors an episode may hold. Pipe buffers count against one quota per user
@@ -165,7 +167,7 @@ class _Episode:
             from_child, from_child_w = os.pipe()
             (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
             self.output = {out_r: 1, err_r: 2}
-            self.replies: _Frames | None = _Frames(from_child, MAX_REPLY_BYTES)
+            self.replies: _Frames | None = _Frames(from_child, PROBE_REPLY_BYTES)
         else:
             (to_child_r, from_child_w, out_w, err_w), self.to_child, self.replies = channel, -1, None
         self.status: int | None = None  # the wait status, once reaped
@@ -201,7 +203,7 @@ class _Episode:
         if reply is None:
             return self.died(), True
         try:
-            return parse_reply(reply[HEADER.size:]), False
+            return parse_reply(reply[HEADER.size:], PROBE_REPLY_BYTES), False
         except ReplyError as exc:
             return {"ok": False, "kind": "protocol", "error": str(exc)}, False
 

@@ -24,7 +24,9 @@ episode, which may run into the next turn: the security model lists them).
 
 from __future__ import annotations
 
+import gc
 import os
+import select
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -37,32 +39,75 @@ QUANTUM_S = 0.002
 
 class Turns:
     """Stops the process groups ``groups`` (their leaders' pids: sandboxes' wardens) on entry
-    and, in :meth:`run`, continues one at a time; every group is continued on exit."""
+    and, in :meth:`run`, has a process of its own continue them one at a time; every group is
+    continued on exit.
+
+    The schedule runs in a fork of this process that does nothing else: in this process a
+    turn's end waited for the interpreter's lock, which the work this process does for an
+    episode holds (a reply parsed, a view encoded), so an episode could lengthen the turns
+    every other episode times. The fork keeps no lock of this process's threads and runs no
+    Python code but the schedule; it ends after the turn in which it is told to, or once this
+    process is gone."""
 
     def __init__(self, groups: Sequence[int], quantum_s: float = QUANTUM_S):
         self.groups = list(groups)
         self.quantum_s = quantum_s
-        self.turns = 0
+        self._scheduler: int | None = None
+        self._done = -1
 
     def __enter__(self) -> Turns:
         for group in self.groups:
             _stop(group)
         return self
 
-    def run(self, finished: Callable[[], bool]) -> None:
-        """Give each group its turn, in order, until ``finished()`` (asked after every round).
+    def run(self, finished: Callable[[], bool], poll_s: float = 0.002) -> None:
+        """Give each group its turn, in order, until ``finished()`` (asked every ``poll_s``).
         A turn lasts at least ``quantum_s`` from the moment its group is continued."""
+        done_r, self._done = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the scheduler: nothing but the schedule, then _exit
+            code = 1
+            try:
+                gc.disable()  # no finalizer of this process's objects runs here
+                os.close(self._done)
+                _schedule(self.groups, self.quantum_s, done_r, parent)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(done_r)
+        self._scheduler = pid
         while not finished():
-            for group in self.groups:
-                _signal(group, signal.SIGCONT)
-                self.turns += 1
-                time.sleep(self.quantum_s)
-                _stop(group)
+            time.sleep(poll_s)
+        self._end_scheduler()
+
+    def _end_scheduler(self) -> None:
+        if self._scheduler is None:
+            return
+        try:
+            os.write(self._done, b"x")
+        except OSError:
+            os.kill(self._scheduler, signal.SIGKILL)
+        os.close(self._done)
+        os.waitpid(self._scheduler, 0)
+        self._scheduler = None
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
+        self._end_scheduler()
         for group in self.groups:
             _signal(group, signal.SIGCONT)
+
+
+def _schedule(groups: Sequence[int], quantum_s: float, done: int, parent: int) -> None:
+    """Turns, in order, until ``done`` is readable or ``parent`` is gone (asked after each)."""
+    while True:
+        for group in groups:
+            _signal(group, signal.SIGCONT)
+            time.sleep(quantum_s)
+            _stop(group)
+            if os.getppid() != parent or select.select([done], [], [], 0)[0]:
+                return
 
 
 def _stop(group: int) -> None:

@@ -45,9 +45,11 @@ from dream_gym.replay.view import PrefixView, SentNodes, unsent_nodes
 HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 << 20  # a request (a view of a large world) larger than this is refused
 #: A reply larger than this is a protocol error: a batch of MAX_BATCH ids of seven digits fits.
-MAX_REPLY_BYTES = 1 << 20
+#: Small, because this process parses a reply while holding the interpreter's lock, which the
+#: work it does for the other episodes of the task needs (a forged 1 MB reply held it 25 ms).
+MAX_REPLY_BYTES = 64 << 10
 MAX_CONTROL_BYTES = 1 << 16  # a packet on the template's control socket (hello, reply, status)
-MAX_BATCH = 100_000
+MAX_BATCH = 4_096  # far above any W: a longer batch is the policy's protocol error
 #: A JSON string, or an unterminated one to the end: every match consumes what it scanned, so
 #: blanking the strings of a hostile reply (``"\\"\\"...``) takes one pass, never one per quote.
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.|\\\Z)*+(?:"|\Z)', re.DOTALL)
@@ -64,13 +66,14 @@ class ReplyError(ValueError):
     """A reply that is no reply: too large, of the wrong shape, or not JSON."""
 
 
-def parse_reply(body: bytes) -> dict[str, Any]:
+def parse_reply(body: bytes, limit: int = MAX_REPLY_BYTES) -> dict[str, Any]:
     """One reply from an untrusted process, parsed: a JSON object whose values are scalars and
     at most one list of scalars. The shape is checked on the bytes first (the brackets and
     commas outside strings counted), so a reply of a million empty objects, lists or strings is
-    refused before any object is made; :class:`ReplyError` says why."""
-    if len(body) > MAX_REPLY_BYTES:
-        raise ReplyError(f"reply of {len(body)} bytes (limit {MAX_REPLY_BYTES})")
+    refused before any object is made; :class:`ReplyError` says why. A reply longer than
+    ``limit`` bytes is refused first."""
+    if len(body) > limit:
+        raise ReplyError(f"reply of {len(body)} bytes (limit {limit})")
     problem = _shape_problem(body)
     if problem:
         raise ReplyError(problem)
