@@ -372,6 +372,16 @@ def test_a_template_that_ended_is_not_started_again_for_an_episode_taking_turns(
         assert run_episode(policy, world, on_error="record").error is None and policy.starts == 2
 
 
+def test_turns_with_no_group_to_schedule_end_when_the_episodes_do() -> None:
+    """Every template gone before the turns began: the episodes fail at once, and the turns end
+    with them (the schedule had no turn in which to hear that it was over)."""
+    from dream_gym.policy_files.turns import Turns
+
+    ends = iter([False, False, True])
+    with Turns([]) as turns:
+        turns.run(lambda: next(ends))
+
+
 def test_a_file_may_ask_for_the_temp_folder_as_it_imports_but_writes_nothing_there(world: World,
                                                                                    tmp_path: Path) -> None:
     # tempfile tests its folder by writing to it, so dill (and torch where dill is installed),

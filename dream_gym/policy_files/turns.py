@@ -63,6 +63,10 @@ class Turns:
     def run(self, finished: Callable[[], bool], poll_s: float = 0.002) -> None:
         """Give each group its turn, in order, until ``finished()`` (asked every ``poll_s``).
         A turn lasts at least ``quantum_s`` from the moment its group is continued."""
+        if not self.groups:  # no template is running: the episodes fail at once
+            while not finished():
+                time.sleep(poll_s)
+            return
         done_r, self._done = os.pipe()
         parent = os.getpid()
         pid = os.fork()
