@@ -151,7 +151,7 @@ def _side_by_side(task: Task, world: World, source: PolicySource, beat: Callable
         return [_episode(task, world, None, beta, beat, f"{type(exc).__name__}: {exc}") for beta in task.betas]
     world_fields(world).fill()  # once here, not by every thread at once
     # the watchdog waits for a decision as long as its stretched timeout, which ends it first
-    beat(allowance_s=max(policy.decision_timeout_s * policy.stretch for policy in policies) + 10.0)  # type: ignore[attr-defined]
+    beat(allowance_s=max(policy.decision_limit_s for policy in policies) + 10.0)  # type: ignore[attr-defined]
     results: list[EpisodeResult | BaseException | None] = [None] * len(task.betas)
 
     def play(i: int) -> None:

@@ -277,14 +277,23 @@ class IsolatedPolicy:
         in ``side_by_side``."""
         return max(1, self.side_by_side)
 
+    @property
+    def decision_limit_s(self) -> float:
+        """The wall time one ``reset`` or ``act`` may take: the decision timeout, stretched."""
+        return self.decision_timeout_s * self.stretch
+
     def _stretched(self, seconds: float) -> str:
         if self.stretch == 1:
             return f"{seconds:g}s"
         return f"{seconds:g}s, stretched to {seconds * self.stretch:g}s for {self.side_by_side} episodes taking turns"
 
+    def _needs_start(self) -> bool:
+        """Whether the template has not started, has ended, or broke (the next reset restarts it)."""
+        return self._proc is None or self._proc.poll() is not None or self._restart_needed
+
     def prepare(self) -> None:
-        """Start the template now if the next reset would (it has not started, or broke)."""
-        if self._proc is None or self._proc.poll() is not None or self._restart_needed:
+        """Start the template now if the next reset would."""
+        if self._needs_start():
             self._start()
 
     # -- the Policy interface -----------------------------------------------------------------
@@ -292,7 +301,7 @@ class IsolatedPolicy:
         """Start a new episode: a fresh process forked from the template, a fresh policy object.
         Played side by side, the template was started before the turns began: one that ended
         since is not started again here, where it would run outside the turns."""
-        if self.side_by_side > 1 and (self._proc is None or self._proc.poll() is not None or self._restart_needed):
+        if self.side_by_side > 1 and self._needs_start():
             raise PolicyCrashed(f"policy {self.name}: its process ended before its episode began")
         self.prepare()
         assert self._output is not None
@@ -306,7 +315,7 @@ class IsolatedPolicy:
         """The episode forked ahead becomes the current one, once the template has killed the
         one before it (the template forks the next one ahead after its reply)."""
         started = time.monotonic()
-        deadline = started + self.decision_timeout_s * self.stretch
+        deadline = started + self.decision_limit_s
         self._retire(self._current)
         self._current = self._ahead
         if self._current is not None and self._output is not None:
@@ -339,8 +348,8 @@ class IsolatedPolicy:
     def _call(self, message: dict[str, Any], what: str) -> dict[str, Any]:
         started = time.monotonic()
         budget_left = self.episode_timeout_s * self.stretch - self.episode_time_s
-        per_decision = self.decision_timeout_s * self.stretch <= budget_left
-        deadline = started + min(self.decision_timeout_s * self.stretch, max(0.0, budget_left))
+        per_decision = self.decision_limit_s <= budget_left
+        deadline = started + min(self.decision_limit_s, max(0.0, budget_left))
         try:
             reply = self._exchange(message, deadline, what, per_decision)
         finally:

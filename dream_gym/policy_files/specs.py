@@ -304,7 +304,7 @@ class PolicySource:
         """The policy for the next episode."""
         if not self._isolated:
             return PolicySpec.of(self.spec).load()
-        with contextlib.suppress(AttributeError):  # played alone again
+        if self.untrusted:  # played alone again
             self._isolated[0].side_by_side = 1  # type: ignore[attr-defined]
         return self._isolated[0]
 
