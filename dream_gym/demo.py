@@ -28,6 +28,7 @@ the developer's random start, H's four worlds select a version that generalises 
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -142,8 +143,9 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int
     results_path = out / "results.jsonl"
     # A demo killed during its evaluation continues it (the same grid, so the journal matches).
     policies = sorted(set(POLICIES) - set(RECORDERS))  # the exploration policies, not the recorders
+    progress = sys.stderr.isatty()  # a bar redrawn into a log or a pipe is noise
     results = evaluate(policies, split, settings=ReplaySettings(workers), jobs=jobs, out=results_path,
-                       resume=journal_path(results_path).exists(), overwrite=True)
+                       resume=journal_path(results_path).exists(), overwrite=True, progress=progress)
     board = leaderboard(results)
     board.print(per_world=False)  # the per-world tables go to leaderboard.md
     (out / "leaderboard.md").write_text(board.to_markdown() + "\n", encoding="utf-8")
@@ -160,7 +162,8 @@ def run_demo(out_dir: str | Path = "out/demo", split: str = "heldout", jobs: int
     gain = None
     if result.deployed_m != 0:
         say(f"the kept version on the {split} split (not used for selection):")
-        dreamed = evaluate([str(out / "dream" / "chosen.py")], split, settings=ReplaySettings(workers), jobs=jobs)
+        dreamed = evaluate([str(out / "dream" / "chosen.py")], split, settings=ReplaySettings(workers), jobs=jobs,
+                           progress=progress)
         for episode in dreamed:
             episode.policy = DREAMED
         both = leaderboard(results + dreamed)

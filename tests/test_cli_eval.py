@@ -60,8 +60,8 @@ def test_eval_errors_are_reported_without_traceback(worlds: Path, capsys: pytest
 
 def test_outputs_and_settings_that_cannot_be_used_are_refused_before_any_episode(
         worlds: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A folder as --out or --markdown failed after the whole run (and left a journal that refused
-    the next run); a file that is not a results file was replaced; a negative --lam reversed the
+    """A folder as --out or --markdown, or a --markdown through a file or where no file can be
+    made, failed after the whole run (and left a journal that refused the next run); a file that is not a results file was replaced; a negative --lam reversed the
     penalty; a negative --task-timeout was named as a clash with --decision-timeout."""
     folder = tmp_path / "folder"
     folder.mkdir()
@@ -69,13 +69,17 @@ def test_outputs_and_settings_that_cannot_be_used_are_refused_before_any_episode
     notes.write_text("keep")
     base = ["eval", "-p", "greedy", "-w", str(worlds), "--betas", "0.5", "--no-progress"]
     for extra, message in ((["--out", str(folder)], "is a folder; the results go to a file"),
-                           (["--markdown", str(folder)], "is a folder; it names the markdown file"),
+                           (["--markdown", str(folder)], "is a folder; it names the file to write"),
+                           (["--markdown", str(notes / "board.md")], "notes.txt is a file, where a folder is wanted"),
+                           (["--markdown", "/proc/board.md"], "no file can be written in /proc"),
                            (["--out", str(notes)], "notes.txt exists and is not a results file"),
                            (["--lam", "-1"], "must be a finite number >= 0, got -1.0"),
-                           (["--task-timeout", "-1"], "--task-timeout must be >= 0 seconds")):
+                           (["--task-timeout", "-1"], "--task-timeout must be >= 0 seconds"),
+                           (["--resume"], "--resume needs --out")):
         assert main([*base, *extra]) == 2, extra
-        err = capsys.readouterr().err
-        assert message in err and err.count("error:") == 1, (extra, err)
+        said = capsys.readouterr()
+        assert message in said.err and said.err.count("error:") == 1, (extra, said.err)
+        assert not said.out, extra  # no episode ran: no leaderboard
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "notes.txt"] and notes.read_text() == "keep"
     assert not list(folder.iterdir())
     # the decision timeout is a policy file's: built-in policies run under any task timeout

@@ -90,6 +90,7 @@ def test_eval_replays_every_world_at_the_given_w(world: Path, tmp_path: Path,
 def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     split = "ac-ucb-w4-s1,cp32-fixed-w8-s0"  # two held-out worlds, recorded at W = 4 and W = 8
     assert main(["demo", "-W", "2", "-j", "2", "--split", split, "--out", str(tmp_path / "demo")]) == 0
+    assert "━" not in capsys.readouterr().err  # no progress bar drawn into stderr that is no terminal
     rows = [json.loads(line) for line in (tmp_path / "demo" / "results.jsonl").read_text().splitlines()]
     assert {r["world"] for r in rows} == set(split.split(",")) and all(r["workers"] == 2 and max((len(b) for b in r["batches"]), default=0) <= 2 for r in rows)
     from dream_gym.policies import POLICIES, RECORDERS
@@ -108,6 +109,20 @@ def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixtu
     (["openevolve", "run", "--task", "sum-difference", "--iterations", "0", "--out", "x"],
      "argument --iterations: must be at least 1, got 0"),
     (["worlds", "import", "runs", "--out", "x", "-W", "0"], "argument -W/--workers: must be at least 1, got 0"),
+    (["worlds", "stats", "heldout", "-W", "0"], "argument -W/--workers: must be at least 1, got 0"),
+    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "-j", "0"], "argument -j/--jobs: must be at least 1, got 0"),
+    (["demo", "-j", "-1"], "argument -j/--jobs: must be at least 1, got -1"),
+    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--memory-mb", "0"], "argument --memory-mb: must be at least 1, got 0"),
+    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--max-attempts", "0"],
+     "argument --max-attempts: must be at least 1, got 0"),
+    (["grow", "--task", "sum-difference", "--rounds", "0", "--out", "x"], "argument --rounds: must be at least 1, got 0"),
+    (["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "-M", "0", "--out", "x"],
+     "argument --revisions/-M: must be at least 1, got 0"),
+    (["fidelity", "--task", "sum-difference", "-p", "greedy", "-n", "0", "--out", "x"],
+     "argument --iterations/-n: must be at least 1, got 0"),
+    # it crashed with a ZeroDivisionError after making --out
+    (["openevolve", "run", "--task", "sum-difference", "--checkpoint-interval", "0", "--iterations", "2", "--out", "x"],
+     "argument --checkpoint-interval: must be at least 1, got 0"),
 ])
 def test_a_count_below_one_is_refused_naming_the_option(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     # the library's check said "workers must be an integer >= 1 or None": its Python argument

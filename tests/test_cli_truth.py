@@ -468,3 +468,39 @@ def test_small_errors_say_what_to_do() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: Address already in use"):
             AgentServer("sum-difference", port=port)
+
+
+def test_a_run_whose_policy_fails_says_where_its_world_is_kept_and_resume_continues_it(tmp_path: Path) -> None:
+    """grow (and deploy) left the world of a policy that failed at its first decision, and said only
+    the policy's error: the next command into that --out was refused twice (no --resume, then
+    another policy). The error says what was kept and how to go on; --resume continues it."""
+    policy, out = tmp_path / "mine.py", tmp_path / "world"
+    policy.write_text(BROKEN)
+    command = ("grow", "--task", "sum-difference", "--agent", "builtin", "--policy", str(policy), "-W", "2",
+               "--rounds", "2", "--out", str(out))
+    failed = dream_gym(*command)
+    assert failed.returncode == 2 and "ValueError: broken" in failed.stderr, failed.stderr
+    assert f"what was recorded is kept in {out}: once the policy is fixed, the same command with --resume " \
+           "continues it" in " ".join(failed.stderr.split()), failed.stderr
+    assert failed.stderr.count("error:") == 1 and (out / "nodes.jsonl").is_file()
+    policy.write_text(GOOD)
+    resumed = dream_gym(*command, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert " nodes, 2 rounds, " in resumed.stdout and "stopped by rounds" in resumed.stdout, resumed.stdout
+    # an error that is not the policy's says nothing of a kept world (none was made)
+    refused = dream_gym(*command[:-1], str(tmp_path / "other"), "-W", "0")
+    assert refused.returncode == 2 and "kept in" not in refused.stderr
+
+
+def test_openevolve_task_keeps_files_already_there_unless_forced(tmp_path: Path) -> None:
+    """It replaced an edited evaluator.py without a word, where every other command refuses to
+    overwrite."""
+    first = dream_gym("openevolve", "task", "circle-packing-26", "--out", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    evaluator = tmp_path / "evaluator.py"
+    evaluator.write_text(evaluator.read_text() + "# mine\n")
+    again = dream_gym("openevolve", "task", "circle-packing-26", "--out", str(tmp_path))
+    assert again.returncode == 2 and "holds initial_program.py, evaluator.py already; pass --force" in again.stderr
+    assert evaluator.read_text().endswith("# mine\n")
+    forced = dream_gym("openevolve", "task", "circle-packing-26", "--out", str(tmp_path), "--force")
+    assert forced.returncode == 0 and not evaluator.read_text().endswith("# mine\n")

@@ -75,6 +75,8 @@ def test_an_id_without_its_version_is_the_newest_version_in_every_command(env, c
     assert [w["world_id"] for w in json.loads(capsys.readouterr().out)] == ["world-a", "world-b"]
     assert main(["worlds", "stats", "me/toy:held_out", "--json"]) == 0
     assert [w["world_id"] for w in json.loads(capsys.readouterr().out)] == ["world-b"]
+    assert main(["worlds", "stats", "me/toy", "--rows"]) == 2  # it printed the table without rows, silently
+    assert "--rows lays out the --markdown table" in capsys.readouterr().err
     assert main(["replay", "me/toy/world-b", "--policy", "greedy"]) == 0
     capsys.readouterr()
     # the version a result was measured on is said (eval's leaderboard named no dataset)

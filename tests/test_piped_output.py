@@ -15,20 +15,28 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _piped(*args: str) -> list[str]:
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([sys.executable, "-m", "dream_gym", *args], capture_output=True, text=True, timeout=600,
                           cwd=REPO, env={**os.environ, "COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def _piped(*args: str) -> list[str]:
+    done = _run(*args)
     return (done.stdout + done.stderr).splitlines()
 
 
 def test_grow_prints_a_line_a_round_and_its_summary_on_its_own_line(tmp_path: Path) -> None:
-    lines = _piped("grow", "--task", "circle-packing-26", "--policy", "greedy", "-W", "2", "--max-attempts", "4",
-                   "--out", str(tmp_path / "w"))
-    rounds = [line for line in lines if line.startswith("round ")]
+    # its summary goes to stdout, as deploy's and import's do (`> log` kept nothing), the rounds to stderr
+    done = _run("grow", "--task", "circle-packing-26", "--policy", "greedy", "-W", "2", "--max-attempts", "4",
+                "--out", str(tmp_path / "w"))
+    lines = (done.stdout + done.stderr).splitlines()
+    rounds = [line for line in done.stderr.splitlines() if line.startswith("round ")]
     assert len(rounds) == 4 and all("best score" in line for line in rounds), lines
-    summary = next(line for line in lines if " nodes, " in line)
+    summary = done.stdout.splitlines()[0]
     assert summary.startswith("5 nodes, 4 rounds") and "stopped by max_attempts" in summary, lines
+    assert done.stdout.splitlines()[-1] == f"summary: {tmp_path / 'w' / 'run_summary.json'}", lines
     assert not any(c in "".join(lines) for c in "┌└│"), lines  # no table redrawn into the log
     assert not any("own stop rule" in line for line in lines), lines  # the limit ended it, not the policy
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dream_gym import load_world
 from dream_gym.evaluation.evaluate import evaluate, read_results
 from dream_gym.evaluation.plots import _anytime_curve, plot_results, replay_trace, tree_layout, world_of_row
 from dream_gym.world.registry import load_cached
@@ -85,4 +86,17 @@ def test_a_file_that_is_not_a_results_file_is_named_as_such(tmp_path: Path, caps
     assert cli_main(["plot", str(path), "--out", str(tmp_path / "plots")]) == 2
     error = capsys.readouterr().err
     assert error.count("error:") == 1 and "a results file is what `dream-gym eval --out` writes" in error
+    assert not (tmp_path / "plots").exists()
+
+
+def test_an_unknown_world_is_refused_naming_the_world_drawn_by_default(results_file: Path, tmp_path: Path) -> None:
+    """The message named the alphabetically first world as "the first", while the tree drawn by
+    default is the results file's first."""
+    worlds = results_file.parent / "worlds"
+    out = tmp_path / "results.jsonl"
+    evaluate(["greedy"], [str(worlds / "w1"), str(worlds / "w0")], (0.5,), backend="serial", out=out, progress=False)
+    first = str(read_results(out)[0]["world"])
+    assert first == load_world(worlds / "w1").id != load_world(worlds / "w0").id
+    with pytest.raises(LookupError, match=rf"it holds 2 worlds, the first '{first}'"):
+        plot_results(out, tmp_path / "plots", world="zzz-no-such-world-qqq")
     assert not (tmp_path / "plots").exists()

@@ -168,6 +168,20 @@ def _kept_in(out: str | Path) -> Path:
     return journal if not out.exists() and journal.exists() else out
 
 
+def _world_kept(args: argparse.Namespace, exc: BaseException) -> str:
+    """What to do with the world a run (grow, deploy) recorded until its policy failed: the
+    folder is kept, and --resume would otherwise be the user's only guess."""
+    from dream_gym.policy_files.errors import PolicyError
+    from dream_gym.world.files import NODES_FILE
+
+    out = getattr(args, "out", None)
+    if not isinstance(exc, PolicyError) or not hasattr(args, "resume") or not isinstance(out, Path) \
+            or not (out / NODES_FILE).is_file():
+        return ""
+    return (f"\nwhat was recorded is kept in {shown(out)}: once the policy is fixed, the same command with --resume "
+            "continues it; another policy starts in a new --out")
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``timeout``, a job scheduler, ``kill``): the command stops as at Ctrl-C (its jobs
     ended, what it finished kept, the same message) with the status a shell gives SIGTERM."""
@@ -201,8 +215,8 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, OSError, LookupError, RuntimeError) as exc:
         # Library errors name the problem already; show them once, without a traceback. They
         # may quote what others wrote (a world's id, a remote's reply): escaped and cut.
-        say(f"dream-gym {args.command}: error: {printable(error_text(exc), LINE_CHARS, lines=True)}",
-            file=sys.stderr)
+        message = printable(error_text(exc), LINE_CHARS, lines=True)
+        say(f"dream-gym {args.command}: error: {message}{_world_kept(args, exc)}", file=sys.stderr)
         return 2
     finally:
         if main_thread:

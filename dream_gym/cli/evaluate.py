@@ -14,6 +14,7 @@ from dream_gym.cli.options import (
     add_max_attempts,
     add_trust_model,
     add_workers,
+    check_file_to_write,
     file_options,
     parse_betas_option,
     parse_seed,
@@ -104,8 +105,10 @@ def run_eval(args: argparse.Namespace) -> int:
     from dream_gym.policy_files.inprocess import is_file_spec
 
     check_policies(args.policies)  # evaluate() checks --out and --lam before any episode
-    if args.markdown is not None and args.markdown.is_dir():
-        raise IsADirectoryError(f"--markdown {args.markdown} is a folder; it names the markdown file to write")
+    if args.resume and args.out is None:
+        raise ValueError("--resume needs --out: a run resumes from the journal beside its results file")
+    if args.markdown is not None:
+        check_file_to_write(args.markdown, "--markdown")
     isolated = file_options(args)
     if args.task_timeout < 0:
         raise ValueError(f"--task-timeout must be >= 0 seconds (0: no watchdog), got {args.task_timeout:g}")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import add_jobs, add_workers
+from dream_gym.cli.options import add_jobs, add_workers, positive_int
 from dream_gym.fidelity.runs import SYSTEMS
 from dream_gym.replay.settings import DEFAULT_BETA
 
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
                    help="whose runs to replay on: a policy spec, 'native' (the system's own selection), or "
                         "pool:A+B (pool:all: every policy), a seed's runs pooled; repeat (default: every --policy)")
     p.add_argument("--seeds", default="0,1,2", help="seeds of the online runs: 0,1,2 or 0-4 (default 0,1,2)")
-    p.add_argument("--iterations", "-n", type=int, required=True, metavar="N",
+    p.add_argument("--iterations", "-n", type=positive_int, required=True, metavar="N",
                    help="attempts per online run (grow: --max-attempts and --rounds; a system: deploy's --budget)")
     add_workers(p, default=2, help="W: attempts per round, online and in replay (default 2)")
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
     add_jobs(p, help="online runs at a time (default: the CPU count over W)")
     p.add_argument("--requests", action="store_true",
                    help="replay in request mode (the online frontier; what the record lacks is refused)")
-    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
+    p.add_argument("--bootstrap", type=positive_int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
     p.set_defaults(func=run, continues=True)  # killed or interrupted, the same command continues it
 
 

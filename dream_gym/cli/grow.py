@@ -15,6 +15,7 @@ from dream_gym.cli.options import (
     add_workers,
     parse_key_values,
     parse_seed,
+    positive_int,
     stop_hint,
 )
 from dream_gym.cli.shown import console as shown_console
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_policy_args(p)
     add_workers(p, default=STANDARD_WORKERS,
                 help=f"W: attempts per round, each run by its own job process (default {STANDARD_WORKERS})")
-    p.add_argument("--rounds", type=int, default=10, help="K1: the most rounds (default 10)")
+    p.add_argument("--rounds", type=positive_int, default=10, help="K1: the most rounds (default 10)")
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the world in --out")
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the agent and the policy (default 0)")
@@ -43,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     p.add_argument("--frontier", choices=("leaves", "any"), default="leaves",
                    help="which nodes the policy may continue: leaves (default) or any")
-    p.add_argument("--max-attempts", type=int, default=None, help="stop after this many attempts (default: none)")
+    p.add_argument("--max-attempts", type=positive_int, default=None, help="stop after this many attempts (default: none)")
     p.add_argument("--max-seconds", type=float, default=None, help="stop after this many seconds (default: none)")
     p.add_argument("--max-usd", type=float, default=None, help="stop after the LLM calls cost this many dollars (default: none)")
     p.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
@@ -110,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
             result = grow(config, policy, on_round=on_round)
     summary = write_summary(result)
     survival = result.survival
+    console = shown_console()  # the run's summary, like deploy's and import's: what `> log` keeps
     console.print(
         f"{result.nodes} nodes, {result.rounds} round{'s' * (result.rounds != 1)}, {result.failures} failed "
         f"attempt{'s' * (result.failures != 1)} this run, "

@@ -10,7 +10,9 @@ from dream_gym.cli.deploy import add_run_arguments
 from dream_gym.cli.options import (
     add_read,
     add_trust_model,
+    add_workers,
     parse_key_values,
+    positive_int,
     run_status,
     stop_hint,
 )
@@ -36,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     run.add_argument("--frontier", choices=("any", "leaves"), default="any",
                      help="which programs the policy may continue (default any: OpenEvolve continues any program)")
-    run.add_argument("--checkpoint-interval", type=int, default=10, help="OpenEvolve checkpoints every N iterations (default 10)")
+    run.add_argument("--checkpoint-interval", type=positive_int, default=10, help="OpenEvolve checkpoints every N iterations (default 10)")
     run.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
     run.add_argument("--unsafe-no-sandbox", action="store_true", default=argparse.SUPPRESS,
                      help="run policy files and candidates WITHOUT the sandbox (as dream-gym openevolve --unsafe-no-sandbox)")
@@ -49,8 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     files.add_argument("task", help="built-in task name")
     files.add_argument("--out", required=True, type=Path, help="the folder to write the files into")
     files.add_argument("--api-base", default=None, help="write config.yaml for this OpenAI-compatible server")
-    files.add_argument("-W", "--workers", type=int, default=2, metavar="W",
-                       help="parallel evaluations in the config.yaml (default 2)")
+    add_workers(files, default=2, help="parallel evaluations in the config.yaml (default 2)")
+    files.add_argument("--force", action="store_true", help="replace the files if --out holds them already")
     files.set_defaults(func=task_command)
 
 
@@ -87,6 +89,11 @@ def run_command(args: argparse.Namespace) -> int:
 def task_command(args: argparse.Namespace) -> int:
     from dream_gym.integrations.openevolve.evaluator import write_config, write_task_files
 
+    names = ["initial_program.py", "evaluator.py", *(["config.yaml"] if args.api_base else [])]
+    there = [name for name in names if (args.out / name).exists()]
+    if there and not args.force:  # perhaps edited since: a user's work is not replaced without a word
+        raise FileExistsError(f"{args.out} holds {', '.join(there)} already; pass --force to replace "
+                              f"{'them' if len(there) > 1 else 'it'}, or write into another --out")
     initial, evaluator = write_task_files(args.task, args.out)
     print(initial)
     print(evaluator)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +47,14 @@ def add_max_attempts(parser: argparse.ArgumentParser) -> None:
     """``--max-attempts``: the most attempts one episode may make (ReplaySettings.max_attempts)."""
     from dream_gym.replay.settings import DEFAULT_MAX_ATTEMPTS
 
-    parser.add_argument("--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, metavar="N",
+    parser.add_argument("--max-attempts", type=positive_int, default=DEFAULT_MAX_ATTEMPTS, metavar="N",
                         help="the most attempts one episode may make: a policy that asks for more gets the "
                              f"error 'episode exceeded N attempts' on that world (default {DEFAULT_MAX_ATTEMPTS:,})")
 
 
 def add_jobs(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """``-j/--jobs``: processes."""
-    parser.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+    parser.add_argument("-j", "--jobs", type=positive_int, default=None, metavar="N",
                         help=help or "processes (default: the CPU count)")
     refuse_old_spellings(parser, OLD_JOBS_SPELLINGS, "-j/--jobs for processes")
 
@@ -124,26 +125,42 @@ def add_file_limits(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decision-timeout", type=float, default=DEFAULT_DECISION_TIMEOUT_S, metavar="SECONDS",
                         help="seconds a policy file (run isolated) may take for one decision before its "
                              f"process is killed and the episode records the timeout (default {DEFAULT_DECISION_TIMEOUT_S:g})")
-    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
+    parser.add_argument("--memory-mb", type=positive_int, default=DEFAULT_MEMORY_MB, metavar="MB",
                         help="memory (address space) each process of a policy file may map (default "
                              f"{DEFAULT_MEMORY_MB}; a file that imports torch needs about 1024)")
 
 
 def file_options(args: argparse.Namespace) -> dict[str, float]:
     """The isolated policies' options that ``--decision-timeout`` and ``--memory-mb`` change from
-    their defaults (empty: none); ValueError for a value not > 0."""
+    their defaults (empty: none); ValueError for a timeout not > 0 (argparse refuses a count below 1)."""
     from dream_gym.policy_files.isolated import DEFAULT_MEMORY_MB
 
     if not args.decision_timeout > 0:
         raise ValueError(f"--decision-timeout must be > 0 seconds, got {args.decision_timeout}")
-    if not args.memory_mb > 0:
-        raise ValueError(f"--memory-mb must be > 0, got {args.memory_mb}")
     options: dict[str, float] = {}
     if args.decision_timeout != DEFAULT_DECISION_TIMEOUT_S:
         options["decision_timeout_s"] = args.decision_timeout
     if args.memory_mb != DEFAULT_MEMORY_MB:
         options["memory_mb"] = args.memory_mb
     return options
+
+
+def check_file_to_write(path: Path, option: str) -> None:
+    """Refuse, before anything runs, a file the command will write at its end: a folder, a path
+    through a file, or a place that takes no new file (tried with a file made and removed in the
+    first folder of the path that exists). Creates no folder."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{option} {path} is a folder; it names the file to write")
+    place = path.parent
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        raise NotADirectoryError(f"{option} {path}: {place} is a file, where a folder is wanted (name another "
+                                 "path, or move the file)")
+    try:
+        tempfile.TemporaryFile(dir=place).close()
+    except OSError as exc:
+        raise OSError(f"{option} {path}: no file can be written in {place} ({exc.strerror or exc})") from None
 
 
 def add_trust_model(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ from dream_gym.cli.dream import (
     phase_table,
     version_line,
 )
-from dream_gym.cli.options import add_read, add_workers
+from dream_gym.cli.options import add_read, add_workers, positive_int
 from dream_gym.dream.carry import DEFAULT_CARRY
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
 
@@ -37,10 +37,10 @@ def register(subparsers: Any) -> None:
                         "initial_program.py,evaluator.py")
     p.add_argument("--agent", default=None, help="discovery agent: 'builtin' (default) or a litellm model string")
     p.add_argument("--policy", required=True, help="START policy: built-in name, module:Class or policy .py file")
-    p.add_argument("--iterations", "-T", type=int, required=True, help="t: outer iterations")
+    p.add_argument("--iterations", "-T", type=positive_int, required=True, help="t: outer iterations")
     add_workers(p, default=STANDARD_WORKERS,
                 help=f"W: attempts per round online, each run by its own job process (default {STANDARD_WORKERS})")
-    p.add_argument("--rounds", type=int, default=None, help="K1: the most rounds of an online rollout (default 10)")
+    p.add_argument("--rounds", type=positive_int, default=None, help="K1: the most rounds of an online rollout (default 10)")
     p.add_argument("--history", default=None, help="extra worlds in the history from the start")
     add_held_out_arguments(p)
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
@@ -69,7 +69,7 @@ def _add_system_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", choices=sorted(SYSTEMS), default=None,
                    help="run each rollout in this discovery system (as dream-gym deploy --system) and dream on "
                         "every run so far pooled into one world (default: dream_gym's own online loop)")
-    p.add_argument("--budget", type=int, default=None, help="with --system: programs each run proposes")
+    p.add_argument("--budget", type=positive_int, default=None, help="with --system: programs each run proposes")
     p.add_argument("--model", default=None,
                    help="with --system: the system's OpenAI-compatible model (default: dream_gym's no-LLM agent "
                         "behind a local agent server)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from dream_gym.cli.options import add_workers
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
 
 
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("worlds", nargs="+", metavar="WORLD",
                    help="world folder, folder of worlds, dataset id ns/name-vN, world ns/name-vN/world, "
                         "shipped world name, or split of the shipped dataset (train, heldout)")
-    p.add_argument("-W", "--workers", type=int, default=None, help="W (default: each world's recorded W)")
+    add_workers(p)
     p.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
     p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
                    help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
@@ -39,6 +40,8 @@ def _stats(args: argparse.Namespace) -> int:
     from dream_gym.datasets.stats import stats_json, stats_markdown, stats_rich, world_stats
     from dream_gym.replay.settings import ReplaySettings
 
+    if args.rows and not args.markdown:  # the table's orientation: no other output has one
+        raise ValueError("--rows lays out the --markdown table (one row per world): add --markdown")
     worlds = list({id(w): w for spec in args.worlds for w in resolve_world_specs(spec, "WORLD")}.values())
     settings = ReplaySettings(args.workers, beta1=args.beta1, beta2=args.beta2, frontier=args.frontier)
     stats = [world_stats(w, settings) for w in worlds]

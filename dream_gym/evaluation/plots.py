@@ -327,7 +327,7 @@ def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLik
     if not on_world:  # refused before any figure is written
         import difflib
 
-        worlds = sorted({str(r["world"]) for r in rows})
+        worlds = list(dict.fromkeys(str(r["world"]) for r in rows))  # in the file's order: the default is its first
         near = difflib.get_close_matches(world_id, worlds, n=1)
         hint = f"; did you mean {near[0]!r}?" if near else f" (it holds {len(worlds)} worlds, the first {worlds[0]!r})"
         raise LookupError(f"{results_path}: no episode on world {world_id!r}{hint}")
