@@ -48,3 +48,18 @@ def test_replay_records_a_policy_error_and_exits_1(tmp_path, capsys):
     assert "IllegalBatchError" not in captured.out  # said once, on stderr
     # the coverage line says the episode ended by the error, and counts no request as none
     assert "coverage (the rule's frontier): no request was made; ended by the policy's error (on stderr)" in captured.out
+
+
+def test_an_episode_ended_by_max_attempts_is_not_blamed_on_the_policy(capsys):
+    assert main(["replay", "sd-ucb-w4-s1", "-p", "greedy", "--max-attempts", "3"]) == 1
+    captured = capsys.readouterr()
+    assert "EpisodeLimitError: episode exceeded 3 attempts" in captured.err
+    assert "; ended at --max-attempts (on stderr);" in captured.out and "policy's error" not in captured.out
+
+
+def test_a_policy_file_is_named_as_given_as_eval_names_it(tmp_path, capsys):
+    # the header named the file's policy by its own name, the summary and eval by the spec
+    mine = tmp_path / "mine.py"
+    mine.write_text("from dream_gym.policies import GreedyPolicy\n\n\ndef make_policy():\n    return GreedyPolicy()\n")
+    assert main(["replay", "sd-ucb-w4-s1", "-p", str(mine)]) == 0
+    assert capsys.readouterr().out.startswith(f"world sd-ucb-w4-s1  policy {mine}  beta 0.5")

@@ -226,7 +226,7 @@ def test_replay_exits_1_naming_the_error_once_and_says_its_w(policies: dict[str,
     raises.write_text("def act(view):\n    raise ValueError('boom in act')\n")
     done = dream_gym("replay", "cp26-puct-w4-s1", "--policy", str(raises))
     assert done.returncode == 1
-    assert done.stdout.splitlines()[0] == "world cp26-puct-w4-s1  policy raises  beta 0.5  W 4 (recorded)"
+    assert done.stdout.splitlines()[0] == f"world cp26-puct-w4-s1  policy {raises}  beta 0.5  W 4 (recorded)"
     naming = stderr_lines(done)[0]
     assert naming.startswith(f"dream-gym replay: policy {raises}: 1 of 1 episodes failed; first: PolicyException:")
     assert "ValueError: boom in act" in naming and (done.stdout + done.stderr).count("boom in act") == 1

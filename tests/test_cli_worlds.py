@@ -248,3 +248,10 @@ def test_show_and_validate_of_a_folder_of_worlds_say_what_it_is(env, capsys):
         assert f"{env / 'all'} is a folder of 2 world(s), not one world or a dataset" in err
         assert f"dream-gym worlds stats {env / 'all'}" in err and "worlds import" not in err
     assert main(["worlds", "stats", str(env / "all"), "--json"]) == 0
+
+
+def test_validate_takes_a_shipped_worlds_name_as_show_does(capsys):
+    assert main(["worlds", "validate", "cp26-fixed-w4-s0"]) == 0
+    assert "1 world(s): cp26-fixed-w4-s0 (" in capsys.readouterr().out
+    assert main(["worlds", "validate", "no-such-world"]) == 2
+    assert "nor a shipped world's name" in capsys.readouterr().err

@@ -424,3 +424,12 @@ def test_reset_options_and_a_beta_that_is_no_number_are_refused_naming_them() ->
         env.reset(options={"beta": 0.3})
     with pytest.raises(ValueError, match="beta must be in \\[0, 1\\], got '0.5'"):
         gym.make("DreamGym/cp26-fixed-w4-s0-v1", beta="0.5")
+
+
+def test_an_unknown_world_is_one_short_error_with_the_nearest_names() -> None:
+    """It listed every shipped world (over a thousand characters) and no nearest name."""
+    with pytest.raises(LookupError) as error:
+        gym.make("DreamGym/Replay-v1", world="cp26-puct-w4-s2")
+    message = str(error.value)
+    assert len(message) < 300 and "did you mean 'cp26-puct-w4-s1'" in message, message
+    assert "dream_gym.list_worlds() lists them" in message

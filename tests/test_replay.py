@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from worldgen import make_world, node
 
-from dream_gym.replay.mechanics import IllegalBatchError, Replay
+from dream_gym.replay.mechanics import IllegalBatchError, Replay, judge_batch
 from dream_gym.replay.session import ReplaySession
 from dream_gym.replay.view import PrefixView
 
@@ -283,3 +283,14 @@ def test_views_keep_their_own_prefix_across_node_chunks() -> None:
     assert views[40] == PrefixView.from_dict(views[40].to_dict())
     again = ReplaySession(make_world(records, workers=1))
     assert again.view() == views[0] and again.view().to_dict() == views[0].to_dict()
+
+
+def test_the_roots_reason_reads_right_when_it_may_open_one_branch_or_none() -> None:
+    # it said "is selected 1 times but may open only 0 branch(es)"
+    def off(obs_id: int) -> str:
+        return "off"
+
+    _, dropped = judge_batch([0, 0], 4, 3, set(), 0, off)
+    assert [reason for _, reason in dropped] == ["the root (id 0) may open no branch in this batch"] * 2
+    _, dropped = judge_batch([0, 0], 4, 3, set(), 1, off)
+    assert dropped == [(0, "the root (id 0) is selected 2 times but may open only 1 branch in this batch")]

@@ -76,7 +76,9 @@ def show_output(policy: Any) -> None:
 def coverage_line(result: EpisodeResult, requests: bool) -> str:
     """What the record answered of the episode, in one line (docs/concepts/coverage.md)."""
     asked = result.attempts + (result.refused or 0)
-    if result.error:
+    if result.error and result.error.startswith("EpisodeLimitError"):  # the bound's, not the policy's
+        ended = "ended at --max-attempts (on stderr)"
+    elif result.error:
         ended = "ended by the policy's error (on stderr)"
     else:
         ended = "cut short by the record" if result.cut_short else "ended by the policy or a limit"
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     session = ReplaySession(world, workers=args.workers, beta=args.beta, max_rounds=args.max_rounds,
                             frontier=args.frontier, max_attempts=args.max_attempts, requests=args.requests)
     result = run_episode(policy, session, seed=args.seed, on_error="record")
+    result.policy = args.policy  # as eval names it: the spec given, not the name a file's policy gives itself
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

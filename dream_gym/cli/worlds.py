@@ -39,8 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--json", action="store_true", help="print the coverage report as JSON (one world)")
     p.set_defaults(func=_show)
 
-    p = sub.add_parser("validate", help="check a dataset (id or folder) or a world folder")
-    p.add_argument("target")
+    p = sub.add_parser("validate", help="check a dataset (id or folder) or a world",
+                       description="Check a dataset's files against the sha256 sums of its dataset.json and load "
+                                   "each of its worlds, or load one world (its format, ids, parents and checksum). "
+                                   "Prints what it checked; exits 2 naming the first problem.")
+    p.add_argument("target", help="dataset id or folder, world reference ns/name-vN/world, shipped world name, "
+                                  "or world folder")
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("pack", help="make a dataset in the local store from world folders")

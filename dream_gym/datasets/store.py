@@ -54,7 +54,7 @@ from dream_gym.infrastructure.limits import (
     read_bounded,
 )
 from dream_gym.infrastructure.printable import printable
-from dream_gym.world.registry import DATASET_FILE, shipped_dataset_dir, use_dataset_store
+from dream_gym.world.registry import DATASET_FILE, shipped_dataset_dir, shipped_world_folder, use_dataset_store
 from dream_gym.world.registry import shipped_dataset_folders as shipped_folders
 from dream_gym.world.tree import FORMAT as WORLD_FORMAT
 from dream_gym.world.tree import (
@@ -446,9 +446,12 @@ def verify_files(folder: Path, meta: Mapping[str, Any]) -> None:
 
 
 def validate(target: str | os.PathLike[str]) -> ValidationResult:
-    """Validate a dataset (id or folder) or a single world folder; raise naming the problem."""
+    """Validate a dataset (id or folder), a dataset's world (ns/name-vN/world), a shipped world's
+    name or a world folder; raise naming the problem."""
     text = os.fspath(target)
     path = Path(text)
+    if not path.exists() and "/" not in text and (shipped := shipped_world_folder(text)) is not None:
+        path = shipped
     if not path.exists() and text.count("/") == 2 and not text.startswith((".", "/", "~")):
         world_path = resolve_world_path(text)
         world = load_world(world_path)
@@ -471,7 +474,8 @@ def validate(target: str | os.PathLike[str]) -> ValidationResult:
     if any(is_present(path / name) for name in (WORLD_FILE, *NODE_FILES)):
         world = load_world(path)
         return ValidationResult(path, "world", None, {world.id: world.size})
-    raise FileNotFoundError(f"{path}: neither a dataset folder ({DATASET_FILE}) nor a world folder")
+    raise FileNotFoundError(f"{path}: neither a dataset folder ({DATASET_FILE}) or id, a world folder, a dataset's "
+                            "world (namespace/name-vN/world) nor a shipped world's name")
 
 
 __all__ = [

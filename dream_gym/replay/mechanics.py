@@ -101,8 +101,9 @@ def judge_batch(
                 roots += 1
                 kept.append(ROOT)
                 continue
-            reason = (f"the root (id 0) is selected {roots + 1} times but may open only "
-                      f"{root_slots} branch(es) in this batch")
+            reason = ("the root (id 0) may open no branch in this batch" if not root_slots else
+                      f"the root (id 0) is selected {roots + 1} times but may open only {root_slots} "
+                      f"branch{'es' * (root_slots != 1)} in this batch")
         elif obs_id in is_open and obs_id not in kept:
             kept.append(obs_id)
             continue

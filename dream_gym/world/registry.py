@@ -23,6 +23,7 @@ many envs on one world parses it once.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -120,7 +121,8 @@ def is_path(path: str | os.PathLike[str], test: str = "exists") -> bool:
         return False
 
 
-def _shipped_world_folder(name: str) -> Path | None:
+def shipped_world_folder(name: str) -> Path | None:
+    """The folder of the shipped world ``name``, or None."""
     datasets = shipped_datasets() or {"": shipped_root()}
     for folder in datasets.values():
         if is_path(folder / name / WORLD_FILE, "is_file"):
@@ -165,13 +167,15 @@ def resolve_world(ref: World | str | os.PathLike[str]) -> World:
             raise LookupError(f"world {text!r} names a dataset, and no dataset store is in use "
                               "(import dream_gym.datasets)")
         return load_cached(_dataset_world_folder(text))
-    shipped = _shipped_world_folder(text) if "/" not in text else None
+    shipped = shipped_world_folder(text) if "/" not in text else None
     if shipped is not None:
         return load_cached(shipped)
-    known = ", ".join(sorted({n for f in shipped_datasets().values() for n in _world_names(f)})) or "none found"
+    known = sorted({n for f in shipped_datasets().values() for n in _world_names(f)})
+    near = difflib.get_close_matches(text, known, n=3)  # the whole list is a page of names
+    hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
     raise LookupError(
-        f"unknown world {text!r}: not a world folder, not a shipped world (shipped: {known}), "
-        "and not a dataset reference 'namespace/name-vN/<world>'"
+        f"unknown world {text!r}: not a world folder, not one of the {len(known)} shipped worlds "
+        f"(dream_gym.list_worlds() lists them), and not a dataset reference 'namespace/name-vN/<world>'{hint}"
     )
 
 
