@@ -54,7 +54,12 @@ from dream_gym.infrastructure.limits import (
     read_bounded,
 )
 from dream_gym.infrastructure.printable import printable
-from dream_gym.world.registry import DATASET_FILE, shipped_dataset_dir, shipped_world_folder, use_dataset_store
+from dream_gym.world.registry import (
+    DATASET_FILE,
+    shipped_dataset_dir,
+    shipped_world_folder,
+    use_dataset_store,
+)
 from dream_gym.world.registry import shipped_dataset_folders as shipped_folders
 from dream_gym.world.tree import FORMAT as WORLD_FORMAT
 from dream_gym.world.tree import (
