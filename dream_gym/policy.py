@@ -242,10 +242,13 @@ def _session_of(target: Any, options: Mapping[str, Any]) -> tuple[ReplaySession,
     from dream_gym.world.registry import resolve_world
     from dream_gym.world.tree import World
 
-    if isinstance(target, ReplaySession):
-        return target, False
     if isinstance(target, (World, str, os.PathLike)):
         return ReplaySession(resolve_world(target), **options), False
+    if options:  # the env's or the session's own settings would be played, these ignored
+        raise TypeError(f"run_episode: {', '.join(sorted(options))} apply to a World or a world reference; "
+                        f"a {type(target).__name__} has its own (give them to gym.make or ReplaySession)")
+    if isinstance(target, ReplaySession):
+        return target, False
     unwrapped = getattr(target, "unwrapped", None)
     session = getattr(unwrapped, "session", None)
     if isinstance(session, ReplaySession):
@@ -267,8 +270,9 @@ def run_episode(
 
     Args:
         policy: a policy object or a function of the view.
-        env: a ``gym.make``'d ReplayEnv (stepped through its wrappers; batches are checked
-            strictly whatever the env's ``strict``), or a ReplaySession, a
+        env: a ``gym.make``'d ReplayEnv (stepped through its wrappers, until one of them or the
+            env ends the episode, e.g. ``max_episode_steps``; batches are checked strictly
+            whatever the env's ``strict``), or a ReplaySession, a
             World or a world reference such as a shipped world's name (the fast path used by
             evaluation: no observation encoding).
         seed: passed to the policy in its RunContext (and to ``env.reset``).
@@ -293,15 +297,17 @@ def run_episode(
         session.reset()
         view = session.view()
     error: str | None = None
+    cut_by_wrapper = False  # a wrapper's truncation (TimeLimit): the episode ends there, as for any agent
     try:
         policy.reset(RunContext.from_view(view, seed=seed))
-        while not session.done:
+        while not session.done and not cut_by_wrapper:
             batch = batch_from(policy.act(view))
             if through_env:
                 # A policy's illegal batch is its error (docs/concepts/policies.md), even where the env itself
                 # would drop illegal selections (its default, for Gymnasium's contract).
                 session.replay.check(batch)
-                info = env.step(batch)[4]
+                _, _, terminated, truncated, info = env.step(batch)
+                cut_by_wrapper = (terminated or truncated) and not session.done
                 view = info["view"]
             else:
                 session.step(batch)
@@ -314,4 +320,6 @@ def run_episode(
         if on_error == "raise":
             raise
         error = f"{type(exc).__name__}: {exc}"
-    return result_from_session(session, policy_name(policy), error)
+    result = result_from_session(session, policy_name(policy), error)
+    result.truncated = result.truncated or cut_by_wrapper
+    return result

@@ -13,7 +13,7 @@ import pytest
 from dream_gym.cli import main
 from dream_gym.evaluation import evaluate as ev
 from dream_gym.evaluation.evaluate import evaluate, leaderboard, load_results, read_results, resolve_worlds
-from dream_gym.policies import POLICIES
+from dream_gym.policies import POLICIES, GreedyPolicy
 from dream_gym.policy import EpisodeResult
 from dream_gym.replay.score import DEFAULT_BETA_GRID, v2_objective
 from dream_gym.replay.settings import ReplaySettings
@@ -249,6 +249,20 @@ def test_argument_errors(worlds_dir: Path) -> None:
         evaluate(["greedy"], str(worlds_dir), "0.5,1.5", progress=False)
     with pytest.raises(ValueError, match="repeat"):
         evaluate(["greedy", "greedy"], str(worlds_dir), BETAS, progress=False)
+    # a bad seed ran, and every episode of a seeded policy failed as the policy's error
+    for seed in (-1, 2**32, 1.5, "1", True):
+        with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295"):
+            evaluate(["random"], str(worlds_dir), BETAS, seed=seed, progress=False)
+    with pytest.raises(TypeError, match="a policy to evaluate is a spec .* got GreedyPolicy"):
+        evaluate([GreedyPolicy()], str(worlds_dir), BETAS, progress=False)
+
+
+def test_one_policy_and_one_beta_need_no_list(worlds_dir: Path) -> None:
+    # "greedy" was read as the policies g, r, e, e, d, y; 0.5 was "not iterable"
+    one = evaluate("greedy", str(worlds_dir), 0.5, backend="serial", progress=False)
+    assert [r.to_dict() for r in one] == [r.to_dict() for r in evaluate(["greedy"], str(worlds_dir), [0.5],
+                                                                          backend="serial", progress=False)]
+    assert {(r.policy, r.beta) for r in one} == {("greedy", 0.5)}
 
 
 def test_options_reach_the_session(worlds_dir: Path) -> None:

@@ -146,6 +146,27 @@ def test_run_episode_argument_checks(world_folder: Path) -> None:
     assert by_path == run_episode(lambda v: [0] if v.rounds < 2 else [], load_world(world_folder))
     with pytest.raises(TypeError, match="not a policy"):
         as_policy(42)
+    # settings given with an env or a session were ignored without a word (its own were played)
+    with pytest.raises(TypeError, match="workers apply to a World or a world reference; a ReplaySession has its own"):
+        run_episode(lambda v: [], ReplaySession(world), workers=2)
+    with pytest.raises(TypeError, match="beta apply to a World"):
+        run_episode(lambda v: [], gym.make("DreamGym/Replay-v1", world=world), beta=0.1)
+
+
+def test_run_episode_ends_where_a_wrapper_truncates_the_episode() -> None:
+    # it stepped on past TimeLimit's truncation, to the end of the replay
+    limited = run_episode(make_policy("fixed"), gym.make("DreamGym/cp26-fixed-w4-s0-v1", max_episode_steps=2))
+    whole = run_episode(make_policy("fixed"), gym.make("DreamGym/cp26-fixed-w4-s0-v1"))
+    assert (limited.rounds, limited.truncated) == (2, True) and whole.rounds > 2 and not whole.truncated
+    by_hand = gym.make("DreamGym/cp26-fixed-w4-s0-v1", max_episode_steps=2)
+    _, info = by_hand.reset(seed=0)
+    policy = make_policy("fixed")
+    policy.reset(RunContext.from_view(info["view"], seed=0))
+    total, truncated = 0.0, False
+    for _ in range(2):
+        _, reward, _, truncated, info = by_hand.step(policy.act(info["view"]))
+        total += float(reward)
+    assert truncated and limited.replay_score == pytest.approx(total)  # V of the rounds played
 
 
 def test_function_policy_gets_context(world_folder: Path) -> None:

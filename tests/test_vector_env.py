@@ -275,3 +275,11 @@ def test_the_compiled_step_counts_no_references() -> None:
     env.reset(seed=0)
     env.step(env.action_space.sample())
     assert not counts_references(step_kernel)
+
+
+def test_reset_options_but_the_mask_are_refused_as_the_single_env_refuses_them() -> None:
+    # they were ignored: beta stayed 0.5 and W the recorded one, as if taken
+    vec = gym.make_vec("DreamGym/cp26-fixed-w4-s0-v1", num_envs=2, vectorization_mode="vector_entry_point")
+    with pytest.raises(ValueError, match="takes no options but reset_mask, got 'beta', 'workers'"):
+        vec.reset(options={"beta": 0.9, "workers": 1})
+    vec.reset(options={"reset_mask": np.array([True, False])})  # the documented one still works

@@ -223,6 +223,10 @@ class ReplayVectorEnv(VectorEpisodes):
         VectorEnv.reset(self, seed=seed)
         options = dict(options or {})
         mask = reset_mask(options, self.num_envs)
+        if options:  # ignored, a beta given here would look taken (as ReplayEnv refuses them)
+            raise ValueError(f"{type(self).__name__}.reset takes no options but reset_mask, got "
+                             f"{', '.join(map(repr, options))}: W, beta and the other replay settings are "
+                             "arguments of gym.make_vec")
         index, _ = self._run(self._no_actions, self._none, mask)
         self._ended = self._ended & ~mask
         return self._observation(index), self._info()

@@ -48,6 +48,7 @@ from dream_gym.infrastructure.durable import write_atomic
 from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S, TaskFailure
 from dream_gym.infrastructure.locks import file_lock
 from dream_gym.infrastructure.sandbox import require_sandbox
+from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.policy import EpisodeResult, Policy
 from dream_gym.policy_files import check_policy_spec
 from dream_gym.policy_files.specs import PolicySource, PolicySpec
@@ -64,11 +65,14 @@ def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -
     return PolicySource(spec, file_options).new()
 
 
-def parse_betas(betas: Sequence[float] | str | None) -> tuple[float, ...]:
+def parse_betas(betas: Sequence[float] | str | float | None) -> tuple[float, ...]:
+    """The beta grid: a sequence, a comma-separated string or one number (None: the default grid)."""
     if betas is None:
         return DEFAULT_BETA_GRID
     if isinstance(betas, str):
         betas = [float(b) for b in betas.split(",") if b.strip()]
+    elif isinstance(betas, (int, float)) and not isinstance(betas, bool):
+        betas = [betas]
     out = tuple(float(b) for b in betas)
     if not out:
         raise ValueError("no betas to evaluate")
@@ -81,9 +85,9 @@ def parse_betas(betas: Sequence[float] | str | None) -> tuple[float, ...]:
 
 
 def evaluate(
-    policies: Sequence[str],
+    policies: Sequence[str] | str,
     worlds: Any,
-    betas: Sequence[float] | str | None = None,
+    betas: Sequence[float] | str | float | None = None,
     *,
     settings: ReplaySettings | None = None,
     jobs: int | None = None,
@@ -103,10 +107,10 @@ def evaluate(
     """Run every (policy, world, beta) episode and return the results in canonical order.
 
     Args:
-        policies: policy specs (a built-in name, ``module:Class`` or a ``.py`` file run isolated;
+        policies: policy specs, or one (a built-in name, ``module:Class`` or a ``.py`` file run isolated;
             see ``dream_gym.policy_files.load_policy``). The spec labels the policy in the results.
         worlds: anything :func:`resolve_worlds` accepts, or a list of World objects.
-        betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), or "0.1,0.5".
+        betas: the budget preferences (default: the v2 grid 0.0, 0.1, ..., 1.0), "0.1,0.5" or one number.
         jobs: processes (default: the CPU count, or none but this one for a small grid of
             built-in policies and policy files: see :data:`SMALL_GRID_NODE_EPISODES`); 1 is the
             serial backend, whose one job process (watched, for ``task_timeout``) is started as
@@ -129,7 +133,7 @@ def evaluate(
         out: write one JSON line per episode there (in canonical order).
         progress: show a rich progress bar (on stderr).
         lam: recorded with the results for the leaderboard (the v2 penalty weight).
-        seed: the seed every policy gets in its RunContext.
+        seed: the seed every policy gets in its RunContext (a whole number from 0 to 2**32 - 1).
         task_timeout: seconds a (policy, world) task may go without progress (a decision or
             a finished episode) before its worker is killed and replaced; the episodes it did
             not finish get a ``TaskTimeout`` error. None: no watchdog (the ray backend has none).
@@ -158,9 +162,14 @@ def evaluate(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    policies = list(policies)
+    policies = [policies] if isinstance(policies, (str, os.PathLike)) else list(policies)  # one spec, not letters
     if not policies:
         raise ValueError("no policies to evaluate")
+    for spec in policies:
+        if not isinstance(spec, (str, os.PathLike)):
+            raise TypeError(f"a policy to evaluate is a spec (a built-in name, module:Class, a .py file or a "
+                            f"model: each episode builds its own policy from it), got {type(spec).__name__}")
+    check_seed(seed)
     if len(set(policies)) != len(policies):
         raise ValueError(f"policies repeat: {policies}")
     for spec in policies:  # fail fast on an unknown name, module or file; built only in workers
