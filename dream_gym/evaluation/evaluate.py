@@ -71,8 +71,8 @@ def parse_betas(betas: Sequence[float] | str | float | None) -> tuple[float, ...
         return DEFAULT_BETA_GRID
     if isinstance(betas, str):
         betas = [float(b) for b in betas.split(",") if b.strip()]
-    elif isinstance(betas, (int, float)) and not isinstance(betas, bool):
-        betas = [betas]
+    elif isinstance(betas, (int, float)):
+        betas = [float(betas)]
     out = tuple(float(b) for b in betas)
     if not out:
         raise ValueError("no betas to evaluate")
