@@ -203,3 +203,16 @@ def test_a_killed_whole_world_write_leaves_nothing_that_loads_and_the_next_write
     write_world(folder, new_meta("w", "t"), records)
     assert sorted(p.name for p in folder.iterdir()) == ["nodes.jsonl", "world.json"]
     assert load_world(folder).size == 2
+
+
+def test_runs_nested_as_experiments_nest_them_are_each_a_world(tmp_path):
+    """Two runs five folders down (task/config/date/seed) were read as one run, their trees
+    stitched into one world of W = 1, with a note blaming an extra root."""
+    for seed in (0, 1):
+        write_resumed_run(tmp_path / "exp" / "fnmin" / "cfgA" / "20260101" / f"seed{seed}", iterations=(6,),
+                          resume_at=())
+    runs = find_runs(tmp_path / "exp")
+    assert [run.relative_to(tmp_path).as_posix() for run in runs] == [
+        "exp/fnmin/cfgA/20260101/seed0", "exp/fnmin/cfgA/20260101/seed1"]
+    report = import_runs("auto", tmp_path / "exp", tmp_path / "worlds")
+    assert [o.name for o in report.imported] == ["fnmin-cfgA-20260101-seed0", "fnmin-cfgA-20260101-seed1"]

@@ -38,7 +38,7 @@ from .base import ImportOptions, ImportReport, RunImportError
 from .coerce import unique_name, world_name_from
 from .systems import SYSTEM_NAMES, detect_system, import_run, with_fields
 
-MAX_DEPTH = 3
+MAX_DEPTH = 8  # experiment folders nest task/config/date/seed/...: each run found, not read as one
 RUN_PARTS = re.compile(r"^(checkpoints|checkpoint_\d+|programs|db|openevolve_output|gen_\d+|blobs)$")
 
 
