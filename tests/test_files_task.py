@@ -353,3 +353,19 @@ def test_a_file_the_sandbox_keeps_from_the_evaluator_is_said_with_the_option_tha
     assert "read the task's folder and the --read folders only: --read DIR for data kept elsewhere" in refused.failure
     given = sandboxed(evaluator, read=[elsewhere]).evaluate(program)  # the option it names
     assert given.failure is None and given.metrics == {"combined_score": 3.0}
+
+
+def test_a_task_file_that_is_not_utf8_is_refused_before_its_world_is_made(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # the run failed after making --out ("'utf-8' codec can't decode byte 0xe9", no file named), and the
+    # world it left (no node) refused the corrected command
+    from dream_gym.cli import main
+
+    program = tmp_path / "initial_program.py"
+    program.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + (TASK_DIR / "initial_program.py").read_bytes())
+    out = tmp_path / "world"
+    for system in ("openevolve", "shinkaevolve", "skydiscover"):
+        assert main(["deploy", "--system", system, "--task", f"{program},{TASK_DIR / 'evaluator.py'}",
+                     "--budget", "2", "--out", str(out)]) == 2
+        error = capsys.readouterr().err
+        assert f"{program} is not UTF-8 text (invalid continuation byte at byte 31)" in error and not out.exists()

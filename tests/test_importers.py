@@ -458,6 +458,20 @@ def test_shinkaevolve_import(tmp_path):
     assert "metric 'dist' missing" in world2.records[5]["error"]
 
 
+def test_a_program_whose_code_is_not_utf8_is_imported_marked_with_a_warning(tmp_path):
+    # sqlite3 raised "Could not decode to UTF-8 column 'code'" from the middle of the import: a traceback
+    folder = _shinka_results(tmp_path / "results")
+    conn = sqlite3.connect(folder / "evolution_db.sqlite")
+    conn.execute("UPDATE programs SET code = CAST(X'6361666ee9ff' AS TEXT) WHERE id = 'g3'")
+    conn.commit()
+    conn.close()
+    with pytest.warns(OrphanWarning):
+        report = import_shinkaevolve(folder, tmp_path / "w")
+    assert any("1 program(s) hold code that is not UTF-8 in evolution_db.sqlite" in w for w in report.warnings)
+    world = load_world(tmp_path / "w")
+    assert world.records[world.ids.index("g3")]["code"] == "cafn\ufffd\ufffd" and world.size == 6
+
+
 def _files(folder: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
 

@@ -186,6 +186,11 @@ def check_task(spec: str) -> None:
         for path in (Path(p.strip()) for p in spec.split(",", 1)):
             if not path.is_file():
                 raise FileNotFoundError(f"--task {spec}: {path} does not exist")
+            try:  # every system reads them as UTF-8: else the run failed after its world was made
+                path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"--task {spec}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); the "
+                                 "systems read programs as UTF-8: save it as UTF-8") from None
         return
     if spec.endswith(".py") or os.sep in spec:
         raise ValueError(f"--task {spec}: a task given as files is its two files, initial_program.py,evaluator.py "

@@ -95,6 +95,7 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         )
     with reading(path) as conn:
         conn.row_factory = sqlite3.Row
+        conn.text_factory = _text  # bytes a column holds that are not UTF-8 stopped the whole import
         schema = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
         if schema is None or str(schema[0] or "").lstrip().upper().startswith("CREATE VIRTUAL"):
             raise RunImportError(f"{path}: table {table!r} is a virtual table, which ShinkaEvolve does not write")
@@ -114,6 +115,15 @@ def read_rows(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         except sqlite3.DataError as exc:  # a value past MAX_VALUE_BYTES
             raise RunImportError(f"{path}: a value of table {table!r} is longer than "
                                  f"{MAX_VALUE_BYTES >> 20} MB ({exc})") from None
+
+
+#: What marks bytes of the database's text that are not UTF-8 (each sequence, in the program's text).
+UNDECODABLE = "\ufffd"
+
+
+def _text(value: bytes) -> str:
+    """A TEXT value: UTF-8, else decoded with each undecodable sequence marked (:data:`UNDECODABLE`)."""
+    return value.decode("utf-8", "replace")
 
 
 def _metric_value(row: dict[str, Any], metric: str, public: dict[str, Any], private: dict[str, Any]) -> float | None:
@@ -237,6 +247,10 @@ def import_shinkaevolve(
         raise RunImportError(f"{db}: the program table is empty (the run recorded no programs)")
     check_metric(db, metric, _available_metrics(rows))
     programs = [_program(row, metric, db.parent) for row in rows]
+    undecodable = sum(1 for row in rows if UNDECODABLE in str(row.get("code") or ""))
+    if undecodable:  # imported all the same: the code is shown, not run, by replay
+        report.warn(f"{undecodable} program(s) hold code that is not UTF-8 in {db.name}: imported with each "
+                    f"undecodable sequence shown as {UNDECODABLE!r}")
     migrated = sum(1 for p in programs if p.extra["shinkaevolve"]["migration_history"])
     if migrated:
         report.notes.append(f"{migrated} program(s) migrated between islands (moved, not copied: kept as they are)")
