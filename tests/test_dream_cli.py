@@ -208,3 +208,24 @@ def test_rsi_checks_each_phase_on_the_held_out_worlds_it_is_given(tmp_path, caps
     assert main([*one, "--history", "sd-fixed-s0", "--validate", "sd-fixed-s0", "--out", str(refused)]) == 2
     assert "held-out worlds must not be in the history: ['sd-fixed-s0']" in capsys.readouterr().err
     assert not refused.exists()
+
+
+def test_resume_refuses_a_history_world_whose_recorded_w_changed(tmp_path, capsys):
+    """Imported again with another -W, a world keeps its nodes' checksum: the resumed run mixed
+    scores replayed at the old W with new ones, and said the new W."""
+    import shutil
+
+    from dream_gym.world.registry import resolve_world
+
+    world = tmp_path / "history"
+    shutil.copytree(resolve_world("sd-fixed-s0").path, world)
+    command = ["dream", "--history", str(world), "--policy", "fixed", "--developer", "builtin", "-M", "2",
+               "--betas", "0.5", "-j", "1", "--out", str(tmp_path / "dream")]
+    assert main(command) == 0
+    meta = json.loads((world / "world.json").read_text())
+    meta["workers"] = meta["workers"] + 1
+    (world / "world.json").write_text(json.dumps(meta))
+    assert main([*command, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume" in err and f"history: the run has the worlds sd-fixed-s0 (W {meta['workers'] - 1}, " in err
+    assert f"this command gives the worlds sd-fixed-s0 (W {meta['workers']}, " in err

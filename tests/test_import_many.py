@@ -216,3 +216,15 @@ def test_runs_nested_as_experiments_nest_them_are_each_a_world(tmp_path):
         "exp/fnmin/cfgA/20260101/seed0", "exp/fnmin/cfgA/20260101/seed1"]
     report = import_runs("auto", tmp_path / "exp", tmp_path / "worlds")
     assert [o.name for o in report.imported] == ["fnmin-cfgA-20260101-seed0", "fnmin-cfgA-20260101-seed1"]
+
+
+def test_resume_of_a_finished_import_refuses_another_id_or_task(tmp_path, capsys):
+    """Said "nothing to do" and kept the world's id and task, as if they had been taken."""
+    run = write_resumed_run(tmp_path / "run", iterations=(6,), resume_at=()).folder
+    out = tmp_path / "world"
+    assert main(["worlds", "import", str(run), "--out", str(out)]) == 0
+    assert main(["worlds", "import", str(run), "--out", str(out), "--resume"]) == 0
+    assert "already: nothing to do" in capsys.readouterr().out
+    assert main(["worlds", "import", str(run), "--out", str(out), "--resume", "--id", "other", "--task", "foo"]) == 2
+    err = capsys.readouterr().err
+    assert "with id 'world', not 'other'; task " in err and ", not 'foo'" in err

@@ -375,6 +375,17 @@ def test_openevolve_error_paths(tmp_path):
     assert not (tmp_path / "w").exists()  # refused before anything was written
 
 
+def test_a_lone_surrogate_in_a_programs_json_is_imported_marked_with_a_warning(tmp_path):
+    # valid JSON ("\ud83d"), which json.dump writes: the world writer refused the whole run, naming its
+    # own temporary file
+    programs = tmp_path / "run" / "programs"
+    _write(programs, _prog("r", None, 1.0, 1.0, 0))
+    _write(programs, _prog("x", "r", 2.0, 2.0, 1, code="emoji \ud83d end", metadata={"note\udc00": "a"}))
+    report = import_openevolve(tmp_path / "run", tmp_path / "w")
+    assert any("2 text value(s) of the run hold half of a UTF-16 pair" in w for w in report.warnings)
+    assert load_world(tmp_path / "w").records[1]["code"] == "emoji \ufffd end"
+
+
 def test_unreadable_json_names_the_file_unless_another_snapshot_has_the_program(tmp_path):
     run = tmp_path / "run"
     for n in (5, 10):

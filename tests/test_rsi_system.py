@@ -64,8 +64,10 @@ def test_a_width_or_rounds_no_run_can_have_is_refused_before_anything_is_written
         assert capsys.readouterr().err.strip().endswith("dream-gym rsi: error: argument -W/--workers: must be at least "
                                                          "1, got 0")
         assert not (tmp_path / "a").exists()
-    assert main([*grow_mode, "--rounds", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "dream-gym rsi: error: workers (W) and rounds must be >= 1, got 4 and 0"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*grow_mode, "--rounds", "0"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("dream-gym rsi: error: argument --rounds: must be at least 1, got 0")
     assert not (tmp_path / "a").exists()
 
 

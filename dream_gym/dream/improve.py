@@ -53,7 +53,7 @@ from dream_gym.dream.versions import (
     version_path,
 )
 from dream_gym.evaluation.evaluate import load_results
-from dream_gym.evaluation.journal import journal_path, policy_digest, world_checksum
+from dream_gym.evaluation.journal import journal_path, policy_digest, world_identity
 from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out
 from dream_gym.infrastructure.durable import read_jsonl, write_atomic
 from dream_gym.infrastructure.locks import folder_lock
@@ -423,8 +423,8 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     check_held_out(history, held, "history")
     scoring = run.settings.scoring
     fingerprint = {
-        "history": {w.id: world_checksum(w) for w in history},
-        "validate": {w.id: world_checksum(w) for w in held}, "held_out_margin": run.settings.held_out_margin,
+        "history": {w.id: world_identity(w) for w in history},
+        "validate": {w.id: world_identity(w) for w in held}, "held_out_margin": run.settings.held_out_margin,
         "policy": run.policy, "policy_sha256": policy_digest(run.policy), "developer": run.developer,
         "revisions": run.settings.revisions, "gate": run.settings.gate, "carry": run.settings.carry,
         "betas": list(scoring.betas),

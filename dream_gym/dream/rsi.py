@@ -34,7 +34,7 @@ from typing import Any
 from dream_gym.dream.held_out import HELD_OUT_MARGIN
 from dream_gym.dream.improve import NO_HELD_OUT, DreamSettings, PhaseResult, improvement_step
 from dream_gym.dream.runfolder import JsonLog, check_fingerprint, write_json
-from dream_gym.evaluation.journal import policy_digest, world_checksum
+from dream_gym.evaluation.journal import policy_digest, world_identity
 from dream_gym.infrastructure.durable import read_jsonl, write_atomic
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
@@ -147,7 +147,7 @@ class LoopRun:
             "developer": c.developer, "revisions": c.settings.revisions, "carry": c.settings.carry,
             "workers": c.workers, "max_rounds": s.replay.max_rounds, "betas": list(s.betas),
             "beta1": s.replay.beta1, "beta2": s.replay.beta2, "select": s.select, "lam": s.lam, "beta": c.beta, "seed": s.seed,
-            "history": {w.id: world_checksum(w) for w in self.extra},
+            "history": {w.id: world_identity(w) for w in self.extra},
             **self._held_out_fingerprint(),
         }
 
@@ -157,7 +157,7 @@ class LoopRun:
         settings = self.config.settings
         recorded: dict[str, Any] = {}
         if self.validation is not None:
-            recorded["validate"] = {w.id: world_checksum(w) for w in self.validation}
+            recorded["validate"] = {w.id: world_identity(w) for w in self.validation}
         if settings.gate:
             recorded["gate"] = True
         if settings.held_out_margin != HELD_OUT_MARGIN:  # inf (report only) as text: JSON has no inf

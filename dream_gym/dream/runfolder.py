@@ -80,7 +80,8 @@ def check_fingerprint(folder: str | os.PathLike[str], settings: Mapping[str, Any
         raise FileExistsError(f"{folder} already holds a {command} run; pass --resume to continue it")
     recorded = json.loads(path.read_text(encoding="utf-8"))
     differences = [
-        f"{key}: the run has {_said(recorded.get(key))}, this command gives {_said(current.get(key))}"
+        f"{key}: the run has {_said(recorded.get(key), current.get(key))}, this command gives "
+        f"{_said(current.get(key), recorded.get(key))}"
         for key in sorted(set(recorded) | set(current))
         if recorded.get(key) != current.get(key) and not _same_policy_file(key, recorded, current)
     ]
@@ -98,11 +99,27 @@ def _same_policy_file(key: str, recorded: Mapping[str, Any], current: Mapping[st
     return key == "policy" and digest is not None and digest == current.get("policy_sha256")
 
 
-def _said(value: Any) -> str:
-    """A setting as a refusal names it: ``none`` for one not set, the world ids of a mapping of
-    world checksums (the checksums say nothing to a reader), else its repr."""
+def _said(value: Any, other: Any = None) -> str:
+    """A setting as a refusal names it: ``none`` for one not set; for a mapping of worlds (id to
+    checksum, or to :func:`~dream_gym.evaluation.journal.world_identity`) their ids when ``other``
+    names other worlds, else what it records of each; else its repr."""
     if value is None:
         return "none"
-    if isinstance(value, dict) and value and all(isinstance(v, str) and len(v) == 64 for v in value.values()):
-        return "the worlds " + ", ".join(map(str, value))
+    if _worlds(value):
+        if not _worlds(other) or set(other) != set(value):
+            return "the worlds " + ", ".join(map(str, value))
+        return "the worlds " + ", ".join(f"{key} ({_world_said(entry)})" for key, entry in value.items())
     return repr(value)
+
+
+def _worlds(value: Any) -> bool:
+    return isinstance(value, dict) and bool(value) and all(
+        (isinstance(v, str) and len(v) == 64) or (isinstance(v, dict) and "sha256" in v) for v in value.values())
+
+
+def _world_said(entry: Any) -> str:
+    """A world's identity in a few words: its W, rule, direction, baseline and its nodes' checksum."""
+    if isinstance(entry, str):
+        return f"nodes {entry[:12]}"
+    return (f"W {entry.get('workers')}, frontier {entry.get('frontier')}, {entry.get('direction')}, baseline "
+            f"{entry.get('baseline')}, nodes {str(entry.get('sha256'))[:12]}")

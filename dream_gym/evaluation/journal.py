@@ -77,13 +77,22 @@ def world_checksum(world: World) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def world_identity(world: World) -> dict[str, Any]:
+    """What a run's results on ``world`` depend on: its nodes (:func:`world_checksum`) and the
+    settings world.json gives its replay (the recorded W, the frontier rule, the direction, the
+    baseline). A world imported again with another W keeps its checksum: a resumed run mixed
+    episodes replayed at the old W with new ones."""
+    return {"sha256": world_checksum(world), "workers": world.workers, "frontier": world.frontier_rule,
+            "direction": world.direction, "baseline": world.meta.get("baseline_score")}
+
+
 def run_identity(policies: Sequence[str], worlds: Sequence[World], betas: Sequence[float],
                  options: Mapping[str, Any], file_options: Mapping[str, Any] | None) -> dict[str, Any]:
     """Everything the episodes of an evaluation depend on (what a resumed run must repeat), as
     plain JSON values. ``options`` holds workers, beta1, beta2, max_rounds, seed and lam."""
     identity = {
         "policies": [{"spec": spec, "sha256": policy_digest(spec)} for spec in policies],
-        "worlds": [{"id": world.id, "sha256": world_checksum(world)} for world in worlds],
+        "worlds": [{"id": world.id, **world_identity(world)} for world in worlds],
         "betas": [float(beta) for beta in betas],
         **{key: options[key] for key in sorted(options)},
         "file_options": dict(file_options or {}),
@@ -217,4 +226,4 @@ def _read_task(path: Path, number: int, row: Mapping[str, Any], identity: Mappin
 
 
 __all__ = ["JOURNAL_FORMAT", "JOURNAL_SUFFIX", "EvalJournal", "JournalMismatch", "identity_differences",
-           "journal_path", "policy_digest", "run_identity", "world_checksum"]
+           "journal_path", "policy_digest", "run_identity", "world_checksum", "world_identity"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -282,6 +283,10 @@ def write_imported_world(
     options: ImportOptions,
 ) -> None:
     """Write the imported records as a finished world, with the import's provenance."""
+    records, marked = _without_lone_surrogates(records)
+    if marked:  # valid JSON escapes (\ud83d) that are no text: no world file may hold them
+        report.warn(f"{marked} text value(s) of the run hold half of a UTF-16 pair (a lone surrogate): imported "
+                    "with each shown as '\ufffd'")
     # the world's folder names it, as a grown or deployed world's does: a run folder's name is
     # often the system's default (``openevolve_output``), the same for every run
     name = world_name_from(options.world_id or out_path.resolve().name)
@@ -304,3 +309,27 @@ def write_imported_world(
         notes=list(report.notes) + list(report.warnings),
     )
     write_world(out_path, meta, records)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_lone_surrogates(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """``records`` with every lone surrogate of their strings (keys too) replaced by U+FFFD, and
+    how many strings had one."""
+    marked = 0
+
+    def clean(value: Any) -> Any:
+        nonlocal marked
+        if isinstance(value, str):
+            cleaned, count = _SURROGATE.subn("\ufffd", value)
+            marked += count > 0
+            return cleaned
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    cleaned = [clean(record) for record in records]
+    return cleaned, marked

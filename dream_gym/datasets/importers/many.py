@@ -230,8 +230,11 @@ def finished_import(folder: Path, run: Path, options: ImportOptions) -> ImportRe
             and isinstance(imported, dict)):
         raise FileExistsError(f"{folder} holds a world that is not the import of {run}: --resume continues an "
                               "import of the same run into the same --out")
+    task = meta.get("task")
     given = {"metric": (options.metric, source.get("metric")), "direction": (options.direction, meta.get("direction")),
-             "W": (options.workers, meta.get("workers")), "orphans": (options.orphans, source.get("orphans"))}
+             "W": (options.workers, meta.get("workers")), "orphans": (options.orphans, source.get("orphans")),
+             "id": (options.world_id, meta.get("id")),
+             "task": (options.task_name, task.get("name") if isinstance(task, dict) else None)}
     other = [f"{name} {was!r}, not {now!r}" for name, (now, was) in given.items() if now is not None and now != was]
     if other:
         raise FileExistsError(f"{folder} holds the import of {run} with {'; '.join(other)}: --resume continues an "
