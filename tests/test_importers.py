@@ -776,3 +776,13 @@ def test_w_is_the_runs_own_configuration_unless_given(tmp_path):
     with pytest.warns(OrphanWarning):
         import_shinkaevolve(folder, tmp_path / "w5")
     assert load_world(tmp_path / "w5").workers == 5
+
+
+def test_w_is_the_same_given_the_output_folder_or_the_folder_that_holds_it(tmp_path):
+    # config_used.yaml inside openevolve_output was read only when the output folder itself was given:
+    # the same run imported at W = 4 one way and W = 1 the other
+    run = write_resumed_run(tmp_path / "seed0", iterations=(6,), resume_at=())
+    (run.folder / "openevolve_output" / "config_used.yaml").write_text("evaluator:\n  parallel_evaluations: 4\n")
+    import_openevolve(run.folder, tmp_path / "holder")
+    import_openevolve(run.folder / "openevolve_output", tmp_path / "output")
+    assert load_world(tmp_path / "holder").workers == load_world(tmp_path / "output").workers == 4

@@ -266,11 +266,9 @@ def test_cli_grow_rejects_malformed_policy_arg(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
-    ("--rounds", "0", "workers (W) and rounds must be >= 1, got 2 and 0"),
     ("-W", "5000", "workers (W) must be at most 4096, got 5000"),  # a world's bound: it left an empty folder
     ("--max-seconds", "-1", "max_seconds must be > 0 (or not given), got -1.0"),
     ("--max-usd", "0", "max_usd must be > 0 (or not given), got 0.0"),
-    ("--max-attempts", "0", "max_attempts must be > 0 (or not given), got 0"),
     ("--evaluation-timeout", "nan", "evaluation_timeout_s must be > 0 (or not given), got nan"),
     ("--beta", "3", "beta must be in [0, 1], got 3.0"),
 ])

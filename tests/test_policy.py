@@ -261,3 +261,20 @@ def test_policy_cannot_mutate_state_through_the_view(world_folder: Path) -> None
 
     result = run_episode(Vandal(), world, beta=0.5)
     assert result.replay_score == reference.replay_score and result.batches == reference.batches
+
+
+def test_a_session_takes_a_world_reference_and_refuses_settings_that_are_no_settings() -> None:
+    # ReplaySession("name") was "'str' object has no attribute 'workers'"; a dict as settings an AttributeError
+    by_name = run_episode(make_policy("greedy"), ReplaySession("cp26-fixed-w4-s0", workers=2))
+    by_world = run_episode(make_policy("greedy"), ReplaySession(load_world_named("cp26-fixed-w4-s0"), workers=2))
+    assert by_name == by_world
+    with pytest.raises(TypeError, match="settings must be a ReplaySettings, got dict; give the fields as keywords"):
+        ReplaySession(load_world_named("cp26-fixed-w4-s0"), {"workers": 2})
+    with pytest.raises(TypeError, match="ReplaySession needs a World or a world reference, got int"):
+        ReplaySession(42)  # type: ignore[arg-type]
+
+
+def load_world_named(name: str) -> World:
+    from dream_gym.world.registry import resolve_world
+
+    return resolve_world(name)

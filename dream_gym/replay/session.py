@@ -9,6 +9,7 @@ rewards of an episode sum to its final V.
 from __future__ import annotations
 
 import math
+import os
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -19,6 +20,7 @@ from dream_gym.replay.node_view import FrozenDict, NodeView, fields_under
 from dream_gym.replay.score import Normalizer
 from dream_gym.replay.settings import ReplaySettings
 from dream_gym.replay.view import PrefixView
+from dream_gym.world.registry import resolve_world
 from dream_gym.world.tree import World
 
 
@@ -104,7 +106,8 @@ class ReplaySession:
     """A replay episode on one world.
 
     Args:
-        world: the recorded world.
+        world: the recorded world, or a reference to one (a world folder, a shipped world's name,
+            a dataset's world).
         settings: W, beta, beta1, beta2, max_rounds and frontier
             (:class:`~dream_gym.replay.settings.ReplaySettings`; default: its defaults, W and the
             frontier rule the world's).
@@ -121,6 +124,10 @@ class ReplaySession:
         strict: bool = True,
         **changes: Any,
     ):
+        if isinstance(world, (str, os.PathLike)):  # a world reference, as run_episode and gym.make take
+            world = resolve_world(world)
+        elif not isinstance(world, World):
+            raise TypeError(f"ReplaySession needs a World or a world reference, got {type(world).__name__}")
         self.settings = settings = ReplaySettings.of(settings, **changes).resolved(world)
         max_rounds = settings.max_rounds
         self.world = world

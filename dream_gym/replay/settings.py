@@ -107,7 +107,7 @@ class ReplaySettings:
     def of(cls, settings: ReplaySettings | None = None, **changes: Any) -> ReplaySettings:
         """``settings`` (default: the defaults) with some fields changed (TypeError naming an
         unknown one)."""
-        base = cls() if settings is None else settings
+        base = cls() if settings is None else _checked(settings)
         unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise TypeError(f"unknown replay settings: {', '.join(unknown)}")
@@ -120,7 +120,7 @@ class ReplaySettings:
         ``settings`` sets (away from its default) and a keyword gives differently is a
         ValueError; an unknown field a TypeError."""
         if settings is not None:
-            given = settings.set_fields()
+            given = _checked(settings).set_fields()
             clashes = sorted(name for name, value in fields.items() if name in given and given[name] != value)
             if clashes:
                 both = "; ".join(f"{n}={fields[n]!r} against settings.{n}={given[n]!r}" for n in clashes)
@@ -170,5 +170,14 @@ class ReplaySettings:
         """The fields, by name (what result rows and run identities record)."""
         return dataclasses.asdict(self)
 
+
+
+def _checked(settings: Any) -> ReplaySettings:
+    """``settings`` if it is a :class:`ReplaySettings`; else a TypeError that says how to give them
+    (a dict was read field by field and failed deep inside, an AttributeError)."""
+    if not isinstance(settings, ReplaySettings):
+        raise TypeError(f"settings must be a ReplaySettings, got {type(settings).__name__}; give the fields as "
+                        "keywords instead (workers=2, beta=0.5)")
+    return settings
 
 __all__ = ["DEFAULT_BETA", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_RECORDER", "STANDARD_WORKERS", "ReplaySettings", "recorder_or"]

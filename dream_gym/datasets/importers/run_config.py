@@ -2,7 +2,8 @@
 
 OpenEvolve runs its iterations in ``evaluator.parallel_evaluations`` worker processes; its output
 folder holds no copy of its configuration, so the ``config.yaml`` (or ``config_used.yaml``) in the
-output folder or the folder above it (where OpenEvolve's examples keep it) is read. ShinkaEvolve
+output folder, the folder above it (where OpenEvolve's examples keep it) or, for a folder that
+holds the output folder, in ``openevolve_output`` is read. ShinkaEvolve
 writes ``experiment_config.yaml`` into its results folder, W being ``max_parallel_jobs`` of its
 ``evolution_config``. The files are parsed into YAML's node graph only (no object is built: a
 ShinkaEvolve file holds Python-object tags and recursive anchors), and a file that is missing,
@@ -21,10 +22,12 @@ from dream_gym.world.tree import MAX_WORKERS
 #: The largest configuration file read (bytes).
 MAX_CONFIG_BYTES = 1 << 20
 
-#: system -> (file names, whether the folder above is looked in too, the keys down to W)
-PLACES: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...]]] = {
-    "openevolve": (("config_used.yaml", "config.yaml"), True, ("evaluator", "parallel_evaluations")),
-    "shinkaevolve": (("experiment_config.yaml",), False, ("evolution_config", "max_parallel_jobs")),
+#: system -> (file names, the folders looked in, relative to the run's, in order; the keys down to W).
+#: OpenEvolve's: its output folder given, or the folder that holds it (the same run, the same W).
+PLACES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "openevolve": (("config_used.yaml", "config.yaml"), (".", "..", "openevolve_output"),
+                   ("evaluator", "parallel_evaluations")),
+    "shinkaevolve": (("experiment_config.yaml",), (".",), ("evolution_config", "max_parallel_jobs")),
 }
 
 
@@ -33,9 +36,9 @@ def configured_workers(system: str, source: Path) -> tuple[int, str] | None:
     at ``source`` (its folder, or a file in it), or None where its configuration does not say."""
     if system not in PLACES:
         return None
-    names, above, keys = PLACES[system]
+    names, places, keys = PLACES[system]
     folder = source if source.is_dir() else source.parent
-    for place in (folder, folder.parent) if above else (folder,):
+    for place in (folder if where == "." else folder.parent if where == ".." else folder / where for where in places):
         for name in names:
             value = _value(place / name, keys)
             if value is not None:
