@@ -136,3 +136,24 @@ def test_the_signature_shows_the_replay_keywords_the_env_replays_with(env_class,
     args = (3,) if env_class is MacroVectorEnv else ()
     assert env_class(worlds, *args).settings == ReplaySettings(**shown)  # the defaults shown are the ones used
     assert shown["workers"] == STANDARD_WORKERS != ReplaySettings().workers  # not the single-world default
+
+
+@pytest.mark.parametrize("env_class", SINGLE_ENVS)
+def test_reset_options_it_does_not_take_are_refused(env_class, worlds) -> None:
+    # {"bogus": 1} was ignored and {"world": 1.7} read as world 1
+    env = env_class(worlds)
+    for options, said in (({"bogus": 1}, r"takes the options 'world' \(an index of the pool\) and 'beta', got 'bogus'"),
+                          ({"world": 1.7}, r"options\['world'\] is the index of a world of the pool, got 1.7"),
+                          ({"beta": 2}, r"options\['beta'\] must be in \[0, 1\], got 2")):
+        with pytest.raises(ValueError, match=said):
+            env.reset(seed=0, options=options)
+    env.reset(seed=0, options={"world": np.int64(1), "beta": 0.5})
+    assert env.session.world.id == worlds[1].id and env.session.beta == 0.5
+
+
+def test_the_vector_env_refuses_reset_options_it_does_not_take(worlds) -> None:
+    env = MacroVectorEnv(worlds, 2)
+    for options in ({"bogus": 1}, {"world": 1.7}, {"beta": [0.5, 2.0]}):
+        with pytest.raises(ValueError):
+            env.reset(seed=0, options=options)
+    env.reset(seed=0, options={"world": 1, "beta": 0.5})

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from dream_gym.envs.vector_episodes import WorldRef
 from dream_gym.replay.objectives import Progress, ValueFn
@@ -65,11 +66,23 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
         restarts at 0."""
         gym.Env.reset(self, seed=seed)
         options = options or {}
-        world = int(options["world"]) if "world" in options else int(self.np_random.integers(len(self.worlds)))
+        unknown = sorted(set(options) - {"world", "beta"})
+        if unknown:  # ignored, they would look taken
+            raise ValueError(f"{type(self).__name__}.reset takes the options 'world' (an index of the pool) and "
+                             f"'beta', got {', '.join(map(repr, unknown))}")
+        if "world" in options:
+            world = options["world"]
+            if isinstance(world, bool) or not isinstance(world, (int, np.integer)):  # 1.7 was world 1
+                raise ValueError(f"options['world'] is the index of a world of the pool, got {world!r}")
+            world = int(world)
+        else:
+            world = int(self.np_random.integers(len(self.worlds)))
         if not 0 <= world < len(self.worlds):
             raise ValueError(f"world index {world} out of range (pool of {len(self.worlds)})")
         if "beta" in options:
             beta = float(options["beta"])
+            if not 0.0 <= beta <= 1.0:
+                raise ValueError(f"options['beta'] must be in [0, 1], got {options['beta']!r}")
         else:
             beta = self.betas[int(self.np_random.integers(len(self.betas)))] if len(self.betas) > 1 else self.betas[0]
         count = len(self.episode_settings)

@@ -73,15 +73,25 @@ class MacroVectorEnv(VectorEpisodes):
 
     # -- episodes ----------------------------------------------------------------------
     def _start(self, mask: np.ndarray, options: dict[str, Any]) -> None:
+        unknown = sorted(set(options) - {"world", "beta"})
+        if unknown:  # ignored, they would look taken
+            raise ValueError(f"{type(self).__name__}.reset takes the options 'reset_mask', 'world' (indices of the "
+                             f"pool) and 'beta', got {', '.join(map(repr, unknown))}")
         e = np.flatnonzero(mask)
         rng = self.np_random
         drawn = "world" not in options
         if drawn:
             worlds = rng.integers(len(self.pool), size=len(e))
         else:
-            worlds = np.broadcast_to(np.asarray(options["world"], dtype=np.int64), (self.num_envs,))[e]
+            given = np.asarray(options["world"])
+            if given.dtype.kind not in "iu":  # 1.7 was world 1
+                raise ValueError(f"options['world'] holds indices of worlds of the pool, got {options['world']!r}")
+            worlds = np.broadcast_to(given.astype(np.int64), (self.num_envs,))[e]
         if "beta" in options:
-            self.beta[e] = np.broadcast_to(np.asarray(options["beta"], dtype=np.float64), (self.num_envs,))[e]
+            betas = np.asarray(options["beta"], dtype=np.float64)
+            if not ((betas >= 0.0) & (betas <= 1.0)).all():
+                raise ValueError(f"options['beta'] must be in [0, 1], got {options['beta']!r}")
+            self.beta[e] = np.broadcast_to(betas, (self.num_envs,))[e]
         elif len(self.betas) > 1:
             self.beta[e] = self.betas[rng.integers(len(self.betas), size=len(e))]
         else:
