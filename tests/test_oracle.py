@@ -211,7 +211,9 @@ def test_round_limited_limits_grow_with_the_limit() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"workers": 0}, "workers must be >= 1"),
+        ({"workers": 0}, "workers must be a whole number >= 1, got 0"),
+        ({"workers": 3.9}, "workers must be a whole number >= 1, got 3.9"),  # it gave W = 3's limit
+        ({"workers": True}, "workers must be a whole number >= 1, got True"),
         ({"frontier": "all"}, "frontier must be one of"),
         ({"beta1": -0.1}, "beta1 and beta2 must be finite and >= 0"),
         ({"beta2": math.inf}, "beta1 and beta2 must be finite and >= 0"),
@@ -223,6 +225,11 @@ def test_bad_arguments_are_named(kwargs, message) -> None:
     args = {"workers": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         oracle_limit(world, **args)
+
+
+def test_a_world_reference_is_taken_as_the_world() -> None:
+    # a name was "'str' object has no attribute 'frontier_rule'"
+    assert oracle_limit("cp26-fixed-w4-s0", 3) == oracle_limit(resolve_world("cp26-fixed-w4-s0"), 3)
 
 
 def test_single_node_world_and_world_without_gain() -> None:

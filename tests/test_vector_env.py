@@ -283,3 +283,12 @@ def test_reset_options_but_the_mask_are_refused_as_the_single_env_refuses_them()
     with pytest.raises(ValueError, match="takes no options but reset_mask, got 'beta', 'workers'"):
         vec.reset(options={"beta": 0.9, "workers": 1})
     vec.reset(options={"reset_mask": np.array([True, False])})  # the documented one still works
+
+
+def test_a_count_that_is_no_whole_number_is_refused() -> None:
+    # 2.5 envs were 2, a max_nodes of 10.5 was 10 and "100" a TypeError from a comparison
+    with pytest.raises(ValueError, match="num_envs must be a whole number >= 1, got 2.5"):
+        ReplayVectorEnv(2.5, "cp26-fixed-w4-s0")  # type: ignore[arg-type]
+    for max_nodes in (10.5, "100", True):
+        with pytest.raises(ValueError, match="max_nodes must be a whole number"):
+            gym.make("DreamGym/Replay-v1", world="cp26-fixed-w4-s0", max_nodes=max_nodes)

@@ -74,6 +74,8 @@ def capacity_for(max_nodes: int | None, world_size: int, workers: int, what: str
     A world bigger than the default capacity is an error here, at make time, rather than episodes
     cut short without the caller asking for it.
     """
+    if max_nodes is not None and (isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer))):
+        raise ValueError(f"max_nodes must be a whole number (or None), got {max_nodes!r}")  # 10.5 was 10
     if max_nodes is None:
         if world_size > DEFAULT_MAX_NODES:
             raise ValueError(

@@ -86,6 +86,8 @@ class VectorEpisodes(VectorEnv):  # type: ignore[type-arg]
 
     def _init_episodes(self, num_envs: int, autoreset_mode: AutoresetMode | str, value_fn: ValueFn,
                        beta1: float, beta2: float) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")  # 2.5 was 2 envs
         self.num_envs = int(num_envs)
         mode = AutoresetMode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}

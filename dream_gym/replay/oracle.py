@@ -40,6 +40,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ import numpy as np
 from dream_gym.replay.mechanics import ROOT, Replay
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
 from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.registry import resolve_world
 from dream_gym.world.reveal_rules import REVEAL_RULES, RevealRule
 from dream_gym.world.tree import World
 
@@ -293,7 +295,7 @@ class _Builder:
 
 
 def oracle_limit(
-    world: World,
+    world: World | str | os.PathLike[str],
     workers: int,
     beta1: float = DEFAULT_BETA1,
     beta2: float = DEFAULT_BETA2,
@@ -303,17 +305,19 @@ def oracle_limit(
     """The best V any policy can reach on ``world`` (see the module docstring for the method).
 
     Args:
-        world: the recorded world.
+        world: the recorded world, or a reference to one.
         workers: W, the most selections a batch may hold.
         beta1, beta2: the coefficients of V (both >= 0).
         frontier: "leaves" or "any" (default: the world's rule).
         max_rounds: only policies that stop after at most this many rounds (None: no limit).
     """
+    if isinstance(world, (str, os.PathLike)):  # a reference, as ReplaySession and run_episode take
+        world = resolve_world(world)
     rule = world.frontier_rule if frontier is None else frontier
     if rule not in REVEAL_RULES:
         raise ValueError(f"frontier must be one of {tuple(REVEAL_RULES)}, got {rule!r}")
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:  # 3.9 was W 3
+        raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
     if beta1 < 0 or beta2 < 0 or not (math.isfinite(beta1) and math.isfinite(beta2)):
         raise ValueError(f"beta1 and beta2 must be finite and >= 0, got {beta1}, {beta2}")
     if max_rounds is not None and max_rounds < 1:
