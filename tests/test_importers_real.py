@@ -250,3 +250,16 @@ def test_runs_whose_evaluator_flags_error_as_a_number_import(name, nodes, invali
             assert metrics["datasets_failed"] > 0 and "error=1.0" in record["error"]
     assert (world.size, report.invalid, report.orphans, report.best) == (nodes, invalid, orphans, best)
     assert world.baseline_score == raws[world.ids[0]]["metrics"]["combined_score"]
+
+
+@needs_runs
+def test_a_folder_that_holds_a_second_run_says_the_run_best_may_be_that_runs(tmp_path):
+    """yunmin-experiment-a holds a second run started 70 hours later with an initial program of its
+    own: the note blamed only a best written before the run ended."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = import_run("auto", EXTERNAL / "openevolve" / "yunmin-experiment-a", tmp_path / "w")
+    note = next(n for n in report.notes if n.startswith("the run's own best"))
+    assert report.roots_found == 2 and report.unplaced_roots == 1
+    assert note.endswith("or it is the best of another run in this folder (2 initial programs; 1 attached under "
+                         "the first)")

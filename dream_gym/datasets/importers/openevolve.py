@@ -122,8 +122,11 @@ def import_openevolve(
         report.warn(f"{report.dangling} program(s) whose parent OpenEvolve pruned before any checkpoint: its "
                     "evolution trace records every program (evolution_trace: {enabled: true, include_code: true} "
                     "in the run's config.yaml), and this import reads it")
-    note_run_best(src, report, metric, why="that file was written before the run ended, or by a tracked best "
-                  "that does not use this metric")
+    why = "that file was written before the run ended, or by a tracked best that does not use this metric"
+    if report.unplaced_roots:  # a folder that held a run started again from scratch: its best may be that run's
+        why += (f", or it is the best of another run in this folder ({report.roots_found} initial programs; "
+                f"{report.unplaced_roots} attached under the first)")
+    note_run_best(src, report, metric, why=why)
     return job.write(records, source_path=src, run_name=src.resolve().name)
 
 
