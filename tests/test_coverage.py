@@ -109,3 +109,10 @@ def test_report_gives_the_oracle_limit_and_stopping_after_rounds_1_to_3() -> Non
     assert f"oracle limit     V* {report.limit:.4f} at W=3" in text
     assert "stopping after round 1/2/3: " + " / ".join(f"{v:.4f}" for v in report.stop_after.values()) in text
     assert report.as_dict()["stop_after"]["2"] == report.stop_after[2]
+
+
+def test_a_world_reference_is_taken_as_the_world() -> None:
+    # a name was "'str' object has no attribute 'size'"
+    from dream_gym.world.registry import resolve_world
+
+    assert coverage_report("cp26-fixed-w4-s0") == coverage_report(resolve_world("cp26-fixed-w4-s0"))

@@ -435,3 +435,12 @@ def test_one_run_imported_twice_is_refused_where_a_mean_is_taken(tmp_path, capsy
     assert main(["dream", "--history", str(tmp_path / "worlds"), "--policy", "greedy", "--developer", "builtin",
                  "-M", "2", "--validate", "none", "--out", str(tmp_path / "dream")]) == 2
     assert "one run is twice in the history" in capsys.readouterr().err and not (tmp_path / "dream").exists()
+
+
+def test_leaderboard_takes_a_results_file_and_names_what_it_cannot_rank(worlds_dir: Path, tmp_path: Path) -> None:
+    # a path was ranked as its letters ("'str' object has no attribute 'get'")
+    out = tmp_path / "results.jsonl"
+    results = evaluate(["greedy", "fixed"], str(worlds_dir), BETAS, backend="serial", progress=False, out=out)
+    assert leaderboard(out).to_markdown() == leaderboard(results).to_markdown() == leaderboard(str(out)).to_markdown()
+    with pytest.raises(TypeError, match="leaderboard ranks EpisodeResults or results rows .dicts., got str"):
+        leaderboard(["abc"])

@@ -27,6 +27,7 @@ from dream_gym.infrastructure.printable import printable
 from dream_gym.replay.oracle import oracle_limit
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.replay.settings import ReplaySettings
+from dream_gym.world.registry import resolve_world
 from dream_gym.world.tree import World
 
 # Warn when the best improvement over the baseline is below this share of the scores' scale.
@@ -86,8 +87,10 @@ class CoverageReport:
         return data
 
 
-def coverage_report(world: World, *, tiny_gain: float = TINY_GAIN) -> CoverageReport:
-    """Measure ``world`` and say what a replay on it can and cannot answer."""
+def coverage_report(world: World | str | os.PathLike[str], *, tiny_gain: float = TINY_GAIN) -> CoverageReport:
+    """Measure ``world`` (a World or a reference to one) and say what a replay on it can and cannot answer."""
+    if isinstance(world, (str, os.PathLike)):  # a name was "'str' object has no attribute 'size'"
+        world = resolve_world(world)
     n = world.size
     attempts = n - 1
     counts = np.diff(world.children_start)

@@ -11,11 +11,12 @@ difference between two policies next to each other rests mostly on the other epi
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dream_gym.evaluation.results import result_from_row
+from dream_gym.evaluation.results import read_results, result_from_row
 from dream_gym.infrastructure.printable import printable
 from dream_gym.infrastructure.redact import redact
 from dream_gym.policy import EpisodeResult
@@ -356,13 +357,18 @@ def _replace(row: LeaderboardRow, **changes: Any) -> LeaderboardRow:
 
 
 def _as_result(item: EpisodeResult | Mapping[str, Any]) -> EpisodeResult:
-    return item if isinstance(item, EpisodeResult) else result_from_row(item)
+    if isinstance(item, EpisodeResult):
+        return item
+    if not isinstance(item, Mapping):
+        raise TypeError(f"leaderboard ranks EpisodeResults or results rows (dicts), got {type(item).__name__}")
+    return result_from_row(item)
 
 
 def leaderboard(
-    results: Iterable[EpisodeResult | Mapping[str, Any]], lam: float = DEFAULT_LAMBDA, rank_by: str = "v2"
+    results: Iterable[EpisodeResult | Mapping[str, Any]] | str | os.PathLike[str], lam: float = DEFAULT_LAMBDA, rank_by: str = "v2"
 ) -> Leaderboard:
-    """Aggregate episodes per (policy, world) and per policy (mean over its worlds).
+    """Aggregate episodes per (policy, world) and per policy (mean over its worlds). ``results``:
+    :func:`evaluate`'s, their rows, or a results file it wrote.
 
     Per (policy, world), over its betas: mean V, the v2 objective (score.v2_objective on the
     (work, attainment, rounds, attempts) points), mean attainment ("quality reached"), mean
@@ -376,6 +382,8 @@ def leaderboard(
     """
     if rank_by not in ("v2", "V"):
         raise ValueError(f"rank_by must be 'v2' or 'V', got {rank_by!r}")
+    if isinstance(results, (str, os.PathLike)):  # a results file (evaluate's out=), not its name's letters
+        results = read_results(results)
     items = [_as_result(r) for r in results]
     if not items:
         raise ValueError("no results to rank")
