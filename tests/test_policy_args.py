@@ -183,4 +183,8 @@ def test_a_misspelt_policy_file_gets_the_file_beside_it(tmp_path: Path, capsys: 
     refused_once(capsys, [*command, str(tmp_path / "mien.py")],
                  f"policy file {tmp_path / 'mien.py'} does not exist; did you mean '{tmp_path / 'mine.py'}'?")
     refused_once(capsys, [*command, str(tmp_path / "qqqq.py")], f"policy file {tmp_path / 'qqqq.py'} does not exist")
+    # and without the ".py" they all share: missing.py was crashing.py's near name
+    (tmp_path / "crashing.py").write_text(GOOD)
+    refused_once(capsys, [*command, str(tmp_path / "missing.py")],
+                 f"policy file {tmp_path / 'missing.py'} does not exist")
     assert not (tmp_path / "run").exists()

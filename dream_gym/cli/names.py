@@ -224,11 +224,13 @@ def check_policy(spec: str) -> str:
         if path.is_file():
             return spec
         folder = path.parent if path.parent.is_dir() else None
-        nearby = [p.name for p in sorted(folder.glob("*.py"))] if folder is not None else []
-        # names compared without their folder, which every candidate shares (a long path made any
-        # file of the folder look close); the hint gives the path as the user would type it
-        hint = did_you_mean(path.name, nearby,
-                            show=lambda name: name if str(path.parent) == "." else str(Path(spec).parent / name))
+        nearby = [p.stem for p in sorted(folder.glob("*.py"))] if folder is not None else []
+        # names compared without their folder and their ".py", which every candidate shares (a long
+        # path made any file of the folder look close, and ".py" made missing.py crashing.py's
+        # near name); the hint gives the path as the user would type it
+        hint = did_you_mean(path.stem, nearby,
+                            show=lambda stem: f"{stem}.py" if str(path.parent) == "." else
+                            str(Path(spec).parent / f"{stem}.py"))
         where = "" if folder is not None else f" (no folder {str(path.parent)!r})"
         raise UnknownName(f"policy file {spec} does not exist{where}{hint}")
     if spec in POLICIES:
