@@ -786,3 +786,14 @@ def test_w_is_the_same_given_the_output_folder_or_the_folder_that_holds_it(tmp_p
     import_openevolve(run.folder, tmp_path / "holder")
     import_openevolve(run.folder / "openevolve_output", tmp_path / "output")
     assert load_world(tmp_path / "holder").workers == load_world(tmp_path / "output").workers == 4
+
+
+def test_a_program_file_without_code_is_named_in_a_warning(tmp_path):
+    # it was imported without its code and without a word (EvoTrace's importer warned)
+    programs = tmp_path / "run" / "programs"
+    _write(programs, _prog("r", None, 1.0, 1.0, 0))
+    child = _prog("x", "r", 2.0, 2.0, 1)
+    del child["code"]
+    _write(programs, child)
+    report = import_openevolve(tmp_path / "run", tmp_path / "w")
+    assert "1 of 2 program file(s) hold no 'code' (a string): they are imported without code" in report.warnings

@@ -96,6 +96,10 @@ def import_openevolve(
     if not any("code" in raw for raw in snapshots.raws.values()) and any(
             "solution" in raw for raw in snapshots.raws.values()):  # read as OpenEvolve's, it would keep no code
         raise NotARunError(src, f"{src}: its program files hold a 'solution', not OpenEvolve's 'code'")
+    without_code = sum(1 for raw in snapshots.raws.values() if not isinstance(raw.get("code"), str))
+    if without_code:  # a file written to another schema (a misnamed key) would lose its code without a word
+        report.warn(f"{without_code} of {len(snapshots.raws)} program file(s) hold no 'code' (a string): they are "
+                    "imported without code")
     raws = dict(snapshots.raws)
     phase = dict(snapshots.phase)
     for child, entry in traces.lines.items():
