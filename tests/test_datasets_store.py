@@ -256,3 +256,12 @@ def test_gym_make_resolves_a_world_of_the_store(store):
     env.close()
     with pytest.raises(LookupError, match="dream-gym worlds download me/missing-v0"):
         gym.make("DreamGym/Replay-v0", world="me/missing-v0/world-a")
+
+
+def test_load_and_show_take_a_shipped_worlds_name_as_gym_make_does():
+    # both said "is not a world folder (no such directory)"
+    from dream_gym import datasets
+    from dream_gym.world.registry import resolve_world
+
+    assert datasets.load("cp26-fixed-w4-s0").id == resolve_world("cp26-fixed-w4-s0").id
+    assert datasets.show("cp26-fixed-w4-s0").startswith("world cp26-fixed-w4-s0  (task circle-packing-26")

@@ -55,6 +55,7 @@ from dream_gym.datasets.store import (
     validate,
 )
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.world.registry import resolve_world
 from dream_gym.world.tree import World, load_world
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def load(target: str | os.PathLike[str], *, download: bool = False, remote: str 
       remote (fetched unless already in the store);
     * ``namespace/name-vN/world`` (or ``namespace/name/world``: the newest version's) -> that
       :class:`~dream_gym.world.tree.World` (its dataset fetched when missing and ``download`` is true);
-    * a world folder -> its World.
+    * a world folder, or a shipped world's name -> its World.
 
     ``remote`` defaults to ``$DREAM_GYM_REMOTE``. Without network the error is a
     :class:`RemoteError` naming the remote and the cause.
@@ -110,7 +111,7 @@ def load(target: str | os.PathLike[str], *, download: bool = False, remote: str 
         return load_dataset(dataset, download=download, remote=remote).load(world)
     if is_dataset_ref(text):
         return load_dataset(text, download=download, remote=remote)
-    return load_world(text)
+    return resolve_world(text)  # a shipped world's name, as gym.make and evaluate take it
 
 
 def load_dataset(dataset_id: str, *, download: bool = False, remote: str | None = None) -> Dataset:
