@@ -272,6 +272,9 @@ def test_a_session_takes_a_world_reference_and_refuses_settings_that_are_no_sett
         ReplaySession(load_world_named("cp26-fixed-w4-s0"), {"workers": 2})
     with pytest.raises(TypeError, match="ReplaySession needs a World or a world reference, got int"):
         ReplaySession(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="strict must be True or False, got 'no'"):  # the env refuses it too
+        ReplaySession("cp26-fixed-w4-s0", strict="no")  # type: ignore[arg-type]
+    assert ReplaySession("cp26-fixed-w4-s0", strict=np.bool_(False)).strict is False
 
 
 def load_world_named(name: str) -> World:

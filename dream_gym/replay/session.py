@@ -135,7 +135,10 @@ class ReplaySession:
         self.max_rounds = max_rounds
         self._round_limit = math.inf if max_rounds is None else max_rounds
         self.max_attempts = settings.max_attempts
-        self.strict = strict
+        # a flag: True, False or a numpy bool (bool("no") is True: a text would turn it on unseen)
+        if not isinstance(strict, bool) and getattr(getattr(strict, "dtype", None), "kind", "") != "b":
+            raise ValueError(f"strict must be True or False, got {strict!r}")
+        self.strict = bool(strict)
         self.replay = Replay(world, settings.workers_on(world), settings.frontier_on(world), settings.requests)
         self.normalizer = Normalizer(world.baseline_score, world.best_score)
         self._fields = world_fields(world)
