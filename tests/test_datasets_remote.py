@@ -17,6 +17,7 @@ from dream_gym.datasets.store import (
     DatasetError,
     DatasetNotFoundError,
     IncompatibleDatasetError,
+    find_dataset,
     local_path,
     resolve_world_path,
 )
@@ -267,3 +268,22 @@ def test_a_local_remotes_links_fifos_and_oversized_archives_are_refused_before_t
     monkeypatch.setenv("DREAM_GYM_MAX_DECOMPRESSED_MB", "1")
     with pytest.raises(DatasetError, match="big-v0.tar.gz: holds 2097152 bytes, more than 1 MB"):
         download("me/big-v0", remote)
+
+
+def test_an_archive_holds_only_the_listed_files_and_a_forced_folder_upload_leaves_no_old_world(shared):
+    """A file in the store beside the dataset's own (a README, a build script) went into the
+    archive, whose download then refused it; a forced folder upload of a new version of the same
+    id left the old version's worlds beside the new ones."""
+    tmp_path, remote = shared
+    store = find_dataset("me/toy-v0").path
+    (store / "notes.txt").write_text("mine, not the dataset's")
+    upload("me/toy-v0", remote, archive=True)
+    delete("me/toy-v0")
+    assert download("me/toy-v0", remote).world_names == ["world-a", "world-b"]
+    upload("me/toy-v0", remote, overwrite=True)  # as a folder
+    pack([make_world(tmp_path / "src" / "c", "world-c")], "me/toy-v0", description="toy", readme=None,
+         overwrite=True)
+    upload("me/toy-v0", remote, overwrite=True)
+    held = sorted(p.relative_to(tmp_path / "remote" / "me" / "toy-v0").parts[0]
+                  for p in (tmp_path / "remote" / "me" / "toy-v0").rglob("*") if p.is_file())
+    assert set(held) == {"dataset.json", "world-c"}

@@ -19,7 +19,7 @@ import lzma
 import os
 import tarfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -39,11 +39,14 @@ class UnsafeArchiveError(ValueError):
     """An archive holds a member that could escape the destination or exhaust the disk."""
 
 
-def make_archive(folder: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
-    """Pack the regular files below ``folder`` into a gzip tar with relative, sorted names."""
+def make_archive(folder: str | os.PathLike[str], out: str | os.PathLike[str],
+                 files: Iterable[str] | None = None) -> Path:
+    """Pack the regular files below ``folder`` (or only ``files``, paths relative to it) into a gzip
+    tar with relative, sorted names."""
     folder, out = Path(folder), Path(out)
+    paths = sorted(folder.rglob("*")) if files is None else sorted(folder / rel for rel in files)
     with tarfile.open(out, "w:gz") as tar:
-        for path in sorted(folder.rglob("*")):
+        for path in paths:
             if path.is_symlink():
                 raise UnsafeArchiveError(f"{path}: symbolic links are not packed")
             if path.is_file():

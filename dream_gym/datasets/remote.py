@@ -169,7 +169,9 @@ def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False,
         if fs.exists(target) and not overwrite:
             raise FileExistsError(f"{target} already exists at the remote (--force; in Python overwrite=True)")
         with tempfile.TemporaryDirectory() as tmp:
-            packed = make_archive(dataset.path, Path(tmp) / "dataset.tar.gz")
+            # the listed files only: a download refuses an archive that holds any other (a README
+            # or a build script beside them in the store)
+            packed = make_archive(dataset.path, Path(tmp) / "dataset.tar.gz", [*dataset.meta["files"], DATASET_FILE])
             fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
             fs.put_file(str(packed), target)
         return target
@@ -180,7 +182,18 @@ def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False,
         fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
         fs.put_file(str(dataset.path / rel), target)
     fs.put_file(str(dataset.path / DATASET_FILE), _join(folder, DATASET_FILE))
+    _remove_unlisted(fs, folder, {*dataset.meta["files"], DATASET_FILE})
     return folder
+
+
+def _remove_unlisted(fs: Any, folder: str, listed: set[str]) -> None:
+    """Remove what a version replaced by ``--force`` left at the remote beside its new files (the
+    old version's worlds, which the new dataset.json no longer lists), once the new files are all there."""
+    prefix = folder.rstrip("/") + "/"
+    for path in fs.find(folder):
+        rel = str(path)[len(prefix):] if str(path).startswith(prefix) else None
+        if rel is not None and rel not in listed:
+            fs.rm(path)
 
 
 def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = False,
