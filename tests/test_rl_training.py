@@ -76,7 +76,20 @@ def test_arguments_are_refused_before_anything_is_written(tmp_path: Path, capsys
     assert cli_main(["train", "--worlds", POOL, "--timesteps", "64", "--out", str(out), *options]) == 2
     error = capsys.readouterr().err
     assert error.count("error:") == 1 and options[0].lstrip("-").replace("-", "_") in error  # names the option
-    assert not (out / "config.json").exists()
+    assert not out.exists()  # not even an empty folder (it was left by a check made after the lock)
+
+
+def test_a_folder_that_holds_something_else_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """train wrote its summary.json, evals.jsonl and model.zip into any folder: a dream run's, a world's."""
+    from dream_gym.cli import main as cli_main
+
+    out = tmp_path / "dream"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    assert cli_main(["train", "--worlds", POOL, "--heldout", "", "--timesteps", "64", "--out", str(out)]) == 2
+    assert "is not empty and holds no training run (config.json)" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["summary.json"]
+    assert (out / "summary.json").read_text() == "{}"
 
 
 @pytest.mark.slow

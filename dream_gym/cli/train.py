@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
                     "folder only, loaded as data unless --trust-model); TensorBoard logs in "
                     "OUT/tb; evaluates on the held-out worlds every --eval-every steps (logged only). "
                     "The trained model (OUT/model.zip) works with --policy in eval, replay, grow.")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, continues=True)  # killed or interrupted, the same command resumes from its checkpoint
     if not with_options:
         return
     add_trust_model(p)

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import random
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -36,7 +37,7 @@ import numpy as np
 from dream_gym.evaluation.leaderboard import leaderboard
 from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out, resolve_worlds
 from dream_gym.infrastructure.durable import write_json_atomic, write_via
-from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME, folder_lock
 from dream_gym.infrastructure.printable import printable
 from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.policy import EpisodeResult, run_episode
@@ -463,6 +464,10 @@ def _check_config(out: Path, config: TrainConfig) -> None:
     (:func:`_train`): a command refused for its arguments leaves no folder to refuse the next."""
     path = out / "config.json"
     mine = asdict(config)
+    if not path.is_file() and any(entry.name != FOLDER_LOCK_NAME for entry in out.iterdir()):
+        # its summary.json, evals.jsonl and model.zip would replace a dream's, a world's, anyone's
+        raise FileExistsError(f"{out} is not empty and holds no training run (config.json): give a new or empty "
+                              "--out")
     if path.is_file():
         theirs = json.loads(path.read_text(encoding="utf-8"))
         defaults = asdict(TrainConfig(arch=config.arch))  # a field added since the run keeps its default
@@ -488,13 +493,19 @@ def train(config: TrainConfig, log: Callable[[str], None] = print, *, trust_mode
     if (missing := missing_rl_package()) is not None:  # before the run folder is made
         raise RuntimeError(f"training needs the rl extra: pip install 'dream-gym[rl]' (no module {missing!r})")
     out = Path(config.out)
-    with folder_lock(out):
-        _check_config(out, config)
-        recorded = finished_summary(out, config)
-        if recorded is not None:
-            log(f"{out} is finished ({recorded['timesteps']} steps); nothing to do")
-            return recorded
-        return _train(config, out, log, trust_model)
+    new = not out.exists()
+    try:
+        with folder_lock(out):
+            _check_config(out, config)
+            recorded = finished_summary(out, config)
+            if recorded is not None:
+                log(f"{out} is finished ({recorded['timesteps']} steps); nothing to do")
+                return recorded
+            return _train(config, out, log, trust_model)
+    except Exception:
+        if new and out.is_dir() and not any(entry.name != FOLDER_LOCK_NAME for entry in out.iterdir()):
+            shutil.rmtree(out, ignore_errors=True)  # refused before anything was recorded: no folder left
+        raise
 
 
 def finished_summary(out: Path, config: TrainConfig) -> dict[str, Any] | None:
