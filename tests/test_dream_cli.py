@@ -229,3 +229,15 @@ def test_resume_refuses_a_history_world_whose_recorded_w_changed(tmp_path, capsy
     err = capsys.readouterr().err
     assert "cannot resume" in err and f"history: the run has the worlds sd-fixed-s0 (W {meta['workers'] - 1}, " in err
     assert f"this command gives the worlds sd-fixed-s0 (W {meta['workers']}, " in err
+
+
+def test_a_model_as_the_incumbent_is_refused_before_rsi_grows_anything(tmp_path, capsys):
+    # rsi grew its first world (with an LLM agent, at a cost) and only then refused the model
+    from pathlib import Path
+
+    model = Path(__file__).parent / "data" / "models" / "ppo-node-v.zip"
+    out = tmp_path / "rsi"
+    assert main([*RSI[:RSI.index("--policy")], "--policy", str(model), *RSI[RSI.index("--policy") + 2:],
+                 "--out", str(out)]) == 2
+    assert "an SB3 model cannot be the incumbent of the dreaming loop" in capsys.readouterr().err
+    assert not out.exists()

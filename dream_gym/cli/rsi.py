@@ -113,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
     if args.system is None or "," not in args.task:  # a system also takes initial_program.py,evaluator.py
         check_task(args.task)
     check_loads(args.policy)
+    from dream_gym.dream.versions import incumbent_source
+
+    incumbent_source(args.policy)  # a model, which no loop can revise as code, refused before the first rollout
     if args.history:
         resolve_world_specs(args.history, "--history")
     if args.system is not None:
