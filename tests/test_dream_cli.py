@@ -65,6 +65,12 @@ def test_rsi_runs_rollout_dream_deploy_and_reports_all_in_cost(tmp_path, capsys)
     world2 = json.loads((out / "worlds/iter-2/world.json").read_text())
     assert world2["policy"].endswith("policies/pi_2.py") and "dream-gym rsi" in world2["command"]
     assert "disc $" in capsys.readouterr().out
+    # resumed with fewer iterations, it cut the summaries to them and said nothing
+    fewer = [a if i != RSI.index("--iterations") + 1 else "1" for i, a in enumerate(RSI)]
+    before = (out / "summary.json").read_text()
+    assert main([*fewer, "--out", str(out), "--resume"]) == 2
+    assert "has finished 2 iterations: --iterations 1 is fewer (it may grow; give 2 or more)" in capsys.readouterr().err
+    assert (out / "summary.json").read_text() == before
 
 
 @pytest.mark.slow

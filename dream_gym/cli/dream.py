@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     for line in held_out_lines(result, args.gate):
         out.print(line)
     cost = result.cost
-    out.print(f"development cost: {cost['calls']:.0f} LLM calls, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
+    out.print(f"development cost: {cost['calls']:.0f} LLM call{'s' * (cost['calls'] != 1)}, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
               f"${cost['usd']:.4f}")
     out.print(f"chosen policy: {args.out / 'chosen.py'}; ratchet plot: {args.out / 'ratchet.png'}")
     failed, doubts = incumbent_failures(args.out, result.phase, args.policy), incumbent_doubts(result, args.policy)

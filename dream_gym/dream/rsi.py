@@ -201,6 +201,10 @@ def run_loop(config: Any, make_run: Callable[[], LoopRun]) -> list[Any]:
     with folder_lock(config.out):
         run = make_run()
         check_fingerprint(run.out, run.fingerprint(), resume=config.resume, command="dream-gym rsi")
+        finished = max((int(r["t"]) for r in run.rows if r.get("type") == "iteration"), default=0)
+        if finished > config.iterations:  # the summaries would be cut to the first iterations, the rest kept
+            raise ValueError(f"{run.out} has finished {finished} iterations: --iterations {config.iterations} is "
+                             f"fewer (it may grow; give {finished} or more)")
         records = [run.iteration(t) for t in range(1, config.iterations + 1)]
         write_json(run.out / "summary.json", {"iterations": [asdict(r) for r in records]})
         write_atomic(run.out / "summary.md", summary_markdown(records))

@@ -103,7 +103,7 @@ def _said(value: Any, other: Any = None) -> str:
     """A setting as a refusal names it: ``none`` for one not set; for a mapping of worlds (id to
     checksum, or to :func:`~dream_gym.evaluation.journal.world_identity`) their ids when ``other``
     names other worlds, else what it records of each; else its repr."""
-    if value is None:
+    if value is None or (value == {} and _worlds(other)):  # --validate none against some worlds
         return "none"
     if _worlds(value):
         if not _worlds(other) or set(other) != set(value):
