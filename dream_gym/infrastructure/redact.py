@@ -57,6 +57,8 @@ from types import TracebackType
 from typing import Any, TextIO, TypeVar
 from urllib.parse import quote, quote_plus, urlsplit
 
+from dream_gym.infrastructure.walk import map_strings
+
 #: Shorter values are not treated as secrets (they would mangle ordinary text).
 MIN_LENGTH = 8
 
@@ -287,19 +289,7 @@ def redact_value(obj: _T) -> _T:
     """A copy of ``obj`` with every string redacted, recursively through dicts (keys too), lists
     and tuples; other values are kept. Without secrets, ``obj`` itself is returned."""
     matcher = _matcher()
-    return _walk(obj, matcher.sub) if matcher.names else obj  # type: ignore[no-any-return]
-
-
-def _walk(obj: Any, sub: Callable[[str], str]) -> Any:
-    if isinstance(obj, str):
-        return sub(obj)
-    if isinstance(obj, Mapping):
-        return {_walk(k, sub): _walk(v, sub) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_walk(v, sub) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_walk(v, sub) for v in obj)
-    return obj
+    return map_strings(obj, matcher.sub) if matcher.names else obj  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------------------------------------

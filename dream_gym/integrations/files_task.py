@@ -59,6 +59,7 @@ from dream_gym.infrastructure.limits import (
     read_leftover,
 )
 from dream_gym.infrastructure.printable import NAME_CHARS, TEXT_CHARS, printable
+from dream_gym.infrastructure.walk import map_strings
 from dream_gym.infrastructure.work_folders import work_folder
 from dream_gym.integrations.evaluator_files import ProgramFileError, read_program
 from dream_gym.integrations.files_harness import HARNESS
@@ -383,15 +384,12 @@ def without_workdir(evaluation: FilesEvaluation, workdir: Path) -> FilesEvaluati
     paths = sorted({str(workdir), str(workdir.resolve())}, key=len, reverse=True)
 
     def replaced(value: Any) -> Any:
-        if isinstance(value, str):
+        def without(text: str) -> str:
             for path in paths:
-                value = value.replace(path, WORKDIR)
-            return value
-        if isinstance(value, dict):
-            return {replaced(k): replaced(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [replaced(v) for v in value]
-        return value
+                text = text.replace(path, WORKDIR)
+            return text
+
+        return map_strings(value, without)
 
     return FilesEvaluation(replaced(evaluation.metrics), replaced(evaluation.artifacts),
                            replaced(evaluation.failure), replaced(evaluation.correct))

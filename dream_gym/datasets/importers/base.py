@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.infrastructure.walk import map_strings
 from dream_gym.world.tree import DIRECTIONS
 from dream_gym.world.writer import new_meta, write_world
 
@@ -319,17 +320,10 @@ def _without_lone_surrogates(records: list[dict[str, Any]]) -> tuple[list[dict[s
     how many strings had one."""
     marked = 0
 
-    def clean(value: Any) -> Any:
+    def clean(text: str) -> str:
         nonlocal marked
-        if isinstance(value, str):
-            cleaned, count = _SURROGATE.subn("\ufffd", value)
-            marked += count > 0
-            return cleaned
-        if isinstance(value, dict):
-            return {clean(k): clean(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
+        cleaned, count = _SURROGATE.subn("\ufffd", text)
+        marked += count > 0
+        return cleaned
 
-    cleaned = [clean(record) for record in records]
-    return cleaned, marked
+    return [map_strings(record, clean) for record in records], marked
