@@ -271,6 +271,22 @@ def _kernel_channels(memory_world: Path, seed: int, **options: Any) -> list[dict
 
 
 @pytest.mark.parametrize("harden", [True, False], ids=["hardened", "kernel-alone"])
+def test_an_episode_cannot_ask_the_kernel_for_work_its_turn_cannot_stop(memory_world: Path, harden: bool) -> None:
+    """A red-team file filled 64 MB mappings in one call (MAP_POPULATE) in chosen windows: the
+    call ran on after its process was stopped, a core busy through the other episodes' turns, and
+    readers counting their turns decoded the best node in 2 of 20 episodes (0 in the control).
+    The kernel refuses those calls to an episode; a mapping touched a page at a time still works."""
+    with IsolatedPolicy(HOSTILE / "populates_memory.py", **FAST, harden=harden) as policy:
+        assert run_episode(policy, load_world(memory_world), beta=0.0, on_error="record").error is None
+        deadline = time.monotonic() + 10
+        while policy.output_tail("stdout").count("\n") < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)  # this process drains the output in a thread
+        said = dict(line.split(" ")[1:] for line in policy.output_tail("stdout").splitlines())
+    assert said == {"populate": "refused:PermissionError", "populate-read": "refused:PermissionError",
+                    "populate-write": "refused:PermissionError", "plain": "ok"}, said
+
+
+@pytest.mark.parametrize("harden", [True, False], ids=["hardened", "kernel-alone"])
 def test_no_message_passes_through_the_kernels_shared_state(memory_world: Path, harden: bool) -> None:
     """The file writes a message into what the kernel keeps for every process (the page cache,
     the dentry cache, the pid counter, its template's priority) and reads it in the next

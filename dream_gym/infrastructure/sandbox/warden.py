@@ -274,6 +274,9 @@ _IOCTL_SETS = {"FIONBIO": 0x5421, "FIOASYNC": 0x5452, "FIOSETOWN": 0x8901, "SIOC
 _FUTEX_PI_OPS = (6, 7, 8, 11, 12, 13)
 _FUTEX_CMD_MASK = 0x7F
 _MADV_COLD, _MADV_PAGEOUT = 20, 21  # they push a file's pages out of the page cache
+#: A mapping filled whole by the kernel before the call returns: a stopped process's call runs on,
+#: a core busy into the other episodes' turns, as long as the episode chooses.
+_MAP_POPULATE, _MADV_POPULATE_READ, _MADV_POPULATE_WRITE = 0x8000, 22, 23
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
 
@@ -287,7 +290,8 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False)
     policy ``episode`` also :data:`DENIED_FOR_EPISODES`, no thread (each takes the next number
     of the pid counter, which a later episode's thread would show), no eviction from the page
     cache, no change to another process's scheduling (its template's: the episodes forked
-    later inherit it), no change to an open file description, and no process id of its own or
+    later inherit it), no mapping the kernel fills whole in one call (which runs on past the end
+    of the episode's turn), no change to an open file description, and no process id of its own or
     its family (:data:`HIDDEN_FROM_EPISODES` answer 0). For any untrusted code, no question about
     another process (:data:`_ABOUT_A_PID`)."""
     import pyseccomp as sc
@@ -350,6 +354,11 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False)
         deny("ioprio_set", sc.Arg(1, sc.NE, 0))
         for name in ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr"):
             deny(name, sc.Arg(0, sc.NE, 0))
+        # kernel work the turns cannot stop: a 64 MB mapping filled in one call lengthened every
+        # other episode's rounds, which they counted (a page touched at a time stops at each fault)
+        deny("mmap", sc.Arg(3, sc.MASKED_EQ, _MAP_POPULATE, _MAP_POPULATE))
+        for advice in (_MADV_POPULATE_READ, _MADV_POPULATE_WRITE):
+            deny("madvise", sc.Arg(2, sc.EQ, advice))
     deny("prlimit64", sc.Arg(0, sc.NE, 0))  # another process's limits (its own: no capability to raise)
     return rules
 
@@ -431,7 +440,7 @@ class _Elf64Phdr(ctypes.Structure):
                 ("memsz", ctypes.c_uint64), ("align", ctypes.c_uint64)]
 
 
-_PT_LOAD, _MADV_WILLNEED, _MADV_POPULATE_READ = 1, 3, 22
+_PT_LOAD, _MADV_WILLNEED = 1, 3
 
 
 def file_mappings() -> list[tuple[int, int]]:
