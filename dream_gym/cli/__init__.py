@@ -119,7 +119,8 @@ def option_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
     """``"; did you mean --policy?"`` for the first misspelt option among ``unknown``."""
     from dream_gym.cli.names import did_you_mean
 
-    options = [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
+    options = [option for action in parser._actions for option in action.option_strings
+               if option.startswith("--") and action.help != argparse.SUPPRESS]  # not a retired spelling
     for token in unknown:
         if token.startswith("--"):
             return did_you_mean(token.split("=", 1)[0], options, n=1).replace("'", "")
