@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "worlds",
-        help="recorded-world datasets: list, show, validate, pack, upload, download, import, pool, stats",
+        help="recorded-world datasets: list, show, validate, pack, upload, download, delete, import, pool, "
+             "stats, compress",
         description="Datasets of recorded worlds (ids 'namespace/name-vN'), kept in the local "
         "store ($DREAM_GYM_HOME, default ~/.dream_gym) and shared through fsspec remotes.",
     )
