@@ -353,6 +353,25 @@ def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Pa
     assert tree(nodes(tmp_path / "from_trace")) == tree(records)
 
 
+def test_a_run_whose_every_answer_held_no_program_says_its_world_is_kept(tmp_path: Path) -> None:
+    """OpenEvolve's own "Evolution failed: 0/3 iterations produced a candidate program" ended the
+    command with no word of the world it left (the root and a failed node per iteration), which
+    ShinkaEvolve's and SkyDiscover's bridges say is kept and resumable."""
+    from openai_server import OpenAICompatServer
+
+    out = tmp_path / "world"
+    with OpenAICompatServer() as server:
+        server.responder = lambda body: "I would rather not write code today."
+        done = subprocess.run(
+            [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK, "--policy",
+             "greedy", "-W", "2", "--budget", "3", "--seed", "0", "--model", "openai/dream-gym-builtin",
+             "--api-base", server.base_url, "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and done.stderr.count("dream-gym deploy: error:") == 1, done.stderr[-3000:]
+    assert "Evolution failed: 0/" in done.stderr and "the world keeps what was recorded" in " ".join(done.stderr.split())
+    records = nodes(out)
+    assert len(records) >= 2 and all(r["score"] is None for r in records[1:])
+
+
 def test_a_policy_continues_a_node_without_program_after_a_resume(tmp_path: Path) -> None:
     """`fixed` at W = 1 continues its branch's newest node, here the failed stand-in of an answer
     with no program: OpenEvolve continues the parent's code. The run stops after that node and is

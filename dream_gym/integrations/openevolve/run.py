@@ -207,8 +207,14 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
                 bridge.restore_database(controller.database, writer.records, state)
             done = iterations_of(writer.records)
             if done < config.iterations:
-                with world_run.second_signal_interrupts():
-                    asyncio.run(controller.run(iterations=config.iterations - done))
+                try:
+                    with world_run.second_signal_interrupts():
+                        asyncio.run(controller.run(iterations=config.iterations - done))
+                except RuntimeError as exc:  # OpenEvolve's EvolutionFailedError: no iteration made a program
+                    if type(exc).__name__ != "EvolutionFailedError":
+                        raise
+                    raise RuntimeError(f"{exc}; the world keeps what was recorded (each failed iteration a node), "
+                                       "and --resume continues it") from None
             else:
                 state.stopped_by = "iterations"
             state.flush()
