@@ -140,8 +140,7 @@ def run(args: argparse.Namespace) -> int:
             s = data["stats"]
             best = "-" if s.best_score is None else f"{s.best_score:.6g}"
             console.print(f"  rollout {data['t']} round {s.round}: {s.attempts} attempt{'s' * (s.attempts != 1)}, "
-                          f"{s.failures} failed, "
-                          f"best {best}, {s.seconds:.1f}s")
+                          f"{s.failures} failed, best {best}, {s.seconds:.1f}s")
         elif kind == "rollout":
             world = data["world"]
             console.print(f"  rollout {data['t']} done: {world.size - 1} attempt{'s' * (world.size != 2)} in {world.id}; "

@@ -89,8 +89,7 @@ class CoverageReport:
 
 def coverage_report(world: World | str | os.PathLike[str], *, tiny_gain: float = TINY_GAIN) -> CoverageReport:
     """Measure ``world`` (a World or a reference to one) and say what a replay on it can and cannot answer."""
-    if isinstance(world, (str, os.PathLike)):  # a name was "'str' object has no attribute 'size'"
-        world = resolve_world(world)
+    world = resolve_world(world)  # a name too (it was "'str' object has no attribute 'size'")
     n = world.size
     attempts = n - 1
     counts = np.diff(world.children_start)

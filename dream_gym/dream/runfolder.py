@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.infrastructure.durable import json_safe, read_jsonl, write_json_atomic
-from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME
+from dream_gym.infrastructure.locks import holds_only_its_lock
 from dream_gym.infrastructure.redact import redact_value
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -71,7 +71,7 @@ def check_fingerprint(folder: str | os.PathLike[str], settings: Mapping[str, Any
     path = Path(folder) / FINGERPRINT_FILE
     current = redact_value(json_safe(dict(settings)))  # as the file holds them
     if not path.exists():
-        if any(entry.name != FOLDER_LOCK_NAME for entry in Path(folder).iterdir()):  # the run's own lock is no content
+        if not holds_only_its_lock(folder):
             raise SettingsChanged(f"{folder} is not empty and has no {FINGERPRINT_FILE}: it is not a {command} "
                                   "run folder; give a new or empty folder")
         write_json(path, current)

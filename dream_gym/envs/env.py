@@ -22,7 +22,6 @@ from dream_gym.envs.spaces import (
     NODE_COLUMNS,
     PADDING_ROW,
     capacity_for,
-    check_flags,
     observation_space,
 )
 from dream_gym.replay.layout import (
@@ -54,7 +53,7 @@ from dream_gym.replay.mechanics import ROOT, IllegalBatchError, judge_batch, ref
 from dream_gym.replay.node_stores import RevealedNodes
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
 from dream_gym.replay.session import ReplaySession, world_fields
-from dream_gym.replay.settings import DEFAULT_BETA, DEFAULT_MAX_ATTEMPTS, ReplaySettings
+from dream_gym.replay.settings import DEFAULT_BETA, DEFAULT_MAX_ATTEMPTS, ReplaySettings, check_flags
 from dream_gym.replay.view import PrefixView, render_tree
 from dream_gym.world.registry import is_path, resolve_world
 from dream_gym.world.tree import World

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from dream_gym.replay.settings import is_whole
+
 # Columns of the observation's "nodes" matrix (one row per observed id) and "globals" vector.
 NODE_COLUMNS: tuple[str, ...] = ("revealed", "parent", "depth", "scored", "frontier")
 GLOBAL_COLUMNS: tuple[str, ...] = ("root_slots", "baseline", "rounds", "attempts")
@@ -60,21 +62,13 @@ def view_observation(view: Any, max_nodes: int) -> tuple[dict[str, np.ndarray], 
     return {"nodes": nodes, "score": scores, "globals": glob}, mask
 
 
-def check_flags(**flags: object) -> None:
-    """Refuse a flag argument that is not True or False (``bool("false")`` is True: a text would
-    turn the flag on unseen)."""
-    for name, value in flags.items():
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {value!r}")
-
-
 def capacity_for(max_nodes: int | None, world_size: int, workers: int, what: str = "the world") -> int:
     """The observation capacity: ``max_nodes``, or :data:`DEFAULT_MAX_NODES` when it is None.
 
     A world bigger than the default capacity is an error here, at make time, rather than episodes
     cut short without the caller asking for it.
     """
-    if max_nodes is not None and (isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer))):
+    if max_nodes is not None and not is_whole(max_nodes):
         raise ValueError(f"max_nodes must be a whole number (or None), got {max_nodes!r}")  # 10.5 was 10
     if max_nodes is None:
         if world_size > DEFAULT_MAX_NODES:

@@ -30,14 +30,13 @@ from dream_gym.envs.spaces import (
     NODE_COLUMNS,
     PADDING_ROW,
     capacity_for,
-    check_flags,
     observation_space,
 )
 from dream_gym.envs.vector_episodes import VectorEpisodes, WorldRef, as_world_list, final_entries, reset_mask
 from dream_gym.replay.mechanics import IllegalBatchError
 from dream_gym.replay.objectives import replay_value
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.replay.settings import DEFAULT_BETA, DEFAULT_MAX_ATTEMPTS, ReplaySettings
+from dream_gym.replay.settings import DEFAULT_BETA, DEFAULT_MAX_ATTEMPTS, ReplaySettings, check_flags
 from dream_gym.replay.vector import _FRONTIER_CODES, NONE, ROOT, VectorReplay, WorldPool
 from dream_gym.replay.vector_engine import (
     ATTEMPTS_LIMIT,

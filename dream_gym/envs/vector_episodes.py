@@ -17,6 +17,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from dream_gym.replay.objectives import Progress, ValueFn
+from dream_gym.replay.settings import whole_at_least_one
 from dream_gym.replay.vector import VectorReplay
 from dream_gym.world.registry import resolve_world
 from dream_gym.world.tree import World
@@ -86,7 +87,7 @@ class VectorEpisodes(VectorEnv):  # type: ignore[type-arg]
 
     def _init_episodes(self, num_envs: int, autoreset_mode: AutoresetMode | str, value_fn: ValueFn,
                        beta1: float, beta2: float) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+        if not whole_at_least_one(num_envs):
             raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")  # 2.5 was 2 envs
         self.num_envs = int(num_envs)
         mode = AutoresetMode(autoreset_mode)

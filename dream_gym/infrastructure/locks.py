@@ -233,6 +233,11 @@ def file_lock(path: str | os.PathLike[str]) -> WriterLock:
     return WriterLock(path, folder=False)
 
 
+
+def holds_only_its_lock(folder: str | os.PathLike[str]) -> bool:
+    """Whether an existing ``folder`` holds nothing but its lock file (a run's own lock is no content)."""
+    return all(entry.name == FOLDER_LOCK_NAME for entry in Path(folder).iterdir())
+
 __all__ = [
     "FILE_LOCK_SUFFIX",
     "FOLDER_LOCK_NAME",
@@ -241,5 +246,6 @@ __all__ = [
     "describe_holder",
     "file_lock",
     "folder_lock",
+    "holds_only_its_lock",
     "lock_file_of",
 ]

@@ -48,7 +48,7 @@ import numpy as np
 
 from dream_gym.replay.mechanics import ROOT, Replay
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, Normalizer, replay_score
-from dream_gym.replay.settings import ReplaySettings
+from dream_gym.replay.settings import ReplaySettings, whole_at_least_one
 from dream_gym.world.registry import resolve_world
 from dream_gym.world.reveal_rules import REVEAL_RULES, RevealRule
 from dream_gym.world.tree import World
@@ -311,12 +311,11 @@ def oracle_limit(
         frontier: "leaves" or "any" (default: the world's rule).
         max_rounds: only policies that stop after at most this many rounds (None: no limit).
     """
-    if isinstance(world, (str, os.PathLike)):  # a reference, as ReplaySession and run_episode take
-        world = resolve_world(world)
+    world = resolve_world(world)  # a reference too, as ReplaySession and run_episode take
     rule = world.frontier_rule if frontier is None else frontier
     if rule not in REVEAL_RULES:
         raise ValueError(f"frontier must be one of {tuple(REVEAL_RULES)}, got {rule!r}")
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:  # 3.9 was W 3
+    if not whole_at_least_one(workers):  # 3.9 was W 3
         raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
     if beta1 < 0 or beta2 < 0 or not (math.isfinite(beta1) and math.isfinite(beta2)):
         raise ValueError(f"beta1 and beta2 must be finite and >= 0, got {beta1}, {beta2}")

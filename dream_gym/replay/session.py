@@ -18,7 +18,7 @@ from dream_gym.replay.mechanics import ROOT, IllegalBatchError, Replay
 from dream_gym.replay.node_stores import RevealedNodes
 from dream_gym.replay.node_view import FrozenDict, NodeView, fields_under
 from dream_gym.replay.score import Normalizer
-from dream_gym.replay.settings import ReplaySettings
+from dream_gym.replay.settings import ReplaySettings, check_flags
 from dream_gym.replay.view import PrefixView
 from dream_gym.world.registry import resolve_world
 from dream_gym.world.tree import World
@@ -135,9 +135,7 @@ class ReplaySession:
         self.max_rounds = max_rounds
         self._round_limit = math.inf if max_rounds is None else max_rounds
         self.max_attempts = settings.max_attempts
-        # a flag: True, False or a numpy bool (bool("no") is True: a text would turn it on unseen)
-        if not isinstance(strict, bool) and getattr(getattr(strict, "dtype", None), "kind", "") != "b":
-            raise ValueError(f"strict must be True or False, got {strict!r}")
+        check_flags(strict=strict)
         self.strict = bool(strict)
         self.replay = Replay(world, settings.workers_on(world), settings.frontier_on(world), settings.requests)
         self.normalizer = Normalizer(world.baseline_score, world.best_score)

@@ -57,8 +57,22 @@ def recorder_or(command_default: str) -> str:
     return DEFAULT_RECORDER or command_default
 
 
-def _whole_at_least_one(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and int(value) >= 1
+def is_whole(value: object) -> bool:
+    """A whole number, numpy's included; not a bool (True is 1), a float (3.9 would be cut to 3) or text."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
+
+
+def whole_at_least_one(value: object) -> bool:
+    """A whole number >= 1 (:func:`is_whole`): W, a count, a round limit."""
+    return is_whole(value) and int(value) >= 1  # type: ignore[call-overload]
+
+
+def check_flags(**flags: object) -> None:
+    """Refuse a flag argument that is not True or False (a numpy bool is one): ``bool("false")``
+    is True, so a text would turn the flag on unseen."""
+    for name, value in flags.items():
+        if not isinstance(value, bool) and getattr(getattr(value, "dtype", None), "kind", "") != "b":
+            raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -88,7 +102,7 @@ class ReplaySettings:
 
     def __post_init__(self) -> None:
         # a float W or round limit would be cut to an int unseen; True is 1, "4" no number
-        if self.workers is not None and not _whole_at_least_one(self.workers):
+        if self.workers is not None and not whole_at_least_one(self.workers):
             raise ValueError(f"workers must be an integer >= 1 or None, got {self.workers!r}")
         if isinstance(self.beta, bool) or not isinstance(self.beta, numbers.Real) or not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must be in [0, 1], got {self.beta!r}")
@@ -96,7 +110,7 @@ class ReplaySettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if self.max_rounds is not None and not _whole_at_least_one(self.max_rounds):
+        if self.max_rounds is not None and not whole_at_least_one(self.max_rounds):
             raise ValueError(f"max_rounds must be an integer >= 1 or None, got {self.max_rounds!r}")
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {self.max_attempts!r}")
@@ -171,7 +185,6 @@ class ReplaySettings:
         return dataclasses.asdict(self)
 
 
-
 def _checked(settings: Any) -> ReplaySettings:
     """``settings`` if it is a :class:`ReplaySettings`; else a TypeError that says how to give them
     (a dict was read field by field and failed deep inside, an AttributeError)."""
@@ -180,4 +193,6 @@ def _checked(settings: Any) -> ReplaySettings:
                         "keywords instead (workers=2, beta=0.5)")
     return settings
 
-__all__ = ["DEFAULT_BETA", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_RECORDER", "STANDARD_WORKERS", "ReplaySettings", "recorder_or"]
+
+__all__ = ["DEFAULT_BETA", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_RECORDER", "STANDARD_WORKERS", "ReplaySettings", "check_flags",
+           "is_whole", "recorder_or", "whole_at_least_one"]

@@ -9,12 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from dream_gym.envs.vector_episodes import WorldRef
 from dream_gym.replay.objectives import Progress, ValueFn
 from dream_gym.replay.session import ReplaySession
-from dream_gym.replay.settings import ReplaySettings
+from dream_gym.replay.settings import ReplaySettings, is_whole
 from dream_gym.rl.pool_settings import pool_settings, settings_of
 from dream_gym.world.registry import resolve_world
 
@@ -72,7 +71,7 @@ class PoolEpisodes(gym.Env):  # type: ignore[type-arg]
                              f"'beta', got {', '.join(map(repr, unknown))}")
         if "world" in options:
             world = options["world"]
-            if isinstance(world, bool) or not isinstance(world, (int, np.integer)):  # 1.7 was world 1
+            if not is_whole(world):  # 1.7 was world 1
                 raise ValueError(f"options['world'] is the index of a world of the pool, got {world!r}")
             world = int(world)
         else:

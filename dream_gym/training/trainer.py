@@ -37,7 +37,7 @@ import numpy as np
 from dream_gym.evaluation.leaderboard import leaderboard
 from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out, resolve_worlds
 from dream_gym.infrastructure.durable import write_json_atomic, write_via
-from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME, folder_lock
+from dream_gym.infrastructure.locks import folder_lock, holds_only_its_lock
 from dream_gym.infrastructure.printable import printable
 from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.policy import EpisodeResult, run_episode
@@ -464,7 +464,7 @@ def _check_config(out: Path, config: TrainConfig) -> None:
     (:func:`_train`): a command refused for its arguments leaves no folder to refuse the next."""
     path = out / "config.json"
     mine = asdict(config)
-    if not path.is_file() and any(entry.name != FOLDER_LOCK_NAME for entry in out.iterdir()):
+    if not path.is_file() and not holds_only_its_lock(out):
         # its summary.json, evals.jsonl and model.zip would replace a dream's, a world's, anyone's
         raise FileExistsError(f"{out} is not empty and holds no training run (config.json): give a new or empty "
                               "--out")
@@ -503,7 +503,7 @@ def train(config: TrainConfig, log: Callable[[str], None] = print, *, trust_mode
                 return recorded
             return _train(config, out, log, trust_model)
     except Exception:
-        if new and out.is_dir() and not any(entry.name != FOLDER_LOCK_NAME for entry in out.iterdir()):
+        if new and out.is_dir() and holds_only_its_lock(out):
             shutil.rmtree(out, ignore_errors=True)  # refused before anything was recorded: no folder left
         raise
 

@@ -38,7 +38,7 @@ def configured_workers(system: str, source: Path) -> tuple[int, str] | None:
         return None
     names, places, keys = PLACES[system]
     folder = source if source.is_dir() else source.parent
-    for place in (folder if where == "." else folder.parent if where == ".." else folder / where for where in places):
+    for place in (folder.parent if where == ".." else folder / where for where in places):  # folder / "." is folder
         for name in names:
             value = _value(place / name, keys)
             if value is not None:
