@@ -546,7 +546,7 @@ def test_the_callers_signal_handlers_and_logging_are_back_after_a_run(tmp_path: 
 
 def test_the_systems_sys_exit_0_at_a_second_signal_is_an_interrupt() -> None:
     # OpenEvolve's and SkyDiscover's answer to a second Ctrl-C; both bridges run inside this
-    from dream_gym.integrations.world_run import second_signal_interrupts
+    from dream_gym.integrations.stopping import second_signal_interrupts
 
     for code in (0, None):
         with pytest.raises(KeyboardInterrupt), second_signal_interrupts():

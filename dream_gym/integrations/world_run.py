@@ -15,16 +15,11 @@ The settings it reads (:class:`RunSettings`) are those of a
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import json
-import logging
 import os
-import signal
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,45 +54,6 @@ class RunSettings(Protocol):
     policy_params: dict[str, Any]
     trust_model: bool
     read: tuple[Path, ...]
-
-
-@contextlib.contextmanager
-def kept_process_state() -> Iterator[None]:
-    """The process-wide state a system's run changes and leaves changed, put back after it: SIGINT's
-    and SIGTERM's handlers (OpenEvolve and SkyDiscover install their own for a graceful stop: in the
-    process that called ``deploy``, a notebook or ``rsi``'s loop, a later Ctrl-C called the finished
-    run's handler, OpenEvolve's an AttributeError, and SIGTERM no longer ended it) and the root
-    logger's level and handlers (each run adds a file handler on its own log and a console
-    handler: every later message of the process went to that run's log file and to the console),
-    and ``sys.path`` (each adds its task's folder: a later import could find a module there)."""
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    path = list(sys.path)
-    main = threading.current_thread() is threading.main_thread()  # signals are the main thread's
-    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    try:
-        yield
-    finally:
-        for number, handler in kept.items():
-            signal.signal(number, handler)
-        for added in [h for h in root.handlers if h not in handlers]:
-            root.removeHandler(added)
-            added.close()
-        root.setLevel(level)
-        sys.path[:] = path
-
-
-@contextlib.contextmanager
-def second_signal_interrupts() -> Iterator[None]:
-    """OpenEvolve and SkyDiscover answer a second Ctrl-C with ``sys.exit(0)``: a stop at once, not
-    a finished run. It ended the command silently with exit status 0; here it is KeyboardInterrupt
-    (the CLI says "interrupted", status 130, and ``--resume`` continues the run)."""
-    try:
-        yield
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            raise
-        raise KeyboardInterrupt from None
 
 
 def check_version(distribution: str, name: str, extra: str, supported: str, series: tuple[str, ...],
@@ -483,6 +439,6 @@ def deploy_result(system: str, version: str, folder: Path, records: list[dict[st
     return result
 
 
-__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "kept_process_state", "deploy_result",
-           "files_evaluator", "given_endpoint", "nodes_before", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure", "second_signal_interrupts",
+__all__ = ["NO_KEY", "RunParts", "RunSettings", "check_made_programs", "check_policy", "check_same_run", "check_task", "check_version", "deploy_result",
+           "files_evaluator", "given_endpoint", "nodes_before", "open_world", "openai_name", "parents_by", "record_counts", "resolve_task", "root_failure",
            "was_interrupted", "world_meta", "write_summary"]

@@ -21,14 +21,13 @@ generic agent (:mod:`dream_gym.online.agents.generic`), behind an
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM
-from dream_gym.integrations import world_run
+from dream_gym.integrations import stopping, world_run
 from dream_gym.integrations.deploy import NATIVE_POLICY
 from dream_gym.integrations.openevolve.evaluator import (
     EVALUATOR_TEMPLATE,
@@ -192,7 +191,7 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         meta=lambda name, initial, evaluator: new_meta(config, version, name, initial, evaluator))
     parts = world_run.RunParts(writer)
     state = None
-    with world_run.kept_process_state():  # OpenEvolve's log handlers and signal handlers, undone after
+    with stopping.kept_process_state():  # OpenEvolve's log handlers and signal handlers, undone after
         try:
             model, api_base, api_key = parts.endpoint(config, task_name, initial, evaluator, config.api_key)
             oe_config = openevolve_config(config, model=model, api_base=api_base, api_key=api_key)
@@ -208,8 +207,8 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
             done = iterations_of(writer.records)
             if done < config.iterations:
                 try:
-                    with world_run.second_signal_interrupts():
-                        asyncio.run(controller.run(iterations=config.iterations - done))
+                    with stopping.second_signal_interrupts():
+                        stopping.run_coroutine(controller.run(iterations=config.iterations - done))
                 except RuntimeError as exc:  # OpenEvolve's EvolutionFailedError: no iteration made a program
                     if type(exc).__name__ != "EvolutionFailedError":
                         raise

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dream_gym.integrations import world_run
+from dream_gym.integrations import stopping, world_run
 from dream_gym.integrations.deploy import DeployRequest, DeployResult, system_options
 from dream_gym.integrations.shinkaevolve.evaluator import (
     EVALUATE_TEMPLATE,
@@ -275,6 +275,8 @@ def _stop_on_signal(runner: Any, state: Any) -> Iterator[None]:
         if state.policy is None:
             state.stopped_by = "shutdown"
             runner._finish_soon()
+        else:
+            stopping.say_stopping("the round in flight")
 
     for number in previous:
         signal.signal(number, stop)

@@ -63,6 +63,7 @@ from skydiscover.search.route import register_database, register_manager
 from skydiscover.search.topk.database import TopKDatabase
 from skydiscover.utils.metrics_utils import get_fitness_score
 
+from dream_gym.integrations import stopping
 from dream_gym.integrations.skydiscover.state import (
     SLOT,
     Evaluated,
@@ -180,6 +181,11 @@ class RoundsManager:
             return result
 
         self.evaluator.evaluate_program = watched
+
+    def request_shutdown(self) -> None:
+        """SkyDiscover's first Ctrl-C or SIGTERM: the round in flight finishes, and the run says so."""
+        super().request_shutdown()  # type: ignore[misc]
+        stopping.say_stopping("the iterations in flight")
 
     async def run_discovery(self, start_iteration: int, max_iterations: int,
                             checkpoint_callback: Any = None, **_: Any) -> Any:

@@ -21,7 +21,6 @@ System-specific settings (``DeployRequest.options``, ``--option KEY=VALUE``): :d
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.integrations import world_run
+from dream_gym.integrations import stopping, world_run
 from dream_gym.integrations.deploy import (
     NATIVE_POLICY,
     DeployRequest,
@@ -188,9 +187,9 @@ def files_evaluator(request: DeployRequest, evaluator: Path, config: Any, folder
 def _skydiscover_process_state() -> Iterator[None]:
     """SkyDiscover's controller sets the root logger's level, adds a log file handler (and a console
     handler) to it and takes SIGINT/SIGTERM for itself; all of it is put back when the run ends
-    (:func:`~dream_gym.integrations.world_run.kept_process_state`)."""
+    (:func:`~dream_gym.integrations.stopping.kept_process_state`)."""
     root = logging.getLogger()
-    with world_run.kept_process_state():
+    with stopping.kept_process_state():
         if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
                    for h in root.handlers):
             # SkyDiscover adds a console handler only when the root has none: its log (every failed
@@ -262,7 +261,7 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
         state = bridge.RunState(writer, policy, request.workers, total_iterations=request.budget,
                                 dropped_dir=folder / OUTPUT_DIR / "dropped", seed=request.seed, beta=request.beta,
                                 frontier=options.frontier)
-        with _skydiscover_process_state(), world_run.second_signal_interrupts():
+        with _skydiscover_process_state(), stopping.second_signal_interrupts():
             controller = bridge.BridgeController(str(initial), str(sky_evaluator), config=config,
                                                  output_dir=str(folder / OUTPUT_DIR))
             controller.database.dream_state = state
@@ -272,7 +271,7 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
             iterations_before, before = state.iterations_done, world_run.nodes_before(writer.records)
             if state.iterations_done < request.budget:
                 first = max(1, controller.database.last_iteration)
-                asyncio.run(controller.run(iterations=request.budget - first + 1))
+                stopping.run_coroutine(controller.run(iterations=request.budget - first + 1))
         writer.update_meta(skydiscover=dict(writer.meta.get("skydiscover") or {}, stopped_by=state.stopped_by,
                                             iterations_done=state.iterations_done))
         writer.finish()
