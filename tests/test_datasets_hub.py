@@ -16,6 +16,7 @@ import yaml
 from hub_server import HubServer
 
 import dream_gym.datasets as ds
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.cli import main
 from dream_gym.datasets import hub as hub_module
 from dream_gym.datasets.packing import delete, pack
@@ -297,4 +298,4 @@ def test_without_huggingface_hub_each_hub_verb_names_the_extra_in_one_line(verb:
                           env={**os.environ, "DREAM_GYM_HOME": str(tmp_path)})
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
-        "dream-gym worlds: error: hf:// remotes need huggingface_hub: pip install 'dream-gym[share]'"], done.stderr
+        f"dream-gym worlds: error: hf:// remotes need huggingface_hub: {install_command('share')}"], done.stderr

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import random
 import shutil
 from pathlib import Path
@@ -367,7 +369,31 @@ def test_leaderboard_aggregates_over_worlds_and_ties_share_a_rank() -> None:
     assert "World w2" in text and "1=" in text
     assert board.errors == [("c", "w2", 0.5, "Boom: x")]
     by_v = leaderboard(rows, rank_by="V")
-    assert [(r.policy, r.rank) for r in by_v.overall] == [("c", 1), ("a", 2), ("b", 2)]  # mean V 0.35 > 0.3
+    assert [(r.policy, r.rank) for r in by_v.per_world["w1"]] == [("c", 1), ("a", 2), ("b", 2)]  # V 0.9 > 0.5
+    # overall c's mean V 0.35 > 0.3, but one of its episodes failed: after every row without one
+    assert [(r.policy, r.rank) for r in by_v.overall] == [("a", 1), ("b", 1), ("c", 3)]
+
+
+def test_a_policy_whose_episodes_fail_ranks_after_those_that_played() -> None:
+    """A policy failing every episode did nothing (V 0, nothing off the record), which ranked it
+    above a policy whose attempts cost more than they found (V < 0), with "on record" 100 %."""
+    rows = [result("greedy", "w", beta, v=-0.07, work=0.3, attain=0.2, attempts=6, rounds=3) for beta in (0.0, 1.0)]
+    rows += [result("crashing.py", "w", beta, v=0.0, work=0.0, attain=0.0, attempts=0, rounds=0,
+                    error="PolicyException: boom") for beta in (0.0, 1.0)]
+    for row in rows:
+        row.refused, row.cut_short, row.answerable = 0, False, (None if row.error else 1.0)
+    for rank_by in ("v2", "V"):
+        board = leaderboard(rows, rank_by=rank_by)
+        assert [(r.policy, r.rank) for r in board.overall] == [("greedy", 1), ("crashing.py", 2)]
+        assert [(r.policy, r.rank) for r in board.per_world["w"]] == [("greedy", 1), ("crashing.py", 2)]
+    crashing = board.overall[1]
+    assert crashing.errors == 2 and math.isnan(crashing.on_record) and math.isnan(crashing.coverage)
+    assert board.overall[0].on_record == 1.0
+    assert "| 2 | crashing.py |" in board.to_markdown() and "n/a" in board.to_markdown()
+    # two failing policies are ranked among themselves by the same key, and tie as others do
+    twin = [dataclasses.replace(r, policy="crashing2.py") for r in rows if r.error]
+    assert [(r.policy, r.rank) for r in leaderboard(rows + twin).overall] == [
+        ("greedy", 1), ("crashing.py", 2), ("crashing2.py", 2)]
 
 
 def test_leaderboard_renders_rich_tables() -> None:

@@ -16,9 +16,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 RL = ("torch", "stable_baselines3", "sb3_contrib")
-NEEDS_OPTUNA = "the built-in developer needs optuna, an optional dependency: pip install 'dream-gym[dream]'"
-NEEDS_LITELLM = "LLM agents and developers need litellm, an optional dependency: pip install 'dream-gym[llm]'"
-NEEDS_RAY = "backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'"
+
+
+def install(extra: str) -> str:
+    """The hint of a source checkout: pip given the checkout again, editable (``dream-gym`` on a
+    package index is not what a checkout's user installed)."""
+    return f"pip install -e '{REPO}[{extra}]'"
+
+
+NEEDS_OPTUNA = f"the built-in developer needs optuna, an optional dependency: {install('dream')}"
+NEEDS_LITELLM = f"LLM agents and developers need litellm, an optional dependency: {install('llm')}"
+NEEDS_RAY = f"backend 'ray' needs the ray extra: {install('ray')}"
 GROW = ["grow", "--task", "sum-difference", "-W", "2", "--rounds", "1"]
 RSI = ["rsi", "--task", "sum-difference", "--policy", "greedy", "-T", "1", "-M", "2"]
 DREAM = ["dream", "--history", "sd-ucb-w4-s1", "--policy", "greedy", "-M", "2"]
@@ -65,7 +73,7 @@ def test_the_demo_without_the_dream_extra_stops_before_its_evaluation(tmp_path: 
     (("ray",), [*GROW, "--backend", "ray"], NEEDS_RAY),
     (("ray",), [*RSI, "--backend", "ray"], NEEDS_RAY),
     (RL, ["train", "--worlds", "sd-ucb-w4-s1", "--timesteps", "64"],
-     "training needs the rl extra: pip install 'dream-gym[rl]' (no module 'sb3_contrib')"),
+     f"training needs the rl extra: {install('rl')} (no module 'sb3_contrib')"),
 ])
 def test_a_command_without_its_extra_says_which_and_writes_nothing(tmp_path: Path, hidden: tuple[str, ...],
                                                                     argv: list[str], message: str) -> None:
@@ -87,5 +95,5 @@ def test_eval_of_a_model_without_the_rl_extra_fails_once_before_its_episodes(tmp
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.strip() == (
         "dream-gym eval: error: policy 'recommended (cv-node-v)' is a trained model, which needs the rl extra: "
-        "pip install 'dream-gym[rl]' (no module 'sb3_contrib')")
+        f"{install('rl')} (no module 'sb3_contrib')")
     assert run.stdout == "" and not (tmp_path / "r.jsonl").exists()  # no episode ran

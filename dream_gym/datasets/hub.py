@@ -56,6 +56,7 @@ from dream_gym.datasets.store import (
     parse_dataset_json,
     safe_relative_path,
 )
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.infrastructure.limits import (
     decompressed_limit_problem,
     line_limit_problem,
@@ -134,7 +135,7 @@ def _api() -> Any:
     try:
         from huggingface_hub import HfApi
     except ImportError:  # huggingface_hub is in the share extra
-        raise RemoteError("hf:// remotes need huggingface_hub: pip install 'dream-gym[share]'") from None
+        raise RemoteError(f"hf:// remotes need huggingface_hub: {install_command('share')}") from None
     return HfApi(endpoint=endpoint(), library_name="dream-gym", library_version=_version())
 
 

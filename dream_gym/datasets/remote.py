@@ -51,6 +51,7 @@ from dream_gym.datasets.store import (
     safe_relative_path,
     verify_files,
 )
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.infrastructure.limits import (
     decompressed_limit_problem,
     leftover_problem,
@@ -90,7 +91,7 @@ def _filesystem(remote: str) -> tuple[Any, str]:
     try:
         import fsspec
     except ImportError:  # pragma: no cover - fsspec is in the share extra
-        raise RemoteError("remotes need fsspec: pip install 'dream-gym[share]'") from None
+        raise RemoteError(f"remotes need fsspec: {install_command('share')}") from None
     try:
         fs, root = fsspec.core.url_to_fs(remote)
     except (ImportError, ValueError) as exc:

@@ -33,6 +33,7 @@ from typing import Any
 
 from dream_gym.dream import family_policy
 from dream_gym.dream.developer import EarlierRevision, Feedback, Revision
+from dream_gym.infrastructure.extras import install_command
 
 _BLOCK = re.compile(
     r"(# --- PARAMS \(the built-in developer rewrites the lines between these markers\) ---\n)"
@@ -106,7 +107,7 @@ def require_optuna() -> None:
     import importlib.util
 
     if importlib.util.find_spec("optuna") is None:
-        raise RuntimeError("the built-in developer needs optuna, an optional dependency: pip install 'dream-gym[dream]'")
+        raise RuntimeError(f"the built-in developer needs optuna, an optional dependency: {install_command('dream')}")
 
 
 def _sampler_seed(seed: int, phase: int, m: int) -> int:

@@ -336,11 +336,14 @@ def _limit_fields(episodes: Sequence[EpisodeResult], mean_v: float) -> dict[str,
 
 
 def _rank(rows: list[LeaderboardRow], key: Callable[[LeaderboardRow], tuple[float, ...]]) -> list[LeaderboardRow]:
-    """Sort best first; rows whose keys are equal (within TIE_TOLERANCE) share a rank (1, 1, 3)."""
-    ordered = sorted(rows, key=lambda r: (tuple(-k for k in key(r)), r.policy))
+    """Sort best first, every row with a failed episode after the rows without one (a policy that
+    fails does nothing more, and V counts doing nothing as 0, above the negative V of a policy that
+    pays for attempts which found little: a policy failing every episode ranked first); rows whose
+    keys are equal (within TIE_TOLERANCE) share a rank (1, 1, 3)."""
+    ordered = sorted(rows, key=lambda r: (r.errors > 0, tuple(-k for k in key(r)), r.policy))
     ranked: list[LeaderboardRow] = []
     for i, row in enumerate(ordered):
-        if ranked and all(
+        if ranked and (row.errors > 0) == (ordered[i - 1].errors > 0) and all(
             abs(a - b) <= TIE_TOLERANCE for a, b in zip(key(row), key(ordered[i - 1]), strict=True)
         ):
             rank = ranked[-1].rank
@@ -374,7 +377,8 @@ def leaderboard(
     (work, attainment, rounds, attempts) points), mean attainment ("quality reached"), mean
     attempts and rounds, and the number of episodes that ended with an error. The overall row
     of a policy is the mean of its per-world rows (errors and episodes are summed).
-    Ranked by ``rank_by`` ("v2" or "V"), the other as tie-break; equal values share a rank.
+    Ranked by ``rank_by`` ("v2" or "V"), the other as tie-break; equal values share a rank; a row
+    with an episode that failed (an error) ranks after every row without one.
 
     With the oracle limit recorded on the episodes (:func:`evaluate` does it), rows also give V
     as a share of the world's limit (``limit_share``; overall: the mean of the per-world shares,
@@ -423,8 +427,8 @@ def leaderboard(
                 attainment=_mean([r.attainment for r in rows]), attempts=_mean([r.attempts for r in rows]),
                 rounds=_mean([r.rounds for r in rows]), errors=sum(r.errors for r in rows),
                 limit=_mean_known([r.limit for r in rows]), limit_share=_mean_known([r.limit_share for r in rows]),
-                regret=_mean_known([r.regret for r in rows]), on_record=_mean([r.on_record for r in rows]),
-                coverage=_mean([r.coverage for r in rows]), held=_mean([r.held for r in rows]),
+                regret=_mean_known([r.regret for r in rows]), on_record=_mean_known([r.on_record for r in rows]),
+                coverage=_mean_known([r.coverage for r in rows]), held=_mean_known([r.held for r in rows]),
             )
         )
     # an error is untrusted text (a policy's exception) and the board is printed and shared
@@ -482,8 +486,10 @@ def _uncovered_neighbours(ranked: Sequence[LeaderboardRow], items: Sequence[Epis
 
 
 def _coverage_fields(episodes: Sequence[EpisodeResult]) -> dict[str, float]:
-    """``on_record``, ``coverage`` and ``held`` of a (policy, world) row; nothing when an episode does not
-    record them (a results file written before coverage was)."""
+    """``on_record``, ``coverage`` and ``held`` of a (policy, world) row, over the episodes that did not
+    fail (NaN when all failed: a failed episode's record says nothing of the record's coverage);
+    nothing when an episode does not record them (a results file written before coverage was)."""
+    episodes = [r for r in episodes if not r.error]
     on_record = [r.on_record for r in episodes]
     coverage = [r.coverage for r in episodes]
     if any(v is None for v in on_record) or any(v is None for v in coverage):

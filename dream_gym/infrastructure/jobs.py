@@ -63,6 +63,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from typing import Any
 
+from dream_gym.infrastructure.extras import needs_extra
 from dream_gym.infrastructure.isolation import THREAD_VARS
 from dream_gym.infrastructure.work_folders import work_folder
 
@@ -479,7 +480,7 @@ def require_ray() -> None:
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        raise ValueError("backend 'ray' needs the ray extra: pip install 'dream-gym[ray]'")
+        raise ValueError(needs_extra("backend 'ray'", "ray"))
 
 
 __all__ = ["DEFAULT_TASK_TIMEOUT_S", "START_METHOD", "TaskFailure", "JobPool", "JobStartError", "init_job",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.infrastructure.redact import redact, redact_value, register_secret
 
 #: Placeholder key sent to a keyless local OpenAI-compatible server (the OpenAI client refuses to
@@ -152,7 +153,8 @@ def extract_code(reply: str | None) -> Extraction:
 # litellm plumbing
 # ------------------------------------------------------------------------------------------------
 
-NEEDS_LITELLM = "LLM agents and developers need litellm, an optional dependency: pip install 'dream-gym[llm]'"
+def needs_litellm() -> str:
+    return f"LLM agents and developers need litellm, an optional dependency: {install_command('llm')}"
 
 
 def require_litellm() -> None:
@@ -161,7 +163,7 @@ def require_litellm() -> None:
     import importlib.util
 
     if importlib.util.find_spec("litellm") is None:
-        raise RuntimeError(NEEDS_LITELLM)
+        raise RuntimeError(needs_litellm())
 
 
 def import_litellm() -> Any:
@@ -173,7 +175,7 @@ def import_litellm() -> Any:
             warnings.simplefilter("ignore")
             import litellm
     except ImportError as exc:  # tests/test_extras.py runs without the extra
-        raise RuntimeError(NEEDS_LITELLM) from exc
+        raise RuntimeError(needs_litellm()) from exc
     litellm.suppress_debug_info = True
     if hasattr(litellm, "telemetry"):  # older releases
         litellm.telemetry = False

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.infrastructure.locks import folder_lock
 from dream_gym.infrastructure.printable import printable
 from dream_gym.infrastructure.redact import redact_value
@@ -64,7 +65,7 @@ def check_version(distribution: str, name: str, extra: str, supported: str, seri
     try:
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
-        raise SystemUnavailable(f"{name} is not installed: pip install 'dream-gym[{extra}]' "
+        raise SystemUnavailable(f"{name} is not installed: {install_command(extra)} "
                                 f"({distribution}{supported})") from None
     if version.split(".")[: len(series)] != list(series):
         raise SystemUnavailable(f"{name} {version} is installed; the bridge supports {distribution}{supported} ({hooks})")

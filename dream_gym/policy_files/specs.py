@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.policies import POLICIES
 from dream_gym.policies.recommended import resolve as resolve_recommended
 from dream_gym.policies.trained import SHIPPED_MODELS
@@ -253,8 +254,8 @@ def missing_rl_package() -> str | None:
 
 def _needs_rl(spec: str, given: str | None, missing: str) -> PolicyLoadError:
     named = spec if given in (None, spec) else f"{given} ({spec})"
-    return PolicyLoadError(f"policy {named!r} is a trained model, which needs the rl extra: pip install "
-                           f"'dream-gym[rl]' (no module {missing!r})")
+    return PolicyLoadError(f"policy {named!r} is a trained model, which needs the rl extra: "
+                           f"{install_command('rl')} (no module {missing!r})")
 
 
 def _built_model_policy(spec: str, paths: list[Path], params: Mapping[str, Any]) -> Policy:

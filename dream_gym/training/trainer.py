@@ -37,6 +37,7 @@ import numpy as np
 from dream_gym.evaluation.leaderboard import leaderboard
 from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out, resolve_worlds
 from dream_gym.infrastructure.durable import write_json_atomic, write_via
+from dream_gym.infrastructure.extras import needs_extra
 from dream_gym.infrastructure.locks import folder_lock, holds_only_its_lock
 from dream_gym.infrastructure.printable import printable
 from dream_gym.infrastructure.seeds import check_seed
@@ -491,7 +492,7 @@ def train(config: TrainConfig, log: Callable[[str], None] = print, *, trust_mode
     from dream_gym.policy_files.specs import missing_rl_package
 
     if (missing := missing_rl_package()) is not None:  # before the run folder is made
-        raise RuntimeError(f"training needs the rl extra: pip install 'dream-gym[rl]' (no module {missing!r})")
+        raise RuntimeError(f"{needs_extra('training', 'rl')} (no module {missing!r})")
     out = Path(config.out)
     new = not out.exists()
     try:
