@@ -504,3 +504,17 @@ def test_openevolve_task_keeps_files_already_there_unless_forced(tmp_path: Path)
     assert evaluator.read_text().endswith("# mine\n")
     forced = dream_gym("openevolve", "task", "circle-packing-26", "--out", str(tmp_path), "--force")
     assert forced.returncode == 0 and not evaluator.read_text().endswith("# mine\n")
+
+
+def test_every_task_option_lists_the_registered_tasks(capsys: pytest.CaptureFixture[str]) -> None:
+    """The help of a --task names every built-in task (grow's said "circle-packing-26,
+    sum-difference, ..." and the others fewer; the list came only with an unknown name's error)."""
+    from dream_gym.cli.options import BUILTIN_TASKS
+    from dream_gym.online.tasks import list_tasks
+
+    assert BUILTIN_TASKS == ", ".join(list_tasks())
+    for verb in (["grow"], ["deploy"], ["rsi"], ["serve-agent"], ["fidelity"], ["openevolve", "task"]):
+        with pytest.raises(SystemExit):
+            cli_main([*verb, "--help"])
+        shown = "".join(capsys.readouterr().out.split())  # argparse may wrap a name at its hyphens
+        assert all(name in shown for name in list_tasks()), verb

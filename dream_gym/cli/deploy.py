@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from dream_gym.cli.options import (
+    BUILTIN_TASKS,
     add_policy_args,
     add_read,
     add_trust_model,
@@ -52,7 +53,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
     from dream_gym.integrations.deploy import NATIVE_POLICY
 
     p.add_argument("--task", required=True,
-                   help="a built-in task (circle-packing-26, sum-difference, ...) or initial_program.py,evaluator.py")
+                   help=f"a built-in task ({BUILTIN_TASKS}) or initial_program.py,evaluator.py")
     p.add_argument("--policy", default=recorder_or(NATIVE_POLICY),
                    help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
                         f"or '{NATIVE_POLICY}' for {own_selection}")

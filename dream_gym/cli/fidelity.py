@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import add_jobs, add_workers, positive_int
+from dream_gym.cli.options import BUILTIN_TASKS, add_jobs, add_workers, positive_int
 from dream_gym.fidelity.runs import SYSTEMS
 from dream_gym.replay.settings import DEFAULT_BETA
 
@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
             "killed, the same command continues."),
     )
     p.add_argument("--task", required=True,
-                   help="a built-in task, or (with a --system other than grow) initial_program.py,evaluator.py")
+                   help=f"a built-in task ({BUILTIN_TASKS}), or (with a --system other than grow) "
+                        "initial_program.py,evaluator.py")
     p.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
                    help="a policy to run online and replay (built-in, module:Class, policy .py file, model); repeat")
     p.add_argument("--recorder", action="append", default=[], dest="recorders", metavar="SPEC",

@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from dream_gym.cli.options import (
+    BUILTIN_TASKS,
     add_policy_args,
     add_trust_model,
     add_workers,
@@ -27,7 +28,7 @@ from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_o
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("grow", help="grow a new world with a real discovery loop",
                               description="Grow (or --resume) a recorded world with the online discovery loop.")
-    p.add_argument("--task", required=True, help="built-in task name (circle-packing-26, sum-difference, ...)")
+    p.add_argument("--task", required=True, help=f"a built-in task: {BUILTIN_TASKS}")
     p.add_argument("--agent", default="builtin", help="'builtin' (default) or a litellm model string (e.g. openai/gpt-4o-mini)")
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server for the LLM agent")
     p.add_argument("--policy", "-p", default=recorder_or("recommended"),

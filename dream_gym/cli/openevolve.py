@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dream_gym.cli.deploy import add_run_arguments
 from dream_gym.cli.options import (
+    BUILTIN_TASKS,
     add_read,
     add_trust_model,
     add_workers,
@@ -48,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     files = sub.add_parser("task", help="write a built-in task as OpenEvolve files (initial_program.py, evaluator.py)",
                            description="Write initial_program.py and evaluator.py of a built-in task for openevolve-run; "
                                        "with --api-base also a config.yaml pointing at that server (dream-gym serve-agent).")
-    files.add_argument("task", help="built-in task name")
+    files.add_argument("task", help=f"a built-in task: {BUILTIN_TASKS}")
     files.add_argument("--out", required=True, type=Path, help="the folder to write the files into")
     files.add_argument("--api-base", default=None, help="write config.yaml for this OpenAI-compatible server")
     add_workers(files, default=2, help="parallel evaluations in the config.yaml (default 2)")

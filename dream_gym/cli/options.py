@@ -14,6 +14,11 @@ from typing import Any
 OLD_JOBS_SPELLINGS = ("--processes", "--procs", "--n-jobs", "--num-workers", "--n-workers", "--eval-workers")
 
 
+#: The built-in tasks, as the help of every --task lists them (a test holds it to the registry,
+#: whose import takes a second the help should not wait for).
+BUILTIN_TASKS = "circle-packing-26, circle-packing-32, sum-difference, lasso-path, autocorrelation"
+
+
 def positive_int(text: str) -> int:
     """The type of a count the command line takes (W, K2): a whole number >= 1, refused by
     argparse naming the option (the library's own check names its Python argument)."""

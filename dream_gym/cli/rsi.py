@@ -15,7 +15,7 @@ from dream_gym.cli.dream import (
     phase_table,
     version_line,
 )
-from dream_gym.cli.options import add_read, add_workers, positive_int
+from dream_gym.cli.options import BUILTIN_TASKS, add_read, add_workers, positive_int
 from dream_gym.dream.carry import DEFAULT_CARRY
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
 
@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument("--task", required=True,
-                   help="built-in task name (sum-difference, circle-packing-26, ...); with --system also "
+                   help=f"a built-in task ({BUILTIN_TASKS}); with --system also "
                         "initial_program.py,evaluator.py")
     p.add_argument("--agent", default=None, help="discovery agent: 'builtin' (default) or a litellm model string")
     p.add_argument("--policy", required=True, help="START policy: built-in name, module:Class or policy .py file")

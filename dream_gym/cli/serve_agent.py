@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dream_gym.cli.options import parse_seed
+from dream_gym.cli.options import BUILTIN_TASKS, parse_seed
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "generic agent (seeded edits of the parent, crossover with the programs the prompt shows): "
                     "OpenEvolve (or any OpenAI-compatible system) runs without an LLM.")
     p.add_argument("--task", required=True,
-                   help="a built-in task whose agent answers (circle-packing-26, ...) or initial_program.py,evaluator.py")
+                   help=f"a built-in task whose agent answers ({BUILTIN_TASKS}) or "
+                        "initial_program.py,evaluator.py")
     p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: a free one; default 8000)")
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the agent's answers (same request, same answer)")
     p.set_defaults(func=run)
