@@ -333,6 +333,19 @@ def test_resume_keeps_the_journaled_tasks_and_refuses_a_journal_of_another_run(t
     evaluate(policies, worlds, out=out, resume=True, **options)
     assert json.loads(out.read_text().splitlines()[0])["replay_score"] == 1234.5
 
+    # A value of the wrong kind, or a first line that is no identity: refused naming the journal's
+    # line, the journal kept. (A string V made a traceback in the leaderboard's mean after the
+    # results file had been written with it, and the journal deleted.)
+    changed["episodes"][0]["replay_score"] = "x"
+    bad = identity + json.dumps(changed) + "\n" + "".join(rest)
+    for text, message in ((bad, r"results.jsonl.partial, line 2: .*'replay_score' must be a number, got \"x\""),
+                          (task + "".join(rest), "results.jsonl.partial is not the journal of an evaluation")):
+        journal.write_text(text)
+        out.unlink(missing_ok=True)
+        with pytest.raises(ValueError, match=message):
+            evaluate(policies, worlds, out=out, resume=True, **options)
+        assert journal.read_text() == text and not out.exists()
+
 
 EVAL = ["eval", "-p", "test_locks:GatedGreedy", "-p", "random", "-w", "sd-fixed-s0,lasso-greedy-s0", "--betas", "0,1",
         "-j", "2", "--no-progress", "--summary"]

@@ -79,7 +79,8 @@ def test_a_file_that_is_not_a_results_file_is_named_as_such(tmp_path: Path, caps
                                                              line: str) -> None:
     path = tmp_path / "notes.jsonl"
     path.write_text(line + "\n")
-    with pytest.raises(ValueError, match=r"notes.jsonl, episode 1: not a results row \(it lacks world, policy, beta"):
+    with pytest.raises(ValueError, match=r"notes.jsonl, line 1: not a results row \((it lacks world, policy, beta"
+                                         r"|a results row is a JSON object, got list)"):
         read_results(path)
     from dream_gym.cli import main as cli_main
 
@@ -100,3 +101,35 @@ def test_an_unknown_world_is_refused_naming_the_world_drawn_by_default(results_f
     with pytest.raises(LookupError, match=rf"it holds 2 worlds, the first '{first}'"):
         plot_results(out, tmp_path / "plots", world="zzz-no-such-world-qqq")
     assert not (tmp_path / "plots").exists()
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("batches", 5, "'batches' must be a list of lists of node ids, got 5"),
+    ("world_path", 5, "'world_path' must be a string, got 5"),
+    ("policy", 5, "'policy' must be a string, got 5"),
+    ("replay_score", "x", "'replay_score' must be a number, got \"x\""),
+    ("format", "dream-gym-results/9", "format 'dream-gym-results/9', where this version reads"),
+    ("batches", [[999]], None),
+])
+def test_a_results_row_with_a_value_of_the_wrong_kind_is_named_by_its_line(
+        results_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object,
+        said: str | None) -> None:
+    """Edited by hand, a results file made tracebacks (``'int' object is not iterable``) or errors
+    that named nothing (``max() arg is an empty sequence``), or was read as if it were right."""
+    import json
+
+    from dream_gym.cli import main as cli_main
+
+    lines = results_file.read_text().splitlines()
+    row = json.loads(lines[1])
+    row[field] = value
+    path = tmp_path / "edited.jsonl"
+    path.write_text("\n".join([lines[0], json.dumps(row), *lines[2:]]) + "\n")
+    assert cli_main(["plot", str(path), "--out", str(tmp_path / "plots")]) == 2
+    error = capsys.readouterr().err
+    if said is None:  # of the right kind, and not a batch of this world: the episode named
+        said = "does not replay on its world: batch 1 [999]: id 999 is not an observed node"
+        assert error.count("error:") == 1 and said in error, error
+    else:
+        assert error.count("error:") == 1 and f"edited.jsonl, line 2: not a results row ({said}" in error
+    assert "Traceback" not in error and not (tmp_path / "plots").exists()

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from dream_gym.evaluation.results import row_problem
 from dream_gym.infrastructure.durable import json_safe, read_jsonl, write_atomic
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.policy import EpisodeResult
@@ -167,6 +168,9 @@ class EvalJournal:
         if not rows:  # no journal (or one killed before its first line was whole): a fresh start
             write_atomic(path, json.dumps({"type": "identity", "format": JOURNAL_FORMAT, **identity}) + "\n")
             return cls(path, identity, {})
+        if not isinstance(rows[0], dict) or rows[0].get("type") != "identity" or rows[0].get("format") != JOURNAL_FORMAT:
+            raise JournalMismatch(f"{path} is not the journal of an evaluation (its first line is not a "
+                                  f"{JOURNAL_FORMAT} identity); delete it, or give --out another path")
         recorded = {k: v for k, v in rows[0].items() if k not in ("type", "format")}
         differences = identity_differences(recorded, identity)
         if differences:
@@ -216,9 +220,13 @@ def _read_task(path: Path, number: int, row: Mapping[str, Any], identity: Mappin
     try:
         key = (int(row["policy"]), int(row["world"]))
         spec, world = identity["policies"][key[0]]["spec"], identity["worlds"][key[1]]["id"]
+        problem = next(filter(None, map(row_problem, row["episodes"])), None)
+        if problem:
+            raise ValueError(f"an episode is not a results row: {problem}")
         results = [EpisodeResult(**episode) for episode in row["episodes"]]
     except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}, line {number}: not a task of this journal ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"{path}, line {number}: not a task of this journal ({type(exc).__name__}: {exc}); "
+                         f"delete {path} to start over") from None
     found = [(r.policy, r.world, r.beta) for r in results]
     if found != [(spec, world, beta) for beta in identity["betas"]]:
         raise ValueError(f"{path}, line {number}: its episodes are not those of policy {spec} on world {world}")

@@ -73,8 +73,12 @@ def replay_trace(world: World, row: Mapping[str, Any]) -> Trace:
     """Replay an episode's recorded batches on its world (the same rules, so the same numbers)."""
     session = ReplaySession(world, ReplaySettings.from_row(row))  # the W, betas and limits it was replayed at
     attempts, rounds, best = [0], [0], [session.best_q]
-    for batch in row.get("batches") or []:
-        session.step(batch)
+    for number, batch in enumerate(row.get("batches") or [], 1):
+        try:
+            session.step(batch)
+        except ValueError as exc:  # IllegalBatchError among them: a row edited, or of another world
+            raise ValueError(f"the episode of {row.get('policy')} on {row.get('world')} at beta {row.get('beta')} "
+                             f"does not replay on its world: batch {number} {batch}: {exc}") from None
         attempts.append(session.attempts)
         rounds.append(session.rounds)
         best.append(session.best_q)

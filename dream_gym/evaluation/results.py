@@ -68,14 +68,60 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"no results file at {path}")
     rows = read_jsonl(path, torn_tail=False)
     for number, row in enumerate(rows, 1):
-        missing = [name for name in _REQUIRED_FIELDS if not isinstance(row, dict) or name not in row]
-        if missing:
-            raise ValueError(f"{path}, episode {number}: not a results row (it lacks {', '.join(missing)}); "
+        problem = row_problem(row)
+        if problem:
+            raise ValueError(f"{path}, line {number}: not a results row ({problem}); "
                              "a results file is what `dream-gym eval --out` writes")
     return rows
 
 
 _RESULT_FIELDS = {f.name for f in fields(EpisodeResult)}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _batches(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(b, list) and all(map(_whole, b)) for b in value)
+
+
+#: What each field of a row holds: its check, and what to call it. A float may be null (a
+#: non-finite value is written so); the fields that may be absent are the defaulted ones.
+_FIELD_KINDS: dict[str, tuple[Any, str]] = {
+    "world": (lambda v: isinstance(v, str), "a string"), "policy": (lambda v: isinstance(v, str), "a string"),
+    **{name: (lambda v: v is None or _number(v), "a number") for name in (
+        "beta", "replay_score", "best_q", "best_score", "work", "attainment", "limit", "answerable")},
+    "attempts": (_whole, "a whole number"), "rounds": (_whole, "a whole number"),
+    "refused": (lambda v: v is None or _whole(v), "a whole number"),
+    "batches": (_batches, "a list of lists of node ids"),
+    **{name: (lambda v: isinstance(v, bool), "true or false") for name in ("terminated", "truncated")},
+    "cut_short": (lambda v: v is None or isinstance(v, bool), "true or false"),
+    "error": (lambda v: v is None or isinstance(v, str), "a string"),
+}
+
+
+def row_problem(row: Any) -> str | None:
+    """What is wrong with a results row (None when nothing): not an object, a field missing, a
+    value of the wrong kind, or another format. A row is read back from a file anyone can edit,
+    and a wrong value failed later, far from the file (the leaderboard's mean of a string)."""
+    if not isinstance(row, Mapping):
+        return f"a results row is a JSON object, got {type(row).__name__}"
+    missing = [name for name in _REQUIRED_FIELDS if name not in row]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    if row.get("format", RESULT_FORMAT) != RESULT_FORMAT:
+        return f"format {str(row['format'])[:40]!r}, where this version reads {RESULT_FORMAT!r}"
+    for name, (check, kind) in _FIELD_KINDS.items():
+        if name in row and not check(row[name]):
+            return f"{name!r} must be {kind}, got {json.dumps(row[name], default=str)[:40]}"
+    if "world_path" in row and not isinstance(row["world_path"], str):
+        return f"'world_path' must be a string, got {json.dumps(row['world_path'], default=str)[:40]}"
+    return None
 
 
 def result_from_row(row: Mapping[str, Any]) -> EpisodeResult:
