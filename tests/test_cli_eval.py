@@ -73,6 +73,8 @@ def test_outputs_and_settings_that_cannot_be_used_are_refused_before_any_episode
                            (["--markdown", str(notes / "board.md")], "notes.txt is a file, where a folder is wanted"),
                            (["--markdown", "/proc/board.md"], "no file can be written in /proc"),
                            (["--out", str(notes)], "notes.txt exists and is not a results file"),
+                           # --markdown replaced any file: a world's nodes.jsonl, a results file, notes
+                           (["--markdown", str(notes)], "notes.txt exists and is not a leaderboard eval wrote"),
                            (["--lam", "-1"], "must be a finite number >= 0, got -1.0"),
                            (["--task-timeout", "-1"], "--task-timeout must be >= 0 seconds"),
                            (["--resume"], "--resume needs --out")):
@@ -87,6 +89,13 @@ def test_outputs_and_settings_that_cannot_be_used_are_refused_before_any_episode
     # an earlier evaluation's results are kept, and replaced with --force
     assert main([*base, "--task-timeout", "3", "--out", str(tmp_path / "r.jsonl")]) == 2
     assert main([*base, "--task-timeout", "3", "--out", str(tmp_path / "r.jsonl"), "--force"]) == 0
+    kept = (tmp_path / "r.jsonl").read_bytes()
+    assert main([*base, "--markdown", str(tmp_path / "r.jsonl")]) == 2
+    assert "r.jsonl exists and is not a leaderboard eval wrote" in capsys.readouterr().err
+    assert (tmp_path / "r.jsonl").read_bytes() == kept
+    for _ in range(2):  # its own markdown, it replaces
+        assert main([*base, "--markdown", str(tmp_path / "board.md")]) == 0
+    assert (tmp_path / "board.md").read_text().startswith("### Leaderboard")
 
 
 @pytest.mark.parametrize("source, error", [("def act(view)\n    return []\n", "SyntaxError: expected ':'"),

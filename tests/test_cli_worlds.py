@@ -235,6 +235,13 @@ def test_show_plot_writes_where_it_says(env, capsys, monkeypatch):
         assert main(["worlds", "show", str(world), "--plot", given]) == 0
         assert written.is_file() and f"tree plot written to {written.relative_to(env)}" in capsys.readouterr().out
     assert not (env / "plots.png").exists()
+    assert main(["worlds", "show", str(world), "--plot", "newdir/tree.png"]) == 0  # its own plot: replaced
+    capsys.readouterr()
+    (env / "notes.png").write_text("not an image")  # anything else named .png was replaced
+    assert main(["worlds", "show", str(world), "--plot", "notes.png"]) == 2
+    said = capsys.readouterr().err
+    assert "notes.png exists and is not a PNG image" in said and said.count("error:") == 1
+    assert (env / "notes.png").read_text() == "not an image"
 
 
 def test_show_and_validate_of_a_folder_of_worlds_say_what_it_is(env, capsys):

@@ -21,9 +21,14 @@ from dream_gym.cli.options import (
     positive_int,
     report_failures,
 )
+from dream_gym.infrastructure.durable import check_replaceable
 from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
+
+#: How the markdown eval writes begins (Leaderboard.to_markdown's first title): the one kind of
+#: existing file --markdown replaces.
+MARKDOWN_START = b"### Leaderboard"
 
 
 def register(subparsers: Any) -> None:
@@ -109,6 +114,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ValueError("--resume needs --out: a run resumes from the journal beside its results file")
     if args.markdown is not None:
         check_file_to_write(args.markdown, "--markdown")
+        check_replaceable(args.markdown, f"--markdown {args.markdown}", MARKDOWN_START, "a leaderboard eval wrote")
     isolated = file_options(args)
     if args.task_timeout < 0:
         raise ValueError(f"--task-timeout must be >= 0 seconds (0: no watchdog), got {args.task_timeout:g}")

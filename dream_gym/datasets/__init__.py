@@ -54,9 +54,12 @@ from dream_gym.datasets.store import (
     store_home,
     validate,
 )
+from dream_gym.infrastructure.durable import check_replaceable
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
 from dream_gym.world.registry import resolve_world
 from dream_gym.world.tree import World, load_world
+
+PNG_START = b"\x89PNG\r\n\x1a\n"  # the signature of every PNG file: the one kind of file --plot replaces
 
 if TYPE_CHECKING:
     from dream_gym.datasets.coverage import CoverageReport, coverage_report, plot_tree, render_text
@@ -171,6 +174,8 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
         target = Path(plot)
         if target.is_dir() or not target.suffix:
             target = target / f"{world.id}.png"
+        if target.suffix.lower() == ".png":
+            check_replaceable(target, f"the plot file {target}", PNG_START, "a PNG image")
         target.parent.mkdir(parents=True, exist_ok=True)
         body += f"\n  tree plot written to {plot_tree(world, target)}"
     return body

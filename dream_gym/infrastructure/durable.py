@@ -72,6 +72,21 @@ def write_via(path: str | os.PathLike[str], write: Callable[[Path], object]) -> 
 
 
 @functools.cache
+def check_replaceable(path: str | os.PathLike[str], named: str, starts: bytes, kind: str) -> None:
+    """Refuse to replace a file that is not one of ours: ``path`` (``named``: how the message names
+    it, an option and its value) may be absent, empty, or a file whose bytes begin with ``starts``
+    (``kind``: what such a file is). A results file, a world's nodes.jsonl or anyone's notes named
+    by mistake as an output was replaced without a word."""
+    target = Path(path)
+    if not target.is_file() or target.stat().st_size == 0:
+        return
+    with open(target, "rb") as handle:
+        head = handle.read(len(starts))
+    if head != starts:
+        raise FileExistsError(f"{named} exists and is not {kind} (it would be replaced); give another path, "
+                              "or remove it")
+
+
 def _new_file_mode() -> int:
     """The mode ``open(path, "w")`` would give a new file: 0666 less this process's umask (read
     from /proc where it can be, since setting it to read it is not thread-safe)."""
