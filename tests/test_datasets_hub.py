@@ -16,7 +16,6 @@ import yaml
 from hub_server import HubServer
 
 import dream_gym.datasets as ds
-from dream_gym.infrastructure.extras import install_command
 from dream_gym.cli import main
 from dream_gym.datasets import hub as hub_module
 from dream_gym.datasets.packing import delete, pack
@@ -26,6 +25,7 @@ from dream_gym.datasets.store import (
     DatasetNotFoundError,
     local_path,
 )
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.world.tree import load_world
 from dream_gym.world.writer import compress_world, new_meta, write_world
 

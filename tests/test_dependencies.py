@@ -15,8 +15,9 @@ import importlib.metadata
 import json
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from dream_gym.infrastructure.extras import install_command, install_source
 

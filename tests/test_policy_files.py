@@ -26,8 +26,8 @@ import psutil
 import pytest
 from worldgen import random_records
 
-from dream_gym.infrastructure.extras import install_command
 from dream_gym.cli import main as cli_main
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.policies import make_policy
 from dream_gym.policy import RunContext, run_episode
 from dream_gym.policy_files import (
