@@ -42,6 +42,56 @@ def test_dream_resume_with_other_settings_is_refused_naming_the_difference(tmp_p
     assert "decision_timeout_s: the run has none, this command gives 3.0" in capsys.readouterr().err
 
 
+
+def test_a_resumed_run_refuses_a_ledger_or_fingerprint_it_did_not_write(tmp_path, capsys):
+    """The ledger names each version's file and score, read back on --resume: a file named outside
+    the run was deployed as chosen.py under the journaled score (never evaluated), an edited version
+    file too, and a score or a fingerprint that was not what the run wrote made a traceback or an
+    error naming no file."""
+    import shutil
+
+    done = tmp_path / "done"
+    assert main([*DREAM, "--out", str(done)]) == 0
+    rows = read_jsonl(done / "dream.jsonl")
+    assert all(len(r.get("sha256") or "") == 64 for r in rows if r["type"] == "revision")
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_text("def act(view):\n    return []\n")
+
+    def resumed(change) -> str:  # the run killed before its phase line, its folder then changed
+        out = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(done, out)
+        kept = [dict(r) for r in rows if r["type"] != "phase"]
+        change(out, kept)
+        (out / "dream.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+        capsys.readouterr()
+        assert main([*DREAM, "--out", str(out), "--resume"]) == 2
+        error = capsys.readouterr().err
+        assert error.count("error:") == 1 and "Traceback" not in error
+        return error
+
+    def outside(out, kept):
+        kept[1]["file"] = str(elsewhere)
+
+    def edited(out, kept):
+        (out / "revisions" / "1" / "1.py").write_text("def act(view):\n    return []\n")
+
+    def string_score(out, kept):
+        kept[1]["score"] = "x"
+
+    assert "dream.jsonl, line 2: version 1 of phase 1 is" in resumed(outside)
+    assert "revisions/1/1.py is not the file that was evaluated" in resumed(edited)
+    assert "version 1 of phase 1 holds a score that is not a number" in resumed(string_score)
+    for text in ("[1]", "{bad"):
+        said = resumed(lambda out, kept, text=text: (out / "fingerprint.json").write_text(text))
+        assert "fingerprint.json is not the settings of a dream-gym dream run" in said
+    # the control: the same copy unchanged resumes and deploys what was evaluated
+    same = tmp_path / "same"
+    shutil.copytree(done, same)
+    (same / "dream.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["type"] != "phase"))
+    assert main([*DREAM, "--out", str(same), "--resume"]) == 0
+    assert (same / "revisions" / "1" / "chosen.py").read_bytes() == (done / "revisions" / "1" / "chosen.py").read_bytes()
+
+
 RSI = ["rsi", "--task", "sum-difference", "--policy", "fixed", "--iterations", "2", "--revisions", "2",
        "--workers", "2", "--rounds", "2", "--betas", "0.5", "-j", "1", "--backend", "serial", "--quiet"]
 

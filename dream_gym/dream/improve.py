@@ -47,6 +47,8 @@ from dream_gym.dream.traces import policy_traces
 from dream_gym.dream.validate import validate_policy_file
 from dream_gym.dream.versions import (
     VersionRecord,
+    check_ledger,
+    file_sha256,
     incumbent_source,
     phase_dir,
     select,
@@ -146,6 +148,7 @@ class _Phase:
         self.scoring = settings.scoring
         self.ledger = JsonLog(out / LEDGER_FILE)
         self.all_rows = read_jsonl(self.ledger.path)
+        check_ledger(out, self.all_rows, LEDGER_FILE)
         rows = [r for r in self.all_rows if r.get("phase") == phase]
         self.done_row = next((r for r in rows if r.get("type") == "phase"), None)
         self.records: dict[int, VersionRecord] = {
@@ -264,6 +267,8 @@ class _Phase:
         return record
 
     def _finish(self, record: VersionRecord) -> None:
+        path = self.out / record.file
+        record.sha256 = file_sha256(path) if path.is_file() else None
         write_json(version_path(self.out, self.phase, record.m, ".json"), record.to_dict())
         self.ledger.append(record.to_dict())
         self.records[record.m] = record

@@ -78,7 +78,13 @@ def check_fingerprint(folder: str | os.PathLike[str], settings: Mapping[str, Any
         return
     if not resume:
         raise FileExistsError(f"{folder} already holds a {command} run; pass --resume to continue it")
-    recorded = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        recorded = exc
+    if not isinstance(recorded, dict):
+        raise SettingsChanged(f"{path} is not the settings of a {command} run ({str(recorded)[:60]}); "
+                              "start again in a new --out")
     differences = [
         f"{key}: the run has {_said(recorded.get(key), current.get(key))}, this command gives "
         f"{_said(current.get(key), recorded.get(key))}"

@@ -12,6 +12,7 @@ keeps the incumbent and the kept version never scores below the incumbent on the
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -43,6 +44,7 @@ class VersionRecord:
     cost: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     warning: str | None = None  # e.g. an incumbent that is nondeterministic (still the fallback)
+    sha256: str | None = None  # of the file as evaluated (a resume checks it; None in older ledgers)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "revision", **asdict(self)}
@@ -75,6 +77,48 @@ def phase_dir(out: Path, phase: int) -> Path:
 
 def version_path(out: Path, phase: int, m: int, suffix: str = ".py") -> Path:
     return phase_dir(out, phase) / f"{m}{suffix}"
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class LedgerDamaged(ValueError):
+    """A resumed run's ledger names a file, or holds a value, that the run did not write."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_ledger(out: Path, rows: Sequence[Any], ledger: str) -> None:
+    """Refuse a ledger (``ledger``: its name) whose version rows the run did not write as they are:
+    a row's file must be the one the run gives that version (``revisions/<phase>/<m>.py``) and,
+    where the row records its digest, hold the code that was evaluated; scores are numbers. A file
+    named outside the run (``../../x.py``) was deployed as ``chosen.py`` under the journaled score,
+    never evaluated; an edited version file too; a score that is a string made a traceback."""
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, Mapping) or row.get("type") not in ("revision", "carry"):
+            continue
+        where = f"{out / ledger}, line {number}"
+        try:
+            phase, m = (int(v) for v in (row["source"] if row["type"] == "carry" else (row["phase"], row["m"])))
+        except (KeyError, TypeError, ValueError):
+            raise LedgerDamaged(f"{where}: a version row without its phase and number; start again in a new --out") \
+                from None
+        expected = str(version_path(out, phase, m).relative_to(out))
+        if row.get("file") != expected:
+            raise LedgerDamaged(f"{where}: version {m} of phase {phase} is {str(row.get('file'))[:80]!r}, where the run "
+                                f"wrote {expected!r}; start again in a new --out")
+        score, per_world = row.get("score"), row.get("per_world") or {}
+        if not (score is None or _is_number(score)) or not isinstance(per_world, Mapping) or not all(
+                map(_is_number, per_world.values())):
+            raise LedgerDamaged(f"{where}: version {m} of phase {phase} holds a score that is not a number; "
+                                "start again in a new --out")
+        digest = row.get("sha256")
+        if digest is not None and (not (out / expected).is_file() or file_sha256(out / expected) != digest):
+            raise LedgerDamaged(f"{where}: {expected} is not the file that was evaluated (its sha256 differs, or it "
+                                "is gone); start again in a new --out")
 
 
 def incumbent_source(spec: str) -> tuple[str, str]:
