@@ -405,6 +405,27 @@ def test_train_resumes_from_a_checkpoint_of_its_own_folder_only(world: Path, tmp
     assert code == 0 and f"resuming {out} from step 64" in printed, printed
     assert marker.read_text() == "ran\n"
 
+    # state files the run did not write are named (they made tracebacks, or "Expecting value"
+    # naming no file), and nothing is trained
+    kept = checkpoint.read_bytes()
+    for name, text, said in (("progress.json", "[1]", "progress.json: a JSON object was expected, found list"),
+                             ("progress.json", "{bad", "progress.json: not JSON"),
+                             ("progress.json", json.dumps(progress | {"timesteps": "x"}),
+                              "progress.json: 'timesteps' must be int, got 'x'"),
+                             ("config.json", "[]", "config.json: a JSON object was expected, found list"),
+                             ("evals.jsonl", "[1]\n", "evals.jsonl, line 1: an evaluation without its step count")):
+        (out / "progress.json").write_text(json.dumps(progress | {"checkpoint": checkpoint.name}))
+        before = (out / name).read_text() if (out / name).exists() else None
+        (out / name).write_text(text)
+        for done in ("summary.json", "model.zip"):
+            (out / done).unlink(missing_ok=True)
+        code = main(command)
+        printed = capsys.readouterr()
+        assert code == 2 and said in printed.err and printed.err.count("error:") == 1, (name, printed.err)
+        assert "Traceback" not in printed.err and checkpoint.read_bytes() == kept
+        if before is not None:
+            (out / name).write_text(before)
+
 
 def test_data_of_the_wrong_type_is_one_clear_error(tmp_path: Path) -> None:
     from dream_gym.rl.model_zips import load_model_zip

@@ -87,6 +87,28 @@ def check_replaceable(path: str | os.PathLike[str], named: str, starts: bytes, k
                               "or remove it")
 
 
+def read_json_object(path: str | os.PathLike[str], fields: Mapping[str, type] | None = None) -> dict[str, Any]:
+    """A JSON object read from ``path`` that a run wrote and reads back (its state on a resume),
+    each of ``fields`` present of its type (an int is a float too; a bool is neither); ValueError
+    naming the file otherwise: a file edited, cut or replaced made tracebacks or errors that named
+    no file ("Expecting value: line 1 column 1")."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not JSON ({exc}); it is not what the run wrote") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: a JSON object was expected, found {type(value).__name__}; it is not what the run "
+                         "wrote")
+    for name, kind in (fields or {}).items():
+        if name in value:
+            found = value[name]
+            kinds = (int, float) if kind is float else (kind,)
+            if isinstance(found, bool) and kind is not bool or not isinstance(found, kinds):
+                raise ValueError(f"{path}: {name!r} must be {kind.__name__}, got {str(found)[:40]!r}; it is not what "
+                                 "the run wrote")
+    return value
+
+
 def _new_file_mode() -> int:
     """The mode ``open(path, "w")`` would give a new file: 0666 less this process's umask (read
     from /proc where it can be, since setting it to read it is not thread-safe)."""

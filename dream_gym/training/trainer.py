@@ -36,7 +36,7 @@ import numpy as np
 
 from dream_gym.evaluation.leaderboard import leaderboard
 from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out, resolve_worlds
-from dream_gym.infrastructure.durable import write_json_atomic, write_via
+from dream_gym.infrastructure.durable import read_json_object, read_jsonl, write_json_atomic, write_via
 from dream_gym.infrastructure.extras import needs_extra
 from dream_gym.infrastructure.locks import folder_lock, holds_only_its_lock
 from dream_gym.infrastructure.printable import printable
@@ -50,6 +50,8 @@ from dream_gym.rl.archs import ARCHITECTURES, model_policy, record_arch
 from dream_gym.rl.model_zips import load_model_zip
 from dream_gym.world.tree import World, prefix_world
 
+#: What a resume reads of progress.json, and of what type.
+PROGRESS_FIELDS = {"timesteps": int, "seconds": float, "checkpoint": str}
 ALGOS = ("maskable-ppo", "ppo")
 ARCHS = tuple(ARCHITECTURES)
 GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
@@ -326,7 +328,11 @@ def read_evals(path: Path, up_to: int | None = None) -> list[dict[str, Any]]:
     """The evaluations of a run (those after step ``up_to`` are dropped: they will be redone)."""
     if not path.is_file():
         return []
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_jsonl(path)  # a line cut by a kill is left out: it is redone
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, dict) or not isinstance(row.get("timesteps"), int) or isinstance(row["timesteps"], bool):
+            raise ValueError(f"{path}, line {number}: an evaluation without its step count; it is not what the run "
+                             "wrote")
     return [r for r in rows if up_to is None or r["timesteps"] <= up_to]
 
 
@@ -470,7 +476,7 @@ def _check_config(out: Path, config: TrainConfig) -> None:
         raise FileExistsError(f"{out} is not empty and holds no training run (config.json): give a new or empty "
                               "--out")
     if path.is_file():
-        theirs = json.loads(path.read_text(encoding="utf-8"))
+        theirs = read_json_object(path)
         defaults = asdict(TrainConfig(arch=config.arch))  # a field added since the run keeps its default
         differ = sorted(k for k in mine if k not in ("timesteps",) and theirs.get(k, defaults[k]) != mine[k])
         if differ:
@@ -514,8 +520,8 @@ def finished_summary(out: Path, config: TrainConfig) -> dict[str, Any] | None:
     summary_path, progress_path = out / "summary.json", out / "progress.json"
     if not (summary_path.is_file() and progress_path.is_file() and (out / "model.zip").is_file()):
         return None
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    progress = json.loads(progress_path.read_text(encoding="utf-8"))
+    summary = read_json_object(summary_path, {"timesteps": int})
+    progress = read_json_object(progress_path, PROGRESS_FIELDS)
     steps = int(summary.get("timesteps", 0))
     # a longer run resumed from this one and killed before its end has a later checkpoint: not finished
     if steps < config.timesteps or int(progress.get("timesteps", 0)) != steps:
@@ -524,7 +530,7 @@ def finished_summary(out: Path, config: TrainConfig) -> dict[str, Any] | None:
 
 
 def _train(config: TrainConfig, out: Path, log: Callable[[str], None], trust_model: bool) -> dict[str, Any]:
-    progress = json.loads((out / "progress.json").read_text(encoding="utf-8")) if (out / "progress.json").is_file() else {}
+    progress = read_json_object(out / "progress.json", PROGRESS_FIELDS) if (out / "progress.json").is_file() else {}
     checkpoint = resume_checkpoint(out, progress) if progress else None  # before anything is built
     settings = seed_everything(config.seed, config.torch_threads)
     worlds = training_pool(config)
