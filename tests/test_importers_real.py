@@ -263,3 +263,24 @@ def test_a_folder_that_holds_a_second_run_says_the_run_best_may_be_that_runs(tmp
     assert report.roots_found == 2 and report.unplaced_roots == 1
     assert note.endswith("or it is the best of another run in this folder (2 initial programs; 1 attached under "
                          "the first)")
+
+
+@needs_runs
+def test_a_value_no_world_may_hold_is_named_in_the_run_not_in_a_file_that_is_gone(tmp_path):
+    """A program's negative iteration: the error named the import's staging file
+    (``out/.writing/nodes.jsonl, line 16``), removed by then, and not the run."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(EXTERNAL / "openevolve" / "wilds-prompt-v1-al0", run)
+    for path in sorted((run / "database" / "programs").glob("*.json")):
+        program = json.loads(path.read_text())
+        if program.get("parent_id"):
+            program["iteration_found"] = -5
+            path.write_text(json.dumps(program))
+    with pytest.raises(RunImportError) as refused:
+        import_run("openevolve", run, tmp_path / "out")
+    said = str(refused.value)
+    assert said.startswith(f"{run}: the run holds what no world may: ") and ".writing" not in said
+    assert "'round' must be an integer from 0 to 1000000, got -5" in said
+    assert not (tmp_path / "out" / "world.json").exists()

@@ -446,3 +446,18 @@ def test_a_zip_entry_that_unpacks_far_past_its_size_is_refused_before_it_is_read
     with pytest.raises(UntrustedModelError, match=r"its 'data' entry would unpack to 2\d,\d{3},\d{3} bytes from"):
         check_model_zip(bomb)
     check_model_zip(MACRO_ZIP)  # the control: a real model's entries pass
+
+
+def test_a_zip_that_does_not_load_when_trusted_is_one_clear_error(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Loaded the old way (--trust-model), a zip of other files ended in SB3's AssertionError
+    traceback, and weights that are no tensors in an unpickling traceback of 54 lines."""
+    import zipfile
+
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("a.py", "x = 1\n")
+    assert main(["replay", "sd-fixed-s0", "--policy", str(other), "--trust-model"]) == 2
+    said = capsys.readouterr().err
+    assert said.count("error:") == 1 and "Traceback" not in said
+    assert f"model {other} does not load with --trust-model: AssertionError: No data found" in said

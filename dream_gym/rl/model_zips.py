@@ -518,9 +518,15 @@ def _load_pickled(path: str | os.PathLike[str], env: Any, to_act: bool) -> Any:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"model file {path} does not exist")
-    data, _, _ = load_from_zip_file(path, device="cpu")
-    data = data or {}
-    return _sb3_load(_algorithm(data.get("policy_class")), path, env, data, data.get("policy_kwargs"), to_act)
+    try:
+        data, _, _ = load_from_zip_file(path, device="cpu")
+        data = data or {}
+        return _sb3_load(_algorithm(data.get("policy_class")), path, env, data, data.get("policy_kwargs"), to_act)
+    except Exception as exc:  # noqa: BLE001 - anything SB3 or the zip's own objects raise: a zip that does not load
+        # (a zip of other files: AssertionError "No data found"; weights that are no tensors: an
+        # unpickling error; a damaged entry: "Incorrect padding"), named once instead of a traceback
+        raise ValueError(f"model {path} does not load with --trust-model: {type(exc).__name__}: "
+                         f"{printable(exc, 500, lines=True)}") from exc
 
 
 def _sb3_load(algorithm: Any, source: Any, env: Any, objects: Mapping[str, Any],

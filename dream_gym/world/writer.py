@@ -382,9 +382,16 @@ def write_world(
         staging = folder / STAGING_NAME
         shutil.rmtree(staging, ignore_errors=True)  # left by a write that was killed
         try:
-            with WorldWriter.create(staging, meta) as writer:
-                writer.extend(records)
-                writer.finish(compress=compress)
+            try:
+                with WorldWriter.create(staging, meta) as writer:
+                    writer.extend(records)
+                    writer.finish(compress=compress)
+            except WorldFormatError as exc:
+                if not exc.path.startswith(str(staging)):
+                    raise
+                # the staging file is gone when the error is read: name the record, not the file
+                raise WorldFormatError(folder, f"node record {exc.line} of the world being written: {exc.problem}"
+                                       if exc.line else exc.problem) from None
             for name in (*NODE_FILES, WORLD_FILE):  # world.json last: then the world is there
                 if is_present(staging / name):
                     os.replace(staging / name, folder / name)

@@ -15,6 +15,7 @@ from typing import Any
 
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
 from dream_gym.infrastructure.walk import map_strings
+from dream_gym.world.files import WorldFormatError
 from dream_gym.world.tree import DIRECTIONS
 from dream_gym.world.writer import new_meta, write_world
 
@@ -309,7 +310,10 @@ def write_imported_world(
         },
         notes=list(report.notes) + list(report.warnings),
     )
-    write_world(out_path, meta, records)
+    try:
+        write_world(out_path, meta, records)
+    except WorldFormatError as exc:  # a value of the run no world may hold (a negative iteration, ...)
+        raise RunImportError(f"{source_path}: the run holds what no world may: {exc.problem}") from None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
