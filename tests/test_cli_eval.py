@@ -72,6 +72,7 @@ def test_outputs_and_settings_that_cannot_be_used_are_refused_before_any_episode
                            (["--markdown", str(folder)], "is a folder; it names the file to write"),
                            (["--markdown", str(notes / "board.md")], "notes.txt is a file, where a folder is wanted"),
                            (["--markdown", "/proc/board.md"], "no file can be written in /proc"),
+                           (["--out", "/proc/results.jsonl"], "--out /proc/results.jsonl: no file can be written in /proc"),
                            (["--out", str(notes)], "notes.txt exists and is not a results file"),
                            # --markdown replaced any file: a world's nodes.jsonl, a results file, notes
                            (["--markdown", str(notes)], "notes.txt exists and is not a leaderboard eval wrote"),

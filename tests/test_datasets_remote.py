@@ -287,3 +287,20 @@ def test_an_archive_holds_only_the_listed_files_and_a_forced_folder_upload_leave
     held = sorted(p.relative_to(tmp_path / "remote" / "me" / "toy-v0").parts[0]
                   for p in (tmp_path / "remote" / "me" / "toy-v0").rglob("*") if p.is_file())
     assert set(held) == {"dataset.json", "world-c"}
+
+
+def test_a_readme_that_is_no_regular_file_or_too_large_is_refused_before_packing(tmp_path, monkeypatch):
+    """``--readme /dev/zero`` was copied without end (a CPU at 100 %, a file growing)."""
+    from dream_gym.datasets.store import DatasetError, local_path
+
+    monkeypatch.setenv("DREAM_GYM_HOME", str(tmp_path / "home"))
+    world = make_world(tmp_path / "src" / "a", "world-a")
+    big = tmp_path / "big.md"
+    big.write_bytes(b"x" * ((1 << 20) + 1))
+    for readme, said in (("/dev/zero", "not a regular file"), (tmp_path / "missing.md", "not a regular file"),
+                         (big, "1,048,577 bytes; a README holds at most 1,048,576")):
+        with pytest.raises(DatasetError, match=said):
+            pack([world], "me/toy-v1", description="toy", readme=readme)
+    from dream_gym.datasets.ids import parse_dataset_id
+
+    assert not local_path(parse_dataset_id("me/toy-v1")).exists()

@@ -112,6 +112,8 @@ def run_eval(args: argparse.Namespace) -> int:
     check_policies(args.policies)  # evaluate() checks --out and --lam before any episode
     if args.resume and args.out is None:
         raise ValueError("--resume needs --out: a run resumes from the journal beside its results file")
+    if args.out is not None and not Path(args.out).is_dir():  # a folder: evaluate() names it
+        check_file_to_write(Path(args.out), "--out")  # /proc/x was named as its lock file, x.lock
     if args.markdown is not None:
         check_file_to_write(args.markdown, "--markdown")
         check_replaceable(args.markdown, f"--markdown {args.markdown}", MARKDOWN_START, "a leaderboard eval wrote")

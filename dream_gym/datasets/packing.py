@@ -59,6 +59,20 @@ def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+#: The largest README a dataset takes: a dataset card is prose (a page is a few kB).
+MAX_README_BYTES = 1 << 20
+
+
+def check_readme(path: Path) -> None:
+    """A README is a regular file of at most :data:`MAX_README_BYTES` (``/dev/zero`` given as one
+    was copied without end)."""
+    if not path.is_file():
+        raise DatasetError(f"--readme {path}: not a regular file")
+    if path.stat().st_size > MAX_README_BYTES:
+        raise DatasetError(f"--readme {path}: {path.stat().st_size:,} bytes; a README holds at most "
+                           f"{MAX_README_BYTES:,}")
+
+
 def pack(
     world_folders: Sequence[str | os.PathLike[str]],
     dataset_id: str,
@@ -100,6 +114,8 @@ def pack(
     if unknown:
         raise DatasetError(f"held-out world(s) {', '.join(unknown)} are not among the packed worlds")
 
+    if readme is not None:
+        check_readme(Path(readme))
     target = local_path(did)
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target}: dataset {did} already exists in the local store (--force; in Python overwrite=True)")
