@@ -307,3 +307,19 @@ def _builtin(name: str):
     from dream_gym.policies import make_policy
 
     return make_policy(name)
+
+
+def test_a_score_near_the_largest_float_makes_no_numpy_warning_and_a_finite_scale() -> None:
+    """numpy's standard deviation of such scores overflowed: a RuntimeWarning on stderr, and a
+    scale of inf in the report."""
+    import warnings
+
+    from dream_gym.world.tree import build_world
+    from dream_gym.world.writer import new_meta
+
+    records = [{"id": "root", "parent": None, "score": 0.1}, {"id": "a", "parent": "root", "score": 1e308},
+               {"id": "b", "parent": "root", "score": 0.5}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = coverage_report(build_world(new_meta("huge", "toy"), records))
+    assert math.isfinite(report.score_scale) and report.score_scale == 1e308

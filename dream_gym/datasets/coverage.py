@@ -87,6 +87,16 @@ class CoverageReport:
         return data
 
 
+def _spread(scores: np.ndarray) -> float:
+    """The standard deviation of finite ``scores``, taken on the scores scaled to at most 1 (a
+    score near the largest float overflowed numpy's sum of squares, which warned on stderr and
+    made the scale infinite)."""
+    if scores.size < 2:
+        return 0.0
+    largest = float(np.max(np.abs(scores)))
+    return float(np.std(scores / largest)) * largest if largest > 0 else 0.0
+
+
 def coverage_report(world: World | str | os.PathLike[str], *, tiny_gain: float = TINY_GAIN) -> CoverageReport:
     """Measure ``world`` (a World or a reference to one) and say what a replay on it can and cannot answer."""
     world = resolve_world(world)  # a name too (it was "'str' object has no attribute 'size'")
@@ -105,7 +115,7 @@ def coverage_report(world: World | str | os.PathLike[str], *, tiny_gain: float =
     best = float(world.best_score)
     gain = best - baseline
     valid_scores = scores[valid]
-    spread = float(np.std(valid_scores)) if valid_scores.size > 1 else 0.0
+    spread = _spread(valid_scores)
     scale = max(abs(baseline), abs(best), spread)
     if scale == 0.0:
         scale = 1.0
