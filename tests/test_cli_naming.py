@@ -119,6 +119,9 @@ def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixtu
     (["grow", "--task", "sum-difference", "--max-attempts", "0", "--out", "x"],
      "argument --max-attempts: must be at least 1, got 0"),
     (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--memory-mb", "0"], "argument --memory-mb: must be at least 1, got 0"),
+    # below what a policy process needs to start: its import failed with a traceback of the child's
+    (["replay", "sd-fixed-s0", "--memory-mb", "10"],
+     "argument --memory-mb: must be at least 32 (a policy process needs about 24 MB to start), got 10"),
     (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--max-attempts", "0"],
      "argument --max-attempts: must be at least 1, got 0"),
     (["grow", "--task", "sum-difference", "--rounds", "0", "--out", "x"], "argument --rounds: must be at least 1, got 0"),

@@ -19,6 +19,20 @@ OLD_JOBS_SPELLINGS = ("--processes", "--procs", "--n-jobs", "--num-workers", "--
 BUILTIN_TASKS = "circle-packing-26, circle-packing-32, sum-difference, lasso-path, autocorrelation"
 
 
+#: The least --memory-mb: a policy file's process maps about 24 MB to start (Python and the modules
+#: its sandbox loads); below, it failed at start with a traceback of the child's import.
+MIN_MEMORY_MB = 32
+
+
+def memory_mb(text: str) -> int:
+    """The type of --memory-mb: a whole number of MB, at least :data:`MIN_MEMORY_MB`."""
+    value = positive_int(text)
+    if value < MIN_MEMORY_MB:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_MEMORY_MB} (a policy process needs about 24 MB to "
+                                         f"start), got {value}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """The type of a count the command line takes (W, K2): a whole number >= 1, refused by
     argparse naming the option (the library's own check names its Python argument)."""
@@ -130,7 +144,7 @@ def add_file_limits(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decision-timeout", type=float, default=DEFAULT_DECISION_TIMEOUT_S, metavar="SECONDS",
                         help="seconds a policy file (run isolated) may take for one decision before its "
                              f"process is killed and the episode records the timeout (default {DEFAULT_DECISION_TIMEOUT_S:g})")
-    parser.add_argument("--memory-mb", type=positive_int, default=DEFAULT_MEMORY_MB, metavar="MB",
+    parser.add_argument("--memory-mb", type=memory_mb, default=DEFAULT_MEMORY_MB, metavar="MB",
                         help="memory (address space) each process of a policy file may map (default "
                              f"{DEFAULT_MEMORY_MB}; a file that imports torch needs about 1024)")
 
