@@ -470,3 +470,11 @@ def test_leaderboard_takes_a_results_file_and_names_what_it_cannot_rank(worlds_d
     assert leaderboard(out).to_markdown() == leaderboard(results).to_markdown() == leaderboard(str(out)).to_markdown()
     with pytest.raises(TypeError, match="leaderboard ranks EpisodeResults or results rows .dicts., got str"):
         leaderboard(["abc"])
+
+
+def test_a_failing_policys_first_error_is_cut_on_its_line() -> None:
+    """The error is the policy's own text: 2,000 characters of it went on one line."""
+    rows = [result("long.py", "w", 0.5, v=0.0, work=0.0, attain=0.0, attempts=0, rounds=0, error="E" * 5000)]
+    (failure,) = leaderboard(rows).failures()
+    line = failure.line()
+    assert len(line) < 600 and "[cut: 5000 characters in all]" in line and line.endswith("(on w, beta 0.5)")

@@ -51,6 +51,10 @@ class LeaderboardRow:
     held: float = math.nan  # mean share, per decision, of an online run's choices the record held
 
 
+#: How much of a failing policy's first error the line about it shows.
+FIRST_ERROR_CHARS = 400
+
+
 @dataclass(frozen=True)
 class PolicyFailures:
     """The episodes of one policy that ended with an error: how many, and the first one."""
@@ -64,8 +68,9 @@ class PolicyFailures:
 
     def line(self) -> str:
         """``policy p.py: 22 of 22 episodes failed; first: SyntaxError: ... (on w, beta 0)``."""
-        return (f"policy {self.policy}: {self.failed} of {self.episodes} episodes failed; first: {self.first} "
-                f"(on {printable(self.world)}, beta {self.beta:g})")
+        # the error is the policy's own text: a page of it on one line (2,000 characters) hid the rest
+        return (f"policy {self.policy}: {self.failed} of {self.episodes} episodes failed; first: "
+                f"{printable(self.first, FIRST_ERROR_CHARS, lines=True)} (on {printable(self.world)}, beta {self.beta:g})")
 
 
 def shorten_middle(text: str, width: int) -> str:
