@@ -228,3 +228,30 @@ def test_resume_of_a_finished_import_refuses_another_id_or_task(tmp_path, capsys
     assert main(["worlds", "import", str(run), "--out", str(out), "--resume", "--id", "other", "--task", "foo"]) == 2
     err = capsys.readouterr().err
     assert "with id 'world', not 'other'; task " in err and ", not 'foo'" in err
+
+
+def test_a_second_import_into_the_same_out_is_refused_and_deletes_nothing(tmp_path):
+    """Two imports of a folder into one --out ran side by side: each refused the runs the other was
+    writing (or found its staging gone) and deleted those worlds, and both exited 0."""
+    import subprocess
+    import sys
+
+    from dream_gym.infrastructure.locks import LockedError
+
+    _mixed_folder(tmp_path / "runs")
+    out = tmp_path / "worlds"
+    report = import_runs("auto", tmp_path / "runs", out)
+    before = _node_files(out)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom dream_gym.infrastructure.locks import folder_lock\n"
+         f"with folder_lock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LockedError, match=f"pid {holder.pid}"):
+            import_runs("auto", tmp_path / "runs", out, resume=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert _node_files(out) == before and report.imported
+    assert import_runs("auto", tmp_path / "runs", out, resume=True).imported  # the control: free again

@@ -425,6 +425,12 @@ def test_train_resumes_from_a_checkpoint_of_its_own_folder_only(world: Path, tmp
         assert "Traceback" not in printed.err and checkpoint.read_bytes() == kept
         if before is not None:
             (out / name).write_text(before)
+    # a line cut by a kill (evals.jsonl is appended to) is left out, and the run resumes; it stopped it
+    (out / "progress.json").write_text(json.dumps(progress | {"checkpoint": checkpoint.name}))
+    (out / "evals.jsonl").write_text('{"timesteps": 64, "mean_v": 0.')
+    for done in ("summary.json", "model.zip"):
+        (out / done).unlink(missing_ok=True)
+    assert main(command) == 0, capsys.readouterr().err
 
 
 def test_data_of_the_wrong_type_is_one_clear_error(tmp_path: Path) -> None:

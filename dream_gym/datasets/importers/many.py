@@ -28,7 +28,7 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
-from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME
+from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME, folder_lock
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
 from dream_gym.world.files import WORLD_FILE, is_present
 from dream_gym.world.tree import read_meta
@@ -166,16 +166,18 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
         raise RunImportError(f"{src}: not a folder of runs (fewer than two runs below it)")
     by_name = dict(zip(_names(src, runs), runs, strict=True))
     out_path = Path(out)
-    kept = _finished_worlds(src, out_path, by_name, options) if resume else {}
-    if not resume:
-        _check_empty_for(src, out_path, by_name, options)
-    out_path.mkdir(parents=True, exist_ok=True)
-    report = ManyReport(str(src), str(out_path))
-    for name, run in by_name.items():
-        if name in kept:
-            report.outcomes.append(RunOutcome(name, str(run), kept[name], kept=True))
-        else:
-            report.outcomes.append(_import_one(system, run, out_path / name, name, options))
+    # One writer: a second import into the same --out is refused naming this one (two ran side by
+    # side, each refusing and deleting the worlds the other was writing, both exiting 0).
+    with folder_lock(out_path):
+        kept = _finished_worlds(src, out_path, by_name, options) if resume else {}
+        if not resume:
+            _check_empty_for(src, out_path, by_name, options)
+        report = ManyReport(str(src), str(out_path))
+        for name, run in by_name.items():
+            if name in kept:
+                report.outcomes.append(RunOutcome(name, str(run), kept[name], kept=True))
+            else:
+                report.outcomes.append(_import_one(system, run, out_path / name, name, options))
     report.seconds = time.perf_counter() - started
     if not report.imported:
         raise RunImportError(f"{report.summary()}\n{src}: none of its {len(runs)} run(s) could be imported")
@@ -245,10 +247,12 @@ def finished_import(folder: Path, run: Path, options: ImportOptions) -> ImportRe
 
 def _import_one(system: str, run: Path, out: Path, name: str, options: ImportOptions) -> RunOutcome:
     outcome = RunOutcome(name, str(run))
+    began = not out.exists()
     try:
         outcome.report = import_run(system, run, out, replace(options, world_id=name))
     except Exception as exc:  # one run's failure is reported and the others go on
-        shutil.rmtree(out, ignore_errors=True)  # a world this import began: never one it did not write
+        if began:  # a world this import began: never one it did not write
+            shutil.rmtree(out, ignore_errors=True)
         kind = "" if isinstance(exc, (RunImportError, OSError, ValueError)) else f"{type(exc).__name__}: "
         outcome.reason = f"{kind}{exc}"
     return outcome
