@@ -371,12 +371,14 @@ def test_kill_9_leaves_no_job_traceback_on_the_terminal(tmp_path):
     assert "Traceback" not in stderr, stderr[-3000:]
 
 
-def _cut(whole: Path, folder: Path, lines: int) -> None:
+def _cut(whole: Path, folder: Path, lines: int, evidence_ahead: int = 0) -> None:
     """``whole``'s world as a kill -9 after its first ``lines`` nodes leaves it: the nodes and
-    their evidence so far, the metadata without the checksum and survival a finished run adds."""
+    their evidence so far (``evidence_ahead``: the evidence of that many more attempts, whose nodes
+    the kill kept from being written), the metadata without the checksum and survival a finished
+    run adds."""
     folder.mkdir(parents=True)
-    for name in ("nodes.jsonl", "evidence.jsonl"):
-        kept = (whole / name).read_text().splitlines(keepends=True)[:lines]
+    for name, count in (("nodes.jsonl", lines), ("evidence.jsonl", lines + evidence_ahead)):
+        kept = (whole / name).read_text().splitlines(keepends=True)[:count]
         (folder / name).write_text("".join(kept))
     meta = json.loads((whole / "world.json").read_text())
     for key in ("sha256", "survival"):
@@ -384,15 +386,18 @@ def _cut(whole: Path, folder: Path, lines: int) -> None:
     (folder / "world.json").write_text(json.dumps(meta))
 
 
-@pytest.mark.parametrize("lines", [4, 6])  # cut after round 1 (root + 3), and inside round 2 (2 of its 3)
-def test_a_resumed_run_grows_the_world_the_uninterrupted_run_grows(tmp_path, lines):
+@pytest.mark.parametrize(("lines", "evidence_ahead"), [(4, 0), (6, 0), (6, 1)])
+# cut after round 1 (root + 3), and inside round 2 (2 of its 3; and between an attempt's evidence and its node)
+def test_a_resumed_run_grows_the_world_the_uninterrupted_run_grows(tmp_path, lines, evidence_ahead):
     """The random policy's generator (any policy's memory) started again at a resume, and the
     slots a kill cut from a round were never run: the resumed world differed from the one the
     seed gives. The policy now chooses its recorded rounds again, and the lost slots run."""
     settings = {"task": "sum-difference", "workers": 3, "rounds": 5, "seed": 4, "backend": "serial"}
     whole = grow(GrowConfig(**settings, out=tmp_path / "whole"), make_policy("random", p_stop=0.0))
-    _cut(whole.folder, tmp_path / "cut", lines)
+    _cut(whole.folder, tmp_path / "cut", lines, evidence_ahead)
     resumed = grow(GrowConfig(**settings, out=tmp_path / "cut", resume=True), make_policy("random", p_stop=0.0))
+    evidence = read_evidence(resumed.folder)  # one record an attempt: none lost, none twice
+    assert [r["node"] for r in evidence] == list(load_world(resumed.folder).ids)
 
     def tree(folder):
         return [(r["id"], r["parent"], r["score"], r.get("code")) for r in load_world(folder).records]

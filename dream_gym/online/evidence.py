@@ -18,11 +18,12 @@ import json
 import os
 import statistics
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dream_gym.infrastructure.durable import write_atomic
 from dream_gym.infrastructure.redact import redact_value
 
 EVIDENCE_FILE = "evidence.jsonl"
@@ -32,10 +33,24 @@ STAGNATION_WINDOW = 3
 class EvidenceLedger:
     """Append-only evidence records (Reinforcement Dreaming's evidence ledger), one per executed attempt."""
 
-    def __init__(self, folder: str | os.PathLike[str]):
+    def __init__(self, folder: str | os.PathLike[str], nodes: Collection[str] | None = None):
+        """``nodes``: the ids of the world's nodes; a record of any other node is dropped. A run
+        writes an attempt's evidence before its node, so a kill between the two leaves evidence of a
+        node the world lacks, whose attempt the resumed run makes again (node first, a kill there
+        left a node whose evidence was never written)."""
         self.path = Path(folder) / EVIDENCE_FILE
         self._repair_torn_tail()
+        if nodes is not None:
+            self._keep(set(nodes))
         self._handle = open(self.path, "ab")
+
+    def _keep(self, nodes: set[str]) -> None:
+        if not self.path.exists():
+            return
+        lines = self.path.read_bytes().splitlines(keepends=True)
+        kept = [line for line in lines if not line.strip() or json.loads(line).get("node") in nodes]
+        if len(kept) != len(lines):
+            write_atomic(self.path, b"".join(kept))
 
     def _repair_torn_tail(self) -> None:
         if not self.path.exists():

@@ -236,7 +236,7 @@ def grow(
         _check_policy_takes(config, task, policy)
     writer = _open_world(config, task)
     folder = writer.folder
-    ledger = EvidenceLedger(folder)
+    ledger = EvidenceLedger(folder, [r["id"] for r in writer.records])
     negate = task.direction == "minimize"
     backend = Backend(config.backend, config.workers, deadlines)
     result = GrowResult(folder, 0, 0, 0, 0, None, 0.0, "rounds", None, repaired=writer.repaired)
@@ -286,9 +286,9 @@ def grow(
                     node["fail_class"] = stagnation_class(
                         branch_scores(records, index_of, parent_index, negate), oriented(node, negate)
                     )
+                ledger.append(attempt.evidence)  # first: a kill between the two leaves no node without it
                 writer.append(node)
                 index_of[node["id"]] = len(records) - 1
-                ledger.append(attempt.evidence)
                 failures += node["score"] is None
                 spent_usd += _usd(node)
             if errors:
