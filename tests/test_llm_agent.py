@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.online.agent_base import Agent, ParentContext, Proposal
 from dream_gym.online.llm_agent import (
     LOCAL_PLACEHOLDER_KEY,
@@ -392,7 +394,7 @@ def test_module_import_does_not_import_litellm() -> None:
 
 def test_missing_litellm_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "litellm", None)  # makes `import litellm` raise ImportError
-    with pytest.raises(RuntimeError, match=r"dream-gym\[llm\]"):  # the CLI says it in one line
+    with pytest.raises(RuntimeError, match=re.escape(install_command("llm"))):  # the CLI says it in one line
         LiteLLMAgent("openai/gpt-4o-mini")
 
 

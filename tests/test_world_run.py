@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
+from dream_gym.infrastructure.extras import install_command
 from dream_gym.integrations.deploy import DeployRequest, SystemUnavailable
 from dream_gym.integrations.evaluator_files import (
     PROGRAM_MAX_BYTES,
@@ -36,7 +38,7 @@ def test_an_unsupported_or_missing_system_is_unavailable_naming_what_the_bridge_
     assert check_version("pytest", "Pytest", "pytest", ">=x", series, "its hooks") == installed  # control
     with pytest.raises(SystemUnavailable, match=r"Pytest .* is installed; the bridge supports pytest>=x \(its hooks\)"):
         check_version("pytest", "Pytest", "pytest", ">=x", ("0", "0", "1"), "its hooks")
-    with pytest.raises(SystemUnavailable, match=r"NoSuch is not installed: pip install 'dream-gym\[nosuch\]'"):
+    with pytest.raises(SystemUnavailable, match=re.escape(f"NoSuch is not installed: {install_command('nosuch')}")):
         check_version("no-such-distribution-here", "NoSuch", "nosuch", ">=1", ("1",), "its hooks")
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
     from dream_gym.integrations.openevolve.run import check_openevolve
