@@ -167,3 +167,29 @@ def test_observation_writes_do_not_depend_on_share_obs(share_obs: bool) -> None:
         assert_same_observation({k: v.copy() for k, v in obs.items()}, reference.step(batch)[0])
         if terminated or truncated:
             break
+
+
+
+def _mappings() -> int:
+    with open("/proc/self/maps") as maps:
+        return sum(1 for _ in maps)
+
+
+def test_observations_a_caller_keeps_do_not_each_cost_a_memory_mapping() -> None:
+    """Each kept observation holds its buffer set, one block of memory; shared mappings are never
+    merged, so a caller keeping ~65,000 observations (or infos: the action mask is in the set)
+    reached the kernel's limit of mappings a process may hold, and the env failed with "Cannot
+    allocate memory". Private anonymous mappings merge (the vector env's were already private)."""
+    from worldgen import node
+
+    env = ReplayEnv(make_world([node("r", None, 0.0)] + [node(f"b{k}", "r", 0.1 * k) for k in range(6)]),
+                    workers=2, max_nodes=32)
+    kept = []
+    env.reset(seed=0)
+    before = _mappings()
+    while len(kept) < 2000:
+        obs, _, terminated, truncated, info = env.step([0, 0])
+        kept.append((obs, info))
+        if terminated or truncated:
+            env.reset()
+    assert _mappings() - before < 200  # 2,000 more with shared mappings

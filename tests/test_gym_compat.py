@@ -171,6 +171,20 @@ def test_the_env_its_observations_and_infos_pickle_and_deep_copy_mid_episode() -
         assert play_on(other, 20) == original  # the copy continues the same episode
 
 
+def test_a_copy_draws_from_generators_of_its_own_as_the_original_would() -> None:
+    """The deep copy shared the env's generator with the original (a draw in either moved both),
+    and made its action space a fresh one, whatever it had been seeded with."""
+    env = ReplayEnv(WORLD)
+    env.reset(seed=5)
+    env.action_space.seed(0)
+    for copied in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+        assert copied.np_random is not env.np_random
+        state = env.np_random.bit_generator.state, env.action_space.np_random.bit_generator.state
+        assert copied.np_random.integers(1000) == env.np_random.integers(1000)  # the same stream, each its own
+        assert copied.action_space.sample().tolist() == env.action_space.sample().tolist()
+        env.np_random.bit_generator.state, env.action_space.np_random.bit_generator.state = state
+
+
 def play_on(env: gym.Env, steps: int) -> list[Any]:
     """Continue an episode (no reset) with a fixed policy, then one more."""
     out: list[Any] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import mmap
 import os
 import sys
@@ -406,7 +407,10 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         """A buffer set in its first state (padding rows, the padding value allowed): one block of
         memory that the engine writes (``buffer``) and callers read through ``out``."""
         layout, size = self._layout
-        memory = mmap.mmap(-1, max(size, 1))
+        # private: the kernel merges neighbouring private anonymous mappings, never shared ones, and a
+        # caller keeping every observation (or info: the mask is in the set) kept one mapping each,
+        # up to the process's limit (~65,000), where the next set failed with "Cannot allocate memory"
+        memory = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         buffer = np.frombuffer(memory, dtype=np.uint8)
         (_, nodes_shape, _), _, _, (_, mask_shape, mask_at) = layout
         np.frombuffer(memory, dtype=np.int32, count=int(np.prod(nodes_shape))).reshape(nodes_shape)[:] = PADDING_ROW
@@ -680,8 +684,10 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         return (_restore_env, (type(self), self._arguments, self._episode_state()))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ReplayEnv:
-        # The world is immutable: the copy shares it instead of copying every record.
-        return _restore_env(type(self), {**self._arguments, "world": self.world}, self._episode_state())
+        # The world is immutable: the copy shares it instead of copying every record. The generators
+        # are copied: shared, a draw in the copy (a wrapper's, a planner's) moved the original's too.
+        return _restore_env(type(self), {**self._arguments, "world": self.world},
+                            copy.deepcopy(self._episode_state(), memo))
 
     def _episode_state(self) -> dict[str, Any]:
         return {
@@ -694,6 +700,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             "warned_full": self._warned_full,
             "np_random": self._np_random,
             "np_random_seed": self._np_random_seed,
+            # the spaces' generators, as seeded (action_space.seed): None until one is used
+            "space_random": (self.action_space._np_random, self.observation_space._np_random),
         }
 
 
@@ -801,6 +809,7 @@ def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[st
         if state.get("cut_short"):
             env._done, env._ready, env._cut_short = True, False, True
     env._warned_full = state["warned_full"]
+    env.action_space._np_random, env.observation_space._np_random = state.get("space_random", (None, None))
     return env
 
 
