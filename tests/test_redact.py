@@ -14,6 +14,7 @@ import base64
 import binascii
 import gzip
 import json
+import os
 import re
 import secrets
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 from dream_gym.infrastructure.redact import (
     RedactingStream,
     redact,
+    redact_files,
     redact_value,
     redacted_output,
     register_secret,
@@ -158,7 +160,7 @@ def test_url_password_is_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_environment_changes_are_seen_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    first, second = "sk-first-" + secrets.token_hex(8), "sk-second-" + secrets.token_hex(8)
+    first, second = "rot-first-" + secrets.token_hex(8), "rot-second-" + secrets.token_hex(8)  # no key's shape
     monkeypatch.setenv("ROTATED_API_KEY", first)
     assert redact(first) == "[redacted:ROTATED_API_KEY]"
     monkeypatch.setenv("ROTATED_API_KEY", second)
@@ -408,3 +410,56 @@ def test_dream_with_the_llm_developer_leaks_no_key(key: str, tmp_path: Path) -> 
     for number, body in enumerate(bodies, 1):
         assert_no_leak(body, key, f"request {number}")
     assert bodies[-1].count(MARK) >= len(LEAKS) + 2  # the errors were fed back, redacted
+
+
+def test_a_key_of_a_known_shape_is_redacted_whatever_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run imported where its key is not set kept the key its systems' error texts quote
+    ("Incorrect API key provided: sk-..."): into the world's nodes, which are packed and shared."""
+    for name in [n for n in os.environ if "KEY" in n or "TOKEN" in n]:
+        monkeypatch.delenv(name)
+    keys = ["sk-test-SECRET-12345", "sk-proj-" + "a1B2" * 10, "sk-ant-api03-" + "x" * 40, "hf_" + "Ab1" * 12,
+            "AKIA" + "ABCDEFGH12345678", "ghp_" + "a" * 36, "AIza" + "b" * 35]
+    for key in keys:
+        assert redact(f"Incorrect API key provided: {key}.") == "Incorrect API key provided: [redacted:key]."
+    record = {"error": f"401 {keys[0]}", "code": "task-level = 1\nrisk-assessment-of-the-whole-thing = 2"}
+    assert redact_value(record) == {"error": "401 [redacted:key]", "code": record["code"]}  # not inside words
+    assert redact_value({"code": "print('sk-short')"}) == {"code": "print('sk-short')"}  # too short for a key
+
+
+def test_the_files_a_system_wrote_are_redacted_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A discovery system's own logs, traces and database beside the world quoted the key its
+    server refused (OpenEvolve's log 12 times); the world's files and binary files are left."""
+    import sqlite3
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET-12345")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "run.log").write_text("401: Incorrect API key provided: sk-test-SECRET-12345\n")
+    (tmp_path / "trace.jsonl").write_text('{"error": "sk-test-SECRET-12345"}\n')
+    (tmp_path / "nodes.jsonl").write_text("kept as it is: sk-test-SECRET-12345\n")
+    (tmp_path / "blob.bin").write_bytes(b"\0sk-test-SECRET-12345")
+    with sqlite3.connect(tmp_path / "programs.sqlite") as db:
+        db.execute("CREATE TABLE programs (id TEXT, model_name TEXT, score REAL)")
+        db.execute("INSERT INTO programs VALUES ('a', 'http://u:sk-test-SECRET-12345@h/v1', 1.5)")
+    changed = redact_files(tmp_path, keep=("nodes.jsonl",))
+    assert sorted(Path(p).name for p in changed) == ["programs.sqlite", "run.log", "trace.jsonl"]
+    assert "SECRET" not in (tmp_path / "logs" / "run.log").read_text() + (tmp_path / "trace.jsonl").read_text()
+    with sqlite3.connect(tmp_path / "programs.sqlite") as db:
+        assert db.execute("SELECT * FROM programs").fetchall() == [
+            ("a", "http://u:[redacted:OPENAI_API_KEY]@h/v1", 1.5)]
+    assert "SECRET" in (tmp_path / "nodes.jsonl").read_text() and b"SECRET" in (tmp_path / "blob.bin").read_bytes()
+    assert redact_files(tmp_path, keep=("nodes.jsonl",)) == []  # nothing left to change
+
+
+def test_the_credentials_of_an_api_base_are_secrets_once_registered() -> None:
+    """``--api-base http://alice:pw@host/v1``: the command line a world records (and a system's
+    logs and database) held the password word for word, where the error path hid it."""
+    from dream_gym.infrastructure.redact import register_url_secrets
+
+    password, token = "pw-" + secrets.token_hex(8), "q" + secrets.token_hex(8)
+    command = f"dream-gym grow --api-base http://alice:{password}@127.0.0.1:9/v1?api_key={token}"
+    assert redact(command) == command
+    register_url_secrets(f"http://alice:{password}@127.0.0.1:9/v1?api_key={token}")
+    assert redact(command) == ("dream-gym grow --api-base http://alice:[redacted:API_BASE]@127.0.0.1:9/v1"
+                               "?api_key=[redacted:API_BASE]")
+    register_url_secrets("http://127.0.0.1:9/v1")  # no credentials: nothing registered, nothing fails
+    register_url_secrets(None)

@@ -22,7 +22,7 @@ from typing import Any
 from dream_gym import __version__
 from dream_gym.cli.shown import LINE_CHARS, say, shown
 from dream_gym.infrastructure.printable import printable
-from dream_gym.infrastructure.redact import redacted_output
+from dream_gym.infrastructure.redact import redacted_output, register_url_secrets
 from dream_gym.infrastructure.sandbox.launch import UNSAFE_ENV
 
 # Modules of this package that each add one or more sub-commands.
@@ -88,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         typed = command_parser(parser, argv)
         typed.error(f"unrecognized arguments: {' '.join(unknown)}{option_hint(typed, unknown)}")
     args.argv = argv  # provenance: `grow` records the exact command in world.json
+    register_url_secrets(getattr(args, "api_base", None))  # its password is no part of any record
     if getattr(args, "unsafe_no_sandbox", False):
         os.environ[UNSAFE_ENV] = "1"  # read by every sandbox launch, in workers too
     from rich.console import Console

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dream_gym.infrastructure.extras import install_command
-from dream_gym.infrastructure.locks import folder_lock
+from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME, folder_lock
 from dream_gym.infrastructure.printable import printable
-from dream_gym.infrastructure.redact import redact_value
+from dream_gym.infrastructure.redact import redact_files, redact_value
 from dream_gym.infrastructure.seeds import check_seed
 from dream_gym.integrations.deploy import NATIVE_POLICY, DeployResult, SystemUnavailable
-from dream_gym.world.files import RUN_SUMMARY_FILE
+from dream_gym.world.files import RUN_SUMMARY_FILE, WORLD_FILE
 from dream_gym.world.tree import NODES_FILE
 
 NO_KEY = "sk-no-key-required"
@@ -386,6 +386,10 @@ class RunParts:
             self.source.close()
         if self.server is not None:
             self.server.stop()
+        # the system's own logs, traces and database beside the world quote what its LLM client
+        # saw (a refused key in an error body, an --api-base with its password): redacted as the
+        # world's records are (a kill -9 skips this: what the system wrote so far stays as it is)
+        redact_files(self.writer.folder, keep=(NODES_FILE, WORLD_FILE, FOLDER_LOCK_NAME))
 
 
 def record_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
