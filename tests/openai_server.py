@@ -39,6 +39,7 @@ class Reply:
     ``content`` is the assistant message text. ``status`` other than 200 sends an OpenAI-style
     error body instead. ``delay_s`` sleeps before answering (to provoke client timeouts).
     ``prompt_tokens`` / ``completion_tokens`` override the word-count estimate in ``usage``;
+    ``headers`` adds response headers (an error's ``Retry-After``);
     ``include_usage=False`` omits ``usage``. ``raw_body`` (bytes) is sent verbatim.
     """
 
@@ -50,6 +51,7 @@ class Reply:
     include_usage: bool = True
     finish_reason: str = "stop"
     raw_body: bytes | None = None
+    headers: dict[str, str] | None = None  # extra response headers (``Retry-After`` of a 429)
 
 
 @dataclass
@@ -143,9 +145,12 @@ class OpenAICompatServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
                 pass
 
-            def _send_json(self, status: int, payload: dict[str, Any] | bytes) -> None:
+            def _send_json(self, status: int, payload: dict[str, Any] | bytes,
+                           headers: dict[str, str] | None = None) -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -184,7 +189,7 @@ class OpenAICompatServer:
                 if reply.status != 200:
                     self._send_json(reply.status, {"error": {
                         "message": f"simulated server error {reply.status}",
-                        "type": "server_error", "code": reply.status}})
+                        "type": "server_error", "code": reply.status}}, reply.headers)
                     return
                 content = reply.content
                 prompt_tokens = (reply.prompt_tokens if reply.prompt_tokens is not None

@@ -293,6 +293,17 @@ def test_http_500_then_success_is_retried(server: OpenAICompatServer) -> None:
     assert len(server.requests) == 2
 
 
+def test_a_rate_limited_server_is_asked_again_after_the_wait_it_gave(server: OpenAICompatServer) -> None:
+    """A 429 with ``Retry-After: 1.5``: the client waited its own backoff (here none) instead, and
+    used its retries up before the server was ready again."""
+    server.push(Reply(status=429, headers={"Retry-After": "1.5"}), f"```python\n{FULL}```")
+    agent = _agent(server, num_retries=1, retry_backoff_s=0.0)
+    started = time.perf_counter()
+    prop = agent.propose(_Task(), _parent(), np.random.default_rng(0))
+    assert prop.code == FULL and len(server.requests) == 2
+    assert time.perf_counter() - started >= 1.5  # a lower bound the client owes the server, not a speed
+
+
 def test_connection_refused_raises_agent_error() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

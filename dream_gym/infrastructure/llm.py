@@ -270,6 +270,24 @@ def _proxy_for(scheme: str, host: str) -> str | None:
     return str(proxy)
 
 
+#: The longest wait a server's ``Retry-After`` may ask for before a retry (seconds): longer, and
+#: the backoff's own wait is used (the run's retries then fail sooner, saying why).
+MAX_RETRY_AFTER_S = 60.0
+
+
+def retry_after(exc: BaseException) -> float:
+    """The seconds a rate-limited server asked the client to wait (its ``Retry-After`` header, in
+    seconds, on the error's response), at most :data:`MAX_RETRY_AFTER_S`; 0 when it asked none.
+    The fixed backoff retried at 1 and 3 s a server that had said to come back in 6."""
+    # litellm keeps the server's headers apart (its exception's own response is one it made up)
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    try:
+        value = float(headers.get("retry-after")) if headers is not None else 0.0
+    except (TypeError, ValueError, AttributeError):  # absent, or an HTTP date: the backoff's own wait
+        return 0.0
+    return min(max(value, 0.0), MAX_RETRY_AFTER_S) if value == value else 0.0
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Connection errors, timeouts, HTTP 5xx and 408/409/429 are worth another try."""
     try:
@@ -401,7 +419,7 @@ class LLMClient:
                 return litellm.completion(**kwargs), attempts
             except Exception as exc:  # noqa: BLE001 - mapped to LLMError below
                 if attempts <= self.num_retries and is_retryable(exc):
-                    time.sleep(self.retry_backoff_s * (2 ** (attempts - 1)))
+                    time.sleep(max(self.retry_backoff_s * (2 ** (attempts - 1)), retry_after(exc)))
                     continue
                 kind = "transport error" if is_retryable(exc) else "request rejected"
                 detail = self.scrub(" ".join(str(exc).split()))[:600]
