@@ -283,6 +283,22 @@ def test_cli_grow_refuses_a_setting_no_run_can_have_before_it_writes(tmp_path, c
     assert not out.exists()
 
 
+def test_a_spending_limit_on_a_model_without_a_price_is_refused_before_the_run(tmp_path, capsys):
+    """Each call of a model litellm has no price for counted $0: ``--max-usd 0.000001`` made all
+    the run's calls and said "stopped by rounds"."""
+    with OpenAICompatServer() as server:
+        command = ["grow", "--task", "sum-difference", "-W", "2", "--rounds", "3", "--api-base", server.base_url,
+                   "--max-usd", "0.000001"]
+        out = tmp_path / "w"
+        assert cli_main([*command, "--agent", "openai/local-coder", "--out", str(out)]) == 2
+        said = capsys.readouterr().err
+        assert "max_usd (--max-usd) cannot be kept for model 'openai/local-coder': litellm knows no price" in said
+        assert not out.exists() and not server.requests
+        server.responder = lambda request: "```python\ndef construct_set():\n    return [0, 1]\n```"
+        assert cli_main([*command, "--agent", "openai/gpt-4o-mini", "--out", str(out)]) == 0  # priced: it runs
+        assert "stopped by max_usd" in capsys.readouterr().out
+
+
 def test_llm_agent_grows_a_world_over_real_http(tmp_path, monkeypatch):
     program = "def construct_set():\n    return [0, 1, 3, 7, 12, 20, 30, 44]\n"
     with OpenAICompatServer() as server:

@@ -194,6 +194,21 @@ def check_model_name(model: str) -> None:
                          "server") from None
 
 
+def check_priced(model: str) -> None:
+    """Refuse a spending limit on ``model`` when litellm knows no price for it: each call would
+    count $0, and the limit never stop the run (a run under ``--max-usd 0.000001`` made all its
+    calls and said "stopped by rounds")."""
+    litellm = import_litellm()
+    try:
+        info = litellm.get_model_info(model)
+        priced = bool(info.get("input_cost_per_token") or info.get("output_cost_per_token"))
+    except Exception:  # noqa: BLE001 - litellm raises a bare Exception for a model it does not know
+        priced = False
+    if not priced:
+        raise ValueError(f"max_usd (--max-usd) cannot be kept for model {model!r}: litellm knows no price for it, so "
+                         "every call would count $0; limit the run by max_attempts or max_seconds instead")
+
+
 def redact_url(url: str | None) -> str:
     """``url`` without credentials or query string (for messages and logs)."""
     if not url:
@@ -467,6 +482,6 @@ class LLMClient:
 
 
 __all__ = [
-    "LOCAL_PLACEHOLDER_KEY", "Completion", "Extraction", "LLMClient", "LLMError", "clip",
+    "LOCAL_PLACEHOLDER_KEY", "Completion", "Extraction", "LLMClient", "LLMError", "check_priced", "clip",
     "extract_code", "field_of", "import_litellm", "is_retryable", "one_line", "redact_url", "unreachable",
 ]

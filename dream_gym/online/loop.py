@@ -110,10 +110,17 @@ class GrowConfig:
                 raise ValueError(f"{name} must be > 0 (or not given), got {value}")
         self.settings  # noqa: B018 - ReplaySettings checks W, beta and the frontier rule
         if self.agent != "builtin":
-            from dream_gym.infrastructure.llm import check_access, check_model_name, require_litellm
+            from dream_gym.infrastructure.llm import (
+                check_access,
+                check_model_name,
+                check_priced,
+                require_litellm,
+            )
 
             require_litellm()
             check_model_name(self.agent)
+            if self.max_usd is not None:
+                check_priced(self.agent)
             check_access(self.agent, self.api_base)
         if self.backend not in ("process", "ray", "serial"):
             raise ValueError(f"backend must be 'process', 'ray' or 'serial', got {self.backend!r}")
