@@ -417,11 +417,12 @@ def test_a_key_of_a_known_shape_is_redacted_whatever_the_environment(monkeypatch
     ("Incorrect API key provided: sk-..."): into the world's nodes, which are packed and shared."""
     for name in [n for n in os.environ if "KEY" in n or "TOKEN" in n]:
         monkeypatch.delenv(name)
-    keys = ["sk-test-SECRET-12345", "sk-proj-" + "a1B2" * 10, "sk-ant-api03-" + "x" * 40, "hf_" + "Ab1" * 12,
+    keys = ["sk-test-SECRET-12345", "sk-proj-" + "a1B2" * 10, "sk-ant-api03-" + "Xy9" * 14, "hf_" + "Ab1" * 12,
             "AKIA" + "ABCDEFGH12345678", "ghp_" + "a" * 36, "AIza" + "b" * 35]
     for key in keys:
         assert redact(f"Incorrect API key provided: {key}.") == "Incorrect API key provided: [redacted:key]."
-    record = {"error": f"401 {keys[0]}", "code": "task-level = 1\nrisk-assessment-of-the-whole-thing = 2"}
+    record = {"error": f"401 {keys[0]}",
+              "code": "task-level = 1\nrisk-assessment-of-the-whole-thing = 2\nname = 'sk-learn-compatible-estimator'"}
     assert redact_value(record) == {"error": "401 [redacted:key]", "code": record["code"]}  # not inside words
     assert redact_value({"code": "print('sk-short')"}) == {"code": "print('sk-short')"}  # too short for a key
 

@@ -294,8 +294,10 @@ def _matcher() -> _Matcher:
 #: imported, or a log read, where its key is not set kept it (a system's error text quotes the
 #: key its server refused). OpenAI's and Anthropic's ``sk-...``, Hugging Face's ``hf_...``, AWS
 #: access key ids, GitHub's tokens and Google's API keys.
-KEY_SHAPES = re.compile(r"(?<![A-Za-z0-9_-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16}"
-                        r"|gh[pousr]_[A-Za-z0-9]{36,}|AIza[0-9A-Za-z_-]{35})")
+#: An ``sk-`` key holds a capital and a digit, which the words of code rarely do together
+#: (``'sk-learn-compatible-estimator'`` in a candidate program is left as it is).
+KEY_SHAPES = re.compile(r"(?<![A-Za-z0-9_-])(?:sk-(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}"
+                        r"|hf_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36,}|AIza[0-9A-Za-z_-]{35})")
 
 
 def _shapes(text: str) -> str:
