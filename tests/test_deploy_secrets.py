@@ -21,6 +21,8 @@ KEY = "sk-test-SECRET-12345"
 def test_a_refused_key_quoted_by_the_systems_own_files_is_redacted(tmp_path: Path) -> None:
     pytest.importorskip("openevolve")
     out = tmp_path / "world"
+    config = tmp_path / "openevolve.yaml"  # no retries of the refused calls: the test takes seconds, not 30
+    config.write_text("llm:\n  retries: 0\n  retry_delay: 0\nevaluator:\n  cascade_evaluation: false\n")
     body = json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error",
                                  "code": "invalid_api_key"}}).encode()
     with OpenAICompatServer() as server:
@@ -28,7 +30,7 @@ def test_a_refused_key_quoted_by_the_systems_own_files_is_redacted(tmp_path: Pat
         done = subprocess.run(
             [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", "sum-difference",
              "--policy", "greedy", "-W", "2", "--budget", "2", "--model", "openai/test-model",
-             "--api-base", server.base_url, "--out", str(out)],
+             "--api-base", server.base_url, "--option", f"config_path={config}", "--out", str(out)],
             capture_output=True, text=True, env={**os.environ, "OPENAI_API_KEY": KEY}, timeout=600)
         assert server.requests and all(r.headers.get("authorization") == f"Bearer {KEY}" for r in server.requests)
     assert done.returncode == 2 and "Incorrect API key provided: [redacted:OPENAI_API_KEY]" in done.stderr
