@@ -48,7 +48,7 @@ class EvidenceLedger:
         if not self.path.exists():
             return
         lines = self.path.read_bytes().splitlines(keepends=True)
-        kept = [line for line in lines if not line.strip() or json.loads(line).get("node") in nodes]
+        kept = [line for line in lines if _node_of(line) in nodes or _node_of(line) is None]
         if len(kept) != len(lines):
             write_atomic(self.path, b"".join(kept))
 
@@ -68,6 +68,15 @@ class EvidenceLedger:
 
     def close(self) -> None:
         self._handle.close()
+
+
+def _node_of(line: bytes) -> object:
+    """The node a ledger line is evidence of (None for a line that is not a record: kept as it is)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record.get("node") if isinstance(record, dict) else None
 
 
 def read_evidence(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
