@@ -115,3 +115,15 @@ def test_a_policy_file_that_does_not_load_fails_once_before_its_episodes(
     good = tmp_path / "good.py"  # the control: a file that loads runs as before
     good.write_text("def act(view):\n    return []\n")
     assert main(["eval", "-p", str(good), "-w", str(worlds), "--no-progress", "--betas", "0.5"]) == 0
+
+
+def test_whether_a_file_may_be_replaced_is_asked_of_the_file_each_time(tmp_path: Path) -> None:
+    """The same question about the same path is answered by what the path holds now (an answer
+    kept from an earlier call let a file written since be replaced)."""
+    from dream_gym.infrastructure.durable import check_replaceable
+
+    board = tmp_path / "board.md"
+    check_replaceable(board, "--markdown board.md", b"### Leaderboard", "a leaderboard")  # absent: may be written
+    board.write_text("my notes\n")
+    with pytest.raises(FileExistsError, match="board.md exists and is not a leaderboard"):
+        check_replaceable(board, "--markdown board.md", b"### Leaderboard", "a leaderboard")

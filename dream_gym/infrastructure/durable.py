@@ -71,7 +71,6 @@ def write_via(path: str | os.PathLike[str], write: Callable[[Path], object]) -> 
     return path
 
 
-@functools.cache
 def check_replaceable(path: str | os.PathLike[str], named: str, starts: bytes, kind: str) -> None:
     """Refuse to replace a file that is not one of ours: ``path`` (``named``: how the message names
     it, an option and its value) may be absent, empty, or a file whose bytes begin with ``starts``
@@ -109,6 +108,7 @@ def read_json_object(path: str | os.PathLike[str], fields: Mapping[str, type] | 
     return value
 
 
+@functools.cache
 def _new_file_mode() -> int:
     """The mode ``open(path, "w")`` would give a new file: 0666 less this process's umask (read
     from /proc where it can be, since setting it to read it is not thread-safe)."""
