@@ -21,14 +21,11 @@ from dream_gym.cli.options import (
     positive_int,
     report_failures,
 )
+from dream_gym.evaluation.leaderboard import MARKDOWN_START
 from dream_gym.infrastructure.durable import check_replaceable
 from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
-
-#: How the markdown eval writes begins (Leaderboard.to_markdown's first title): the one kind of
-#: existing file --markdown replaces.
-MARKDOWN_START = b"### Leaderboard"
 
 
 def register(subparsers: Any) -> None:

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from dream_gym.world.tree import is_number
+
 TIE_TOLERANCE = 1e-9
 
 
@@ -87,10 +89,6 @@ class LedgerDamaged(ValueError):
     """A resumed run's ledger names a file, or holds a value, that the run did not write."""
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def check_ledger(out: Path, rows: Sequence[Any], ledger: str) -> None:
     """Refuse a ledger (``ledger``: its name) whose version rows the run did not write as they are:
     a row's file must be the one the run gives that version (``revisions/<phase>/<m>.py``) and,
@@ -111,8 +109,8 @@ def check_ledger(out: Path, rows: Sequence[Any], ledger: str) -> None:
             raise LedgerDamaged(f"{where}: version {m} of phase {phase} is {str(row.get('file'))[:80]!r}, where the run "
                                 f"wrote {expected!r}; start again in a new --out")
         score, per_world = row.get("score"), row.get("per_world") or {}
-        if not (score is None or _is_number(score)) or not isinstance(per_world, Mapping) or not all(
-                map(_is_number, per_world.values())):
+        if not (score is None or is_number(score)) or not isinstance(per_world, Mapping) or not all(
+                map(is_number, per_world.values())):
             raise LedgerDamaged(f"{where}: version {m} of phase {phase} holds a score that is not a number; "
                                 "start again in a new --out")
         digest = row.get("sha256")

@@ -51,6 +51,11 @@ class LeaderboardRow:
     held: float = math.nan  # mean share, per decision, of an online run's choices the record held
 
 
+#: The title every board's overall table has, which its markdown begins with: the one kind of
+#: existing file ``eval --markdown`` replaces.
+OVERALL_TITLE = "Leaderboard"
+MARKDOWN_START = f"### {OVERALL_TITLE}".encode()
+
 #: How much of a failing policy's first error the line about it shows.
 FIRST_ERROR_CHARS = 400
 
@@ -148,7 +153,7 @@ class Leaderboard:
 
     def tables(self, per_world: bool = True) -> list[tuple[str, list[LeaderboardRow]]]:
         n = len(self.per_world)
-        out = [(f"Leaderboard: mean over {n} world{'s' if n != 1 else ''}", self.overall)]
+        out = [(f"{OVERALL_TITLE}: mean over {n} world{'s' if n != 1 else ''}", self.overall)]
         if per_world and n > 1:
             for name, rows in self.per_world.items():
                 limit = rows[0].limit if rows else math.nan

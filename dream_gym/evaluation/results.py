@@ -17,7 +17,8 @@ from typing import Any
 from dream_gym.infrastructure.durable import json_safe, read_jsonl
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.policy import EpisodeResult
-from dream_gym.world.tree import World
+from dream_gym.replay.settings import is_whole
+from dream_gym.world.tree import World, is_number
 
 RESULT_FORMAT = "dream-gym-results/1"
 #: What every row holds (the episode's fields without a default).
@@ -78,26 +79,18 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 _RESULT_FIELDS = {f.name for f in fields(EpisodeResult)}
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _batches(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(b, list) and all(map(_whole, b)) for b in value)
+    return isinstance(value, list) and all(isinstance(b, list) and all(map(is_whole, b)) for b in value)
 
 
 #: What each field of a row holds: its check, and what to call it. A float may be null (a
 #: non-finite value is written so); the fields that may be absent are the defaulted ones.
 _FIELD_KINDS: dict[str, tuple[Any, str]] = {
     "world": (lambda v: isinstance(v, str), "a string"), "policy": (lambda v: isinstance(v, str), "a string"),
-    **{name: (lambda v: v is None or _number(v), "a number") for name in (
+    **{name: (lambda v: v is None or is_number(v), "a number") for name in (
         "beta", "replay_score", "best_q", "best_score", "work", "attainment", "limit", "answerable")},
-    "attempts": (_whole, "a whole number"), "rounds": (_whole, "a whole number"),
-    "refused": (lambda v: v is None or _whole(v), "a whole number"),
+    "attempts": (is_whole, "a whole number"), "rounds": (is_whole, "a whole number"),
+    "refused": (lambda v: v is None or is_whole(v), "a whole number"),
     "batches": (_batches, "a list of lists of node ids"),
     **{name: (lambda v: isinstance(v, bool), "true or false") for name in ("terminated", "truncated")},
     "cut_short": (lambda v: v is None or isinstance(v, bool), "true or false"),

@@ -80,7 +80,8 @@ MAX_WORKERS = 4096
 MAX_ROUND = 1_000_000
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A JSON number as a record holds one: an int or a float, not a bool (True is 1)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -88,7 +89,7 @@ def check_score(value: Any) -> str | None:
     """Return the problem with a node's ``score`` value, or None when it is acceptable."""
     if value is None:
         return None
-    if not _is_number(value):
+    if not is_number(value):
         return f"score must be a number or null, got {type(value).__name__} {_short(value)}"
     try:
         finite = math.isfinite(value)
@@ -380,7 +381,7 @@ def load_world(folder: str | os.PathLike[str]) -> World:
 __all__ = [
     "DIRECTIONS", "FORMAT", "FORMAT_MAJOR", "FORMAT_NAME", "FRONTIER_RULES", "MAX_ROUND", "MAX_WORKERS",
     "NODE_FILES", "NODES_FILE", "NODES_GZ_FILE", "WORLD_FILE", "World", "WorldFormatError", "build_world",
-    "check_format", "check_node", "check_score", "count_node_lines", "decompressed", "is_present",
+    "check_format", "check_node", "check_score", "count_node_lines", "decompressed", "is_number", "is_present",
     "load_world", "loads_strict", "node_file", "open_node_text", "open_world_file", "parse_node_lines",
     "prefix_world", "read_json_document", "read_meta", "read_node_file", "read_node_lines", "sha256_file",
     "sha256_stream", "validate_meta",
