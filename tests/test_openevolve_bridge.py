@@ -306,8 +306,8 @@ def test_any_openevolve_problem_with_an_openai_compatible_model(tmp_path: Path) 
     assert json.loads((tmp_path / "other" / "world.json").read_text())["agent"].endswith("(generic agent)")
 
 
-def deploy_answering_no_program_first(out: Path, policy: str, workers: int, budget: int,
-                                      *extra: str) -> tuple[subprocess.CompletedProcess[str], int]:
+def deploy_answering_no_program_first(out: Path, policy: str, workers: int, budget: int, *extra: str,
+                                      model: str = "openai/dream-gym-builtin") -> tuple[subprocess.CompletedProcess[str], int]:
     """`deploy --system openevolve` against a test server whose first answer holds no program;
     the process and the LLM calls the server answered."""
     from openai_server import OpenAICompatServer, calls, no_program_first
@@ -320,7 +320,7 @@ def deploy_answering_no_program_first(out: Path, policy: str, workers: int, budg
         done = subprocess.run(
             [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK, "--policy",
              policy, "-W", str(workers), "--budget", str(budget), "--seed", "0", "--model",
-             "openai/dream-gym-builtin", "--api-base", server.base_url, "--out", str(out), *extra],
+             model, "--api-base", server.base_url, "--out", str(out), *extra],
             capture_output=True, text=True, timeout=600)
         return done, calls(server)
 
@@ -329,9 +329,12 @@ def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Pa
     """An LLM answer with no program in it makes OpenEvolve's iteration fail before anything is
     evaluated. The world records the attempt as a failed node under the parent it continued (the
     parent's code, OpenEvolve's error), so replay charges it; OpenEvolve's own output (its failures
-    log) imports to the same tree."""
+    log) imports to the same tree. Each node's cost is priced from the tokens OpenEvolve recorded
+    (OpenEvolve records no price): the model is one litellm has a price for."""
+    from dream_gym.infrastructure.llm import import_litellm
+
     out = tmp_path / "world"
-    done, answered = deploy_answering_no_program_first(out, "greedy", 2, 3)
+    done, answered = deploy_answering_no_program_first(out, "greedy", 2, 3, model="openai/gpt-4o-mini")
     assert done.returncode == 0, done.stderr[-3000:]
     assert answered == 3
     records = nodes(out)
@@ -340,6 +343,11 @@ def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Pa
     assert (failed["parent"], failed["score"], failed["round"]) == (root["id"], None, 1)
     assert failed["code"] == root["code"] and failed["error"].startswith("no program: No valid diffs found")
     assert failed["cost"]["tokens_in"] > 0  # the LLM call it spent
+    for record in (failed, *programs):
+        cost = record["cost"]
+        price = sum(import_litellm().cost_per_token(model="gpt-4o-mini", prompt_tokens=cost["tokens_in"],
+                                                    completion_tokens=cost["tokens_out"]))
+        assert cost["usd"] == pytest.approx(price) and price > 0
     summary = json.loads((out / "run_summary.json").read_text())
     assert (summary["iterations"], summary["failed_iterations"], summary["unrecorded_iterations"]) == (3, 1, 0)
     assert "made no program" not in done.stderr  # every proposal stands in the world
@@ -351,6 +359,50 @@ def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Pa
     # the trace alone (a run killed before its first checkpoint) reads the failures log beside it
     import_run("auto", out / "openevolve" / "evolution_trace.jsonl", tmp_path / "from_trace")
     assert tree(nodes(tmp_path / "from_trace")) == tree(records)
+
+
+def test_an_iteration_whose_llm_call_failed_is_no_node_and_a_resume_runs_it_again(tmp_path: Path) -> None:
+    """A server answering 500 (down, or refusing the key) gives OpenEvolve's iteration no answer:
+    not an attempt of the search, so not a node (as in ``grow``). The run stops after that round,
+    says why once and exits non-zero; ``--resume`` against the server up again runs the budget's
+    missing iterations, and OpenEvolve's own output imports to the same tree."""
+    from openai_server import OpenAICompatServer, Reply
+
+    from dream_gym.online.agent_server import AgentResponder
+
+    agent = AgentResponder(TASK, seed=0)
+    config = tmp_path / "openevolve.yaml"  # no retries of the failed calls: the test takes seconds
+    config.write_text("llm:\n  retries: 0\n  retry_delay: 0\n")
+    out, answered, up_to = tmp_path / "world", set(), [2]
+
+    def respond(body: dict) -> str | Reply:
+        if body.get("seed") not in answered and len(answered) >= up_to[0]:
+            return Reply(status=500, raw_body=b'{"error": {"message": "the server is down", "type": "server_error"}}')
+        answered.add(body.get("seed"))
+        return agent.reply(body)
+
+    def deploy(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", TASK, "--policy",
+             "greedy", "--policy-arg", "patience=100", "-W", "2", "--budget", "4", "--seed", "0", "--model",
+             "openai/dream-gym-builtin", "--option", f"config_path={config}", "--api-base", server.base_url,
+             "--out", str(out), *extra], capture_output=True, text=True, timeout=600)
+
+    with OpenAICompatServer() as server:
+        server.responder = respond
+        done = deploy()
+        assert done.returncode != 0 and done.stderr.count("the LLM answered no call in 2 iterations") == 1
+        assert "the server is down" in done.stderr and "Traceback" not in done.stderr
+        first = nodes(out)
+        assert len(first) == 3 and all(r["score"] is not None for r in first)  # the root and round 1
+        up_to[0] = 100
+        again = deploy("--resume")
+    assert again.returncode == 0, again.stderr[-3000:]
+    records = nodes(out)
+    assert len(records) == 5 and records[:3] == first and all(r["score"] is not None for r in records)
+    assert len(answered) == 4  # the 2 calls of round 1, then 2 again for the rest of the budget
+    import_run("auto", out / "openevolve", tmp_path / "imported")
+    assert tree(nodes(tmp_path / "imported")) == tree(records)
 
 
 def test_a_run_whose_every_answer_held_no_program_says_its_world_is_kept(tmp_path: Path) -> None:

@@ -209,6 +209,22 @@ def check_priced(model: str) -> None:
                          "every call would count $0; limit the run by max_attempts or max_seconds instead")
 
 
+def usd_of_tokens(model: str | None, tokens_in: float, tokens_out: float) -> float:
+    """What ``tokens_in`` prompt and ``tokens_out`` completion tokens of ``model`` cost by litellm's
+    price list: the cost of a call a discovery system made itself, which records its tokens and no
+    price. 0.0 for no model, a model litellm has no price for, or no litellm installed (as
+    :meth:`LLMClient.complete` counts an unpriced call)."""
+    if model is None or tokens_in + tokens_out <= 0:
+        return 0.0
+    try:
+        litellm = import_litellm()
+        prompt_usd, completion_usd = litellm.cost_per_token(
+            model=model, prompt_tokens=int(tokens_in), completion_tokens=int(tokens_out))
+    except Exception:  # noqa: BLE001 - litellm raises a bare Exception for a model it does not know
+        return 0.0
+    return float(prompt_usd) + float(completion_usd)
+
+
 def redact_url(url: str | None) -> str:
     """``url`` without credentials or query string (for messages and logs)."""
     if not url:
@@ -484,4 +500,5 @@ class LLMClient:
 __all__ = [
     "LOCAL_PLACEHOLDER_KEY", "Completion", "Extraction", "LLMClient", "LLMError", "check_priced", "clip",
     "extract_code", "field_of", "import_litellm", "is_retryable", "one_line", "redact_url", "unreachable",
+    "usd_of_tokens",
 ]

@@ -1,8 +1,8 @@
 """OpenEvolve's log of the iterations that made no program (``evolution_trace_failures.jsonl``,
 written when its evolution trace's ``include_failures`` is on): an LLM answer without a usable
-change, a worker that timed out or crashed. Each such iteration that names its parent is a failed
-node (:func:`.openevolve_programs.from_failure`), for both OpenEvolve importers, so replay
-charges the attempt as the run paid it."""
+change, an LLM call that failed, a worker that timed out or crashed. Each such iteration that
+names its parent and got an answer is a failed node (:func:`.openevolve_programs.from_failure`),
+for both OpenEvolve importers, so replay charges the attempt as the run paid it."""
 
 from __future__ import annotations
 
@@ -71,6 +71,6 @@ def note_failures(report: ImportReport, failures: Failures, placed: int) -> None
     report.notes.append(
         f"{FAILURES_NAME}: {len(failures)} iteration(s) made no program; {placed} stand as failed nodes under "
         "the program each continued (its code unchanged), so replay charges them"
-        + (f"; {unplaced} name no parent the record holds, or were run again (no node: replay charges none of "
-           "them)" if unplaced else "")
+        + (f"; {unplaced} name no parent the record holds, got no answer from the LLM, or were run again (no node: "
+           "replay charges none of them)" if unplaced else "")
         + f"; the most common error ({count}): {printable(common, 120) or '(none given, or an unreadable line)'}")

@@ -166,14 +166,25 @@ def no_program_id(iteration: int, phase: str | None = None) -> str:
     return f"no-program-{iteration}" if phase is None else f"no-program-{phase}-{iteration}"
 
 
+#: how OpenEvolve's worker begins the error of an iteration whose LLM call raised: no answer came
+LLM_FAILED = "LLM generation failed"
+
+
+def answered_by_no_llm(entry: dict[str, Any]) -> bool:
+    """Whether a line of OpenEvolve's failures log is an iteration whose LLM call failed (the server
+    down, a refused key): no answer was made, so it is no attempt of the search, as in ``grow``."""
+    return (as_text(entry.get("error")) or "").startswith(LLM_FAILED)
+
+
 def from_failure(entry: dict[str, Any], parent: dict[str, Any], phase: str | None = None) -> dict[str, Any] | None:
     """The program record of an iteration OpenEvolve logged as making no program (a line of its
     failures log: an LLM answer without a usable change, ...), continuing ``parent`` (its record):
     the parent's code, unchanged, no metrics, OpenEvolve's error under ``metadata.no_program``.
     So replay charges the attempt, and a policy that continues it continues the parent's code.
-    None for a line that names no iteration or no parent (a timed-out or crashed worker's)."""
+    None for a line that names no iteration or no parent (a timed-out or crashed worker's), or
+    whose LLM call failed (:func:`answered_by_no_llm`)."""
     iteration, parent_id = to_int(entry.get("iteration")), to_id(entry.get("parent_id"))
-    if iteration is None or parent_id is None:
+    if iteration is None or parent_id is None or answered_by_no_llm(entry):
         return None
     return {
         "id": no_program_id(iteration, phase), "parent_id": parent_id, "code": as_text(parent.get("code")) or "",

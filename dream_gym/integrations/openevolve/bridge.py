@@ -54,7 +54,7 @@ from openevolve.controller import OpenEvolve
 from openevolve.database import Program as OEProgram
 from openevolve.database import ProgramDatabase
 
-from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM, from_failure
+from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM, answered_by_no_llm, from_failure
 from dream_gym.integrations.openevolve.state import METRIC, RunState
 
 
@@ -304,6 +304,9 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
             if iteration + len(batch) - 1 >= 1 and (iteration + len(batch) - 1) % self.config.checkpoint_interval == 0:
                 last_saved = iteration + len(batch) - 1
             iteration += len(batch)
+            if state.llm_failures:  # no answer from the LLM: stop, as grow does (--resume runs them again)
+                state.stopped_by = "llm_failed"
+                break
             if controller.early_stopping_triggered:
                 state.stopped_by = "early_stopping"
                 break
@@ -322,7 +325,8 @@ class FailureLog:
     after OpenEvolve has written the line (:func:`~dream_gym.datasets.importers.openevolve_programs.
     from_failure`, as the importer reads that line). OpenEvolve logs them in the controller's loop,
     in iteration order with the admitted programs. A worker that timed out or crashed names no
-    parent: no node, as in the import."""
+    parent: no node, as in the import. Nor is an iteration whose LLM call failed (no answer came):
+    it is kept in ``llm_failures``, and a policy's run stops after its round."""
 
     def __init__(self, tracer: Any, database: PolicyDatabase):
         self.tracer = tracer
@@ -336,6 +340,9 @@ class FailureLog:
             return
         entry = {"iteration": iteration, "parent_id": parent_id, "error": error, "island_id": fields.get("island_id"),
                  "token_usage": fields.get("token_usage"), "timestamp": time.time()}
+        if answered_by_no_llm(entry):  # no answer, so no attempt: the run stops after the round
+            state.llm_failures.append(f"iteration {iteration}: {error}")
+            return
         raw = from_failure(entry, parent.to_dict())
         if raw is not None:
             state.made_no_program(OEProgram(**raw))

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM
+from dream_gym.infrastructure.printable import printable
 from dream_gym.integrations import stopping, world_run
 from dream_gym.integrations.deploy import NATIVE_POLICY
 from dream_gym.integrations.openevolve.evaluator import (
@@ -198,25 +199,33 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
             oe_evaluator = evaluator if task_name is not None else files_evaluator(config, evaluator, oe_config, folder)
             policy = parts.load_policy(config)
             state = bridge.RunState(writer, policy, config.workers, seed=config.seed, beta=config.beta,
-                                    frontier=config.frontier, total_iterations=config.iterations)
+                                    frontier=config.frontier, total_iterations=config.iterations,
+                                    model=config.model)
             bridge.guard_forks()
             controller = bridge.PolicyOpenEvolve(str(initial), str(oe_evaluator), oe_config, state,
                                                  output_dir=str(folder / OUTPUT_DIR))
             if writer.records:
                 bridge.restore_database(controller.database, writer.records, state)
-            done = iterations_of(writer.records)
-            if done < config.iterations:
+            # the budget counts nodes: an iteration that left none (its LLM call failed, its worker
+            # timed out) is run again, under a later iteration number
+            recorded = len(writer.records) - 1 if writer.records else 0
+            state.total_iterations += max(0, iterations_of(writer.records) - recorded)
+            if recorded < config.iterations:
                 try:
                     with stopping.second_signal_interrupts():
-                        stopping.run_coroutine(controller.run(iterations=config.iterations - done))
+                        stopping.run_coroutine(controller.run(iterations=config.iterations - recorded))
                 except RuntimeError as exc:  # OpenEvolve's EvolutionFailedError: no iteration made a program
                     if type(exc).__name__ != "EvolutionFailedError":
                         raise
+                    if state.llm_failures:
+                        raise RuntimeError(llm_failed(state, writer.records)) from None
                     raise RuntimeError(f"{exc}; the world keeps what was recorded (each failed iteration a node), "
                                        "and --resume continues it") from None
             else:
                 state.stopped_by = "iterations"
             state.flush()
+            if state.llm_failures:
+                raise RuntimeError(llm_failed(state, writer.records))
             writer.update_meta(openevolve=dict(writer.meta.get("openevolve") or {}) | {
                 "stopped_by": state.stopped_by, "restored_parents": state.restored_parents})
             writer.finish()
@@ -229,6 +238,14 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
                     pass
             parts.close()
     return _result(folder, writer.records, version, state, started)
+
+
+def llm_failed(state: Any, records: list[dict[str, Any]]) -> str:
+    """Why a run stopped whose LLM gave no answer: the first failure, and what ``--resume`` does."""
+    count = len(state.llm_failures)
+    return (f"the LLM answered no call in {count} iteration{'s' if count > 1 else ''} "
+            f"({printable(state.llm_failures[0], 400)}); an iteration without an answer is no node, the world keeps "
+            f"the {max(0, len(records) - 1)} recorded, and --resume runs the rest of the budget once the LLM answers")
 
 
 def iterations_of(records: list[dict[str, Any]]) -> int:
