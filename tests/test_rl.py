@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import warnings
 from pathlib import Path
 
@@ -265,6 +266,24 @@ def test_sb3_policy_rejects_a_model_for_other_spaces(tmp_path: Path) -> None:
     model = PPO("MlpPolicy", gym.make("CartPole-v1"), n_steps=64, batch_size=64, device="cpu")
     with pytest.raises(ValueError, match="do not match"):
         SB3Policy(model)
+
+
+def test_a_model_of_a_wrapped_env_is_refused_naming_what_it_takes_and_what_runs_it(tmp_path: Path) -> None:
+    """A model trained on FlattenObservation over the replay env fits no observation a policy of
+    dream_gym gives it: its episodes' error says what the model takes and what runs it instead
+    (it was the macro env's shape error, as if the model were an old one of that env)."""
+    import gymnasium as gym
+    from gymnasium.wrappers import FlattenObservation
+    from stable_baselines3 import PPO
+
+    from dream_gym.evaluation.evaluate import evaluate
+
+    world = random_worlds(5, 1)[0]
+    env = FlattenObservation(gym.make("DreamGym/Replay-v1", world=world, workers=2))
+    PPO("MlpPolicy", env, n_steps=64, batch_size=64, device="cpu").save(tmp_path / "flat.zip")
+    (result,) = evaluate([str(tmp_path / "flat.zip")], [world], [0.5], trust_model=True, jobs=1)
+    assert re.match(r"ValueError: model flat takes Box\(\d+,\) -> MultiDiscrete\(2,\), .*FlattenObservation.* "
+                    r"not in eval", result.error or ""), result.error
 
 
 # -- training (slow) --------------------------------------------------------------------------------

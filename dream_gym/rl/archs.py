@@ -162,7 +162,22 @@ def model_policy(model: Any, *, trust_model: bool = False, **params: Any) -> Any
     name, loaded = named_model(model, trust_model=trust_model)
     if is_replay_model(loaded):  # trained with the user's own SB3 code on DreamGym/Replay-v1
         return ReplaySB3Policy(loaded, name=name, **params)
+    if getattr(loaded, ARCH_ATTRIBUTE, None) is None and not any(arch.fits(loaded) for arch in ARCHITECTURES.values()):
+        raise ValueError(unknown_model(name, loaded))
     return ARCHITECTURES[model_arch(loaded)].policy(loaded, name=name, **params)
 
 
-__all__ = ["ARCHITECTURES", "ARCH_ATTRIBUTE", "FALLBACK_ARCH", "Arch", "model_arch", "model_policy", "record_arch"]
+def unknown_model(name: str, model: Any) -> str:
+    """Why a model fits no observation a dream_gym policy can give it, and what runs it instead."""
+    def short(space: Any) -> str:
+        shape = getattr(space, "shape", None)
+        return f"{type(space).__name__}{tuple(shape)}" if shape else str(space)
+
+    return (f"model {name} takes {short(model.observation_space)} -> {short(model.action_space)}, which is neither the "
+            "observation of DreamGym/Replay-v1 (its Dict, SB3's MultiInputPolicy) nor that of a model dream-gym "
+            f"train makes ({', '.join(ARCHITECTURES)}): a model trained on a wrapped env (FlattenObservation, a "
+            "feature set of your own) runs in your own loop over that wrapped env, not in eval")
+
+
+__all__ = ["ARCHITECTURES", "ARCH_ATTRIBUTE", "FALLBACK_ARCH", "Arch", "model_arch", "model_policy", "record_arch",
+           "unknown_model"]
