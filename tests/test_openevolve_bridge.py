@@ -395,6 +395,8 @@ def test_an_iteration_whose_llm_call_failed_is_no_node_and_a_resume_runs_it_agai
         assert "the server is down" in done.stderr and "Traceback" not in done.stderr
         first = nodes(out)
         assert len(first) == 3 and all(r["score"] is not None for r in first)  # the root and round 1
+        summary = json.loads((out / "run_summary.json").read_text())
+        assert (summary["stopped_by"], summary["nodes"]) == ("llm_failed", 3)
         up_to[0] = 100
         again = deploy("--resume")
     assert again.returncode == 0, again.stderr[-3000:]

@@ -192,6 +192,14 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
         meta=lambda name, initial, evaluator: new_meta(config, version, name, initial, evaluator))
     parts = world_run.RunParts(writer)
     state = None
+
+    def ended(state: Any, stopped_by: str, message: str) -> RuntimeError:
+        """The error of a run that cannot go on, once ``run_summary.json`` says how far it went."""
+        state.flush()
+        state.stopped_by = stopped_by
+        _result(folder, writer.records, version, state, started)
+        return RuntimeError(message)
+
     with stopping.kept_process_state():  # OpenEvolve's log handlers and signal handlers, undone after
         try:
             model, api_base, api_key = parts.endpoint(config, task_name, initial, evaluator, config.api_key)
@@ -218,14 +226,14 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
                     if type(exc).__name__ != "EvolutionFailedError":
                         raise
                     if state.llm_failures:
-                        raise RuntimeError(llm_failed(state, writer.records)) from None
-                    raise RuntimeError(f"{exc}; the world keeps what was recorded (each failed iteration a node), "
-                                       "and --resume continues it") from None
+                        raise ended(state, "llm_failed", llm_failed(state, writer.records)) from None
+                    raise ended(state, "no_program", f"{exc}; the world keeps what was recorded (each failed "
+                                "iteration a node), and --resume continues it") from None
             else:
                 state.stopped_by = "iterations"
             state.flush()
             if state.llm_failures:
-                raise RuntimeError(llm_failed(state, writer.records))
+                raise ended(state, "llm_failed", llm_failed(state, writer.records))
             writer.update_meta(openevolve=dict(writer.meta.get("openevolve") or {}) | {
                 "stopped_by": state.stopped_by, "restored_parents": state.restored_parents})
             writer.finish()
