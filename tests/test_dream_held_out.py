@@ -30,7 +30,7 @@ def _dream(tmp_path, code: str, *options: str) -> tuple[int, dict, object]:
     with OpenAICompatServer() as server:
         server.responder = lambda body: revs.fenced(code)
         status = main(["dream", "--history", HISTORY, "--policy", "greedy", "--developer", "openai/local-dev",
-                       "--api-base", server.base_url, "--revisions", "2", "--betas", "0,0.5,1", "-j", "1",
+                       "--api-base", server.base_url, "--revisions", "2", "--betas", "0,1", "-j", "1",
                        "--quiet", "--out", str(out), *options])
     phase = next(row for row in read_jsonl(out / "dream.jsonl") if row["type"] == "phase")
     return status, phase, out

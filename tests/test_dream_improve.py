@@ -21,7 +21,7 @@ from dream_gym.evaluation.evaluate import resolve_worlds
 from dream_gym.infrastructure.durable import read_jsonl
 from tests import dream_revisions as revs
 
-SCORING = ScoringSettings(betas=(0.0, 0.5, 1.0), jobs=1, decision_timeout_s=2.0)
+SCORING = ScoringSettings(betas=(0.0, 1.0), jobs=1, decision_timeout_s=2.0)
 
 
 class ScriptedDeveloper:

@@ -23,7 +23,7 @@ from tests.openai_server import OpenAICompatServer
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pydantic.*")
 
 HISTORY = "sd-fixed-s0,lasso-ucb-s0"
-SCORING = ScoringSettings(betas=(0.0, 0.5, 1.0), jobs=2, decision_timeout_s=1.0, episode_timeout_s=30.0)
+SCORING = ScoringSettings(betas=(0.0, 1.0), jobs=2, decision_timeout_s=1.0, episode_timeout_s=30.0)
 
 
 def _replies(world_file: str) -> list[str]:
