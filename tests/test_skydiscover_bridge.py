@@ -341,20 +341,30 @@ def test_a_model_and_its_api_base_are_passed_through_on_a_task_given_as_files(tm
 def test_an_answer_that_does_not_parse_is_asked_again_and_a_failed_program_is_not(tmp_path: Path) -> None:
     """With a policy choosing, an iteration evaluates one program: an LLM answer with no program in
     it (nothing evaluated) is asked again within the slot, as SkyDiscover does; a program whose
-    evaluation failed ends the slot, so the world has one node a slot and replays back."""
+    evaluation failed ends the slot, so the world has one node a slot and replays back. Each node
+    records the tokens of the calls that made it (SkyDiscover keeps none), the unparsed answer's
+    in its slot's node, priced at litellm's price for the model."""
     from openai_server import OpenAICompatServer, calls, no_program_first
 
     from dream_gym.fidelity import recorded_setting, reproduce
+    from dream_gym.infrastructure.llm import import_litellm
     from dream_gym.online.agent_server import AgentResponder
 
     agent = AgentResponder(TASK, seed=0)
     with OpenAICompatServer() as server:
         server.responder = no_program_first(agent.reply)
         out = tmp_path / "world"
-        run_api(out, policy="greedy", budget=8, model="openai/dream-gym-builtin", api_base=server.base_url)
+        run_api(out, policy="greedy", budget=8, model="openai/gpt-4o-mini", api_base=server.base_url)
     records = nodes(out)
     assert sorted(r["skydiscover"]["iteration_found"] for r in records[1:]) == list(range(1, 9))
     assert calls(server) == 9  # 8 programs and the answer asked again
+    billed = sum(max(1, len(request.text().split())) for request in server.requests)  # the server's usage
+    assert sum(r["cost"]["tokens_in"] for r in records[1:]) == billed and "cost" not in records[0]
+    for record in records[1:]:
+        cost = record["cost"]
+        price = sum(import_litellm().cost_per_token(model="gpt-4o-mini", prompt_tokens=cost["tokens_in"],
+                                                    completion_tokens=cost["tokens_out"]))
+        assert cost["usd"] == pytest.approx(price) and price > 0
     assert json.loads((out / "run_summary.json").read_text())["extra"]["without_program"] == 0
     assert any(r["score"] is None for r in records)  # failures, none retried within its slot
     world = load_world(out)

@@ -177,7 +177,7 @@ class RoundsManager:
             if slot is not None:
                 slot.evaluations.append(Evaluated(
                     program_id, slot.parent_id, program_solution, dict(result.metrics or {}),
-                    dict(result.artifacts or {}), time.time()))
+                    dict(result.artifacts or {}), time.time(), slot.take_tokens()))
             return result
 
         self.evaluator.evaluate_program = watched
@@ -416,6 +416,19 @@ class SeededLLM(OpenAILLM):  # type: ignore[misc]
             slot.llm_calls += 1
         text: str = await super().generate(system_message, messages, **kwargs)
         return text
+
+    async def _call_api(self, params: dict[str, Any]) -> str:
+        """SkyDiscover 0.1's chat call, which returns the text only: here the response's token
+        usage is also kept for the slot (:meth:`Slot.take_tokens`), so a node records its cost."""
+        slot = SLOT.get()
+        create = self.client.chat.completions.create
+        response = await asyncio.get_running_loop().run_in_executor(None, lambda: create(**params))
+        usage = getattr(response, "usage", None)
+        if slot is not None and usage is not None:
+            slot.tokens[0] += int(getattr(usage, "prompt_tokens", 0) or 0)
+            slot.tokens[1] += int(getattr(usage, "completion_tokens", 0) or 0)
+        content: str = response.choices[0].message.content
+        return content
 
 
 # -- the registry -----------------------------------------------------------------------------------

@@ -260,7 +260,7 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
         policy = parts.load_policy(request)
         state = bridge.RunState(writer, policy, request.workers, total_iterations=request.budget,
                                 dropped_dir=folder / OUTPUT_DIR / "dropped", seed=request.seed, beta=request.beta,
-                                frontier=options.frontier)
+                                frontier=options.frontier, model=request.model)
         with _skydiscover_process_state(), stopping.second_signal_interrupts():
             controller = bridge.BridgeController(str(initial), str(sky_evaluator), config=config,
                                                  output_dir=str(folder / OUTPUT_DIR))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.importers.skydiscover import COPY_KEYS, SEED_KEY, skydiscover_program
+from dream_gym.infrastructure.llm import usd_of_tokens
 from dream_gym.integrations.bridge_state import BridgeState, node_record
 
 METRIC = "combined_score"
@@ -34,6 +35,7 @@ class Evaluated:
     metrics: dict[str, Any]
     artifacts: dict[str, Any]
     timestamp: float
+    tokens: tuple[int, int] = (0, 0)  # (prompt, completion) of the LLM calls that made it
 
 
 @dataclass
@@ -45,6 +47,14 @@ class Slot:
     parent_id: str | None  # the policy's choice; None until SkyDiscover's own sample (native)
     evaluations: list[Evaluated] = field(default_factory=list)
     llm_calls: int = 0
+    tokens: list[int] = field(default_factory=lambda: [0, 0])  # of its LLM calls since its last evaluation
+
+    def take_tokens(self) -> tuple[int, int]:
+        """The tokens of the LLM calls since the last evaluation (an answer that did not parse
+        included), which the next evaluated program cost."""
+        taken = (self.tokens[0], self.tokens[1])
+        self.tokens[:] = [0, 0]
+        return taken
 
 
 #: The slot the running coroutine works for (each slot runs as a task of its own).
@@ -66,6 +76,7 @@ class RunState(BridgeState):
     rounds_over: bool = False
     failed_iterations: int = 0
     last_failure: str | None = None  # why the last iteration without an admitted child had none
+    model: str | None = None  # --model, which prices the tokens of the LLM calls (None: the agent server's)
 
     # -- recording ------------------------------------------------------------------------------
     def added(self, database: Any, program: Any) -> None:
@@ -123,6 +134,11 @@ class RunState(BridgeState):
             placement["worker"] = self.admitting.worker
         record = node_record(parsed, parent, placement)
         record["skydiscover"] = dict(record["skydiscover"], kept=kept, island=island)
+        evaluations = self.admitting.evaluations if self.admitting is not None else []
+        tokens_in, tokens_out = next((e.tokens for e in evaluations if e.program_id == program.id), (0, 0))
+        if tokens_in + tokens_out:
+            record["cost"] = {"tokens_in": tokens_in, "tokens_out": tokens_out,
+                              "usd": usd_of_tokens(self.model, tokens_in, tokens_out)}
         return record
 
     def program(self, database: Any, program_id: str) -> Any:
