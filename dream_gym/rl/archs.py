@@ -174,9 +174,10 @@ def unknown_model(name: str, model: Any) -> str:
         return f"{type(space).__name__}{tuple(shape)}" if shape else str(space)
 
     return (f"model {name} takes {short(model.observation_space)} -> {short(model.action_space)}, which is neither the "
-            "observation of DreamGym/Replay-v1 (its Dict, SB3's MultiInputPolicy) nor that of a model dream-gym "
-            f"train makes ({', '.join(ARCHITECTURES)}): a model trained on a wrapped env (FlattenObservation, a "
-            "feature set of your own) runs in your own loop over that wrapped env, not in eval")
+            "observation of DreamGym/Replay-v1 (its Dict, SB3's MultiInputPolicy) nor that of a model this version's "
+            f"dream-gym train makes ({', '.join(ARCHITECTURES)}): a model an earlier version trained must be "
+            "retrained; one trained on a wrapped env (FlattenObservation, a feature set of your own) runs in your own "
+            "loop over that wrapped env, not in eval")
 
 
 __all__ = ["ARCHITECTURES", "ARCH_ATTRIBUTE", "FALLBACK_ARCH", "Arch", "model_arch", "model_policy", "record_arch",
