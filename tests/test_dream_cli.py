@@ -186,7 +186,7 @@ def test_a_held_out_world_that_is_a_history_world_under_another_id_is_refused(tm
     out = tmp_path / "dream"
     assert main([*DREAM, "--validate", str(copy), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "held-out worlds must not be in the history: ['sd-copy' (the nodes of the history's 'sd-fixed-s0')]" in err
+    assert "held-out worlds must not be in the history: ['sd-copy' (the run of the history's 'sd-fixed-s0')]" in err
     assert not out.exists()
 
 

@@ -454,13 +454,42 @@ def test_one_run_imported_twice_is_refused_where_a_mean_is_taken(tmp_path, capsy
     meta = tmp_path / "worlds" / "fnmin2" / "world.json"
     meta.write_text(meta.read_text().replace('"fnmin"', '"fnmin2"'))
     assert [w.id for w in resolve_worlds(tmp_path / "worlds")] == ["fnmin", "fnmin2"]  # listed, shown, validated
-    with pytest.raises(LookupError, match=r"one run is twice in the worlds: 'fnmin' .* and 'fnmin2' .* same nodes"):
+    with pytest.raises(LookupError, match=r"one run is twice in the worlds: 'fnmin' .* and 'fnmin2' .* same programs"):
         evaluate(["greedy"], tmp_path / "worlds", [0.5])
     assert main(["eval", "-p", "greedy", "--worlds", str(tmp_path / "worlds"), "--betas", "0.5"]) == 2
     assert "one run is twice in the worlds" in capsys.readouterr().err
     assert main(["dream", "--history", str(tmp_path / "worlds"), "--policy", "greedy", "--developer", "builtin",
                  "-M", "2", "--validate", "none", "--out", str(tmp_path / "dream")]) == 2
     assert "one run is twice in the history" in capsys.readouterr().err and not (tmp_path / "dream").exists()
+
+
+def test_a_deployed_run_and_its_systems_output_imported_are_one_run() -> None:
+    """The checks compared the nodes files' checksums: a deploy's world and the import of its
+    system's own output (the same programs, with the system's iterations as rounds, its own W, an
+    error worded otherwise) counted as two runs, so `dream --validate` called the run held out and
+    reported its gain on the history again as a held-out gain."""
+    import random
+
+    from worldgen import make_world, random_records
+
+    from dream_gym.evaluation.world_specs import check_distinct_runs, check_held_out
+    from dream_gym.world.tree import prefix_world
+
+    records = random_records(random.Random(0), 30, extras=True)
+    deployed = make_world(records, world_id="deployed", workers=2)
+    imported = make_world([{**r, "round": i, "worker": None, **({"error": r["error"] + " (in its own words)"}
+                                                                 if r.get("error") else {})}
+                           for i, r in enumerate(records)], world_id="imported", workers=1)
+    other_run = make_world(random_records(random.Random(1), 30, extras=True), world_id="other", workers=2)
+    with pytest.raises(LookupError, match=r"'deployed' .* and 'imported' .* hold the same programs"):
+        check_distinct_runs([deployed, other_run, imported])
+    with pytest.raises(ValueError, match=r"\['imported' \(the run of the history's 'deployed'\)\]"):
+        check_held_out([other_run, deployed], [imported], "history")
+    part = prefix_world(deployed, 12)  # an import taken while the run was being written
+    with pytest.raises(ValueError, match=r"the run of the history's 'deployed'"):
+        check_held_out([deployed], [part], "history")
+    check_distinct_runs([deployed, other_run])  # two runs of one task: the same root, other programs
+    check_held_out([deployed], [other_run], "history")
 
 
 def test_leaderboard_takes_a_results_file_and_names_what_it_cannot_rank(worlds_dir: Path, tmp_path: Path) -> None:

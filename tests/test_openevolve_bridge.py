@@ -368,6 +368,7 @@ def test_an_iteration_whose_llm_call_failed_is_no_node_and_a_resume_runs_it_agai
     missing iterations, and OpenEvolve's own output imports to the same tree."""
     from openai_server import OpenAICompatServer, Reply
 
+    from dream_gym.evaluation.world_specs import check_distinct_runs
     from dream_gym.online.agent_server import AgentResponder
 
     agent = AgentResponder(TASK, seed=0)
@@ -405,6 +406,8 @@ def test_an_iteration_whose_llm_call_failed_is_no_node_and_a_resume_runs_it_agai
     assert len(answered) == 4  # the 2 calls of round 1, then 2 again for the rest of the budget
     import_run("auto", out / "openevolve", tmp_path / "imported")
     assert tree(nodes(tmp_path / "imported")) == tree(records)
+    with pytest.raises(LookupError, match="hold the same programs"):  # one run, however recorded
+        check_distinct_runs([load_world(out), load_world(tmp_path / "imported")])
 
 
 def test_a_run_whose_every_answer_held_no_program_says_its_world_is_kept(tmp_path: Path) -> None:

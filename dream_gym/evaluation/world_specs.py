@@ -16,6 +16,7 @@ from typing import Any
 
 from dream_gym.world.files import WORLD_FILE
 from dream_gym.world.registry import is_path, load_cached, resolve_world, shipped_worlds_dir
+from dream_gym.world.runs import runs_twice, same_run
 from dream_gym.world.tree import World
 
 SPLIT_ALIASES = {"train": ("train",), "heldout": ("heldout", "held_out"), "held_out": ("held_out", "heldout")}
@@ -177,37 +178,34 @@ def _check_distinct_ids(worlds: list[World]) -> None:
 
 
 def check_distinct_runs(worlds: Iterable[World], what: str = "worlds") -> None:
-    """Refuses two finished worlds with the same nodes (one run imported twice, under two names)
-    where a mean over ``what`` is taken (an evaluation, a history, a training pool): it would
-    count that run twice."""
-    by_nodes: dict[str, World] = {}
-    for world in worlds:
-        digest = world.meta.get("sha256")
-        twin = by_nodes.setdefault(digest, world) if digest else world
-        if twin is not world:
-            raise LookupError(
-                f"one run is twice in the {what}: {twin.id!r} ({_where(twin)}) and {world.id!r} ({_where(world)}) "
-                "have the same nodes (imported twice?), and a mean over the worlds would count it twice; leave one "
-                "of them out"
-            )
+    """Refuses two worlds that record one run (:func:`~dream_gym.world.runs.same_run`: one run
+    imported twice, under two names, or deployed and its system's output imported) where a mean
+    over ``what`` is taken (an evaluation, a history, a training pool): it would count that run
+    twice."""
+    twins = runs_twice(worlds)
+    if twins is not None:
+        first, second = twins
+        raise LookupError(
+            f"one run is twice in the {what}: {first.id!r} ({_where(first)}) and {second.id!r} ({_where(second)}) "
+            "hold the same programs (ids, parents, scores, code: imported twice, or a deployed run and its "
+            "system's output imported?), and a mean over the worlds would count it twice; leave one of them out"
+        )
 
 
 def check_held_out(used: Iterable[World], held_out: Iterable[World], used_as: str, hint: str = "") -> None:
     """Refuses held-out worlds that are also ``used_as`` (the history a policy is selected on, the
     pool a model is trained on): figures on them would be called held out and be neither. A world
-    is the same by its id or by its nodes' checksum (one run imported twice, into two folders)."""
-    from dream_gym.evaluation.journal import world_checksum
-
+    is the same by its id or by its programs (:func:`~dream_gym.world.runs.same_run`: one run
+    imported twice, into two folders, or deployed and its system's output imported)."""
     used = list(used)
     used_ids = {w.id for w in used}
-    used_by_checksum = {world_checksum(w): w.id for w in used}
     overlap = []
     for world in held_out:
-        twin = used_by_checksum.get(world_checksum(world))
+        twin = next((w.id for w in used if same_run(w, world)), None)
         if world.id in used_ids:
             overlap.append(repr(world.id))
         elif twin is not None:
-            overlap.append(f"{world.id!r} (the nodes of the {used_as}'s {twin!r})")
+            overlap.append(f"{world.id!r} (the run of the {used_as}'s {twin!r})")
     if overlap:
         raise ValueError(f"held-out worlds must not be in the {used_as}: [{', '.join(sorted(overlap))}]{hint}")
 
