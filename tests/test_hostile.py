@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import random
@@ -284,6 +285,24 @@ def test_an_episode_cannot_ask_the_kernel_for_work_its_turn_cannot_stop(memory_w
         said = dict(line.split(" ")[1:] for line in policy.output_tail("stdout").splitlines())
     assert said == {"populate": "refused:PermissionError", "populate-read": "refused:PermissionError",
                     "populate-write": "refused:PermissionError", "plain": "ok"}, said
+
+
+@pytest.mark.parametrize("harden", [True, False], ids=["hardened", "kernel-alone"])
+def test_an_episode_gets_no_executable_memory_of_its_own(memory_world: Path, harden: bool) -> None:
+    """A red-team file ran machine code (clflush, rdtsc) in a mapping of its own and timed which
+    lines of the libraries' shared code pages the β = 0 episode of its grid had loaded after
+    revealing the whole tree: the readers at the other βs decoded the best node's place and
+    scored 99.3-99.7 % of V*. The kernel gives an episode no executable memory (its template has
+    mapped every library it runs); plain mappings and a read-only protection still work."""
+    with IsolatedPolicy(HOSTILE / "maps_code.py", **FAST, harden=harden) as policy:
+        assert run_episode(policy, load_world(memory_world), beta=0.0, on_error="record").error is None
+        deadline = time.monotonic() + 10
+        while policy.output_tail("stdout").count("\n") < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)  # this process drains the output in a thread
+        said = dict(line.split(" ")[1:] for line in policy.output_tail("stdout").splitlines())
+    eperm = f"refused:{errno.EPERM}"
+    assert said == {"mmap-exec": eperm, "mprotect-exec": eperm, "pkey_mprotect-exec": eperm,
+                    "mprotect-read": "ok", "plain": "ok"}, said
 
 
 @pytest.mark.parametrize("harden", [True, False], ids=["hardened", "kernel-alone"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -336,6 +337,7 @@ def test_an_iteration_whose_answer_held_no_program_is_a_failed_node(tmp_path: Pa
     out = tmp_path / "world"
     done, answered = deploy_answering_no_program_first(out, "greedy", 2, 3, model="openai/gpt-4o-mini")
     assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"stopped by \w+, [\d.]+s \(openevolve [\w.]+, policy greedy\)\n", done.stdout), done.stdout
     assert answered == 3
     records = nodes(out)
     root, failed, *programs = records

@@ -54,11 +54,12 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
 
     p.add_argument("--task", required=True,
                    help=f"a built-in task ({BUILTIN_TASKS}) or initial_program.py,evaluator.py")
-    p.add_argument("--policy", default=recorder_or(NATIVE_POLICY),
+    policy = recorder_or(NATIVE_POLICY)
+    p.add_argument("--policy", default=policy,
                    help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
-                        f"or '{NATIVE_POLICY}' for {own_selection}")
+                        f"or '{NATIVE_POLICY}' for {own_selection} (default {policy})")
     add_policy_args(p)
-    add_workers(p, default=2, help=workers_help)
+    add_workers(p, default=2, help=f"{workers_help} (default 2)")
     flag, budget_help = budget
     p.add_argument(flag, type=positive_int, required=True, help=budget_help)
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the system, the agent and the policy (default 0)")
@@ -85,8 +86,8 @@ def run_command(args: argparse.Namespace) -> int:
     result = deploy(request)
     console = shown_console()  # the run's summary, like grow's and import's: what `> log` keeps
     console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {result.best_score}, "
-                  f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version})",
-                  markup=False)
+                  f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version}, "
+                  f"policy {args.policy})", markup=False)
     if hint := stop_hint(result.stopped_by, args.policy):
         console.print(hint, markup=False)
     if empty := result.extra.get("without_program"):  # an LLM answer that held no program

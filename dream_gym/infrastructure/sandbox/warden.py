@@ -278,6 +278,11 @@ _MADV_COLD, _MADV_PAGEOUT = 20, 21  # they push a file's pages out of the page c
 #: a core busy into the other episodes' turns, as long as the episode chooses.
 _MAP_POPULATE, _MADV_POPULATE_READ, _MADV_POPULATE_WRITE = 0x8000, 22, 23
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+#: Executable memory of an episode's own: a red-team file ran machine code there (clflush, rdtsc)
+#: and timed which lines of the libraries' shared code pages another episode of its grid had
+#: loaded (Flush+Reload): the best node's place, passed between episodes through the CPU's cache.
+#: Every library an episode can run is mapped by its template before it forks.
+_PROT_EXEC = 0x4
 
 
 _SIGNALLERS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # the pid is their first argument
@@ -291,8 +296,8 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False)
     of the pid counter, which a later episode's thread would show), no eviction from the page
     cache, no change to another process's scheduling (its template's: the episodes forked
     later inherit it), no mapping the kernel fills whole in one call (which runs on past the end
-    of the episode's turn), no change to an open file description, and no process id of its own or
-    its family (:data:`HIDDEN_FROM_EPISODES` answer 0). For any untrusted code, no question about
+    of the episode's turn), no executable memory (:data:`_PROT_EXEC`), no change to an open file
+    description, and no process id of its own or its family (:data:`HIDDEN_FROM_EPISODES` answer 0). For any untrusted code, no question about
     another process (:data:`_ABOUT_A_PID`)."""
     import pyseccomp as sc
 
@@ -359,6 +364,8 @@ def _seccomp_filter(untrusted: bool, own_pid: int | None, episode: bool = False)
         deny("mmap", sc.Arg(3, sc.MASKED_EQ, _MAP_POPULATE, _MAP_POPULATE))
         for advice in (_MADV_POPULATE_READ, _MADV_POPULATE_WRITE):
             deny("madvise", sc.Arg(2, sc.EQ, advice))
+        for name in ("mmap", "mprotect", "pkey_mprotect"):  # no code of its own (:data:`_PROT_EXEC`)
+            deny(name, sc.Arg(2, sc.MASKED_EQ, _PROT_EXEC, _PROT_EXEC))
     deny("prlimit64", sc.Arg(0, sc.NE, 0))  # another process's limits (its own: no capability to raise)
     return rules
 
