@@ -77,9 +77,9 @@ def test_two_iterations_deploy_record_pool_dream_and_deploy_the_winner(tmp_path:
     out = tmp_path / "run"
     done = subprocess.run([*_rsi(out, "--iterations", "2")], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stderr.strip().splitlines()
+    lines = done.stdout.strip().splitlines()  # its results: what `> log` keeps
     assert [line.split(":")[0] for line in lines[:2]] == ["1/2", "2/2"]  # one line per iteration
-    assert all(len(line) <= 80 for line in lines[:2])
+    assert all(len(line) <= 80 for line in lines[:2]) and lines[2].startswith("summary: ")
     rows = read_jsonl(out / "rsi.jsonl")
     assert [(r["type"], r["t"]) for r in rows] == [("run", 1), ("pool", 1), ("iteration", 1),
                                                   ("run", 2), ("pool", 2), ("iteration", 2)]

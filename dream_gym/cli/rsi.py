@@ -184,7 +184,7 @@ def run_system(args: argparse.Namespace) -> int:
         options=parse_key_values(args.system_option or [], "--option"), read=tuple(args.read), resume=args.resume,
         command=shlex.join(["dream-gym", *args.argv]),
     )
-    console = shown_console(stderr=True)
+    console = shown_console()  # its results, as plain rsi's table: what `> log` keeps
 
     def events(kind: str, data: dict[str, Any]) -> None:
         if kind == "iteration_done" and not args.quiet:
