@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,23 @@ def test_whether_a_file_may_be_replaced_is_asked_of_the_file_each_time(tmp_path:
     board.write_text("my notes\n")
     with pytest.raises(FileExistsError, match="board.md exists and is not a leaderboard"):
         check_replaceable(board, "--markdown board.md", b"### Leaderboard", "a leaderboard")
+
+
+def test_an_unfinished_world_is_said_once_with_whether_a_run_is_writing_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A world read while its run writes it (a deploy in another terminal) was replayed as the
+    attempts it held so far, with nothing said: its figures were taken for the whole run's."""
+    from dream_gym.infrastructure.locks import folder_lock
+
+    folder = make_world(tmp_path / "w", 20, 0, world_id="growing")
+    meta = json.loads((folder / "world.json").read_text())
+    del meta["sha256"]  # as a run leaves it until it ends
+    (folder / "world.json").write_text(json.dumps(meta))
+    command = ["eval", "-p", "greedy", "--worlds", str(folder), "--betas", "0.5", "-j", "1", "--no-progress"]
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert err.count("note: world growing is not finished (its run stopped before its end; --resume of that run "
+                     "finishes it): it is replayed as the 19 attempts it holds so far") == 1, err
+    with folder_lock(folder):
+        assert main(command) == 0
+    assert f"note: world growing is not finished (a run is writing it (pid {os.getpid()}))" in capsys.readouterr().err

@@ -120,7 +120,26 @@ def resolve_world_specs(spec: str, option: str = "--worlds") -> list[Any]:
             raise explain_world(part, exc) from None
         worlds += [w for w in found if all(w is not seen for seen in worlds)]
         _say_newest_version(part)
+    _say_unfinished(worlds)
     return worlds
+
+
+def _say_unfinished(worlds: list[Any]) -> None:
+    """A world folder without its checksum is not finished: a run is writing it, or stopped before
+    its end. Its episodes replay what it holds so far, which a figure on it should say: say so, on
+    stderr, once a world."""
+    import sys
+
+    from dream_gym.infrastructure.locks import folder_lock
+
+    for world in worlds:
+        if world.path is None or world.meta.get("sha256"):
+            continue
+        holder = folder_lock(world.path).holder()
+        state = (f"a run is writing it (pid {holder.get('pid')})" if holder
+                 else "its run stopped before its end; --resume of that run finishes it")
+        print(f"note: world {world.id} is not finished ({state}): it is replayed as the {world.size - 1} "
+              "attempts it holds so far", file=sys.stderr)
 
 
 def _say_newest_version(part: str) -> None:
