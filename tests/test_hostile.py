@@ -271,18 +271,24 @@ def _kernel_channels(memory_world: Path, seed: int, **options: Any) -> list[dict
     return reports
 
 
+def calls_said(file: Path, world: Path, harden: bool, count: int) -> dict[str, str]:
+    """What a file that tries calls in its episode printed (``CALL <name> <result>`` lines): one
+    episode at β 0, waiting for ``count`` lines."""
+    with IsolatedPolicy(file, **FAST, harden=harden) as policy:
+        assert run_episode(policy, load_world(world), beta=0.0, on_error="record").error is None
+        deadline = time.monotonic() + 10
+        while policy.output_tail("stdout").count("\n") < count and time.monotonic() < deadline:
+            time.sleep(0.02)  # this process drains the output in a thread
+        return dict(line.split(" ")[1:] for line in policy.output_tail("stdout").splitlines())
+
+
 @pytest.mark.parametrize("harden", [True, False], ids=["hardened", "kernel-alone"])
 def test_an_episode_cannot_ask_the_kernel_for_work_its_turn_cannot_stop(memory_world: Path, harden: bool) -> None:
     """A red-team file filled 64 MB mappings in one call (MAP_POPULATE) in chosen windows: the
     call ran on after its process was stopped, a core busy through the other episodes' turns, and
     readers counting their turns decoded the best node in 2 of 20 episodes (0 in the control).
     The kernel refuses those calls to an episode; a mapping touched a page at a time still works."""
-    with IsolatedPolicy(HOSTILE / "populates_memory.py", **FAST, harden=harden) as policy:
-        assert run_episode(policy, load_world(memory_world), beta=0.0, on_error="record").error is None
-        deadline = time.monotonic() + 10
-        while policy.output_tail("stdout").count("\n") < 4 and time.monotonic() < deadline:
-            time.sleep(0.02)  # this process drains the output in a thread
-        said = dict(line.split(" ")[1:] for line in policy.output_tail("stdout").splitlines())
+    said = calls_said(HOSTILE / "populates_memory.py", memory_world, harden, 4)
     assert said == {"populate": "refused:PermissionError", "populate-read": "refused:PermissionError",
                     "populate-write": "refused:PermissionError", "plain": "ok"}, said
 
@@ -294,12 +300,7 @@ def test_an_episode_gets_no_executable_memory_of_its_own(memory_world: Path, har
     revealing the whole tree: the readers at the other βs decoded the best node's place and
     scored 99.3-99.7 % of V*. The kernel gives an episode no executable memory (its template has
     mapped every library it runs); plain mappings and a read-only protection still work."""
-    with IsolatedPolicy(HOSTILE / "maps_code.py", **FAST, harden=harden) as policy:
-        assert run_episode(policy, load_world(memory_world), beta=0.0, on_error="record").error is None
-        deadline = time.monotonic() + 10
-        while policy.output_tail("stdout").count("\n") < 5 and time.monotonic() < deadline:
-            time.sleep(0.02)  # this process drains the output in a thread
-        said = dict(line.split(" ")[1:] for line in policy.output_tail("stdout").splitlines())
+    said = calls_said(HOSTILE / "maps_code.py", memory_world, harden, 5)
     eperm = f"refused:{errno.EPERM}"
     assert said == {"mmap-exec": eperm, "mprotect-exec": eperm, "pkey_mprotect-exec": eperm,
                     "mprotect-read": "ok", "plain": "ok"}, said
