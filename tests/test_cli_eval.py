@@ -148,3 +148,11 @@ def test_an_unfinished_world_is_said_once_with_whether_a_run_is_writing_it(
     with folder_lock(folder):
         assert main(command) == 0
     assert f"note: world growing is not finished (a run is writing it (pid {os.getpid()}))" in capsys.readouterr().err
+
+
+def test_a_world_of_its_initial_program_alone_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Such a world (an import warns of it) scores 0 for every policy: in a dream's history it
+    halved the score (0.99 -> 0.499) without a word."""
+    folder = make_world(tmp_path / "w", 1, 0, world_id="lonely")
+    assert main(["eval", "-p", "greedy", "--worlds", str(folder), "--betas", "0.5", "-j", "1", "--no-progress"]) == 0
+    assert capsys.readouterr().err.count("note: world lonely holds its initial program alone: every policy scores 0") == 1

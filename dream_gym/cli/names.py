@@ -121,7 +121,20 @@ def resolve_world_specs(spec: str, option: str = "--worlds") -> list[Any]:
         worlds += [w for w in found if all(w is not seen for seen in worlds)]
         _say_newest_version(part)
     _say_unfinished(worlds)
+    _say_root_only(worlds)
     return worlds
+
+
+def _say_root_only(worlds: list[Any]) -> None:
+    """A world of its initial program alone (a run whose every attempt failed to make a program,
+    kept by an import that warned of it) scores 0 for every policy: say so, on stderr, once a
+    world, since a mean over the worlds is pulled down by it (a dream's history halved)."""
+    import sys
+
+    for world in worlds:
+        if world.size == 1:
+            print(f"note: world {world.id} holds its initial program alone: every policy scores 0 on it, which "
+                  "pulls a mean over the worlds down; leave it out unless that is meant", file=sys.stderr)
 
 
 def _say_unfinished(worlds: list[Any]) -> None:
