@@ -72,6 +72,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
 def run_command(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import check_loads
     from dream_gym.cli.shown import console as shown_console
+    from dream_gym.cli.watch import NodesWatch
     from dream_gym.integrations.deploy import NATIVE_POLICY, DeployRequest, deploy
 
     if args.policy != NATIVE_POLICY:
@@ -83,7 +84,8 @@ def run_command(args: argparse.Namespace) -> int:
         policy_params=parse_key_values(args.policy_arg), trust_model=args.trust_model,
         options=parse_key_values(args.system_option, "--option"), read=tuple(args.read),
     )
-    result = deploy(request)
+    with NodesWatch(args.out, args.budget + 1, f"{args.system} run"):  # on a terminal
+        result = deploy(request)
     console = shown_console()  # the run's summary, like grow's and import's: what `> log` keeps
     console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {result.best_score}, "
                   f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version}, "
