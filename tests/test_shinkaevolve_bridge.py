@@ -427,6 +427,25 @@ def test_a_run_in_which_no_generation_made_a_program_fails_naming_why(tmp_path: 
     assert len(nodes(out)) == 1
 
 
+def test_a_node_counts_the_tokens_of_every_patch_attempt_of_its_generation(tmp_path: Path) -> None:
+    """ShinkaEvolve keeps the tokens of the patch attempt that made the program only: a first
+    answer with no patch in it (ShinkaEvolve asks again) was spent and not counted. A node now
+    counts every patch call of its generation, as the server billed them."""
+    from openai_server import OpenAICompatServer, no_program_first
+
+    from dream_gym.online.agent_server import AgentResponder
+
+    agent = AgentResponder(TASK, seed=0)
+    out = tmp_path / "world"
+    with OpenAICompatServer() as server:
+        server.responder = no_program_first(agent.reply)
+        run_api(out, policy="greedy", budget=3, model="dream-gym-builtin", api_base=server.base_url)
+    records = nodes(out)
+    billed = sum(max(1, len(request.text().split())) for request in server.requests)  # the server's usage
+    assert len(server.requests) > len(records) - 1  # an attempt asked again
+    assert sum(r["cost"]["tokens_in"] for r in records[1:]) == billed, [r.get("cost") for r in records]
+
+
 def test_a_task_given_as_shinka_files_with_an_openai_compatible_model(tmp_path: Path) -> None:
     """`--task initial.py,evaluate.py` (ShinkaEvolve's own two files) with --model and --api-base
     (the API's ``model`` and ``api_base``; the CLI's flags on the failing run): here a built-in

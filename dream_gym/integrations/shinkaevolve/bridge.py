@@ -68,6 +68,8 @@ from dream_gym.integrations.shinkaevolve.state import METRIC, RunState, program_
 
 ROUND_POLL_S = 0.05
 _REQUEST_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("dream_gym_request_seed", default=None)
+#: what the patch calls of the generation a proposal works for spent (task-local; RunState.spent)
+_SPENT: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("dream_gym_spent", default=None)
 
 
 def derived_seed(*parts: object) -> int:
@@ -165,19 +167,31 @@ class OrderedScheduler(JobScheduler):  # type: ignore[misc]
 
 
 class SeededLLMClient(AsyncLLMClient):  # type: ignore[misc]
-    """ShinkaEvolve's async LLM client that sends the proposal's ``seed`` with each request (an
-    OpenAI-compatible server, such as dream_gym's agent server, uses it: two children of one
-    parent with the same prompt get different answers, and a rerun gets the same ones)."""
+    """ShinkaEvolve's async LLM client that sends the proposal's ``seed`` with each request where
+    ``send_seeds`` (an OpenAI-compatible server, such as dream_gym's agent server, uses it: two
+    children of one parent with the same prompt get different answers, and a rerun gets the same
+    ones), and counts what each call spent for its generation: ShinkaEvolve keeps the tokens of
+    the patch attempt that made the program only."""
+
+    def __init__(self, *args: Any, send_seeds: bool = True, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.send_seeds = send_seeds
 
     async def query(self, msg: str, system_msg: str, msg_history: list[Any] | None = None,
                     llm_kwargs: dict[str, Any] | None = None, model_sample_probs: list[float] | None = None,
                     model_posterior: list[float] | None = None) -> Any:
         seed = _REQUEST_SEED.get()
-        if seed is not None:
+        if seed is not None and self.send_seeds:
             llm_kwargs = dict(llm_kwargs or self.get_kwargs(model_sample_probs=model_sample_probs))
             llm_kwargs["seed"] = seed
-        return await super().query(msg, system_msg, msg_history or [], llm_kwargs=llm_kwargs,
-                                   model_sample_probs=model_sample_probs, model_posterior=model_posterior)
+        result = await super().query(msg, system_msg, msg_history or [], llm_kwargs=llm_kwargs,
+                                     model_sample_probs=model_sample_probs, model_posterior=model_posterior)
+        spent = _SPENT.get()
+        if spent is not None and result is not None:
+            spent[0] += int(getattr(result, "input_tokens", 0) or 0)
+            spent[1] += int(getattr(result, "output_tokens", 0) or 0)
+            spent[2] += float(getattr(result, "cost", 0.0) or 0.0)
+        return result
 
 
 class PolicyRunner(ShinkaEvolveRunner):  # type: ignore[misc]
@@ -193,9 +207,8 @@ class PolicyRunner(ShinkaEvolveRunner):  # type: ignore[misc]
         self.scheduler.executor.shutdown(wait=False)
         self.scheduler = OrderedScheduler(state, job_type=self.evo_config.job_type, config=self.job_config,
                                           verbose=self.verbose)
-        if request_seeds:
-            self.llm = SeededLLMClient(model_names=self.evo_config.llm_models,
-                                       **dict(self.evo_config.llm_kwargs, headless_work_dir=str(self.results_dir)))
+        self.llm = SeededLLMClient(model_names=self.evo_config.llm_models, send_seeds=request_seeds,
+                                   **dict(self.evo_config.llm_kwargs, headless_work_dir=str(self.results_dir)))
 
     # -- ShinkaEvolve's own settings, with W honoured ------------------------------------------------
     @property
@@ -240,6 +253,7 @@ class PolicyRunner(ShinkaEvolveRunner):  # type: ignore[misc]
         key = (self.dream_state.seed, generation, kwargs.get("novelty_attempt"), kwargs.get("resample_attempt"))
         seed_global_generators(derived_seed(*key, "prompt"))
         _REQUEST_SEED.set(derived_seed(*key, "request"))
+        _SPENT.set(self.dream_state.spent_on(generation))
 
     # -- resume --------------------------------------------------------------------------------------
     async def _setup_async(self) -> None:

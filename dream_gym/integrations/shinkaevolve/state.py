@@ -54,6 +54,7 @@ class RunState(BridgeState):
     pending: dict[int, dict[str, Any]] = field(default_factory=dict)  # admitted, waiting for a lower generation
     in_flight: set[int] = field(default_factory=set)  # generations of this round not resolved yet
     reported: set[int] = field(default_factory=set)  # ... whose evaluation was reported finished
+    spent: dict[int, list[float]] = field(default_factory=dict)  # generation -> its patch calls' tokens in, out, usd
     copies: dict[str, str] = field(default_factory=dict)  # island copy id -> the program it copies
     stopped_by: str = "budget"
     interrupted: bool = False  # Ctrl-C or SIGTERM: the policy's rounds end after the one in flight
@@ -113,6 +114,11 @@ class RunState(BridgeState):
         if record["id"] not in self.writer:
             self.writer.append(record)
 
+    def spent_on(self, generation: int) -> list[float]:
+        """What the patch calls of ``generation`` spent so far: prompt tokens, completion tokens, USD
+        (every attempt and resample; ShinkaEvolve's own record keeps the last attempt's tokens)."""
+        return self.spent.setdefault(generation, [0, 0, 0.0])
+
     def node_of(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """The node of one program row: the importer's reading of it (score, error, code, metrics,
         diagnostics, cost), with this run's round and worker slot; None for an island copy."""
@@ -130,6 +136,8 @@ class RunState(BridgeState):
         else:
             placement = {"round": (max(generation, 1) - 1) // self.workers + 1}
         record = node_record(parsed, parent, placement)
+        if generation in self.spent:
+            record["cost"] = self.cost_of(record.get("cost") or {}, self.spent[generation])
         extra = record.get("shinkaevolve")
         if isinstance(extra, dict):
             metadata = extra.get("metadata") or {}
@@ -138,6 +146,14 @@ class RunState(BridgeState):
             extra["top_k_inspiration_ids"] = list(row.get("top_k_inspiration_ids") or [])
         record.pop("duration_s", None)  # a wall time: ShinkaEvolve's metadata keeps it
         return record
+
+    @staticmethod
+    def cost_of(recorded: dict[str, Any], spent: list[float]) -> dict[str, Any]:
+        """A node's cost with its patch calls counted whole: their tokens, and their USD in place of
+        ``api_costs`` (the embedding, novelty and meta costs as ShinkaEvolve recorded them)."""
+        breakdown = dict(recorded.get("breakdown") or {}, api_costs=spent[2])
+        return {**recorded, "tokens_in": int(spent[0]), "tokens_out": int(spent[1]),
+                "usd": sum(breakdown.values()), "breakdown": breakdown}
 
     def parent_of(self, parent: str | None) -> str | None:
         """The node a program continues: its parent, or the program an island copy copies."""
