@@ -26,7 +26,8 @@ The run folder::
     pools/iter-<t>/        runs 1 … t pooled: the history phase t dreams on
     dream/                 the improvement steps (dream.jsonl, journal.jsonl, revisions/<t>/, ratchet.png)
     policies/pi_<t>.py     the policy deployed for run t (t >= 2; run 1 runs the start policy itself)
-    summary.json, .md      per iteration: programs, best score, pool size, scores on the history, costs
+    summary.json, .md      per iteration: programs, best score, scores on the history, costs (the
+                           .json also the invalid programs, the pool's size and its disagreements)
 
 ``kill -9`` at any moment, then ``resume``: a finished run, pool or phase is read back; an
 interrupted run continues the same world (the bridge's own resume); an interrupted pool is
