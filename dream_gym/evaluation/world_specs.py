@@ -201,10 +201,9 @@ def check_held_out(used: Iterable[World], held_out: Iterable[World], used_as: st
     used_ids = {w.id for w in used}
     overlap = []
     for world in held_out:
-        twin = next((w.id for w in used if same_run(w, world)), None)
         if world.id in used_ids:
             overlap.append(repr(world.id))
-        elif twin is not None:
+        elif (twin := next((w.id for w in used if same_run(w, world)), None)) is not None:
             overlap.append(f"{world.id!r} (the run of the {used_as}'s {twin!r})")
     if overlap:
         raise ValueError(f"held-out worlds must not be in the {used_as}: [{', '.join(sorted(overlap))}]{hint}")

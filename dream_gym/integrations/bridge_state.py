@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dream_gym.infrastructure.llm import usd_of_tokens
 from dream_gym.infrastructure.printable import error_line, printable
 from dream_gym.online.catch_up import catch_up
 from dream_gym.online.real_tree import check_online_batch, tree_view
@@ -39,6 +40,7 @@ class BridgeState:
     stopped_by: str = "iterations"
     batches: list[int] = field(default_factory=list)
     resumed: str = ""  # how a resumed run's policy caught up (dream_gym.online.catch_up)
+    model: str | None = None  # --model, which prices the tokens of the run's LLM calls (None: the agent server's)
     #: the node views of the last view: the writer only appends, so they stand for the next one
     view_nodes: tuple[NodeView, ...] = field(default=(), repr=False)
 
@@ -62,6 +64,11 @@ class BridgeState:
             self.reset_done = True
         batch = check_online_batch(view, batch_from(self.policy.act(view)))[: max(0, limit)]
         return [str(records[i]["id"]) for i in batch]
+
+    def priced(self, tokens_in: int, tokens_out: int) -> dict[str, Any]:
+        """A node's ``cost`` from the tokens of the calls that made it, at litellm's price for
+        --model (a discovery system records tokens and no price)."""
+        return {"tokens_in": tokens_in, "tokens_out": tokens_out, "usd": usd_of_tokens(self.model, tokens_in, tokens_out)}
 
     def start_round(self, ids: list[str]) -> list[str]:
         """Count a round of ``ids`` (none: no round)."""

@@ -15,7 +15,6 @@ from typing import Any
 
 from dream_gym.datasets.importers.openevolve import _program as imported_program
 from dream_gym.datasets.importers.openevolve_programs import NO_PROGRAM
-from dream_gym.infrastructure.llm import usd_of_tokens
 from dream_gym.integrations.bridge_state import BridgeState, node_record
 
 METRIC = "combined_score"
@@ -35,7 +34,6 @@ class RunState(BridgeState):
     restored_parents: int = 0
     iterations_run: int | None = None  # the last iteration run, once the loop ends (None: not known)
     llm_failures: list[str] = field(default_factory=list)  # iterations whose LLM call failed (no nodes)
-    model: str | None = None  # --model, which prices the tokens OpenEvolve records (None: the agent server's)
 
     # -- recording ------------------------------------------------------------------------------
     def admitted(self, program: Any) -> None:
@@ -77,8 +75,7 @@ class RunState(BridgeState):
         usage = program.metadata.get("token_usage") if isinstance(program.metadata, dict) else None
         if isinstance(usage, dict):
             tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-            record["cost"] = {"tokens_in": tokens_in, "tokens_out": tokens_out,
-                              "usd": usd_of_tokens(self.model, tokens_in, tokens_out)}
+            record["cost"] = self.priced(tokens_in, tokens_out)
         return record
 
     # -- the policy -----------------------------------------------------------------------------

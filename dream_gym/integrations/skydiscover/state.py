@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.importers.skydiscover import COPY_KEYS, SEED_KEY, skydiscover_program
-from dream_gym.infrastructure.llm import usd_of_tokens
 from dream_gym.integrations.bridge_state import BridgeState, node_record
 
 METRIC = "combined_score"
@@ -76,7 +75,6 @@ class RunState(BridgeState):
     rounds_over: bool = False
     failed_iterations: int = 0
     last_failure: str | None = None  # why the last iteration without an admitted child had none
-    model: str | None = None  # --model, which prices the tokens of the LLM calls (None: the agent server's)
 
     # -- recording ------------------------------------------------------------------------------
     def added(self, database: Any, program: Any) -> None:
@@ -137,8 +135,7 @@ class RunState(BridgeState):
         evaluations = self.admitting.evaluations if self.admitting is not None else []
         tokens_in, tokens_out = next((e.tokens for e in evaluations if e.program_id == program.id), (0, 0))
         if tokens_in + tokens_out:
-            record["cost"] = {"tokens_in": tokens_in, "tokens_out": tokens_out,
-                              "usd": usd_of_tokens(self.model, tokens_in, tokens_out)}
+            record["cost"] = self.priced(tokens_in, tokens_out)
         return record
 
     def program(self, database: Any, program_id: str) -> Any:
