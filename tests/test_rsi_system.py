@@ -96,6 +96,20 @@ def test_two_iterations_deploy_record_pool_dream_and_deploy_the_winner(tmp_path:
     assert (out / "policies" / "pi_3.py").is_file()
     summary = json.loads((out / "summary.json").read_text())["iterations"]
     assert [s["pool_nodes"] for s in summary] == [rows[1]["nodes"], rows[4]["nodes"]]
+    table = (out / "summary.md").read_text().splitlines()  # the same figures in the table
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    for line, s in zip(table[2:], summary, strict=True):
+        cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=True))
+        assert (cells["invalid"], cells["pool"], cells["disagree"]) == (str(s["invalid"]), str(s["pool_nodes"]),
+                                                                        str(s["disagreements"]))
+    # each stage's progress on stderr while it runs: the run, its end, the pool, the phase's versions
+    progress = done.stderr
+    for t in (1, 2):
+        assert f"iteration {t}/2: policy" in progress
+        assert f"  run {t}: openevolve, 8 programs, in {out / 'runs' / f'iter-{t}'}" in progress
+        assert f"  run {t} done: {rows[3 * t - 3]['nodes'] - 1} programs ({rows[3 * t - 3]['invalid']} invalid)" in progress
+        assert f"  pool of runs 1-{t}: {rows[3 * t - 2]['nodes']} nodes" in progress
+        assert f"phase {t} version 1/1" in progress
 
 
 def _wait(condition, process: subprocess.Popen, timeout: float = 600) -> None:

@@ -506,3 +506,17 @@ def test_a_prefix_must_be_shorter_than_the_world(attempts: int) -> None:
     full = make_world(random_records(random.Random(3), 40), world_id="run")
     with pytest.raises(ValueError, match="run: a prefix keeps 1 to 38 attempts"):
         prefix_world(full, attempts)
+
+
+def test_a_world_is_finished_once_its_writer_records_the_checksum(tmp_path: Path):
+    from dream_gym.world.files import is_finished
+
+    folder = tmp_path / "w"
+    assert not is_finished(folder)  # nothing there
+    with WorldWriter.create(folder, new_meta("w", "t")) as writer:
+        writer.append({"id": "root", "parent": None, "score": 1.0, "code": "x = 1"})
+        assert not is_finished(folder)  # a run writing it
+        writer.finish()
+    assert is_finished(folder)
+    (folder / "world.json").write_text("{not json")
+    assert not is_finished(folder)  # unreadable: not a finished world, and no error

@@ -98,10 +98,11 @@ def _check_mode(args: argparse.Namespace) -> None:
 def summary_tables(records: list[Any], width: int | None = None) -> list[Any]:
     """The per-iteration summary: every column, in parts that fit ``width`` (each repeats t)."""
     from dream_gym.cli.tables import fitted_tables
-    from dream_gym.dream.rsi import SUMMARY_COLUMNS, summary_cells
+    from dream_gym.dream.rsi import Iteration
 
+    columns = type(records[0]).columns if records else Iteration.columns
     return fitted_tables("dream-gym rsi: per iteration (discovery and development cost separately and summed)",
-                         SUMMARY_COLUMNS, [summary_cells(r) for r in records], width)
+                         columns, [r.cells() for r in records], width)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,14 +146,8 @@ def run(args: argparse.Namespace) -> int:
             world = data["world"]
             console.print(f"  rollout {data['t']} done: {world.size - 1} attempt{'s' * (world.size != 2)} in {world.id}; "
                           "dreaming on the history")
-        elif kind == "version":
-            console.print("  " + version_line(data["record"], data["revisions"], data["best"]))
-        elif kind == "carry":
-            row = data["row"]
-            phase, m = row["source"]
-            score = f"score {row['score']:.4f} on the history" if row["status"] == "ok" else row["status"]
-            console.print(f"  phase {row['phase']} carries phase {phase} version {m}: {score} "
-                          f"({len(row['evaluated'])} new world(s) evaluated, {row['seconds']:.1f}s)")
+        elif kind in ("version", "carry"):
+            _phase_progress(console, kind, data)
         elif kind == "iteration_done":
             console.print(phase_table(data["phase"]))
             for line in held_out_lines(data["phase"], args.gate):
@@ -169,10 +164,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _phase_progress(console: Any, kind: str, data: dict[str, Any]) -> None:
+    """A dream phase's progress line: a version scored, or an earlier phase's version carried."""
+    if kind == "version":
+        console.print("  " + version_line(data["record"], data["revisions"], data["best"]))
+        return
+    row = data["row"]
+    phase, m = row["source"]
+    score = f"score {row['score']:.4f} on the history" if row["status"] == "ok" else row["status"]
+    console.print(f"  phase {row['phase']} carries phase {phase} version {m}: {score} "
+                  f"({len(row['evaluated'])} new world(s) evaluated, {row['seconds']:.1f}s)")
+
+
 def run_system(args: argparse.Namespace) -> int:
-    """``rsi --system``: one line per iteration (80 columns), then where the run's files are."""
+    """``rsi --system``: one line per iteration (80 columns) and where the run's files are on
+    stdout; each stage's progress on stderr, the run's nodes on a bar while its system runs."""
     from dream_gym.cli.options import parse_key_values
     from dream_gym.cli.shown import console as shown_console
+    from dream_gym.cli.watch import NodesWatch
     from dream_gym.datasets.pool import POOL_SCORES
     from dream_gym.dream.rsi_system import SystemRsiConfig, iteration_line, run_system_rsi
 
@@ -185,10 +194,32 @@ def run_system(args: argparse.Namespace) -> int:
         command=shlex.join(["dream-gym", *args.argv]),
     )
     console = shown_console()  # its results, as plain rsi's table: what `> log` keeps
+    progress = shown_console(stderr=True)  # what each stage is doing, as plain rsi's
+    watches: list[NodesWatch] = []  # the run's bar while its system runs (on a terminal)
 
     def events(kind: str, data: dict[str, Any]) -> None:
-        if kind == "iteration_done" and not args.quiet:
+        if args.quiet:
+            return
+        if kind == "iteration_done":
             console.print(iteration_line(data["record"], args.iterations), markup=False)
+        elif kind == "iteration":
+            progress.rule(f"iteration {data['t']}/{data['iterations']}: policy {data['policy']}")
+        elif kind == "deploy":
+            progress.print(f"  run {data['t']}: {args.system}, {args.budget} programs, in {data['folder']}",
+                           markup=False)
+            watches.append(NodesWatch(data["folder"], data["budget"] + 1, f"  run {data['t']}").__enter__())
+        elif kind == "deploy_end" and watches:
+            watches.pop().__exit__(None, None, None)
+        elif kind == "run":
+            row = data["row"]
+            progress.print(f"  run {row['t']} done: {row['nodes'] - 1} programs ({row['invalid']} invalid), "
+                           f"stopped by {row['stopped_by']}, {row['seconds']:.1f}s", markup=False)
+        elif kind == "pool":
+            row = data["row"]
+            progress.print(f"  pool of runs 1-{row['t']}: {row['nodes']} nodes ({row['merged']} merged, "
+                           f"{row['disagreements']} disagreements); dreaming on it", markup=False)
+        elif kind in ("version", "carry"):
+            _phase_progress(progress, kind, data)
 
     records = run_system_rsi(config, events)
     console.print(f"summary: {args.out / 'summary.md'}; next policy: {args.out / records[-1].deployed}",

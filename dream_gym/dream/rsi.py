@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dream_gym.dream.held_out import HELD_OUT_MARGIN
 from dream_gym.dream.improve import NO_HELD_OUT, DreamSettings, PhaseResult, improvement_step
@@ -78,6 +78,13 @@ class RsiConfig:
                    beta=self.beta, backend=self.backend)
 
 
+#: t, attempts N, rounds k, attempts per round, best of the rollout, best of rollouts 1..t, the incumbent's
+#: and the deployed version's score on H, the deployed version m*, the discovery attempts' tokens and
+#: USD, the development calls, their tokens and USD, and both summed.
+SUMMARY_COLUMNS = ("t", "N", "k", "N/k", "best", "best<=t", "H:π_t", "H:π_t+1", "m*", "disc tok", "disc $",
+                   "dev calls", "dev tok", "dev $", "total tok", "total $")
+
+
 @dataclass
 class Iteration:
     """One iteration's record (a line of rsi.jsonl and a row of the summary)."""
@@ -98,8 +105,26 @@ class Iteration:
     deployed: str = ""  # π_(t+1)
     deployed_m: int = 0
 
+    #: the summary's columns (summary.md and rsi's table)
+    columns: ClassVar[tuple[str, ...]] = SUMMARY_COLUMNS
+
     def to_dict(self) -> dict[str, Any]:
         return {"type": "iteration", **asdict(self)}
+
+    def cells(self) -> list[str]:
+        """The row of the summary, one cell per column."""
+        def num(value: float | None, fmt: str = ".4f") -> str:
+            return "-" if value is None else format(value, fmt)
+
+        dev_tokens = self.development.get("tokens_in", 0.0) + self.development.get("tokens_out", 0.0)
+        disc_tokens = self.discovery.get("tokens_in", 0.0) + self.discovery.get("tokens_out", 0.0)
+        return [
+            str(self.t), str(self.attempts), str(self.rounds), f"{self.attempts_per_round:.2f}",
+            num(self.best_score, ".6g"), num(self.best_so_far, ".6g"), num(self.incumbent_score),
+            num(self.deployed_score), str(self.deployed_m), f"{disc_tokens:.0f}", f"{self.discovery.get('usd', 0.0):.4f}",
+            f"{self.development.get('calls', 0.0):.0f}", f"{dev_tokens:.0f}", f"{self.development.get('usd', 0.0):.4f}",
+            f"{disc_tokens + dev_tokens:.0f}", f"{self.total_usd:.4f}",
+        ]
 
 
 Events = Callable[[str, dict[str, Any]], None]
@@ -312,29 +337,8 @@ def run_rsi(config: RsiConfig, events: Events | None = None) -> list[Iteration]:
     return run_loop(config, lambda: _Run(config, events))
 
 
-#: t, attempts N, rounds k, attempts per round, best of the rollout, best of rollouts 1..t, the incumbent's
-#: and the deployed version's score on H, the deployed version m*, the discovery attempts' tokens and
-#: USD, the development calls, their tokens and USD, and both summed.
-SUMMARY_COLUMNS = ("t", "N", "k", "N/k", "best", "best<=t", "H:π_t", "H:π_t+1", "m*", "disc tok", "disc $",
-                   "dev calls", "dev tok", "dev $", "total tok", "total $")
-
-
-def summary_cells(r: Iteration) -> list[str]:
-    def num(value: float | None, fmt: str = ".4f") -> str:
-        return "-" if value is None else format(value, fmt)
-
-    dev_tokens = r.development.get("tokens_in", 0.0) + r.development.get("tokens_out", 0.0)
-    disc_tokens = r.discovery.get("tokens_in", 0.0) + r.discovery.get("tokens_out", 0.0)
-    return [
-        str(r.t), str(r.attempts), str(r.rounds), f"{r.attempts_per_round:.2f}", num(r.best_score, ".6g"),
-        num(r.best_so_far, ".6g"), num(r.incumbent_score), num(r.deployed_score), str(r.deployed_m),
-        f"{disc_tokens:.0f}", f"{r.discovery.get('usd', 0.0):.4f}", f"{r.development.get('calls', 0.0):.0f}",
-        f"{dev_tokens:.0f}", f"{r.development.get('usd', 0.0):.4f}", f"{disc_tokens + dev_tokens:.0f}",
-        f"{r.total_usd:.4f}",
-    ]
-
-
 def summary_markdown(records: list[Iteration]) -> str:
-    lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---:|" * len(SUMMARY_COLUMNS)]
-    lines += ["| " + " | ".join(summary_cells(r)) + " |" for r in records]
+    columns = type(records[0]).columns if records else Iteration.columns
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---:|" * len(columns)]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in records]
     return "\n".join(lines) + "\n"

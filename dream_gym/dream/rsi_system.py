@@ -26,8 +26,8 @@ The run folder::
     pools/iter-<t>/        runs 1 … t pooled: the history phase t dreams on
     dream/                 the improvement steps (dream.jsonl, journal.jsonl, revisions/<t>/, ratchet.png)
     policies/pi_<t>.py     the policy deployed for run t (t >= 2; run 1 runs the start policy itself)
-    summary.json, .md      per iteration: programs, best score, scores on the history, costs (the
-                           .json also the invalid programs, the pool's size and its disagreements)
+    summary.json, .md      per iteration: programs (invalid ones too), best score, scores on the
+                           history, costs, the pool's size, merged copies and score disagreements
 
 ``kill -9`` at any moment, then ``resume``: a finished run, pool or phase is read back; an
 interrupted run continues the same world (the bridge's own resume); an interrupted pool is
@@ -37,11 +37,11 @@ version. The run holds its folder's lock throughout.
 
 from __future__ import annotations
 
-import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dream_gym.datasets.pool import POOL_SCORES
 from dream_gym.dream.improve import DreamSettings, PhaseResult, improvement_step
@@ -56,7 +56,7 @@ from dream_gym.dream.rsi import (
 )
 from dream_gym.infrastructure.durable import write_atomic
 from dream_gym.replay.settings import DEFAULT_BETA
-from dream_gym.world.files import NODES_FILE, WORLD_FILE
+from dream_gym.world.files import NODES_FILE, is_finished
 from dream_gym.world.tree import World, load_world
 
 LEDGER_FILE = "rsi.jsonl"
@@ -108,6 +108,15 @@ class SystemIteration(Iteration):
     merged: int = 0  # copies the pool merged into a node an earlier run recorded
     disagreements: int = 0  # merged copies whose score differed (kept by the pool's rule)
 
+    #: rsi's columns, the run's invalid programs after N, and the pool's size, merged copies and
+    #: score disagreements at the end
+    columns: ClassVar[tuple[str, ...]] = (*Iteration.columns[:2], "invalid", *Iteration.columns[2:], "pool",
+                                          "merged", "disagree")
+
+    def cells(self) -> list[str]:
+        row = super().cells()
+        return [*row[:2], str(self.invalid), *row[2:], str(self.pool_nodes), str(self.merged), str(self.disagreements)]
+
 
 class _SystemRun(LoopRun):
     config: SystemRsiConfig
@@ -124,6 +133,16 @@ class _SystemRun(LoopRun):
         self.ledger.append(row)
         self.rows.append(row)
 
+    def once(self, kind: str, t: int, folder: Path, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The ledger's ``kind`` row of iteration t, made by ``make`` (its world in ``folder``)
+        and said to the events where the ledger does not hold it yet."""
+        done = self.row(kind, t)
+        if done is None:
+            done = {"type": kind, "t": t, "world": str(folder.relative_to(self.out)), **make()}
+            self.note(done)
+            self.events(kind, {"row": done})
+        return done
+
     # -- the deployment -----------------------------------------------------------------------
     def run_dir(self, t: int) -> Path:
         return self.out / "runs" / f"iter-{t}"
@@ -131,11 +150,7 @@ class _SystemRun(LoopRun):
     def deployment(self, t: int) -> tuple[World, dict[str, Any]]:
         """Run t's world and what the bridge said of it (read back when the ledger has it)."""
         folder = self.run_dir(t)
-        done = self.row("run", t)
-        if done is None:
-            result = self._deploy(t, folder)
-            done = {"type": "run", "t": t, "world": str(folder.relative_to(self.out)), **result}
-            self.note(done)
+        done = self.once("run", t, folder, lambda: self._deploy(t, folder))
         return load_world(folder), done
 
     def _deploy(self, t: int, folder: Path) -> dict[str, Any]:
@@ -145,7 +160,7 @@ class _SystemRun(LoopRun):
         c = self.config
         if folder.exists() and not (folder / NODES_FILE).exists():
             shutil.rmtree(folder)  # killed before its first node: nothing was recorded
-        if is_finished_world(folder) and not was_interrupted(folder):  # killed between the run's end and its ledger line
+        if is_finished(folder) and not was_interrupted(folder):  # killed between the run's end and its ledger line
             world = load_world(folder)
             invalid = sum(1 for r in world.records[1:] if r.get("score") is None)
             return {"nodes": world.size, "invalid": invalid, "stopped_by": "-", "version": "-", "seconds": 0.0}
@@ -155,7 +170,11 @@ class _SystemRun(LoopRun):
             resume=(folder / NODES_FILE).exists(), world_id=f"{self.out.name}-run{t}", command=c.command,
             options=dict(c.options), read=tuple(c.read),
         )
-        result = deploy(request)
+        self.events("deploy", {"t": t, "folder": folder, "budget": c.budget})
+        try:
+            result = deploy(request)
+        finally:
+            self.events("deploy_end", {"t": t})
         if result.stopped_by == "shutdown":  # Ctrl-C or SIGTERM reached the system's run: the loop stops with it
             raise KeyboardInterrupt  # (the CLI says "interrupted"; --resume continues this run)
         return {"nodes": result.nodes, "invalid": result.invalid, "stopped_by": result.stopped_by,
@@ -167,20 +186,19 @@ class _SystemRun(LoopRun):
 
     def pool(self, t: int) -> tuple[World, dict[str, Any]]:
         """Runs 1 … t pooled (written again when a kill interrupted it: it is a function of the runs)."""
+        folder = self.pool_dir(t)
+        done = self.once("pool", t, folder, lambda: self._pool(t, folder))
+        return load_world(folder), done
+
+    def _pool(self, t: int, folder: Path) -> dict[str, Any]:
         from dream_gym.datasets.pool import pool_worlds
 
-        folder = self.pool_dir(t)
-        done = self.row("pool", t)
-        if done is None:
-            if folder.exists():
-                shutil.rmtree(folder)
-            runs = [load_world(self.run_dir(i)) for i in range(1, t + 1)]
-            result = pool_worlds(runs, folder, world_id=f"{self.out.name}-pool{t}", scores=self.config.scores)
-            done = {"type": "pool", "t": t, "world": str(folder.relative_to(self.out)), "nodes": result.nodes,
-                    "recorded": result.recorded, "merged": result.merged, "disagreements": result.disagreements,
-                    "added": result.added}
-            self.note(done)
-        return load_world(folder), done
+        if folder.exists():
+            shutil.rmtree(folder)
+        runs = [load_world(self.run_dir(i)) for i in range(1, t + 1)]
+        result = pool_worlds(runs, folder, world_id=f"{self.out.name}-pool{t}", scores=self.config.scores)
+        return {"nodes": result.nodes, "recorded": result.recorded, "merged": result.merged,
+                "disagreements": result.disagreements, "added": result.added}
 
     # -- the iteration --------------------------------------------------------------------------
     def dream(self, t: int, pooled: World) -> PhaseResult:
@@ -243,8 +261,3 @@ def iteration_line(record: SystemIteration, iterations: int) -> str:
     return (f"{record.t}/{iterations}: {record.attempts} programs ({record.invalid} invalid) best {best}; "
             f"pool {record.pool_nodes}; H {before}->{after} v{record.deployed_m}")
 
-
-def is_finished_world(folder: Path) -> bool:
-    """A world folder whose world.json holds the node file's checksum (written when finished)."""
-    meta = folder / WORLD_FILE
-    return meta.is_file() and bool(json.loads(meta.read_text(encoding="utf-8")).get("sha256"))

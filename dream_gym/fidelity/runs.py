@@ -31,7 +31,7 @@ from typing import Any
 from dream_gym.infrastructure.jobs import JobPool, TaskFailure
 from dream_gym.infrastructure.printable import printable
 from dream_gym.integrations.deploy import SYSTEMS as DEPLOYED
-from dream_gym.world.files import NODES_FILE, WORLD_FILE, node_file
+from dream_gym.world.files import NODES_FILE, WORLD_FILE, is_finished, node_file
 
 SYSTEMS = ("grow", *DEPLOYED)  # dream-gym grow, or a system dream-gym deploy runs
 BACKENDS = ("process", "ray", "serial")
@@ -99,14 +99,6 @@ def run_specs(task: str, system: str, runs: Sequence[tuple[str, int]], *, out: P
     return specs
 
 
-def world_finished(folder: Path) -> bool:
-    """Whether the folder holds a finished world (its world.json records the nodes' sha256)."""
-    try:
-        return bool(json.loads((folder / WORLD_FILE).read_text(encoding="utf-8")).get("sha256"))
-    except (OSError, ValueError):
-        return False
-
-
 def run_online(spec: RunSpec, beat: Callable[..., None] | None = None) -> dict[str, Any]:
     """Run (or continue) one online run; its summary. RuntimeError with the end of its output
     when the command fails. A job of the pool (``beat`` is not needed: no task timeout)."""
@@ -118,7 +110,7 @@ def run_online(spec: RunSpec, beat: Callable[..., None] | None = None) -> dict[s
     folder.parent.mkdir(parents=True, exist_ok=True)
     log = Path(spec.log)
     log.parent.mkdir(parents=True, exist_ok=True)
-    if not world_finished(folder):
+    if not is_finished(folder):
         with open(log, "ab") as output:
             output.write(f"$ dream-gym {' '.join(spec.command(resume))}\n".encode())
             output.flush()
@@ -214,4 +206,4 @@ def journal_run(out: Path, summary: dict[str, Any]) -> None:
 
 
 __all__ = ["BACKENDS", "JOURNAL", "NATIVE", "SYSTEMS", "RunSpec", "execute", "journal_run", "read_journal",
-           "run_folder", "run_online", "run_specs", "slug", "world_finished"]
+           "run_folder", "run_online", "run_specs", "slug"]

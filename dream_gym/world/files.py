@@ -146,6 +146,17 @@ def is_present(path: Path) -> bool:
     return os.path.lexists(path)
 
 
+def is_finished(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` holds a finished world: its world.json records the node file's sha256
+    (written when its run ended; a run writing it, or killed, left none). False where there is
+    no readable world.json."""
+    try:
+        meta = json.loads((Path(folder) / WORLD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and bool(meta.get("sha256"))
+
+
 def node_file(folder: str | os.PathLike[str]) -> Path:
     """The node file a world folder stores: ``nodes.jsonl`` or ``nodes.jsonl.gz`` (not both)."""
     folder = Path(folder)
