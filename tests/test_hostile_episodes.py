@@ -454,3 +454,31 @@ def test_unconfined_the_host_calls_answer() -> None:
     with pytest.warns(RuntimeWarning, match="WITHOUT the sandbox"):
         out = run_python(code=_HOST_CALLS, wall_s=20, unsafe_no_sandbox=True)
     assert out.stdout.split("\n")[:5] == [f"{name} done" for name in ("sync", "syncfs", "sysinfo", "statfs", "inotify")], out.stdout
+
+
+def _sleeping_group() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+
+
+def test_a_retired_episodes_last_words_count_against_no_other_episode_yet_a_flood_of_them_is_stopped() -> None:
+    """What a retired episode's pipes still held is drained after the next episode started: it
+    is not charged to that episode (printing just under the limit each, it was stopped), and a
+    retired episode that keeps printing past the limit is stopped as a flooding episode is."""
+    from dream_gym.policy_files.output import Output
+
+    group = _sleeping_group()
+    try:
+        output = Output(1000, group.pid)
+        output.start(1)
+        output.add("stdout", b"a" * 900, 1)
+        output.start(2)
+        output.add("stdout", b"b" * 300, 1)  # episode 1's last words, read once episode 2 runs
+        output.add("stdout", b"c" * 900, 2)
+        assert not output.overflow and group.poll() is None
+        assert output.tail("stdout") == "c" * 900  # only the running episode's words are quoted
+        output.add("stderr", b"d" * 800, 1)  # episode 1 still printing: 1,100 bytes since it was retired
+        assert output.overflow
+        assert group.wait(timeout=10) == -9
+    finally:
+        group.kill()
+        group.wait()

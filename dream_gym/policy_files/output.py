@@ -28,7 +28,8 @@ class Output:
 
     def __init__(self, limit: int, pgid: int):
         self.limit, self.pgid = limit, pgid
-        self.episode_bytes = 0
+        self.episode_bytes = 0  # what the current episode (and the template) printed
+        self.retired_bytes = 0  # what earlier episodes printed since the current one started
         self.total = 0
         self.overflow = False
         self.tails: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
@@ -44,7 +45,7 @@ class Output:
         alone, so an error quotes nothing an earlier episode printed (which could misname it)."""
         with self.lock:
             self.current = episode
-            self.episode_bytes = 0
+            self.episode_bytes = self.retired_bytes = 0
             for tail in self.tails.values():
                 tail.clear()
 
@@ -52,16 +53,25 @@ class Output:
         """``data`` printed on ``stream`` by ``episode`` (None: the template)."""
         with self.lock:
             self.total += len(data)
-            self.episode_bytes += len(data)
             if episode is not None and episode != self.current:
-                return  # a retired episode's last words: counted, not quoted
+                # A retired episode's last words (what its pipes held when the template killed
+                # it): not quoted, and not charged to the episode now running, which they would
+                # push past its limit. Bounded on their own: a retired episode that is not dead
+                # and floods is stopped as an episode that floods.
+                self.retired_bytes += len(data)
+                self._check(self.retired_bytes)
+                return
+            self.episode_bytes += len(data)
             tail = self.tails[stream]
             tail += data
             if len(tail) > 2 * TAIL_BYTES:
                 del tail[:-TAIL_BYTES]
-            if self.episode_bytes > self.limit and not self.overflow:
-                self.overflow = True
-                kill_group(self.pgid)
+            self._check(self.episode_bytes)
+
+    def _check(self, printed: int) -> None:
+        if printed > self.limit and not self.overflow:
+            self.overflow = True
+            kill_group(self.pgid)
 
     def tail(self, stream: str, limit: int = 2000) -> str:
         with self.lock:
