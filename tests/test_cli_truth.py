@@ -426,16 +426,20 @@ def test_eval_writes_no_progress_bar_into_a_log() -> None:
 
 
 def test_policy_names_cut_to_the_column_stay_apart() -> None:
-    """Two files of one folder read the same cut in the middle (pol/fu…policy.py): the cut moves to
-    where they differ; names that fit, or already read apart, are cut as before."""
+    """A file's path cut to the column keeps its end: the files one name in several run folders
+    read apart by the folder nearest them (cut in the middle they read the same, out/dre…sen.py);
+    two that still read the same have the cut moved to where they differ; other names are cut in
+    the middle, and names that fit are whole."""
     from dream_gym.evaluation.leaderboard import shorten_middle, shortened_names
 
-    names = ["pol/func_policy.py", "pol/func_ctx_policy.py", "greedy"]
-    assert shorten_middle(names[0], 12) == shorten_middle(names[1], 12)  # the collision
+    runs = ["out/dream-doc/chosen.py", "out/dream/chosen.py", "out/dream3/chosen.py", "greedy"]
+    assert len({shorten_middle(name, 16) for name in runs[:3]}) == 1  # the collision
+    assert shortened_names(runs, 16) == ["…m-doc/chosen.py", "…dream/chosen.py", "…ream3/chosen.py", "greedy"]
+    names = ["pol/func_policy.py", "pol/x_func_policy.py", "greedy"]  # the same last 11 characters
     cut = shortened_names(names, 12)
     assert len(set(cut)) == 3 and all(len(name) <= 12 for name in cut) and cut[2] == "greedy"
-    apart = ["out/rsi1/dream/chosen.py", "out/rsi1/policies/pi_2.py"]
-    assert shortened_names(apart, 12) == [shorten_middle(name, 12) for name in apart]
+    spec = "my_project.policies.explore:BeamSearch"
+    assert shortened_names([spec], 16) == [shorten_middle(spec, 16)]
 
 
 @pytest.mark.parametrize("argv", [

@@ -90,11 +90,22 @@ def shorten_middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
+def shorten_name(name: str, width: int) -> str:
+    """A policy's name cut to ``width``: a file's path keeps its end, where the file's name and
+    the folders nearest it tell apart the files of several runs (``…m-doc/chosen.py``,
+    ``…dream/chosen.py``; cut in the middle both read ``out/dre…sen.py``); any other name keeps
+    its start and end (:func:`shorten_middle`)."""
+    if len(name) <= width or "/" not in name or width <= 1:
+        return shorten_middle(name, width)
+    return ELLIPSIS + name[len(name) - width + 1:]
+
+
 def shortened_names(names: list[str], width: int) -> list[str]:
-    """Each name cut to ``width`` by :func:`shorten_middle`; where two different names would then
-    read the same (``pol/fu…policy.py`` for ``pol/func_policy.py`` and ``pol/func_ctx_policy.py``),
-    the ellipsis moves to the first place where every name reads apart (``pol/func_p…y``)."""
-    cut = [shorten_middle(name, width) for name in names]
+    """Each name cut to ``width`` by :func:`shorten_name`; where two different names would then
+    read the same (``pol/fu…policy.py`` for ``pol/func_policy.py`` and ``pol/func_ctx_policy.py``
+    cut in the middle), the ellipsis moves to the first place where every name reads apart
+    (``pol/func_p…y``)."""
+    cut = [shorten_name(name, width) for name in names]
     if len(set(cut)) == len(set(names)) or width <= 2:
         return cut
     for head in range(width - 2, 0, -1):
