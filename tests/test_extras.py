@@ -16,6 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 RL = ("torch", "stable_baselines3", "sb3_contrib")
+#: without torch, the rl extra's hint installs PyTorch's CPU build first (pip's default is CUDA's)
+TORCH_CPU = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
 def install(extra: str) -> str:
@@ -73,7 +75,7 @@ def test_the_demo_without_the_dream_extra_stops_before_its_evaluation(tmp_path: 
     (("ray",), [*GROW, "--backend", "ray"], NEEDS_RAY),
     (("ray",), [*RSI, "--backend", "ray"], NEEDS_RAY),
     (RL, ["train", "--worlds", "sd-ucb-w4-s1", "--timesteps", "64"],
-     f"training needs the rl extra: {install('rl')} (no module 'sb3_contrib')"),
+     f"training needs the rl extra: {TORCH_CPU} && {install('rl')} (no module 'sb3_contrib')"),
 ])
 def test_a_command_without_its_extra_says_which_and_writes_nothing(tmp_path: Path, hidden: tuple[str, ...],
                                                                     argv: list[str], message: str) -> None:
@@ -95,5 +97,5 @@ def test_eval_of_a_model_without_the_rl_extra_fails_once_before_its_episodes(tmp
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.strip() == (
         "dream-gym eval: error: policy 'recommended (cv-node-v)' is a trained model, which needs the rl extra: "
-        f"{install('rl')} (no module 'sb3_contrib')")
+        f"{TORCH_CPU} && {install('rl')} (no module 'sb3_contrib')")
     assert run.stdout == "" and not (tmp_path / "r.jsonl").exists()  # no episode ran

@@ -520,3 +520,12 @@ def test_a_world_is_finished_once_its_writer_records_the_checksum(tmp_path: Path
     assert is_finished(folder)
     (folder / "world.json").write_text("{not json")
     assert not is_finished(folder)  # unreadable: not a finished world, and no error
+
+
+def test_a_root_without_score_or_baseline_is_named_as_a_failed_initial_program(tmp_path: Path) -> None:
+    records = [node("root", None, None, error="could not load the task"), *GOOD[1:]]
+    folder = write_raw(tmp_path / "w", base_meta(), jsonl(records))
+    assert_names(load_error(folder), "nodes.jsonl", 1, "the root has no score (its initial program failed its "
+                 "evaluation)", "a replay has no scored program to start from")
+    write_raw(tmp_path / "b", base_meta(baseline_score=0.5), jsonl(records))  # a baseline given: it replays
+    assert load_world(tmp_path / "b").size == 4

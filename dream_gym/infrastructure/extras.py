@@ -48,12 +48,23 @@ def _source() -> tuple[str, bool]:
     return install_source(Path(__file__).resolve().parents[1], recorded)
 
 
+#: PyTorch's CPU build, installed before the rl extra where torch is missing: left to pip, the
+#: extra brings the default build, on Linux a CUDA one of several GB
+TORCH_CPU = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
 def install_command(extra: str) -> str:
     """The pip command that adds ``extra`` to this installation, e.g.
     ``pip install 'dream-gym[rl]'``, ``pip install '/tmp/dist/dream_gym-0.1.0-py3-none-any.whl[rl]'``
-    or, in a checkout, ``pip install -e '/home/me/dream_gym[rl]'``."""
+    or, in a checkout, ``pip install -e '/home/me/dream_gym[rl]'``; for ``rl`` without torch,
+    PyTorch's CPU build first (:data:`TORCH_CPU`, then ``&&``)."""
+    import importlib.util
+
     source, editable = _source()
-    return f"pip install {'-e ' if editable else ''}{shlex.quote(f'{source}[{extra}]')}"
+    command = f"pip install {'-e ' if editable else ''}{shlex.quote(f'{source}[{extra}]')}"
+    if extra == "rl" and importlib.util.find_spec("torch") is None:
+        return f"{TORCH_CPU} && {command}"
+    return command
 
 
 def needs_extra(what: str, extra: str) -> str:
@@ -61,4 +72,4 @@ def needs_extra(what: str, extra: str) -> str:
     return f"{what} needs the {extra} extra: {install_command(extra)}"
 
 
-__all__ = ["install_command", "install_source", "needs_extra"]
+__all__ = ["TORCH_CPU", "install_command", "install_source", "needs_extra"]

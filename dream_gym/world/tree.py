@@ -314,7 +314,8 @@ def build_world(
     if baseline_raw is None:
         if records[0]["score"] is None:
             raise WorldFormatError(
-                src, "the root has no score and world.json gives no 'baseline_score'", 1
+                src, "the root has no score (its initial program failed its evaluation) and world.json "
+                "gives no 'baseline_score': a replay has no scored program to start from", 1
             )
         baseline = float(scores[0])
     else:
