@@ -262,3 +262,27 @@ def test_validate_takes_a_shipped_worlds_name_as_show_does(capsys):
     assert "1 world(s): cp26-fixed-w4-s0 (" in capsys.readouterr().out
     assert main(["worlds", "validate", "no-such-world"]) == 2
     assert "nor a shipped world's name" in capsys.readouterr().err
+
+
+def test_list_of_a_folder_gives_each_worlds_nodes_w_run_and_task_and_why_one_does_not_load(env, capsys):
+    """``worlds list FOLDER`` (an import's --out): it was "unrecognized arguments"."""
+    from dream_gym.world.writer import WorldWriter
+
+    make_world(env / "runs" / "a", "a")
+    with WorldWriter.create(env / "runs" / "deep" / "b", new_meta("b", "other", workers=3)) as writer:
+        writer.append({"id": "root", "parent": None, "score": 1.0, "code": "x = 1"})  # a run still writing it
+    (env / "runs" / "c").mkdir()
+    (env / "runs" / "c" / "world.json").write_text("[1]")
+    assert main(["worlds", "list", str(env / "runs")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in lines[:3]] == [["nodes", "W", "run", "world", "(task)"],
+                                                     ["3", "1", "finished", "a", "(toy)"],
+                                                     ["-", "-", "BROKEN", "c:", *lines[2].split()[4:]]]
+    assert lines[2].endswith("c/world.json: must hold a JSON object, got list")
+    assert lines[3].split() == ["1", "3", "unfinished", "deep/b", "(other)"]
+    assert main(["worlds", "list", str(env / "runs" / "a")]) == 0  # a world itself
+    assert capsys.readouterr().out.splitlines()[1].split() == ["3", "1", "finished", str(env / "runs" / "a"), "(toy)"]
+    assert main(["worlds", "list", str(env / "absent")]) == 2
+    assert capsys.readouterr().err.strip() == f"dream-gym worlds: error: {env / 'absent'}: no such folder"
+    assert main(["worlds", "list", str(env / "runs"), "--remote"]) == 2
+    assert capsys.readouterr().err.strip() == "dream-gym worlds: error: give a FOLDER or --remote, not both"

@@ -28,7 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     sub = parser.add_subparsers(dest="worlds_command", required=True, metavar="ACTION")
 
-    p = sub.add_parser("list", help="datasets in the local store (or at a remote)")
+    p = sub.add_parser("list", help="datasets in the local store (or at a remote), or the worlds in a folder")
+    p.add_argument("folder", nargs="?", metavar="FOLDER",
+                   help="list the worlds in this folder instead (a world, or a folder of worlds such as an "
+                        "import's --out): each one's nodes, task and W, and whether its run finished")
     p.add_argument("--remote", nargs="?", const="", metavar="URL",
                    help="list a remote instead: hf://NAMESPACE, hf://datasets/OWNER/REPO, file://... or any "
                    "fsspec URL; --remote alone lists $DREAM_GYM_REMOTE")
@@ -123,6 +126,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _list(args: argparse.Namespace) -> int:
+    if args.folder is not None:
+        if args.remote is not None:
+            raise ValueError("give a FOLDER or --remote, not both")
+        return _list_folder(Path(args.folder))
     if args.remote is not None:
         from dream_gym.datasets.remote import list_remote, resolve_remote
 
@@ -145,6 +152,35 @@ def _list(args: argparse.Namespace) -> int:
             _print_listed(f"{shown(d.id):<36} {where:<8} BROKEN", d.problem, TEXT_CHARS)
         else:
             _print_listed(f"{shown(d.id):<36} {where:<8} {d.worlds} world(s)", d.description)
+    return 0
+
+
+def _list_folder(folder: Path) -> int:
+    """One line a world of ``folder`` (itself, or the worlds below it): its nodes, W, whether its
+    run finished, its folder and its task; the columns of fixed width first, so a long name
+    neither breaks nor pushes them out of line. A world that does not load says why."""
+    from dream_gym.evaluation.world_specs import FOLDER_DEPTH, worlds_below
+    from dream_gym.world.files import WORLD_FILE, count_node_lines, is_finished, node_file
+    from dream_gym.world.tree import WorldFormatError, read_meta
+
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder")
+    worlds = [folder] if (folder / WORLD_FILE).is_file() else worlds_below(folder, FOLDER_DEPTH)
+    if not worlds:
+        print(f"no worlds in {shown(folder)} (a world's folder holds {WORLD_FILE})")
+        return 0
+    lines = [f"{'nodes':>7}  {'W':>4}  {'run':<10}  world (task)"]
+    for world in worlds:
+        name = shown(world.relative_to(folder) if world != folder else folder)
+        try:
+            meta = read_meta(world / WORLD_FILE)
+            nodes = count_node_lines(node_file(world))
+        except (WorldFormatError, OSError) as exc:
+            lines.append(f"{'-':>7}  {'-':>4}  {'BROKEN':<10}  {name}: {exc}")
+            continue
+        state = "finished" if is_finished(world) else "unfinished"
+        lines.append(f"{nodes:>7}  {meta['workers']:>4}  {state:<10}  {name} ({shown(meta['task']['name'])})")
+    say("\n".join(lines))
     return 0
 
 
