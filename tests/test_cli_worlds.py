@@ -261,7 +261,7 @@ def test_validate_takes_a_shipped_worlds_name_as_show_does(capsys):
     assert main(["worlds", "validate", "cp26-fixed-w4-s0"]) == 0
     assert "1 world(s): cp26-fixed-w4-s0 (" in capsys.readouterr().out
     assert main(["worlds", "validate", "no-such-world"]) == 2
-    assert "nor a shipped world's name" in capsys.readouterr().err
+    assert "or a shipped world's name" in capsys.readouterr().err
 
 
 def test_list_of_a_folder_gives_each_worlds_nodes_w_run_and_task_and_why_one_does_not_load(env, capsys):
@@ -286,3 +286,16 @@ def test_list_of_a_folder_gives_each_worlds_nodes_w_run_and_task_and_why_one_doe
     assert capsys.readouterr().err.strip() == f"dream-gym worlds: error: {env / 'absent'}: no such folder"
     assert main(["worlds", "list", str(env / "runs"), "--remote"]) == 2
     assert capsys.readouterr().err.strip() == "dream-gym worlds: error: give a FOLDER or --remote, not both"
+
+
+def test_validate_of_a_folder_that_is_no_world_names_world_json_and_the_import(env, capsys):
+    (env / "task").mkdir()
+    assert main(["worlds", "validate", str(env / "task")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"dream-gym worlds: error: {env / 'task' / 'world.json'}: missing (a world folder holds world.json and "
+        f"nodes.jsonl; a discovery run's output becomes one with: dream-gym worlds import {env / 'task'} --out "
+        "WORLD_FOLDER)")
+    assert main(["worlds", "validate", str(env / "absent")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"dream-gym worlds: error: {env / 'absent'}: no such folder, nor a dataset id, a dataset's world "
+        "(namespace/name-vN/world) or a shipped world's name")

@@ -215,6 +215,14 @@ def test_the_trace_alone_reads_the_failures_log_beside_it(tmp_path):
                                                             "b": "no-program-2"}
     assert records["no-program-2"]["code"] == "x = 1" and records["no-program-2"]["score"] is None
     assert any("1 parent(s) that are never a child" in note for note in report.notes)
+    # the task is the run's, named by its folder, as an import of the folder names it ("evolution_trace" was
+    # every trace-only run's task); a trace file named otherwise names it
+    assert load_world(tmp_path / "w").task_name == "run"
+    import_run("auto", tmp_path / "run", tmp_path / "folder")
+    assert load_world(tmp_path / "folder").task_name == "run"
+    trace.rename(trace.with_name("fnmin_trace.jsonl"))
+    import_run("auto", trace.with_name("fnmin_trace.jsonl"), tmp_path / "renamed")
+    assert load_world(tmp_path / "renamed").task_name == "fnmin_trace"
 
 
 def test_failure_logs_are_counted_plain_gzipped_and_cut_short(tmp_path):

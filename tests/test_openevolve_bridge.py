@@ -90,7 +90,8 @@ def test_deploys_options_are_checked_before_anything_runs(tmp_path: Path) -> Non
     """``--option`` takes the settings OpenEvolve's deploy has; another key (or one the verb sets
     itself, like the seed) is one line naming the options, before the out folder is made."""
     out = tmp_path / "world"
-    for option, message in (("search=topk", "unknown OpenEvolve option(s) search; the options are config_path"),
+    for option, message in (("search=topk", "unknown OpenEvolve option(s) search; the options are config_path "
+                                            "(default the system's own)"),
                             ("seed=3", "unknown OpenEvolve option(s) seed"),
                             ("checkpoint_interval=0", "--option checkpoint_interval=0: a whole number >= 1"),
                             ("frontier=all", "--option frontier='all': one of"),

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dream_gym.cli.shown import say
+
 LIST_WORLDS = "`dream-gym worlds list` lists the datasets, `dream-gym worlds show DATASET` their worlds"
 
 
@@ -133,8 +135,8 @@ def _say_root_only(worlds: list[Any]) -> None:
 
     for world in worlds:
         if world.size == 1:
-            print(f"note: world {world.id} holds its initial program alone: every policy scores 0 on it, which "
-                  "pulls a mean over the worlds down; leave it out unless that is meant", file=sys.stderr)
+            say(f"note: world {world.id} holds its initial program alone: every policy scores 0 on it, which "
+                "pulls a mean over the worlds down; leave it out unless that is meant", file=sys.stderr)
 
 
 def _say_unfinished(worlds: list[Any]) -> None:
@@ -151,8 +153,8 @@ def _say_unfinished(worlds: list[Any]) -> None:
         holder = folder_lock(world.path).holder()
         state = (f"a run is writing it (pid {holder.get('pid')})" if holder
                  else "its run stopped before its end; --resume of that run finishes it")
-        print(f"note: world {world.id} is not finished ({state}): it is replayed as the {world.size - 1} "
-              "attempts it holds so far", file=sys.stderr)
+        say(f"note: world {world.id} is not finished ({state}): it is replayed as the {world.size - 1} "
+            "attempts it holds so far", file=sys.stderr)
 
 
 def _say_newest_version(part: str) -> None:
@@ -172,7 +174,7 @@ def _say_newest_version(part: str) -> None:
     if isinstance(ref, DatasetName):
         from dream_gym.datasets.store import find_dataset
 
-        print(f"note: {part} is {find_dataset(part).id}, its newest version here", file=sys.stderr)
+        say(f"note: {part} is {find_dataset(part).id}, its newest version here", file=sys.stderr)
 
 
 def resolve_one_world(ref: str) -> Any:

@@ -476,11 +476,11 @@ def validate(target: str | os.PathLike[str]) -> ValidationResult:
             check_declared_size(path / DATASET_FILE, entry, world)
             result.worlds[entry["name"]] = world.size
         return result
-    if any(is_present(path / name) for name in (WORLD_FILE, *NODE_FILES)):
-        world = load_world(path)
+    if path.is_dir() or any(is_present(path / name) for name in (WORLD_FILE, *NODE_FILES)):
+        world = load_world(path)  # a folder without world.json: named, with the import that makes a world
         return ValidationResult(path, "world", None, {world.id: world.size})
-    raise FileNotFoundError(f"{path}: neither a dataset folder ({DATASET_FILE}) or id, a world folder, a dataset's "
-                            "world (namespace/name-vN/world) nor a shipped world's name")
+    raise FileNotFoundError(f"{path}: no such folder, nor a dataset id, a dataset's world (namespace/name-vN/world) "
+                            "or a shipped world's name")
 
 
 __all__ = [

@@ -56,8 +56,9 @@ def system_options(system: str, options: Mapping[str, Any], defaults: Mapping[st
     whole number >= 1, ``frontier`` a reveal rule, ``log_level`` one of :data:`LOG_LEVELS`)."""
     unknown = sorted(set(options) - set(defaults))
     if unknown:
+        said = {k: "the system's own" if v is None else repr(v) for k, v in defaults.items()}  # None: not set here
         raise ValueError(f"unknown {system} option(s) {', '.join(unknown)}; the options are "
-                         f"{', '.join(f'{k} (default {v!r})' for k, v in defaults.items())}")
+                         f"{', '.join(f'{k} (default {v})' for k, v in said.items())}")
     values = {**defaults, **options}
     if "config_path" in values:
         given = values["config_path"]

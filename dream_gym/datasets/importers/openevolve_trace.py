@@ -20,7 +20,7 @@ from .base import DEFAULT_OPTIONS, ImportOptions, ImportReport, RunImportError, 
 from .coerce import to_float, to_id
 from .job import ImportJob
 from .openevolve_failures import add_failures, failures_beside, note_failures
-from .openevolve_layout import read_traces
+from .openevolve_layout import TRACE_NAMES, read_traces
 from .openevolve_programs import LABEL, _from_trace, _parent_from_trace, _program, from_failure, metrics_found
 
 
@@ -65,7 +65,10 @@ def import_openevolve_trace(
     )
     note_failures(report, failures, placed)
     report.notes.extend(traces.problems)
-    return job.write(job.build(programs), source_path=src, run_name=src.name.split(".")[0])
+    # the run's name: the output folder's, as an import of that folder gives, for OpenEvolve's own
+    # file name (the name of every run's trace); a trace named otherwise names it
+    run_name = src.resolve().parent.name if src.name in TRACE_NAMES else src.name.split(".")[0]
+    return job.write(job.build(programs), source_path=src, run_name=run_name)
 
 
 def _read(src: Path) -> Any:
