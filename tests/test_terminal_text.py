@@ -310,3 +310,15 @@ def test_a_revisions_error_is_shown_escaped_and_never_read_as_markup():
     assert_inert(shown.encode("utf-8"))
     assert "[/x] [link=https://evil.example]click[/link]" in shown, shown
     assert "\\x1b]52;c;c2VjcmV0\\x07" in shown, shown
+
+
+def test_a_line_too_wide_continues_at_the_column_it_is_given() -> None:
+    """A row of fixed columns then a name (``worlds list``) continues under the name, not at its
+    own indent; by default a line continues two columns past its indent."""
+    from dream_gym.cli.shown import fitted
+
+    row = "    195     1  finished    openevolve-binpack-null-islands-s42 (binpack-null-islands-s42)"
+    assert fitted(row, 64, hang=27).split("\n") == [
+        "    195     1  finished    openevolve-binpack-null-islands-s42",
+        " " * 27 + "(binpack-null-islands-s42)"]
+    assert fitted(row, 64).split("\n")[1] == " " * 6 + "(binpack-null-islands-s42)"

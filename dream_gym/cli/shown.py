@@ -40,27 +40,29 @@ def shown_lines(text: object, limit: int = LINE_CHARS) -> str:
     return "\n".join(printable(line, limit) for line in str(text).split("\n"))
 
 
-def say(text: object = "", *, file: IO[str] | None = None, end: str = "\n") -> None:
+def say(text: object = "", *, file: IO[str] | None = None, end: str = "\n", hang: int | None = None) -> None:
     """``print`` for a report that quotes what others wrote (see :func:`shown_lines`); in a
-    terminal its long lines break between words (:func:`fitted`), in a log they stay whole."""
+    terminal its long lines break between words (:func:`fitted`, continued at column ``hang``),
+    in a log they stay whole."""
     stream = sys.stdout if file is None else file
     text = shown_lines(text)
     if stream.isatty():
-        text = fitted(text, shutil.get_terminal_size().columns)
+        text = fitted(text, shutil.get_terminal_size().columns, hang)
     print(text, file=stream, end=end)
 
 
-def fitted(text: str, width: int) -> str:
+def fitted(text: str, width: int, hang: int | None = None) -> str:
     """``text`` with each line longer than ``width`` broken between words, its continuation
-    indented two columns past the line's own indent (under the text after a ``- `` or ``! ``)."""
+    indented to column ``hang``, by default two columns past the line's own indent (under the
+    text after a ``- `` or ``! ``)."""
     lines = []
     for line in text.split("\n"):
         if len(line) <= width:
             lines.append(line)
             continue
         body = line.lstrip(" ")
-        hang = len(line) - len(body) + 2
-        lines.append(textwrap.fill(line, width, subsequent_indent=" " * hang, break_on_hyphens=False,
+        indent = len(line) - len(body) + 2 if hang is None else min(hang, width // 2)
+        lines.append(textwrap.fill(line, width, subsequent_indent=" " * indent, break_on_hyphens=False,
                                    break_long_words=False, drop_whitespace=True))
     return "\n".join(lines)
 

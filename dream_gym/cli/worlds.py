@@ -180,7 +180,7 @@ def _list_folder(folder: Path) -> int:
             continue
         state = "finished" if is_finished(world) else "unfinished"
         lines.append(f"{nodes:>7}  {meta['workers']:>4}  {state:<10}  {name} ({shown(meta['task']['name'])})")
-    say("\n".join(lines))
+    say("\n".join(lines), hang=len(lines[0]) - len("world (task)"))  # continued under the world's name
     return 0
 
 
