@@ -61,11 +61,22 @@ def test_a_run_folder_with_another_configuration_is_refused(tmp_path: Path) -> N
         train(tiny(tmp_path, timesteps=512, eval_every=0, ent_coef=0.5), log=lambda _: None)
     again = train(tiny(tmp_path, timesteps=1024, eval_every=0), log=lambda _: None)  # more steps: resumes
     assert again["timesteps"] >= 1024
+    # the same run spelled otherwise: its folder by another path, betas 1.0 for 1, a shipped world by
+    # its dataset's reference (each was "another configuration")
+    moved = tmp_path / "moved"
+    (tmp_path / "run").rename(moved)
+    same = tiny(tmp_path, timesteps=1024, eval_every=0, out=f"{moved}/../moved/", betas="0,0.50,1.0",
+                worlds=POOL.replace("sd-fixed-s0", "dream-gym/recorded-v0/sd-fixed-s0"))
+    assert train(same, log=lambda _: None)["timesteps"] == again["timesteps"]  # as recorded: nothing trained
+    with pytest.raises(ValueError, match=r"\(betas, worlds differ\)"):  # what they mean differs
+        train(tiny(tmp_path, timesteps=1024, eval_every=0, out=str(moved), betas="0,1", worlds="sd-fixed-s0"),
+              log=lambda _: None)
 
 
 @pytest.mark.parametrize("options", [["--workers", "-2"], ["--worlds", "no-such-world"], ["--gamma", "1.5"],
                                      ["--n-epochs", "0"], ["--betas", "0,x"], ["--betas", "1.5"], ["--betas", ","],
-                                     ["--heldout", POOL]])  # held-out figures on the training pool
+                                     ["--heldout", POOL],  # held-out figures on the training pool
+                                     ["--resume"]])  # nothing to continue
 def test_arguments_are_refused_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          options: list[str]) -> None:
     """A refused command leaves no run folder behind, so the corrected command is not refused

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from dream_gym.cli.options import add_trust_model
 from dream_gym.cli.shown import say
@@ -22,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
     if not with_options:
         return
     add_trust_model(p)
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out, refused where it holds none (the same command without "
+                        "--resume continues it too, or starts a new run)")
     from dream_gym.training.trainer import ALGOS, ARCHS, config_fields
 
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
@@ -38,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from dream_gym.training.trainer import TrainConfig, config_fields, train
 
     config = TrainConfig(**{name: getattr(args, name) for name, _, _ in config_fields()})
+    if args.resume and not (Path(config.out) / "config.json").is_file():
+        raise FileNotFoundError(f"--resume: {config.out} holds no training run to continue (no config.json); "
+                                "without --resume the command starts one")
     pool = resolve_world_specs(config.worlds, "--worlds")
     heldout = resolve_world_specs(config.heldout, "--heldout") if config.heldout else []
     summary = train(config, trust_model=args.trust_model)

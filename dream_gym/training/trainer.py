@@ -478,10 +478,45 @@ def _check_config(out: Path, config: TrainConfig) -> None:
     if path.is_file():
         theirs = read_json_object(path)
         defaults = asdict(TrainConfig(arch=config.arch))  # a field added since the run keeps its default
-        differ = sorted(k for k in mine if k not in ("timesteps",) and theirs.get(k, defaults[k]) != mine[k])
+        # the folder is the run however it is spelled (out/rl, ./out/rl/, its absolute path, or
+        # after a move); the steps may grow; the rest is compared as what it means
+        differ = sorted(k for k in mine if k not in ("timesteps", "out")
+                        and not _same_setting(k, theirs.get(k, defaults[k]), mine[k]))
         if differ:
             raise ValueError(f"{out} holds a run with another configuration ({', '.join(differ)} differ): "
                              "use another --out, or the same options to resume it")
+
+
+def _same_setting(name: str, recorded: Any, given: Any) -> bool:
+    """Whether a setting recorded by a run and the one given mean the same: equal, or the same
+    numbers (betas 1 and 1.0, W lists, price pairs, prefixes) or the same worlds (a shipped
+    world by its name or its dataset's reference) spelled differently."""
+    if recorded == given:
+        return True
+    if not isinstance(recorded, str) or not isinstance(given, str):
+        return False
+    parse = _MEANING.get(name)
+    if parse is None:
+        return False
+    try:
+        return bool(parse(recorded) == parse(given))
+    except (LookupError, ValueError, OSError):  # a recorded spec that no longer parses or resolves
+        return False
+
+
+def _world_keys(spec: str) -> list[tuple[str, str | None]]:
+    return [(world.id, world.meta.get("sha256")) for world in resolve_worlds(spec)] if spec else []
+
+
+#: How each setting given as text is read, to compare what two spellings mean.
+_MEANING: dict[str, Callable[[str], Any]] = {
+    "betas": lambda text: _comma_list(text, "betas", _beta, "budget preferences in [0, 1]"),
+    "prefixes": lambda text: _comma_list(text, "prefixes", _positive_int, "attempt counts"),
+    "draw_workers": lambda text: _comma_list(text, "draw_workers", _positive_int, "W >= 1"),
+    "draw_prices": lambda text: _comma_list(text, "draw_prices", _price_pair, "beta1:beta2"),
+    "worlds": _world_keys,
+    "heldout": _world_keys,
+}
 
 
 def train(config: TrainConfig, log: Callable[[str], None] = print, *, trust_model: bool = False) -> dict[str, Any]:
