@@ -299,3 +299,24 @@ def test_validate_of_a_folder_that_is_no_world_names_world_json_and_the_import(e
     assert capsys.readouterr().err.strip() == (
         f"dream-gym worlds: error: {env / 'absent'}: no such folder, nor a dataset id, a dataset's world "
         "(namespace/name-vN/world) or a shipped world's name")
+
+
+def test_the_files_eval_is_told_to_write_are_written_when_its_reader_goes_away(tmp_path):
+    """``eval ... --markdown board.md | head -1``: the leaderboard's file was written after the table,
+    so a reader that stopped early ended the command before it (exit 141, no file, nothing said)."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "dream_gym", "eval", "--policy", "greedy", "--worlds",
+                               "sd-fixed-w4-s0", "--betas", "0", "-j", "1", "--markdown", str(tmp_path / "board.md"),
+                               "--out", str(tmp_path / "results.jsonl")],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == "", (done.returncode, done.stderr)
+    assert "| greedy |" in (tmp_path / "board.md").read_text()
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 1

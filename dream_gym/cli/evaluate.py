@@ -22,7 +22,7 @@ from dream_gym.cli.options import (
     report_failures,
 )
 from dream_gym.evaluation.leaderboard import MARKDOWN_START
-from dream_gym.infrastructure.durable import check_replaceable
+from dream_gym.infrastructure.durable import check_replaceable, write_atomic
 from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 from dream_gym.replay.settings import DEFAULT_BETA, ReplaySettings
@@ -148,11 +148,11 @@ def run_eval(args: argparse.Namespace) -> int:
     board.conditions = (f"replayed {w_note(worlds, args.workers)}{' in request mode' if args.requests else ''}; "
                         f"betas {betas_note(board.betas)}")
     board.world_w = {w.id: settings.workers_on(w) for w in worlds}
+    if args.markdown is not None:  # before the table: a reader that stops early (| head) ends the command
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(args.markdown, board.to_markdown())
     console = Console()
     board.print(console, per_world=not args.summary, errors=False)  # the errors go to stderr, once
-    if args.markdown is not None:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(board.to_markdown(), encoding="utf-8")
     if args.out is not None:
         console.print(f"{len(results)} episodes written to {args.out}")
     return report_failures("eval", [f.line() for f in board.failures()], args.allow_errors)
