@@ -279,11 +279,15 @@ def test_a_model_of_a_wrapped_env_is_refused_naming_what_it_takes_and_what_runs_
     from dream_gym.evaluation.evaluate import evaluate
 
     world = random_worlds(5, 1)[0]
-    env = FlattenObservation(gym.make("DreamGym/Replay-v1", world=world, workers=2))
+    # at most 64 nodes: a Box of 388 values, whose bounds SB3 writes whole (so it reads as data)
+    env = FlattenObservation(gym.make("DreamGym/Replay-v1", world=world, workers=2, max_nodes=64))
     PPO("MlpPolicy", env, n_steps=64, batch_size=64, device="cpu").save(tmp_path / "flat.zip")
     (result,) = evaluate([str(tmp_path / "flat.zip")], [world], [0.5], trust_model=True, jobs=1)
     assert re.match(r"ValueError: model flat takes Box\(\d+,\) -> MultiDiscrete\(2,\), .*FlattenObservation.* "
                     r"not in eval", result.error or ""), result.error
+    # read as data (the default), its spaces are checked before any episode: refused once, in the parent
+    with pytest.raises(ValueError, match=r"^model flat takes Box\(\d+,\) -> MultiDiscrete\(2,\), .* not in eval$"):
+        evaluate([str(tmp_path / "flat.zip")], [world], [0.5], jobs=1)
 
 
 # -- training (slow) --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import multiprocessing.util
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dream_gym.infrastructure.jobs import JobPool, TaskFailure, job_context, require_ray
@@ -93,13 +94,21 @@ def model_trust(trusted: bool) -> contextlib.AbstractContextManager[None]:
 
 def check_model_zips(policies: Sequence[str]) -> None:
     """Refuse a model spec whose zip does not load as data (UntrustedModelError naming what it
-    holds), before anything runs: reads the zips' data, imports no torch."""
+    holds), or whose spaces no dream_gym policy runs (ValueError naming them), before anything
+    runs: reads the zips' data, imports no torch."""
     for spec in map(PolicySpec.of, policies):
         if spec.kind == "model":
+            from types import SimpleNamespace
+
+            from dream_gym.rl.archs import ARCH_ATTRIBUTE, runs_here, unknown_model
             from dream_gym.rl.model_zips import check_model_zip
 
             for path in spec.model_files():
-                check_model_zip(path)
+                contents = check_model_zip(path)
+                recorded = {ARCH_ATTRIBUTE: contents.data[ARCH_ATTRIBUTE]} if ARCH_ATTRIBUTE in contents.data else {}
+                model = SimpleNamespace(**contents.spaces, **recorded)  # what the checks read of a loaded model
+                if not runs_here(model):
+                    raise ValueError(unknown_model(Path(path).stem, model))
 
 
 def _episodes(task: Task, beat: Callable[..., None]) -> list[EpisodeResult]:

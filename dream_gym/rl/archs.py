@@ -162,9 +162,17 @@ def model_policy(model: Any, *, trust_model: bool = False, **params: Any) -> Any
     name, loaded = named_model(model, trust_model=trust_model)
     if is_replay_model(loaded):  # trained with the user's own SB3 code on DreamGym/Replay-v1
         return ReplaySB3Policy(loaded, name=name, **params)
-    if getattr(loaded, ARCH_ATTRIBUTE, None) is None and not any(arch.fits(loaded) for arch in ARCHITECTURES.values()):
+    if not runs_here(loaded):
         raise ValueError(unknown_model(name, loaded))
     return ARCHITECTURES[model_arch(loaded)].policy(loaded, name=name, **params)
+
+
+def runs_here(model: Any) -> bool:
+    """Whether a model (loaded, or anything with its spaces and recorded attributes) is one a
+    dream_gym policy runs: trained on the replay env, or by an architecture (recorded, or whose
+    spaces fit)."""
+    return (is_replay_model(model) or getattr(model, ARCH_ATTRIBUTE, None) is not None
+            or any(arch.fits(model) for arch in ARCHITECTURES.values()))
 
 
 def unknown_model(name: str, model: Any) -> str:
@@ -181,4 +189,4 @@ def unknown_model(name: str, model: Any) -> str:
 
 
 __all__ = ["ARCHITECTURES", "ARCH_ATTRIBUTE", "FALLBACK_ARCH", "Arch", "model_arch", "model_policy", "record_arch",
-           "unknown_model"]
+           "runs_here", "unknown_model"]

@@ -209,11 +209,11 @@ def read_model_zip(blob: bytes, label: str) -> ModelZip:
     )
 
 
-def check_model_zip(path: str | os.PathLike[str]) -> None:
-    """Raise :class:`UntrustedModelError` if the zip at ``path`` holds anything
-    :func:`load_model_zip` would refuse, but for the checks of the ``.pth`` entries (they need
-    torch). Imports neither torch nor SB3."""
-    read_model_zip(_read_bytes(path), os.fspath(path))
+def check_model_zip(path: str | os.PathLike[str]) -> ModelZip:
+    """What the zip at ``path`` holds, read as data; :class:`UntrustedModelError` if it holds
+    anything :func:`load_model_zip` would refuse, but for the checks of the ``.pth`` entries
+    (they need torch). Imports neither torch nor SB3."""
+    return read_model_zip(_read_bytes(path), os.fspath(path))
 
 
 def _read_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -351,6 +351,15 @@ def _space(name: str, entry: Any, label: str) -> Space[Any]:
     if not _pickled(entry):
         raise _refused(label, f"its data entry {name!r} is not a space as stable-baselines3 writes one")
     kind = entry.get(":type:")
+    if kind == "<class 'gymnasium.spaces.box.Box'>" and name == "observation_space" and "..." in (
+            str(entry.get("low")) + str(entry.get("high"))):
+        # numpy shortens the bounds of a Box past 1,000 values: larger than the observation of
+        # any model dream-gym runs, so no trust would make it run here
+        raise UntrustedModelError(
+            f"model {label}: its observation is a Box of shape {printable(entry.get('_shape'), 40)}, larger than "
+            "that of any model dream-gym runs (the replay env's Dict, or the observation of a model dream-gym "
+            "train makes): one trained on a wrapped env (FlattenObservation, a feature set of your own) runs in "
+            "your own loop over that wrapped env, not in eval")
     reason = ""
     try:
         if kind == "<class 'gymnasium.spaces.box.Box'>":
