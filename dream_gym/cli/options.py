@@ -258,11 +258,13 @@ def report_failures(command: str, lines: list[str], allow_errors: bool, because:
     """Name each failing policy once on stderr; the exit status: 1, or 0 with ``--allow-errors``."""
     import sys
 
+    from dream_gym.cli.shown import say
+
     if not lines:
         return 0
-    for line in lines:
-        print(f"dream-gym {command}: {one_line(line)}", file=sys.stderr)
+    for line in lines:  # on a terminal, broken between words at its width
+        say(f"dream-gym {command}: {one_line(line)}", file=sys.stderr)
     if allow_errors:
         return 0
-    print(f"dream-gym {command}: exit status 1 because {because} (--allow-errors exits 0)", file=sys.stderr)
+    say(f"dream-gym {command}: exit status 1 because {because} (--allow-errors exits 0)", file=sys.stderr)
     return 1

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         f"v2 {final.get('train_v2', float('nan')):.4f}  mean V {final.get('train_mean_v', float('nan')):.4f}")
     if "heldout_v2" in final:
         say(f"held out ({worlds_count(heldout)} at W = {w}, betas {betas}): v2 {final['heldout_v2']:.4f}  "
-            f"mean V {final['heldout_mean_v']:.4f}  % of limit {100 * final['heldout_limit_share']:.1f}%")
+            f"mean V {final['heldout_mean_v']:.4f}  {100 * final['heldout_limit_share']:.1f}% of the limit")
         if any(world.workers != w for world in heldout):
             say(f"note: these held-out figures are at W = {w} for every world; `dream-gym eval` replays each "
                 f"world at its recorded W ({recorded_w(heldout)}) unless given -W, so `dream-gym eval --policy "

@@ -401,8 +401,9 @@ class _Run:
             handle.flush()
             os.fsync(handle.fileno())
         self._eval_seconds += time.perf_counter() - started
-        self.log(f"step {row['timesteps']:>8}: " + "  ".join(
-            f"{k} {v:.4f}" for k, v in row.items() if k.endswith(("_v2", "_mean_v"))))
+        said = [f"{name} v2 {row[f'{label}_v2']:.4f} V {row[f'{label}_mean_v']:.4f}"
+                for label, name in (("train", "train"), ("heldout", "held out")) if f"{label}_v2" in row]
+        self.log(f"step {row['timesteps']}: " + "; ".join(said))  # 80 columns; evals.jsonl has every figure
         return row
 
     def final_evaluation(self, model: Any) -> dict[str, Any]:
