@@ -63,3 +63,15 @@ def test_a_policy_file_is_named_as_given_as_eval_names_it(tmp_path, capsys):
     mine.write_text("from dream_gym.policies import GreedyPolicy\n\n\ndef make_policy():\n    return GreedyPolicy()\n")
     assert main(["replay", "sd-ucb-w4-s1", "-p", str(mine)]) == 0
     assert capsys.readouterr().out.startswith(f"world sd-ucb-w4-s1  policy {mine}  beta 0.5")
+
+
+def test_replay_json_gives_the_oracle_limit_eval_gives(tmp_path, capsys):
+    """``replay --json`` printed ``"limit": null``; eval's rows give the world's V* at the episode's
+    settings: the same figure for the same episode."""
+    folder = write_folder(tmp_path / "w", random_records(random.Random(5), 40))
+    assert main(["replay", str(folder), "--policy", "greedy", "--beta", "0.5", "-W", "2", "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert main(["eval", "-p", "greedy", "-w", str(folder), "--betas", "0.5", "-W", "2", "--no-progress", "-j", "1",
+                 "--out", str(tmp_path / "r.jsonl")]) == 0
+    (row,) = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert replayed["limit"] == row["limit"] > 0 and replayed["replay_score"] == row["replay_score"]

@@ -210,6 +210,11 @@ def test_file_conventions(tmp_path: Path) -> None:
                        "class B(A):\n    pass\n"
                        "def make_policy():\n    return B()\n")
     assert load_policy(factory, isolate=False).name == "from-factory"  # type: ignore[attr-defined]
+    no_reset = tmp_path / "no_reset.py"  # it lacks reset() only, and is told so (it was "reset() and act()")
+    no_reset.write_text("class B:\n    def act(self, v): return []\n"
+                        "def make_policy():\n    return B()\n")
+    with pytest.raises(PolicyLoadError, match=r"make_policy\(\) returned B, which lacks reset\(\)$"):
+        load_policy(no_reset, isolate=False)
     fn = tmp_path / "fn_with_context.py"
     fn.write_text("def policy(view, context):\n    return [] if context.seed == 0 else [0]\n")
     assert load_policy(fn, isolate=False).name == "fn_with_context"  # type: ignore[attr-defined]

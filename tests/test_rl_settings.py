@@ -125,6 +125,10 @@ def test_the_gym_ids_pass_their_kwargs_as_the_envs_settings(env_id: str) -> None
     assert env.unwrapped.settings == ReplaySettings(2, 0.25, 0.01, 0.0, 3)
     with pytest.raises(TypeError, match="unexpected keyword argument 'beta'"):  # the ids take betas
         gym.make(env_id, worlds=POOL, beta=0.5)
+    assert gym.make(env_id, worlds=POOL, render_mode=None).render_mode is None
+    # a mode they do not render is named, and the env that does (it was a TypeError of the creator)
+    with pytest.raises(ValueError, match=r"render_mode 'ansi': the training envs render nothing .*DreamGym/Replay-v1"):
+        gym.make(env_id, worlds=POOL, render_mode="ansi")
 
 
 @pytest.mark.parametrize("env_class", ALL_ENVS)

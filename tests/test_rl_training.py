@@ -179,3 +179,25 @@ def test_the_training_pool_adds_prefixes_shorter_than_each_world(tmp_path: Path)
         tiny(tmp_path, prefixes="50,x")
     with pytest.raises(ValueError, match="prefixes must be a comma list"):
         tiny(tmp_path, prefixes="0")
+
+
+def test_an_interrupt_before_the_first_checkpoint_says_nothing_is_kept(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C in a train before its first checkpoint said "what was finished is kept": nothing was,
+    and the same command starts at step 0."""
+    import argparse
+
+    from dream_gym.cli import _run
+
+    def interrupted(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    args = argparse.Namespace(command="train", func=interrupted, out=str(tmp_path / "run"), resume=False,
+                              continues=True, progress_file="progress.json")
+    assert _run(args) == 130
+    assert capsys.readouterr().err.strip() == (f"interrupted before anything was kept in {tmp_path / 'run'}: the same "
+                                               "command starts again")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "progress.json").write_text("{}")  # a checkpoint: what it names is kept
+    assert _run(args) == 130
+    assert capsys.readouterr().err.strip().startswith(f"interrupted: what was finished is kept in {tmp_path / 'run'}")

@@ -205,7 +205,11 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as stop:
         status = 128 + signal.SIGTERM if isinstance(stop, Terminated) else 130
         out = getattr(args, "out", None)
-        if out is not None and hasattr(args, "resume"):  # a command that keeps its progress in --out
+        progress = getattr(args, "progress_file", None)  # the file whose absence says nothing is kept yet
+        if out is not None and progress is not None and not (Path(out) / progress).exists():
+            say(f"interrupted before anything was kept in {shown(out)}: the same command starts again",
+                file=sys.stderr)
+        elif out is not None and hasattr(args, "resume"):  # a command that keeps its progress in --out
             say(f"interrupted: what was finished is kept in {shown(_kept_in(out))}; the same command with "
                 "--resume continues it", file=sys.stderr)
         elif out is not None and getattr(args, "continues", False):  # one that continues by itself

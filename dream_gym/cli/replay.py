@@ -97,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
     from dream_gym.policy import run_episode
     from dream_gym.policy_files import load_policy
     from dream_gym.policy_files.specs import PolicySpec
+    from dream_gym.replay.oracle import oracle_limit_at
     from dream_gym.replay.session import ReplaySession
+    from dream_gym.replay.settings import ReplaySettings
     from dream_gym.replay.view import render_tree
 
     isolated = file_options(args)
@@ -106,10 +108,12 @@ def run(args: argparse.Namespace) -> int:
     limits: dict[str, Any] = isolated if spec.kind == "file" else {}
     with model_trust(args.trust_model):  # a model zip: as data unless --trust-model
         policy = load_policy(spec, params=parse_key_values(args.policy_arg), **limits)
-    session = ReplaySession(world, workers=args.workers, beta=args.beta, max_rounds=args.max_rounds,
-                            frontier=args.frontier, max_attempts=args.max_attempts, requests=args.requests)
+    settings = ReplaySettings(workers=args.workers, beta=args.beta, max_rounds=args.max_rounds,
+                              frontier=args.frontier, max_attempts=args.max_attempts, requests=args.requests)
+    session = ReplaySession(world, settings)
     result = run_episode(policy, session, seed=args.seed, on_error="record")
     result.policy = args.policy  # as eval names it: the spec given, not the name a file's policy gives itself
+    result.limit = oracle_limit_at(world, settings).value  # as eval's rows give it (computed after the episode)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
                     "folder only, loaded as data unless --trust-model); TensorBoard logs in "
                     "OUT/tb; evaluates on the held-out worlds every --eval-every steps (logged only). "
                     "The trained model (OUT/model.zip) works with --policy in eval, replay, grow.")
-    p.set_defaults(func=run, continues=True)  # killed or interrupted, the same command resumes from its checkpoint
+    # killed or interrupted, the same command resumes from its checkpoint, which progress.json names
+    p.set_defaults(func=run, continues=True, progress_file="progress.json")
     if not with_options:
         return
     add_trust_model(p)

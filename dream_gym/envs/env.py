@@ -85,7 +85,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     the root more often than ``root_slots``) are dropped and listed in ``info["dropped"]`` with
     the reason, and the legal rest is applied. **A batch with no legal selection left (all
     padding, all illegal, or ``[]``) is the empty batch: it stops the episode** (terminated,
-    reward 0; ``info["illegal_stop"]`` is True when the action was not empty). Programmatic
+    reward 0; ``info["illegal_stop"]`` is True when the action held a selection,
+    padding aside: all padding is a stop as ``[]`` is). Programmatic
     callers may pass any sequence of ids (``[0, 0, 3]``). With ``strict=True`` an illegal
     selection raises :class:`dream_gym.replay.mechanics.IllegalBatchError` naming the id and the reason
     instead.

@@ -61,8 +61,9 @@ def _named_by_file(policy: Policy, source: str) -> Policy:
 
 
 def _checked(obj: Any, source: str, what: str) -> Policy:
-    if not (callable(getattr(obj, "act", None)) and callable(getattr(obj, "reset", None))):
-        raise PolicyLoadError(f"{source}: {what} returned {type(obj).__name__}, which lacks reset() and act()")
+    missing = [f"{name}()" for name in ("reset", "act") if not callable(getattr(obj, name, None))]
+    if missing:
+        raise PolicyLoadError(f"{source}: {what} returned {type(obj).__name__}, which lacks {' and '.join(missing)}")
     return obj  # type: ignore[no-any-return]
 
 

@@ -91,6 +91,11 @@ def pool_of(factory: str, spec: Mapping[str, object]) -> tuple[list[World], dict
     """The worlds of a factory's kwargs and the keywords of its env: the replay settings as one
     :class:`~dream_gym.replay.settings.ReplaySettings`, the betas drawn per episode and the
     objective (TypeError naming a kwarg that is none of :class:`PoolSpec`'s)."""
+    spec = dict(spec)
+    render_mode = spec.pop("render_mode", None)  # gym.make's keyword, given to every env
+    if render_mode is not None:
+        raise ValueError(f"{factory}: render_mode {render_mode!r}: the training envs render nothing (their "
+                         "metadata's render_modes is empty); DreamGym/Replay-v1 renders 'ansi' and 'rgb_array'")
     unknown = sorted(set(spec) - set(SPEC_DEFAULTS))
     if unknown:
         raise TypeError(f"{factory}() got an unexpected keyword argument {', '.join(map(repr, unknown))}")
