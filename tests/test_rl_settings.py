@@ -127,7 +127,7 @@ def test_the_gym_ids_pass_their_kwargs_as_the_envs_settings(env_id: str) -> None
         gym.make(env_id, worlds=POOL, beta=0.5)
     assert gym.make(env_id, worlds=POOL, render_mode=None).render_mode is None
     # a mode they do not render is named, and the env that does (it was a TypeError of the creator)
-    with pytest.raises(ValueError, match=r"render_mode 'ansi': the training envs render nothing .*DreamGym/Replay-v1"):
+    with pytest.raises(TypeError, match=r"render_mode 'ansi': the training envs render nothing .*DreamGym/Replay-v1"):
         gym.make(env_id, worlds=POOL, render_mode="ansi")
 
 

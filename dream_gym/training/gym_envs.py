@@ -93,8 +93,9 @@ def pool_of(factory: str, spec: Mapping[str, object]) -> tuple[list[World], dict
     objective (TypeError naming a kwarg that is none of :class:`PoolSpec`'s)."""
     spec = dict(spec)
     render_mode = spec.pop("render_mode", None)  # gym.make's keyword, given to every env
-    if render_mode is not None:
-        raise ValueError(f"{factory}: render_mode {render_mode!r}: the training envs render nothing (their "
+    if render_mode is not None:  # a TypeError, as for any keyword a creator does not take: SB3's
+        # make_vec_env asks for "rgb_array" and, on a TypeError, makes the env without it
+        raise TypeError(f"{factory}: render_mode {render_mode!r}: the training envs render nothing (their "
                          "metadata's render_modes is empty); DreamGym/Replay-v1 renders 'ansi' and 'rgb_array'")
     unknown = sorted(set(spec) - set(SPEC_DEFAULTS))
     if unknown:
