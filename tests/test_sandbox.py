@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -112,6 +113,44 @@ def test_a_candidate_reads_and_writes_only_its_own_folder(tmp_path: Path) -> Non
                       "sibling write": "Permission denied", "parent environ": "Permission denied",
                       "devnull": "allowed"}, out.stderr
     assert not (other / "new.txt").exists()
+
+
+def test_a_candidate_changes_no_files_mode_owner_or_times_and_makes_no_uncounted_memory(tmp_path: Path) -> None:
+    """Landlock rules what a candidate opens, not a file's metadata: a red-team candidate set the
+    setuid bit on a host file, took a program's execute bit, and kept a note for the next
+    candidate in a file's times; another held 3.2 GB in a memfd past its 1 GB limit. Each is
+    refused, for a file outside the workspace and inside it alike."""
+    work, other = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    host = other / "program"
+    host.write_text("#!/bin/sh\n")
+    host.chmod(0o755)
+    os.utime(host, (1_000_000, 1_000_000))
+    before = host.stat()
+    code = textwrap.dedent(f"""
+        import json, os
+        host = {str(host)!r}
+        open("mine.txt", "w").write("x")
+        report = {{}}
+        for label, action in [("chmod", lambda: os.chmod(host, 0o4777)), ("chown", lambda: os.chown(host, 1, 1)),
+                              ("utime", lambda: os.utime(host, (5, 5))), ("own chmod", lambda: os.chmod("mine.txt", 0o777)),
+                              ("own utime", lambda: os.utime("mine.txt", (5, 5))),
+                              ("fchmod", lambda: os.fchmod(os.open("mine.txt", os.O_RDONLY), 0o777)),
+                              ("memfd", lambda: os.memfd_create("note"))]:
+            try:
+                action()
+                report[label] = "allowed"
+            except OSError as exc:
+                report[label] = exc.strerror
+        print(json.dumps(report))
+    """)
+    out = run_python(code=code, cwd=work, wall_s=20)
+    report = json.loads(out.stdout)
+    assert report == dict.fromkeys(("chmod", "chown", "utime", "own chmod", "own utime", "fchmod", "memfd"),
+                                   "Operation not permitted"), out.stderr
+    after = host.stat()
+    assert (after.st_mode, after.st_uid, after.st_mtime_ns) == (before.st_mode, before.st_uid, before.st_mtime_ns)
 
 
 def test_a_candidate_sees_no_host_process_under_proc(tmp_path: Path) -> None:

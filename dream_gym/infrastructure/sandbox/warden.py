@@ -204,7 +204,14 @@ DENIED_FOR_UNTRUSTED = ("fork", "vfork", "tkill", "pidfd_send_signal", "pidfd_op
                         "file_getattr", "file_setattr",
                         # what the page cache holds, read exactly or pushed out: a message for the
                         # next candidate in which files of the read roots are cached
-                        "fadvise64", "readahead", "mincore", "cachestat")
+                        "fadvise64", "readahead", "mincore", "cachestat",
+                        # a file's mode, owner and times, which Landlock does not rule: a file the
+                        # sandbox may only read would otherwise take a setuid bit, lose its execute
+                        # bit, or carry a note in its times from one candidate to the next
+                        "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+                        "utime", "utimes", "futimesat", "utimensat",
+                        # memory that no address-space limit counts (a file's pages, not the mapping)
+                        "memfd_create")
 #: Extended attributes, refused to untrusted code as a file system without them refuses them
 #: (ENOTSUP, which ``shutil.copy2`` and the like expect): Landlock does not rule them, so a file
 #: the sandbox may only read (or only look up) would carry a note from one run to the next.
@@ -242,8 +249,7 @@ DENIED_FOR_EPISODES = (
     "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "chdir", "fchdir",
     "statfs", "fstatfs", "truncate", "getdents", "getdents64", "mkdir", "mkdirat", "mknod", "mknodat", "rmdir", "unlink",
     "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
-    "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "utime", "utimes",
-    "futimesat", "utimensat", "inotify_add_watch", "fanotify_mark", "memfd_create", "mremap", "remap_file_pages",
+    "inotify_add_watch", "fanotify_mark", "mremap", "remap_file_pages",  # (chmod and the like: every untrusted)
     # a socket pair's peer credentials hold the caller's pid; a timer aimed at a thread id says
     # whether a guessed id is the caller's
     "socketpair", "timer_create",
