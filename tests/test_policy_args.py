@@ -76,6 +76,9 @@ def refused_once(capsys: pytest.CaptureFixture[str], argv: list[str], message: s
     (["--policy", "greedy", "--policy-arg", "patiance=3"],
      "policy 'greedy' takes no parameter 'patiance'; its parameters: min_branches, patience"),
     (["--policy", "greedy", "--policy-arg", "patience=x"], "policy 'greedy': patience must be int, got 'x'"),
+    # the default policy is a trained model: a built-in's parameter was a traceback (exit 1)
+    (["--policy-arg", "patience=10"], "policy 'recommended (cv-node-v)' is a trained model, which takes no "
+                                      "parameter 'patience'; its parameter: deterministic (true or false)"),
 ])
 def test_grow_refuses_a_bad_policy_arg_before_it_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        args: list[str], message: str) -> None:

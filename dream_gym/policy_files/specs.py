@@ -233,6 +233,11 @@ def model_files(spec: str) -> list[Path]:
 def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any], given: str | None = None) -> Policy:
     """One model's policy (:func:`dream_gym.rl.model_policy`), or the ensemble of several
     (``given``: the spec as the user gave it, when another name stood for it)."""
+    unknown = sorted(set(params) - set(MODEL_PARAMS))
+    if unknown:  # before the rl stack is imported; a built-in's parameter given to a model (recommended)
+        named = spec if given in (None, spec) else f"{given} ({spec})"
+        raise ValueError(f"policy {named!r} is a trained model, which takes no parameter {unknown[0]!r}; its "
+                         f"parameter: {', '.join(MODEL_PARAMS)} (true or false)")
     try:
         return _built_model_policy(spec, paths, params)
     except ModuleNotFoundError as exc:  # the rl extra's packages are imported only now, lazily
@@ -240,6 +245,9 @@ def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any], given
             raise
         raise _needs_rl(spec, given, str(exc.name)) from None
 
+
+#: What a trained model's policy takes (``--policy-arg``): the most likely action, or a sampled one.
+MODEL_PARAMS = ("deterministic",)
 
 #: The packages of the ``rl`` extra, which a trained model's policy imports.
 RL_PACKAGES = frozenset({"torch", "stable_baselines3", "sb3_contrib"})
