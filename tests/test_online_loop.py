@@ -167,6 +167,10 @@ def test_a_new_run_is_refused_a_folder_that_holds_something_else(tmp_path):
     (tmp_path / "world" / "keep.txt").write_text("keep")
     with pytest.raises(FileExistsError, match=r"output folder exists and is not empty \(it holds keep.txt\)"):
         _grow(tmp_path, FunctionPolicy(lambda v: []))
+    # --resume of it started a new run among its files (a dataset's folder in the store, say)
+    with pytest.raises(FileExistsError, match=r"--resume: .* holds no world to continue \(no nodes.jsonl\), but other "
+                                              r"files"):
+        _grow(tmp_path, FunctionPolicy(lambda v: []), resume=True)
     assert files_of(tmp_path / "world") == {"keep.txt": b"keep"}
 
 

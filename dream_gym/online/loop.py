@@ -204,8 +204,13 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
                 writer.close()
                 raise
             return writer
-        if not config.resume:  # (a resumed run killed before its world was made has its own files there)
+        try:  # (a resumed run killed before its world was made left nothing but its lock)
             check_empty_folder(folder)
+        except FileExistsError:
+            if config.resume:  # it would start a new run among another command's files
+                raise FileExistsError(f"--resume: {folder} holds no world to continue (no {NODES_FILE}), but other "
+                                      "files: give the folder of the run to continue") from None
+            raise
         meta = new_meta(
             config.world_id or folder.name, task.name, task.description, direction=task.direction,
             workers=config.workers, frontier=config.frontier,
