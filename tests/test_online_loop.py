@@ -217,6 +217,14 @@ def test_a_run_resumed_to_fewer_rounds_than_it_was_started_with_says_so(tmp_path
     world = load_world(result.folder)
     assert max(r["round"] for r in world.records) == 2
     assert (world.meta["rounds"], world.meta["command"]) == (2, "dream-gym grow --rounds 2 --resume")
+    # the summary says which figures are the world's and which this run's (attempts were the
+    # world's, failures this run's, under one scope-less pair of keys)
+    summary = result.summary()
+    assert summary["attempts"] == world.size - 1
+    assert summary["failures"] == sum(1 for r in world.records[1:] if r["score"] is None)
+    assert (summary["attempts_this_run"], summary["failures_this_run"]) == (
+        sum(s.attempts for s in result.round_stats), sum(s.failures for s in result.round_stats))
+    assert summary["attempts_this_run"] == summary["attempts"] - 2  # the first run's two attempts aside
 
 
 @pytest.mark.slow

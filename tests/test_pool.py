@@ -65,6 +65,15 @@ def test_identical_nodes_merge_distinct_ones_stay_and_children_keep_their_first_
     assert pooled.meta["pool"]["runs"][1]["id"] == "B" and pooled.meta["pool"]["scores"] == "exact"
 
 
+def test_a_folder_that_holds_something_else_is_refused_and_kept(tmp_path):
+    """``worlds pool --out`` says "new or empty"; it wrote its world among the files there."""
+    (tmp_path / "pool").mkdir()
+    (tmp_path / "pool" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"output folder exists and is not empty \(it holds notes.txt\)"):
+        pool_worlds([run_a(), run_b()], tmp_path / "pool")
+    assert [p.name for p in (tmp_path / "pool").iterdir()] == ["notes.txt"]
+
+
 def test_the_order_given_is_the_clock_so_the_other_order_puts_the_other_run_first(tmp_path):
     pool_worlds([run_b(), run_a()], tmp_path / "pool")
     pooled = load_world(tmp_path / "pool")

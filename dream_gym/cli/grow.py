@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
     survival = result.survival
     console = shown_console()  # the run's summary, like deploy's and import's: what `> log` keeps
     console.print(
-        f"{result.nodes} nodes, {result.rounds} round{'s' * (result.rounds != 1)}, {result.failures} failed "
-        f"attempt{'s' * (result.failures != 1)} this run, "
+        f"{result.nodes} nodes, {result.rounds} round{'s' * (result.rounds != 1)}, {result.failures_this_run} failed "
+        f"attempt{'s' * (result.failures_this_run != 1)} this run, "
         f"best score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s"
     )
     if hint := stop_hint(result.stopped_by, args.policy):

@@ -47,8 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dream_gym.world.files import NODE_FILES, WORLD_FILE, is_present
 from dream_gym.world.tree import World
-from dream_gym.world.writer import new_meta, write_world
+from dream_gym.world.writer import check_empty_folder, new_meta, write_world
 
 #: What to do where merged nodes' scores differ (see the module docstring).
 SCORE_RULES = ("exact", "first", "split")
@@ -82,6 +83,8 @@ def pool_worlds(worlds: Sequence[World], out: str | os.PathLike[str], *, world_i
         raise ValueError(f"scores must be one of {', '.join(SCORE_RULES)}, got {scores!r}")
     if not worlds:
         raise PoolError("no run to pool")
+    if not any(is_present(Path(out) / name) for name in (WORLD_FILE, *NODE_FILES)):  # a world: write_world names it
+        check_empty_folder(out)  # the pooled world's files would land among another's
     _check_compatible(worlds, scores)
     merger = _Merger(scores)
     for k, world in enumerate(worlds, start=1):

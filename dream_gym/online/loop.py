@@ -144,11 +144,15 @@ class RoundStats:
 
 @dataclass
 class GrowResult:
+    """A run of ``grow``: the world's nodes, rounds, attempts, failed attempts and best score
+    (all of it, a resumed run's earlier part too), and what this run did: its attempts, failed
+    attempts, seconds and rounds (``round_stats``)."""
+
     folder: Path
     nodes: int
     rounds: int
     attempts: int
-    failures: int
+    failures_this_run: int
     best_score: float | None
     seconds: float
     stopped_by: str
@@ -156,6 +160,8 @@ class GrowResult:
     round_stats: list[RoundStats] = field(default_factory=list)
     repaired: str | None = None
     resumed: str | None = None  # how a resumed run caught up (dream_gym.online.catch_up)
+    failures: int = 0  # failed attempts in the world
+    attempts_this_run: int = 0
 
     def summary(self) -> dict[str, Any]:
         data = asdict(self)
@@ -311,7 +317,8 @@ def grow(
                 ) from errors[0]
             stats = RoundStats(round_no, len(jobs), failures, _best(records, negate), time.time() - round_started)
             result.round_stats.append(stats)
-            result.failures += failures
+            result.failures_this_run += failures
+            result.attempts_this_run += len(jobs)
             if on_round:
                 on_round(stats, result)
             # a round only appends: the earlier nodes' views stand
@@ -331,6 +338,7 @@ def grow(
         shutil.rmtree(workspaces, ignore_errors=True)
     result.nodes = len(writer.records)
     result.attempts = result.nodes - 1
+    result.failures = sum(1 for record in writer.records[1:] if record.get("score") is None)
     result.rounds = max((int(r.get("round") or 0) for r in writer.records), default=0)
     result.best_score = _best(writer.records, negate)
     result.seconds = time.time() - started
