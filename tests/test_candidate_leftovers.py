@@ -428,3 +428,33 @@ def test_inputs_larger_than_the_workspace_stop_the_run_before_it_starts(tmp_path
     (tmp_path / "input.bin").write_bytes(b"x" * (2 << 20))
     with pytest.raises(SandboxUnavailable, match="the files of the working folder do not fit its limit of 1 MB"):
         run_python(code="print('ran')", cwd=tmp_path, wall_s=30, workspace_mb=1)
+
+
+# -- answers the evaluator reads that a world could not store ---------------------------------------
+SURROGATE = ('def construct_set():\n'
+             '    raise RuntimeError("bad \\ud800 surrogate")\n')
+NAN_STAGE = ('import os\n\n'
+             'def construct_set():\n'
+             '    open("_result.json", "w").write(\'{"ok": false, "stage": NaN, "type": "X", "message": "m"}\')\n'
+             '    os._exit(0)\n')
+
+
+def test_a_failure_report_no_world_could_store_is_a_failed_node(tmp_path: Path, short_tmp_path: Path) -> None:
+    """A red-team candidate's exception message held a lone surrogate (the harness escapes it,
+    the parse gave it back), another wrote a failure report whose stage was NaN: each ended grow
+    (exit 2, "cannot be written as JSON"), and --resume stopped at the same place. Each is a
+    failed node now, and the run goes on to its end."""
+    world = tmp_path / "world"
+    done = grow_with([SURROGATE, NAN_STAGE], world, short_tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    surrogate, nan_stage = load_world(world).records[1:]
+    assert surrogate["score"] is None and surrogate["error"] == "RuntimeError: bad ? surrogate"
+    assert nan_stage["score"] is None and nan_stage["error"] == "X: m" and nan_stage["metrics"]["stage"] == "nan"
+
+
+def test_an_answer_no_float_holds_is_a_failed_attempt(tmp_path: Path) -> None:
+    """``return [2 ** 1100, 1.0, 1.0]``, no tampering: the check's float conversion raised
+    OverflowError, which ended grow's round (exit 2)."""
+    task = get_task("autocorrelation")
+    evaluation = task.evaluate("def construct_function():\n    return [2 ** 1100, 1.0, 1.0]\n", tmp_path / "w")
+    assert not evaluation.valid and evaluation.error.startswith("malformed answer (OverflowError: ")

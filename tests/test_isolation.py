@@ -7,7 +7,14 @@ import os
 import resource
 import time
 
-from dream_gym.infrastructure.isolation import TRUNCATION_MARKER, run_python, scrubbed_env, start_python
+from dream_gym.infrastructure.isolation import (
+    LINE_BYTES,
+    QUEUED_BYTES,
+    TRUNCATION_MARKER,
+    run_python,
+    scrubbed_env,
+    start_python,
+)
 
 
 def test_secrets_do_not_reach_the_child(monkeypatch):
@@ -83,6 +90,22 @@ def test_interactive_child_line_protocol(tmp_path):
     assert child.read_line(b"@@ECHO ") == b"PING"
     out = child.finish()
     assert out.returncode == 0 and "noise" in out.stdout
+
+
+def test_lines_no_protocol_reads_queue_a_bounded_number_of_bytes(tmp_path):
+    """A red-team candidate printed 10,000 lines of 100 KB: the queue of lines its task's protocol
+    never read took the evaluating process from 178 MB to 1.1 GB. The queue holds at most
+    QUEUED_BYTES (each line cut to LINE_BYTES), and a protocol line still reads."""
+    script = tmp_path / "flood.py"
+    script.write_text("import sys\nline = 'x' * 100_000 + '\\n'\nfor _ in range(300):\n    sys.stdout.write(line)\n"
+                      "print('@@DONE ok', flush=True)\n")
+    unread = start_python(script, wall_s=30, max_output_bytes=1 << 20)
+    assert unread.finish().returncode == 0  # a task without a protocol reads no line
+    queued = sum(len(line) for line in unread._lines)
+    assert 0 < queued <= QUEUED_BYTES + LINE_BYTES and all(len(line) <= LINE_BYTES for line in unread._lines)
+    read = start_python(script, wall_s=30, max_output_bytes=1 << 20)
+    assert read.read_line(b"@@DONE ", timeout=20) == b"ok"  # a protocol that reads drains the queue as it goes
+    assert read.finish().returncode == 0
 
 
 def test_a_candidate_keeps_no_note_in_extended_attributes(tmp_path):

@@ -179,6 +179,12 @@ class RunOutcome:
         return ""
 
 
+#: The stdout lines a child's protocol has not read yet (:meth:`IsolatedProcess.read_line`): at
+#: most this many, of at most this many bytes in all, each cut to :data:`LINE_BYTES`. Past
+#: either, lines are only captured; a task whose protocol reads none (most) queues at most that.
+QUEUED_LINES, QUEUED_BYTES, LINE_BYTES = 10_000, 1 << 20, 1 << 16
+
+
 @dataclass
 class IsolatedProcess:
     """A running isolated child that can be talked to line by line (see :func:`start_python`).
@@ -202,6 +208,7 @@ class IsolatedProcess:
         self._out = _Capture(self.max_output_bytes)
         self._err = _Capture(self.max_output_bytes)
         self._lines: collections.deque[bytes] = collections.deque()
+        self._queued = 0  # bytes the lines not read yet hold
         self._partial = b""
         self._sel = selectors.DefaultSelector()
         assert self.proc.stdout is not None and self.proc.stderr is not None
@@ -248,15 +255,18 @@ class IsolatedProcess:
                 self._sel.unregister(key.fd)
                 continue
             key.data.add(data)
-            if key.data is self._out and len(self._lines) < 10_000:
+            if key.data is self._out and len(self._lines) < QUEUED_LINES and self._queued < QUEUED_BYTES:
                 self._split_lines(data)
         return True
 
     def _split_lines(self, data: bytes) -> None:
         chunk = self._partial + data
         *complete, self._partial = chunk.split(b"\n")
-        self._partial = self._partial[-65536:]  # a line without newline cannot grow without bound
-        self._lines.extend(complete)
+        self._partial = self._partial[-LINE_BYTES:]  # a line without newline cannot grow without bound
+        for line in complete:
+            line = line[:LINE_BYTES]
+            self._lines.append(line)
+            self._queued += len(line)
 
     def read_line(self, prefix: bytes = b"", timeout: float | None = None) -> bytes | None:
         """The next stdout line starting with ``prefix`` (prefix removed), or None on
@@ -265,6 +275,7 @@ class IsolatedProcess:
         while True:
             while self._lines:
                 line = self._lines.popleft()
+                self._queued -= len(line)
                 if line.startswith(prefix):
                     return line[len(prefix):]
             now = time.monotonic()

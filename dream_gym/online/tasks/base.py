@@ -278,7 +278,7 @@ class HarnessTask(Task):
 
     def _judge(self, outcome: RunOutcome, data: bytes, facts: dict[str, Any]) -> Check:
         try:
-            payload = self._parse_result(data)
+            payload = _writable(self._parse_result(data))
         except LimitError as exc:
             return Check.fail(f"result file {exc.problem}", REPAIRABLE)
         except ValueError:
@@ -292,8 +292,9 @@ class HarnessTask(Task):
             return check
         try:  # the outputs the warden kept back, for tasks whose harness leaves more files
             check = self.check_with_facts(payload.get("answer"), {**facts, "refused": outcome.refused_outputs})
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-            # Only a program that tampered with the harness output can get here.
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+            # A program that tampered with the harness output, or an answer no float holds
+            # (2 ** 1100): a failed attempt, not the end of the run.
             return Check.fail(f"malformed answer ({type(exc).__name__}: {exc})"[:300], REPAIRABLE)
         if check.parsed is None:
             check.parsed = payload.get("answer")
@@ -340,10 +341,27 @@ class HarnessTask(Task):
                           metrics=check.metrics, duration_s=outcome.duration_s, evidence=evidence)
 
 
+def _writable(value: Any) -> Any:
+    """The harness's result with every string writable as UTF-8: the harness's ``json.dumps``
+    escapes a lone surrogate an exception message can carry (``\\ud800``), which parses back
+    into a string no world can store; such a character becomes ``?``."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+        return value
+    if isinstance(value, list):
+        return [_writable(item) for item in value]
+    if isinstance(value, dict):
+        return {_writable(key): _writable(item) for key, item in value.items()}
+    return value
+
+
 def _exception_check(payload: dict[str, Any]) -> Check:
     """Turn an exception reported by the harness into a repairable failure with its message."""
     kind, message = str(payload.get("type")), str(payload.get("message", ""))
-    stage = payload.get("stage")
+    stage = None if payload.get("stage") is None else str(payload.get("stage"))[:40]  # NaN: no JSON number
     where = {"import": "while importing the program", "call": "inside the entry function",
              "convert": "reading the returned answer"}.get(str(stage), "")
     error = f"{kind}: {message}"[:300]
