@@ -160,3 +160,27 @@ def test_dataset_store_packs_validates_and_resolves_gz_worlds(tmp_path: Path, mo
     (dataset.path / "b" / NODES_GZ_FILE).write_bytes(b"tampered")
     with pytest.raises(Exception, match="sha256 mismatch"):
         validate("me/mixed-v0")
+
+
+def test_the_cli_decompresses_a_world_and_grow_says_what_to_do_with_a_compressed_one(tmp_path: Path, capsys) -> None:
+    """``grow --resume`` of a compressed world said "already holds a world; write the new one to
+    another folder", and only Python could decompress it."""
+    from dream_gym.cli import main
+    from dream_gym.online.loop import GrowConfig, grow
+    from dream_gym.policies import make_policy
+
+    folder = tmp_path / "w"
+    grow(GrowConfig(task="sum-difference", out=folder, workers=2, rounds=1, backend="serial"), make_policy("greedy"))
+    before = (folder / NODES_FILE).read_bytes()
+    assert main(["worlds", "compress", str(folder)]) == 0
+    capsys.readouterr()
+    with pytest.raises(FileExistsError, match=r"holds a compressed world \(nodes.jsonl.gz\), which does not grow as "
+                                              r"it is: `dream-gym worlds decompress .*` first, then --resume"):
+        grow(GrowConfig(task="sum-difference", out=folder, workers=2, rounds=2, backend="serial", resume=True),
+             make_policy("greedy"))
+    assert main(["worlds", "decompress", str(folder)]) == 0
+    assert capsys.readouterr().out.startswith(f"{folder / NODES_FILE} (")
+    assert (folder / NODES_FILE).read_bytes() == before
+    result = grow(GrowConfig(task="sum-difference", out=folder, workers=2, rounds=2, backend="serial", resume=True),
+                  make_policy("greedy"))
+    assert result.rounds >= 1 and load_world(folder).meta["sha256"]

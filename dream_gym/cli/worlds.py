@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser(
         "worlds",
         help="recorded-world datasets: list, show, validate, pack, upload, download, delete, import, pool, "
-             "stats, compress",
+             "stats, compress, decompress",
         description="Datasets of recorded worlds (ids 'namespace/name-vN'), kept in the local "
         "store ($DREAM_GYM_HOME, default ~/.dream_gym) and shared through fsspec remotes.",
     )
@@ -121,7 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     from dream_gym.cli import worlds_pool, worlds_stats
 
-    worlds_stats.register(sub)  # stats, compress
+    worlds_stats.register(sub)  # stats, compress, decompress
     worlds_pool.register(sub)  # pool
 
 

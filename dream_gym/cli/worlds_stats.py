@@ -1,4 +1,4 @@
-"""``dream-gym worlds stats`` and ``dream-gym worlds compress`` (registered by cli/worlds.py)."""
+"""``dream-gym worlds stats``, ``compress`` and ``decompress`` (registered by cli/worlds.py)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("compress", help="store finished worlds' nodes as nodes.jsonl.gz (checksum updated)")
     p.add_argument("folders", nargs="+", metavar="WORLD_FOLDER")
     p.set_defaults(func=_compress)
+    p = sub.add_parser("decompress", help="store compressed worlds' nodes as nodes.jsonl again (to resume growing them)")
+    p.add_argument("folders", nargs="+", metavar="WORLD_FOLDER")
+    p.set_defaults(func=_decompress)
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -73,4 +76,24 @@ def _compress(args: argparse.Namespace) -> int:
         packed = compress_world(folder)
         sizes = f" ({before} -> {packed.stat().st_size} bytes)" if before is not None else " (already compressed)"
         print(f"{packed}{sizes}")
+    return 0
+
+
+def _decompress(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dream_gym.datasets.store import DATASET_FILE
+    from dream_gym.world.files import NODES_GZ_FILE
+    from dream_gym.world.writer import decompress_world
+
+    for folder in args.folders:  # all checked first: none is changed when one is refused
+        if (Path(folder).resolve().parent / DATASET_FILE).is_file():
+            raise ValueError(f"{folder} is a world of a packed dataset, whose files dataset.json lists with their "
+                             "sha256: decompress a copy of it")
+    for folder in args.folders:
+        packed = Path(folder) / NODES_GZ_FILE
+        before = packed.stat().st_size if packed.is_file() else None
+        plain = decompress_world(folder)
+        sizes = f" ({before} -> {plain.stat().st_size} bytes)" if before is not None else " (not compressed)"
+        print(f"{plain}{sizes}")
     return 0

@@ -65,7 +65,7 @@ from dream_gym.online.real_tree import (
 from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
-from dream_gym.world.files import RUN_SUMMARY_FILE
+from dream_gym.world.files import NODES_GZ_FILE, RUN_SUMMARY_FILE
 from dream_gym.world.tree import MAX_WORKERS, NODES_FILE
 from dream_gym.world.writer import WorldWriter, check_empty_folder, check_resumed_settings, new_meta
 
@@ -187,6 +187,9 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
     first (not told to pass --resume); the writer takes it again (re-entrant) and keeps it."""
     folder = Path(config.out)
     with folder_lock(folder):
+        if (folder / NODES_GZ_FILE).exists():  # a finished world, compressed: it grows as its plain nodes file
+            raise FileExistsError(f"{folder} holds a compressed world ({NODES_GZ_FILE}), which does not grow as it "
+                                  f"is: `dream-gym worlds decompress {folder}` first, then --resume")
         if (folder / NODES_FILE).exists():
             if not config.resume:
                 raise FileExistsError(f"{folder} already holds a world; pass --resume to continue it")
