@@ -161,6 +161,22 @@ def test_a_pool_of_runs_is_a_recorder_held_to_the_online_budget(tmp_path: Path) 
 
 # -- kill -9 and the lock ---------------------------------------------------------------------------
 @pytest.mark.slow
+def test_a_failed_run_is_counted_in_the_progress_and_named_once(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A run whose policy fails: its progress line took the count of the run before it ([1/2]
+    twice), and the error began with a stray "RuntimeError: "."""
+    boom = tmp_path / "boom.py"
+    boom.write_text("def act(view):\n    raise RuntimeError('boom')\n")
+    out = tmp_path / "study"
+    assert cli_main(["fidelity", "--task", "sum-difference", "-p", "random", "-p", str(boom), "--seeds", "0",
+                     "-n", "4", "-W", "2", "-j", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(" seed 0: ")[1].split()[0] for line in err if line.startswith("[")] == ["ran", "failed"]
+    assert [line[:5] for line in err if line.startswith("[")] == ["[1/2]", "[2/2]"]
+    (error,) = [line for line in err if line.startswith("dream-gym fidelity: error: ")]
+    assert f"First: the run of {boom} on seed 0 failed (exit 2" in error
+
+
 def test_killed_with_9_the_same_command_continues(tmp_path: Path) -> None:
     out = tmp_path / "study"
     args = ("--task", "sum-difference", "-p", "random", "-p", "greedy", "--seeds", "0,1", "-n", "40", "-W", "2",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import BUILTIN_TASKS, add_jobs, add_workers, positive_int
+from dream_gym.cli.shown import say
 from dream_gym.fidelity.runs import SYSTEMS
 from dream_gym.replay.settings import DEFAULT_BETA
 
@@ -98,10 +99,10 @@ def run(args: argparse.Namespace) -> int:
         name = printable(spec.policy, 60)
         if isinstance(outcome, dict):
             how = "continued" if outcome["resumed"] else "ran"
-            print(f"[{done}/{total}] {name} seed {spec.seed}: {how} in {outcome['seconds']:.0f}s", file=sys.stderr)
-        else:
-            print(f"[{done}/{total}] {name} seed {spec.seed}: failed (output: {printable(spec.log, 200)})",
-                  file=sys.stderr)
+            say(f"[{done}/{total}] {name} seed {spec.seed}: {how} in {outcome['seconds']:.0f}s", file=sys.stderr)
+        else:  # on a terminal, broken between words at its width
+            say(f"[{done}/{total}] {name} seed {spec.seed}: failed (output: {printable(spec.log, 200)})",
+                file=sys.stderr)
 
     report = run_study(config, Progress(on_run=on_run, on_phase=lambda text: print(text, file=sys.stderr)))
     print(render(report, width=80))

@@ -20,7 +20,7 @@ from dream_gym.cli.options import (
     stop_hint,
 )
 from dream_gym.cli.shown import console as shown_console
-from dream_gym.cli.shown import shown
+from dream_gym.cli.shown import say, shown
 from dream_gym.infrastructure.printable import TEXT_CHARS
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, recorder_or
 
@@ -130,5 +130,5 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"survival check: {'survived' if survival.survived else 'FAILED'} "
                       f"({survival.valid_runs}/{survival.repeats} valid, mean {survival.mean}{spread}; {note})",
                       markup=False)
-    console.print(f"summary: {summary}")
+    say(f"summary: {summary}")  # a path: broken between words, never inside one, and no markup
     return 0

@@ -156,12 +156,16 @@ def execute(specs: Sequence[RunSpec], *, backend: str, jobs: int, workers: int
 def _outcome(function: Callable[[RunSpec], dict[str, Any]], spec: RunSpec) -> dict[str, Any] | str:
     try:
         return function(spec)
+    except RuntimeError as exc:  # a run that failed, in run_online's words
+        return str(exc)
     except Exception as exc:  # noqa: BLE001 - the run's failure, reported with the others
         return f"{type(exc).__name__}: {exc}"
 
 
 def _failure_text(failure: TaskFailure) -> str:
-    return printable(failure.message.split("\nTraceback")[0], LOG_TAIL_CHARS + 400, lines=True)
+    message = failure.message.split("\nTraceback")[0]
+    message = message.removeprefix("RuntimeError: ")  # a failed run, in run_online's words (as _outcome gives it)
+    return printable(message, LOG_TAIL_CHARS + 400, lines=True)
 
 
 def _ray(specs: Sequence[RunSpec], jobs: int, workers: int) -> Iterator[tuple[RunSpec, dict[str, Any] | str]]:

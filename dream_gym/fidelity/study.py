@@ -203,15 +203,15 @@ def _online(config: FidelityConfig, progress: Progress) -> None:
     progress.phase(f"{len(specs) - len(pending)} of {len(specs)} online runs done; running {len(pending)} "
                    f"({config.backend}, {min(jobs, max(1, len(pending)))} at a time)")
     failures: list[str] = []
-    done = len(specs) - len(pending)
+    handled = len(specs) - len(pending)  # runs done before and runs that ended here, failed ones too
     for spec, outcome in execute(pending, backend=config.backend, jobs=jobs, workers=config.workers):
+        handled += 1
         if isinstance(outcome, dict):
             journal_run(out, outcome)
-            done += 1
         else:
             failures.append(outcome)
         if progress.on_run is not None:
-            progress.on_run(spec, outcome, done, len(specs))
+            progress.on_run(spec, outcome, handled, len(specs))
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(pending)} online runs failed; the finished ones are kept, so "
                            f"the same command continues once the cause is fixed. First: {failures[0]}")
