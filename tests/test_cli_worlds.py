@@ -320,3 +320,22 @@ def test_the_files_eval_is_told_to_write_are_written_when_its_reader_goes_away(t
     assert done.returncode == 141 and done.stderr == "", (done.returncode, done.stderr)
     assert "| greedy |" in (tmp_path / "board.md").read_text()
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 1
+
+
+def test_pack_and_validate_say_which_worlds_are_not_finished_and_what_pack_leaves(env, capsys):
+    """An unfinished world (a run stopped by an unreachable LLM) was packed and validated without
+    a word, while compress refused it; pack left out grow's evidence and summary without a word."""
+    from dream_gym.world.writer import WorldWriter
+
+    make_world(env / "many" / "done", "done")
+    with WorldWriter.create(env / "many" / "stopped", new_meta("stopped", "toy")) as writer:
+        writer.append({"id": "root", "parent": None, "score": 1.0, "code": "# stopped"})
+    assert main(["worlds", "validate", str(env / "many" / "stopped")]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "note: not finished (world.json holds no checksum: its run stopped before its end, or is running): stopped")
+    assert main(["worlds", "pack", str(env / "many"), "--id", "me/mixed-v0"]) == 0
+    done = capsys.readouterr()
+    assert done.out.splitlines()[1].startswith("  each world's world.json and nodes file; its other files")
+    assert done.err.strip().endswith("or is running): " + str(env / "many" / "stopped"))
+    assert main(["worlds", "validate", "me/mixed-v0"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith("or is running): stopped")

@@ -262,14 +262,24 @@ def world_folders(folders: list[str]) -> list[Path]:
 
 
 def _pack(args: argparse.Namespace) -> int:
+    import sys
+
     from dream_gym.datasets.packing import pack
+    from dream_gym.world.files import is_finished
 
     held_out = [name.strip() for given in args.held_out for name in given.split(",") if name.strip()]
+    folders = world_folders(args.worlds)
     dataset = pack(
-        world_folders(args.worlds), args.dataset_id, description=args.description, author=args.author,
+        folders, args.dataset_id, description=args.description, author=args.author,
         licence=args.licence, held_out=held_out, readme=args.readme, overwrite=args.force,
     )
     print(f"packed {len(dataset.world_names)} world(s) as {dataset.id} at {dataset.path}")
+    say("  each world's world.json and nodes file; its other files (grow's evidence.jsonl and run_summary.json, a "
+        "system's own output) stay in its folder")
+    unfinished = [shown(folder) for folder in folders if not is_finished(folder)]
+    if unfinished:  # packed as the nodes they hold: a figure on them should say so
+        say(f"note: not finished (world.json holds no checksum: its run stopped before its end, or is running): "
+            f"{', '.join(unfinished)}", file=sys.stderr)
     return 0
 
 

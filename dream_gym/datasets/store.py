@@ -427,11 +427,14 @@ class ValidationResult:
     kind: str  # "dataset" | "world"
     dataset_id: str | None
     worlds: dict[str, int] = field(default_factory=dict)  # world name -> nodes
+    unfinished: list[str] = field(default_factory=list)  # worlds without their checksum: a run stopped or running
 
     def summary(self) -> str:
         what = f"dataset {self.dataset_id}" if self.kind == "dataset" else "world"
         sizes = ", ".join(f"{printable(k)} ({v} nodes)" for k, v in self.worlds.items())  # a world's own id
-        return f"OK: {what} at {self.path}: {len(self.worlds)} world(s): {sizes}"
+        note = (f"\nnote: not finished (world.json holds no checksum: its run stopped before its end, or is "
+                f"running): {', '.join(map(printable, self.unfinished))}" if self.unfinished else "")
+        return f"OK: {what} at {self.path}: {len(self.worlds)} world(s): {sizes}{note}"
 
 
 def verify_files(folder: Path, meta: Mapping[str, Any]) -> None:
@@ -460,7 +463,8 @@ def validate(target: str | os.PathLike[str]) -> ValidationResult:
     if not path.exists() and text.count("/") == 2 and not text.startswith((".", "/", "~")):
         world_path = resolve_world_path(text)
         world = load_world(world_path)
-        return ValidationResult(world_path, "world", text.rsplit("/", 1)[0], {world.id: world.size})
+        return ValidationResult(world_path, "world", text.rsplit("/", 1)[0], {world.id: world.size},
+                                [] if world.meta.get("sha256") else [world.id])
     if not path.exists() and "/" in text and not text.startswith((".", "/")):
         try:
             dataset = find_dataset(text)
@@ -475,10 +479,13 @@ def validate(target: str | os.PathLike[str]) -> ValidationResult:
             world = load_world(path / entry["name"])
             check_declared_size(path / DATASET_FILE, entry, world)
             result.worlds[entry["name"]] = world.size
+            if not world.meta.get("sha256"):
+                result.unfinished.append(entry["name"])
         return result
     if path.is_dir() or any(is_present(path / name) for name in (WORLD_FILE, *NODE_FILES)):
         world = load_world(path)  # a folder without world.json: named, with the import that makes a world
-        return ValidationResult(path, "world", None, {world.id: world.size})
+        return ValidationResult(path, "world", None, {world.id: world.size},
+                                [] if world.meta.get("sha256") else [world.id])
     raise FileNotFoundError(f"{path}: no such folder, nor a dataset id, a dataset's world (namespace/name-vN/world) "
                             "or a shipped world's name")
 
