@@ -17,6 +17,7 @@ from dream_gym.cli.options import (
     parse_key_values,
     parse_seed,
     positive_int,
+    positive_number,
     stop_hint,
 )
 from dream_gym.cli.shown import console as shown_console
@@ -46,11 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--frontier", choices=("leaves", "any"), default="leaves",
                    help="which nodes the policy may continue: leaves (default) or any")
     p.add_argument("--max-attempts", type=positive_int, default=None, help="stop after this many attempts (default: none)")
-    p.add_argument("--max-seconds", type=float, default=None, help="stop after this many seconds (default: none)")
-    p.add_argument("--max-usd", type=float, default=None, help="stop after the LLM calls cost this many dollars (default: none)")
+    p.add_argument("--max-seconds", type=positive_number, default=None, help="stop after this many seconds (default: none)")
+    p.add_argument("--max-usd", type=positive_number, default=None, help="stop after the LLM calls cost this many dollars (default: none)")
     p.add_argument("--backend", choices=("process", "ray", "serial"), default="process",
                    help="where a round's attempts run: worker processes (default), Ray, or one at a time here")
-    p.add_argument("--evaluation-timeout", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--evaluation-timeout", type=positive_number, default=None, metavar="SECONDS",
                    help="kill an attempt's worker when its evaluation takes longer than this, and record the "
                         "attempt as failed (default: the task's wall time + 60 s; an agent has 60 s to propose a "
                         "program, an LLM agent 393 s)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,18 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """The type of an amount the command line takes (seconds, dollars): a finite number > 0,
+    refused by argparse naming the option."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
     return value
 
 
