@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -85,30 +86,29 @@ def test_read_roots_hold_code_not_data(tmp_path: Path) -> None:
     assert str((tmp_path / "policy.py").resolve()) in roots["file"]
 
 
+def candidate_report(actions: str, cwd: Path, prologue: str = "") -> tuple[dict[str, str], Any]:
+    """Run a candidate in ``cwd`` that tries each (label, callable) of ``actions`` (the source of a
+    list) after ``prologue``: each label's "allowed", or the strerror of the OSError it raised."""
+    code = (f"import json, os\n{prologue}report = {{}}\nfor label, action in {actions}:\n    try:\n"
+            "        action()\n        report[label] = 'allowed'\n    except OSError as exc:\n"
+            "        report[label] = exc.strerror\nprint(json.dumps(report))\n")
+    out = run_python(code=code, cwd=cwd, wall_s=20)
+    return json.loads(out.stdout), out
+
+
 def test_a_candidate_reads_and_writes_only_its_own_folder(tmp_path: Path) -> None:
     work, other = tmp_path / "work", tmp_path / "other"
     work.mkdir()
     other.mkdir()
     (other / "secret.txt").write_text("not yours")
-    code = textwrap.dedent(f"""
-        import json, os
-        report = {{}}
-        for label, action in [("own write", lambda: open("mine.txt", "w").write("x")),
-                              ("own read", lambda: open("mine.txt").read()),
-                              ("sibling read", lambda: open({str(other / 'secret.txt')!r}).read()),
-                              ("sibling write", lambda: open({str(other / 'new.txt')!r}, "w").write("x")),
-                              ("parent environ", lambda: open("/proc/%d/environ" % os.getppid(), "rb").read()),
-                              # many libraries open it at import (dill, which torch imports where installed)
-                              ("devnull", lambda: open(os.devnull, "r+b").write(b"x") + len(open(os.devnull, "rb").read()))]:
-            try:
-                action()
-                report[label] = "allowed"
-            except OSError as exc:
-                report[label] = exc.strerror
-        print(json.dumps(report))
-    """)
-    out = run_python(code=code, cwd=work, wall_s=20)
-    report = json.loads(out.stdout)
+    report, out = candidate_report(f"""[
+        ("own write", lambda: open("mine.txt", "w").write("x")),
+        ("own read", lambda: open("mine.txt").read()),
+        ("sibling read", lambda: open({str(other / 'secret.txt')!r}).read()),
+        ("sibling write", lambda: open({str(other / 'new.txt')!r}, "w").write("x")),
+        ("parent environ", lambda: open("/proc/%d/environ" % os.getppid(), "rb").read()),
+        # many libraries open it at import (dill, which torch imports where installed)
+        ("devnull", lambda: open(os.devnull, "r+b").write(b"x") + len(open(os.devnull, "rb").read()))]""", work)
     assert report == {"own write": "allowed", "own read": "allowed", "sibling read": "Permission denied",
                       "sibling write": "Permission denied", "parent environ": "Permission denied",
                       "devnull": "allowed"}, out.stderr
@@ -128,25 +128,12 @@ def test_a_candidate_changes_no_files_mode_owner_or_times_and_makes_no_uncounted
     host.chmod(0o755)
     os.utime(host, (1_000_000, 1_000_000))
     before = host.stat()
-    code = textwrap.dedent(f"""
-        import json, os
-        host = {str(host)!r}
-        open("mine.txt", "w").write("x")
-        report = {{}}
-        for label, action in [("chmod", lambda: os.chmod(host, 0o4777)), ("chown", lambda: os.chown(host, 1, 1)),
-                              ("utime", lambda: os.utime(host, (5, 5))), ("own chmod", lambda: os.chmod("mine.txt", 0o777)),
-                              ("own utime", lambda: os.utime("mine.txt", (5, 5))),
-                              ("fchmod", lambda: os.fchmod(os.open("mine.txt", os.O_RDONLY), 0o777)),
-                              ("memfd", lambda: os.memfd_create("note"))]:
-            try:
-                action()
-                report[label] = "allowed"
-            except OSError as exc:
-                report[label] = exc.strerror
-        print(json.dumps(report))
-    """)
-    out = run_python(code=code, cwd=work, wall_s=20)
-    report = json.loads(out.stdout)
+    report, out = candidate_report(f"""[
+        ("chmod", lambda: os.chmod({str(host)!r}, 0o4777)), ("chown", lambda: os.chown({str(host)!r}, 1, 1)),
+        ("utime", lambda: os.utime({str(host)!r}, (5, 5))), ("own chmod", lambda: os.chmod("mine.txt", 0o777)),
+        ("own utime", lambda: os.utime("mine.txt", (5, 5))),
+        ("fchmod", lambda: os.fchmod(os.open("mine.txt", os.O_RDONLY), 0o777)),
+        ("memfd", lambda: os.memfd_create("note"))]""", work, prologue='open("mine.txt", "w").write("x")\n')
     assert report == dict.fromkeys(("chmod", "chown", "utime", "own chmod", "own utime", "fchmod", "memfd"),
                                    "Operation not permitted"), out.stderr
     after = host.stat()

@@ -60,40 +60,33 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _compress(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from dream_gym.datasets.store import DATASET_FILE
-    from dream_gym.world.files import NODES_FILE
-    from dream_gym.world.writer import compress_world
-
-    for folder in args.folders:  # all checked first: none is changed when one is refused
-        if (Path(folder).resolve().parent / DATASET_FILE).is_file():
-            raise ValueError(f"{folder} is a world of a packed dataset, whose files dataset.json lists with their "
-                             "sha256: compress the world folder before packing it (or pack it again)")
-    for folder in args.folders:
-        plain = Path(folder) / NODES_FILE
-        before = plain.stat().st_size if plain.is_file() else None
-        packed = compress_world(folder)
-        sizes = f" ({before} -> {packed.stat().st_size} bytes)" if before is not None else " (already compressed)"
-        print(f"{packed}{sizes}")
-    return 0
+    return _store_nodes(args.folders, compress=True)
 
 
 def _decompress(args: argparse.Namespace) -> int:
+    return _store_nodes(args.folders, compress=False)
+
+
+def _store_nodes(folders: list[str], compress: bool) -> int:
+    """Compress (or decompress) each world's nodes file, saying its path and sizes; a world of a
+    packed dataset is refused (dataset.json lists its files' sha256), every folder checked first,
+    so none is changed when one is refused."""
     from pathlib import Path
 
     from dream_gym.datasets.store import DATASET_FILE
-    from dream_gym.world.files import NODES_GZ_FILE
-    from dream_gym.world.writer import decompress_world
+    from dream_gym.world.files import NODES_FILE, NODES_GZ_FILE
+    from dream_gym.world.writer import compress_world, decompress_world
 
-    for folder in args.folders:  # all checked first: none is changed when one is refused
+    for folder in folders:
         if (Path(folder).resolve().parent / DATASET_FILE).is_file():
             raise ValueError(f"{folder} is a world of a packed dataset, whose files dataset.json lists with their "
-                             "sha256: decompress a copy of it")
-    for folder in args.folders:
-        packed = Path(folder) / NODES_GZ_FILE
-        before = packed.stat().st_size if packed.is_file() else None
-        plain = decompress_world(folder)
-        sizes = f" ({before} -> {plain.stat().st_size} bytes)" if before is not None else " (not compressed)"
-        print(f"{plain}{sizes}")
+                             "sha256: " + ("compress the world folder before packing it (or pack it again)"
+                                           if compress else "decompress a copy of it"))
+    for folder in folders:
+        source = Path(folder) / (NODES_FILE if compress else NODES_GZ_FILE)
+        before = source.stat().st_size if source.is_file() else None
+        stored = compress_world(folder) if compress else decompress_world(folder)
+        sizes = (f" ({before} -> {stored.stat().st_size} bytes)" if before is not None
+                 else " (already compressed)" if compress else " (not compressed)")
+        print(f"{stored}{sizes}")
     return 0
