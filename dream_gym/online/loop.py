@@ -122,6 +122,9 @@ class GrowConfig:
             if self.max_usd is not None:
                 check_priced(self.agent)
             check_access(self.agent, self.api_base)
+        elif self.max_usd is not None:  # the run would say "stopped by rounds" of a limit that never applied
+            raise ValueError("max_usd: the built-in agent makes no LLM call, so it spends nothing; a dollar limit "
+                             "applies to an LLM agent (--agent MODEL)")
         if self.backend not in ("process", "ray", "serial"):
             raise ValueError(f"backend must be 'process', 'ray' or 'serial', got {self.backend!r}")
         if self.backend == "ray":
