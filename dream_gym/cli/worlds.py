@@ -160,7 +160,7 @@ def _list_folder(folder: Path) -> int:
     run finished, its folder and its task; the columns of fixed width first, so a long name
     neither breaks nor pushes them out of line. A world that does not load says why."""
     from dream_gym.evaluation.world_specs import FOLDER_DEPTH, worlds_below
-    from dream_gym.world.files import WORLD_FILE, count_node_lines, is_finished, node_file
+    from dream_gym.world.files import WORLD_FILE, count_node_lines, node_file
     from dream_gym.world.tree import WorldFormatError, read_meta
 
     if not folder.is_dir():
@@ -178,7 +178,7 @@ def _list_folder(folder: Path) -> int:
         except (WorldFormatError, OSError) as exc:
             lines.append(f"{'-':>7}  {'-':>4}  {'BROKEN':<10}  {name}: {exc}")
             continue
-        state = "finished" if is_finished(world) else "unfinished"
+        state = "finished" if meta.get("sha256") else "unfinished"  # world.json, read above: is_finished's test
         lines.append(f"{nodes:>7}  {meta['workers']:>4}  {state:<10}  {name} ({shown(meta['task']['name'])})")
     say("\n".join(lines), hang=len(lines[0]) - len("world (task)"))  # continued under the world's name
     return 0
