@@ -194,6 +194,16 @@ def test_resume_with_other_run_settings_is_refused(tmp_path, changed, message):
     assert files_of(result.folder) == before and "sha256" in json.loads(before["world.json"])
 
 
+def test_resume_with_other_settings_quotes_the_command_to_give_again(tmp_path):
+    """--resume takes the recorded settings only as given again: the refusal quotes the command
+    world.json records (with --resume once), which a user can paste."""
+    _grow(tmp_path, make_policy("greedy"), rounds=1, command="dream-gym grow --task sum-difference -W 2 --resume")
+    with pytest.raises(ValueError, match=re.escape(
+            "(give its command again with --resume: dream-gym grow --task sum-difference -W 2 --resume; "
+            "or start a new --out)")):
+        _grow(tmp_path, make_policy("greedy"), rounds=2, resume=True, workers=3)
+
+
 def test_a_run_grown_further_says_its_rounds_and_command_in_world_json(tmp_path):
     """world.json kept the first command's rounds and command line when --resume --rounds grew
     the world further; a shorter resume changes neither."""

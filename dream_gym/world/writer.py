@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import json
 import os
+import shlex
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -183,8 +184,15 @@ def check_resumed_settings(folder: str | os.PathLike[str], meta: Mapping[str, An
     differences = [f"{key} {meta[key]!r}, not {value!r}" for key, value in given.items()
                    if key in meta and meta[key] != value]
     if differences:
+        again = "run the first command again"
+        if isinstance(command := meta.get("command"), str) and command:  # the command as the world records it
+            try:
+                words = [word for word in shlex.split(command) if word != "--resume"]
+                again = f"give its command again with --resume: {shlex.join([*words, '--resume'])}"
+            except ValueError:  # a command no shell could split: said the general way
+                pass
         raise ValueError(f"{folder} holds a run recorded with {'; '.join(differences)}: --resume continues a run "
-                         "with the settings it was started with (run the first command again, or start a new --out)")
+                         f"with the settings it was started with ({again}; or start a new --out)")
 
 
 class WorldWriter:
