@@ -279,7 +279,8 @@ def grow(
         if done_rounds:
             result.resumed = resumed.note or (
                 f"the policy chose its {done_rounds} recorded round(s) again"
-                + (f"; round {done_rounds}'s {len(missing)} unrecorded slot(s) were run again" if missing else ""))
+                + (f"; round {done_rounds}'s {len(missing)} slot(s) with no node (cut short by a kill or by "
+                   "--max-attempts) are run now" if missing else ""))
         first_round = done_rounds if missing else done_rounds + 1
         for round_no in range(first_round, config.rounds + 1):
             if missing:  # the slots of the cut round that the kill lost, chosen again
