@@ -284,6 +284,8 @@ def test_list_of_a_folder_gives_each_worlds_nodes_w_run_and_task_and_why_one_doe
     assert capsys.readouterr().out.splitlines()[1].split() == ["3", "1", "finished", str(env / "runs" / "a"), "(toy)"]
     assert main(["worlds", "list", str(env / "absent")]) == 2
     assert capsys.readouterr().err.strip() == f"dream-gym worlds: error: {env / 'absent'}: no such folder"
+    assert main(["worlds", "list", str(env / "runs" / "a" / "world.json")]) == 2
+    assert capsys.readouterr().err.strip().endswith("a/world.json: not a folder")
     assert main(["worlds", "list", str(env / "runs"), "--remote"]) == 2
     assert capsys.readouterr().err.strip() == "dream-gym worlds: error: give a FOLDER or --remote, not both"
 

@@ -121,6 +121,12 @@ def test_archive_upload_and_download(shared):
     assert download("me/toy-v0", remote).world_names == ["world-a", "world-b"]
     with pytest.raises(RemoteError, match="no such folder"):  # a mistyped path is not an empty remote
         list_remote(str(tmp_path / "no-such-remote"))
+    for dataset in ("me/toy-v0", "me/toy"):  # nor a remote without the dataset
+        with pytest.raises(RemoteError, match="no-such-remote: no such folder"):
+            download(dataset, str(tmp_path / "no-such-remote"), overwrite=True)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(RemoteError, match="a-file: not a folder"):
+        list_remote(str(tmp_path / "a-file"))
 
 
 def test_tampered_archive_member_is_named(shared):
@@ -133,8 +139,11 @@ def test_tampered_archive_member_is_named(shared):
     bad.parent.mkdir(parents=True)
     make_archive(source, bad)  # dataset.json inside still has the old digests
     delete("me/toy-v0")
-    with pytest.raises(DatasetError, match=r"world-a/nodes.jsonl: sha256 mismatch"):
+    with pytest.raises(DatasetError, match=r"world-a/nodes.jsonl: sha256 mismatch") as refused:
         download("me/toy-v0", remote)
+    # named inside the archive: the staging folder it was unpacked into is gone
+    assert str(refused.value).startswith(f"{bad}: world-a/nodes.jsonl: sha256 mismatch")
+    assert ".download-" not in str(refused.value)
 
 
 def test_upload_refuses_a_corrupt_local_dataset(shared):

@@ -164,7 +164,7 @@ def _list_folder(folder: Path) -> int:
     from dream_gym.world.tree import WorldFormatError, read_meta
 
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder")
+        raise FileNotFoundError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")
     worlds = [folder] if (folder / WORLD_FILE).is_file() else worlds_below(folder, FOLDER_DEPTH)
     if not worlds:
         print(f"no worlds in {shown(folder)} (a world's folder holds {WORLD_FILE})")

@@ -99,6 +99,15 @@ def _filesystem(remote: str) -> tuple[Any, str]:
     return fs, str(root).rstrip("/")
 
 
+def _readable(remote: str) -> tuple[Any, str]:
+    """The remote's file system and root, to read from: a local remote that is no folder is a
+    RemoteError (a mistyped path is not an empty remote, nor one without the dataset)."""
+    fs, root = _filesystem(remote)
+    if "file" in _protocols(fs) and not fs.isdir(root):
+        raise RemoteError(f"remote {remote}: {'not a folder' if fs.exists(root) else 'no such folder'}")
+    return fs, root
+
+
 def _protocols(fs: Any) -> tuple[str, ...]:
     protocol = fs.protocol
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
@@ -117,9 +126,7 @@ def list_remote(remote: str | None = None) -> list[RemoteDataset]:
         from dream_gym.datasets import hub
 
         return hub.list_remote(remote)
-    fs, root = _filesystem(remote)
-    if "file" in _protocols(fs) and not fs.isdir(root):  # a mistyped path is not an empty remote
-        raise RemoteError(f"remote {remote}: no such folder")
+    fs, root = _readable(remote)
     found: list[RemoteDataset] = []
     for path in sorted(fs.glob(_join(root, "*", "*", DATASET_FILE))):
         try:
@@ -215,7 +222,7 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
         if skip_existing:
             return find_dataset(str(did))
         raise FileExistsError(f"dataset {did} is already in the local store at {target} (--force; in Python overwrite=True)")
-    fs, root = _filesystem(remote)
+    fs, root = _readable(remote)
     folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
     archive = folder + ".tar.gz"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -247,7 +254,7 @@ def latest_version(name: DatasetName, remote: str | None = None) -> int:
         from dream_gym.datasets import hub
 
         return hub.latest_version(name, remote)
-    fs, root = _filesystem(remote)
+    fs, root = _readable(remote)
     pattern = re.compile(rf"^{re.escape(name.name)}-v(0|[1-9][0-9]*)(?:\.tar\.gz)?$")
     versions = set()
     for path in [*fs.glob(_join(root, name.namespace, f"{name.name}-v*", DATASET_FILE)),
@@ -346,5 +353,5 @@ def _download_archive(fs: Any, archive: str, staging: Path, expected: str) -> No
         raise DatasetError(f"{archive}: holds files not listed in dataset.json: {', '.join(unlisted)}")
     try:
         verify_files(staging, meta)
-    except DatasetError as exc:
-        raise DatasetError(f"{archive}: {exc}; download refused") from None
+    except DatasetError as exc:  # a member is named inside the archive, not in the staging folder that goes
+        raise DatasetError(f"{archive}: {str(exc).replace(f'{staging}{os.sep}', '')}; download refused") from None
