@@ -251,15 +251,15 @@ def test_a_systems_study_is_recorded_under_the_rule_any_through_deploy(system: s
     from dream_gym.fidelity.study import check_config
 
     pytest.importorskip({"shinkaevolve": "shinka"}.get(system, system))
-    config = FidelityConfig(task=TASK, policies=["greedy"], seeds=[0], iterations=4, workers=2, out=tmp_path,
-                            system=system, recorders=["native"])
+    config = FidelityConfig(task=TASK, policies=["greedy", "ucb"], seeds=[0], iterations=4, workers=2,
+                            out=tmp_path, system=system, recorders=["native"])
     check_config(config)
     assert config.rule == "any"
-    [spec, _] = run_specs(TASK, system, config.runs(), out=tmp_path, iterations=4, workers=2, beta=0.5,
+    [spec, *_] = run_specs(TASK, system, config.runs(), out=tmp_path, iterations=4, workers=2, beta=0.5,
                           frontier=config.rule)
     assert spec.argv[:3] == ("deploy", "--system", system) and spec.argv[-2:] == ("--budget", "4")
     with pytest.raises(ValueError, match=f"{system} may continue any program it holds"):
-        check_config(FidelityConfig(task=TASK, policies=["greedy"], seeds=[0], iterations=4, workers=2,
+        check_config(FidelityConfig(task=TASK, policies=["greedy", "ucb"], seeds=[0], iterations=4, workers=2,
                                     out=tmp_path, system=system, frontier="leaves"))
 
 
@@ -275,6 +275,7 @@ def test_a_systems_study_is_recorded_under_the_rule_any_through_deploy(system: s
     (["-p", "greedy", "--system", "openevolve", "--frontier", "leaves"], "frontier rule 'any'"),
     (["-p", "greedy", "--recorder", "pool:greedy+ucb"], "ucb is not a --policy or --recorder of the study"),
     (["-p", "greedy", "-p", "ucb", "--recorder", "pool:greedy"], "a pool merges two or more distinct runs"),
+    (["-p", "greedy", "--recorder", "ucb"], "one --policy (greedy) has no ranking to compare"),
 ])
 def test_bad_settings_are_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        extra: list[str], message: str) -> None:
@@ -294,7 +295,7 @@ def test_a_task_given_as_files_needs_openevolve_and_a_folder_must_be_a_studys(
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
-    assert cli_main(["fidelity", "--task", TASK, "-p", "greedy", "-n", "4", "--out", str(busy)]) == 2
+    assert cli_main(["fidelity", "--task", TASK, "-p", "greedy", "-p", "ucb", "-n", "4", "--out", str(busy)]) == 2
     assert "not a fidelity study's folder" in capsys.readouterr().err
     assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]  # nothing written into it
 

@@ -227,3 +227,10 @@ def test_worlds_pool_on_the_command_line(tmp_path: Path):
     split = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "pool", str(a), str(tmp_path / "c"),
                             "--out", str(tmp_path / "split"), "--scores", "split"], capture_output=True, text=True)
     assert split.returncode == 0 and "1 copies of a program scored differently (kept as siblings" in split.stdout
+    # one run twice (by one spelling, or by two) was pooled, and the pooled world counted two runs
+    for twice, message in (([str(a), str(a)], f"{a} is given twice"),
+                           ([str(a), str(b), f"{a}/"], f"{a}/ is the run {a} again")):
+        done = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "pool", *twice, "--out",
+                               str(tmp_path / "twice")], capture_output=True, text=True)
+        assert (done.returncode, done.stderr.strip()) == (2, f"dream-gym worlds: error: {message}: give each run once")
+        assert not (tmp_path / "twice").exists()

@@ -29,9 +29,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _pool(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import resolve_one_world
     from dream_gym.cli.shown import say, shown
-    from dream_gym.datasets.pool import pool_worlds
+    from dream_gym.datasets.pool import PoolError, pool_worlds
 
     worlds = [resolve_one_world(run) for run in args.runs]
+    given: dict[tuple[object, ...], str] = {}
+    for run, world in zip(args.runs, worlds, strict=True):  # one run twice adds nothing, yet would count as two
+        key = (world.id, world.meta.get("sha256"), world.size)
+        if key in given:
+            twice = "given twice" if given[key] == run else f"the run {given[key]} again"
+            raise PoolError(f"{run} is {twice}: give each run once")
+        given[key] = run
     result = pool_worlds(worlds, args.out, world_id=args.world_id, scores=args.scores)
     say(f"pooled {result.runs} runs of {shown(worlds[0].task_name)} into {shown(str(result.folder))}: "
         f"{result.nodes} nodes ({result.recorded} recorded, {result.merged} merged)")

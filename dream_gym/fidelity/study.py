@@ -110,6 +110,9 @@ def check_config(config: FidelityConfig) -> None:
                          f"({', '.join(SYSTEMS[1:])})")
     _check_pools(config)
     _check_task(config)
+    if len(config.policies) < 2:  # its online runs would be spent on a table of n/a
+        raise ValueError(f"one --policy ({config.policies[0]}) has no ranking to compare: a study ranks two or "
+                         "more policies, by replay and online (give --policy again)")
     from dream_gym.policy_files import check_policy_spec
 
     for spec in config.runs():
