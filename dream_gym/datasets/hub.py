@@ -48,6 +48,7 @@ from dream_gym.datasets.hub_card import CARD_FILE, TAG, dataset_card, local_card
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id
 from dream_gym.datasets.store import (
     DATASET_FILE,
+    REPLACE_HINT,
     Dataset,
     DatasetError,
     DatasetNotFoundError,
@@ -312,7 +313,7 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
     if (target / DATASET_FILE).exists() and not overwrite:
         if skip_existing:
             return find_dataset(str(did))
-        raise FileExistsError(f"dataset {did} is already in the local store at {target} (--force; in Python overwrite=True)")
+        raise FileExistsError(f"dataset {did} is already in the local store at {target} {REPLACE_HINT}")
     source = hub.location(repo.repo_id, did.version)
     folder = f"v{did.version}"
     what = f"download of {did}"
@@ -403,7 +404,7 @@ def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUploa
         sha = str(api.repo_info(repo_id, repo_type=REPO_TYPE).sha)
         versions = _versions(api, repo_id, sha)
     if did.version in versions and not overwrite:
-        raise FileExistsError(f"{location} already holds dataset {did} (--force replaces it; in Python overwrite=True)")
+        raise FileExistsError(f"{location} already holds dataset {did} {REPLACE_HINT}")
     others = [v for v in versions if v != did.version]
     card_meta, card_readme = dataset.meta, local_card(dataset)
     with tempfile.TemporaryDirectory(prefix=".hub-upload.") as tmp:

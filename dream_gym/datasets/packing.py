@@ -18,6 +18,7 @@ from dream_gym.datasets.ids import (
 )
 from dream_gym.datasets.store import (
     DATASET_FORMAT,
+    REPLACE_HINT,
     Dataset,
     DatasetError,
     DatasetNotFoundError,
@@ -118,7 +119,7 @@ def pack(
         check_readme(Path(readme))
     target = local_path(did)
     if target.exists() and not overwrite:
-        raise FileExistsError(f"{target}: dataset {did} already exists in the local store (--force; in Python overwrite=True)")
+        raise FileExistsError(f"{target}: dataset {did} already exists in the local store {REPLACE_HINT}")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{did.name}-v{did.version}.", dir=target.parent))
     try:
@@ -160,7 +161,7 @@ def install_staged(staging: Path, target: Path, what: str, *, overwrite: bool) -
     copies, is refused naming it, instead of deleting the folder the first just installed)."""
     with file_lock(target):
         if (target / DATASET_FILE).exists() and not overwrite:  # installed while this one was staging
-            raise FileExistsError(f"{target}: {what} already exists in the local store (--force; in Python overwrite=True)")
+            raise FileExistsError(f"{target}: {what} already exists in the local store {REPLACE_HINT}")
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)

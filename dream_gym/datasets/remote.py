@@ -40,6 +40,7 @@ from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, ins
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id, parse_dataset_ref
 from dream_gym.datasets.store import (
     DATASET_FILE,
+    REPLACE_HINT,
     Dataset,
     DatasetError,
     DatasetNotFoundError,
@@ -170,12 +171,12 @@ def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False,
     if fs.exists(other):
         if not overwrite:
             raise FileExistsError(f"{remote} already holds {did} as {'a folder' if archive else 'an archive'} "
-                                  f"({other}) (--force replaces it; in Python overwrite=True)")
+                                  f"({other}) {REPLACE_HINT}")
         fs.rm(folder if archive else archived, recursive=archive)
     if archive:
         target = archived
         if fs.exists(target) and not overwrite:
-            raise FileExistsError(f"{target} already exists at the remote (--force; in Python overwrite=True)")
+            raise FileExistsError(f"{target} already exists at the remote {REPLACE_HINT}")
         with tempfile.TemporaryDirectory() as tmp:
             # the listed files only: a download refuses an archive that holds any other (a README
             # or a build script beside them in the store)
@@ -184,7 +185,7 @@ def upload(dataset_id: str, remote: str | None = None, *, archive: bool = False,
             fs.put_file(str(packed), target)
         return target
     if fs.exists(_join(folder, DATASET_FILE)) and not overwrite:
-        raise FileExistsError(f"{folder} already holds dataset {did} at the remote (--force; in Python overwrite=True)")
+        raise FileExistsError(f"{folder} already holds dataset {did} at the remote {REPLACE_HINT}")
     for rel in dataset.meta["files"]:
         target = _join(folder, rel)
         fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
@@ -221,7 +222,7 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
     if (target / DATASET_FILE).exists() and not overwrite:
         if skip_existing:
             return find_dataset(str(did))
-        raise FileExistsError(f"dataset {did} is already in the local store at {target} (--force; in Python overwrite=True)")
+        raise FileExistsError(f"dataset {did} is already in the local store at {target} {REPLACE_HINT}")
     fs, root = _readable(remote)
     folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
     archive = folder + ".tar.gz"

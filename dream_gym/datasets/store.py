@@ -75,6 +75,8 @@ from dream_gym.world.tree import (
 
 DATASET_FORMAT = "dream-gym-dataset/1"
 HOME_ENV = "DREAM_GYM_HOME"
+# What a refusal to replace a dataset ends with, wherever it stands (the store, a remote, the Hub).
+REPLACE_HINT = "(--force replaces it; in Python overwrite=True)"
 
 
 class DatasetError(ValueError):
