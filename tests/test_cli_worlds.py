@@ -134,6 +134,9 @@ def test_errors_are_exit_code_2_with_messages(env, capsys):
     assert main(["worlds", "validate", str(env / "nothing")]) == 2
     assert "nothing" in capsys.readouterr().err
     assert main(["worlds", "download", "me/none-v0", "--remote", f"file://{env / 'empty'}"]) == 2
+    assert "empty: no such folder" in capsys.readouterr().err  # a mistyped remote, not a missing dataset
+    (env / "empty").mkdir()
+    assert main(["worlds", "download", "me/none-v0", "--remote", f"file://{env / 'empty'}"]) == 2
     assert "not at remote" in capsys.readouterr().err
 
 
