@@ -325,7 +325,7 @@ def test_a_spending_limit_on_a_model_without_a_price_is_refused_before_the_run(t
         assert not out.exists() and not server.requests
         server.responder = lambda request: "```python\ndef construct_set():\n    return [0, 1]\n```"
         assert cli_main([*command, "--agent", "openai/gpt-4o-mini", "--out", str(out)]) == 0  # priced: it runs
-        assert "stopped by max_usd" in capsys.readouterr().out
+        assert "stopped by --max-usd" in capsys.readouterr().out
 
 
 def test_llm_agent_grows_a_world_over_real_http(tmp_path, monkeypatch):

@@ -35,7 +35,7 @@ def test_grow_prints_a_line_a_round_and_its_summary_on_its_own_line(tmp_path: Pa
     rounds = [line for line in done.stderr.splitlines() if line.startswith("round ")]
     assert len(rounds) == 4 and all("best score" in line for line in rounds), lines
     summary = done.stdout.splitlines()[0]
-    assert summary.startswith("5 nodes, 4 rounds") and "stopped by max_attempts" in summary, lines
+    assert summary.startswith("5 nodes, 4 rounds") and "stopped by --max-attempts" in summary, lines
     assert done.stdout.splitlines()[-1] == f"summary: {tmp_path / 'w' / 'run_summary.json'}", lines
     assert not any(c in "".join(lines) for c in "┌└│"), lines  # no table redrawn into the log
     assert not any("own stop rule" in line for line in lines), lines  # the limit ended it, not the policy

@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(
         f"{result.nodes} nodes, {result.rounds} round{'s' * (result.rounds != 1)}, {result.failures_this_run} failed "
         f"attempt{'s' * (result.failures_this_run != 1)} this run, "
-        f"best score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s"
+        f"best score {result.best_score}, stopped by {_stop_named(result.stopped_by)}, {result.seconds:.1f}s"
     )
     if hint := stop_hint(result.stopped_by, args.policy):
         console.print(hint, markup=False)
@@ -133,3 +133,8 @@ def run(args: argparse.Namespace) -> int:
                       markup=False)
     say(f"summary: {summary}")  # a path: broken between words, never inside one, and no markup
     return 0
+
+
+def _stop_named(stopped_by: str) -> str:
+    """The stop as the user set it: a budget by its option (run_summary.json keeps the key)."""
+    return f"--{stopped_by.replace('_', '-')}" if stopped_by.startswith("max_") else stopped_by
