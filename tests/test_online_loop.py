@@ -17,8 +17,9 @@ import pytest
 from recorded_schedule import online_replay_score, replay_recorded_schedule, rounds_of
 
 from dream_gym.cli import main as cli_main
-from dream_gym.online.evidence import read_evidence, stagnation_class
+from dream_gym.online.evidence import read_evidence, stagnation_class, survival_check
 from dream_gym.online.loop import AttemptFailed, GrowConfig, check_online_batch, grow, tree_view
+from dream_gym.online.tasks import get_task
 from dream_gym.policies import make_policy
 from dream_gym.policy import FunctionPolicy
 from dream_gym.replay.mechanics import IllegalBatchError
@@ -148,6 +149,19 @@ def test_survival_check_reported_in_world_meta(tmp_path):
     survival = meta["survival"]
     assert survival["survived"] is True and survival["valid_runs"] == survival["repeats"] == 1
     assert survival["mean"] == pytest.approx(result.best_score)
+
+
+def test_a_noisy_tasks_survival_says_how_far_the_re_runs_fall_from_the_record():
+    """Valid re-runs of a noisy task survive; their mean, far below the recorded best (chosen partly
+    for its luck), was reported as "all re-runs valid" alone."""
+    task = get_task("lasso-path")
+    first = survival_check(task, task.initial_program(), recorded_score=None, repeats=2)
+    assert first.survived and first.mean is not None
+    luckier = first.mean / 1.5 if task.direction == "minimize" else first.mean * 1.5
+    survival = survival_check(task, task.initial_program(), recorded_score=luckier, repeats=2)
+    assert survival.survived and survival.note.startswith("all re-runs valid; their mean is ")
+    assert re.search(r"is \d+% worse than the recorded [0-9.]+ \(the best of a noisy metric's runs is chosen "
+                     r"partly for its luck\)$", survival.note), survival.note
 
 
 def test_existing_world_needs_resume(tmp_path):

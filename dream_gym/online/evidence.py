@@ -145,4 +145,10 @@ def survival_check(task: Any, code: str, recorded_score: float | None, repeats: 
         if abs(mean - recorded_score) > 1e-9 * max(1.0, abs(recorded_score)):
             survived = False
             note = f"re-run scored {mean!r}, the record says {recorded_score!r}"
+    elif recorded_score and mean is not None:  # a noisy metric: valid re-runs survive, and how far they fall
+        change = (mean - recorded_score) / abs(recorded_score)
+        worse = change < 0 if task.direction != "minimize" else change > 0
+        note += (f"; their mean is {abs(change):.0%} {'worse' if worse else 'better'} than the recorded "
+                 f"{recorded_score:.6g}" + (" (the best of a noisy metric's runs is chosen partly for its luck)"
+                                            if worse else ""))
     return Survival(repeats, len(scores), scores, mean, stdev, recorded_score, survived, note)
