@@ -312,6 +312,34 @@ def test_a_revisions_error_is_shown_escaped_and_never_read_as_markup():
     assert "\\x1b]52;c;c2VjcmV0\\x07" in shown, shown
 
 
+def test_dreams_progress_continues_a_wrapped_line_under_its_text_and_keeps_it_whole_in_a_log() -> None:
+    """rich wrapped a version's line and its error at column 0 on a terminal (under the label
+    "phase 1 version ..."); they now continue two columns past their indent, styles kept."""
+    from io import StringIO
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from dream_gym.cli.dream import version_line
+    from dream_gym.cli.shown import Hanging
+
+    error = "PolicyException: the policy file raised in act() at line 12 for a reason long enough to wrap"
+    record = SimpleNamespace(score=None, status="failed", phase=1, m=2, seconds=1.0, error=error, warning=None)
+    line = version_line(record, 4, SimpleNamespace(m=0, score=0.5), indent=2)
+    terminal = StringIO()
+    Console(file=terminal, width=50, force_terminal=True, color_system="standard").print(Hanging(line))
+    assert "\x1b[31m" in terminal.getvalue()  # the status keeps its colour
+    shown = Console(file=StringIO(), width=50, force_terminal=True, color_system=None)
+    shown.print(Hanging(line))
+    lines = shown.file.getvalue().splitlines()
+    assert lines == ["  phase 1 version 2/3 failed    score -  best so", "    far 0 (0.5000)  1.0s",
+                     "      PolicyException: the policy file raised in", "        act() at line 12 for a reason long enough",
+                     "        to wrap"]
+    log = StringIO()
+    Console(file=log, width=50, soft_wrap=True).print(Hanging(line))
+    assert log.getvalue().splitlines() == [line.plain.split("\n")[0], "      " + error]
+
+
 def test_a_line_too_wide_continues_at_the_column_it_is_given() -> None:
     """A row of fixed columns then a name (``worlds list``) continues under the name, not at its
     own indent; by default a line continues two columns past its indent."""

@@ -15,7 +15,7 @@ from dream_gym.cli.options import (
     positive_int,
     report_failures,
 )
-from dream_gym.cli.shown import cell, console, shown
+from dream_gym.cli.shown import Hanging, cell, console, shown
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GRID, DEFAULT_LAMBDA
 
 
@@ -104,18 +104,21 @@ def scoring_settings(args: argparse.Namespace) -> Any:
     )
 
 
-def version_line(record: Any, revisions: int, best: Any) -> str:
-    """One progress line for a finished version."""
+def version_line(record: Any, revisions: int, best: Any, indent: int = 0) -> Any:
+    """One progress line for a finished version, ``indent`` columns in (rich Text; print it as
+    :class:`Hanging`)."""
+    from rich.text import Text
+
     score = "-" if record.score is None else f"{record.score:.4f}"
     colour = {"incumbent": "bold", "ok": "green"}.get(record.status, "red")
-    text = (f"[{colour}]phase {record.phase} version {record.m}/{revisions - 1} {record.status:<9}[/{colour}] "
+    text = (" " * indent + f"[{colour}]phase {record.phase} version {record.m}/{revisions - 1} {record.status:<9}[/{colour}] "
             f"score {score}  best so far {best.m} ({best.score:.4f})  {record.seconds:.1f}s")
     problem = record.error or record.warning
     if problem:  # a revision's words: escaped, and never read as markup
         from rich.markup import escape as rich_escape
 
-        text += f"\n    [dim]{rich_escape(shown(problem, 300))}[/dim]"
-    return text
+        text += "\n" + " " * (indent + 4) + f"[dim]{rich_escape(shown(problem, 300))}[/dim]"
+    return Text.from_markup(text)
 
 
 def phase_table(result: Any) -> Any:
@@ -190,7 +193,6 @@ def held_out_lines(result: Any, gate: bool = False) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.text import Text
 
     from dream_gym.cli.names import check_loads, resolve_world_specs
     from dream_gym.cli.options import parse_betas_option
@@ -206,10 +208,10 @@ def run(args: argparse.Namespace) -> int:
 
     def events(kind: str, data: dict[str, Any]) -> None:
         if kind == "version" and not args.quiet:
-            progress.print(version_line(data["record"], data["revisions"], data["best"]))
+            progress.print(Hanging(version_line(data["record"], data["revisions"], data["best"])))
         elif kind == "held_out" and not args.quiet:
-            progress.print(Text(f"held-out check of version {data['m']} and the incumbent on "
-                               f"{', '.join(shown(w.id) for w in data['worlds'])}"))
+            progress.print(Hanging(f"held-out check of version {data['m']} and the incumbent on "
+                                   f"{', '.join(shown(w.id) for w in data['worlds'])}"))
 
     result = run_dream(dream_run, events)
     out = console()
@@ -219,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
               f"deployed version {result.deployed_m}"
               + (" (the held-out check kept the incumbent)" if result.gated else ""))
     for line in held_out_lines(result, args.gate):
-        out.print(line)
+        out.print(Hanging(line))
     cost = result.cost
     out.print(f"development cost: {cost['calls']:.0f} LLM call{'s' * (cost['calls'] != 1)}, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
               f"${cost['usd']:.4f}")

@@ -16,6 +16,7 @@ from dream_gym.cli.dream import (
     version_line,
 )
 from dream_gym.cli.options import BUILTIN_TASKS, add_read, add_workers, positive_int
+from dream_gym.cli.shown import Hanging
 from dream_gym.dream.carry import DEFAULT_CARRY
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
 
@@ -133,25 +134,25 @@ def run(args: argparse.Namespace) -> int:
     def events(kind: str, data: dict[str, Any]) -> None:
         if args.quiet:  # progress is quiet; a revision the held-out check kept out is not progress
             if kind == "iteration_done" and data["phase"].warning:
-                console.print(held_out_lines(data["phase"], args.gate)[-1])
+                console.print(Hanging(held_out_lines(data["phase"], args.gate)[-1]))
             return
         if kind == "iteration":
             console.rule(f"iteration {data['t']}/{data['iterations']}: policy {data['policy']}")
         elif kind == "round":
             s = data["stats"]
             best = "-" if s.best_score is None else f"{s.best_score:.6g}"
-            console.print(f"  rollout {data['t']} round {s.round}: {s.attempts} attempt{'s' * (s.attempts != 1)}, "
-                          f"{s.failures} failed, best {best}, {s.seconds:.1f}s")
+            console.print(Hanging(f"  rollout {data['t']} round {s.round}: {s.attempts} attempt{'s' * (s.attempts != 1)}, "
+                                  f"{s.failures} failed, best {best}, {s.seconds:.1f}s"))
         elif kind == "rollout":
             world = data["world"]
-            console.print(f"  rollout {data['t']} done: {world.size - 1} attempt{'s' * (world.size != 2)} in {world.id}; "
-                          "dreaming on the history")
+            console.print(Hanging(f"  rollout {data['t']} done: {world.size - 1} attempt{'s' * (world.size != 2)} in "
+                                  f"{world.id}; dreaming on the history"))
         elif kind in ("version", "carry"):
             _phase_progress(console, kind, data)
         elif kind == "iteration_done":
             console.print(phase_table(data["phase"]))
             for line in held_out_lines(data["phase"], args.gate):
-                console.print(line)
+                console.print(Hanging(line))
 
     records = run_rsi(config, events)
     out = shown_console()
@@ -167,13 +168,13 @@ def run(args: argparse.Namespace) -> int:
 def _phase_progress(console: Any, kind: str, data: dict[str, Any]) -> None:
     """A dream phase's progress line: a version scored, or an earlier phase's version carried."""
     if kind == "version":
-        console.print("  " + version_line(data["record"], data["revisions"], data["best"]))
+        console.print(Hanging(version_line(data["record"], data["revisions"], data["best"], indent=2)))
         return
     row = data["row"]
     phase, m = row["source"]
     score = f"score {row['score']:.4f} on the history" if row["status"] == "ok" else row["status"]
-    console.print(f"  phase {row['phase']} carries phase {phase} version {m}: {score} "
-                  f"({len(row['evaluated'])} new world(s) evaluated, {row['seconds']:.1f}s)")
+    console.print(Hanging(f"  phase {row['phase']} carries phase {phase} version {m}: {score} "
+                          f"({len(row['evaluated'])} new world(s) evaluated, {row['seconds']:.1f}s)"))
 
 
 def run_system(args: argparse.Namespace) -> int:
@@ -205,19 +206,18 @@ def run_system(args: argparse.Namespace) -> int:
         elif kind == "iteration":
             progress.rule(f"iteration {data['t']}/{data['iterations']}: policy {data['policy']}")
         elif kind == "deploy":
-            progress.print(f"  run {data['t']}: {args.system}, {args.budget} programs, in {data['folder']}",
-                           markup=False)
+            progress.print(Hanging(f"  run {data['t']}: {args.system}, {args.budget} programs, in {data['folder']}"))
             watches.append(NodesWatch(data["folder"], data["budget"] + 1, f"  run {data['t']}").__enter__())
         elif kind == "deploy_end" and watches:
             watches.pop().__exit__(None, None, None)
         elif kind == "run":
             row = data["row"]
-            progress.print(f"  run {row['t']} done: {row['nodes'] - 1} programs ({row['invalid']} invalid), "
-                           f"stopped by {row['stopped_by']}, {row['seconds']:.1f}s", markup=False)
+            progress.print(Hanging(f"  run {row['t']} done: {row['nodes'] - 1} programs ({row['invalid']} invalid), "
+                                   f"stopped by {row['stopped_by']}, {row['seconds']:.1f}s"))
         elif kind == "pool":
             row = data["row"]
-            progress.print(f"  pool of runs 1-{row['t']}: {row['nodes']} nodes ({row['merged']} merged, "
-                           f"{row['disagreements']} disagreements); dreaming on it", markup=False)
+            progress.print(Hanging(f"  pool of runs 1-{row['t']}: {row['nodes']} nodes ({row['merged']} merged, "
+                                   f"{row['disagreements']} disagreements); dreaming on it"))
         elif kind in ("version", "carry"):
             _phase_progress(progress, kind, data)
 

@@ -75,6 +75,46 @@ def cell(text: object, limit: int = NAME_CHARS) -> Any:
 
 
 
+class Hanging:
+    """A rich text printed as :func:`fitted` prints a string: in a terminal, each line too wide
+    breaks between words and continues two columns past its own indent (rich's wrapping starts a
+    continuation at column 0, under the line's label); its styles are kept. In a log or a pipe
+    (soft wrap) each line stays whole. ``text``: a ``rich.text.Text``, or a string (plain text)."""
+
+    def __init__(self, text: Any) -> None:
+        from rich.text import Text
+
+        self.text = text if isinstance(text, Text) else Text(str(text))
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        if options.no_wrap:
+            yield self.text
+            return
+        for line in self.text.split("\n"):
+            yield from _hung(line, options.max_width)
+
+
+def _hung(line: Any, width: int) -> Any:
+    """One rich Text line as lines of at most ``width`` columns, broken between words (a word longer
+    than a line stands alone), each continuation indented two columns past the line's indent."""
+    import re
+
+    from rich.text import Text
+
+    plain = line.plain
+    if len(plain) <= width:
+        yield line
+        return
+    hang = min(len(plain) - len(plain.lstrip(" ")) + 2, width // 2)
+    start, end, room = 0, 0, width
+    for word in re.finditer(r"\S+", plain):
+        if end > start and word.end() - start > room:
+            yield (Text(" " * hang) if start else Text()) + line[start:end]
+            start, room = word.start(), width - hang
+        end = word.end()
+    yield (Text(" " * hang) if start else Text()) + line[start:end]
+
+
 def console(stderr: bool = False) -> Any:
     """A command's console (its results, or with ``stderr`` its progress). In a terminal, text
     wraps between words at its width; in a log or a pipe each line stays whole (tables take
@@ -87,4 +127,4 @@ def console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, soft_wrap=True, width=None if os.environ.get("COLUMNS") else 200)
 
 
-__all__ = ["LINE_CHARS", "cell", "console", "fitted", "say", "shown", "shown_lines"]
+__all__ = ["LINE_CHARS", "Hanging", "cell", "console", "fitted", "say", "shown", "shown_lines"]
