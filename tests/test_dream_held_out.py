@@ -58,8 +58,11 @@ def test_without_the_check_the_off_task_revision_is_deployed(tmp_path, capsys):
     status, phase, out = _dream(tmp_path, revs.off_task(TASK), "--validate", "none")
     assert status == 0 and phase["validation"] is None
     assert phase["selected_m"] == phase["deployed_m"] == 1  # the attack works without the defence
+    # a model litellm has no price for (a local one): its calls are said to be unpriced, not "$0.0000"
+    assert "development cost: 1 LLM call, " in (printed := capsys.readouterr().out)
+    assert "tokens, $0.0000 (every call unpriced: litellm knows no price for the model)" in printed
     assert (out / "chosen.py").read_text() == (out / "revisions/1/1.py").read_text()
-    assert "held-out check: none" in capsys.readouterr().out
+    assert "held-out check: none" in printed
 
 
 def test_an_honest_revision_is_reported_close_to_its_selection_score_and_deployed(tmp_path):

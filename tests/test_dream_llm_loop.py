@@ -18,7 +18,7 @@ from dream_gym.dream.scoring import ScoringSettings
 from dream_gym.evaluation.evaluate import resolve_worlds
 from dream_gym.infrastructure.durable import read_jsonl
 from tests import dream_revisions as revs
-from tests.openai_server import OpenAICompatServer
+from tests.openai_server import OpenAICompatServer, Reply
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pydantic.*")
 
@@ -138,3 +138,18 @@ def test_unreachable_llm_is_journaled_and_stops_the_step_with_a_clear_error(tmp_
     ledger = read_jsonl(tmp_path / "dream.jsonl")
     assert [r["m"] for r in ledger] == [0]  # the incumbent's evaluation is kept for the resume
     assert Path(tmp_path / "revisions/1/0.py").exists()
+
+
+def test_a_reply_cut_at_the_token_limit_is_refused_saying_so(tmp_path):
+    """The next prompt said only "SyntaxError: '(' was never closed": the model mended the
+    symptom. The refusal now says the reply was cut and to write a shorter file."""
+    history = resolve_worlds("sd-fixed-s0")
+    half = revs.fenced(revs.WEAK)[: len(revs.fenced(revs.WEAK)) // 2]
+    with OpenAICompatServer() as server:
+        server.push(Reply(content=half, finish_reason="length"))
+        developer = LLMDeveloper("openai/local-dev", tmp_path, api_base=server.base_url, num_retries=0)
+        result = improvement_step(tmp_path, 1, "greedy", history, developer,
+                                  DreamSettings(revisions=2, scoring=ScoringSettings(betas=(0.5,), jobs=1)))
+    [cut] = [v for v in result.versions if v.m == 1]
+    assert cut.status == "invalid" and cut.error is not None
+    assert cut.error.endswith("; the reply was cut at the token limit (finish_reason=length): write a shorter file")

@@ -43,3 +43,19 @@ def test_revision_prompt_fills_every_placeholder_and_reports_earlier_errors():
     assert "### Revision 1: invalid, score none (refused)\nError: SyntaxError: x (line 1)" in text
     assert "### Revision 2: ok, score 0.5500" in text and "Pareto objective v2" in text
     assert "class Builtin" in text and "### w1 ..." in text
+
+
+def test_a_revision_too_long_is_refused_and_a_long_incumbent_is_cut_in_the_prompt():
+    """A 610 KB reply was kept as a valid revision, and as the incumbent it went whole into every
+    later prompt (618 K characters a call)."""
+    from dream_gym.dream.validate import MAX_REVISION_CHARS, check_source
+
+    padded = "def act(view):\n    return []\n" + "# padding\n" * 60_000
+    assert check_source(padded) == (f"the file is {len(padded):,} characters long; a revision is at most "
+                                    f"{MAX_REVISION_CHARS:,} (it is sent in every later prompt)")
+    assert check_source("def act(view):\n    return []\n" + "#\n" * 1000) is None
+    feedback = Feedback(phase=1, m=1, revisions=3, incumbent=EarlierRevision(0, padded, "incumbent", 0.5),
+                        traces="", earlier=(), select="V", betas=(0.5,), history=("w1",))
+    text = build_messages(feedback)[1]["content"]
+    assert len(text) < MAX_REVISION_CHARS + 40_000 and text.count("# padding") < 5_000
+    assert "characters omitted" in text and "def act(view):" in text

@@ -104,6 +104,16 @@ def scoring_settings(args: argparse.Namespace) -> Any:
     )
 
 
+def usd_text(cost: dict[str, float]) -> str:
+    """The dollars of a cost, saying how many calls had no price (litellm knows none for the model:
+    a local or unlisted one), which count $0."""
+    unpriced = int(cost.get("unpriced", 0.0))
+    if not unpriced:
+        return f"${cost.get('usd', 0.0):.4f}"
+    calls = "every call" if unpriced == int(cost.get("calls", 0.0)) else f"{unpriced} call{'s' * (unpriced != 1)}"
+    return f"${cost.get('usd', 0.0):.4f} ({calls} unpriced: litellm knows no price for the model)"
+
+
 def version_line(record: Any, revisions: int, best: Any, indent: int = 0) -> Any:
     """One progress line for a finished version, ``indent`` columns in (rich Text; print it as
     :class:`Hanging`)."""
@@ -223,8 +233,8 @@ def run(args: argparse.Namespace) -> int:
     for line in held_out_lines(result, args.gate):
         out.print(Hanging(line))
     cost = result.cost
-    out.print(f"development cost: {cost['calls']:.0f} LLM call{'s' * (cost['calls'] != 1)}, {cost['tokens_in'] + cost['tokens_out']:.0f} tokens, "
-              f"${cost['usd']:.4f}")
+    out.print(f"development cost: {cost['calls']:.0f} LLM call{'s' * (cost['calls'] != 1)}, "
+              f"{cost['tokens_in'] + cost['tokens_out']:.0f} tokens, {usd_text(cost)}", markup=False)
     out.print(f"chosen policy: {args.out / 'chosen.py'}; ratchet plot: {args.out / 'ratchet.png'}")
     failed, doubts = incumbent_failures(args.out, result.phase, args.policy), incumbent_doubts(result, args.policy)
     return report_failures("dream", failed + doubts, args.allow_errors,

@@ -64,6 +64,7 @@ class Revision:
     reply: str | None = None  # what it answered
     params: dict[str, Any] | None = None  # the parameter block of a parametric revision
     cost: dict[str, float] = field(default_factory=dict)  # calls, tokens_in, tokens_out, usd, seconds
+    truncated: bool = False  # the reply was cut at the token limit: a refusal says so (write less)
 
 
 @runtime_checkable

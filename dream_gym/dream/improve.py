@@ -40,7 +40,7 @@ from typing import Any
 
 from dream_gym.dream import held_out
 from dream_gym.dream.carry import DEFAULT_CARRY, Carried, choose, code_key, complete, earlier_versions
-from dream_gym.dream.developer import Developer, EarlierRevision, Feedback
+from dream_gym.dream.developer import Developer, EarlierRevision, Feedback, Revision
 from dream_gym.dream.runfolder import JsonLog, write_json
 from dream_gym.dream.scoring import Scored, ScoringSettings, first_difference, score_policy
 from dream_gym.dream.traces import policy_traces
@@ -134,7 +134,7 @@ def _no_events(kind: str, data: dict[str, Any]) -> None:
 
 
 def _sum_costs(records: Sequence[VersionRecord]) -> dict[str, float]:
-    keys = ("calls", "tokens_in", "tokens_out", "usd", "seconds")
+    keys = ("calls", "tokens_in", "tokens_out", "usd", "seconds", "unpriced")
     return {k: float(sum(r.cost.get(k, 0.0) for r in records)) for k in keys}
 
 
@@ -251,7 +251,8 @@ class _Phase:
         record = VersionRecord(self.phase, m, self.rel(path), "ok", notes=revision.notes, params=revision.params,
                                cost=dict(revision.cost))
         if revision.code is None:
-            record.status, record.error = "invalid", revision.error or "the developer returned no code"
+            record.status, record.error = "invalid", (revision.error or "the developer returned no code") + _cut_note(
+                revision)
         else:
             problem = validate_policy_file(
                 path, rounds=self.settings.validation_rounds, decision_timeout_s=self.scoring.decision_timeout_s,
@@ -259,7 +260,7 @@ class _Phase:
                 memory_mb=self.scoring.memory_mb,
             )
             if problem is not None:
-                record.status, record.error = "invalid", f"validation failed: {problem}"
+                record.status, record.error = "invalid", f"validation failed: {problem}{_cut_note(revision)}"
             elif not self._reuse(record, revision.code):
                 record = self._evaluate(record, path)
         record.seconds = time.perf_counter() - started
@@ -445,3 +446,10 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
         developer = make_developer(run.developer, run.out, api_base=run.api_base, seed=scoring.seed)
         return improvement_step(run.out, 1, run.policy, history, developer, run.settings, validation=validation,
                                 events=events)
+
+
+def _cut_note(revision: Revision) -> str:
+    """What a refusal adds when the reply was cut at the token limit: the error (a SyntaxError at
+    the cut, say) alone would have the next revision mend the symptom."""
+    return ("; the reply was cut at the token limit (finish_reason=length): write a shorter file"
+            if revision.truncated else "")

@@ -86,5 +86,6 @@ def _completion(row: Mapping[str, Any]) -> Completion:
         tokens_in=float(row.get("tokens_in") or 0), tokens_out=float(row.get("tokens_out") or 0),
         usd=float(row.get("usd") or 0), seconds=float(row.get("seconds") or 0),
         attempts=int(row.get("attempts") or 0), notes=tuple(row.get("notes") or ()),
+        priced=bool(row.get("priced", True)),
     )
 

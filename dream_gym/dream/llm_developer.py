@@ -31,6 +31,7 @@ from typing import Any
 
 from dream_gym.dream.developer import EarlierRevision, Feedback, Revision
 from dream_gym.dream.journal import Journal
+from dream_gym.dream.validate import MAX_REVISION_CHARS
 from dream_gym.infrastructure.llm import LLMClient, clip, extract_code, one_line
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.world.shipped import prompts_dir
@@ -93,7 +94,7 @@ def build_messages(feedback: Feedback, prompts_dir: Path = PROMPTS_DIR) -> list[
         interface=_read(prompts_dir, INTERFACE_TEMPLATE).strip(),
         n_worlds=len(feedback.history), history=", ".join(feedback.history),
         betas=", ".join(f"{b:g}" for b in feedback.betas), select_rule=select_rule,
-        incumbent_score=_score(feedback.incumbent.score), incumbent_code=feedback.incumbent.code.rstrip(),
+        incumbent_score=_score(feedback.incumbent.score), incumbent_code=clip(feedback.incumbent.code, MAX_REVISION_CHARS),
         reference=reference, traces=clip(feedback.traces, MAX_TRACES_CHARS) or "(no traces)",
         earlier=_earlier_text(feedback.earlier), past=_past_text(feedback.past),
     )
@@ -141,13 +142,15 @@ class LLMDeveloper:
         if done.finish_reason:
             notes.append(f"finish_reason={done.finish_reason}")
         cost = {"calls": 1.0, "tokens_in": done.tokens_in, "tokens_out": done.tokens_out, "usd": done.usd,
-                "seconds": done.seconds}
+                "seconds": done.seconds, "unpriced": 0.0 if done.priced else 1.0}
         prompt = "\n\n".join(f"<!-- {m['role']} -->\n{m['content']}" for m in messages)
+        truncated = done.finish_reason == "length"
         if not extraction.usable:
             empty = " (the reply is empty)" if not done.reply.strip() else ""
             return Revision(code=None, notes="; ".join(notes), error=f"no code found in the reply{empty}",
-                            prompt=prompt, reply=done.reply, cost=cost)
-        return Revision(code=extraction.code, notes="; ".join(notes), prompt=prompt, reply=done.reply, cost=cost)
+                            prompt=prompt, reply=done.reply, cost=cost, truncated=truncated)
+        return Revision(code=extraction.code, notes="; ".join(notes), prompt=prompt, reply=done.reply, cost=cost,
+                        truncated=truncated)
 
 
 def build(spec: str, folder: Any = None, *, api_base: str | None = None, seed: int = 0,

@@ -32,6 +32,9 @@ from dream_gym.world.tree import World, build_world
 from dream_gym.world.writer import new_meta
 
 POLICY_FACTORIES = ("make_policy",)
+#: The longest revision kept: the incumbent goes into every later prompt, so a reply padded to
+#: hundreds of KB would be paid for at every call (the library's own policies are under 8 KB).
+MAX_REVISION_CHARS = 50_000
 POLICY_FUNCTIONS = ("act", "policy")
 
 
@@ -70,7 +73,10 @@ def _defines_policy(tree: ast.Module) -> bool:
 
 
 def check_source(code: str, filename: str = "<revision>") -> str | None:
-    """Steps 1 and 2: the syntax and the interface, without running anything."""
+    """Steps 1 and 2: the syntax and the interface, without running anything (and the size)."""
+    if len(code) > MAX_REVISION_CHARS:
+        return (f"the file is {len(code):,} characters long; a revision is at most {MAX_REVISION_CHARS:,} (it is "
+                "sent in every later prompt)")
     try:
         tree = ast.parse(code, filename=filename)
     except SyntaxError as exc:

@@ -353,6 +353,7 @@ class Completion:
     seconds: float
     attempts: int
     notes: tuple[str, ...] = ()
+    priced: bool = True  # False: litellm knows no price for the model, and ``usd`` is 0 for want of one
 
 
 class LLMClient:
@@ -493,7 +494,7 @@ class LLMClient:
         return Completion(
             reply=redact(content) if isinstance(content, str) else "", finish_reason=finish,
             tokens_in=tokens_in, tokens_out=tokens_out, usd=usd, seconds=seconds, attempts=attempts,
-            notes=tuple(notes),
+            notes=tuple(notes), priced=cost_note is None,
         )
 
 
