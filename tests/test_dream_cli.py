@@ -138,6 +138,17 @@ def test_rsi_resume_refuses_other_settings_and_redoes_nothing(tmp_path, capsys):
     assert (out / "rsi.jsonl").read_text() == before
 
 
+@pytest.mark.parametrize("command", [DREAM, RSI])
+def test_an_api_base_nothing_in_the_run_calls_is_refused(tmp_path, capsys, command):
+    """The built-in developer (and agent) call no LLM: the URL was taken and ignored without a word."""
+    out = tmp_path / "run"
+    assert main([*command, "--api-base", "http://127.0.0.1:9/v1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and ("--api-base http://127.0.0.1:9/v1: nothing in this run calls an LLM (the "
+                                         "built-in developer and agent call none)") in err
+    assert not out.exists()
+
+
 def test_a_developer_no_call_can_reach_is_refused_before_the_run_folder_is_made(tmp_path, capsys, monkeypatch):
     """It scored the incumbent first, then failed on its first call with a transport error."""
     out = tmp_path / "dream"

@@ -98,3 +98,22 @@ def test_auto_held_out_takes_other_tasks_first_and_never_a_history_world():
     train = resolve_worlds("train")  # every task but circle-packing-32
     assert [w.task_name for w in auto_held_out(train)] == ["circle-packing-32"]
     assert auto_held_out(resolve_worlds("heldout")) == []  # nothing left that selection did not see
+
+
+def test_an_llm_that_fails_every_retry_ends_the_run_saying_resume_continues_it(tmp_path, capsys):
+    """A 500 on every attempt (or a timeout) ended in one line that did not say the run was kept;
+    the same command with --resume, the server mended, continues it."""
+    from tests.openai_server import Reply
+
+    out = tmp_path / "dream"
+    command = ["dream", "--history", HISTORY, "--policy", "greedy", "--developer", "openai/local-dev",
+               "--revisions", "2", "--betas", "0", "-j", "1", "--validate", "none", "--quiet", "--out", str(out)]
+    with OpenAICompatServer() as server:
+        server.responder = lambda body: Reply(content=None, status=500)
+        assert main([*command, "--api-base", server.base_url]) == 2
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and "transport error" in err
+        assert err.rstrip().endswith(f"what was finished is kept in {out}: the same command with --resume "
+                                     "continues it")
+        server.responder = lambda body: revs.fenced(revs.WEAK)
+        assert main([*command, "--api-base", server.base_url, "--resume"]) == 0

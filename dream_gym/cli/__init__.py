@@ -184,6 +184,18 @@ def _world_kept(args: argparse.Namespace, exc: BaseException) -> str:
             "continues it; another policy starts in a new --out")
 
 
+def _llm_gone(args: argparse.Namespace, exc: BaseException) -> str:
+    """After an LLM that could not be reached (a timeout, a 500 on every retry), how to continue a
+    run that keeps its progress in --out (dream, rsi): it asks again only the call in flight."""
+    from dream_gym.infrastructure.llm import LLMError
+
+    out = getattr(args, "out", None)
+    if not isinstance(exc, LLMError) or not hasattr(args, "resume") or not isinstance(out, Path) \
+            or not out.is_dir() or "--resume" in str(exc):
+        return ""
+    return f"\nwhat was finished is kept in {shown(out)}: the same command with --resume continues it"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``timeout``, a job scheduler, ``kill``): the command stops as at Ctrl-C (its jobs
     ended, what it finished kept, the same message) with the status a shell gives SIGTERM."""
@@ -222,7 +234,8 @@ def _run(args: argparse.Namespace) -> int:
         # Library errors name the problem already; show them once, without a traceback. They
         # may quote what others wrote (a world's id, a remote's reply): escaped and cut.
         message = printable(error_text(exc), LINE_CHARS, lines=True)
-        say(f"dream-gym {args.command}: error: {message}{_world_kept(args, exc)}", file=sys.stderr)
+        say(f"dream-gym {args.command}: error: {message}{_world_kept(args, exc)}{_llm_gone(args, exc)}",
+            file=sys.stderr)
         return 2
     finally:
         if main_thread:

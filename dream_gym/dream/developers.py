@@ -46,4 +46,13 @@ def check_developer(spec: str, api_base: str | None = None) -> None:
         check_access(spec, api_base)
 
 
-__all__ = ["DEVELOPERS", "MODEL_DEVELOPER", "DeveloperFactory", "check_developer", "make_developer"]
+def check_api_base_used(api_base: str | None, *models: str | None) -> None:
+    """ValueError when ``--api-base`` is given and nothing of the run calls an LLM (``models``: the
+    developer's and the agent's specs, ``builtin`` or None for none): the URL would be ignored."""
+    if api_base and all(model in (None, *DEVELOPERS) for model in models):
+        raise ValueError(f"--api-base {api_base}: nothing in this run calls an LLM (the built-in developer and "
+                         "agent call none); give --developer MODEL, or leave --api-base out")
+
+
+__all__ = ["DEVELOPERS", "MODEL_DEVELOPER", "DeveloperFactory", "check_api_base_used", "check_developer",
+           "make_developer"]

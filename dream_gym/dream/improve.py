@@ -417,10 +417,11 @@ class DreamRun:
 
 def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     """Resolve the worlds, check the run folder's fingerprint, and run (or resume) the step."""
-    from dream_gym.dream.developers import check_developer, make_developer
+    from dream_gym.dream.developers import check_api_base_used, check_developer, make_developer
     from dream_gym.dream.runfolder import check_fingerprint
     from dream_gym.evaluation.evaluate import resolve_worlds
 
+    check_api_base_used(run.api_base, run.developer)
     check_developer(run.developer, run.api_base)
     history = resolve_worlds(run.history)
     validation = None if run.validate is None else [] if run.validate == NO_HELD_OUT else resolve_worlds(run.validate)

@@ -70,9 +70,10 @@ class RsiConfig:
         the developer's package, and what grow refuses (W, the rounds, the agent's litellm, the backend)."""
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
-        from dream_gym.dream.developers import check_developer
+        from dream_gym.dream.developers import check_api_base_used, check_developer
         from dream_gym.online.loop import GrowConfig
 
+        check_api_base_used(self.api_base, self.developer, self.agent)
         check_developer(self.developer, self.api_base)
         GrowConfig(task=self.task, out=self.out, agent=self.agent, workers=self.workers, rounds=self.rounds,
                    beta=self.beta, backend=self.backend)

@@ -91,9 +91,10 @@ class SystemRsiConfig:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
         if self.budget < 1 or self.workers < 1:
             raise ValueError(f"budget and workers (W) must be >= 1, got {self.budget} and {self.workers}")
-        from dream_gym.dream.developers import check_developer
+        from dream_gym.dream.developers import check_api_base_used, check_developer
 
-        check_developer(self.developer, self.api_base)  # before the run folder is made
+        check_api_base_used(self.api_base, self.developer, self.model)  # before the run folder is made
+        check_developer(self.developer, self.api_base)
 
 
 @dataclass
