@@ -59,3 +59,20 @@ def test_a_revision_too_long_is_refused_and_a_long_incumbent_is_cut_in_the_promp
     text = build_messages(feedback)[1]["content"]
     assert len(text) < MAX_REVISION_CHARS + 40_000 and text.count("# padding") < 5_000
     assert "characters omitted" in text and "def act(view):" in text
+
+
+def test_an_errors_local_paths_are_named_by_role_in_the_prompt():
+    """A revision that raised with os.environ sent the sandbox's PATH (this installation's folder)
+    and its temporary HOME to the LLM's provider in the next prompt."""
+    import sys
+    import tempfile
+
+    error = (f"PolicyException: KeyError: PATH={sys.prefix}/bin:/usr/bin "
+             f"HOME={tempfile.gettempdir()}/dream_gym_policy.1.x (at 1.py line 3)")
+    feedback = Feedback(phase=1, m=2, revisions=3, incumbent=EarlierRevision(0, "def act(v):\n    return []\n",
+                                                                              "incumbent", 0.5),
+                        traces="", earlier=(EarlierRevision(1, "def act(v):\n", "invalid", None, error),),
+                        select="V", betas=(0.5,), history=("w1",))
+    text = build_messages(feedback)[1]["content"]
+    assert "Error: PolicyException: KeyError: PATH=<python>/bin:/usr/bin HOME=<tmp>/dream_gym_policy.1.x" in text
+    assert sys.prefix not in text

@@ -451,6 +451,18 @@ def test_raises(world: World, good: IsolatedPolicy, reference: Any) -> None:
     _assert_good_still_works(good, world, reference)
 
 
+def test_a_connection_is_refused_as_the_network_not_as_a_missing_codec(world: World, tmp_path: Path) -> None:
+    """socket.create_connection looks up the idna codec when first called; an episode could not
+    import it, and the policy (and the LLM told of its error) read "unknown encoding: idna"."""
+    path = tmp_path / "net.py"
+    path.write_text("import socket\n\n\ndef act(view):\n    socket.create_connection(('127.0.0.1', 9), 1)\n"
+                    "    return []\n")
+    with IsolatedPolicy(path, **FAST) as policy:
+        result = run_episode(policy, world, seed=0, beta=0.5, on_error="record")
+    assert result.error is not None and "idna" not in result.error
+    assert "PermissionError: [Errno 1] an isolated policy may not use socket.getaddrinfo" in result.error
+
+
 def test_illegal_ids(world: World, good: IsolatedPolicy, reference: Any) -> None:
     policy, result = _hostile("illegal_ids.py", world)
     with policy:

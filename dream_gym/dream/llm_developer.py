@@ -56,13 +56,27 @@ def _score(value: float | None) -> str:
     return "none (refused)" if value is None else f"{value:.4f}"
 
 
+def _local_paths_hidden(text: str) -> str:
+    """``text`` (a revision's error, which may quote the sandbox's PATH or a traceback) with this
+    machine's paths named by role: the Python installation, the package, the home and temporary
+    folders are no business of the LLM's provider."""
+    import sys
+    import tempfile
+
+    places = {sys.prefix: "<python>", sys.base_prefix: "<python>", str(Path(__file__).parents[2]): "<dream_gym>",
+              str(Path.home()): "~", tempfile.gettempdir(): "<tmp>"}
+    for path in sorted((p for p in places if len(p) > 1), key=len, reverse=True):  # the longest first
+        text = text.replace(path, places[path])
+    return text
+
+
 def _earlier_text(earlier: tuple[EarlierRevision, ...]) -> str:
     if not earlier:
         return "(none yet: this is the first revision of the phase)"
     parts = []
     for rev in earlier:
         head = f"### Revision {rev.m}: {rev.status}, score {_score(rev.score)}"
-        error = f"\nError: {one_line(rev.error, 600)}" if rev.error else ""
+        error = f"\nError: {one_line(_local_paths_hidden(rev.error), 600)}" if rev.error else ""
         code = clip(rev.code, MAX_EARLIER_CODE_CHARS) if rev.code.strip() else "(no code)"
         parts.append(f"{head}{error}\n```python\n{code}\n```")
     return "\n\n".join(parts)

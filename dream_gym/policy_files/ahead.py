@@ -23,6 +23,12 @@ from typing import Any
 #: browser, prints, starts a GUI): never imported ahead.
 NOT_AHEAD = frozenset({"antigravity", "this", "turtle", "turtledemo", "tkinter", "idlelib", "webbrowser"})
 
+#: Modules that a module imports only when first used, not when imported: a network module looks
+#: up the ``idna`` codec for a host name, and an episode could not import it (its call failed as
+#: ``LookupError: unknown encoding: idna`` where the sandbox's refusal of the network belongs).
+USED_LATER = {name: ("encodings.idna",) for name in ("socket", "ssl", "http", "urllib", "asyncio", "smtplib",
+                                                      "ftplib", "xmlrpc")}
+
 
 @dataclass
 class Named:
@@ -60,6 +66,7 @@ def named_in(source: bytes) -> Named:
         else:
             continue
         modules += [name for name in found if _may_import(name)]
+        modules += [later for name in found for later in USED_LATER.get(name.partition(".")[0], ())]
     attributes = [(bound[root], chain) for root, chain in _attribute_chains(tree) if root in bound
                   and _may_import(bound[root])]
     return Named(list(dict.fromkeys(modules)), list(dict.fromkeys(attributes)))
@@ -250,4 +257,4 @@ def only_imported_modules(failed: Mapping[str, str]) -> None:
     sys.meta_path.append(_NotAhead(failed))
 
 
-__all__ = ["NOT_AHEAD", "Named", "import_ahead", "named_in", "only_imported_modules"]
+__all__ = ["NOT_AHEAD", "USED_LATER", "Named", "import_ahead", "named_in", "only_imported_modules"]
