@@ -5,7 +5,7 @@ world's oracle limit and the share of it the policy reached), a line per beta of
 and its % of the limit, best q, attempts N, rounds k, stop reason, error), and for the
 beta in the middle of the grid the episode round by round: the batch (``root`` opens a
 branch), each revealed node with its quality q (0 = baseline, 1 = the world's best record),
-``+`` where the best quality rose, failures with their class and the last line of their error;
+``+`` on the node whose quality was a new best, failures with their class and the last line of their error;
 then where quality rose and how many attempts were spent after the last improvement.
 
 Quality q uses the world's best recorded score, which a *policy* never sees: traces are for
@@ -53,13 +53,17 @@ def episode_rounds(world: World, result: EpisodeResult, settings: ReplaySettings
     lines: list[RoundLine] = []
     rises: list[int] = []
     for number, batch in enumerate(result.batches, 1):
-        before = session.best_q
+        best = before = session.best_q
         outcome = session.step(batch)
-        texts = [_node_text(session, obs_id) for obs_id in outcome.new_ids]
-        improved = session.best_q > before + 1e-12
-        if improved:
-            rises.append(session.attempts)
-        lines.append(RoundLine(number, tuple(batch), tuple(texts), improved))
+        first = session.attempts - len(outcome.new_ids)  # the attempts before this round's
+        texts = []
+        for k, obs_id in enumerate(outcome.new_ids, 1):  # the node that rose is marked, at its own attempt
+            text, score = _node_text(session, obs_id), session.nodes[obs_id].score
+            if score is not None and session.normalizer.q(score) > best + 1e-12:
+                best, text = session.normalizer.q(score), text + "+"
+                rises.append(first + k)
+            texts.append(text)
+        lines.append(RoundLine(number, tuple(batch), tuple(texts), session.best_q > before + 1e-12))
     return lines, rises
 
 
@@ -98,8 +102,7 @@ def world_trace(world: World, results: Sequence[EpisodeResult], settings: Replay
     lines, rises = episode_rounds(world, shown, settings)
     out.append(f"Rounds at beta {shown.beta:g} (id:q of each revealed node; + marks a new best):")
     for line in lines[:MAX_ROUNDS_SHOWN]:
-        mark = " +" if line.improved else ""
-        out.append(f"  r{line.round} {_batch_text(line.batch)} -> {', '.join(line.revealed)}{mark}")
+        out.append(f"  r{line.round} {_batch_text(line.batch)} -> {', '.join(line.revealed)}")
     if len(lines) > MAX_ROUNDS_SHOWN:
         out.append(f"  ... {len(lines) - MAX_ROUNDS_SHOWN} more rounds")
     failures = sum(1 for line in lines for t in line.revealed if ":fail(" in t)
