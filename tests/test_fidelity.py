@@ -232,12 +232,12 @@ def test_an_openevolve_study_replays_on_openevolves_own_runs(tmp_path: Path) -> 
 def test_a_skydiscover_study_runs_its_runs_through_deploy_and_replays_on_its_own_selection(tmp_path: Path) -> None:
     pytest.importorskip("skydiscover")
     out = tmp_path / "sky"
-    done = fidelity("--system", "skydiscover", "--task", TASK, "-p", "greedy", "--recorder", "native",
+    done = fidelity("--system", "skydiscover", "--task", TASK, "-p", "greedy", "-p", "ucb", "--recorder", "native",
                     "--seeds", "0", "-n", "4", "-W", "2", "-j", "2", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out / "fidelity.json").read_text())
     assert report["study"]["system"] == "skydiscover" and report["study"]["frontier"] == "any"
-    assert set(report["agreement"]) == {"native"} and len(report["runs"]) == 2
+    assert set(report["agreement"]) == {"native"} and len(report["runs"]) == 3
     native = load_world(run_folder(out, "native", 0))
     assert native.meta["policy"] == "native" and "SkyDiscover" in native.meta["source"]
     assert all(isinstance(r["reproduced"], bool) for r in report["runs"] if r["policy"] == "greedy")
