@@ -34,6 +34,9 @@ and uploads of LFS files need ``HF_HUB_DISABLE_XET=1`` on the client (it picks X
 ``HubServer.requests`` every request line, so tests can count them. ``tamper`` changes a stored
 file without a commit; ``before_commit`` (with ``commit_directly``) lands another writer's commit
 just before one arrives; ``stop`` also cuts kept-alive connections, so the next request is refused.
+``streams`` makes the server hostile: a file path there (``v0/w/nodes.jsonl``) is answered, on
+GET, by the chunks its callable yields (chunked transfer, no length): more than the listing gives,
+without end, or a byte every few seconds.
 """
 
 from __future__ import annotations
@@ -164,6 +167,7 @@ class HubServer:
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.RLock()
         self.before_commit: Any = None  # called with the repo before a commit is applied (a concurrent writer)
+        self.streams: dict[str, Any] = {}  # file path -> callable yielding the GET body's chunks (hostile)
         self._counter = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -562,6 +566,10 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.hub
         with hub.lock:
             hub.requests.append((method, split.path))
+        resolved = re.search(r"/resolve/[^/]+/(.+)$", split.path)
+        if method == "GET" and resolved and unquote(resolved.group(1)) in hub.streams:
+            self._stream(hub.streams[unquote(resolved.group(1))]())
+            return
         for route_method, pattern, name in ROUTES:
             match = pattern.match(split.path) if route_method == method else None
             if match is None:
@@ -592,6 +600,21 @@ class _Handler(BaseHTTPRequestHandler):
             headers["X-Repo-Commit"] = exc.repo_commit
         payload = exc.payload or {"error": exc.message}
         self._send(exc.status, json.dumps(payload).encode(), headers, head=self.command == "HEAD")
+
+    def _stream(self, chunks: Iterator[bytes]) -> None:
+        """A body of unknown length, chunk by chunk, until the chunks end or the client goes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for chunk in chunks:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
     def _send(self, status: int, body: bytes, headers: dict[str, str], *, head: bool = False) -> None:
         self.send_response(status)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -299,3 +300,49 @@ def test_without_huggingface_hub_each_hub_verb_names_the_extra_in_one_line(verb:
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
         f"dream-gym worlds: error: hf:// remotes need huggingface_hub: {install_command('share')}"], done.stderr
+
+
+def _endless(chunk: bytes = b"0" * (1 << 20)):
+    while True:
+        yield chunk
+
+
+def _trickle():
+    while True:
+        yield b"0"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(("path", "body", "message"), [
+    ("v0/world-a/nodes.jsonl", _endless, r"v0/world-a/nodes.jsonl: the server sent more than the [0-9,]+ bytes its "
+                                         r"listing gives; download refused"),
+    ("v0/dataset.json", _endless, r"v0/dataset.json: the server sent more than the [0-9,]+ bytes its listing gives"),
+    ("v0/world-a/nodes.jsonl", _trickle, r"me/toy/v0/world-a/nodes.jsonl: [0-9,]+ of [0-9,]+ bytes came in the 1 s a file "
+                                         r"of its size is given \(1 s, then 1,000,000 kB/s\); download refused"),
+])
+def test_a_server_that_sends_more_than_it_lists_or_trickles_is_cut_off(hub, tmp_path, monkeypatch, path, body,
+                                                                       message):
+    """A file listed at 100 bytes whose GET streamed without end wrote 2.1 GB in 25 s (the limit
+    was checked on the listing only), and a byte every 5 s kept a download going for ever."""
+    pack_version(tmp_path, 0)
+    ds.upload("me/toy-v0", "hf://me")
+    delete("me/toy-v0")
+    hub.streams[path] = body
+    monkeypatch.setattr(hub_module, "GRACE_S", 1.0)
+    monkeypatch.setattr(hub_module, "MIN_BYTES_PER_S", 1_000_000_000)  # 1 s for the whole file: the trickle fails
+    if body is _endless:
+        monkeypatch.setattr(hub_module, "GRACE_S", 600.0)
+    with pytest.raises((DatasetError, ds.RemoteError), match=message):
+        ds.download("me/toy-v0", "hf://me")
+    assert not local_path("me/toy-v0").exists()
+    assert not list(local_path("me/toy-v0").parent.glob(".download-*"))  # nothing left in the store
+
+
+def test_a_listing_with_no_last_page_is_cut_off(hub, tmp_path, monkeypatch):
+    """Every page of the repository's tree linking a next one made the download list for ever."""
+    pack_version(tmp_path, 0)
+    ds.upload("me/toy-v0", "hf://me")
+    delete("me/toy-v0")
+    monkeypatch.setattr(hub_module, "MAX_LISTED", 3)
+    with pytest.raises(DatasetError, match=r"the listing holds more than 3 entries \(limit\); refused"):
+        ds.download("me/toy-v0", "hf://me")

@@ -12,15 +12,16 @@ A repository holds the versions of one dataset, each in a folder::
 
 Versions are folders, not branches or tags: every version is on ``main`` at once (the Hub's file
 browser shows them side by side, one listing finds the newest, and a download fetches one
-folder with ``snapshot_download(allow_patterns=...)``), and uploading an older version after a
-newer one cannot move anything back.
+folder), and uploading an older version after a newer one cannot move anything back.
 
 An upload is one ``create_commit`` holding every file of the version and the card (the Hub
 limits commits per hour; one file per commit, as the fsspec path made, fails half-way through a
 dataset of 129 files). It is made on the commit it read (``parent_commit``), so a commit landed
 meanwhile makes it fail instead of overwriting. A download reads the version's ``dataset.json``
 first (format version check), then fetches only the files it lists and checks each sha256
-before anything enters the local store.
+before anything enters the local store. The server is not trusted to end what it sends: each
+file is read through a budget (at most the size the listing gives it, at :data:`MIN_BYTES_PER_S`
+or faster after :data:`GRACE_S`), and a listing is read for at most :data:`MAX_LISTED` entries.
 
 Errors are one line: an unreachable Hub raises :class:`~dream_gym.datasets.remote.RemoteError`
 naming the remote, the endpoint and the cause; a missing repository or version raises
@@ -30,14 +31,15 @@ naming the remote, the endpoint and the cause; a missing repository or version r
 
 from __future__ import annotations
 
-import glob
 import importlib.metadata
 import os
 import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +71,13 @@ from dream_gym.world.tree import sha256_file
 
 SCHEME = "hf://"
 REPO_TYPE = "dataset"
+#: The most entries one listing is read for (folders at a repository's root, files of a version,
+#: repositories of a namespace): a server whose listing has no last page is cut off there.
+MAX_LISTED = 100_000
+#: The slowest a file may arrive, on average, after a grace of :data:`GRACE_S`: a server that
+#: trickles a byte every few seconds (under the client's read timeout) is cut off.
+MIN_BYTES_PER_S = 20_000
+GRACE_S = 60.0
 _VERSION_RE = re.compile(r"^v(0|[1-9][0-9]*)$")
 _HUB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 
@@ -213,7 +222,8 @@ def _versions(api: Any, repo_id: str, sha: str) -> list[int]:
     from huggingface_hub.hf_api import RepoFolder
 
     found = []
-    for entry in api.list_repo_tree(repo_id, recursive=False, revision=sha, repo_type=REPO_TYPE):
+    for entry in _bounded(api.list_repo_tree(repo_id, recursive=False, revision=sha, repo_type=REPO_TYPE),
+                          f"the root of {repo_id}"):
         match = _VERSION_RE.match(entry.path)
         if isinstance(entry, RepoFolder) and match:
             found.append(int(match[1]))
@@ -225,11 +235,21 @@ def _files(api: Any, repo_id: str, sha: str, version: int) -> dict[str, int]:
     from huggingface_hub.hf_api import RepoFile
 
     prefix = f"v{version}/"
+    entries = api.list_repo_tree(repo_id, f"v{version}", recursive=True, revision=sha, repo_type=REPO_TYPE)
     return {
         entry.path[len(prefix):]: int(entry.size)
-        for entry in api.list_repo_tree(repo_id, f"v{version}", recursive=True, revision=sha, repo_type=REPO_TYPE)
+        for entry in _bounded(entries, f"{repo_id}/{prefix}")
         if isinstance(entry, RepoFile) and entry.path.startswith(prefix)
     }
+
+
+def _bounded(entries: Any, what: str) -> Iterator[Any]:
+    """``entries`` of a listing, refused past :data:`MAX_LISTED` (the listing follows the server's
+    next-page links: one with no last page would never end)."""
+    for count, entry in enumerate(entries, 1):
+        if count > MAX_LISTED:
+            raise DatasetError(f"{what}: the listing holds more than {MAX_LISTED:,} entries (limit); refused")
+        yield entry
 
 
 def _probe(api: Any) -> None:
@@ -239,11 +259,37 @@ def _probe(api: Any) -> None:
     get_session().head(api.endpoint, timeout=10)  # any answer will do
 
 
-def _fetch(api: Any, repo_id: str, sha: str, path: str, workdir: Path) -> Path:
-    from huggingface_hub import hf_hub_download
+def _fetch(api: Any, repo_id: str, sha: str, path: str, workdir: Path, size: int) -> Path:
+    """Fetch the repository's file ``path`` into ``workdir`` (at its path), at most ``size`` bytes:
+    its size in the listing. The server's answer is read through a budget, not trusted: one that
+    sends more than it listed, or sends it slower than :data:`MIN_BYTES_PER_S` on average after
+    :data:`GRACE_S`, is cut off and the download refused (``hf_hub_download`` writes whatever
+    arrives, for as long as it keeps arriving)."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-    return Path(hf_hub_download(repo_id, path, repo_type=REPO_TYPE, revision=sha, local_dir=workdir,
-                                endpoint=api.endpoint, library_name="dream-gym"))
+    local = workdir / path
+    local.parent.mkdir(parents=True, exist_ok=True)
+    url = hf_hub_url(repo_id, path, repo_type=REPO_TYPE, revision=sha, endpoint=api.endpoint)
+    deadline = time.monotonic() + GRACE_S + size / MIN_BYTES_PER_S
+    headers = build_hf_headers(library_name="dream-gym")
+    with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=30) as response:
+        if response.status_code >= 400:
+            response.read()  # the error's body, for the message
+        hf_raise_for_status(response)
+        written = 0
+        with open(local, "wb") as out:
+            for chunk in response.iter_bytes():
+                written += len(chunk)
+                if written > size:
+                    raise DatasetError(f"{repo_id}/{path}: the server sent more than the {size:,} bytes its listing "
+                                       "gives; download refused")
+                if time.monotonic() > deadline:
+                    raise RemoteError(f"{repo_id}/{path}: {written:,} of {size:,} bytes came in the "
+                                      f"{GRACE_S + size / MIN_BYTES_PER_S:.0f} s a file of its size is given "
+                                      f"({GRACE_S:.0f} s, then {MIN_BYTES_PER_S // 1000:,} kB/s); download refused")
+                out.write(chunk)
+    return local
 
 
 def _read_meta(url: str, local: Path, *, validate: bool = True) -> tuple[bytes, Any]:
@@ -327,7 +373,8 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
     workdir = Path(tempfile.mkdtemp(prefix=f".download-{did.name}-v{did.version}.", dir=target.parent))
     try:
         with _hub_errors(hub, repo.repo_id, what):
-            local_meta = _fetch(repo.api, repo.repo_id, repo.sha, f"{folder}/{DATASET_FILE}", workdir)
+            local_meta = _fetch(repo.api, repo.repo_id, repo.sha, f"{folder}/{DATASET_FILE}", workdir,
+                                sizes[DATASET_FILE])
         meta = _read_meta(meta_url, local_meta)[1]  # format/version check before any world is fetched
         check_id(meta_url, meta, str(did))
         limit = max_decompressed_bytes()
@@ -338,14 +385,16 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
             if sizes[rel] > limit:
                 raise DatasetError(f"{source}/{rel}: " + decompressed_limit_problem(limit, f"holds {sizes[rel]} bytes,")
                                    + "; download refused")
-        from huggingface_hub import snapshot_download
-
-        with _hub_errors(hub, repo.repo_id, what):
-            snapshot_download(
-                repo.repo_id, repo_type=REPO_TYPE, revision=repo.sha, local_dir=workdir,
-                allow_patterns=[glob.escape(f"{folder}/{rel}") for rel in meta["files"]],
-                endpoint=repo.api.endpoint, library_name="dream-gym", max_workers=8,
-            )
+        with _hub_errors(hub, repo.repo_id, what), ThreadPoolExecutor(max_workers=8) as pool:
+            fetches = [pool.submit(_fetch, repo.api, repo.repo_id, repo.sha, f"{folder}/{rel}", workdir, sizes[rel])
+                       for rel in meta["files"]]
+            try:
+                for fetch in fetches:
+                    fetch.result()
+            except BaseException:  # the first refusal ends the download: the files not begun are not fetched
+                for fetch in fetches:
+                    fetch.cancel()
+                raise
         staging = workdir / folder
         for rel, digest in meta["files"].items():
             actual = sha256_file(staging / rel)
@@ -416,7 +465,8 @@ def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUploa
                 if DATASET_FILE not in sizes:
                     raise DatasetError(f"{meta_url}: missing; the repository is not a dream_gym dataset")
                 _check_meta_size(meta_url, sizes[DATASET_FILE])
-                newest_meta = _read_meta(meta_url, _fetch(api, repo_id, sha, f"v{newest}/{DATASET_FILE}", Path(tmp)),
+                newest_meta = _read_meta(meta_url, _fetch(api, repo_id, sha, f"v{newest}/{DATASET_FILE}", Path(tmp),
+                                                            sizes[DATASET_FILE]),
                                          validate=False)[1]
             held = str(newest_meta.get("id", "")).rsplit("-v", 1)[0]
             if held != str(did.unversioned):
@@ -428,7 +478,7 @@ def upload(dataset_id: str, remote: str, *, overwrite: bool = False) -> HubUploa
                 card_meta, card_readme = newest_meta, None
                 if CARD_FILE in sizes and sizes[CARD_FILE] <= max_line_bytes():
                     with _hub_errors(hub, repo_id, what):
-                        fetched = _fetch(api, repo_id, sha, f"v{newest}/{CARD_FILE}", Path(tmp))
+                        fetched = _fetch(api, repo_id, sha, f"v{newest}/{CARD_FILE}", Path(tmp), sizes[CARD_FILE])
                     card_readme = fetched.read_text(encoding="utf-8", errors="replace")
         all_versions = sorted({*versions, did.version})
         remote_location = f"{SCHEME}{hub.namespace}" if hub.repo is None else hub.location(repo_id)
@@ -469,14 +519,15 @@ def list_remote(remote: str) -> list[RemoteDataset]:
     else:
         with _hub_errors(hub, f"{hub.namespace}/*", f"listing of {remote}"):
             _probe(api)
-            repo_ids = sorted(str(info.id) for info in api.list_datasets(author=hub.namespace, filter=TAG))
+            repo_ids = sorted(str(info.id) for info in _bounded(api.list_datasets(author=hub.namespace, filter=TAG),
+                                                                 f"the datasets of {hub.namespace}"))
     found: list[RemoteDataset] = []
     with tempfile.TemporaryDirectory(prefix=".hub-list.") as tmp:
         for repo_id in repo_ids:
             with _hub_errors(hub, repo_id, f"listing of {remote}"):
                 sha = str(api.repo_info(repo_id, repo_type=REPO_TYPE).sha)
-                entries = {e.path: getattr(e, "size", None)
-                           for e in api.list_repo_tree(repo_id, recursive=True, revision=sha, repo_type=REPO_TYPE)}
+                tree = api.list_repo_tree(repo_id, recursive=True, revision=sha, repo_type=REPO_TYPE)
+                entries = {e.path: getattr(e, "size", None) for e in _bounded(tree, repo_id)}
             versions = sorted(int(m[1]) for p in entries if (m := _VERSION_RE.match(p)))
             for version in versions:
                 location = hub.location(repo_id, version)
@@ -486,7 +537,9 @@ def list_remote(remote: str) -> list[RemoteDataset]:
                         raise DatasetError(f"no {DATASET_FILE}")
                     _check_meta_size(f"{location}/{DATASET_FILE}", entries[path])
                     with _hub_errors(hub, repo_id, f"listing of {remote}"):
-                        local = _fetch(api, repo_id, sha, path, Path(tmp) / repo_id)
+                        size = entries[path]
+                        local = _fetch(api, repo_id, sha, path, Path(tmp) / repo_id,
+                                       size if isinstance(size, int) else max_line_bytes())
                     meta = _read_meta(f"{location}/{DATASET_FILE}", local, validate=False)[1]
                     found.append(listed(meta, location))
                 except (DatasetError, DatasetNotFoundError) as exc:
