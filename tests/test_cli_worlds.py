@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,19 @@ def test_an_empty_split_is_named(env, capsys):
     capsys.readouterr()
     assert main(["eval", "--policy", "greedy", "--worlds", "me/one-v0:held_out", "--no-progress"]) == 2
     assert "dataset me/one-v0 has no world in its held_out split" in capsys.readouterr().err
+
+
+def test_a_worlds_id_cannot_place_its_plot_outside_the_folder_given(env, capsys):
+    """An id is its author's text: ``../victim/planted`` or an absolute id wrote the plot outside
+    the folder, creating folders on the way; and ``$\\frac...$`` was drawn as mathtext."""
+    for world_id, name in (("../victim/planted", "victim_planted.png"), (f"{env}/abs/planted", None),
+                           ("$\\frac{a}{b}$", "frac_a_b_.png")):
+        world = make_world(env / "hostile", world_id)
+        assert main(["worlds", "show", str(world), "--plot", str(env / "plots")]) == 0
+        written = capsys.readouterr().out.rsplit("tree plot written to ", 1)[1].strip()
+        assert Path(written).parent == env / "plots" and (name is None or Path(written).name == name)
+        shutil.rmtree(env / "hostile")
+    assert not (env / "victim").exists() and not (env / "abs").exists()
 
 
 def test_show_plot_writes_where_it_says(env, capsys, monkeypatch):

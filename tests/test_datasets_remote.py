@@ -313,3 +313,23 @@ def test_a_readme_that_is_no_regular_file_or_too_large_is_refused_before_packing
     from dream_gym.datasets.ids import parse_dataset_id
 
     assert not local_path(parse_dataset_id("me/toy-v1")).exists()
+
+
+def test_a_version_dream_gym_ships_is_not_downloaded_over_it(tmp_path, monkeypatch):
+    """An adversary's remote served its own dream-gym/recorded-v1 (one world, scored 99): the copy
+    shadowed the shipped dataset in some commands (worlds validate, the dataset's world refs) and
+    not in others (a world's bare name, the splits)."""
+    import shutil
+
+    from dream_gym.datasets.store import shipped_path
+
+    monkeypatch.setenv("DREAM_GYM_HOME", str(tmp_path / "home"))
+    shipped = shipped_path("dream-gym/recorded-v1")
+    assert shipped is not None
+    remote = tmp_path / "remote"
+    shutil.copytree(shipped, remote / "dream-gym" / "recorded-v1")
+    for ref in ("dream-gym/recorded-v1", "dream-gym/recorded"):
+        with pytest.raises(DatasetError, match=r"dream-gym/recorded-v1 is a dataset dream_gym ships: it is installed "
+                                               r"already, and a downloaded copy under its id would shadow it"):
+            download(ref, str(remote))
+    assert not (tmp_path / "home").exists() or not list((tmp_path / "home").rglob("dataset.json"))

@@ -294,3 +294,14 @@ def test_the_roots_reason_reads_right_when_it_may_open_one_branch_or_none() -> N
     assert [reason for _, reason in dropped] == ["the root (id 0) may open no branch in this batch"] * 2
     _, dropped = judge_batch([0, 0], 4, 3, set(), 1, off)
     assert dropped == [(0, "the root (id 0) is selected 2 times but may open only 1 branch in this batch")]
+
+
+def test_a_duration_no_float_holds_is_no_duration_not_the_policys_error():
+    """A world that validates may record ``duration_s`` as 10**400 (valid JSON): making the node's
+    view raised OverflowError, which eval and replay reported as the policy's error."""
+    from dream_gym.policies import make_policy
+    from dream_gym.policy import run_episode
+
+    world = make_world([node("root", None, 0.0), {**node("a", "root", 1.0), "duration_s": 10**400}], workers=1)
+    result = run_episode(make_policy("greedy"), ReplaySession(world, beta=0.5), seed=0)
+    assert result.error is None and result.attempts == 1

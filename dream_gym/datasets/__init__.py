@@ -173,12 +173,21 @@ def show(target: str | os.PathLike[str], *, plot: str | os.PathLike[str] | None 
     if plot is not None:  # a file; a folder (existing, or named without a suffix) gets <world>.png
         target = Path(plot)
         if target.is_dir() or not target.suffix:
-            target = target / f"{world.id}.png"
+            target = target / f"{plot_name(world.id)}.png"
         if target.suffix.lower() == ".png":
             check_replaceable(target, f"the plot file {target}", PNG_START, "a PNG image")
         target.parent.mkdir(parents=True, exist_ok=True)
         body += f"\n  tree plot written to {plot_tree(world, target)}"
     return body
+
+
+def plot_name(world_id: str) -> str:
+    """A file name for a world's plot: its id is its author's text (``../x`` or ``/abs/x`` would
+    place the file outside the folder the user named), so only letters, digits, ``.``, ``_`` and
+    ``-`` are kept, every other run of characters becomes ``_``."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", world_id).lstrip("._-")[:100] or "world"
 
 
 __all__ = [

@@ -15,6 +15,7 @@ from dream_gym.datasets.store import (
     DatasetError,
     check_declared_size,
     read_dataset_meta,
+    shipped_path,
 )
 from dream_gym.infrastructure.printable import printable
 from dream_gym.world.tree import World, WorldFormatError, load_world
@@ -66,9 +67,18 @@ def _load_staged(source: str, staging: Path, name: str) -> World:
         raise DatasetError(f"{source}: {where}{line}: {exc.problem}; download refused") from None
 
 
+def check_not_shipped(did: DatasetId) -> None:
+    """Refuse to download a version dream_gym ships: it is installed already, and a copy in the
+    store under its id would shadow it (some commands would read the copy, others the shipped
+    worlds), as ``pack`` refuses to make one."""
+    if shipped_path(str(did)) is not None:
+        raise DatasetError(f"{did} is a dataset dream_gym ships: it is installed already, and a downloaded copy under "
+                           "its id would shadow it; nothing was fetched")
+
+
 def check_id(where: str, meta: dict[str, Any], expected: str) -> None:
     if meta.get("id") != expected:
         raise DatasetError(f"{where}: holds dataset {printable(repr(meta.get('id')))}, not {expected!r}")
 
 
-__all__ = ["RemoteDataset", "RemoteError", "check_id", "install_verified", "listed"]
+__all__ = ["RemoteDataset", "RemoteError", "check_id", "check_not_shipped", "install_verified", "listed"]

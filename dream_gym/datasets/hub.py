@@ -45,7 +45,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified, listed
+from dream_gym.datasets.fetched import (
+    RemoteDataset,
+    RemoteError,
+    check_id,
+    check_not_shipped,
+    install_verified,
+    listed,
+)
 from dream_gym.datasets.hub_card import CARD_FILE, TAG, dataset_card, local_card
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id
 from dream_gym.datasets.store import (
@@ -355,6 +362,7 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
     hub = parse_hub_remote(remote)
     repo = _open_repo(hub, ref.name, f"download of {ref}")
     did = _pick_version(repo, ref)
+    check_not_shipped(did)
     target = local_path(did)
     if (target / DATASET_FILE).exists() and not overwrite:
         if skip_existing:

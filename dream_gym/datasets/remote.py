@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.datasets.archive import UnsafeArchiveError, make_archive, safe_extract
-from dream_gym.datasets.fetched import RemoteDataset, RemoteError, check_id, install_verified, listed
+from dream_gym.datasets.fetched import (
+    RemoteDataset,
+    RemoteError,
+    check_id,
+    check_not_shipped,
+    install_verified,
+    listed,
+)
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id, parse_dataset_ref
 from dream_gym.datasets.store import (
     DATASET_FILE,
@@ -218,6 +225,7 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
 
         return hub.download(ref, remote, overwrite=overwrite, skip_existing=skip_existing)
     did = ref if isinstance(ref, DatasetId) else ref.version(latest_version(ref, remote))
+    check_not_shipped(did)
     target = local_path(did)
     if (target / DATASET_FILE).exists() and not overwrite:
         if skip_existing:

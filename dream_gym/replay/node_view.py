@@ -191,8 +191,13 @@ def _opt_str(value: Any) -> str | None:
 
 
 def _opt_float(value: Any) -> float | None:
+    """An optional number of a record as a float; None where it is none, or an int no float holds
+    (``10**400``, valid JSON: the world's oddity, not the policy's error)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     return None
 
 
