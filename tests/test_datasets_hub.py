@@ -346,3 +346,19 @@ def test_a_listing_with_no_last_page_is_cut_off(hub, tmp_path, monkeypatch):
     monkeypatch.setattr(hub_module, "MAX_LISTED", 3)
     with pytest.raises(DatasetError, match=r"the listing holds more than 3 entries \(limit\); refused"):
         ds.download("me/toy-v0", "hf://me")
+
+
+def test_a_repository_name_the_client_refuses_is_one_unreadable_row_of_the_listing(hub, tmp_path):
+    """One id in a namespace's listing that huggingface_hub refuses (the server's own text) made
+    the whole listing fail; the namespace's other datasets were not shown."""
+    from hub_server import Repo
+
+    pack_version(tmp_path, 0)
+    ds.upload("me/toy-v0", "hf://me")
+    good = hub.repos["me/toy"]
+    hub.repos["me/.."] = Repo("me/..", good.commits, good.main)
+    rows = ds.list_remote("hf://me")
+    assert [(row.id, row.location) for row in rows if row.id != "(unreadable)"] == [
+        ("me/toy-v0", "hf://datasets/me/toy/v0")]
+    [bad] = [row for row in rows if row.id == "(unreadable)"]
+    assert bad.location == "me/.." and bad.description.startswith("error: Repo id must use alphanumeric chars")

@@ -333,3 +333,42 @@ def test_a_version_dream_gym_ships_is_not_downloaded_over_it(tmp_path, monkeypat
                                                r"already, and a downloaded copy under its id would shadow it"):
             download(ref, str(remote))
     assert not (tmp_path / "home").exists() or not list((tmp_path / "home").rglob("dataset.json"))
+
+
+def test_a_file_reached_through_a_linked_folder_inside_the_dataset_is_refused(shared):
+    """A linked folder inside the dataset (``sub -> /proc/self``) passed the check of the last
+    component: the user's /proc/self/environ was fetched and its sha256 printed."""
+    import hashlib
+    import json as _json
+    import os as _os
+
+    tmp_path, remote = shared
+    folder = tmp_path / "remote" / "me" / "toy-v0"
+    upload("me/toy-v0", remote)
+    delete("me/toy-v0")
+    _os.symlink("/proc/self", folder / "sub")
+    meta = _json.loads((folder / "dataset.json").read_text())
+    meta["files"]["sub/environ"] = hashlib.sha256(b"").hexdigest()
+    (folder / "dataset.json").write_text(_json.dumps(meta))
+    with pytest.raises(DatasetError, match=r"sub/environ: reached through a link inside the dataset") as refused:
+        download("me/toy-v0", remote)
+    assert "sha256" not in str(refused.value)
+
+
+def test_an_archive_member_dataset_json_does_not_list_is_refused_before_any_world_is_written(shared):
+    """An archive of 4 MB unpacked 4.2 GB (members dataset.json does not list) before the refusal,
+    which its member list already allowed."""
+    import fsspec
+
+    from dream_gym.datasets import remote as remote_module
+    from dream_gym.datasets.archive import make_archive
+
+    tmp_path, _ = shared
+    store = find_dataset("me/toy-v0").path
+    (store / "junk.bin").write_bytes(b"\0" * (1 << 20))
+    names = [*find_dataset("me/toy-v0").meta["files"], "dataset.json", "junk.bin"]
+    archive = make_archive(store, tmp_path / "toy-v0.tar.gz", names)
+    staging = tmp_path / "staging"
+    with pytest.raises(DatasetError, match=r"toy-v0.tar.gz: holds files not listed in dataset.json: junk.bin"):
+        remote_module._download_archive(fsspec.filesystem("file"), str(archive), staging, "me/toy-v0")
+    assert [p.name for p in staging.rglob("*") if p.is_file()] == ["dataset.json"]  # no world, no junk

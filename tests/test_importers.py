@@ -774,7 +774,7 @@ def test_w_is_the_runs_own_configuration_unless_given(tmp_path):
     import_openevolve(run.folder, tmp_path / "w2", ImportOptions(workers=2))
     assert load_world(tmp_path / "w2").workers == 2
     for bad in ("evaluator:\n  parallel_evaluations: 0\n", "evaluator: [1, 2]\n", "evaluator: {parallel_evaluations: x}\n",
-                "{unclosed: [\n"):
+                "{unclosed: [\n", "[" * 200_000):  # (nested past Python's stack: the import stopped)
         (example / "config.yaml").write_text(bad)
         shutil.rmtree(tmp_path / "w1", ignore_errors=True)
         import_openevolve(run.folder, tmp_path / "w1")

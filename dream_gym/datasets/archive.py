@@ -19,7 +19,7 @@ import lzma
 import os
 import tarfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -67,6 +67,11 @@ def _check_name(archive: Path, name: str) -> PurePosixPath:
     if ".." in pure.parts:
         raise UnsafeArchiveError(f"{archive}: member {name!r} climbs out with '..'")
     return pure
+
+
+def member_name(archive: Path, member: tarfile.TarInfo) -> str:
+    """A member's name as a relative POSIX path (``./a//b`` is ``a/b``), checked to be safe."""
+    return _check_name(archive, member.name).as_posix()
 
 
 def _decompressing(raw: Any) -> Any:
@@ -145,15 +150,21 @@ def safe_extract(
     *,
     max_bytes: int = MAX_BYTES,
     max_files: int = MAX_FILES,
+    members: list[tarfile.TarInfo] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[Path]:
-    """Unpack ``archive`` into ``dest`` after checking every member; return the files written."""
+    """Unpack ``archive`` into ``dest`` after checking every member; return the files written.
+    ``members``: what :func:`check_members` returned for it (not read again); ``only``: the
+    members to write, by name (the others are checked, not written)."""
     archive, dest = Path(archive), Path(dest)
-    members = check_members(archive, max_bytes=max_bytes, max_files=max_files)
+    members = check_members(archive, max_bytes=max_bytes, max_files=max_files) if members is None else members
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
     written: list[Path] = []
     with _open_tar(archive, max_bytes, max_files) as tar:
         for member in members:
+            if only is not None and member_name(archive, member) not in only:
+                continue
             target = (root / member.name).resolve()
             if target != root and root not in target.parents:
                 raise UnsafeArchiveError(f"{archive}: member {member.name!r} resolves outside {dest}")

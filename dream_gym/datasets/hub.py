@@ -531,7 +531,16 @@ def list_remote(remote: str) -> list[RemoteDataset]:
                                                                  f"the datasets of {hub.namespace}"))
     found: list[RemoteDataset] = []
     with tempfile.TemporaryDirectory(prefix=".hub-list.") as tmp:
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
         for repo_id in repo_ids:
+            try:  # a name the client refuses (the server's listing is its own text) is one row, not the listing
+                validate_repo_id(repo_id)
+            except HFValidationError as exc:
+                found.append(RemoteDataset("(unreadable)", printable(repo_id), "folder",
+                                           f"error: {_one_line(str(exc))}"))
+                continue
             with _hub_errors(hub, repo_id, f"listing of {remote}"):
                 sha = str(api.repo_info(repo_id, repo_type=REPO_TYPE).sha)
                 tree = api.list_repo_tree(repo_id, recursive=True, revision=sha, repo_type=REPO_TYPE)

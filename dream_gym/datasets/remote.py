@@ -35,7 +35,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dream_gym.datasets.archive import UnsafeArchiveError, make_archive, safe_extract
+from dream_gym.datasets.archive import (
+    UnsafeArchiveError,
+    check_members,
+    make_archive,
+    member_name,
+    safe_extract,
+)
 from dream_gym.datasets.fetched import (
     RemoteDataset,
     RemoteError,
@@ -289,6 +295,7 @@ def _download_folder(fs: Any, folder: str, staging: Path, expected: str) -> None
     limit = max_decompressed_bytes()
     for rel, digest in meta["files"].items():
         safe_relative_path(meta_url, rel)
+        _check_no_link_inside(fs, folder, rel)
         local = staging / rel
         local.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -329,6 +336,20 @@ def _check_regular(fs: Any, url: str) -> None:
         raise DatasetError(f"{url} {leftover_problem(mode, 0, 1)}; a remote's files are read as data only")
 
 
+def _check_no_link_inside(fs: Any, folder: str, rel: str) -> None:
+    """On a ``file://`` remote, refuse a dataset's file reached through a linked folder inside the
+    dataset (``sub -> /proc/self`` and the file ``sub/environ``): it would be read from outside the
+    remote, and a sha256 mismatch would tell its digest. (:func:`_check_regular` sees the last
+    component only.)"""
+    if "file" not in _protocols(fs):
+        return
+    base = os.path.realpath(fs._strip_protocol(folder))
+    parent = os.path.join(base, *rel.split("/")[:-1])  # (a link as the file itself is _check_regular's)
+    if os.path.realpath(parent) != parent:
+        raise DatasetError(f"{_join(folder, rel)}: reached through a link inside the dataset; a remote's files are "
+                           "read from inside it only, download refused")
+
+
 def _fetch_bounded(fs: Any, url: str, local: Path, limit: int) -> None:
     """Copy a remote file to ``local``, refusing one of more than ``limit`` bytes: by its size
     where the remote tells it, else while it is read (a remote that tells none, or lies, cannot
@@ -349,17 +370,19 @@ def _download_archive(fs: Any, archive: str, staging: Path, expected: str) -> No
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "dataset.tar.gz"
         _fetch_bounded(fs, archive, local, max_decompressed_bytes())  # an archive is smaller than its contents
-        try:
-            safe_extract(local, staging)
+        try:  # its dataset.json first: a member it does not list is refused before anything else is written
+            members = check_members(local)
+            safe_extract(local, staging, members=members, only={DATASET_FILE})
+            meta = read_dataset_meta(staging)
+            check_id(archive, meta, expected)
+            listed = set(meta["files"]) | {DATASET_FILE}
+            unlisted = sorted(name for member in members if not member.isdir()
+                              and (name := member_name(local, member)) not in listed)
+            if unlisted:
+                raise DatasetError(f"{archive}: holds files not listed in dataset.json: {', '.join(unlisted)}")
+            safe_extract(local, staging, members=members, only=listed - {DATASET_FILE})
         except UnsafeArchiveError as exc:  # named by the remote's address, not the temporary copy
             raise UnsafeArchiveError(str(exc).replace(str(local), archive, 1) + "; download refused") from None
-    meta = read_dataset_meta(staging)
-    check_id(archive, meta, expected)
-    listed = set(meta["files"]) | {DATASET_FILE}
-    extra = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
-    unlisted = [p for p in extra if p not in listed]
-    if unlisted:
-        raise DatasetError(f"{archive}: holds files not listed in dataset.json: {', '.join(unlisted)}")
     try:
         verify_files(staging, meta)
     except DatasetError as exc:  # a member is named inside the archive, not in the staging folder that goes

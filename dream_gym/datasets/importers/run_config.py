@@ -52,7 +52,7 @@ def _value(path: Path, keys: tuple[str, ...]) -> int | None:
             return None
         with open(path, encoding="utf-8") as handle:
             node = yaml.compose(handle, Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):  # (nested past Python's stack)
         return None
     for key in keys:
         if not isinstance(node, yaml.MappingNode):
