@@ -112,6 +112,18 @@ def test_a_world_folder_is_opened_once_and_resumed_only_when_asked(tmp_path: Pat
     (tmp_path / "other" / "system").mkdir(parents=True)
     with pytest.raises(FileExistsError, match="other/system exists without a world to resume"):
         open_world(other, "system", write_task_files=_files, meta=meta)
+    # --resume into a folder of the user's own files started a new run among them, exit 0
+    mine = DeployRequest(system="openevolve", task=TASK, out=tmp_path / "mine", resume=True)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"--resume: .*mine holds no world to continue \(no nodes.jsonl\), but "
+                                              r"other files \(notes.txt\)"):
+        open_world(mine, "system", write_task_files=_files, meta=meta)
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+    killed = DeployRequest(system="openevolve", task=TASK, out=tmp_path / "killed", resume=True)
+    _files(TASK, tmp_path / "killed" / "task")  # what a run killed before its world was made leaves
+    writer, *_ = open_world(killed, "system", write_task_files=_files, meta=meta)
+    writer.close()
     refused: list[bool] = []
 
     def refuse(exists: bool) -> None:

@@ -178,14 +178,24 @@ def open_world(settings: RunSettings, output_dir: str, *,
             raise FileExistsError(f"{folder}/{output_dir} exists without a world to resume")
         if exists:
             check_same_run(folder, settings, output_dir)
-        elif not settings.resume:  # (a resumed run killed before its world was made has its own files there)
+        elif not settings.resume:
             check_empty_folder(folder)
+        elif others := sorted(entry.name for entry in folder.iterdir() if entry.name not in KILLED_BEFORE_WORLD
+                              and not (entry.name.startswith(".") and entry.name.endswith(".tmp"))):
+            # a run killed before its world was made left its task files; anything else is not a run's
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise FileExistsError(f"--resume: {folder} holds no world to continue (no {NODES_FILE}), but other files "
+                                  f"({shown}): give the folder of the run to continue")
         if check is not None:
             check(exists)
         task_name, initial, evaluator = resolve_task(settings.task, folder, write_task_files)
         writer = WorldWriter.open(folder) if exists else WorldWriter.create(folder, meta(task_name, initial, evaluator))
     return writer, task_name, initial, evaluator
 
+
+#: What a deploy killed before its world was made leaves in --out (its lock, and a built-in task's files):
+#: a --resume there starts the run; anything else in the folder is refused.
+KILLED_BEFORE_WORLD = frozenset({FOLDER_LOCK_NAME, "task"})
 
 #: The keys of a system's section of world.json that name a task's two files, as each bridge writes them.
 TASK_FILE_KEYS = (("initial_program", "evaluator"), ("initial", "evaluate"), ("initial", "evaluator"))
