@@ -105,6 +105,7 @@ def test_every_run_of_a_folder_is_imported_by_the_system_named(tmp_path):
     with pytest.raises(RunImportError) as refused:  # none of them is a GEPA run
         import_runs("gepa", tmp_path / "corpus", tmp_path / "w")
     assert str(refused.value).count("looks like an EvoTrace run instead: import it with --from evotrace") == 3
+    assert not (tmp_path / "w").exists()  # a refused run leaves nothing, the folder made for them included
     report = import_runs("evotrace", tmp_path / "corpus", tmp_path / "w2")
     assert [o.name for o in report.imported] == ["gepa_native-circle-gepa-s0", "openevolve_native-circle-oe-s0",
                                                  "shinkaevolve-circle-shinka-s0"]
@@ -131,6 +132,14 @@ def test_a_run_that_holds_only_its_initial_program_is_named_in_a_warning(tmp_pat
     assert "imported 2 of 2 run(s)" in text
     assert "warning: circle-packing-example holds only its initial program" in text
     assert "warning: linear-fit" not in text
+
+
+def _runs_of(folder: Path) -> list[tuple[str, Path]]:
+    """The runs of a folder import, by the names it gives them (the refused one among them)."""
+    from dream_gym.datasets.importers.many import _names, find_runs
+
+    runs = find_runs(folder)
+    return list(zip(_names(folder, runs), runs, strict=True))
 
 
 def _node_files(out: Path) -> dict[str, bytes]:
@@ -162,12 +171,18 @@ def test_an_import_stopped_mid_world_leaves_no_world_and_resume_imports_the_rest
     assert finished and len(finished) < len(_node_files(whole))
     cut = [p for p in out.iterdir() if p.is_dir() and p.name not in finished]
     assert cut and not list(cut[0].iterdir())  # the world being written: nothing of it
-    with pytest.raises(FileExistsError, match=r"holds worlds of an import of .*runs that was stopped: --resume "
-                                              r"continues it"):
+    with pytest.raises(FileExistsError, match=rf"holds {len(finished)} world\(s\) of an import of .*runs of "
+                                              r"[0-9]+ run\(s\) \(stopped, or some runs refused\): --resume imports "
+                                              r"the others"):
         import_runs("auto", tmp_path / "runs", out)  # without --resume: refused, naming it, nothing touched
     assert main([*command, str(out), "--resume"]) == 0
     assert f"{len(finished)} imported before, kept" in capsys.readouterr().out
     assert _node_files(out) == _node_files(whole)
+    # the same import again, finished, every run imported: it said the import "was stopped", to --resume it
+    shutil.rmtree(next(run for name, run in _runs_of(tmp_path / "runs") if name not in _node_files(out)))
+    with pytest.raises(FileExistsError, match=r"holds the worlds of an import of .*runs already, one for each of its "
+                                              r"5 run\(s\): nothing to do"):
+        import_runs("auto", tmp_path / "runs", out)
     for name in _node_files(out):
         assert main(["worlds", "validate", str(out / name)]) == 0
 

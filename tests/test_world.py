@@ -392,9 +392,11 @@ def test_torn_last_line_reported_then_repaired_and_resumed(tmp_path: Path) -> No
     full = json.dumps(node("c", "a", 3.0)).encode()
     with open(folder / "nodes.jsonl", "ab") as handle:
         handle.write(full[:17])  # a crash in the middle of a line
+    (folder / ".world.json.pg3ugm0o.tmp").write_text('{"format"')  # and in world.json's next copy
     assert_names(load_error(folder), "nodes.jsonl", 4, "truncated last line")
 
     with WorldWriter.open(folder) as writer:
+        assert not (folder / ".world.json.pg3ugm0o.tmp").exists()  # no later command removed it
         assert writer.repaired is not None and "17 bytes" in writer.repaired
         assert len(writer) == 3 and "b" in writer
         assert (folder / "nodes.jsonl").read_bytes().endswith(b"\n")

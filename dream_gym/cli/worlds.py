@@ -98,9 +98,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "each is imported into a world of its own, OUT/<its path below SRC>")
     p.add_argument("--out", required=True, help="world folder to write (must not exist or be empty)")
     p.add_argument("--metric", default=None,
-                   help="metric used as score (default: the system's own, combined_score for OpenEvolve and "
-                   "ShinkaEvolve, combined_score for SkyDiscover, val_score for GEPA, EvoReplay's primary score for EvoTrace; an unknown one lists "
-                   "those found)")
+                   help="metric used as score (default: the system's own, combined_score for OpenEvolve, "
+                   "ShinkaEvolve and SkyDiscover, val_score for GEPA, EvoReplay's primary score for EvoTrace; an "
+                   "unknown one lists those found)")
     p.add_argument("--direction", default="maximize", choices=("maximize", "minimize"),
                    help="whether a higher or a lower score is better (default maximize)")
     p.add_argument("--id", dest="world_id", help="world id (default: the name of the --out folder)")

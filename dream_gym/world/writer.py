@@ -255,6 +255,8 @@ class WorldWriter:
     def _reopen(cls, folder: Path, lock: WriterLock) -> WorldWriter:
         meta_path, nodes_path = folder / WORLD_FILE, folder / NODES_FILE
         meta = read_meta(meta_path)  # bounded, strict, a regular file
+        for leftover in folder.glob(f".{WORLD_FILE}.*.tmp"):  # world.json's next copy, cut short by a kill
+            leftover.unlink(missing_ok=True)  # (the lock is ours: no writer is making one now)
         if is_present(folder / NODES_GZ_FILE):
             raise WorldFormatError(
                 folder / NODES_GZ_FILE,

@@ -166,6 +166,7 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
         raise RunImportError(f"{src}: not a folder of runs (fewer than two runs below it)")
     by_name = dict(zip(_names(src, runs), runs, strict=True))
     out_path = Path(out)
+    made = not out_path.exists()
     # One writer: a second import into the same --out is refused naming this one (two ran side by
     # side, each refusing and deleting the worlds the other was writing, both exiting 0).
     with folder_lock(out_path):
@@ -180,6 +181,8 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
                 report.outcomes.append(_import_one(system, run, out_path / name, name, options))
     report.seconds = time.perf_counter() - started
     if not report.imported:
+        if made and {entry.name for entry in out_path.iterdir()} <= {FOLDER_LOCK_NAME}:  # a refused run leaves nothing
+            shutil.rmtree(out_path, ignore_errors=True)
         raise RunImportError(f"{report.summary()}\n{src}: none of its {len(runs)} run(s) could be imported")
     return report
 
@@ -191,11 +194,16 @@ def _check_empty_for(src: Path, out: Path, runs: dict[str, Path], options: Impor
         check_empty_folder(out)
     except FileExistsError as exc:
         try:
-            _finished_worlds(src, out, runs, options)
+            finished = _finished_worlds(src, out, runs, options)
         except (FileExistsError, OSError, ValueError):
             raise exc from None
-        raise FileExistsError(f"{out} holds worlds of an import of {src} that was stopped: --resume continues it "
-                              "(or give a new or empty folder)") from None
+        if len(finished) == len(runs):
+            raise FileExistsError(f"{out} holds the worlds of an import of {src} already, one for each of its "
+                                  f"{len(runs)} run(s): nothing to do (give a new or empty folder to import it "
+                                  "again)") from None
+        raise FileExistsError(f"{out} holds {len(finished)} world(s) of an import of {src} of {len(runs)} run(s) "
+                              "(stopped, or some runs refused): --resume imports the others (or give a new or "
+                              "empty folder)") from None
 
 
 def _finished_worlds(src: Path, out: Path, runs: dict[str, Path], options: ImportOptions) -> dict[str, ImportReport]:
