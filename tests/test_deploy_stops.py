@@ -109,3 +109,22 @@ def test_a_finished_coroutine_gets_its_calls_results() -> None:
         return sum(values)
 
     assert run_coroutine(adds()) == 30
+
+
+@pytest.mark.parametrize("system", ["openevolve", "shinkaevolve"])
+def test_the_systems_own_selection_stops_at_an_initial_program_that_failed(tmp_path: Path, system: str) -> None:
+    """With ``--policy native`` (the default) a broken evaluator was known after the root's
+    evaluation, yet the system ran its whole budget (an LLM call a program; SkyDiscover made 12
+    programs at --budget 4) and then exited 1. It stops there now, as a policy's run does (exit 2,
+    one line saying what the folder keeps). (SkyDiscover: tests/test_skydiscover_bridge.py.)"""
+    pytest.importorskip({"shinkaevolve": "shinka"}.get(system, system))
+    (tmp_path / "initial_program.py").write_text("# EVOLVE-BLOCK-START\ndef f(x):\n    return x\n# EVOLVE-BLOCK-END\n")
+    (tmp_path / "evaluator.py").write_text("def evaluate(program_path):\n    raise RuntimeError('broken on purpose')\n")
+    out = tmp_path / "world"
+    done = subprocess.run([sys.executable, "-m", "dream_gym", "deploy", "--system", system, "--task",
+                           f"{tmp_path / 'initial_program.py'},{tmp_path / 'evaluator.py'}", "--budget", "4", "-W",
+                           "2", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and done.stderr.count("error:") == 1 and "Traceback" not in done.stderr
+    assert "the initial program failed its evaluation, so the run has no scored program to start from: " in done.stderr
+    assert "broken on purpose" in done.stderr and f"{out} keeps that evaluation" in done.stderr
+    assert (out / "nodes.jsonl").read_text().count("\n") == 1  # the root's evaluation alone

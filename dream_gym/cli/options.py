@@ -248,8 +248,9 @@ def stop_hint(stopped_by: str, policy: str = "") -> str:
 def run_status(folder: Path, stopped_by: str, console: Any) -> int:
     """A run's exit status, said last: an interrupted run (the system's graceful ``shutdown`` on
     Ctrl-C or SIGTERM) is not a finished one, whatever it recorded; a run whose initial program
-    failed its evaluation (a run of the system's own selection goes on) wrote a world with no
-    baseline score to replay from, which ``console`` is told, and is a failure."""
+    failed its evaluation wrote a world with no baseline score to replay from, which ``console``
+    is told, and is a failure (every bridge now stops such a run after the root's evaluation, with
+    an error; a world recorded before that, resumed to its end, still gets here)."""
     from dream_gym.integrations.world_run import root_failure
 
     status = INTERRUPTED_STATUS if stopped_by == "shutdown" else 0

@@ -47,9 +47,8 @@ class BridgeState:
     def choose(self, limit: int) -> list[str]:
         """The policy's next batch: the ids of the programs it continues, at most ``limit``."""
         assert self.policy is not None
+        self.check_started()
         records = self.writer.records
-        if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
-            raise ValueError(initial_failure(records[0], self.writer.folder))
         settings = ReplaySettings(self.workers, self.beta, frontier=self.frontier)
         view = tree_view(records, self.writer.meta, settings, rounds=self.round, known=self.view_nodes)
         self.view_nodes = view.nodes
@@ -64,6 +63,14 @@ class BridgeState:
             self.reset_done = True
         batch = check_online_batch(view, batch_from(self.policy.act(view)))[: max(0, limit)]
         return [str(records[i]["id"]) for i in batch]
+
+    def check_started(self) -> None:
+        """Refuse to go on from an initial program that failed its evaluation (a ValueError naming
+        it): a policy has no scored program to start from, and the system's own selection would
+        spend the whole budget (an LLM call each) on a world that nothing can replay."""
+        records = self.writer.records
+        if records and records[0].get("score") is None and "baseline_score" not in self.writer.meta:
+            raise ValueError(initial_failure(records[0], self.writer.folder))
 
     def priced(self, tokens_in: int, tokens_out: int) -> dict[str, Any]:
         """A node's ``cost`` from the tokens of the calls that made it, at litellm's price for
@@ -81,7 +88,7 @@ class BridgeState:
 def initial_failure(root: dict[str, Any], folder: Path) -> str:
     """Why a policy cannot start: the initial program failed its evaluation (its error without
     the traceback that may follow it), and what the world folder left behind is."""
-    return ("the initial program failed its evaluation, so a policy has no scored program to start from: "
+    return ("the initial program failed its evaluation, so the run has no scored program to start from: "
             f"{printable(error_line(root.get('error')) or 'no score', 300)}; {folder} keeps that evaluation (a "
             "world without a baseline, which eval and dream cannot replay): fix the task and run it again in a "
             f"new --out, or remove {folder}")

@@ -242,6 +242,7 @@ class PolicyOpenEvolve(OpenEvolve):  # type: ignore[misc]
         iteration = max(start_iteration, self.database.last_iteration + 1, 1)
         end = state.total_iterations + 1
         if state.policy is None:  # OpenEvolve's own sampling and schedule, from where the world ends
+            state.check_started()
             if iteration < end:
                 await super()._run_evolution_with_checkpoints(iteration, end - iteration, target_score)
                 done = getattr(controller, "completed_iterations", None)  # OpenEvolve 0.4.1's count

@@ -290,15 +290,24 @@ class PolicyRunner(ShinkaEvolveRunner):  # type: ignore[misc]
                 self.dream_state.resolved_without_program(generation)
 
     async def _proposal_coordinator_task(self) -> None:
+        try:
+            self.dream_state.check_started()  # (ShinkaEvolve's own selection would spend its budget on no baseline)
+        except ValueError as exc:
+            self._stop_with(exc)
+            return
         if self.dream_state.policy is None:
             await super()._proposal_coordinator_task()
             return
         try:
             await self._policy_rounds()
         except Exception as exc:  # noqa: BLE001 - ShinkaEvolve would wait for ever: stop, and raise it after
-            self.dream_state.error = exc
-            self.dream_state.stopped_by = "error"
-            self._finish()
+            self._stop_with(exc)
+
+    def _stop_with(self, exc: Exception) -> None:
+        """End the run, and have it raise ``exc`` once ShinkaEvolve's loop has stopped."""
+        self.dream_state.error = exc
+        self.dream_state.stopped_by = "error"
+        self._finish()
 
     async def _policy_rounds(self) -> None:
         state = self.dream_state

@@ -194,11 +194,7 @@ class RunState(BridgeState):
     # -- the policy -----------------------------------------------------------------------------
     def next_batch(self, limit: int) -> list[str]:
         """The policy's next batch (program ids, at most ``limit``)."""
-        records = self.writer.records
-        if records[0]["score"] is None:
-            raise RuntimeError(f"the initial program has no valid score, so there is no baseline for the policy: "
-                               f"{records[0].get('error')}")
-        return self.start_round(self.choose(limit))
+        return self.start_round(self.choose(limit))  # (choose refuses a run whose initial program failed)
 
     def assign(self, generation: int, parent: str, slot: int) -> None:
         self.assigned[generation] = Assignment(parent, self.round, slot)

@@ -196,6 +196,7 @@ class RoundsManager:
         while iteration < end and not self.shutdown_event.is_set():
             limit = min(state.workers, end - iteration)
             if state.policy is None:
+                state.check_started()
                 parents: list[str | None] = [None] * limit
             else:
                 parents = list(state.choose(limit))
