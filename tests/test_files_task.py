@@ -369,3 +369,28 @@ def test_a_task_file_that_is_not_utf8_is_refused_before_its_world_is_made(tmp_pa
                      "--budget", "2", "--out", str(out)]) == 2
         error = capsys.readouterr().err
         assert f"{program} is not UTF-8 text (invalid continuation byte at byte 31)" in error and not out.exists()
+
+
+def test_an_evaluator_without_evaluate_is_refused_before_the_run_for_the_systems_that_call_it(tmp_path: Path) -> None:
+    """A ShinkaEvolve evaluation script given to SkyDiscover (or OpenEvolve) was evaluated, its world
+    left to remove, and the failure said "(while importing the evaluator)", though the import worked."""
+    from dream_gym.cli import main
+    from dream_gym.integrations.files_task import check_evaluate_defined
+
+    initial = tmp_path / "initial.py"
+    initial.write_text("def f(x):\n    return x\n")
+    for text in ("def evaluate(program_path):\n    return {}\n", "from scoring import evaluate\n",
+                 "from scoring import *\n", "evaluate = lambda path: {}\n", "import x\nif x:\n    def evaluate(p): ...\n"):
+        (tmp_path / "ok.py").write_text(text)
+        check_evaluate_defined(f"{initial},{tmp_path / 'ok.py'}", "SkyDiscover")  # bound, one way or another
+    script = tmp_path / "script.py"
+    script.write_text("import json\nif __name__ == '__main__':\n    json.dump({'correct': True}, open('c.json', 'w'))\n")
+    out = tmp_path / "world"
+    for system in ("skydiscover", "openevolve"):
+        assert main(["deploy", "--system", system, "--task", f"{initial},{script}", "--policy", "greedy",
+                     "--budget", "2", "--out", str(out)]) == 2
+        assert not out.exists()
+    with pytest.raises(ValueError, match=r"script.py defines no function evaluate\(program_path\), which SkyDiscover "
+                                         r"calls for each program \(a ShinkaEvolve evaluation script runs with "
+                                         r"--system shinkaevolve\)"):
+        check_evaluate_defined(f"{initial},{script}", "SkyDiscover")

@@ -102,6 +102,7 @@ def _function(request):
     _stage[0] = "import"
     _seed(request["seed"])
     module = _evaluator(request)
+    _stage[0] = "lookup"  # imported: a missing function is said as it is, not as an import's failure
     function = getattr(module, request["function"], None)
     if not callable(function):
         raise AttributeError("the evaluator defines no function %s()" % request["function"])

@@ -282,6 +282,31 @@ def defined_functions(evaluator: Path) -> tuple[str, ...]:
     return tuple(name for name in EVALUATION_FUNCTIONS if name in names)
 
 
+def check_evaluate_defined(task: str, system: str) -> None:
+    """Refuse a task given as files whose evaluator binds no ``evaluate`` (read, not run: a ``def``,
+    an assignment or an import of that name; a star import is taken at its word), before anything
+    is written: ``system`` calls ``evaluate(program_path)``, and the run failed after its world was
+    made, on the initial program's evaluation."""
+    if "," not in task:
+        return  # a built-in task
+    evaluator = Path(task.split(",", 1)[1].strip())
+    try:
+        tree = ast.parse(evaluator.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return  # a missing file, or one that does not parse: named where it is opened or evaluated
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "evaluate":
+            return
+        if isinstance(node, ast.Name) and node.id == "evaluate" and isinstance(node.ctx, ast.Store):
+            return
+        if isinstance(node, ast.alias) and (node.name == "*" or (node.asname or node.name) == "evaluate"):
+            return
+    script = " (a ShinkaEvolve evaluation script runs with --system shinkaevolve)" if "__main__" in evaluator.read_text(
+        encoding="utf-8", errors="replace") else ""
+    raise ValueError(f"--task {task}: {evaluator} defines no function evaluate(program_path), which {system} calls "
+                     f"for each program{script}")
+
+
 def evaluation_seed(seed: int, code: bytes) -> int:
     """The seed of one evaluation: from the run's seed and the program's text."""
     digest = hashlib.sha256(f"{int(seed)}:".encode() + code).digest()

@@ -180,8 +180,9 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
     world_run.check_policy(config)
     check_model(config)
     world_run.check_api_base(config)
-    from dream_gym.integrations.files_task import checked_read
+    from dream_gym.integrations.files_task import check_evaluate_defined, checked_read
 
+    check_evaluate_defined(config.task, "OpenEvolve")
     config = replace(config, read=checked_read(config.task, config.read))
     from dream_gym.integrations.openevolve import bridge
 

@@ -236,6 +236,9 @@ def run_skydiscover(request: DeployRequest) -> DeployResult:
 
     require_sandbox()  # candidates (built-in evaluators) and policy files run sandboxed
     world_run.check_policy(request)
+    from dream_gym.integrations.files_task import check_evaluate_defined
+
+    check_evaluate_defined(request.task, "SkyDiscover")
     hosted = hosted_endpoint(request.model) if request.model and not request.api_base else None
     world_run.check_api_base(request, hosted=lambda _model: hosted[1] if hosted else None)
     from dream_gym.integrations.skydiscover import bridge
