@@ -231,6 +231,21 @@ def test_an_initial_program_without_evolve_block_markers_is_refused(tmp_path: Pa
     assert result.nodes == 3
 
 
+def test_a_generation_started_and_never_saved_is_said_spent_at_the_resume(tmp_path: Path) -> None:
+    """After a hard stop (a second Ctrl-C, kill -9) inside a generation, ShinkaEvolve does not start
+    it again: the resumed run recorded one attempt fewer than its budget, and said only that "the
+    policy chose its recorded rounds again"."""
+    out = tmp_path / "world"
+    run_api(out, policy="greedy", budget=2)
+    (out / "shinkaevolve" / "gen_3").mkdir()  # what a generation stopped before its program was saved leaves
+    result = run_api(out, policy="greedy", budget=6, resume=True)
+    assert result.extra["lost_generations"] == [3]
+    assert result.extra["resumed"].startswith("generation 3, started before the stop and not saved, is spent "
+                                              "(ShinkaEvolve starts a generation once); the policy chose its")
+    control = run_api(tmp_path / "control", policy="greedy", budget=2)
+    assert control.extra["lost_generations"] == [] and "resumed" not in control.extra
+
+
 # -- real runs through the CLI (slow) -------------------------------------------------------------------
 GREEDY = ("--policy", "greedy", "-W", "2", "--budget", "8", "--seed", "0")
 

@@ -337,6 +337,11 @@ def run(request: DeployRequest) -> DeployResult:
                 state.end_round()
         parts.close()
     records = writer.records
+    if state.lost_generations:  # a hard stop's generations in flight: the run records fewer than its budget
+        lost = state.lost_generations
+        said = (f"generation{'s' * (len(lost) > 1)} {', '.join(map(str, lost))}, started before the stop and not "
+                f"saved, {'are' if len(lost) > 1 else 'is'} spent (ShinkaEvolve starts a generation once)")
+        state.resumed = f"{said}; {state.resumed}" if state.resumed else said
     world_run.check_made_programs("ShinkaEvolve", len(state.failed_generations), "generation", records, before,
                                   f"every patch failed to apply, or the model failed; why: "
                                   f"{results_dir / 'evolution_run.log'}")
@@ -344,6 +349,7 @@ def run(request: DeployRequest) -> DeployResult:
         "generations": max((int((r.get("shinkaevolve") or {}).get("generation") or 0) for r in records), default=0),
         "rounds": rounds, "failed_generations": sorted(state.failed_generations) if state else [],
         "without_program": len(state.failed_generations) if state else 0,
+        "lost_generations": list(state.lost_generations) if state else [],
         "batches": list(state.batches) if state else []})
 
 

@@ -59,6 +59,7 @@ class RunState(BridgeState):
     stopped_by: str = "budget"
     interrupted: bool = False  # Ctrl-C or SIGTERM: the policy's rounds end after the one in flight
     failed_generations: list[int] = field(default_factory=list)
+    lost_generations: list[int] = field(default_factory=list)  # started before a hard stop, never saved: spent
     error: Exception | None = None  # what stopped the policy's rounds
 
     # -- recording ------------------------------------------------------------------------------
