@@ -74,6 +74,12 @@ def test_no_improvement_and_root_only_and_chain_world():
                       {"id": "b", "parent": "a", "score": 3.0}])
     rc = coverage_report(chain)
     assert rc.chain_world and rc.leaves == 1 and rc.best_is_leaf
+    # said in words that fit the counts ("1 recorded branches", "more than 0 times", "the 0 leaves")
+    assert "branching decisions from the root (1 recorded branch)" in rc.answers
+    assert ("anything beyond the record: a branch opened more than 1 time, a child of its one leaf, or a second "
+            "attempt where the run made one") in rc.cannot_answer
+    assert ("anything beyond the record: any branch of the root, or a second attempt where the run made one"
+            in r.cannot_answer)
 
 
 def test_minimize_world_reports_raw_scores():

@@ -216,23 +216,29 @@ def _judge(r: CoverageReport, tiny_gain: float) -> None:
         f"which of {r.attempts} recorded attempts a policy reveals, in what order, and the best "
         f"score it reaches (up to {r.best:.6g} from baseline {r.baseline:.6g})"
     )
-    r.answers.append(f"branching decisions from the root ({r.root_children} recorded branches)")
+    r.answers.append(f"branching decisions from the root ({_count(r.root_children, 'recorded branch')})")
     if r.chain_world:
         r.answers.append(f"how long to continue each chain (depth up to {r.max_depth})")
     else:
         r.answers.append(
             f"continuations of expanded nodes (up to {r.max_children_non_root} recorded children each)"
         )
-    r.cannot_answer.append(
-        f"anything beyond the record: a branch opened more than {r.root_children} times, a child of "
-        f"any of the {r.leaves} leaves, or a second attempt where the run made one"
-    )
+    leaves = {0: None, 1: "a child of its one leaf"}.get(r.leaves, f"a child of any of its {r.leaves} leaves")
+    beyond = [f"a branch opened more than {_count(r.root_children, 'time')}" if r.root_children else
+              "any branch of the root", leaves, "a second attempt where the run made one"]
+    said = [b for b in beyond if b]
+    r.cannot_answer.append(f"anything beyond the record: {', '.join(said[:-1])}, or {said[-1]}")
     r.cannot_answer.append("outcomes of a different discovery agent, evaluator or prompt")
     if r.rounds is not None and r.attempts_per_round_max is not None and r.attempts_per_round_max <= 1:
         r.cannot_answer.append(
             "how wide rounds would have fared in wall-clock terms: the original run made one attempt "
             "per round"
         )
+
+
+def _count(n: int, noun: str) -> str:
+    """``n noun`` with the noun's plural where ``n`` is not 1 (``1 recorded branch``, ``3 times``)."""
+    return f"1 {noun}" if n == 1 else f"{n} {noun}{'es' if noun.endswith(('ch', 's')) else 's'}"
 
 
 def render_text(report: CoverageReport) -> str:
