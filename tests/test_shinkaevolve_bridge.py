@@ -246,6 +246,28 @@ def test_a_generation_started_and_never_saved_is_said_spent_at_the_resume(tmp_pa
     assert control.extra["lost_generations"] == [] and "resumed" not in control.extra
 
 
+def test_an_import_of_a_run_not_finished_says_it_holds_what_was_saved_so_far(tmp_path: Path) -> None:
+    """`worlds import` of a deploy still running wrote a complete-looking world of its root alone,
+    with no word (eval and validate say that a world is not finished)."""
+    from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
+    from dream_gym.datasets.importers.base import OrphanWarning
+    from dream_gym.infrastructure.locks import folder_lock
+
+    out = tmp_path / "world"
+    run_api(out, policy="greedy", budget=2)
+    finished = import_shinkaevolve(out / "shinkaevolve", tmp_path / "control")
+    assert not any("so far" in w for w in finished.warnings)  # control: a finished run
+    meta = json.loads((out / "world.json").read_text())
+    meta.pop("sha256")
+    (out / "world.json").write_text(json.dumps(meta))  # a run stopped before its end
+    with pytest.warns(OrphanWarning, match=r"was stopped before its end \(--resume of that run finishes it\): this "
+                                           r"import holds the programs it had saved so far"):
+        import_shinkaevolve(out / "shinkaevolve", tmp_path / "stopped")
+    with folder_lock(out):  # a run writing it
+        with pytest.warns(OrphanWarning, match=rf"is being written by pid {os.getpid()}: this import holds"):
+            import_shinkaevolve(out / "shinkaevolve", tmp_path / "live")
+
+
 # -- real runs through the CLI (slow) -------------------------------------------------------------------
 GREEDY = ("--policy", "greedy", "-W", "2", "--budget", "8", "--seed", "0")
 

@@ -257,6 +257,13 @@ def _run_settings(system: str, source: Path, options: ImportOptions, report: Imp
     the run (a deploy's), else (W) the run's configuration file's, else the run folder's name and
     W = 1; where they came from is noted in ``report``."""
     around = _the_world_around(source)
+    if around and not around[1].get("sha256"):  # a deploy still writing it, or stopped before its end
+        from dream_gym.infrastructure.locks import folder_lock
+
+        holder = folder_lock(around[0]).holder()
+        state = (f"is being written by pid {holder.get('pid')}" if holder
+                 else "was stopped before its end (--resume of that run finishes it)")
+        report.warn(f"the run in {around[0]} {state}: this import holds the programs it had saved so far")
     task = (around[1].get("task") or {}).get("name") if around else None
     task_name = options.task_name or (task if isinstance(task, str) and task else None) or run_name
     if around and task_name == task and not options.task_name:
