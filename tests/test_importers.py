@@ -4,6 +4,7 @@ values, migrants, orphans, evolution traces, and every error path. Real runs: te
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import uuid
@@ -749,6 +750,15 @@ def test_a_damaged_shinkaevolve_database_is_recognised_and_named_with_sqlites_re
         report = import_runs("auto", runs, tmp_path / "worlds")
     refused = {o.name: o.reason for o in report.outcomes if not o.imported}
     assert list(refused) == ["damaged"] and "a damaged SQLite database" in refused["damaged"]
+    # a database by ShinkaEvolve's name that is no database, or empty: the auto import said "neither
+    # ... nor ... was found", hiding the one file that is wrong
+    for content, said in ((bytes(range(256)) * 4, "programs.sqlite: not a SQLite database"),
+                          (b"", "programs.sqlite: has no 'programs' table (tables found: none)")):
+        bad = tmp_path / "bad"
+        bad.mkdir(exist_ok=True)
+        (bad / "programs.sqlite").write_bytes(content)
+        with pytest.raises(RunImportError, match=re.escape(said)):
+            import_run("auto", bad, tmp_path / "w")
 
 
 SHINKA_CONFIG = """database_config: &db !!python/object:omegaconf.dictconfig.DictConfig

@@ -259,13 +259,13 @@ def import_shinkaevolve(
 
 def is_shinkaevolve_run(path: Path) -> bool:
     """A ShinkaEvolve results folder (a SQLite database with a program table below it) or the
-    database file itself; also one whose database by ShinkaEvolve's name is damaged, so that its
-    import says why it fails instead of the run going unrecognised (in a folder of runs: unseen)."""
+    database file itself; also one holding a file by ShinkaEvolve's database name that is damaged,
+    empty or no database at all, so that its import says what is wrong with that file instead of
+    the run going unrecognised (in a folder of runs: unseen)."""
     if path.is_file():
         tables = sqlite_tables(path)
         return bool(set(tables) & set(SHINKA_TABLES)) if tables is not None else damaged_sqlite(path) is not None
-    return path.is_dir() and (bool(shinka_databases(path)) or any(
-        (path / name).is_file() and damaged_sqlite(path / name) is not None for name in DATABASE_NAMES))
+    return path.is_dir() and (bool(shinka_databases(path)) or any((path / name).is_file() for name in DATABASE_NAMES))
 
 
 IMPORTER = Importer(label=LABEL, looks_for="a ShinkaEvolve results folder (a SQLite database with a 'programs' table)",
