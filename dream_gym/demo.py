@@ -93,10 +93,12 @@ def dream_step(out: Path, history: Sequence[str] = DREAM_HISTORY, incumbent: str
 
 
 def version_line(record: Any, revisions: int, best: Any) -> str:
-    """``  version 1/2 ok  mean V on H 0.2754  best: version 1  6.3s``."""
+    """``  revision 1 of 2 ok  mean V on H 0.2754  best: version 1  6.3s``."""
+    from dream_gym.dream.versions import version_name
+
     score = "-" if record.score is None else f"{record.score:.4f}"
-    return (f"  version {record.m}/{revisions - 1} {record.status:<9} mean V on H {score}  "
-            f"best: version {best.m}  {record.seconds:.1f}s")
+    return (f"  {version_name(record, revisions)}  mean V on H {score}  best: version {best.m}  "
+            f"{record.seconds:.1f}s")
 
 
 def step_failures(result: Any) -> list[str]:

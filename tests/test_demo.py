@@ -44,8 +44,9 @@ def test_dream_step_says_a_line_per_version_and_keeps_the_argmax_on_the_history(
     versions = [r for r in read_jsonl(tmp_path / "dream" / "dream.jsonl") if r["type"] == "revision"]
     assert [v["m"] for v in versions] == [0, 1]
     assert lines[0].startswith(f"dreaming: the built-in developer (no LLM) revises {DREAM_INCUMBENT}")
-    progress = [line for line in lines if line.startswith("  version ")]
-    assert [line.split()[1] for line in progress] == ["0/1", "1/1"]  # one line per version, as it is scored
+    progress = [line for line in lines if line.startswith(("  incumbent ", "  revision "))]
+    assert [line.split()[:4] for line in progress] == [  # one line per version, as it is scored
+        ["incumbent", "mean", "V", "on"], ["revision", "1", "of", "1"]]
     best = max(versions, key=lambda v: (v["score"], -v["m"]))
     assert result.selected_m == best["m"] and f"best: version {best['m']}" in progress[-1]
 

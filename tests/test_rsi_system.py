@@ -109,7 +109,7 @@ def test_two_iterations_deploy_record_pool_dream_and_deploy_the_winner(tmp_path:
         assert f"  run {t}: openevolve, 8 programs, in {out / 'runs' / f'iter-{t}'}" in progress
         assert f"  run {t} done: {rows[3 * t - 3]['nodes'] - 1} programs ({rows[3 * t - 3]['invalid']} invalid)" in progress
         assert f"  pool of runs 1-{t}: {rows[3 * t - 2]['nodes']} nodes" in progress
-        assert f"phase {t} version 1/1" in progress
+        assert f"phase {t} revision 1 of 1 " in progress
 
 
 def _wait(condition, process: subprocess.Popen, timeout: float = 600) -> None:

@@ -332,7 +332,7 @@ def test_dreams_progress_continues_a_wrapped_line_under_its_text_and_keeps_it_wh
     shown = Console(file=StringIO(), width=50, force_terminal=True, color_system=None)
     shown.print(Hanging(line))
     lines = shown.file.getvalue().splitlines()
-    assert lines == ["  phase 1 version 2/3 failed    score -  best so", "    far 0 (0.5000)  1.0s",
+    assert lines == ["  phase 1 revision 2 of 3 failed score -  best so", "    far version 0 (0.5000)  1.0s",
                      "      PolicyException: the policy file raised in", "        act() at line 12 for a reason long enough",
                      "        to wrap"]
     log = StringIO()

@@ -119,10 +119,12 @@ def version_line(record: Any, revisions: int, best: Any, indent: int = 0) -> Any
     :class:`Hanging`)."""
     from rich.text import Text
 
+    from dream_gym.dream.versions import version_name
+
     score = "-" if record.score is None else f"{record.score:.4f}"
     colour = {"incumbent": "bold", "ok": "green"}.get(record.status, "red")
-    text = (" " * indent + f"[{colour}]phase {record.phase} version {record.m}/{revisions - 1} {record.status:<9}[/{colour}] "
-            f"score {score}  best so far {best.m} ({best.score:.4f})  {record.seconds:.1f}s")
+    text = (" " * indent + f"[{colour}]phase {record.phase} {version_name(record, revisions)}[/{colour}] "
+            f"score {score}  best so far version {best.m} ({best.score:.4f})  {record.seconds:.1f}s")
     problem = record.error or record.warning
     if problem:  # a revision's words: escaped, and never read as markup
         from rich.markup import escape as rich_escape

@@ -154,3 +154,11 @@ def incumbent_source(spec: str) -> tuple[str, str]:
     owner = inspect.getmodule(cls)
     reference = inspect.getsource(owner) if owner is not None else ""
     return text, reference
+
+
+def version_name(record: Any, revisions: int) -> str:
+    """A version as progress names it: ``incumbent`` (version 0), or ``revision 3 of 9 ok`` (its
+    status): ``-M 10`` makes the incumbent and 9 revisions (``version 3/9`` read as 9 versions)."""
+    if record.m == 0:
+        return "incumbent"
+    return f"revision {record.m} of {revisions - 1} {record.status}"
