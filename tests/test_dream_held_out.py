@@ -117,3 +117,19 @@ def test_an_llm_that_fails_every_retry_ends_the_run_saying_resume_continues_it(t
                                      "continues it")
         server.responder = lambda body: revs.fenced(revs.WEAK)
         assert main([*command, "--api-base", server.base_url, "--resume"]) == 0
+
+
+def test_a_retried_call_is_said_as_it_happens(tmp_path, capsys):
+    """A call that timed out three times was 15 minutes in which nothing was said (and a 429 or a
+    500 retried was silent too): each retry is now a progress line on stderr."""
+    from tests.openai_server import Reply
+
+    out = tmp_path / "dream"
+    with OpenAICompatServer() as server:
+        server.push(Reply(content=None, status=500), revs.fenced(revs.WEAK))
+        assert main(["dream", "--history", HISTORY, "--policy", "greedy", "--developer", "openai/local-dev",
+                     "--api-base", server.base_url, "--revisions", "2", "--betas", "0", "-j", "1", "--validate",
+                     "none", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "developer: attempt 1 of 3 failed (InternalServerError: " in err
+    assert "; asking again in 1 s (timeout 300 s)" in err

@@ -221,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
     def events(kind: str, data: dict[str, Any]) -> None:
         if kind == "version" and not args.quiet:
             progress.print(Hanging(version_line(data["record"], data["revisions"], data["best"])))
+        elif kind == "llm_retry" and not args.quiet:
+            progress.print(Hanging(f"developer: {data['text']}"))
         elif kind == "held_out" and not args.quiet:
             progress.print(Hanging(f"held-out check of version {data['m']} and the incumbent on "
                                    f"{', '.join(shown(w.id) for w in data['worlds'])}"))

@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             world = data["world"]
             console.print(Hanging(f"  rollout {data['t']} done: {world.size - 1} attempt{'s' * (world.size != 2)} in "
                                   f"{world.id}; dreaming on the history"))
-        elif kind in ("version", "carry"):
+        elif kind in ("version", "carry", "llm_retry"):
             _phase_progress(console, kind, data)
         elif kind == "iteration_done":
             console.print(phase_table(data["phase"]))
@@ -166,7 +166,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _phase_progress(console: Any, kind: str, data: dict[str, Any]) -> None:
-    """A dream phase's progress line: a version scored, or an earlier phase's version carried."""
+    """A dream phase's progress line: a version scored, an earlier phase's version carried, or the
+    developer's call retried."""
+    if kind == "llm_retry":
+        console.print(Hanging(f"  developer: {data['text']}"))
+        return
     if kind == "version":
         console.print(Hanging(version_line(data["record"], data["revisions"], data["best"], indent=2)))
         return
@@ -218,7 +222,7 @@ def run_system(args: argparse.Namespace) -> int:
             row = data["row"]
             progress.print(Hanging(f"  pool of runs 1-{row['t']}: {row['nodes']} nodes ({row['merged']} merged, "
                                    f"{row['disagreements']} disagreements); dreaming on it"))
-        elif kind in ("version", "carry"):
+        elif kind in ("version", "carry", "llm_retry"):
             _phase_progress(progress, kind, data)
 
     records = run_system_rsi(config, events)

@@ -46,6 +46,14 @@ def check_developer(spec: str, api_base: str | None = None) -> None:
         check_access(spec, api_base)
 
 
+def say_retries(developer: Developer, say: Callable[[str], None]) -> None:
+    """Have an LLM developer say each retry of its calls as it happens (``say`` takes one line): a
+    call that times out three times is 15 minutes in which nothing else is said."""
+    client = getattr(developer, "client", None)
+    if client is not None and hasattr(client, "on_retry"):
+        client.on_retry = say
+
+
 def check_api_base_used(api_base: str | None, *models: str | None) -> None:
     """ValueError when ``--api-base`` is given and nothing of the run calls an LLM (``models``: the
     developer's and the agent's specs, ``builtin`` or None for none): the URL would be ignored."""
@@ -55,4 +63,4 @@ def check_api_base_used(api_base: str | None, *models: str | None) -> None:
 
 
 __all__ = ["DEVELOPERS", "MODEL_DEVELOPER", "DeveloperFactory", "check_api_base_used", "check_developer",
-           "make_developer"]
+           "make_developer", "say_retries"]

@@ -417,7 +417,7 @@ class DreamRun:
 
 def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     """Resolve the worlds, check the run folder's fingerprint, and run (or resume) the step."""
-    from dream_gym.dream.developers import check_api_base_used, check_developer, make_developer
+    from dream_gym.dream.developers import check_api_base_used, check_developer, make_developer, say_retries
     from dream_gym.dream.runfolder import check_fingerprint
     from dream_gym.evaluation.evaluate import resolve_worlds
 
@@ -445,6 +445,7 @@ def run_dream(run: DreamRun, events: Events | None = None) -> PhaseResult:
     with folder_lock(run.out):  # held from the fingerprint check on (improvement_step takes it again)
         check_fingerprint(run.out, fingerprint, resume=run.resume, command="dream-gym dream")
         developer = make_developer(run.developer, run.out, api_base=run.api_base, seed=scoring.seed)
+        say_retries(developer, lambda text: (events or _no_events)("llm_retry", {"text": text}))
         return improvement_step(run.out, 1, run.policy, history, developer, run.settings, validation=validation,
                                 events=events)
 

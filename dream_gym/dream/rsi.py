@@ -288,10 +288,11 @@ class _Run(LoopRun):
         return [*self.extra, *(load_world(self.world_dir(i)) for i in range(1, t + 1))]
 
     def dream(self, t: int) -> PhaseResult:
-        from dream_gym.dream.developers import make_developer
+        from dream_gym.dream.developers import make_developer, say_retries
 
         c = self.config
         developer = make_developer(c.developer, self.out / "dream", api_base=c.api_base, seed=c.settings.scoring.seed)
+        say_retries(developer, lambda text: self.events("llm_retry", {"text": text}))
         return improvement_step(self.out / "dream", t, self.policy_of(t), self.history(t), developer, c.settings,
                                 validation=self.validation, events=self.events)
 

@@ -203,10 +203,11 @@ class _SystemRun(LoopRun):
 
     # -- the iteration --------------------------------------------------------------------------
     def dream(self, t: int, pooled: World) -> PhaseResult:
-        from dream_gym.dream.developers import make_developer
+        from dream_gym.dream.developers import make_developer, say_retries
 
         c = self.config
         developer = make_developer(c.developer, self.out / "dream", api_base=c.api_base, seed=c.settings.scoring.seed)
+        say_retries(developer, lambda text: self.events("llm_retry", {"text": text}))
         return improvement_step(self.out / "dream", t, self.policy_of(t), [*self.extra, pooled], developer,
                                 c.settings, validation=self.validation, events=self.events)
 

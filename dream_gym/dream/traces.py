@@ -58,9 +58,9 @@ def episode_rounds(world: World, result: EpisodeResult, settings: ReplaySettings
         first = session.attempts - len(outcome.new_ids)  # the attempts before this round's
         texts = []
         for k, obs_id in enumerate(outcome.new_ids, 1):  # the node that rose is marked, at its own attempt
-            text, score = _node_text(session, obs_id), session.nodes[obs_id].score
-            if score is not None and session.normalizer.q(score) > best + 1e-12:
-                best, text = session.normalizer.q(score), text + "+"
+            text, q = _node_text(session, obs_id), session.normalizer.q(session.nodes[obs_id].score)
+            if q is not None and q > best + 1e-12:
+                best, text = q, text + "+"
                 rises.append(first + k)
             texts.append(text)
         lines.append(RoundLine(number, tuple(batch), tuple(texts), session.best_q > before + 1e-12))

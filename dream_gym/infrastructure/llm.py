@@ -23,7 +23,7 @@ import socket
 import textwrap
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
@@ -398,6 +398,9 @@ class LLMClient:
         self.num_retries = int(num_retries)
         self.retry_backoff_s = float(retry_backoff_s)
         self.extra_params = dict(extra_params or {})
+        #: said each time a failed attempt is retried (a timeout or an error retried takes minutes
+        #: that would otherwise pass in silence): one line, the key scrubbed
+        self.on_retry: Callable[[str], None] | None = None
 
     def __repr__(self) -> str:
         return (f"LLMClient(model={self.model!r}, api_base={redact_url(self.api_base)!r}, "
@@ -451,7 +454,12 @@ class LLMClient:
                 return litellm.completion(**kwargs), attempts
             except Exception as exc:  # noqa: BLE001 - mapped to LLMError below
                 if attempts <= self.num_retries and is_retryable(exc):
-                    time.sleep(max(self.retry_backoff_s * (2 ** (attempts - 1)), retry_after(exc)))
+                    wait = max(self.retry_backoff_s * (2 ** (attempts - 1)), retry_after(exc))
+                    if self.on_retry is not None:
+                        cause = self.scrub(" ".join(str(exc).split()))[:160]
+                        self.on_retry(f"attempt {attempts} of {self.num_retries + 1} failed ({type(exc).__name__}: "
+                                      f"{cause}); asking again in {wait:.0f} s (timeout {self.timeout_s:g} s)")
+                    time.sleep(wait)
                     continue
                 kind = "transport error" if is_retryable(exc) else "request rejected"
                 detail = self.scrub(" ".join(str(exc).split()))[:600]
