@@ -340,6 +340,18 @@ def test_dreams_progress_continues_a_wrapped_line_under_its_text_and_keeps_it_wh
     assert log.getvalue().splitlines() == [line.plain.split("\n")[0], "      " + error]
 
 
+def test_the_phase_tables_notes_leave_out_what_every_call_that_went_well_has() -> None:
+    """Every LLM revision took three table lines at 80 columns on "model=...; extraction=python-block;
+    attempts=1; finish_reason=stop", and a note that mattered was cut."""
+    from dream_gym.cli.dream import notable
+
+    assert notable("model=openai/gpt-4o-mini; extraction=python-block; attempts=1; finish_reason=stop") == ""
+    assert notable("model=openai/m; extraction=python-block; reply from the journal; finish_reason=length; "
+                   "no litellm price for 'openai/m' (NotFoundError); usd=0") == (
+        "reply from the journal; finish_reason=length; no litellm price for 'openai/m' (NotFoundError); usd=0")
+    assert notable("params from the family search") == "params from the family search"  # the built-in's own
+
+
 def test_a_line_too_wide_continues_at_the_column_it_is_given() -> None:
     """A row of fixed columns then a name (``worlds list``) continues under the name, not at its
     own indent; by default a line continues two columns past its indent."""

@@ -144,9 +144,19 @@ def phase_table(result: Any) -> Any:
         mark = " *" if v.m == result.deployed_m else ""
         score = "-" if v.score is None else f"{v.score:.4f}"
         delta = "-" if v.score is None or base is None else f"{v.score - base:+.4f}"
-        note = v.error or v.warning or v.notes or ""  # whole in the version's .json
+        note = v.error or v.warning or notable(v.notes or "")  # whole in the version's .json
         table.add_row(f"{v.m}{mark}", v.status, score, delta, cell(note, 90))
     return table
+
+
+#: Notes every LLM revision has when its call went as it should: the table leaves them out (they stay
+#: in the version's .json), so that what went otherwise has the column.
+USUAL_NOTES = ("model=", "extraction=python-block", "attempts=1", "finish_reason=stop")
+
+
+def notable(notes: str) -> str:
+    """A version's notes without the ones every call that went as it should has."""
+    return "; ".join(part for part in notes.split("; ") if not part.startswith(USUAL_NOTES))
 
 
 def scores_note(worlds: Any, betas: Any, select: str) -> str:
