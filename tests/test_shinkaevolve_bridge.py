@@ -249,8 +249,8 @@ def test_a_generation_started_and_never_saved_is_said_spent_at_the_resume(tmp_pa
 def test_an_import_of_a_run_not_finished_says_it_holds_what_was_saved_so_far(tmp_path: Path) -> None:
     """`worlds import` of a deploy still running wrote a complete-looking world of its root alone,
     with no word (eval and validate say that a world is not finished)."""
-    from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
     from dream_gym.datasets.importers.base import OrphanWarning
+    from dream_gym.datasets.importers.shinkaevolve import import_shinkaevolve
     from dream_gym.infrastructure.locks import folder_lock
 
     out = tmp_path / "world"
