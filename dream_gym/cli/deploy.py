@@ -87,7 +87,7 @@ def run_command(args: argparse.Namespace) -> int:
     with NodesWatch(args.out, args.budget + 1, f"{args.system} run"):  # on a terminal
         result = deploy(request)
     console = shown_console()  # the run's summary, like grow's and import's: what `> log` keeps
-    console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {result.best_score}, "
+    console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {'none (no valid program)' if result.best_score is None else result.best_score}, "
                   f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version}, "
                   f"policy {args.policy})", markup=False)
     if hint := stop_hint(result.stopped_by, args.policy):

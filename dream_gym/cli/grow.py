@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(
         f"{result.nodes} nodes, {result.rounds} round{'s' * (result.rounds != 1)}, {result.failures_this_run} failed "
         f"attempt{'s' * (result.failures_this_run != 1)} this run, "
-        f"best score {result.best_score}, stopped by {_stop_named(result.stopped_by)}, {result.seconds:.1f}s"
+        f"best score {'none (no valid program)' if result.best_score is None else result.best_score}, stopped by {_stop_named(result.stopped_by)}, {result.seconds:.1f}s"
     )
     if hint := stop_hint(result.stopped_by, args.policy):
         console.print(hint, markup=False)
