@@ -375,9 +375,15 @@ def test_a_model_no_provider_serves_is_refused_before_anything_is_written(
 
 @pytest.mark.parametrize(("argv", "said"), [
     (["replay", "cp26-fixed-w4-s0", "--polcy", "greedy"],
-     "dream-gym replay: error: unrecognized arguments: --polcy greedy; did you mean --policy?"),
+     "dream-gym replay: error: unrecognized arguments: --polcy; did you mean --policy?"),
     (["worlds", "upload", "me/ds-v1", "--to", "file:///elsewhere"],
-     "dream-gym worlds upload: error: unrecognized arguments: --to file:///elsewhere"),
+     "dream-gym worlds upload: error: unrecognized arguments: --to"),
+    # named even where a required option is missing too (argparse said only "required: --task")
+    (["grow", "--taks", "sum-difference", "--out", "x"],
+     "dream-gym grow: error: unrecognized arguments: --taks; did you mean --task?"),
+    # an option is typed whole: --seed ran a study as --seeds
+    (["fidelity", "--task", "sum-difference", "-p", "a", "-p", "b", "--seed", "1", "-n", "2", "--out", "x"],
+     "dream-gym fidelity: error: unrecognized arguments: --seed; did you mean --seeds?"),
 ])
 def test_an_unknown_option_is_said_by_the_command_typed(argv: list[str], said: str,
                                                         capsys: pytest.CaptureFixture[str]) -> None:

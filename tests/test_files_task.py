@@ -268,8 +268,9 @@ def test_openevolve_records_a_hostile_initial_program_as_its_failure(tmp_path: P
     from dream_gym.integrations.deploy import deploy as deploy_api
 
     out = tmp_path / "world"
-    deploy_api(DeployRequest(system="openevolve", task=f"{program},{HOSTILE / 'evaluator.py'}", out=out,
-                             policy="native", workers=2, budget=2, seed=0))
+    with pytest.raises(ValueError, match="the initial program failed its evaluation"):  # the system's own selection
+        deploy_api(DeployRequest(system="openevolve", task=f"{program},{HOSTILE / 'evaluator.py'}", out=out,
+                                 policy="native", workers=2, budget=2, seed=0))
     records = nodes(out)
     assert records[0]["score"] is None and "Permission denied" in records[0]["error"]
     everything = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())

@@ -502,8 +502,9 @@ def test_a_task_given_as_shinka_files_with_an_openai_compatible_model(tmp_path: 
         broken.write_text(marked_program("def construct_packing():\n    return None\n"))
         done = run_cli(tmp_path / "broken", "--policy", "greedy", "-W", "2", "--budget", "3", "--model",
                        "dream-gym-builtin", "--api-base", server.base_url, task=f"{broken},{evaluate}")
-    assert done.returncode != 0 and "the initial program has no valid score" in done.stderr
-    assert done.stderr.count("no valid score") == 1
+    assert done.returncode == 2 and "the initial program failed its evaluation, so the run has no scored" in done.stderr
+    assert f"{tmp_path / 'broken'} keeps that evaluation" in done.stderr  # and what to do about the folder
+    assert done.stderr.count("error:") == 1
 
 
 def test_ctrl_c_ends_the_round_and_a_resumed_run_spends_nothing(tmp_path: Path) -> None:

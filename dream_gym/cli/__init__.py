@@ -54,6 +54,9 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any):
         kwargs.setdefault("formatter_class", _HelpFormatter)
+        # an option is typed whole: `fidelity --seed 1` ran as --seeds 1, and a script using a
+        # prefix would break when an option sharing it is added
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
 
@@ -83,6 +86,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(next((arg for arg in argv if not arg.startswith("-")), ""))
+    if unknown := unknown_options(parser, argv):  # before argparse names a missing option instead
+        typed = command_parser(parser, argv)
+        typed.error(f"unrecognized arguments: {' '.join(unknown)}{option_hint(typed, unknown)}")
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by the command that was typed, with its usage (argparse says it at the top)
         typed = command_parser(parser, argv)
@@ -114,6 +120,37 @@ def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argp
         if token in choices:
             parser = choices[token]
     return parser
+
+
+def unknown_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """The options of ``argv`` that no parser on the way to its (sub)command knows (``--taks``;
+    ``-W2`` is ``-W``): argparse reports a missing required option first, and ``grow --taks X``
+    said only "required: --task". Arguments after ``--`` are values."""
+    known: set[str] = set()
+    for token in [None, *argv]:  # the parsers of the top level, the command, its action
+        if token is not None:
+            choices = next((action.choices for action in parser._actions
+                            if isinstance(action, argparse._SubParsersAction)), None)
+            if choices is None or token not in choices:
+                continue
+            parser = choices[token]
+        known |= {option for action in parser._actions for option in action.option_strings}
+    unknown = []
+    for token in argv:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0] if token.startswith("--") else token[:2]
+        if token.startswith("-") and len(token) > 1 and not _is_number(token) and name not in known:
+            unknown.append(token)
+    return unknown
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
 
 
 def option_hint(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
