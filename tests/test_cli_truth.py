@@ -194,7 +194,8 @@ def test_an_unknown_name_is_one_line_with_the_nearest_names(argv: list[str], mes
     done = dream_gym(*(a.replace("{tmp}", str(tmp_path)) for a in argv))
     assert done.returncode == 2
     [line] = stderr_lines(done)  # one line: no usage, no traceback, no list of every world
-    assert line.startswith(f"dream-gym {argv[0]}: error: {message}")
+    typed = " ".join(argv[:2] if argv[0] == "worlds" else argv[:1])  # worlds show: error, as argparse says it
+    assert line.startswith(f"dream-gym {typed}: error: {message}")
     assert not line.split("error: ", 1)[1].startswith(('"', "'"))  # no quoted KeyError repr
     assert line.count("-w4-") + line.count("-w8-") <= 3  # the nearest names, not all 56
     assert not (tmp_path / "never-written").exists()  # checked before anything is written

@@ -300,23 +300,23 @@ def test_list_of_a_folder_gives_each_worlds_nodes_w_run_and_task_and_why_one_doe
     assert main(["worlds", "list", str(env / "runs" / "a")]) == 0  # a world itself
     assert capsys.readouterr().out.splitlines()[1].split() == ["3", "1", "finished", str(env / "runs" / "a"), "(toy)"]
     assert main(["worlds", "list", str(env / "absent")]) == 2
-    assert capsys.readouterr().err.strip() == f"dream-gym worlds: error: {env / 'absent'}: no such folder"
+    assert capsys.readouterr().err.strip() == f"dream-gym worlds list: error: {env / 'absent'}: no such folder"
     assert main(["worlds", "list", str(env / "runs" / "a" / "world.json")]) == 2
     assert capsys.readouterr().err.strip().endswith("a/world.json: not a folder")
     assert main(["worlds", "list", str(env / "runs"), "--remote"]) == 2
-    assert capsys.readouterr().err.strip() == "dream-gym worlds: error: give a FOLDER or --remote, not both"
+    assert capsys.readouterr().err.strip() == "dream-gym worlds list: error: give a FOLDER or --remote, not both"
 
 
 def test_validate_of_a_folder_that_is_no_world_names_world_json_and_the_import(env, capsys):
     (env / "task").mkdir()
     assert main(["worlds", "validate", str(env / "task")]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"dream-gym worlds: error: {env / 'task' / 'world.json'}: missing (a world folder holds world.json and "
+        f"dream-gym worlds validate: error: {env / 'task' / 'world.json'}: missing (a world folder holds world.json and "
         f"nodes.jsonl; a discovery run's output becomes one with: dream-gym worlds import {env / 'task'} --out "
         "WORLD_FOLDER)")
     assert main(["worlds", "validate", str(env / "absent")]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"dream-gym worlds: error: {env / 'absent'}: no such folder, nor a dataset id, a dataset's world "
+        f"dream-gym worlds validate: error: {env / 'absent'}: no such folder, nor a dataset id, a dataset's world "
         "(namespace/name-vN/world) or a shipped world's name")
 
 

@@ -229,7 +229,7 @@ def test_without_network_the_cli_prints_one_line_and_the_api_names_remote_and_ca
         lines = run.stderr.strip().splitlines()
         assert run.returncode == 2, run.stderr
         assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
-        assert lines[0].startswith("dream-gym worlds: error: ") and "cannot reach hf://me" in lines[0]
+        assert lines[0].startswith(f"dream-gym worlds {argv[0]}: error: ") and "cannot reach hf://me" in lines[0]
         assert endpoint in lines[0] and run.stdout == ""
         if argv[0] == "download":
             assert not local_path("me/toy-v0").exists()  # the store is untouched
@@ -299,7 +299,7 @@ def test_without_huggingface_hub_each_hub_verb_names_the_extra_in_one_line(verb:
                           env={**os.environ, "DREAM_GYM_HOME": str(tmp_path)})
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
-        f"dream-gym worlds: error: hf:// remotes need huggingface_hub: {install_command('share')}"], done.stderr
+        f"dream-gym worlds {verb[0]}: error: hf:// remotes need huggingface_hub: {install_command('share')}"], done.stderr
 
 
 def _endless(chunk: bytes = b"0" * (1 << 20)):

@@ -232,5 +232,5 @@ def test_worlds_pool_on_the_command_line(tmp_path: Path):
                            ([str(a), str(b), f"{a}/"], f"{a}/ is the run {a} again")):
         done = subprocess.run([sys.executable, "-m", "dream_gym", "worlds", "pool", *twice, "--out",
                                str(tmp_path / "twice")], capture_output=True, text=True)
-        assert (done.returncode, done.stderr.strip()) == (2, f"dream-gym worlds: error: {message}: give each run once")
+        assert (done.returncode, done.stderr.strip()) == (2, f"dream-gym worlds pool: error: {message}: give each run once")
         assert not (tmp_path / "twice").exists()

@@ -271,12 +271,18 @@ def _run(args: argparse.Namespace) -> int:
         # Library errors name the problem already; show them once, without a traceback. They
         # may quote what others wrote (a world's id, a remote's reply): escaped and cut.
         message = printable(error_text(exc), LINE_CHARS, lines=True)
-        say(f"dream-gym {args.command}: error: {message}{_world_kept(args, exc)}{_llm_gone(args, exc)}",
-            file=sys.stderr)
+        say(f"{typed_name(args)}: error: {message}{_world_kept(args, exc)}{_llm_gone(args, exc)}", file=sys.stderr)
         return 2
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+def typed_name(args: argparse.Namespace) -> str:
+    """The command as typed, as argparse names it in its own errors: ``dream-gym worlds show``
+    (an error raised after parsing said ``dream-gym worlds``, one before it ``dream-gym worlds show``)."""
+    actions = [getattr(args, dest, None) for dest in ("worlds_command", "openevolve_command")]
+    return " ".join(["dream-gym", args.command, *(action for action in actions if action)])
 
 
 def error_text(exc: BaseException) -> str:
