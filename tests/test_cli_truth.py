@@ -529,3 +529,25 @@ def test_every_task_option_lists_the_registered_tasks(capsys: pytest.CaptureFixt
             cli_main([*verb, "--help"])
         shown = "".join(capsys.readouterr().out.split())  # argparse may wrap a name at its hyphens
         assert all(name in shown for name in list_tasks()), verb
+
+
+def test_a_repeated_world_option_adds_its_worlds_and_output_options_that_clash_are_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`eval -w a -w b` evaluated b alone (the second -w replaced the first, without a word);
+    `replay --json --tree` printed JSON then a tree (no JSON reader took it); `worlds show --json
+    --plot` left the plot out; `dream -p` was refused though `-p` is --policy in eval and grow."""
+    assert cli_main(["eval", "-p", "greedy", "-w", "cp26-fixed-s0", "-w", "cp26-greedy-s0", "--betas", "0.5",
+                     "--no-progress"]) == 0
+    assert "mean over 2 worlds" in capsys.readouterr().out
+    for argv, clash in ((["replay", "cp26-fixed-s0", "--json", "--tree"], "argument --tree: not allowed with argument "
+                                                                          "--json"),
+                        (["worlds", "show", "cp26-fixed-s0", "--json", "--plot", "x.png"],
+                         "argument --plot: not allowed with argument --json")):
+        with pytest.raises(SystemExit) as refused:
+            cli_main(argv)
+        assert refused.value.code == 2 and capsys.readouterr().err.rstrip().endswith(clash)
+    from dream_gym.cli import build_parser, command_parser
+
+    for command in ("dream", "rsi", "deploy"):
+        parser = command_parser(build_parser(command), [command])
+        assert next(a for a in parser._actions if a.dest == "policy").option_strings == ["--policy", "-p"]

@@ -55,7 +55,7 @@ def add_run_arguments(p: argparse.ArgumentParser, *, own_selection: str, workers
     p.add_argument("--task", required=True,
                    help=f"a built-in task ({BUILTIN_TASKS}) or initial_program.py,evaluator.py")
     policy = recorder_or(NATIVE_POLICY)
-    p.add_argument("--policy", default=policy,
+    p.add_argument("--policy", "-p", default=policy,
                    help="any policy dream-gym eval takes (built-in, policy .py file, model, chosen.py), "
                         f"or '{NATIVE_POLICY}' for {own_selection} (default {policy})")
     add_policy_args(p)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import (
+    WorldList,
     add_allow_errors,
     add_file_limits,
     add_jobs,
@@ -44,7 +45,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_held_out_arguments(p: argparse.ArgumentParser) -> None:
     """The held-out check's options, shared by ``dream`` and ``rsi`` (read by :func:`dream_settings`)."""
-    p.add_argument("--validate", default=None, metavar="WORLDS",
+    p.add_argument("--validate", default=None, metavar="WORLDS", action=WorldList,
                    help="held-out worlds, not used for selection, a revision is checked on before it is deployed "
                         "(default: one shipped held-out world of each task the history does not hold; "
                         "'none': no check)")
@@ -83,8 +84,9 @@ def register(subparsers: Any) -> None:
             "(revisions that fail are refused and shown in the table)."
         ),
     )
-    p.add_argument("--history", required=True, help="worlds to select on (a folder, dataset id, split, ...)")
-    p.add_argument("--policy", required=True, help="the incumbent: built-in name, module:Class or policy .py file")
+    p.add_argument("--history", required=True, action=WorldList,
+                   help="worlds to select on (a folder, dataset id, split, ...; a comma list, or repeat)")
+    p.add_argument("--policy", "-p", required=True, help="the incumbent: built-in name, module:Class or policy .py file")
     add_held_out_arguments(p)
     p.add_argument("--out", required=True, type=Path, help="the run folder")
     add_scoring_arguments(p)

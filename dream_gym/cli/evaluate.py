@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.cli.options import (
+    WorldList,
     add_allow_errors,
     add_file_limits,
     add_jobs,
@@ -43,9 +44,9 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
                     help="a built-in name (recommended, greedy, ucb, puct, random, ...), a shipped model, module:Class, "
                          "a policy .py file (run isolated) or a model .zip (loaded as data); repeat for several")
-    ev.add_argument("--worlds", "-w", required=True,
+    ev.add_argument("--worlds", "-w", required=True, action=WorldList,
                     help="a world folder, a folder of worlds, a dataset id ns/name-vN, a shipped world, "
-                         "or a split of the shipped dataset (train, heldout); comma-separated lists allowed")
+                         "or a split of the shipped dataset (train, heldout); a comma list, or repeat")
     ev.add_argument("--betas", default=grid, help=f"comma-separated budget preferences (default {grid})")
     add_workers(ev, help="W: attempts per round every world is replayed at (default: each world's recorded W)")
     add_jobs(ev)

@@ -34,6 +34,16 @@ def memory_mb(text: str) -> int:
     return value
 
 
+class WorldList(argparse.Action):
+    """Worlds given as one comma list or by repeating the option (``-w a -w b`` is ``-w a,b``), as
+    ``--policy`` repeats: a second ``-w`` replaced the first, whose worlds were dropped without a word."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, values if before is None else f"{before},{values}")
+
+
 def positive_int(text: str) -> int:
     """The type of a count the command line takes (W, K2): a whole number >= 1, refused by
     argparse naming the option (the library's own check names its Python argument)."""

@@ -46,8 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="request mode: the policy chooses among what an online run could continue; what the record "
                         "cannot answer is refused and counted (docs/concepts/coverage.md)")
     p.add_argument("--seed", type=parse_seed, default=0, help="seed given to the policy (default 0)")
-    p.add_argument("--tree", action="store_true", help="draw the revealed tree")
-    p.add_argument("--json", action="store_true", help="print the episode record as JSON")
+    shown = p.add_mutually_exclusive_group()  # --json is the whole output: JSON a program can read
+    shown.add_argument("--tree", action="store_true", help="draw the revealed tree")
+    shown.add_argument("--json", action="store_true", help="print the episode record as JSON")
     p.add_argument("--show-output", action="store_true",
                    help="after the episode, show on stderr what a policy file printed in it (the last 8 KB of its "
                         "stdout and of its stderr; run isolated, it prints nowhere else)")

@@ -15,7 +15,7 @@ from dream_gym.cli.dream import (
     phase_table,
     version_line,
 )
-from dream_gym.cli.options import BUILTIN_TASKS, add_read, add_workers, positive_int
+from dream_gym.cli.options import BUILTIN_TASKS, WorldList, add_read, add_workers, positive_int
 from dream_gym.cli.shown import Hanging
 from dream_gym.dream.carry import DEFAULT_CARRY
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
@@ -37,12 +37,13 @@ def register(subparsers: Any) -> None:
                    help=f"a built-in task ({BUILTIN_TASKS}); with --system also "
                         "initial_program.py,evaluator.py")
     p.add_argument("--agent", default=None, help="discovery agent: 'builtin' (default) or a litellm model string")
-    p.add_argument("--policy", required=True, help="START policy: built-in name, module:Class or policy .py file")
+    p.add_argument("--policy", "-p", required=True, help="START policy: built-in name, module:Class or policy .py file")
     p.add_argument("--iterations", "-T", type=positive_int, required=True, help="t: outer iterations")
     add_workers(p, default=STANDARD_WORKERS,
                 help=f"W: attempts per round online, each run by its own job process (default {STANDARD_WORKERS})")
     p.add_argument("--rounds", type=positive_int, default=None, help="K1: the most rounds of an online rollout (default 10)")
-    p.add_argument("--history", default=None, help="extra worlds in the history from the start")
+    p.add_argument("--history", default=None, action=WorldList,
+                   help="extra worlds in the history from the start (a comma list, or repeat)")
     add_held_out_arguments(p)
     p.add_argument("--beta", type=float, default=DEFAULT_BETA,
                    help=f"budget preference the policy sees online (default {DEFAULT_BETA})")

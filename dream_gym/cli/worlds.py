@@ -39,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
     p = sub.add_parser("show", help="metadata and coverage/bias report of a dataset or world")
     p.add_argument("target", help="dataset id, world reference ns/name-vN/world, or world folder")
-    p.add_argument("--plot", help="write the tree plot: a PNG file or a folder (world), a folder (dataset)")
-    p.add_argument("--json", action="store_true", help="print the coverage report as JSON (one world)")
+    shown = p.add_mutually_exclusive_group()  # (--json printed the report and left the plot out)
+    shown.add_argument("--plot", help="write the tree plot: a PNG file or a folder (world), a folder (dataset)")
+    shown.add_argument("--json", action="store_true", help="print the coverage report as JSON (one world)")
     p.set_defaults(func=_show)
 
     p = sub.add_parser("validate", help="check a dataset (id or folder) or a world",
