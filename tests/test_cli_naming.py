@@ -115,10 +115,12 @@ def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixtu
     (["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "-M", "2", "-j", "0", "--out", "x"],
      "argument -j/--jobs: must be at least 1, got 0"),
     (["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "-M", "2", "--memory-mb", "-1", "--out", "x"],
-     "argument --memory-mb: must be at least 1, got -1"),
+     "argument --memory-mb: must be at least 32 (a policy process needs about 24 MB to start), got -1"),
     (["grow", "--task", "sum-difference", "--max-attempts", "0", "--out", "x"],
      "argument --max-attempts: must be at least 1, got 0"),
-    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--memory-mb", "0"], "argument --memory-mb: must be at least 1, got 0"),
+    # it said "at least 1", and --memory-mb 1 then "at least 32"
+    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--memory-mb", "0"],
+     "argument --memory-mb: must be at least 32 (a policy process needs about 24 MB to start), got 0"),
     # below what a policy process needs to start: its import failed with a traceback of the child's
     (["replay", "sd-fixed-s0", "--memory-mb", "10"],
      "argument --memory-mb: must be at least 32 (a policy process needs about 24 MB to start), got 10"),
@@ -132,6 +134,21 @@ def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixtu
     # it crashed with a ZeroDivisionError after making --out
     (["openevolve", "run", "--task", "sum-difference", "--checkpoint-interval", "0", "--iterations", "2", "--out", "x"],
      "argument --checkpoint-interval: must be at least 1, got 0"),
+    # values refused by the library's checks, which named its Python argument ("beta1 must be ...")
+    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--beta1", "-1"], "argument --beta1: must be a number >= 0, got -1"),
+    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--lam", "nan"], "argument --lam: must be a finite number, got nan"),
+    (["worlds", "stats", "--beta2", "-0.5"], "argument --beta2: must be a number >= 0, got -0.5"),
+    (["replay", "sd-fixed-s0", "--beta", "2"], "argument --beta: must be a number in [0, 1], got 2"),
+    (["deploy", "--task", "sum-difference", "--beta", "-1", "--out", "x"],
+     "argument --beta: must be a number in [0, 1], got -1"),
+    (["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "-M", "2", "--held-out-margin", "-1", "--out", "x"],
+     "argument --held-out-margin: must be a number >= 0, got -1"),
+    (["rsi", "--task", "sum-difference", "--policy", "greedy", "-M", "2", "--carry", "-1", "--out", "x"],
+     "argument --carry: must be at least 0, got -1"),
+    (["serve-agent", "--task", "sum-difference", "--port", "70000"],
+     "argument --port: must be a port from 0 to 65535, got 70000"),
+    (["eval", "-p", "greedy", "-w", "sd-fixed-s0", "--decision-timeout", "0"],
+     "argument --decision-timeout: must be a number > 0, got 0"),
 ])
 def test_a_count_below_one_is_refused_naming_the_option(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
     # the library's check said "workers must be an integer >= 1 or None": its Python argument

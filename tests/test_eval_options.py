@@ -34,14 +34,13 @@ DREAM = ["dream", "--history", WORLD, "--policy", "greedy", "--developer", "buil
 
 
 @pytest.mark.parametrize(("command", "options", "message"), [
-    (EVAL, ["--decision-timeout", "0"], "--decision-timeout must be > 0 seconds, got 0.0"),
     # with a policy file, whose decisions the decision timeout bounds (a built-in's it does not)
     (EVAL, ["--decision-timeout", "90", "-p", "{file}"], "--decision-timeout 90 s is not below --task-timeout 60 s, "
                                                          "the watchdog that ends a task making no decision: raise "
                                                          "--task-timeout"),
-    # dream ran the step, every episode timing out at 0 s, after making its folder
-    (DREAM, ["--decision-timeout", "0"], "--decision-timeout must be > 0 seconds, got 0.0"),
-    # (--memory-mb and -j below 1, -j 0 once read as one process: refused by argparse, tests/test_cli_naming.py)
+    # (--decision-timeout 0, with which dream ran the step, every episode timing out at 0 s, after
+    # making its folder; --memory-mb and -j below 1; -j 0 once read as one process: refused by
+    # argparse, tests/test_cli_naming.py)
 ])
 def test_a_value_no_run_can_use_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                 command: list[str], options: list[str],

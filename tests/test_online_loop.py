@@ -307,7 +307,7 @@ def test_cli_grow_rejects_malformed_policy_arg(tmp_path, capsys):
     ("--max-seconds", "-1", "argument --max-seconds: must be a number > 0, got -1"),
     ("--max-usd", "0", "argument --max-usd: must be a number > 0, got 0"),
     ("--evaluation-timeout", "nan", "argument --evaluation-timeout: must be a number > 0, got nan"),
-    ("--beta", "3", "beta must be in [0, 1], got 3.0"),
+    ("--beta", "3", "argument --beta: must be a number in [0, 1], got 3"),
     # a dollar limit with the built-in agent, which spends nothing (it was accepted without a word)
     ("--max-usd", "1", "max_usd: the built-in agent makes no LLM call, so it spends nothing; a dollar limit "
                        "applies to an LLM agent (--agent MODEL)"),

@@ -17,6 +17,7 @@ from dream_gym.cli.options import (
     positive_int,
     run_status,
     stop_hint,
+    unit_number,
 )
 from dream_gym.replay.settings import DEFAULT_BETA, recorder_or
 
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       budget=("--budget", "programs to propose, the run's attempts (with SkyDiscover's native "
                                         "selection its iterations, whose retries add programs)"),
                       model_help="an OpenAI-compatible model; default: dream_gym's no-LLM agent behind a local agent server")
-    p.add_argument("--beta", type=float, default=DEFAULT_BETA,
+    p.add_argument("--beta", type=unit_number, default=DEFAULT_BETA,
                    help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     p.add_argument("--id", dest="world_id", default=None, help="world id (default: the folder name)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", dest="system_option",

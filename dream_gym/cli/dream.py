@@ -12,6 +12,7 @@ from dream_gym.cli.options import (
     add_file_limits,
     add_jobs,
     file_options,
+    non_negative_number,
     parse_seed,
     positive_int,
     report_failures,
@@ -34,10 +35,10 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     add_jobs(p, help="processes for the replay evaluations (default: the CPU count)")
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the developer and of every policy's RunContext")
     p.add_argument("--max-rounds", type=positive_int, default=None, help="replay round limit K2 (default: none)")
-    p.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
-    p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
+    p.add_argument("--beta1", type=non_negative_number, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
+    p.add_argument("--beta2", type=non_negative_number, default=DEFAULT_BETA2,
                    help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
-    p.add_argument("--lam", type=float, default=DEFAULT_LAMBDA, help=f"v2's parallel-penalty weight (default {DEFAULT_LAMBDA})")
+    p.add_argument("--lam", type=non_negative_number, default=DEFAULT_LAMBDA, help=f"v2's parallel-penalty weight (default {DEFAULT_LAMBDA})")
     add_file_limits(p)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -49,7 +50,7 @@ def add_held_out_arguments(p: argparse.ArgumentParser) -> None:
                    help="held-out worlds, not used for selection, a revision is checked on before it is deployed "
                         "(default: one shipped held-out world of each task the history does not hold; "
                         "'none': no check)")
-    p.add_argument("--held-out-margin", type=float, default=None, metavar="X",
+    p.add_argument("--held-out-margin", type=non_negative_number, default=None, metavar="X",
                    help="do not deploy a revision that scores more than X below the incumbent on the held-out "
                         "worlds (default 0.1, in units of the selection score; 'inf': report only)")
     p.add_argument("--gate", action="store_true",

@@ -17,10 +17,12 @@ from dream_gym.cli.options import (
     add_workers,
     check_file_to_write,
     file_options,
+    non_negative_number,
     parse_betas_option,
     parse_seed,
     positive_int,
     report_failures,
+    unit_number,
 )
 from dream_gym.evaluation.leaderboard import MARKDOWN_START
 from dream_gym.infrastructure.durable import check_replaceable, write_atomic
@@ -69,10 +71,10 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--markdown", type=Path, default=None, help="also write the leaderboard as markdown here")
     ev.add_argument("--max-rounds", type=positive_int, default=None, help="round limit K2 (default: none)")
     add_max_attempts(ev)
-    ev.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
-    ev.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
+    ev.add_argument("--beta1", type=non_negative_number, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
+    ev.add_argument("--beta2", type=non_negative_number, default=DEFAULT_BETA2,
                     help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
-    ev.add_argument("--lam", type=float, default=DEFAULT_LAMBDA,
+    ev.add_argument("--lam", type=non_negative_number, default=DEFAULT_LAMBDA,
                     help=f"weight of the parallel penalty in v2 (default {DEFAULT_LAMBDA})")
     ev.add_argument("--rank-by", choices=("v2", "V"), default="v2", help="the leaderboard's order (default v2)")
     ev.add_argument("--requests", action="store_true",
@@ -95,7 +97,7 @@ def register(subparsers: Any) -> None:
     plot.add_argument("results", type=Path, help="results.jsonl written by dream-gym eval --out")
     plot.add_argument("--out", "-o", type=Path, default=Path("plots"), help="output folder (default ./plots)")
     plot.add_argument("--world", default=None, help="world id for the tree drawing (default: the first)")
-    plot.add_argument("--beta", type=float, default=DEFAULT_BETA,
+    plot.add_argument("--beta", type=unit_number, default=DEFAULT_BETA,
                       help=f"beta of the episodes drawn on the tree (default {DEFAULT_BETA})")
     plot.set_defaults(func=run_plot)
 

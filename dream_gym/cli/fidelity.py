@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import BUILTIN_TASKS, add_jobs, add_workers, positive_int
+from dream_gym.cli.options import BUILTIN_TASKS, add_jobs, add_workers, positive_int, unit_number
 from dream_gym.cli.shown import say
 from dream_gym.fidelity.runs import SYSTEMS
 from dream_gym.replay.settings import DEFAULT_BETA
@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--iterations", "-n", type=positive_int, required=True, metavar="N",
                    help="attempts per online run (grow: --max-attempts and --rounds; a system: deploy's --budget)")
     add_workers(p, default=2, help="W: attempts per round, online and in replay (default 2)")
-    p.add_argument("--beta", type=float, default=DEFAULT_BETA,
+    p.add_argument("--beta", type=unit_number, default=DEFAULT_BETA,
                    help=f"budget preference, online and in replay (default {DEFAULT_BETA})")
     p.add_argument("--system", choices=SYSTEMS, default="grow",
                    help="run online with dream-gym grow (default) or a discovery system through dream-gym deploy")

@@ -19,6 +19,7 @@ from dream_gym.cli.options import (
     positive_int,
     positive_number,
     stop_hint,
+    unit_number,
 )
 from dream_gym.cli.shown import console as shown_console
 from dream_gym.cli.shown import say, shown
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="the world folder to write")
     p.add_argument("--resume", action="store_true", help="continue the world in --out")
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the agent and the policy (default 0)")
-    p.add_argument("--beta", type=float, default=DEFAULT_BETA,
+    p.add_argument("--beta", type=unit_number, default=DEFAULT_BETA,
                    help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     p.add_argument("--frontier", choices=("leaves", "any"), default="leaves",
                    help="which nodes the policy may continue: leaves (default) or any")

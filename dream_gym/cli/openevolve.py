@@ -16,6 +16,7 @@ from dream_gym.cli.options import (
     positive_int,
     run_status,
     stop_hint,
+    unit_number,
 )
 from dream_gym.replay.settings import DEFAULT_BETA
 
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                  "(no LLM, no key)")
     run.add_argument("--config", dest="config_path", type=Path, default=None,
                      help="an OpenEvolve config.yaml to start from (W, budget, seed and model are set from the options)")
-    run.add_argument("--beta", type=float, default=DEFAULT_BETA,
+    run.add_argument("--beta", type=unit_number, default=DEFAULT_BETA,
                      help=f"budget preference shown to the policy, in [0, 1] (default {DEFAULT_BETA})")
     run.add_argument("--frontier", choices=("any", "leaves"), default="any",
                      help="which programs the policy may continue (default any: OpenEvolve continues any program)")

@@ -27,8 +27,11 @@ MIN_MEMORY_MB = 32
 
 def memory_mb(text: str) -> int:
     """The type of --memory-mb: a whole number of MB, at least :data:`MIN_MEMORY_MB`."""
-    value = positive_int(text)
-    if value < MIN_MEMORY_MB:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < MIN_MEMORY_MB:  # (0 was "must be at least 1")
         raise argparse.ArgumentTypeError(f"must be at least {MIN_MEMORY_MB} (a policy process needs about 24 MB to "
                                          f"start), got {value}")
     return value
@@ -65,6 +68,53 @@ def positive_number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def unit_number(text: str) -> float:
+    """The type of a budget preference (--beta): a number in [0, 1], refused by argparse naming the
+    option (the library's check said ``beta must be in [0, 1]``)."""
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text}")
+    return value
+
+
+def non_negative_number(text: str) -> float:
+    """The type of a price or a weight (--beta1, --beta2, --lam, --held-out-margin): a finite
+    number >= 0, refused by argparse naming the option."""
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """The type of a count that may be 0 (--carry): a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """The type of --port: 0 (a free port) to 65535."""
+    value = non_negative_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {value}")
     return value
 
 
@@ -164,7 +214,7 @@ def add_file_limits(parser: argparse.ArgumentParser) -> None:
     """``--decision-timeout SECONDS`` and ``--memory-mb MB``: the limits of a policy file's processes."""
     from dream_gym.policy_files.isolated import DEFAULT_MEMORY_MB
 
-    parser.add_argument("--decision-timeout", type=float, default=DEFAULT_DECISION_TIMEOUT_S, metavar="SECONDS",
+    parser.add_argument("--decision-timeout", type=positive_number, default=DEFAULT_DECISION_TIMEOUT_S, metavar="SECONDS",
                         help="seconds a policy file (run isolated) may take for one decision before its "
                              f"process is killed and the episode records the timeout (default {DEFAULT_DECISION_TIMEOUT_S:g})")
     parser.add_argument("--memory-mb", type=memory_mb, default=DEFAULT_MEMORY_MB, metavar="MB",
@@ -174,11 +224,9 @@ def add_file_limits(parser: argparse.ArgumentParser) -> None:
 
 def file_options(args: argparse.Namespace) -> dict[str, float]:
     """The isolated policies' options that ``--decision-timeout`` and ``--memory-mb`` change from
-    their defaults (empty: none); ValueError for a timeout not > 0 (argparse refuses a count below 1)."""
+    their defaults (empty: none; argparse refuses a value no run can have)."""
     from dream_gym.policy_files.isolated import DEFAULT_MEMORY_MB
 
-    if not args.decision_timeout > 0:
-        raise ValueError(f"--decision-timeout must be > 0 seconds, got {args.decision_timeout}")
     options: dict[str, float] = {}
     if args.decision_timeout != DEFAULT_DECISION_TIMEOUT_S:
         options["decision_timeout_s"] = args.decision_timeout

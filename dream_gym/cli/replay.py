@@ -19,6 +19,7 @@ from dream_gym.cli.options import (
     parse_seed,
     positive_int,
     report_failures,
+    unit_number,
 )
 from dream_gym.cli.shown import say, shown
 from dream_gym.replay.settings import DEFAULT_BETA
@@ -36,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", "-p", default="recommended",
                    help="built-in name, shipped model, module:Class, or a policy .py file (default: recommended)")
     add_policy_args(p)
-    p.add_argument("--beta", type=float, default=DEFAULT_BETA, help=f"budget preference in [0, 1] (default {DEFAULT_BETA})")
+    p.add_argument("--beta", type=unit_number, default=DEFAULT_BETA, help=f"budget preference in [0, 1] (default {DEFAULT_BETA})")
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")
     p.add_argument("--max-rounds", type=positive_int, default=None, help="K2")
     add_max_attempts(p)

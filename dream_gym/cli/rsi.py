@@ -15,7 +15,15 @@ from dream_gym.cli.dream import (
     phase_table,
     version_line,
 )
-from dream_gym.cli.options import BUILTIN_TASKS, WorldList, add_read, add_workers, positive_int
+from dream_gym.cli.options import (
+    BUILTIN_TASKS,
+    WorldList,
+    add_read,
+    add_workers,
+    non_negative_int,
+    positive_int,
+    unit_number,
+)
 from dream_gym.cli.shown import Hanging
 from dream_gym.dream.carry import DEFAULT_CARRY
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS
@@ -45,13 +53,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--history", default=None, action=WorldList,
                    help="extra worlds in the history from the start (a comma list, or repeat)")
     add_held_out_arguments(p)
-    p.add_argument("--beta", type=float, default=DEFAULT_BETA,
+    p.add_argument("--beta", type=unit_number, default=DEFAULT_BETA,
                    help=f"budget preference the policy sees online (default {DEFAULT_BETA})")
     p.add_argument("--backend", choices=("process", "ray", "serial"), default=None,
                    help="the online worker pool (default process)")
     _add_system_arguments(p)
     p.add_argument("--out", required=True, type=Path, help="the run folder")
-    p.add_argument("--carry", type=int, default=DEFAULT_CARRY,
+    p.add_argument("--carry", type=non_negative_int, default=DEFAULT_CARRY,
                    help=f"earlier phases' best versions each phase scores exactly on the grown history and shows "
                         f"the developer (default {DEFAULT_CARRY}; 0: every phase starts from its incumbent alone)")
     add_scoring_arguments(p)

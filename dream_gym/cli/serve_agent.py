@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dream_gym.cli.options import BUILTIN_TASKS, parse_seed
+from dream_gym.cli.options import BUILTIN_TASKS, parse_seed, port_number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--task", required=True,
                    help=f"a built-in task whose agent answers ({BUILTIN_TASKS}) or "
                         "initial_program.py,evaluator.py")
-    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: a free one; default 8000)")
+    p.add_argument("--port", type=port_number, default=8000, help="port on 127.0.0.1 (0: a free one; default 8000)")
     p.add_argument("--seed", type=parse_seed, default=0, help="seed of the agent's answers (same request, same answer)")
     p.set_defaults(func=run)
 

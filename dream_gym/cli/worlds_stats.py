@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dream_gym.cli.options import add_workers
+from dream_gym.cli.options import add_workers, non_negative_number
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
 
 
@@ -20,8 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="world folder, folder of worlds, dataset id ns/name-vN, world ns/name-vN/world, "
                         "shipped world name, or split of the shipped dataset (train, heldout)")
     add_workers(p)
-    p.add_argument("--beta1", type=float, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
-    p.add_argument("--beta2", type=float, default=DEFAULT_BETA2,
+    p.add_argument("--beta1", type=non_negative_number, default=DEFAULT_BETA1, help=f"V's cost per attempt (default {DEFAULT_BETA1})")
+    p.add_argument("--beta2", type=non_negative_number, default=DEFAULT_BETA2,
                    help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
     p.add_argument("--frontier", choices=("leaves", "any"), default=None, help="frontier rule (default: each world's)")
     out = p.add_mutually_exclusive_group()
