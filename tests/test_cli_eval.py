@@ -77,13 +77,15 @@ def test_outputs_and_settings_that_cannot_be_used_are_refused_before_any_episode
                            (["--out", str(notes)], "notes.txt exists and is not a results file"),
                            # --markdown replaced any file: a world's nodes.jsonl, a results file, notes
                            (["--markdown", str(notes)], "notes.txt exists and is not a leaderboard eval wrote"),
-                           (["--lam", "-1"], "must be a finite number >= 0, got -1.0"),
                            (["--task-timeout", "-1"], "--task-timeout must be >= 0 seconds"),
                            (["--resume"], "--resume needs --out")):
         assert main([*base, *extra]) == 2, extra
         said = capsys.readouterr()
         assert message in said.err and said.err.count("error:") == 1, (extra, said.err)
         assert not said.out, extra  # no episode ran: no leaderboard
+    with pytest.raises(SystemExit):  # a negative --lam: refused by argparse (tests/test_cli_naming.py)
+        main([*base, "--lam", "-1"])
+    assert "argument --lam: must be a number >= 0, got -1" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "notes.txt"] and notes.read_text() == "keep"
     assert not list(folder.iterdir())
     # the decision timeout is a policy file's: built-in policies run under any task timeout

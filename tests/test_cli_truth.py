@@ -174,8 +174,9 @@ def test_eval_says_the_w_and_betas_it_measured_at(failing_eval: tuple[subprocess
 
 
 UNKNOWN = [
-    (["eval", "-p", "greedy", "-w", "cp26-puct-w4-s2"], "unknown world 'cp26-puct-w4-s2'; did you mean 'cp26-puct-w4-s1'?"),
-    (["eval", "-p", "greedy", "-w", "heldoutt"], "unknown world 'heldoutt'; did you mean 'heldout'?"),
+    (["eval", "-p", "greedy", "-w", "cp26-puct-w4-s2"],
+     "--worlds: unknown world 'cp26-puct-w4-s2'; did you mean 'cp26-puct-w4-s1'?"),
+    (["eval", "-p", "greedy", "-w", "heldoutt"], "--worlds: unknown world 'heldoutt'; did you mean 'heldout'?"),
     (["eval", "-p", "greedyy", "-w", "heldout"], "unknown policy 'greedyy'; did you mean 'greedy'?"),
     (["replay", "cp26-puct-w4-s1", "--policy", "ppo-option"], "unknown policy 'ppo-option'; did you mean 'ppo-options'?"),
     (["replay", "sd-puct-w8-s2"], "unknown world 'sd-puct-w8-s2'; did you mean 'sd-puct-w8-s1'?"),

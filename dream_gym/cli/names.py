@@ -118,8 +118,9 @@ def resolve_world_specs(spec: str, option: str = "--worlds") -> list[Any]:
     for part in parts:
         try:
             found = resolve_worlds(part)
-        except LookupError as exc:
-            raise explain_world(part, exc) from None
+        except LookupError as exc:  # named with its option: --history and --validate said the same
+            where = f"{option}: " if option.startswith("-") else ""
+            raise UnknownName(f"{where}{explain_world(part, exc)}") from None
         worlds += [w for w in found if all(w is not seen for seen in worlds)]
         _say_newest_version(part)
     _say_unfinished(worlds)
