@@ -552,3 +552,20 @@ def test_a_repeated_world_option_adds_its_worlds_and_output_options_that_clash_a
     for command in ("dream", "rsi", "deploy"):
         parser = command_parser(build_parser(command), [command])
         assert next(a for a in parser._actions if a.dest == "policy").option_strings == ["--policy", "-p"]
+
+
+def test_resume_of_an_import_into_no_folder_and_a_missing_config_are_refused_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`worlds import --resume` into a folder that does not exist imported there, exit 0, as a
+    resume (`--out` was read as text, which the check of every other --resume skipped); `openevolve
+    run --config /missing` wrote the task's files into --out, then refused, and the same command
+    with --resume then started a new run there."""
+    out = tmp_path / "new"
+    assert cli_main(["worlds", "import", str(Path(__file__).parent / "data" / "shinka_task"), "--out", str(out),
+                     "--resume"]) == 2
+    assert capsys.readouterr().err.strip() == (f"dream-gym worlds import: error: nothing to resume: {out} does not "
+                                                "exist (leave out --resume to start a run there)")
+    assert cli_main(["openevolve", "run", "--task", "sum-difference", "--iterations", "2", "--config",
+                     str(tmp_path / "missing.yaml"), "--out", str(out)]) == 2
+    assert f"--config {tmp_path / 'missing.yaml'}: no such file" in capsys.readouterr().err
+    assert not out.exists()

@@ -97,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         "from the folder)")
     p.add_argument("src", help="a run's folder (or its database / state / trace file), or a folder of many runs: "
                    "each is imported into a world of its own, OUT/<its path below SRC>")
-    p.add_argument("--out", required=True, help="world folder to write (must not exist or be empty)")
+    p.add_argument("--out", required=True, type=Path, help="world folder to write (must not exist or be empty)")
     p.add_argument("--metric", default=None,
                    help="metric used as score (default: the system's own, combined_score for OpenEvolve, "
                    "ShinkaEvolve and SkyDiscover, val_score for GEPA, EvoReplay's primary score for EvoTrace; an "

@@ -183,6 +183,9 @@ def run_openevolve(config: BridgeConfig) -> BridgeResult:
     from dream_gym.integrations.files_task import check_evaluate_defined, checked_read
 
     check_evaluate_defined(config.task, "OpenEvolve")
+    if config.config_path is not None and not Path(config.config_path).is_file():  # read after the world is made
+        raise FileNotFoundError(f"--config {config.config_path}: no such file (an OpenEvolve config.yaml to start "
+                                "from)")
     config = replace(config, read=checked_read(config.task, config.read))
     from dream_gym.integrations.openevolve import bridge
 
