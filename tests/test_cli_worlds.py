@@ -139,6 +139,7 @@ def test_errors_are_exit_code_2_with_messages(env, capsys):
     (env / "empty").mkdir()
     assert main(["worlds", "download", "me/none-v0", "--remote", f"file://{env / 'empty'}"]) == 2
     assert "not at remote" in capsys.readouterr().err
+    assert not (env / "home" / "datasets" / "me").exists()  # the namespace's folder made for it is gone
 
 
 def test_show_a_world_folder_with_plot(env, capsys):

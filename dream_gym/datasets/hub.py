@@ -52,6 +52,7 @@ from dream_gym.datasets.fetched import (
     check_not_shipped,
     install_verified,
     listed,
+    remove_if_empty,
 )
 from dream_gym.datasets.hub_card import CARD_FILE, TAG, dataset_card, local_card
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id
@@ -377,6 +378,7 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
     if DATASET_FILE not in sizes:
         raise DatasetError(f"{meta_url}: missing; {source} is not a dream_gym dataset version")
     _check_meta_size(meta_url, sizes[DATASET_FILE])
+    made = not target.parent.exists()
     target.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix=f".download-{did.name}-v{did.version}.", dir=target.parent))
     try:
@@ -419,6 +421,8 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
         install_verified(source, staging, did, target, overwrite=overwrite)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        if made:
+            remove_if_empty(target.parent)  # the namespace's folder made for a download that failed
     return find_dataset(str(did))
 
 

@@ -49,6 +49,7 @@ from dream_gym.datasets.fetched import (
     check_not_shipped,
     install_verified,
     listed,
+    remove_if_empty,
 )
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id, parse_dataset_ref
 from dream_gym.datasets.store import (
@@ -240,6 +241,7 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
     fs, root = _readable(remote)
     folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
     archive = folder + ".tar.gz"
+    made = not target.parent.exists()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".download-{did.name}-v{did.version}.", dir=target.parent))
     try:
@@ -257,6 +259,8 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
         install_verified(source, staging, did, target, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        if made:
+            remove_if_empty(target.parent)  # the namespace's folder this download made, for nothing
         raise
     return open_dataset_folder(target)
 
