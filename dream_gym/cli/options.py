@@ -27,10 +27,7 @@ MIN_MEMORY_MB = 32
 
 def memory_mb(text: str) -> int:
     """The type of --memory-mb: a whole number of MB, at least :data:`MIN_MEMORY_MB`."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    value = _whole(text)
     if value < MIN_MEMORY_MB:  # (0 was "must be at least 1")
         raise argparse.ArgumentTypeError(f"must be at least {MIN_MEMORY_MB} (a policy process needs about 24 MB to "
                                          f"start), got {value}")
@@ -47,75 +44,64 @@ class WorldList(argparse.Action):
         setattr(namespace, self.dest, values if before is None else f"{before},{values}")
 
 
-def positive_int(text: str) -> int:
-    """The type of a count the command line takes (W, K2): a whole number >= 1, refused by
-    argparse naming the option (the library's own check names its Python argument)."""
+# The types of the values the command line takes: each refused by argparse naming the option as
+# typed (the library's own checks name its Python argument: "beta1 must be ...").
+def _whole(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def positive_number(text: str) -> float:
-    """The type of an amount the command line takes (seconds, dollars): a finite number > 0,
-    refused by argparse naming the option."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
-    return value
 
 
 def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+
+
+def _checked(value: Any, ok: bool, wanted: str, text: str) -> Any:
+    if not ok:
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text}")
     return value
 
 
-def unit_number(text: str) -> float:
-    """The type of a budget preference (--beta): a number in [0, 1], refused by argparse naming the
-    option (the library's check said ``beta must be in [0, 1]``)."""
-    value = _number(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text}")
-    return value
-
-
-def non_negative_number(text: str) -> float:
-    """The type of a price or a weight (--beta1, --beta2, --lam, --held-out-margin): a finite
-    number >= 0, refused by argparse naming the option."""
-    value = _number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
+def positive_int(text: str) -> int:
+    """A count (W, K2, rounds): a whole number >= 1."""
+    value = _whole(text)
+    return _checked(value, value >= 1, "at least 1", str(value))
 
 
 def non_negative_int(text: str) -> int:
-    """The type of a count that may be 0 (--carry): a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+    """A count that may be 0 (--carry)."""
+    value = _whole(text)
+    return _checked(value, value >= 0, "at least 0", str(value))
+
+
+def positive_number(text: str) -> float:
+    """An amount (seconds, dollars): a finite number > 0."""
+    value = _number(text)
+    return _checked(value, math.isfinite(value) and value > 0, "a number > 0", text)
+
+
+def non_negative_number(text: str) -> float:
+    """A price or a weight (--beta1, --beta2, --lam, --held-out-margin): a finite number >= 0."""
+    value = _number(text)
+    _checked(value, math.isfinite(value), "a finite number", text)
+    return _checked(value, value >= 0, "a number >= 0", text)
+
+
+def unit_number(text: str) -> float:
+    """A budget preference (--beta): a number in [0, 1] (the library said ``beta must be in [0, 1]``
+    in some commands, ``--beta must be ...`` in others)."""
+    value = _number(text)
+    return _checked(value, 0.0 <= value <= 1.0, "a number in [0, 1]", text)
 
 
 def port_number(text: str) -> int:
-    """The type of --port: 0 (a free port) to 65535."""
+    """--port: 0 (a free port) to 65535."""
     value = non_negative_int(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {value}")
-    return value
+    return _checked(value, value <= 65535, "a port from 0 to 65535", str(value))
 
 
 def add_workers(parser: argparse.ArgumentParser, default: int | None = None, help: str | None = None) -> None:
