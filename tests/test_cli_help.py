@@ -38,3 +38,12 @@ def test_every_option_says_what_it_does_and_no_default_reads_empty() -> None:
             if action.option_strings and not isinstance(action, argparse._HelpAction):
                 assert action.help, (name, action.option_strings)
         assert "(default: )" not in parser.format_help(), name
+
+
+def test_no_command_shows_the_commands(capsys) -> None:
+    """`dream-gym` alone said only "the following arguments are required: COMMAND"."""
+    from dream_gym.cli import main
+
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: dream-gym ") and "eval" in err and "worlds" in err and "required" not in err

@@ -86,6 +86,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(next((arg for arg in argv if not arg.startswith("-")), ""))
+    if not argv:  # the commands, not "the following arguments are required: COMMAND"
+        parser.print_help(sys.stderr)
+        return 2
     if unknown := unknown_options(parser, argv):  # before argparse names a missing option instead
         typed = command_parser(parser, argv)
         typed.error(f"unrecognized arguments: {' '.join(unknown)}{option_hint(typed, unknown)}")
