@@ -142,7 +142,7 @@ def test_demo_replays_at_the_given_w(tmp_path: Path, capsys: pytest.CaptureFixtu
     (["deploy", "--task", "sum-difference", "--beta", "-1", "--out", "x"],
      "argument --beta: must be a number in [0, 1], got -1"),
     (["dream", "--history", "sd-fixed-s0", "--policy", "greedy", "-M", "2", "--held-out-margin", "-1", "--out", "x"],
-     "argument --held-out-margin: must be a number >= 0, got -1"),
+     "argument --held-out-margin: must be a number >= 0 (or inf: report only), got -1"),
     (["rsi", "--task", "sum-difference", "--policy", "greedy", "-M", "2", "--carry", "-1", "--out", "x"],
      "argument --carry: must be at least 0, got -1"),
     (["serve-agent", "--task", "sum-difference", "--port", "70000"],

@@ -135,8 +135,7 @@ SYSTEM_PACKAGES = {"openevolve": "openevolve", "shinkaevolve": "shinka", "skydis
 
 @pytest.mark.parametrize("system", sorted(SYSTEM_PACKAGES))
 @pytest.mark.parametrize(("args", "message"), [
-    (["--policy", "greedy", "--beta", "1.5"], "--beta must be in [0, 1], got 1.5"),
-    (["--policy", "greedy", "--beta", "nan"], "--beta must be in [0, 1], got nan"),
+    # (--beta 1.5 and nan: refused by argparse naming the option, tests/test_cli_naming.py)
     (["--policy", "gredy"], "unknown policy 'gredy'; did you mean 'greedy'? (built-ins: coverage, fixed, greedy, "
                             "hyperband, openevolve, puct, random, shinka, stagnation, ucb; shipped models: cv-node-v, "
                             "ppo-macro-v, ppo-options, ppo-options-v; recommended; or module:Class, a .py policy file "

@@ -430,7 +430,8 @@ def test_memory_mb_gives_a_file_that_imports_torch_the_memory_it_needs(tmp_path:
     assert "attempts N = 1 " in capsys.readouterr().out
     with pytest.raises(SystemExit):  # argparse's refusal, naming the option
         cli_main(["replay", "sd-fixed-s0", "--policy", str(path), "--memory-mb", "0"])
-    assert "argument --memory-mb: must be at least 1, got 0" in capsys.readouterr().err
+    assert "argument --memory-mb: must be at least 32 (a policy process needs about 24 MB to start), got 0" in (
+        capsys.readouterr().err)
 
 
 def test_memory_bomb(world: World, good: IsolatedPolicy, reference: Any) -> None:

@@ -12,6 +12,7 @@ from dream_gym.cli.options import (
     add_file_limits,
     add_jobs,
     file_options,
+    margin,
     non_negative_number,
     parse_seed,
     positive_int,
@@ -50,7 +51,7 @@ def add_held_out_arguments(p: argparse.ArgumentParser) -> None:
                    help="held-out worlds, not used for selection, a revision is checked on before it is deployed "
                         "(default: one shipped held-out world of each task the history does not hold; "
                         "'none': no check)")
-    p.add_argument("--held-out-margin", type=non_negative_number, default=None, metavar="X",
+    p.add_argument("--held-out-margin", type=margin, default=None, metavar="X",
                    help="do not deploy a revision that scores more than X below the incumbent on the held-out "
                         "worlds (default 0.1, in units of the selection score; 'inf': report only)")
     p.add_argument("--gate", action="store_true",

@@ -85,10 +85,16 @@ def positive_number(text: str) -> float:
 
 
 def non_negative_number(text: str) -> float:
-    """A price or a weight (--beta1, --beta2, --lam, --held-out-margin): a finite number >= 0."""
+    """A price or a weight (--beta1, --beta2, --lam): a finite number >= 0."""
     value = _number(text)
     _checked(value, math.isfinite(value), "a finite number", text)
     return _checked(value, value >= 0, "a number >= 0", text)
+
+
+def margin(text: str) -> float:
+    """--held-out-margin: a number >= 0, or ``inf`` (the check reports and never refuses)."""
+    value = _number(text)
+    return _checked(value, value >= 0, "a number >= 0 (or inf: report only)", text)
 
 
 def unit_number(text: str) -> float:
