@@ -267,8 +267,10 @@ class PolicyRunner(ShinkaEvolveRunner):  # type: ignore[misc]
         started = [int(p.name.split("_", 1)[1]) for p in Path(self.results_dir).glob("gen_*")
                    if p.name.split("_", 1)[1].isdigit()]
         self.next_generation_to_submit = max(self.next_generation_to_submit, max(started, default=0) + 1)
+        # the generations in flight at a hard stop: started after the last one saved (an earlier one
+        # without a row is a proposal that made no program, which the run says as such)
         saved = {int(row.get("generation") or 0) for row in read_program_rows(self.dream_state.db_path)}
-        self.dream_state.lost_generations = sorted(set(started) - saved - {0})  # said in the run's summary
+        self.dream_state.lost_generations = sorted(g for g in started if g > max(saved, default=0))
 
     # -- proposals -----------------------------------------------------------------------------------
     async def _process_completed_jobs_safely(self, completed_jobs: list[Any]) -> None:
