@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_policy_args(p)
     p.add_argument("--beta", type=unit_number, default=DEFAULT_BETA, help=f"budget preference in [0, 1] (default {DEFAULT_BETA})")
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")
-    p.add_argument("--max-rounds", type=positive_int, default=None, help="K2")
+    p.add_argument("--max-rounds", type=positive_int, default=None, help="round limit K2 (default: none)")
     add_max_attempts(p)
     p.add_argument("--frontier", choices=("leaves", "any"), default=None,
                    help="which revealed nodes the policy may select: leaves, or any (default: the world's own rule)")

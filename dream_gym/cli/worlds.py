@@ -80,8 +80,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--force", action="store_true", help="replace a local copy")
     p.set_defaults(func=_download)
 
-    p = sub.add_parser("delete", help="remove a dataset from the local store")
-    p.add_argument("dataset_id")
+    p = sub.add_parser("delete", help="remove a dataset from the local store",
+                       description="Remove one version of a dataset from the local store (a shipped dataset is not "
+                                   "in the store and cannot be removed).")
+    p.add_argument("dataset_id", metavar="DATASET", help="namespace/name-vN")
     p.set_defaults(func=_delete)
 
     from dream_gym.datasets.importers import IMPORTERS  # the registry names the systems

@@ -30,11 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--rows", action="store_true", help="with --markdown: one row per world instead of a column")
     p.set_defaults(func=_stats)
 
-    p = sub.add_parser("compress", help="store finished worlds' nodes as nodes.jsonl.gz (checksum updated)")
-    p.add_argument("folders", nargs="+", metavar="WORLD_FOLDER")
+    p = sub.add_parser("compress", help="store finished worlds' nodes as nodes.jsonl.gz (checksum updated)",
+                       description="Store each finished world's nodes as nodes.jsonl.gz, its checksum updated: a "
+                                   "world that is still being written (or stopped before its end) is refused.")
+    p.add_argument("folders", nargs="+", metavar="WORLD_FOLDER", help="world folders to compress")
     p.set_defaults(func=_compress)
-    p = sub.add_parser("decompress", help="store compressed worlds' nodes as nodes.jsonl again (to resume growing them)")
-    p.add_argument("folders", nargs="+", metavar="WORLD_FOLDER")
+    p = sub.add_parser("decompress", help="store compressed worlds' nodes as nodes.jsonl again (to resume growing them)",
+                       description="Store each compressed world's nodes as nodes.jsonl again, its checksum "
+                                   "updated: grow --resume continues only an uncompressed world.")
+    p.add_argument("folders", nargs="+", metavar="WORLD_FOLDER", help="compressed world folders")
     p.set_defaults(func=_decompress)
 
 
