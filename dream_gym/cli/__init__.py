@@ -115,29 +115,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
     """The parser of the (sub)command ``argv`` names: ``dream-gym worlds upload ...`` gives
     ``worlds upload``'s."""
+    return _parsers_to_command(parser, argv)[-1]
+
+
+def _parsers_to_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[argparse.ArgumentParser]:
+    """The parsers on the way to the (sub)command ``argv`` names: the top level's, the command's,
+    its action's."""
+    found = [parser]
     for token in argv:
-        choices = next((action.choices for action in parser._actions
+        choices = next((action.choices for action in found[-1]._actions
                         if isinstance(action, argparse._SubParsersAction)), None)
         if choices is None:
             break
         if token in choices:
-            parser = choices[token]
-    return parser
+            found.append(choices[token])
+    return found
 
 
 def unknown_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
     """The options of ``argv`` that no parser on the way to its (sub)command knows (``--taks``;
     ``-W2`` is ``-W``): argparse reports a missing required option first, and ``grow --taks X``
     said only "required: --task". Arguments after ``--`` are values."""
-    known: set[str] = set()
-    for token in [None, *argv]:  # the parsers of the top level, the command, its action
-        if token is not None:
-            choices = next((action.choices for action in parser._actions
-                            if isinstance(action, argparse._SubParsersAction)), None)
-            if choices is None or token not in choices:
-                continue
-            parser = choices[token]
-        known |= {option for action in parser._actions for option in action.option_strings}
+    known = {option for on_the_way in _parsers_to_command(parser, argv) for action in on_the_way._actions
+             for option in action.option_strings}
     unknown = []
     for token in argv:
         if token == "--":
@@ -210,30 +210,24 @@ def _kept_in(out: str | Path) -> Path:
     return journal if not out.exists() and journal.exists() else out
 
 
-def _world_kept(args: argparse.Namespace, exc: BaseException) -> str:
-    """What to do with the world a run (grow, deploy) recorded until its policy failed: the
-    folder is kept, and --resume would otherwise be the user's only guess."""
+def _kept_hint(args: argparse.Namespace, exc: BaseException) -> str:
+    """What to do with what a run that keeps its progress in --out (grow, deploy, dream, rsi) kept
+    when it failed: --resume would otherwise be the user's only guess. Its policy failed (fix it,
+    then --resume; another policy starts anew), or its LLM could not be reached (--resume asks again
+    only the call in flight)."""
+    from dream_gym.infrastructure.llm import LLMError
     from dream_gym.policy_files.errors import PolicyError
     from dream_gym.world.files import NODES_FILE
 
     out = getattr(args, "out", None)
-    if not isinstance(exc, PolicyError) or not hasattr(args, "resume") or not isinstance(out, Path) \
-            or not (out / NODES_FILE).is_file():
+    if not hasattr(args, "resume") or not isinstance(out, Path):
         return ""
-    return (f"\nwhat was recorded is kept in {shown(out)}: once the policy is fixed, the same command with --resume "
-            "continues it; another policy starts in a new --out")
-
-
-def _llm_gone(args: argparse.Namespace, exc: BaseException) -> str:
-    """After an LLM that could not be reached (a timeout, a 500 on every retry), how to continue a
-    run that keeps its progress in --out (dream, rsi): it asks again only the call in flight."""
-    from dream_gym.infrastructure.llm import LLMError
-
-    out = getattr(args, "out", None)
-    if not isinstance(exc, LLMError) or not hasattr(args, "resume") or not isinstance(out, Path) \
-            or not out.is_dir() or "--resume" in str(exc):
-        return ""
-    return f"\nwhat was finished is kept in {shown(out)}: the same command with --resume continues it"
+    if isinstance(exc, PolicyError) and (out / NODES_FILE).is_file():
+        return (f"\nwhat was recorded is kept in {shown(out)}: once the policy is fixed, the same command with "
+                "--resume continues it; another policy starts in a new --out")
+    if isinstance(exc, LLMError) and out.is_dir() and "--resume" not in str(exc):
+        return f"\nwhat was finished is kept in {shown(out)}: the same command with --resume continues it"
+    return ""
 
 
 class Terminated(KeyboardInterrupt):
@@ -274,7 +268,7 @@ def _run(args: argparse.Namespace) -> int:
         # Library errors name the problem already; show them once, without a traceback. They
         # may quote what others wrote (a world's id, a remote's reply): escaped and cut.
         message = printable(error_text(exc), LINE_CHARS, lines=True)
-        say(f"{typed_name(args)}: error: {message}{_world_kept(args, exc)}{_llm_gone(args, exc)}", file=sys.stderr)
+        say(f"{typed_name(args)}: error: {message}{_kept_hint(args, exc)}", file=sys.stderr)
         return 2
     finally:
         if main_thread:

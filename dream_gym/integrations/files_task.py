@@ -291,7 +291,8 @@ def check_evaluate_defined(task: str, system: str) -> None:
         return  # a built-in task
     evaluator = Path(task.split(",", 1)[1].strip())
     try:
-        tree = ast.parse(evaluator.read_text(encoding="utf-8", errors="replace"))
+        text = evaluator.read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(text)
     except (OSError, SyntaxError, ValueError):
         return  # a missing file, or one that does not parse: named where it is opened or evaluated
     for node in ast.walk(tree):
@@ -301,8 +302,7 @@ def check_evaluate_defined(task: str, system: str) -> None:
             return
         if isinstance(node, ast.alias) and (node.name == "*" or (node.asname or node.name) == "evaluate"):
             return
-    script = " (a ShinkaEvolve evaluation script runs with --system shinkaevolve)" if "__main__" in evaluator.read_text(
-        encoding="utf-8", errors="replace") else ""
+    script = " (a ShinkaEvolve evaluation script runs with --system shinkaevolve)" if "__main__" in text else ""
     raise ValueError(f"--task {task}: {evaluator} defines no function evaluate(program_path), which {system} calls "
                      f"for each program{script}")
 
