@@ -449,7 +449,7 @@ def test_a_failure_report_no_world_could_store_is_a_failed_node(tmp_path: Path, 
     assert done.returncode == 0, done.stderr[-3000:]
     # the two attempts of a round ask the server at once: which slot gets which answer is the race's
     surrogate, nan_stage = sorted(load_world(world).records[1:], key=lambda record: record["error"] == "X: m")
-    assert surrogate["score"] is None and surrogate["error"] == "RuntimeError: bad ? surrogate"
+    assert surrogate["score"] is None and surrogate["error"] == "RuntimeError: bad \ufffd surrogate"
     assert nan_stage["score"] is None and nan_stage["error"] == "X: m" and nan_stage["metrics"]["stage"] == "nan"
 
 

@@ -165,7 +165,7 @@ def open_world(settings: RunSettings, output_dir: str, *,
     run of the same folder is refused naming the first): a new world with ``meta(task name,
     initial, evaluator)``, or the world reopened to resume. ``check(exists)`` refuses what the
     system cannot continue from, before anything is written."""
-    from dream_gym.world.writer import WorldWriter, check_empty_folder
+    from dream_gym.world.writer import WorldWriter, check_empty_folder, check_resumable_folder
 
     folder = Path(settings.out)
     check_task(settings.task)  # before the lock makes the folder
@@ -180,12 +180,8 @@ def open_world(settings: RunSettings, output_dir: str, *,
             check_same_run(folder, settings, output_dir)
         elif not settings.resume:
             check_empty_folder(folder)
-        elif others := sorted(entry.name for entry in folder.iterdir() if entry.name not in KILLED_BEFORE_WORLD
-                              and not (entry.name.startswith(".") and entry.name.endswith(".tmp"))):
-            # a run killed before its world was made left its task files; anything else is not a run's
-            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-            raise FileExistsError(f"--resume: {folder} holds no world to continue (no {NODES_FILE}), but other files "
-                                  f"({shown}): give the folder of the run to continue")
+        else:  # a run killed before its world was made left its task files; anything else is not a run's
+            check_resumable_folder(folder, KILLED_BEFORE_WORLD)
         if check is not None:
             check(exists)
         task_name, initial, evaluator = resolve_task(settings.task, folder, write_task_files)
@@ -193,9 +189,9 @@ def open_world(settings: RunSettings, output_dir: str, *,
     return writer, task_name, initial, evaluator
 
 
-#: What a deploy killed before its world was made leaves in --out (its lock, and a built-in task's files):
-#: a --resume there starts the run; anything else in the folder is refused.
-KILLED_BEFORE_WORLD = frozenset({FOLDER_LOCK_NAME, "task"})
+#: What a deploy killed before its world was made leaves in --out beside its lock (a built-in task's
+#: files): a --resume there starts the run; anything else in the folder is refused.
+KILLED_BEFORE_WORLD = frozenset({"task"})
 
 #: The keys of a system's section of world.json that name a task's two files, as each bridge writes them.
 TASK_FILE_KEYS = (("initial_program", "evaluator"), ("initial", "evaluate"), ("initial", "evaluator"))

@@ -67,7 +67,13 @@ from dream_gym.policy import Policy, RunContext, batch_from
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.world.files import NODES_GZ_FILE, RUN_SUMMARY_FILE
 from dream_gym.world.tree import MAX_WORKERS, NODES_FILE
-from dream_gym.world.writer import WorldWriter, check_empty_folder, check_resumed_settings, new_meta
+from dream_gym.world.writer import (
+    WorldWriter,
+    check_empty_folder,
+    check_resumable_folder,
+    check_resumed_settings,
+    new_meta,
+)
 
 Finished = TypeVar("Finished")
 
@@ -216,13 +222,10 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
                 writer.close()
                 raise
             return writer
-        try:  # (a resumed run killed before its world was made left nothing but its lock)
+        if config.resume:  # a resumed run killed before its world was made left nothing but its lock
+            check_resumable_folder(folder)
+        else:
             check_empty_folder(folder)
-        except FileExistsError:
-            if config.resume:  # it would start a new run among another command's files
-                raise FileExistsError(f"--resume: {folder} holds no world to continue (no {NODES_FILE}), but other "
-                                      "files: give the folder of the run to continue") from None
-            raise
         meta = new_meta(
             config.world_id or folder.name, task.name, task.description, direction=task.direction,
             workers=config.workers, frontier=config.frontier,

@@ -166,14 +166,32 @@ def check_empty_folder(folder: str | os.PathLike[str]) -> Path:
     the world's files would land among files of something else (and a later --resume would find
     them)."""
     folder = Path(folder)
-    if folder.is_dir():
-        entries = sorted(entry.name for entry in folder.iterdir()
-                         if entry.name not in (FOLDER_LOCK_NAME, STAGING_NAME))
-        if entries:
-            shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-            raise FileExistsError(f"{folder}: output folder exists and is not empty (it holds {shown}); "
-                                  "give a new or empty folder")
+    if shown := _others_in(folder, {FOLDER_LOCK_NAME, STAGING_NAME}):
+        raise FileExistsError(f"{folder}: output folder exists and is not empty (it holds {shown}); "
+                              "give a new or empty folder")
     return folder
+
+
+def check_resumable_folder(folder: str | os.PathLike[str], leftovers: Iterable[str] = ()) -> Path:
+    """``folder`` as a Path when a ``--resume`` may start its run there though it holds no world:
+    it holds nothing but what a run killed before its world was made leaves (its lock, atomic-write
+    temporaries, and ``leftovers``, such as a deploy's task files). Anything else is a
+    FileExistsError: the run would start among another command's files."""
+    folder = Path(folder)
+    if shown := _others_in(folder, {FOLDER_LOCK_NAME, STAGING_NAME, *leftovers}, temporaries=True):
+        raise FileExistsError(f"--resume: {folder} holds no world to continue (no {NODES_FILE}), but other files "
+                              f"({shown}): give the folder of the run to continue")
+    return folder
+
+
+def _others_in(folder: Path, aside: set[str], *, temporaries: bool = False) -> str:
+    """A few of the entries of ``folder`` that are not ``aside`` (nor, with ``temporaries``, an
+    atomic write's ``.*.tmp``), as a phrase; empty when there are none or no folder."""
+    if not folder.is_dir():
+        return ""
+    entries = sorted(entry.name for entry in folder.iterdir() if entry.name not in aside
+                     and not (temporaries and entry.name.startswith(".") and entry.name.endswith(".tmp")))
+    return ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
 
 
 def check_resumed_settings(folder: str | os.PathLike[str], meta: Mapping[str, Any], given: Mapping[str, Any]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
-from dream_gym.infrastructure.walk import map_strings
+from dream_gym.infrastructure.walk import without_lone_surrogates
 from dream_gym.world.files import WorldFormatError
 from dream_gym.world.tree import DIRECTIONS
 from dream_gym.world.writer import new_meta, write_world
@@ -292,7 +291,7 @@ def write_imported_world(
     options: ImportOptions,
 ) -> None:
     """Write the imported records as a finished world, with the import's provenance."""
-    records, marked = _without_lone_surrogates(records)
+    records, marked = without_lone_surrogates(records)
     if marked:  # valid JSON escapes (\ud83d) that are no text: no world file may hold them
         report.warn(f"{marked} text value(s) of the run hold half of a UTF-16 pair (a lone surrogate): imported "
                     "with each shown as '\ufffd'")
@@ -321,20 +320,3 @@ def write_imported_world(
         write_world(out_path, meta, records)
     except WorldFormatError as exc:  # a value of the run no world may hold (a negative iteration, ...)
         raise RunImportError(f"{source_path}: the run holds what no world may: {exc.problem}") from None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _without_lone_surrogates(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """``records`` with every lone surrogate of their strings (keys too) replaced by U+FFFD, and
-    how many strings had one."""
-    marked = 0
-
-    def clean(text: str) -> str:
-        nonlocal marked
-        cleaned, count = _SURROGATE.subn("\ufffd", text)
-        marked += count > 0
-        return cleaned
-
-    return [map_strings(record, clean) for record in records], marked

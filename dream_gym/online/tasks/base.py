@@ -50,6 +50,7 @@ from dream_gym.infrastructure.limits import (
     loads_bounded,
     read_leftover,
 )
+from dream_gym.infrastructure.walk import without_lone_surrogates
 
 CANDIDATE_FILE = "candidate.py"
 HARNESS_FILE = "_harness.py"
@@ -278,7 +279,7 @@ class HarnessTask(Task):
 
     def _judge(self, outcome: RunOutcome, data: bytes, facts: dict[str, Any]) -> Check:
         try:
-            payload = _writable(self._parse_result(data))
+            payload, _ = without_lone_surrogates(self._parse_result(data))  # an exception message may hold one
         except LimitError as exc:
             return Check.fail(f"result file {exc.problem}", REPAIRABLE)
         except ValueError:
@@ -339,23 +340,6 @@ class HarnessTask(Task):
                           error=None if valid else check.error,
                           fail_class=None if valid else (check.fail_class or REPAIRABLE),
                           metrics=check.metrics, duration_s=outcome.duration_s, evidence=evidence)
-
-
-def _writable(value: Any) -> Any:
-    """The harness's result with every string writable as UTF-8: the harness's ``json.dumps``
-    escapes a lone surrogate an exception message can carry (``\\ud800``), which parses back
-    into a string no world can store; such a character becomes ``?``."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "replace").decode("utf-8")
-        return value
-    if isinstance(value, list):
-        return [_writable(item) for item in value]
-    if isinstance(value, dict):
-        return {_writable(key): _writable(item) for key, item in value.items()}
-    return value
 
 
 def _exception_check(payload: dict[str, Any]) -> Check:
