@@ -16,6 +16,7 @@ from types import ModuleType
 
 #: Earlier module (below ``dream_gym.``) -> where it lives now.
 MOVED = {
+    "datasets.hub_card": "datasets.hub.card",
     "durable": "infrastructure.durable",
     "env": "envs.env",
     "env_ids": "envs.ids",

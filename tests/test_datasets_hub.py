@@ -19,6 +19,7 @@ from hub_server import HubServer
 import dream_gym.datasets as ds
 from dream_gym.cli import main
 from dream_gym.datasets import hub as hub_module
+from dream_gym.datasets.hub import repository as hub_repository
 from dream_gym.datasets.packing import delete, pack
 from dream_gym.datasets.store import (
     DATASET_FILE,
@@ -329,10 +330,10 @@ def test_a_server_that_sends_more_than_it_lists_or_trickles_is_cut_off(hub, tmp_
     ds.upload("me/toy-v0", "hf://me")
     delete("me/toy-v0")
     hub.streams[path] = body
-    monkeypatch.setattr(hub_module, "GRACE_S", 1.0)
-    monkeypatch.setattr(hub_module, "MIN_BYTES_PER_S", 1_000_000_000)  # 1 s for the whole file: the trickle fails
+    monkeypatch.setattr(hub_repository, "GRACE_S", 1.0)
+    monkeypatch.setattr(hub_repository, "MIN_BYTES_PER_S", 1_000_000_000)  # 1 s for the whole file: the trickle fails
     if body is _endless:
-        monkeypatch.setattr(hub_module, "GRACE_S", 600.0)
+        monkeypatch.setattr(hub_repository, "GRACE_S", 600.0)
     with pytest.raises((DatasetError, ds.RemoteError), match=message):
         ds.download("me/toy-v0", "hf://me")
     assert not local_path("me/toy-v0").exists()
@@ -344,7 +345,7 @@ def test_a_listing_with_no_last_page_is_cut_off(hub, tmp_path, monkeypatch):
     pack_version(tmp_path, 0)
     ds.upload("me/toy-v0", "hf://me")
     delete("me/toy-v0")
-    monkeypatch.setattr(hub_module, "MAX_LISTED", 3)
+    monkeypatch.setattr(hub_repository, "MAX_LISTED", 3)
     with pytest.raises(DatasetError, match=r"the listing holds more than 3 entries \(limit\); refused"):
         ds.download("me/toy-v0", "hf://me")
 
