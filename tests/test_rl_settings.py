@@ -6,15 +6,18 @@ naming it. The gym ids build the env's settings from their plain kwargs."""
 from __future__ import annotations
 
 import inspect
+import re
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import dream_gym  # noqa: F401 - registers the ids
+from dream_gym.cli import main as cli_main
 from dream_gym.evaluation.world_specs import resolve_worlds
 from dream_gym.replay.settings import STANDARD_WORKERS, ReplaySettings
 from dream_gym.rl import MacroReplayEnv, MacroVectorEnv, NodeReplayEnv, OptionsReplayEnv
+from dream_gym.training.trainer import TrainConfig
 
 POOL = "sd-greedy-w8-s0,sd-fixed-s0"  # shipped worlds, the first recorded at W = 8
 SINGLE_ENVS = [MacroReplayEnv, NodeReplayEnv, OptionsReplayEnv]
@@ -161,3 +164,32 @@ def test_the_vector_env_refuses_reset_options_it_does_not_take(worlds) -> None:
         with pytest.raises(ValueError):
             env.reset(seed=0, options=options)
     env.reset(seed=0, options={"world": 1, "beta": 0.5})
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--timesteps", "-5", "argument --timesteps: must be >= 1, got -5"),
+    ("--n-envs", "-1", "argument --n-envs: must be >= 0, got -1"),
+    ("--learning-rate", "inf", "argument --learning-rate: must be a finite number > 0, got inf"),
+    ("--gamma", "2", r"argument --gamma: must be in \(0, 1\], got 2.0"),
+    ("--gamma", "nan", r"argument --gamma: must be in \(0, 1\], got nan"),
+    ("--ent-coef", "-0.1", "argument --ent-coef: must be >= 0, got -0.1"),
+    ("--batch-size", "x", "argument --batch-size: not a whole number: 'x'"),
+    ("--seed", "-1", "argument --seed: a whole number from 0 to"),
+])
+def test_train_names_the_option_of_a_bad_value_and_writes_nothing(option, value, message, tmp_path, capsys) -> None:
+    """The training config's checks named its Python fields (``n_envs must be >= 0``), and
+    ``--learning-rate inf`` started training: it wrote the run folder and ended in a tensor of NaNs."""
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["train", option, value, "--out", str(tmp_path / "run")])
+    assert exit_.value.code == 2
+    assert re.search(f"dream-gym train: error: {message}", capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_config_refuses_what_the_cli_refuses_by_its_field_names() -> None:
+    for bad, message in (({"learning_rate": float("inf")}, "learning_rate must be a finite number > 0"),
+                         ({"gae_lambda": 1.5}, r"gae_lambda must be in \[0, 1\], got 1.5"),
+                         ({"price_low": 3.0}, "price_low must be at most price_high, got 3.0 and 2.0"),
+                         ({"torch_threads": 0}, "torch_threads must be >= 1, got 0")):
+        with pytest.raises(ValueError, match=message):
+            TrainConfig(**bad)

@@ -27,7 +27,7 @@ MIN_MEMORY_MB = 32
 
 def memory_mb(text: str) -> int:
     """The type of --memory-mb: a whole number of MB, at least :data:`MIN_MEMORY_MB`."""
-    value = _whole(text)
+    value = whole_number(text)
     if value < MIN_MEMORY_MB:  # (0 was "must be at least 1")
         raise argparse.ArgumentTypeError(f"must be at least {MIN_MEMORY_MB} (a policy process needs about 24 MB to "
                                          f"start), got {value}")
@@ -46,14 +46,14 @@ class WorldList(argparse.Action):
 
 # The types of the values the command line takes: each refused by argparse naming the option as
 # typed (the library's own checks name its Python argument: "beta1 must be ...").
-def _whole(text: str) -> int:
+def whole_number(text: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
-def _number(text: str) -> float:
+def number(text: str) -> float:
     try:
         return float(text)
     except ValueError:
@@ -68,39 +68,39 @@ def _checked(value: Any, ok: bool, wanted: str, text: str) -> Any:
 
 def positive_int(text: str) -> int:
     """A count (W, K2, rounds): a whole number >= 1."""
-    value = _whole(text)
+    value = whole_number(text)
     return _checked(value, value >= 1, "at least 1", str(value))
 
 
 def non_negative_int(text: str) -> int:
     """A count that may be 0 (--carry)."""
-    value = _whole(text)
+    value = whole_number(text)
     return _checked(value, value >= 0, "at least 0", str(value))
 
 
 def positive_number(text: str) -> float:
     """An amount (seconds, dollars): a finite number > 0."""
-    value = _number(text)
+    value = number(text)
     return _checked(value, math.isfinite(value) and value > 0, "a number > 0", text)
 
 
 def non_negative_number(text: str) -> float:
     """A price or a weight (--beta1, --beta2, --lam): a finite number >= 0."""
-    value = _number(text)
+    value = number(text)
     _checked(value, math.isfinite(value), "a finite number", text)
     return _checked(value, value >= 0, "a number >= 0", text)
 
 
 def margin(text: str) -> float:
     """--held-out-margin: a number >= 0, or ``inf`` (the check reports and never refuses)."""
-    value = _number(text)
+    value = number(text)
     return _checked(value, value >= 0, "a number >= 0 (or inf: report only)", text)
 
 
 def unit_number(text: str) -> float:
     """A budget preference (--beta): a number in [0, 1] (the library said ``beta must be in [0, 1]``
     in some commands, ``--beta must be ...`` in others)."""
-    value = _number(text)
+    value = number(text)
     return _checked(value, 0.0 <= value <= 1.0, "a number in [0, 1]", text)
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from dream_gym.cli.options import add_trust_model
+from dream_gym.cli.options import add_trust_model, number, parse_seed, whole_number
 from dream_gym.cli.shown import say
 
 
@@ -27,21 +29,35 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out, refused where it holds none (the same command without "
                         "--resume continues it too, or starts a new run)")
-    from dream_gym.training.trainer import ALGOS, ARCHS, config_fields
+    from dream_gym.training.trainer import ALGOS, ARCHS, BOUNDS, config_fields
 
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
     for name, default, doc in config_fields():
         flags = ["--" + name.replace("_", "-")] + (["-W"] if name == "workers" else [])  # -W/--workers = W
-        kind = type(default)
+        kind = parse_seed if name == "seed" else bounded(type(default), BOUNDS[name]) if name in BOUNDS else type(default)
         p.add_argument(*flags, type=kind, default=default, choices=choices.get(name),
                        help=f"{doc} (default: {default})" if default != "" else doc,  # an empty default: the doc says it
                        metavar=None if name in choices else name.upper())
+
+
+def bounded(kind: type, bound: Any) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` (int or float) within ``bound`` (a :class:`~dream_gym.training.trainer.Bound`),
+    so that argparse names the option (the config would name its field)."""
+    def parse(text: str) -> Any:
+        value = whole_number(text) if kind is int else number(text)
+        if problem := bound.problem(value):
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    return parse
 
 
 def run(args: argparse.Namespace) -> int:
     from dream_gym.cli.names import betas_note, recorded_w, resolve_world_specs, worlds_count
     from dream_gym.training.trainer import TrainConfig, config_fields, train
 
+    if args.price_low > args.price_high:
+        raise ValueError(f"--price-low {args.price_low:g} is above --price-high {args.price_high:g}")
     config = TrainConfig(**{name: getattr(args, name) for name, _, _ in config_fields()})
     if args.resume and not (Path(config.out) / "config.json").is_file():
         raise FileNotFoundError(f"--resume: {config.out} holds no training run to continue (no config.json); "

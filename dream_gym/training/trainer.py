@@ -59,9 +59,39 @@ GRID = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
 
 #: The values each choice setting may take.
 _CHOICES = {"algo": ALGOS, "arch": ARCHITECTURES, "objective": ("v2", "v")}  # arch: the live registry (extensions add)
-#: The least value of each integer setting (0 means "the architecture's default" where allowed).
-_AT_LEAST = {"workers": 1, "timesteps": 1, "n_envs": 0, "n_steps": 0, "batch_size": 1, "n_epochs": 1,
-             "hidden": 0, "max_candidates": 1, "eval_every": 0, "checkpoint_every": 0, "torch_threads": 1}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values a numeric setting may take: finite, from ``least`` (``above``: strictly above it)
+    up to ``most``."""
+
+    least: float
+    most: float = math.inf
+    above: bool = False
+
+    def problem(self, value: float) -> str | None:
+        """What is wrong with ``value`` (``must be > 0, got -1``), or None. NaN and infinities are wrong."""
+        low_ok = value > self.least if self.above else value >= self.least
+        if low_ok and value <= self.most and math.isfinite(value):
+            return None
+        if self.most == math.inf:
+            wanted = f"{'>' if self.above else '>='} {self.least:g}"
+        else:
+            wanted = f"in {'(' if self.above else '['}{self.least:g}, {self.most:g}]"
+        return f"must be {'a finite number ' if not math.isfinite(value) and value == value else ''}{wanted}, got {value}"
+
+
+#: The values each numeric setting may take (0 means "the architecture's default" where allowed);
+#: the CLI checks each option against its bound before anything is written.
+BOUNDS = {
+    "workers": Bound(1), "timesteps": Bound(1), "n_envs": Bound(0), "n_steps": Bound(0), "batch_size": Bound(1),
+    "n_epochs": Bound(1), "hidden": Bound(0), "max_candidates": Bound(1), "eval_every": Bound(0),
+    "checkpoint_every": Bound(0), "torch_threads": Bound(1),
+    "learning_rate": Bound(0, above=True), "gamma": Bound(0, 1, above=True), "gae_lambda": Bound(0, 1),
+    "clip_range": Bound(0, above=True), "ent_coef": Bound(0),
+    "price_high": Bound(0, above=True), "price_low": Bound(0, above=True),
+}
 
 
 @dataclass
@@ -129,15 +159,12 @@ class TrainConfig:
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        for name, least in _AT_LEAST.items():
-            if getattr(self, name) < least:
-                raise ValueError(f"{name} must be >= {least}, got {getattr(self, name)}")
+        for name, bound in BOUNDS.items():
+            if problem := bound.problem(getattr(self, name)):
+                raise ValueError(f"{name} {problem}")
         check_seed(self.seed)
-        if not 0 < self.gamma <= 1 or not 0 <= self.gae_lambda <= 1:
-            raise ValueError(f"gamma must be in (0, 1] and gae_lambda in [0, 1], got {self.gamma} and {self.gae_lambda}")
-        if not self.learning_rate > 0 or not self.clip_range > 0 or not self.ent_coef >= 0:
-            raise ValueError("learning_rate and clip_range must be > 0 and ent_coef >= 0, got "
-                             f"{self.learning_rate}, {self.clip_range} and {self.ent_coef}")
+        if self.price_low > self.price_high:
+            raise ValueError(f"price_low must be at most price_high, got {self.price_low} and {self.price_high}")
         try:
             valid = all(n >= 1 for n in self.prefix_attempts)
         except ValueError:
