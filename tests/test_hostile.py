@@ -161,6 +161,31 @@ def test_escapes_control_without_the_sandbox_finds_everything(tmp_path: Path, li
     assert listener.accepted >= 1 and list(out.iterdir())
 
 
+# -- the agent that grew the worlds ---------------------------------------------------------------
+def _regrown(unsafe: bool) -> dict[str, Any]:
+    source = HOSTILE / "regrows_with_the_agent.py"
+    with IsolatedPolicy(source, harden=not unsafe, unsafe_no_sandbox=unsafe, **FAST) as policy:
+        error = run_episode(policy, "sd-greedy-w8-s0", beta=0.5, on_error="record").error
+    assert error is not None and "FOUND=" in error, error
+    return dict(json.loads(error.split("FOUND=", 1)[1].split("}", 1)[0] + "}"))
+
+
+def test_a_policy_cannot_run_the_agent_that_grew_the_shipped_worlds() -> None:
+    """Every shipped world was grown by the built-in agent, whose draws are seeded by the world's
+    small seed, the round and the slot: a policy that imported it reproduced revealed nodes, and
+    so could tell when the recording made them and predict the unrevealed ones. The kernel lets a
+    policy read the code of the layers it stands on only."""
+    assert _regrown(unsafe=False) == {"imported": False, "source": False, "reproduced": 0}
+
+
+def test_the_agent_reproduces_revealed_nodes_without_the_sandbox() -> None:
+    """The control: with the explicit opt-out the same file imports the agent and makes the
+    revealed child again, so the test above is not blind."""
+    with _unconfined():
+        found = _regrown(unsafe=True)
+    assert found["imported"] and found["reproduced"] >= 1, found
+
+
 # -- memory across episodes -------------------------------------------------------------------------
 def _forget_memory() -> None:
     """Remove what the in-process control of remembers_tree.py left behind."""

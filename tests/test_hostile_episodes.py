@@ -414,7 +414,7 @@ def test_a_name_and_an_error_that_drive_a_terminal_are_escaped_through_the_cli(t
     recorded = json.loads(out.read_text().splitlines()[0])["error"]
     for shown in (done.stdout + done.stderr, recorded):
         assert not any(c in shown for c in TERMINAL_BYTES), repr(shown)
-    assert r"policy tidy\x1b]0;owned\x07\x1b]52;c;ZXZpbA==\x07\x9b2J\x0dname raised in act()" in recorded, recorded
+    assert r"policy titled (named 'tidy\x1b]0;owned\x07\x1b]52;c;ZXZpbA==\x07\x9b2J\x0dname') raised in act()" in recorded, recorded
     assert r"ValueError: all fine\x1b[2J\x1b]0;pwned\x07" in recorded, recorded
     assert r"all fine\x1b[2J" in done.stderr, done.stderr
 

@@ -654,10 +654,21 @@ def test_replay_show_output_shows_what_a_policy_file_printed_escaped(tmp_path: P
                     "    print('\\x1b[31mred\\x1b[0m', file=sys.stderr)\n    return [0] if view.rounds < 2 else []\n")
     assert cli_main(["replay", "sd-fixed-s0", "-p", str(path), "--show-output"]) == 0
     err = capsys.readouterr().err
-    assert "policy stdout (its last 8 KB):\nround 0\nround 1\nround 2\n" in err
-    assert "policy stderr (its last 8 KB):\n\\x1b[31mred\\x1b[0m\n" in err and "\x1b" not in err
+    assert "policy stdout (its last 8 KB):\n  | round 0\n  | round 1\n  | round 2\n" in err
+    assert "policy stderr (its last 8 KB):\n  | \\x1b[31mred\\x1b[0m\n" in err and "\x1b" not in err
     assert cli_main(["replay", "sd-fixed-s0", "-p", str(path)]) == 0
     assert "round 0" not in capsys.readouterr().err
+
+
+def test_an_error_names_the_file_not_only_the_name_the_file_gives_itself(tmp_path: Path) -> None:
+    """A file whose policy calls itself "greedy" had its errors read as the built-in's
+    (``policy greedy raised in act()``), in results, journals and the developer's prompt."""
+    path = tmp_path / "forge.py"
+    path.write_text("class Policy:\n    name = 'greedy'\n    def reset(self, context):\n        pass\n"
+                    "    def act(self, view):\n        raise RuntimeError('boom')\n")
+    with IsolatedPolicy(path, **FAST) as policy:
+        error = run_episode(policy, "sd-fixed-s0", on_error="record").error
+    assert error is not None and "policy forge (named 'greedy') raised in act(): RuntimeError: boom" in error
 
 
 def test_module_colon_class_of_a_file_in_this_folder_says_how_to_run_it(tmp_path: Path) -> None:

@@ -69,8 +69,9 @@ def show_output(policy: Any) -> None:
     policy.close()
     for stream in ("stdout", "stderr"):
         printed = policy.output_tail(stream)
-        if printed:
-            say(f"policy {stream} (its last {TAIL_BYTES // 1024} KB):\n{printed.rstrip()}", file=sys.stderr)
+        if printed:  # each line marked as the policy's: none can pass for a line of replay's own
+            lines = "\n".join(f"  | {line}" for line in printed.rstrip().split("\n"))
+            say(f"policy {stream} (its last {TAIL_BYTES // 1024} KB):\n{lines}", file=sys.stderr)
         else:
             say(f"policy {stream}: nothing", file=sys.stderr)
 

@@ -17,6 +17,7 @@ import sys
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 #: Standard-library modules whose import does something besides defining names (opens a
@@ -126,6 +127,9 @@ def import_ahead(named: Named) -> dict[str, str]:
                 getattr(importlib.import_module(parent), attribute, None)
         except ModuleNotFoundError as exc:
             failed[exc.name or name] = str(exc)  # the episode raises a ModuleNotFoundError too
+        except PermissionError as exc:  # Landlock: code a policy may not read (isolated.READABLE_PARTS)
+            failed[name] = f"PermissionError: {exc.strerror}: {_in_package(exc.filename)} (a policy may read the code " \
+                           "of the layers it stands on, not of dream_gym's online loop, its agents and tasks)"
         except BaseException as exc:  # noqa: BLE001 - the episode reports the error as its own
             failed[name] = f"{type(exc).__name__}: {exc}"
     for module, chain in named.attributes:
@@ -133,6 +137,13 @@ def import_ahead(named: Named) -> dict[str, str]:
     _load_deferred_submodules()
     _load_deferred_imports(named.modules)
     return failed
+
+
+def _in_package(filename: Any) -> str:
+    """A file below dream_gym's folder named from it (``dream_gym/online/__init__.py``); another
+    by its name alone (the install's path is no business of a policy's error)."""
+    parts = Path(str(filename)).parts
+    return "/".join(parts[len(parts) - parts[::-1].index("dream_gym") - 1:]) if "dream_gym" in parts else parts[-1]
 
 
 def _read_chain(module: str, chain: tuple[str, ...]) -> None:
@@ -240,7 +251,9 @@ class _NotAhead:
         self.failed = dict(failed)
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        why = self.failed.get(name) or self.failed.get(name.partition(".")[0])
+        # the failure of the module, of a package above it, or of a module below it that the file named
+        why = next((error for failed, error in self.failed.items()
+                    if failed == name or name.startswith(f"{failed}.") or failed.startswith(f"{name}.")), None)
         if why:
             raise ModuleNotFoundError(f"importing {name} failed ahead of the episodes: {why}", name=name)
         raise ModuleNotFoundError(

@@ -76,6 +76,13 @@ from dream_gym.replay.view import PrefixView, SentNodes
 #: every environment): it imports only the modules it uses, so it starts sooner and every
 #: episode forks a smaller process. A policy that asks for a name they define still gets it.
 _DEFERRED_PACKAGES = ["dream_gym", "dream_gym.policy_files"]
+#: The parts of dream_gym's folder whose code a policy file's process may read: the layers a policy
+#: stands on, and what ``import dream_gym`` runs. Not the layers above, and above all not the
+#: online loop's agents and tasks: a world the built-in agent grew is reproducible by anyone who
+#: runs that agent from the world's small seed, so a policy that imported it could re-grow the
+#: nodes replay has not revealed (a policy may still carry its own copy: docs/design/security.md).
+READABLE_PARTS = ("__init__.py", "_moved.py", "datasets", "envs", "infrastructure", "policies", "policy.py",
+                  "policy_files", "replay", "world")
 #: The kinds of failure an episode reports itself (see :mod:`dream_gym.policy_files.wire`).
 _EPISODE_KINDS = ("exception", "load", "memory", "protocol")
 #: Megabytes of address space each process of a policy may map unless told (``import torch`` needs about 1,024).
@@ -134,6 +141,7 @@ class IsolatedPolicy:
             spec = str(Path(spec).resolve())
         self.spec = spec
         self.name = printable(Path(spec).stem if is_file_spec(spec) else spec)
+        self.who = self.name  # what errors call it: its file, never only the name the file gives itself
         self.decision_timeout_s = float(decision_timeout_s)
         self.episode_timeout_s = float(episode_timeout_s)
         self.side_by_side = 1  # episodes of its kind played at the same time as its own (see stretch)
@@ -176,7 +184,7 @@ class IsolatedPolicy:
                 payload, env=scrubbed_env({"PYTHONHASHSEED": str(self.hash_seed)}, home=tmp), cwd=tmp,
                 read_files=[self.spec] if is_file_spec(self.spec) else [],
                 limits={"memory_mb": self.memory_mb, "cpu_s": self.cpu_s, "fsize_mb": 16},
-                keep_fds=(child_end.fileno(),), unsafe=self.unsafe_no_sandbox,
+                keep_fds=(child_end.fileno(),), unsafe=self.unsafe_no_sandbox, package_parts=READABLE_PARTS,
             )
         except BaseException:
             control.close()
@@ -203,12 +211,14 @@ class IsolatedPolicy:
             if hello.get("kind") == "notfound":
                 raise PolicyNotFoundError(error)
             if hello.get("kind") == "sandbox":
-                raise SandboxUnavailable(f"policy {self.name}: untrusted code did not run: {error}")
+                raise SandboxUnavailable(f"policy {self.who}: untrusted code did not run: {error}")
             if hello.get("kind") == "memory":
-                raise PolicyMemoryError(f"policy {self.name}: ran out of memory ({self.memory_mb} MB{_MORE_MEMORY}) while "
+                raise PolicyMemoryError(f"policy {self.who}: ran out of memory ({self.memory_mb} MB{_MORE_MEMORY}) while "
                                         f"loading: {error}")
-            raise PolicyLoadError(f"policy {self.name}: loading failed in the isolated process: {error}")
+            raise PolicyLoadError(f"policy {self.who}: loading failed in the isolated process: {error}")
         self.name = printable(hello.get("name", self.name))
+        if self.name != self.who:  # a file named "greedy" would have a built-in blamed for its errors
+            self.who = f"{self.who} (named '{self.name}')"
         self.hardening = [str(h) for h in hello.get("hardening", [])]
         self._ahead, episode_ends = self._new_channel()
         try:
@@ -302,7 +312,7 @@ class IsolatedPolicy:
         Played side by side, the template was started before the turns began: one that ended
         since is not started again here, where it would run outside the turns."""
         if self.side_by_side > 1 and self._needs_start():
-            raise PolicyCrashed(f"policy {self.name}: its process ended before its episode began")
+            raise PolicyCrashed(f"policy {self.who}: its process ended before its episode began")
         self.prepare()
         assert self._output is not None
         self.episode_time_s = 0.0
@@ -327,11 +337,11 @@ class IsolatedPolicy:
             self.episode_time_s += time.monotonic() - started
         if not reply.get("ok") or self._current is None:
             self._fail()
-            raise PolicyProtocolError(f"policy {self.name}: {reply.get('error', 'no episode process')}")
+            raise PolicyProtocolError(f"policy {self.who}: {reply.get('error', 'no episode process')}")
 
     def act(self, view: PrefixView) -> list[Any]:
         if self._proc is None or self._restart_needed or self._episode_over:
-            raise PolicyError(f"policy {self.name}: act() after a failure; call reset() first")
+            raise PolicyError(f"policy {self.who}: act() after a failure; call reset() first")
         # the episode keeps the nodes it was sent: a view of the same episode extends them, so
         # only the new ones are sent (a decision costs them, not every node of the episode)
         encoded, sent = encode_view(view, self._sent)
@@ -341,7 +351,7 @@ class IsolatedPolicy:
         if not isinstance(batch, list) or len(batch) > MAX_BATCH or not all(
                 item is None or isinstance(item, (int, float, str)) for item in batch):
             self._episode_over = True
-            raise PolicyProtocolError(f"policy {self.name}: malformed batch message {str(batch)[:200]!r}")
+            raise PolicyProtocolError(f"policy {self.who}: malformed batch message {str(batch)[:200]!r}")
         return batch
 
     # -- protocol -----------------------------------------------------------------------------
@@ -362,15 +372,15 @@ class IsolatedPolicy:
         error = printable(reply.get("error", "unknown error"), TEXT_CHARS, lines=True)
         kind = reply.get("kind")
         if kind not in _EPISODE_KINDS:
-            raise PolicyProtocolError(f"policy {self.name}: a reply of unknown kind {printable(kind, 40)}")
+            raise PolicyProtocolError(f"policy {self.who}: a reply of unknown kind {printable(kind, 40)}")
         if kind == "load":
-            raise PolicyException(f"policy {self.name}: building the policy failed in {what}(): {error}")
+            raise PolicyException(f"policy {self.who}: building the policy failed in {what}(): {error}")
         if kind == "memory":
-            raise PolicyMemoryError(f"policy {self.name} exceeded its memory limit ({self.memory_mb} MB{_MORE_MEMORY}) in "
+            raise PolicyMemoryError(f"policy {self.who} exceeded its memory limit ({self.memory_mb} MB{_MORE_MEMORY}) in "
                                     f"{what}(): {error}")
         if kind == "protocol":
-            raise PolicyProtocolError(f"policy {self.name}: {error}")
-        raise PolicyException(f"policy {self.name} raised in {what}(): {error}")
+            raise PolicyProtocolError(f"policy {self.who}: {error}")
+        raise PolicyException(f"policy {self.who} raised in {what}(): {error}")
 
     def _exchange(self, message: dict[str, Any], deadline: float, what: str,
                   per_decision: bool = True) -> dict[str, Any]:
@@ -448,11 +458,11 @@ class IsolatedPolicy:
         if self._output is not None and self._output.overflow:
             return self._overflow_error()
         if what == "starting":
-            return PolicyTimeout(f"policy {self.name}: did not start within {self.startup_timeout_s:g}s")
+            return PolicyTimeout(f"policy {self.who}: did not start within {self.startup_timeout_s:g}s")
         if per_decision:
-            return PolicyTimeout(f"policy {self.name}: {what}() took longer than the decision timeout "
+            return PolicyTimeout(f"policy {self.who}: {what}() took longer than the decision timeout "
                                  f"of {self._stretched(self.decision_timeout_s)}; process killed")
-        return PolicyTimeout(f"policy {self.name}: episode time budget of {self._stretched(self.episode_timeout_s)} "
+        return PolicyTimeout(f"policy {self.who}: episode time budget of {self._stretched(self.episode_timeout_s)} "
                              f"exhausted during {what}(); process killed")
 
     def _parsed(self, body: bytes) -> dict[str, Any]:
@@ -460,7 +470,7 @@ class IsolatedPolicy:
             return parse_reply(body)
         except ReplyError as exc:
             self._fail()
-            raise PolicyProtocolError(f"policy {self.name}: {printable(exc, TEXT_CHARS)}") from None
+            raise PolicyProtocolError(f"policy {self.who}: {printable(exc, TEXT_CHARS)}") from None
 
     def _send(self, channel: Channel, message: dict[str, Any], deadline: float) -> None:
         view = memoryview(frame_request(message))
@@ -492,7 +502,7 @@ class IsolatedPolicy:
             size = HEADER.unpack_from(data)[0] if len(data) >= HEADER.size else 0
             if size > MAX_REPLY_BYTES:
                 self._fail()
-                raise PolicyProtocolError(f"policy {self.name}: reply of {size} bytes (limit {MAX_REPLY_BYTES})")
+                raise PolicyProtocolError(f"policy {self.who}: reply of {size} bytes (limit {MAX_REPLY_BYTES})")
             if len(data) >= HEADER.size + size and len(data) >= HEADER.size:
                 # copied out through a memoryview: slicing the bytearray would copy the body once
                 # more (a forged reply of 1 MB then held 3 MB at once)
@@ -518,7 +528,7 @@ class IsolatedPolicy:
             kill_group(self._proc.pid)
 
     def _overflow_error(self) -> PolicyOutputError:
-        return PolicyOutputError(f"policy {self.name} printed more than {self.max_output_bytes} bytes "
+        return PolicyOutputError(f"policy {self.who} printed more than {self.max_output_bytes} bytes "
                                  "in one episode (max_output_bytes); process killed")
 
     def _death(self, what: str) -> PolicyError:
@@ -545,11 +555,11 @@ class IsolatedPolicy:
         how = f"killed by {sig}" if sig else f"exit code {code}"
         tail_note = f"; stderr tail: {tail[-800:].strip()}" if tail.strip() else ""
         if sig == "SIGXCPU":
-            return PolicyTimeout(f"policy {self.name}: CPU limit of {self.cpu_s:g}s exceeded during {what}() ({how})")
+            return PolicyTimeout(f"policy {self.who}: CPU limit of {self.cpu_s:g}s exceeded during {what}() ({how})")
         if says_out_of_memory(tail) or sig in ("SIGSEGV", "SIGABRT", "SIGBUS"):
-            return PolicyMemoryError(f"policy {self.name}: process died during {what}(), probably out of "
+            return PolicyMemoryError(f"policy {self.who}: process died during {what}(), probably out of "
                                      f"memory (limit {self.memory_mb} MB{_MORE_MEMORY}; {how}){tail_note}")
-        return PolicyCrashed(f"policy {self.name}: process died during {what}() ({how}){tail_note}",
+        return PolicyCrashed(f"policy {self.who}: process died during {what}() ({how}){tail_note}",
                              exit_code=code, signal_name=sig, stderr_tail=tail)
 
     def __repr__(self) -> str:

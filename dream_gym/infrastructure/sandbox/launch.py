@@ -148,13 +148,19 @@ def _runtime() -> dict[str, tuple[str, ...]]:
 
 
 def read_roots(files: Iterable[str | os.PathLike[str]] = (),
-               trees: Iterable[str | os.PathLike[str]] = ()) -> dict[str, list[str]]:
+               trees: Iterable[str | os.PathLike[str]] = (),
+               package_parts: Iterable[str] | None = None) -> dict[str, list[str]]:
     """The read roots of untrusted code (see the module docstring), plus ``files`` and the
-    folders ``trees`` (everything below them)."""
+    folders ``trees`` (everything below them). ``package_parts``: the entries of dream_gym's folder
+    whose code may be read (``"replay"``, ``"policy.py"``); None: all of its code."""
     runtime = _runtime()
+    code = list(runtime["tree"])
+    if package_parts is not None:
+        kept = {str(_PACKAGE / part) for part in package_parts}
+        code = [tree for tree in code if Path(tree).parent != _PACKAGE or tree in kept]
     extra = [str(Path(f).resolve()) for f in files]
     folders = [str(Path(t).resolve()) for t in trees]
-    return {"tree": [*runtime["tree"], *folders], "list": list(runtime["list"]), "file": [*runtime["file"], *extra]}
+    return {"tree": [*code, *folders], "list": list(runtime["list"]), "file": [*runtime["file"], *extra]}
 
 
 @functools.lru_cache(maxsize=1)
@@ -249,12 +255,13 @@ def launch(
     unsafe: bool | None = None,
     stdin: int | IO[bytes] | None = subprocess.DEVNULL,
     workspace: Mapping[str, Any] | None = None,
+    package_parts: Iterable[str] | None = None,
 ) -> Launched:
     """Start ``payload`` (``{"script": path, "args": [...]}`` or ``{"call": "module:function",
     "args": [...]}``) in the sandbox; raises :class:`SandboxUnavailable` first where it cannot be.
 
-    ``read_files`` and the folders ``read_trees`` may be read besides the runtime
-    (:func:`read_roots`). ``keep_fds`` are descriptors of this process handed to the payload (at the same numbers).
+    ``read_files`` and the folders ``read_trees`` may be read besides the runtime, and of
+    dream_gym's code only ``package_parts`` where given (:func:`read_roots`). ``keep_fds`` are descriptors of this process handed to the payload (at the same numbers).
     stdout and stderr are pipes (``proc.stdout``, ``proc.stderr``). ``workspace`` caps the total
     size of a script's working folder (:class:`~dream_gym.infrastructure.sandbox.warden.Workspace`: ``path``,
     ``size_mb``, ``inodes``, ``outputs``); the warden's report on it is
@@ -270,7 +277,7 @@ def launch(
         "lifeline": life_r,
         "namespaces": True,
         "limits": dict(limits or {}),
-        "confine": {"read": read_roots(read_files, read_trees),
+        "confine": {"read": read_roots(read_files, read_trees, package_parts),
                     "write": [*(str(Path(w).resolve()) for w in write), *SYSTEM_SINKS],
                     "unsafe": unsafe, **({} if unsafe else {"filters": _compiled_filters()})},
         "payload": dict(payload),
