@@ -17,7 +17,7 @@ try:
     import dream_gym.online.agents.sum_difference
     import dream_gym.online.real_tree
     import dream_gym.online.tasks
-    import dream_gym.online.tasks.sum_difference
+    import dream_gym.online.tasks.sum_difference  # noqa: F401 - imported ahead: an episode imports nothing
     from dream_gym.online.agents import builtin_agent
     from dream_gym.online.real_tree import parent_context
     from dream_gym.online.tasks import get_task
