@@ -7,6 +7,8 @@ import json
 import math
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -255,8 +257,35 @@ def test_argument_errors(worlds_dir: Path) -> None:
     for seed in (-1, 2**32, 1.5, "1", True):
         with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295"):
             evaluate(["random"], str(worlds_dir), BETAS, seed=seed, progress=False)
-    with pytest.raises(TypeError, match="a policy to evaluate is a spec .* got GreedyPolicy"):
+    with pytest.raises(TypeError, match="a policy to evaluate is a spec .* got GreedyPolicy; a class defined here "
+                                        "is '__main__:GreedyPolicy'"):
         evaluate([GreedyPolicy()], str(worlds_dir), BETAS, progress=False)
+
+
+NOTEBOOK_POLICY = """
+import sys
+from dream_gym.evaluation.evaluate import evaluate
+class Mine:
+    name = "mine"
+    def reset(self, context): pass
+    def act(self, view): return [0] * view.root_slots if view.rounds == 0 else []
+try:
+    evaluate(["__main__:Mine"], ["cp26-fixed-w4-s0"], [0.5], progress=False, jobs=2)
+except ValueError as exc:
+    print("refused:", exc)
+results = evaluate(["__main__:Mine", "greedy"], ["cp26-fixed-w4-s0", "sd-fixed-s0"], [0.5, 1.0], progress=False)
+print("errors:", sorted({str(r.error) for r in results}), len(results))
+"""
+
+
+def test_a_class_defined_where_main_is_no_script_is_played_here_or_refused(tmp_path: Path) -> None:
+    """From a notebook or ``python -c`` the job processes could not import ``__main__``: every
+    episode of ``__main__:Mine`` failed with the policy not found, and it ranked with V = 0."""
+    done = subprocess.run([sys.executable, "-c", NOTEBOOK_POLICY], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: policy '__main__:Mine': job processes cannot import __main__ here" in done.stdout
+    assert "errors: ['None'] 8" in done.stdout, done.stdout
 
 
 def test_one_policy_and_one_beta_need_no_list(worlds_dir: Path) -> None:

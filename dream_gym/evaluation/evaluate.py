@@ -158,7 +158,9 @@ def evaluate(
     A policy that raises, returns an illegal batch, asks for more than ``max_attempts``
     attempts in one episode, cannot be loaded, hangs (``task_timeout``) or kills its worker gets
     its error in ``EpisodeResult.error``; every other episode still runs. An unknown policy
-    name, module or file raises LookupError before anything runs.
+    name, module or file raises LookupError before anything runs. A class defined in a notebook
+    (``"__main__:MyPolicy"``) is played in this process by the default ``jobs`` and ``backend``
+    (job processes cannot import a notebook); other settings refuse it (ValueError).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -167,8 +169,10 @@ def evaluate(
         raise ValueError("no policies to evaluate")
     for spec in policies:
         if not isinstance(spec, (str, os.PathLike)):
+            named = getattr(spec, "__name__", type(spec).__name__)
             raise TypeError(f"a policy to evaluate is a spec (a built-in name, module:Class, a .py file or a "
-                            f"model: each episode builds its own policy from it), got {type(spec).__name__}")
+                            f"model: each episode builds its own policy from it), got {type(spec).__name__}; "
+                            f"a class defined here is '__main__:{named}'")
     check_seed(seed)
     if len(set(policies)) != len(policies):
         raise ValueError(f"policies repeat: {policies}")
@@ -196,11 +200,14 @@ def evaluate(
         for p, spec in enumerate(policies)
         for w, world in enumerate(world_list)
     ]
-    if jobs is None and backend == "process" and _small_grid(policies, world_list, beta_grid):
-        backend, jobs, task_timeout = "serial", 1, None  # in this process: see SMALL_GRID_NODE_EPISODES
+    if jobs is None and backend == "process" and (_small_grid(policies, world_list, beta_grid)
+                                                  or not _main_importable(policies)):
+        backend, jobs, task_timeout = "serial", 1, None  # in this process: see SMALL_GRID_NODE_EPISODES, _main_importable
     jobs = max(1, int(jobs if jobs is not None else (os.cpu_count() or 1)))
     if backend == "process" and jobs == 1:
         backend = "serial"
+    if not (backend == "serial" and task_timeout is None):
+        _check_main_importable(policies)
     options = {**_identity_settings(settings), "seed": seed, "lam": check_lambda(lam)}
     identity = {"policies": policies, "worlds": world_list, "betas": beta_grid, "options": options,
                 "file_options": file_options}
@@ -228,6 +235,28 @@ def evaluate(
         if journal is not None:
             journal.remove()  # only once the results file is whole
     return [r for key in sorted(by_key) for r in by_key[key]]
+
+
+def _main_importable(policies: Sequence[str | os.PathLike[str]]) -> bool:
+    """Whether job processes can build every ``__main__:Class`` of ``policies``: they import the
+    calling script again, and where ``__main__`` is no script (a notebook, ``python -c``, standard
+    input) they cannot."""
+    import sys
+
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    return (isinstance(script, str) and os.path.isfile(script)) or not any(
+        str(spec).startswith("__main__:") for spec in policies)
+
+
+def _check_main_importable(policies: Sequence[str | os.PathLike[str]]) -> None:
+    """Refuse, before anything runs, a ``__main__:Class`` that job processes cannot build: every
+    episode would fail with the policy not found."""
+    if not _main_importable(policies):
+        spec = next(str(spec) for spec in policies if str(spec).startswith("__main__:"))
+        raise ValueError(f"policy {spec!r}: job processes cannot import __main__ here (it is no script file: "
+                         "a notebook, python -c or standard input); evaluate it in this process with "
+                         "backend='serial', task_timeout=None (the default jobs and backend do), or define it "
+                         "in a module")
 
 
 def _episode_settings(settings: ReplaySettings | None, replay: Mapping[str, Any]) -> ReplaySettings:
