@@ -3,6 +3,18 @@
 ``import dream_gym`` registers ``DreamGym/Replay-v1``, one ``DreamGym/<world>-v1`` per shipped
 world and the RL training envs ``DreamGym/Macro-v0``, ``Node-v0``, ``Options-v0`` (Gymnasium 1.x
 has no plugin entry point; see :mod:`dream_gym.envs.ids`).
+
+Where to start:
+
+* a world: :func:`resolve_world` (a shipped name, a folder, ``namespace/name-vN/<world>``),
+  :func:`list_worlds`, :func:`load_world`;
+* one episode of a policy: :func:`run_episode` (a :class:`Policy`: ``reset(context)`` and
+  ``act(view)``, the view a :class:`PrefixView`), or ``gym.make("DreamGym/<world>-v1")``;
+* policies by name or file: ``dream_gym.policy_files.load_policy``, ``dream_gym.policies.make_policy``;
+* a grid of policies, worlds and betas, and its leaderboard:
+  ``dream_gym.evaluation.evaluate.evaluate``, ``dream_gym.evaluation.leaderboard.leaderboard``;
+* datasets (pack, load, download, upload): ``dream_gym.datasets``;
+* the score and the oracle limit: ``dream_gym.replay.score``, ``dream_gym.replay.oracle``.
 """
 
 # Modules moved into the layer packages stay importable by their old names.
@@ -42,6 +54,7 @@ __all__ = [
     "WorldWriter",
     "as_policy",
     "list_worlds",
+    "register_envs",
     "load_world",
     "resolve_world",
     "run_episode",

@@ -26,7 +26,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunContext:
-    """What a policy is told when an episode starts (the same online and in replay)."""
+    """What a policy is told when an episode starts (the same online and in replay).
+
+    Attributes:
+        workers: W, the most selections one batch may hold.
+        beta: the budget preference in [0, 1], fixed for the episode (high: wider, more patient;
+            low: a tighter budget, an earlier stop).
+        beta1, beta2: the replay score's cost per attempt and bonus per attempt-per-round.
+        max_rounds: the round limit K2 (None: none).
+        task_name, task_description: the task of the world or run.
+        direction: ``"maximize"`` or ``"minimize"``; the scores a view holds are already oriented
+            so that higher is better.
+        frontier_rule: ``"leaves"`` (a non-root node is selectable while it is a leaf of the
+            revealed tree) or ``"any"`` (any revealed node with an unrevealed recorded child).
+        seed: the seed of anything random the policy does (its decisions must not vary otherwise).
+    """
 
     workers: int
     beta: float
@@ -57,9 +71,18 @@ class RunContext:
 
 @runtime_checkable
 class Policy(Protocol):
-    def reset(self, context: RunContext) -> None: ...
+    """What an exploration policy is: any object with these two methods (and, optionally, a
+    ``name``). Built-ins are in :mod:`dream_gym.policies`; a function of the view becomes one
+    with :class:`FunctionPolicy` (:func:`as_policy` does it for you).
+    """
 
-    def act(self, view: PrefixView) -> Sequence[int]: ...
+    def reset(self, context: RunContext) -> None:
+        """Called once when an episode starts, with what the episode is (:class:`RunContext`)."""
+
+    def act(self, view: PrefixView) -> Sequence[int]:
+        """The next batch: at most ``view.workers`` node ids from ``view.frontier`` (the root,
+        id 0, up to ``view.root_slots`` times: each opens a branch; any other id once); ``[]``
+        stops the episode. ``view`` is what replay has revealed so far (:class:`PrefixView`)."""
 
 
 class FunctionPolicy:
@@ -83,11 +106,14 @@ class FunctionPolicy:
 
 def as_policy(obj: Any) -> Policy:
     """A policy object as is; a callable wrapped in :class:`FunctionPolicy`."""
+    if isinstance(obj, type) and hasattr(obj, "act") and hasattr(obj, "reset"):
+        raise TypeError(f"got the class {obj.__name__}, not a policy: pass an instance, {obj.__name__}()")
     if hasattr(obj, "act") and hasattr(obj, "reset"):
         return obj  # type: ignore[no-any-return]
     if callable(obj):
         return FunctionPolicy(obj)
-    raise TypeError(f"{obj!r} is not a policy: it needs reset(context) and act(view), or be a function")
+    hint = " (a spec: build it with dream_gym.policy_files.load_policy)" if isinstance(obj, str) else ""
+    raise TypeError(f"{obj!r} is not a policy: it needs reset(context) and act(view), or be a function{hint}")
 
 
 def policy_name(policy: Any) -> str:

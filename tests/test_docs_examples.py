@@ -303,3 +303,14 @@ def test_every_repository_file_and_test_the_docs_name_exists() -> None:
                 if test and (REPO / path).is_file()
                 and not re.search(rf"def {test}\b", (REPO / path).read_text(encoding="utf-8"))]
     assert not missing, "files and tests named in the docs that do not exist:\n" + "\n".join(missing)
+
+
+def test_the_api_page_lists_every_name_the_package_exports_and_no_other() -> None:
+    """The page listed ``register_envs``, which ``__all__`` left out, and left out ``ReplayEnv``."""
+    import dream_gym
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "api.md").read_text()
+    block = page.split("::: dream_gym\n", 1)[1].split("show_submodules", 1)[0]
+    listed = re.search(r"members: \[([^\]]*)\]", block, re.S)
+    assert listed is not None
+    assert sorted(name.strip() for name in listed[1].split(",")) == sorted(dream_gym.__all__)

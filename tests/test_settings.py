@@ -67,7 +67,8 @@ def test_settings_reject_what_the_session_rejected_and_unknown_names() -> None:
         ReplaySettings(max_rounds=0)
     # what was cut, cast or let through unseen: a float W or round limit, text, True, NaN or
     # inf or a negative cost weight (every reward NaN, inf or reversed)
-    for changed, message in (({"workers": 2.5}, "workers must be an integer >= 1 or None, got 2.5"),
+    for changed, message in (({"workers": 2.5}, "workers must be an integer from 1 to 4096 or None, got 2.5"),
+                             ({"workers": 4097}, "workers must be an integer from 1 to 4096 or None, got 4097"),
                              ({"workers": "4"}, "workers must be an integer"), ({"workers": True}, "workers must be"),
                              ({"max_rounds": 2.5}, "max_rounds must be an integer"),
                              ({"beta1": float("nan")}, "beta1 must be a finite number >= 0, got nan"),

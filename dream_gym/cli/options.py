@@ -110,9 +110,17 @@ def port_number(text: str) -> int:
     return _checked(value, value <= 65535, "a port from 0 to 65535", str(value))
 
 
+def worker_count(text: str) -> int:
+    """W: a whole number from 1 to the most a world holds."""
+    from dream_gym.world.tree import MAX_WORKERS
+
+    value = positive_int(text)
+    return _checked(value, value <= MAX_WORKERS, f"at most {MAX_WORKERS}", str(value))
+
+
 def add_workers(parser: argparse.ArgumentParser, default: int | None = None, help: str | None = None) -> None:
     """``-W/--workers``: W, the attempts run in parallel in one round."""
-    parser.add_argument("-W", "--workers", type=positive_int, default=default, metavar="W",
+    parser.add_argument("-W", "--workers", type=worker_count, default=default, metavar="W",
                         help=help or "W: attempts per round (default: each world's recorded W)")
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dream_gym.cli.options import positive_int
+from dream_gym.cli.options import worker_count
 from dream_gym.cli.shown import LINE_CHARS, cell, say, shown
 from dream_gym.infrastructure.printable import TEXT_CHARS, printable
 
@@ -109,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--id", dest="world_id", help="world id (default: the name of the --out folder)")
     p.add_argument("--task", help="task name (default: the task of the dream-gym world holding the run, a deploy's "
                    "--out, else the run folder's name)")
-    p.add_argument("-W", "--workers", type=positive_int, default=None,
+    p.add_argument("-W", "--workers", type=worker_count, default=None,
                    help="W of the original run (default: the W of the dream-gym world holding the run, else the "
                    "run's own configuration where its folder holds it: OpenEvolve's evaluator.parallel_evaluations "
                    "in config.yaml beside or above the output folder, ShinkaEvolve's max_parallel_jobs in "

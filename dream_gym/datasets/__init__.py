@@ -104,6 +104,9 @@ def load(target: str | os.PathLike[str], *, download: bool = False, remote: str 
     :class:`RemoteError` naming the remote and the cause.
     """
     text = os.fspath(target)
+    if not text.strip():  # Path("") is the current folder
+        raise ValueError("load: the reference is empty: name a dataset (namespace/name-vN), a dataset's world, "
+                         "a world folder or a shipped world")
     if Path(text).is_dir() or text.startswith((".", "/", "~")):
         return load_world(text)
     if is_world_ref(text):

@@ -276,6 +276,7 @@ class Dataset:
         return {str(k): list(v) for k, v in self.meta.get("split", {}).items()}
 
     def world_path(self, name: str) -> Path:
+        """The folder of world ``name``; DatasetNotFoundError names the worlds the dataset holds."""
         if name not in self.world_names:
             raise DatasetNotFoundError(
                 f"dataset {self.id} has no world {name!r}; it holds: {', '.join(self.world_names)}"
@@ -283,7 +284,12 @@ class Dataset:
         return self.path / name
 
     def load(self, name: str) -> World:
+        """The world ``name`` of this dataset (one of :attr:`world_names`)."""
         return load_world(self.world_path(name))
+
+    def __repr__(self) -> str:  # its meta lists every file's sha256: thousands of characters
+        return (f"Dataset({self.id!r}, {len(self.world_names)} worlds, path={str(self.path)!r}"
+                f"{', shipped' if self.shipped else ''})")
 
 
 def open_dataset_folder(folder: str | os.PathLike[str], *, shipped: bool = False) -> Dataset:

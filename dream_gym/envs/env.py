@@ -257,6 +257,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
         check_flags(strict=strict, share_obs=share_obs)
+        resolved = resolve_world(world)  # first: a reference that is none (None, a number) is named so
         # What pickling rebuilds the env from (a copy replays the episode's batches on it).
         self._arguments: dict[str, Any] = {
             "world": _portable_reference(world), "workers": workers, "beta": beta, "beta1": beta1, "beta2": beta2,
@@ -264,7 +265,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
             "share_obs": share_obs, "render_mode": render_mode, "max_attempts": max_attempts, "requests": requests,
         }
         settings = ReplaySettings(workers, beta, beta1, beta2, max_rounds, frontier, max_attempts, requests)
-        self._session = _FollowingSession(resolve_world(world), settings, strict=strict)
+        self._session = _FollowingSession(resolved, settings, strict=strict)
         session = self._session
         self.settings = session.settings  # resolved on the world: the W and rule replayed
         self.world = session.world

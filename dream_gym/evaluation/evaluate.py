@@ -70,7 +70,10 @@ def parse_betas(betas: Sequence[float] | str | float | None) -> tuple[float, ...
     if betas is None:
         return DEFAULT_BETA_GRID
     if isinstance(betas, str):
-        betas = [float(b) for b in betas.split(",") if b.strip()]
+        try:
+            betas = [float(b) for b in betas.split(",") if b.strip()]
+        except ValueError:
+            raise ValueError(f"betas must be numbers in [0, 1], comma-separated, got {betas!r}") from None
     elif isinstance(betas, (int, float)):
         betas = [float(betas)]
     out = tuple(float(b) for b in betas)

@@ -294,6 +294,9 @@ class Leaderboard:
                 "request or cut the episode short (share of the difference in parentheses): replay cannot "
                 "tell how those policies compare online")
 
+    def __str__(self) -> str:
+        return self.to_text()
+
     def to_text(self, per_world: bool = True) -> str:
         """Plain aligned text (no markup)."""
         chunks = []

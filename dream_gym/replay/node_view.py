@@ -77,7 +77,21 @@ def thaw(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class NodeView:
-    """One revealed node. ``position`` in its branch equals ``depth`` (the branch head has 1)."""
+    """One revealed node, as a policy sees it.
+
+    Attributes:
+        id: its id (0: the root; then reveal order). parent: its parent's id (None for the root).
+        depth: 0 for the root, 1 for a branch head; also its position in its branch.
+        branch: 0, 1, 2, ... in the order branches were opened; None for the root.
+        score: oriented (higher is better); None when the attempt gave no valid score. valid: it did.
+        delta_parent, delta_baseline: the score minus the parent's, and minus the root's.
+        fail_class: ``"repairable"`` (syntax, shape, resource, naming or compile errors a retry can
+            fix), ``"hard"`` (an infeasible answer, or a valid attempt on a branch that stopped
+            improving) or None.
+        error: the evaluator's error text. diagnostics: what the evaluator measured or reported.
+        code: the candidate program. cost: tokens, seconds, USD of the attempt (a mapping).
+        duration_s: how long it took. metrics: other numbers the evaluator recorded (a mapping).
+    """
 
     id: int
     parent: int | None

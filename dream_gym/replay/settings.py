@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2
-from dream_gym.world.tree import World
+from dream_gym.world.tree import MAX_WORKERS, World
 
 #: The budget preference a policy is shown when none is given.
 DEFAULT_BETA = 0.5
@@ -102,8 +102,8 @@ class ReplaySettings:
 
     def __post_init__(self) -> None:
         # a float W or round limit would be cut to an int unseen; True is 1, "4" no number
-        if self.workers is not None and not whole_at_least_one(self.workers):
-            raise ValueError(f"workers must be an integer >= 1 or None, got {self.workers!r}")
+        if self.workers is not None and not (whole_at_least_one(self.workers) and self.workers <= MAX_WORKERS):
+            raise ValueError(f"workers must be an integer from 1 to {MAX_WORKERS} or None, got {self.workers!r}")
         if isinstance(self.beta, bool) or not isinstance(self.beta, numbers.Real) or not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must be in [0, 1], got {self.beta!r}")
         for name in ("beta1", "beta2"):  # NaN or inf would make every reward NaN or inf

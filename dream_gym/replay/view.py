@@ -79,7 +79,24 @@ _LAZY_FIELDS = ("frontier", "root_slots", "rounds", "attempts")
 
 @dataclass(frozen=True)
 class PrefixView:
-    """Everything a policy may know at one decision."""
+    """Everything a policy may know at one decision: copies of what has been revealed, and
+    nothing else.
+
+    Attributes:
+        nodes: the revealed nodes (:class:`NodeView`), indexed by id: 0 is the root, then ids in
+            reveal order.
+        frontier: the ids a batch may hold, ascending (the root once when it may open a branch).
+        root_slots: how many times the root may appear in the next batch.
+        baseline_score: the root's score (oriented: higher is better).
+        workers, beta, beta1, beta2, max_rounds, task_name, task_description, direction,
+            frontier_rule: as in the episode's :class:`~dream_gym.policy.RunContext`.
+        rounds: decision rounds taken so far (k).
+        attempts: nodes revealed so far (N).
+
+    Helpers: :meth:`best`, :meth:`best_score`, :meth:`children`, :meth:`leaves`,
+    :meth:`branch_nodes`, :attr:`n_branches`, :meth:`legal`; ``len(view)`` is the number of
+    revealed nodes. A view is immutable, and :meth:`to_json` / :meth:`from_dict` carry it whole.
+    """
 
     nodes: tuple[NodeView, ...]
     frontier: tuple[int, ...]  # legal ids, ascending; the root (0) once when it may open a branch
@@ -205,6 +222,7 @@ class PrefixView:
         return tuple(tuple(c) for c in lists)
 
     def leaves(self) -> tuple[int, ...]:
+        """Ids of the revealed nodes without a revealed child, the root included while it has none."""
         return tuple(n.id for n in self.nodes if not self.children(n.id))
 
     def best(self) -> NodeView:
@@ -213,20 +231,25 @@ class PrefixView:
         return max(scored, key=lambda n: n.score) if scored else self.nodes[0]  # type: ignore[arg-type,return-value]
 
     def best_score(self) -> float | None:
+        """The score of :meth:`best` (None when no node, the root included, has a valid score)."""
         return self.best().score
 
     def branch_nodes(self, branch: int) -> tuple[NodeView, ...]:
+        """The revealed nodes of branch ``branch`` (0, 1, ... in the order branches opened), in reveal order."""
         return tuple(n for n in self.nodes if n.branch == branch)
 
     @property
     def n_branches(self) -> int:
+        """How many branches have been opened (children of the root revealed)."""
         return 1 + max((n.branch for n in self.nodes if n.branch is not None), default=-1)
 
     def legal(self, node_id: int) -> bool:
+        """Whether a batch may hold ``node_id`` now (it is on the frontier)."""
         return node_id in self.frontier
 
     # -- serialisation (isolated policies receive views as JSON) --------------------------
     def to_dict(self) -> dict[str, Any]:
+        """Every field as plain JSON values (the nodes as dicts): what an isolated policy receives."""
         # not dataclasses.asdict: it deep-copies the nodes' frozen mappings, which cannot be copied
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("nodes", "_children")}
         data["frontier"] = list(self.frontier)
@@ -237,10 +260,12 @@ class PrefixView:
         return data
 
     def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text."""
         return json.dumps(self.to_dict(), allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PrefixView:
+        """The view :meth:`to_dict` gave ``data`` from."""
         nodes = tuple(
             NodeView(**{**n, "cost": freeze(n.get("cost")), "metrics": freeze(n.get("metrics"))})
             for n in data["nodes"]

@@ -29,6 +29,7 @@ below them the replay settings travel as one :class:`~dream_gym.replay.settings.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
@@ -72,8 +73,16 @@ SPEC_DEFAULTS: dict[str, Any] = {
 def training_worlds(worlds: WorldSpec, prefixes: Sequence[int] | str = ()) -> list[World]:
     """The worlds of a spec and, per n in ``prefixes`` shorter than a world, that world stopped
     after n attempts (as ``dream-gym train --prefixes`` builds its pool)."""
-    counts = [int(n) for n in prefixes.split(",") if n.strip()] if isinstance(prefixes, str) else \
-        [int(n) for n in prefixes]
+    entries = [n for n in prefixes.split(",") if n.strip()] if isinstance(prefixes, str) else list(prefixes)
+    try:
+        counts = [int(n) for n in entries if not isinstance(n, (bool, float))]
+    except (TypeError, ValueError):
+        counts = []
+    if len(counts) != len(entries) or any(n < 1 for n in counts):
+        raise ValueError(f"prefixes must be attempt counts >= 1 (a list, or a comma list), got {prefixes!r}")
+    if not isinstance(worlds, (str, os.PathLike, World, list, tuple)):
+        raise TypeError(f"worlds must be a world spec (a split, folder, dataset id, comma list) or a list of them, "
+                        f"got {type(worlds).__name__}")
     pool = resolve_worlds(worlds)
     return [*pool, *(prefix_world(w, n) for w in pool for n in counts if n < w.size - 1)]
 

@@ -48,7 +48,7 @@ from dream_gym.replay.score import DEFAULT_BETA1, DEFAULT_BETA2, DEFAULT_BETA_GR
 from dream_gym.replay.settings import STANDARD_WORKERS
 from dream_gym.rl.archs import ARCHITECTURES, model_policy, record_arch
 from dream_gym.rl.model_zips import load_model_zip
-from dream_gym.world.tree import World, prefix_world
+from dream_gym.world.tree import MAX_WORKERS, World, prefix_world
 
 #: What a resume reads of progress.json, and of what type.
 PROGRESS_FIELDS = {"timesteps": int, "seconds": float, "checkpoint": str}
@@ -85,7 +85,7 @@ class Bound:
 #: The values each numeric setting may take (0 means "the architecture's default" where allowed);
 #: the CLI checks each option against its bound before anything is written.
 BOUNDS = {
-    "workers": Bound(1), "timesteps": Bound(1), "n_envs": Bound(0), "n_steps": Bound(0), "batch_size": Bound(1),
+    "workers": Bound(1, MAX_WORKERS), "timesteps": Bound(1), "n_envs": Bound(0), "n_steps": Bound(0), "batch_size": Bound(1),
     "n_epochs": Bound(1), "hidden": Bound(0), "max_candidates": Bound(1), "eval_every": Bound(0),
     "checkpoint_every": Bound(0), "torch_threads": Bound(1),
     "learning_rate": Bound(0, above=True), "gamma": Bound(0, 1, above=True), "gae_lambda": Bound(0, 1),

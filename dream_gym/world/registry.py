@@ -153,6 +153,9 @@ def resolve_world(ref: World | str | os.PathLike[str]) -> World:
     """Load the world a reference names; LookupError says what was tried."""
     if isinstance(ref, World):
         return ref
+    if not isinstance(ref, (str, os.PathLike)):  # None, a number: pathlib's TypeError names no argument
+        raise TypeError(f"a world reference is a World, a folder, a shipped world's name or a dataset's world, "
+                        f"got {type(ref).__name__}")
     if not str(ref).strip():  # Path("") is the current folder
         raise LookupError("the world reference is empty: name a world folder, a shipped world or a dataset's world")
     path = Path(ref).expanduser()

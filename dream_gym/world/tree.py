@@ -366,9 +366,13 @@ def read_meta(meta_path: Path) -> dict[str, Any]:
 
 def load_world(folder: str | os.PathLike[str]) -> World:
     """Load and validate a world folder. Raises :class:`WorldFormatError` naming file and line."""
+    if not isinstance(folder, (str, os.PathLike)):  # a World, a None: pathlib's TypeError names neither
+        raise TypeError(f"load_world takes a world folder's path, got {type(folder).__name__} "
+                        "(dream_gym.resolve_world takes a World, a path, a shipped name or a dataset reference)")
     folder = Path(folder)
     if not folder.is_dir():
-        raise WorldFormatError(folder, "is not a world folder (no such directory)")
+        what = "a file" if folder.exists() else "no such directory"
+        raise WorldFormatError(folder, f"is not a world folder ({what})")
     meta = read_meta(folder / WORLD_FILE)
     nodes_path = node_file(folder)
     with open_world_file(nodes_path) as stored:  # one descriptor: the bytes checked are the bytes parsed
