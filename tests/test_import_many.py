@@ -94,6 +94,19 @@ def test_a_folder_where_no_run_imports_fails_and_says_why_for_each(tmp_path, cap
     assert "none of its 2 run(s) could be imported" in err
 
 
+def test_runs_of_other_systems_are_refused_in_a_line_a_system(tmp_path, capsys):
+    """``--from`` one system on a folder of many systems' runs printed a line of ~250 characters
+    per run of another system, each saying the same (40 of them on the shared external runs)."""
+    runs = _mixed_folder(tmp_path / "runs")
+    assert main(["worlds", "import", "--from", "evotrace", str(tmp_path / "runs"), "--out", str(tmp_path / "w")]) == 0
+    text = capsys.readouterr().out
+    assert "refused 1 run that looks like a GEPA run, not EvoTrace: gepa-linear-fit; import it with --from gepa " \
+           "(or --from auto)" in text
+    assert "refused 1 run that looks like an OpenEvolve run, not EvoTrace: openevolve-resumed" in text
+    assert "refused gepa-linear-fit" not in text and "refused broken-altered: " in text  # a reason of its own
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == sorted(n for n in runs if n.startswith("EvoTrace"))
+
+
 def test_a_world_id_is_refused_for_a_folder_of_runs(tmp_path, capsys):
     write_corpus(tmp_path / "corpus")
     assert main(["worlds", "import", str(tmp_path / "corpus"), "--out", str(tmp_path / "w"), "--id", "one"]) == 2

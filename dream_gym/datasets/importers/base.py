@@ -44,6 +44,15 @@ class NotARunError(RunImportError):
         super().__init__(message + hint)
 
 
+class OtherSystemError(RunImportError):
+    """The source holds no run of the system asked for, but one of ``found`` (a key of
+    :data:`~.systems.IMPORTERS`), which the message names."""
+
+    def __init__(self, message: str, found: str):
+        super().__init__(message)
+        self.found = found
+
+
 @dataclass(frozen=True)
 class Importer:
     """One system's importer, as the registry (:data:`~.systems.IMPORTERS`) holds it.

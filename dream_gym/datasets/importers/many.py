@@ -95,6 +95,7 @@ class RunOutcome:
     report: ImportReport | None = None
     reason: str = ""
     kept: bool = False  # imported by an earlier, interrupted import (resume)
+    looks_like: str | None = None  # refused as no run of the system asked for: the system it looks like
 
     @property
     def imported(self) -> bool:
@@ -263,4 +264,5 @@ def _import_one(system: str, run: Path, out: Path, name: str, options: ImportOpt
             shutil.rmtree(out, ignore_errors=True)
         kind = "" if isinstance(exc, (RunImportError, OSError, ValueError)) else f"{type(exc).__name__}: "
         outcome.reason = f"{kind}{exc}"
+        outcome.looks_like = getattr(exc, "found", None)  # an OtherSystemError
     return outcome

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from . import evotrace, gepa, openevolve, shinkaevolve, skydiscover
-from .base import DEFAULT_OPTIONS, Importer, ImportOptions, ImportReport, NotARunError, RunImportError
+from .base import (
+    DEFAULT_OPTIONS,
+    Importer,
+    ImportOptions,
+    ImportReport,
+    NotARunError,
+    OtherSystemError,
+    RunImportError,
+)
 
 IMPORTERS: dict[str, Importer] = {
     "skydiscover": skydiscover.IMPORTER,  # before openevolve: both keep programs/*.json
@@ -51,7 +59,17 @@ def import_run(system: str, src: str | os.PathLike[str], out: str | os.PathLike[
     try:
         return IMPORTERS[system].run(src, out, options)
     except NotARunError as error:
-        raise RunImportError(f"{error}{_other_system_hint(error, system)}") from error
+        found = None if error.world_folder else detect_system(error.path)
+        if found is None or found == system:
+            raise RunImportError(str(error)) from error
+        raise OtherSystemError(f"{error}; it looks like {a_run_of(found)} instead: import it with --from {found}",
+                               found) from error
+
+
+def a_run_of(system: str) -> str:
+    """``a GEPA run``, ``an OpenEvolve run``: a run of ``system`` (a key of :data:`IMPORTERS`) in words."""
+    name = SYSTEM_NAMES[system]
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name} run"
 
 
 def _unrecognised(src: Path) -> str:
@@ -79,12 +97,3 @@ def with_fields(options: ImportOptions | None, fields: dict[str, Any]) -> Import
     except TypeError:
         known = ", ".join(f.name for f in dataclass_fields(ImportOptions))
         raise RunImportError(f"unknown import option(s) {', '.join(sorted(fields))}; known: {known}") from None
-
-
-def _other_system_hint(error: NotARunError, expected: str) -> str:
-    """A sentence for a run that another known system wrote."""
-    found = None if error.world_folder else detect_system(error.path)
-    if found is None or found == expected:
-        return ""
-    name = SYSTEM_NAMES[found]
-    return f"; it looks like {'an' if name[0] in 'AEIOU' else 'a'} {name} run instead: import it with --from {found}"
