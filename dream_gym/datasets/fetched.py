@@ -12,8 +12,12 @@ from dream_gym.datasets.ids import DatasetId
 from dream_gym.datasets.packing import install_staged
 from dream_gym.datasets.store import (
     DATASET_FILE,
+    REPLACE_HINT,
+    Dataset,
     DatasetError,
     check_declared_size,
+    find_dataset,
+    local_path,
     read_dataset_meta,
     shipped_path,
 )
@@ -84,9 +88,24 @@ def check_not_shipped(did: DatasetId) -> None:
                            "its id would shadow it; nothing was fetched")
 
 
+def local_copy(did: DatasetId, *, overwrite: bool, skip_existing: bool) -> Dataset | None:
+    """What a download of ``did`` finds in the store before it fetches anything: the local copy to
+    return as it is (``skip_existing``), or None when the download goes on (no copy, or
+    ``overwrite``). A copy and neither flag is a FileExistsError; a version dream_gym ships is
+    refused (:func:`check_not_shipped`)."""
+    check_not_shipped(did)
+    target = local_path(did)
+    if (target / DATASET_FILE).exists() and not overwrite:
+        if skip_existing:
+            return find_dataset(str(did))
+        raise FileExistsError(f"dataset {did} is already in the local store at {target} {REPLACE_HINT}")
+    return None
+
+
 def check_id(where: str, meta: dict[str, Any], expected: str) -> None:
     if meta.get("id") != expected:
         raise DatasetError(f"{where}: holds dataset {printable(repr(meta.get('id')))}, not {expected!r}")
 
 
-__all__ = ["RemoteDataset", "RemoteError", "check_id", "check_not_shipped", "install_verified", "listed", "remove_if_empty"]
+__all__ = ["RemoteDataset", "RemoteError", "check_id", "check_not_shipped", "install_verified", "listed", "local_copy",
+           "remove_if_empty"]

@@ -46,9 +46,9 @@ from dream_gym.datasets.fetched import (
     RemoteDataset,
     RemoteError,
     check_id,
-    check_not_shipped,
     install_verified,
     listed,
+    local_copy,
     remove_if_empty,
 )
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id, parse_dataset_ref
@@ -232,12 +232,9 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
 
         return hub.download(ref, remote, overwrite=overwrite, skip_existing=skip_existing)
     did = ref if isinstance(ref, DatasetId) else ref.version(latest_version(ref, remote))
-    check_not_shipped(did)
+    if (kept := local_copy(did, overwrite=overwrite, skip_existing=skip_existing)) is not None:
+        return kept
     target = local_path(did)
-    if (target / DATASET_FILE).exists() and not overwrite:
-        if skip_existing:
-            return find_dataset(str(did))
-        raise FileExistsError(f"dataset {did} is already in the local store at {target} {REPLACE_HINT}")
     fs, root = _readable(remote)
     folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
     archive = folder + ".tar.gz"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from dream_gym.datasets.fetched import (
     check_id,
-    check_not_shipped,
     install_verified,
+    local_copy,
     remove_if_empty,
 )
 from dream_gym.datasets.hub.repository import (
@@ -28,7 +28,6 @@ from dream_gym.datasets.hub.repository import (
 from dream_gym.datasets.ids import DatasetId, DatasetName
 from dream_gym.datasets.store import (
     DATASET_FILE,
-    REPLACE_HINT,
     Dataset,
     DatasetError,
     find_dataset,
@@ -56,12 +55,9 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
     hub = parse_hub_remote(remote)
     repo = open_repo(hub, ref.name, f"download of {ref}")
     did = pick_version(repo, ref)
-    check_not_shipped(did)
+    if (kept := local_copy(did, overwrite=overwrite, skip_existing=skip_existing)) is not None:
+        return kept
     target = local_path(did)
-    if (target / DATASET_FILE).exists() and not overwrite:
-        if skip_existing:
-            return find_dataset(str(did))
-        raise FileExistsError(f"dataset {did} is already in the local store at {target} {REPLACE_HINT}")
     source = hub.location(repo.repo_id, did.version)
     folder = f"v{did.version}"
     what = f"download of {did}"
