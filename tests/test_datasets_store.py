@@ -94,6 +94,16 @@ def test_pack_writes_dataset_json_and_resolves_worlds(store):
     assert [d.id for d in list_datasets()] == ["me/toy-v0"]
 
 
+def test_a_store_that_cannot_be_written_is_named_not_its_hidden_folder(store, monkeypatch):
+    """A read-only store said ``Permission denied: '<store>/me/.new-v0._45qp99h'``, the name of a
+    hidden folder the pack was about to make (``/sys`` refuses a new folder even to root)."""
+    world = make_world(store / "src" / "a", "world-a")
+    monkeypatch.setenv("DREAM_GYM_HOME", "/sys/dream_gym_store")
+    with pytest.raises(PermissionError, match=r"^the dataset store /sys/dream_gym_store/datasets cannot be written "
+                                              r"\(DREAM_GYM_HOME chooses where it is\); nothing was changed$"):
+        pack([world], "me/new-v0")
+
+
 def test_pack_refuses_existing_unknown_held_out_and_bad_worlds(store):
     a = make_world(store / "src" / "a", "world-a")
     pack([a], "me/toy-v0")

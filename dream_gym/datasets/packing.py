@@ -7,7 +7,6 @@ import datetime as _dt
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -27,9 +26,11 @@ from dream_gym.datasets.store import (
     open_dataset_file,
     open_dataset_folder,
     shipped_path,
+    staging_folder,
     validate_dataset_meta,
 )
 from dream_gym.infrastructure.locks import file_lock
+from dream_gym.infrastructure.printable import printable
 from dream_gym.world.registry import DATASET_FILE
 from dream_gym.world.tree import FORMAT as WORLD_FORMAT
 from dream_gym.world.tree import (
@@ -120,8 +121,7 @@ def pack(
     target = local_path(did)
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target}: dataset {did} already exists in the local store {REPLACE_HINT}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{did.name}-v{did.version}.", dir=target.parent))
+    staging, _ = staging_folder(did, "")
     try:
         for folder, world in worlds:
             dest = staging / world.id
@@ -176,7 +176,11 @@ def delete(dataset_id: str) -> Path:
         if shipped is not None:
             raise PermissionError(f"dataset {did} is shipped with dream_gym ({shipped}); it cannot be deleted")
         raise DatasetNotFoundError(f"dataset {did} is not in the local store ({datasets_root()})")
-    shutil.rmtree(folder)
+    try:
+        shutil.rmtree(folder)
+    except PermissionError as exc:
+        raise PermissionError(f"dataset {did}: {folder} cannot be deleted ({exc.strerror}: "
+                              f"{printable(str(exc.filename))})") from None
     try:
         folder.parent.rmdir()  # the namespace folder, when now empty
     except OSError:

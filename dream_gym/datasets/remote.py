@@ -64,6 +64,7 @@ from dream_gym.datasets.store import (
     parse_dataset_json,
     read_dataset_meta,
     safe_relative_path,
+    staging_folder,
     verify_files,
 )
 from dream_gym.infrastructure.extras import install_command
@@ -238,9 +239,7 @@ def download(dataset_id: str, remote: str | None = None, *, overwrite: bool = Fa
     fs, root = _readable(remote)
     folder = _join(root, did.namespace, f"{did.name}-v{did.version}")
     archive = folder + ".tar.gz"
-    made = not target.parent.exists()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".download-{did.name}-v{did.version}.", dir=target.parent))
+    staging, made = staging_folder(did, "download-")
     try:
         if fs.exists(_join(folder, DATASET_FILE)):
             source = folder

@@ -116,6 +116,23 @@ def local_path(dataset_id: str | DatasetId) -> Path:
     return datasets_root() / did.namespace / f"{did.name}-v{did.version}"
 
 
+def staging_folder(did: DatasetId, kind: str) -> tuple[Path, bool]:
+    """A new hidden folder beside where ``did`` goes in the store, to build it in before it is
+    moved into place (``kind``: what builds it, in the folder's name), and whether the namespace
+    folder was made for it (to remove after a failure). A store that cannot be written is a
+    PermissionError naming the store, not the hidden folder's name."""
+    import tempfile
+
+    parent = local_path(did).parent
+    made = not parent.exists()
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{kind}{did.name}-v{did.version}.", dir=parent)), made
+    except PermissionError:
+        raise PermissionError(f"the dataset store {datasets_root()} cannot be written ({HOME_ENV} chooses where it is); "
+                              "nothing was changed") from None
+
+
 def download_hint(dataset_id: str) -> str:
     return (
         f"download it with `dream-gym worlds download {dataset_id} --remote URL` "

@@ -5,9 +5,7 @@ anything enters the store."""
 from __future__ import annotations
 
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from dream_gym.datasets.fetched import (
     check_id,
@@ -33,6 +31,7 @@ from dream_gym.datasets.store import (
     find_dataset,
     local_path,
     safe_relative_path,
+    staging_folder,
 )
 from dream_gym.infrastructure.limits import decompressed_limit_problem, max_decompressed_bytes
 from dream_gym.world.tree import sha256_file
@@ -67,9 +66,7 @@ def download(ref: DatasetId | DatasetName, remote: str, *, overwrite: bool = Fal
     if DATASET_FILE not in sizes:
         raise DatasetError(f"{meta_url}: missing; {source} is not a dream_gym dataset version")
     check_meta_size(meta_url, sizes[DATASET_FILE])
-    made = not target.parent.exists()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix=f".download-{did.name}-v{did.version}.", dir=target.parent))
+    workdir, made = staging_folder(did, "download-")
     try:
         with hub_errors(hub, repo.repo_id, what):
             local_meta = fetch_file(repo.api, repo.repo_id, repo.sha, f"{folder}/{DATASET_FILE}", workdir,
