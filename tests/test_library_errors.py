@@ -50,3 +50,12 @@ def test_a_dataset_and_a_leaderboard_print_as_a_reader_wants_them() -> None:
     assert shown.startswith("Dataset('dream-gym/recorded-v1', 32 worlds, path=") and len(shown) < 300  # was 17,613
     board = leaderboard(evaluate(["greedy"], ["sd-fixed-s0"], [0.5], progress=False))
     assert str(board) == board.to_text() and "greedy" in str(board)
+
+
+def test_v2_objective_names_the_tuple_it_takes() -> None:
+    from dream_gym.replay.score import v2_objective
+
+    with pytest.raises(ValueError, match=r"one \(work, attainment, rounds, attempts\) per beta, got \(0.1, 0.5\)"):
+        v2_objective([(0.1, 0.5)])  # "not enough values to unpack (expected 4, got 2)"
+    with pytest.raises(ValueError, match="work and attainment must be finite numbers"):
+        v2_objective([(float("nan"), 0.5, 3, 10)])  # an auc of NaN

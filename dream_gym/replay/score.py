@@ -53,7 +53,17 @@ class Normalizer:
 
 
 def replay_score(best_q: float, attempts: int, rounds: int, beta1: float, beta2: float) -> float:
-    """V (v1) from the best quality revealed, N attempts and k rounds."""
+    """V (v1) from the best quality revealed, N attempts and k rounds:
+    ``best_q - beta1 * N + beta2 * N / max(1, k)``.
+
+    Args:
+        best_q: the best quality revealed, in [0, 1] (0: the baseline, 1: the best the world recorded).
+        attempts: N, the attempts spent (>= 0). rounds: k, the rounds taken (>= 0).
+        beta1: the cost of an attempt; beta2: the bonus of an attempt per round (both >= 0).
+
+    A formula, unchecked (the oracle calls it in its search); :class:`~dream_gym.replay.settings.ReplaySettings`
+    checks the prices an episode is replayed at.
+    """
     return best_q - beta1 * attempts + beta2 * attempts / max(1, rounds)
 
 
@@ -109,6 +119,11 @@ def v2_objective(
     """
     if not episodes:
         raise ValueError("v2_objective needs at least one episode (one per beta of the grid)")
+    if any(len(episode) != 4 for episode in episodes):
+        raise ValueError("v2_objective takes one (work, attainment, rounds, attempts) per beta, got "
+                         f"{next(e for e in episodes if len(e) != 4)!r}")
+    if not all(math.isfinite(w) and math.isfinite(a) for w, a, _, _ in episodes):  # NaN: an auc of NaN
+        raise ValueError("v2_objective: work and attainment must be finite numbers")
     check_lambda(lam)
     points = [(w, a) for w, a, _, _ in episodes]
     auc = pareto_auc(points)
