@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 from collections.abc import Mapping
@@ -108,6 +109,8 @@ def guard_table(data: Mapping[str, Any]) -> str:
 
 
 def main() -> int:
+    # no options; argparse so that --help explains instead of rewriting the log
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     data = json.loads(TABLE.read_text(encoding="utf-8"))
     parts = ["# CV tables (written by experiments/recommended_cv/report.py from cv_table.json)", "",
              "## All settings", "", main_table(data), "", "## The guard", "", guard_table(data), "",

@@ -9,6 +9,7 @@ CI), the shipping slots of §6, and per learned candidate what its model card qu
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 from collections.abc import Mapping
@@ -144,6 +145,8 @@ def partial_lines(data: Mapping[str, Any]) -> str:
 
 
 def main() -> int:
+    # no options; argparse so that --help explains instead of rewriting the log
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     data = json.loads(TABLE.read_text(encoding="utf-8"))
     parts = ["# Summary figures (written by experiments/recommended_cv/summary.py from cv_table.json)", "",
              "## V½ per setting, with 95 % bootstrap CIs over the 43 runs", "", settings_table(data), "",
