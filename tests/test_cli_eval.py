@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +161,36 @@ def test_a_world_of_its_initial_program_alone_is_said(tmp_path: Path, capsys: py
     folder = make_world(tmp_path / "w", 1, 0, world_id="lonely")
     assert main(["eval", "-p", "greedy", "--worlds", str(folder), "--betas", "0.5", "-j", "1", "--no-progress"]) == 0
     assert capsys.readouterr().err.count("note: world lonely holds its initial program alone: every policy scores 0") == 1
+
+
+SLOW_POLICY = '''
+import os, time
+from dream_gym.policies import GreedyPolicy
+
+class Slow(GreedyPolicy):
+    def act(self, view):
+        if os.environ.get("SLOW_WORLD") and view.task_name == os.environ["SLOW_WORLD"]:
+            time.sleep(600)
+        return super().act(view)
+'''
+
+
+def test_a_resumed_eval_says_how_many_tasks_it_kept(tmp_path: Path) -> None:
+    """grow, fidelity, import and train say what a resume kept; eval's resume said nothing."""
+    (tmp_path / "slowpol.py").write_text(SLOW_POLICY)
+    out = tmp_path / "results.jsonl"
+    command = [sys.executable, "-m", "dream_gym", "eval", "-p", "slowpol:Slow", "-w", "sd-fixed-s0,lasso-fixed-s0",
+               "--betas", "0.5", "-j", "1", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "SLOW_WORLD": "lasso-path"}
+    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = Path(f"{out}.partial")
+    deadline = time.monotonic() + 120
+    while not (journal.exists() and len(journal.read_text().splitlines()) >= 2) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the first task (sd-fixed-s0) is journaled; the second hangs
+    first.kill()
+    first.wait(timeout=30)
+    env.pop("SLOW_WORLD")
+    resumed = subprocess.run([*command, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed: 1 of 2 (policy, world) tasks were finished before and kept; the others ran now" in resumed.stderr

@@ -569,3 +569,26 @@ def test_resume_of_an_import_into_no_folder_and_a_missing_config_are_refused_bef
                      str(tmp_path / "missing.yaml"), "--out", str(out)]) == 2
     assert f"--config {tmp_path / 'missing.yaml'}: no such file" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_run_that_cannot_write_its_folder_says_what_is_kept_and_how_to_go_on(tmp_path: Path) -> None:
+    """A disk full or a folder made read-only ended a run with a bare ``[Errno 28] No space left on
+    device`` or the lock file's error, and no word of what was kept. Run without the capability
+    that lets root write anywhere."""
+    out = tmp_path / "world"
+    command = ("grow", "--task", "sum-difference", "-W", "2", "--out", str(out), "--quiet")
+    assert dream_gym(*command, "--rounds", "2").returncode == 0
+    for path in [out, *out.iterdir()]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    as_root = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"] if os.geteuid() == 0 else []
+    try:
+        failed = subprocess.run([*as_root, sys.executable, "-m", "dream_gym", *command, "--rounds", "4", "--resume"],
+                                capture_output=True, text=True, timeout=300)
+    finally:
+        for path in [out, *out.iterdir()]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    assert failed.returncode == 2 and "Permission denied" in failed.stderr, failed.stderr
+    assert f"what was finished is kept in {out}: once it can be written, the same command with --resume continues " \
+           "it" in " ".join(failed.stderr.split()), failed.stderr
+    resumed = dream_gym(*command, "--rounds", "4", "--resume")
+    assert resumed.returncode == 0, resumed.stderr

@@ -549,3 +549,20 @@ def test_an_interrupted_eval_names_the_journal_it_kept(tmp_path: Path, capsys: p
     assert not out.exists() and _task_lines(tmp_path / "results.jsonl.partial") == 1
     monkeypatch.setattr(ev, "run_tasks", real)
     assert main([*command, "--resume"]) == 0 and out.exists()
+
+
+def test_a_lock_in_a_folder_made_read_only_hides_no_error(tmp_path: Path) -> None:
+    """A run whose --out was made read-only ended with only ``ro/.lock: Permission denied``: the
+    lock's release failed to remove its file and hid the error that ended the run (``world.json``
+    could not be written). Run without the capability that lets root write anywhere."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    code = ("import os\nfrom pathlib import Path\nfrom dream_gym.infrastructure.locks import folder_lock\n"
+            f"with folder_lock(Path({str(folder)!r})):\n"
+            f"    os.chmod({str(folder)!r}, 0o555)\n"
+            f"    open({str(folder / 'world.json')!r}, 'w')\n")
+    as_root = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"] if os.geteuid() == 0 else []
+    done = subprocess.run([*as_root, sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    folder.chmod(0o755)
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(f"PermissionError: [Errno 13] Permission denied: '{folder / 'world.json'}'")

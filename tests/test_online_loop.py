@@ -302,7 +302,7 @@ def test_cli_grow_rejects_malformed_policy_arg(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
-    ("-W", "5000", "workers (W) must be at most 4096, got 5000"),  # a world's bound: it left an empty folder
+    ("-W", "5000", "argument -W/--workers: must be at most 4096, got 5000"),  # a world's bound: it left an empty folder
     # named by the option, not the Python argument (evaluation_timeout_s)
     ("--max-seconds", "-1", "argument --max-seconds: must be a number > 0, got -1"),
     ("--max-usd", "0", "argument --max-usd: must be a number > 0, got 0"),

@@ -692,3 +692,27 @@ def test_a_resume_says_when_the_last_node_was_cut_short(tmp_path: Path, short_tm
     said = " ".join(resumed.stdout.split())
     assert f"resume: cut a torn last line of {len(torn.encode())} bytes (an interrupted write); that program is not " \
            "in the world" in said
+
+
+@pytest.mark.slow
+def test_a_resume_says_when_its_last_round_holds_fewer_programs_than_were_chosen(
+        tmp_path: Path, short_tmp_path: Path) -> None:
+    """A run stopped inside a round (OpenEvolve cancels the iterations in flight) resumed with
+    "the policy chose its 4 recorded round(s) again" only, and the tree then differed from an
+    uninterrupted run's without a word; grow and ShinkaEvolve say so."""
+    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", "sum-difference",
+               "--policy", "random", "--policy-arg", "p_stop=0", "-W", "2", "--budget", "6", "--seed", "0",
+               "--out", str(tmp_path / "w")]
+    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
+    assert subprocess.run(command, env=env, capture_output=True, timeout=300).returncode == 0
+    lines = nodes_lines(tmp_path / "w")
+    last_round = json.loads(lines[-1])["round"]
+    assert [json.loads(line)["round"] for line in lines[-2:]] == [last_round, last_round]  # two chosen, both run
+    (tmp_path / "w" / "nodes.jsonl").write_text("".join(line + "\n" for line in lines[:-1]))  # the stop lost one
+    meta = json.loads((tmp_path / "w" / "world.json").read_text())
+    del meta["sha256"]
+    (tmp_path / "w" / "world.json").write_text(json.dumps(meta))
+    resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"round {last_round} holds 1 fewer program(s) than the policy chose (a stop in that round, or no free " \
+           "slot): they are not run again" in " ".join(resumed.stdout.split()), resumed.stdout

@@ -9,6 +9,7 @@ code may quote a secret).
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -227,7 +228,15 @@ def _kept_hint(args: argparse.Namespace, exc: BaseException) -> str:
                 "--resume continues it; another policy starts in a new --out")
     if isinstance(exc, LLMError) and out.is_dir() and "--resume" not in str(exc):
         return f"\nwhat was finished is kept in {shown(out)}: the same command with --resume continues it"
+    if isinstance(exc, OSError) and exc.errno in _NO_ROOM_OR_RIGHT and _kept_in(out).exists():
+        what = "once there is room" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "once it can be written"
+        return (f"\nwhat was finished is kept in {shown(_kept_in(out))}: {what}, the same command with --resume "
+                "continues it")
     return ""
+
+
+#: A disk full, a quota reached, a folder that cannot be written: a run stopped by one keeps what it finished.
+_NO_ROOM_OR_RIGHT = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS})
 
 
 class Terminated(KeyboardInterrupt):

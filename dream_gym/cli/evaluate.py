@@ -24,6 +24,7 @@ from dream_gym.cli.options import (
     report_failures,
     unit_number,
 )
+from dream_gym.cli.shown import say
 from dream_gym.evaluation.leaderboard import MARKDOWN_START
 from dream_gym.infrastructure.durable import check_replaceable, write_atomic
 from dream_gym.infrastructure.jobs import DEFAULT_TASK_TIMEOUT_S
@@ -107,6 +108,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     from dream_gym.cli.names import betas_note, check_policies, resolve_world_specs, w_note
     from dream_gym.evaluation.evaluate import evaluate, leaderboard
+    from dream_gym.evaluation.journal import finished_tasks
     from dream_gym.policy_files.inprocess import is_file_spec
 
     check_policies(args.policies)  # evaluate() checks --out and --lam before any episode
@@ -128,6 +130,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     probe_policy_files(args.policies, **isolated)  # a file that does not load fails here, once, before its episodes
     betas = parse_betas_option(args.betas)
+    kept = finished_tasks(args.out) if args.resume else 0  # counted now: the journal goes once the results are whole
     settings = ReplaySettings(args.workers, beta1=args.beta1, beta2=args.beta2, max_rounds=args.max_rounds,
                               max_attempts=args.max_attempts, requests=args.requests)
     results = evaluate(
@@ -147,6 +150,9 @@ def run_eval(args: argparse.Namespace) -> int:
         overwrite=args.force,
         file_options=isolated or None,
     )
+    if kept:
+        say(f"resumed: {kept} of {len(args.policies) * len(worlds)} (policy, world) tasks were finished before and "
+            "kept; the others ran now", file=sys.stderr)
     board = leaderboard(results, lam=args.lam, rank_by=args.rank_by)
     board.conditions = (f"replayed {w_note(worlds, args.workers)}{' in request mode' if args.requests else ''}; "
                         f"betas {betas_note(board.betas)}")

@@ -49,6 +49,12 @@ def journal_path(out: str | os.PathLike[str]) -> Path:
     return out.with_name(out.name + JOURNAL_SUFFIX)
 
 
+def finished_tasks(out: str | os.PathLike[str]) -> int:
+    """How many (policy, world) tasks the journal of ``out`` holds finished (0: no journal)."""
+    path = journal_path(out)
+    return max(0, len(read_jsonl(path)) - 1) if path.exists() else 0
+
+
 class JournalMismatch(ValueError):
     """``resume`` with a journal of another run; the message names each difference."""
 

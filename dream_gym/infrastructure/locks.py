@@ -183,9 +183,13 @@ class WriterLock:
             del _held[self._key]
             # Remove the file while still holding it, so that no one locks a file about to vanish
             # (a waiter that opened it before sees it is gone and takes the new one).
-            if _same_file(held.fd, self.path):
-                self.path.unlink(missing_ok=True)
-            os.close(held.fd)  # closing the last descriptor releases the flock
+            try:
+                if _same_file(held.fd, self.path):
+                    self.path.unlink(missing_ok=True)
+            except OSError:  # a folder made read-only meanwhile: the error that ends the run is another's
+                pass
+            finally:
+                os.close(held.fd)  # closing the last descriptor releases the flock
 
     @property
     def held(self) -> bool:

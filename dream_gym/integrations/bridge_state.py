@@ -55,7 +55,10 @@ class BridgeState:
         if not self.reset_done:
             if self.round:  # a resumed run: the policy is shown its recorded rounds again
                 caught = catch_up(self.policy, records, self.writer.meta, settings, self.seed, whole_rounds=False)
-                self.resumed = caught.note or f"the policy chose its {self.round} recorded round(s) again"
+                self.resumed = caught.note or f"the policy chose its {self.round} recorded round(s) again" + (
+                    f"; round {self.round} holds {caught.unrecorded} fewer program(s) than the policy chose (a "
+                    "stop in that round, or no free slot): they are not run again, so the world may differ from "
+                    "an uninterrupted run's from here on" if caught.unrecorded else "")
                 if self.writer.repaired:  # a write cut short (a crash of the machine): that node is lost
                     self.resumed = f"{self.writer.repaired}; that program is not in the world; {self.resumed}"
             else:

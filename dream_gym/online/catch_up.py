@@ -36,11 +36,14 @@ class CatchUp:
             recorded, to run before the next round.
         note: empty when the policy chose every recorded batch again; else at which round it did
             not, its memory having been started again there.
+        unrecorded: with ``whole_rounds=False``, how many of the last round's chosen programs have
+            no node (a run stopped in the round, or the system ran fewer); none is run again.
     """
 
     view: PrefixView
     missing: list[tuple[int, int]] = field(default_factory=list)
     note: str = ""
+    unrecorded: int = 0
 
 
 def catch_up(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, Any], settings: ReplaySettings,
@@ -58,7 +61,7 @@ def catch_up(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, 
     index_of = {str(r["id"]): i for i, r in enumerate(records)}
     rounds = [int(r.get("round") or 0) for r in records]
     done_rounds = max(rounds, default=0)
-    view, written = start, 1
+    view, written, unrecorded = start, 1, 0
     for round_no in range(1, done_rounds + 1):
         end = written
         while end < len(records) and rounds[end] == round_no:
@@ -79,7 +82,8 @@ def catch_up(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, 
             return CatchUp(view, [(slot, parent) for slot, parent in enumerate(batch) if slot not in slots])
         written = end
         view = tree_view(list(records[:written]), meta, settings, rounds=round_no, known=view.nodes)
-    return CatchUp(view)
+        unrecorded = max(0, len(batch) - len(slots))
+    return CatchUp(view, unrecorded=unrecorded if done_rounds else 0)
 
 
 def _started_again(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, Any],
