@@ -141,6 +141,7 @@ class IsolatedPolicy:
             spec = str(Path(spec).resolve())
         self.spec = spec
         self.name = printable(Path(spec).stem if is_file_spec(spec) else spec)
+        self._called = self.name  # its file's name (or its spec)
         self.who = self.name  # what errors call it: its file, never only the name the file gives itself
         self.decision_timeout_s = float(decision_timeout_s)
         self.episode_timeout_s = float(episode_timeout_s)
@@ -217,8 +218,8 @@ class IsolatedPolicy:
                                         f"loading: {error}")
             raise PolicyLoadError(f"policy {self.who}: loading failed in the isolated process: {error}")
         self.name = printable(hello.get("name", self.name))
-        if self.name != self.who:  # a file named "greedy" would have a built-in blamed for its errors
-            self.who = f"{self.who} (named '{self.name}')"
+        # a file whose policy calls itself "greedy" would have a built-in blamed for its errors
+        self.who = self._called if self.name == self._called else f"{self._called} (named '{self.name}')"
         self.hardening = [str(h) for h in hello.get("hardening", [])]
         self._ahead, episode_ends = self._new_channel()
         try:

@@ -154,13 +154,21 @@ def read_roots(files: Iterable[str | os.PathLike[str]] = (),
     folders ``trees`` (everything below them). ``package_parts``: the entries of dream_gym's folder
     whose code may be read (``"replay"``, ``"policy.py"``); None: all of its code."""
     runtime = _runtime()
-    code = list(runtime["tree"])
-    if package_parts is not None:
-        kept = {str(_PACKAGE / part) for part in package_parts}
-        code = [tree for tree in code if Path(tree).parent != _PACKAGE or tree in kept]
+    code = _code_trees(None if package_parts is None else tuple(sorted(package_parts)))
     extra = [str(Path(f).resolve()) for f in files]
     folders = [str(Path(t).resolve()) for t in trees]
     return {"tree": [*code, *folders], "list": list(runtime["list"]), "file": [*runtime["file"], *extra]}
+
+
+@functools.lru_cache(maxsize=4)
+def _code_trees(package_parts: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The runtime's trees with, of dream_gym's own entries, only ``package_parts`` (None: all);
+    made once a process (a template restarted after every forged reply made it again)."""
+    trees = _runtime()["tree"]
+    if package_parts is None:
+        return trees
+    kept = {str(_PACKAGE / part) for part in package_parts}
+    return tuple(tree for tree in trees if os.path.dirname(tree) != str(_PACKAGE) or tree in kept)
 
 
 @functools.lru_cache(maxsize=1)
