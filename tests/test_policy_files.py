@@ -669,6 +669,13 @@ def test_an_error_names_the_file_not_only_the_name_the_file_gives_itself(tmp_pat
     with IsolatedPolicy(path, **FAST) as policy:
         error = run_episode(policy, "sd-fixed-s0", on_error="record").error
     assert error is not None and "policy forge (named 'greedy') raised in act(): RuntimeError: boom" in error
+    hangs = tmp_path / "hangs.py"  # a template started again after each timeout: the name is said once
+    hangs.write_text("class Policy:\n    name = 'greedy'\n    def reset(self, context):\n        pass\n"
+                     "    def act(self, view):\n        while True:\n            pass\n")
+    with IsolatedPolicy(hangs, **{**FAST, "decision_timeout_s": 0.5}) as policy:
+        errors = [run_episode(policy, "sd-fixed-s0", on_error="record").error for _ in range(3)]
+    assert all(e is not None and e.count("policy hangs (named 'greedy')") == 1 for e in errors), errors
+    assert policy.starts == 3
 
 
 def test_module_colon_class_of_a_file_in_this_folder_says_how_to_run_it(tmp_path: Path) -> None:
