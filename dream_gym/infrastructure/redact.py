@@ -47,17 +47,19 @@ from __future__ import annotations
 
 import base64
 import codecs
+import contextlib
 import os
 import re
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO, TypeVar
-from urllib.parse import quote, quote_plus, urlsplit
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
 from dream_gym.infrastructure.walk import map_strings
 
@@ -128,6 +130,18 @@ def register_secret(value: str | None, name: str = "API_KEY") -> None:
         if _registered.get(form) != name:
             _registered[form] = name
             _registered_version += 1
+
+
+def register_url_secrets(url: str | None, name: str = "API_BASE") -> None:
+    """Treat the password and the query values of ``url`` (an ``--api-base`` such as
+    ``http://alice:pw@host/v1?api_key=...``) as secrets: the command line a world records, the
+    system's logs and its database quoted them word for word."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    register_secret(parts.password, name)
+    for _, value in parse_qsl(parts.query):
+        register_secret(value, name)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -278,10 +292,36 @@ def _matcher() -> _Matcher:
         return _cache[2]
 
 
+#: Keys known by their shape, redacted whatever the environment holds (``[redacted:key]``): a run
+#: imported, or a log read, where its key is not set kept it (a system's error text quotes the
+#: key its server refused). OpenAI's and Anthropic's ``sk-...``, Hugging Face's ``hf_...``, AWS
+#: access key ids, GitHub's tokens and Google's API keys.
+#: An ``sk-`` key holds a capital and a digit, which the words of code rarely do together
+#: (``'sk-learn-compatible-estimator'`` in a candidate program is left as it is).
+KEY_SHAPES = re.compile(r"(?<![A-Za-z0-9_-])(?:sk-(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,}"
+                        r"|hf_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36,}|AIza[0-9A-Za-z_-]{35})")
+
+
+#: What every key of :data:`KEY_SHAPES` begins with: a text holding none (almost every text) is not
+#: searched (a substring test is ~20x cheaper than the pattern's search, 161 us per 10 KB of code).
+_KEY_PREFIXES = ("sk-", "hf_", "AKIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_")
+
+
+def _may_hold_key(text: str) -> bool:
+    return any(prefix in text for prefix in _KEY_PREFIXES)
+
+
+def _shapes(text: str) -> str:
+    return KEY_SHAPES.sub("[redacted:key]", text) if _may_hold_key(text) else text
+
+
 def redact(text: str) -> str:
-    """``text`` with every secret, in each caught encoding, replaced by ``[redacted:NAME]``."""
+    """``text`` with every secret, in each caught encoding, replaced by ``[redacted:NAME]``, and
+    every key of a known shape by ``[redacted:key]``."""
+    if not isinstance(text, str):
+        return text
     matcher = _matcher()
-    return matcher.sub(text) if matcher.names and isinstance(text, str) else text
+    return _shapes(matcher.sub(text) if matcher.names else text)
 
 
 _T = TypeVar("_T")
@@ -289,9 +329,88 @@ _T = TypeVar("_T")
 
 def redact_value(obj: _T) -> _T:
     """A copy of ``obj`` with every string redacted, recursively through dicts (keys too), lists
-    and tuples; other values are kept. Without secrets, ``obj`` itself is returned."""
+    and tuples; other values are kept. Without a secret to replace, ``obj`` itself is returned."""
     matcher = _matcher()
-    return map_strings(obj, matcher.sub) if matcher.names else obj  # type: ignore[no-any-return]
+    if matcher.names:
+        return map_strings(obj, lambda text: _shapes(matcher.sub(text)))  # type: ignore[no-any-return]
+    # no secret in the environment: a copy only where a key of a known shape is (else ``obj`` itself)
+    return map_strings(obj, _shapes) if _any_shape(obj) else obj  # type: ignore[no-any-return]
+
+
+def _any_shape(value: Any) -> bool:
+    if isinstance(value, str):
+        return _may_hold_key(value) and KEY_SHAPES.search(value) is not None
+    if isinstance(value, Mapping):
+        return any(_any_shape(k) or _any_shape(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(map(_any_shape, value))
+    return False
+
+
+# ------------------------------------------------------------------------------------------------
+# files a system wrote
+# ------------------------------------------------------------------------------------------------
+
+#: The largest file :func:`redact_files` reads (a system's log or trace; larger ones are data).
+MAX_REDACTED_FILE_BYTES = 64 << 20
+
+
+def redact_files(folder: str | os.PathLike[str], keep: Collection[str] = ()) -> list[str]:
+    """Redact the text files and SQLite databases below ``folder`` in place (each file replaced
+    whole, its mode kept; binary files, links and files past :data:`MAX_REDACTED_FILE_BYTES` left),
+    except the files named in ``keep``; the files changed. A discovery system writes its own logs,
+    traces and database beside the world (OpenEvolve's log quoted the key its server refused 12
+    times), where dream_gym's redaction of its records does not reach."""
+    changed = []
+    for path in sorted(Path(folder).rglob("*")):
+        if path.name in keep or path.is_symlink() or not path.is_file():
+            continue
+        if path.suffix in (".sqlite", ".sqlite3", ".db"):
+            if _redact_database(path):
+                changed.append(str(path))
+        elif path.stat().st_size <= MAX_REDACTED_FILE_BYTES and _redact_text_file(path):
+            changed.append(str(path))
+    return changed
+
+
+def _redact_text_file(path: Path) -> bool:
+    data = path.read_bytes()
+    if b"\0" in data:
+        return False
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    clean = redact(text)
+    if clean == text:
+        return False
+    temporary = path.with_name(f".{path.name}.redacting")
+    temporary.write_text(clean, encoding="utf-8")
+    os.chmod(temporary, path.stat().st_mode & 0o7777)
+    os.replace(temporary, path)
+    return True
+
+
+def _redact_database(path: Path) -> bool:
+    import sqlite3
+
+    found = False
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                quoted = '"' + table.replace('"', '""') + '"'
+                columns = [row[1] for row in db.execute(f"PRAGMA table_info({quoted})")]
+                for rowid, *values in db.execute(f"SELECT rowid, * FROM {quoted}").fetchall():
+                    for column, value in zip(columns, values, strict=True):
+                        if isinstance(value, str) and (clean := redact(value)) != value:
+                            name = '"' + column.replace('"', '""') + '"'
+                            db.execute(f"UPDATE {quoted} SET {name} = ? WHERE rowid = ?", (clean, rowid))
+                            found = True
+            db.commit()
+    except sqlite3.DatabaseError:  # not a database, or a table without rowid: left as it is
+        return found
+    return found
 
 
 # ------------------------------------------------------------------------------------------------
@@ -336,6 +455,6 @@ def redacted_output() -> Iterator[None]:
 
 
 __all__ = [
-    "MIN_LENGTH", "RedactingStream", "encodings", "redact", "redact_value", "redacted_output",
-    "register_secret", "secret_values",
+    "KEY_SHAPES", "MIN_LENGTH", "RedactingStream", "encodings", "redact", "redact_files", "redact_value",
+    "redacted_output", "register_secret", "register_url_secrets", "secret_values",
 ]
