@@ -577,7 +577,8 @@ def test_a_run_that_cannot_write_its_folder_says_what_is_kept_and_how_to_go_on(t
     that lets root write anywhere."""
     out = tmp_path / "world"
     command = ("grow", "--task", "sum-difference", "-W", "2", "--out", str(out), "--quiet")
-    assert dream_gym(*command, "--rounds", "2").returncode == 0
+    assert dream_gym(*command, "--rounds", "1").returncode == 0
+    kept = (out / "nodes.jsonl").read_bytes()
     for path in [out, *out.iterdir()]:
         path.chmod(0o555 if path.is_dir() else 0o444)
     as_root = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"] if os.geteuid() == 0 else []
@@ -590,5 +591,4 @@ def test_a_run_that_cannot_write_its_folder_says_what_is_kept_and_how_to_go_on(t
     assert failed.returncode == 2 and "Permission denied" in failed.stderr, failed.stderr
     assert f"what was finished is kept in {out}: once it can be written, the same command with --resume continues " \
            "it" in " ".join(failed.stderr.split()), failed.stderr
-    resumed = dream_gym(*command, "--rounds", "4", "--resume")
-    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "nodes.jsonl").read_bytes() == kept
