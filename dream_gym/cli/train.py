@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out, refused where it holds none (the same command without "
                         "--resume continues it too, or starts a new run)")
-    from dream_gym.training.trainer import ALGOS, ARCHS, BOUNDS, config_fields
+    from dream_gym.training.config import ALGOS, ARCHS, BOUNDS, config_fields
 
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
     for name, default, doc in config_fields():
