@@ -84,7 +84,8 @@ class NodeView:
         depth: 0 for the root, 1 for a branch head; also its position in its branch.
         branch: 0, 1, 2, ... in the order branches were opened; None for the root.
         score: oriented (higher is better); None when the attempt gave no valid score. valid: it did.
-        delta_parent, delta_baseline: the score minus the parent's, and minus the root's.
+        delta_parent, delta_baseline: the score minus the parent's, and minus the world's baseline
+            (the root's score unless world.json gives another).
         fail_class: ``"repairable"`` (syntax, shape, resource, naming or compile errors a retry can
             fix), ``"hard"`` (an infeasible answer, or a valid attempt on a branch that stopped
             improving) or None.

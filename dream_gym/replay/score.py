@@ -9,10 +9,11 @@ score recorded in the world. Unscored nodes count as attempts only. When a world
 improvement over its baseline, every q is 0.
 
 Defaults (our own choices; the paper gives no numbers): ``beta1 = 0.003`` per attempt and
-``beta2 = 0.02`` per attempt-per-round. On the shipped worlds (150-400 nodes, W = 4) revealing
-everything costs 0.45-1.2 of quality, so neither "reveal everything" nor "stop at once" is optimal
-(tests/test_score.py checks it on the shipped worlds); a full batch every round earns at most
-``4 * 0.02 = 0.08``, enough to prefer wide rounds over serial ones without dominating quality.
+``beta2 = 0.02`` per attempt-per-round. On the shipped worlds (151 to 1,001 nodes, W 4-8) revealing
+everything costs 0.45 to 3.0 of quality, so neither "reveal everything" nor "stop at once" is
+optimal (tests/test_score.py checks it on the shipped worlds); a full batch every round earns at
+most ``W * 0.02`` (0.08 at W = 4, 0.16 at W = 8), enough to prefer wide rounds over serial ones
+without dominating quality.
 
 v2, per policy and world over a beta grid (the paper's appendix): each episode gives a point
 (work, attainment) with work = attempts / (recorded nodes - 1) and attainment = clip(q_best, 0, 1).

@@ -87,7 +87,8 @@ class PrefixView:
             reveal order.
         frontier: the ids a batch may hold, ascending (the root once when it may open a branch).
         root_slots: how many times the root may appear in the next batch.
-        baseline_score: the root's score (oriented: higher is better).
+        baseline_score: the world's baseline, the root's score unless world.json gives another
+            (oriented: higher is better).
         workers, beta, beta1, beta2, max_rounds, task_name, task_description, direction,
             frontier_rule: as in the episode's :class:`~dream_gym.policy.RunContext`.
         rounds: decision rounds taken so far (k).
