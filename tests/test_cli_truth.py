@@ -592,3 +592,27 @@ def test_a_run_that_cannot_write_its_folder_says_what_is_kept_and_how_to_go_on(t
     assert f"what was finished is kept in {out}: once it can be written, the same command with --resume continues " \
            "it" in " ".join(failed.stderr.split()), failed.stderr
     assert (out / "nodes.jsonl").read_bytes() == kept
+
+
+def test_an_unreadable_folder_or_input_gets_one_line_and_no_false_resume_hint(tmp_path: Path) -> None:
+    """An --out that cannot even be listed ended in a traceback (the hint listed it again, inside
+    the error handler); an input that cannot be read (a world) got "kept …: --resume continues
+    it", which no resume would mend."""
+    as_root = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"] if os.geteuid() == 0 else []
+    out = tmp_path / "world"
+    assert dream_gym("grow", "--task", "sum-difference", "-W", "2", "--rounds", "1", "--out", str(out),
+                     "--quiet").returncode == 0
+    out.chmod(0o000)
+    try:
+        resumed = subprocess.run([*as_root, sys.executable, "-m", "dream_gym", "grow", "--task", "sum-difference", "-W",
+                                  "2", "--rounds", "2", "--out", str(out), "--resume", "--quiet"],
+                                 capture_output=True, text=True, timeout=300)
+        evaluated = subprocess.run([*as_root, sys.executable, "-m", "dream_gym", "eval", "-p", "greedy", "-w", str(out),
+                                    "--betas", "0.5", "--out", str(tmp_path / "results.jsonl")],
+                                   capture_output=True, text=True, timeout=300)
+    finally:
+        out.chmod(0o755)
+    for done in (resumed, evaluated):
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.count("error:") == 1 and "Permission denied" in done.stderr, done.stderr
+    assert "kept in" not in evaluated.stderr  # the world is an input of eval: nothing of the run is kept

@@ -117,7 +117,8 @@ def test_every_run_of_a_folder_is_imported_by_the_system_named(tmp_path):
     write_corpus(tmp_path / "corpus")
     with pytest.raises(RunImportError) as refused:  # none of them is a GEPA run
         import_runs("gepa", tmp_path / "corpus", tmp_path / "w")
-    assert str(refused.value).count("looks like an EvoTrace run instead: import it with --from evotrace") == 3
+    assert "refused 3 runs that look like EvoTrace runs, not GEPA: " in str(refused.value)
+    assert "import them with --from evotrace (or --from auto)" in str(refused.value)
     assert not (tmp_path / "w").exists()  # a refused run leaves nothing, the folder made for them included
     report = import_runs("evotrace", tmp_path / "corpus", tmp_path / "w2")
     assert [o.name for o in report.imported] == ["gepa_native-circle-gepa-s0", "openevolve_native-circle-oe-s0",
@@ -283,3 +284,16 @@ def test_a_second_import_into_the_same_out_is_refused_and_deletes_nothing(tmp_pa
         holder.wait()
     assert _node_files(out) == before and report.imported
     assert import_runs("auto", tmp_path / "runs", out, resume=True).imported  # the control: free again
+
+
+def test_a_folder_of_other_systems_runs_only_is_refused_in_a_line_a_system(tmp_path, capsys):
+    """When no run imports (the usual wrong --from), the refusal listed a long line per run of
+    another system; it groups them as an import of some does."""
+    _mixed_folder(tmp_path / "runs")
+    assert main(["worlds", "import", "--from", "shinkaevolve", str(tmp_path / "runs"), "--out",
+                 str(tmp_path / "w")]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "refused 4 runs that look like EvoTrace runs, not ShinkaEvolve: " in said, said  # the broken one too
+    assert "import them with --from evotrace (or --from auto)" in said and "none of its 6 run(s) could be imported" in said
+    assert "refused 1 run that looks like a GEPA run, not ShinkaEvolve: gepa-linear-fit; import it with --from gepa" in said
+    assert "refused   gepa-linear-fit" not in said

@@ -29,7 +29,8 @@ def test_the_settings_drawn_are_every_w_with_every_price_pair() -> None:
     config = TrainConfig(worlds=POOL, draw_workers="2,10", draw_prices="0.003:0.02,0.002:0")
     assert config.episode_settings == [(2, 0.003, 0.02), (2, 0.002, 0.0), (10, 0.003, 0.02), (10, 0.002, 0.0)]
     assert TrainConfig(worlds=POOL, workers=6).episode_settings == [(6, 0.003, 0.02)]  # nothing drawn
-    for bad, message in (({"draw_workers": "2,0"}, "draw_workers must be a comma list of W >= 1; '0'"),
+    for bad, message in (({"draw_workers": "2,0"}, "draw_workers must be a comma list of W from 1 to 4096; '0'"),
+                         ({"draw_workers": "2,5000"}, "W from 1 to 4096; '5000' is not one"),
                          ({"draw_workers": "4,4"}, "draw_workers lists an entry twice"),
                          ({"draw_prices": "0.003"}, "draw_prices must be a comma list of beta1:beta2"),
                          ({"draw_prices": "0.003:-1"}, "'0.003:-1' is not one"),

@@ -86,6 +86,26 @@ def test_read_roots_hold_code_not_data(tmp_path: Path) -> None:
     assert str((tmp_path / "policy.py").resolve()) in roots["file"]
 
 
+def test_no_read_root_holds_the_whole_package(tmp_path: Path) -> None:
+    """A Python installed system-wide keeps dream_gym below /usr/lib or /usr/local/lib, which were
+    read roots whole: a policy could read every part of the package (the agents that grew the
+    worlds, the shipped worlds' unrevealed nodes). A root that holds the package is given as its
+    entries, on the way down, the package left out."""
+    from dream_gym.infrastructure.sandbox.launch import _PACKAGE, around
+    from dream_gym.policy_files.isolated import READABLE_PARTS
+
+    for roots in (read_roots(), read_roots(package_parts=READABLE_PARTS)):
+        real = {Path(p).resolve() for p in roots["tree"]}
+        assert not any(p == _PACKAGE or p in _PACKAGE.parents for p in real)
+    system = tmp_path / "usr" / "local" / "lib"  # a system-wide install, laid out in a folder
+    package = system / "python3.11" / "site-packages" / "dream_gym"
+    for folder in (package / "online", system / "python3.11" / "site-packages" / "numpy", system / "libfoo"):
+        folder.mkdir(parents=True)
+    (system / "libbar.so").write_text("")
+    kept = {str(Path(p).relative_to(system)) for p in around(tmp_path / "usr", package.resolve())}
+    assert kept == {"libbar.so", "libfoo", "python3.11/site-packages/numpy"}
+
+
 def candidate_report(actions: str, cwd: Path, prologue: str = "") -> tuple[dict[str, str], Any]:
     """Run a candidate in ``cwd`` that tries each (label, callable) of ``actions`` (the source of a
     list) after ``prologue``: each label's "allowed", or the strerror of the OSError it raised."""

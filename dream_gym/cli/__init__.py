@@ -228,20 +228,34 @@ def _kept_hint(args: argparse.Namespace, exc: BaseException) -> str:
                 "--resume continues it; another policy starts in a new --out")
     if isinstance(exc, LLMError) and out.is_dir() and "--resume" not in str(exc):
         return f"\nwhat was finished is kept in {shown(out)}: the same command with --resume continues it"
-    if isinstance(exc, OSError) and exc.errno in _NO_ROOM_OR_RIGHT and _holds_progress(_kept_in(out)):
+    if isinstance(exc, OSError) and exc.errno in _NO_ROOM_OR_RIGHT and _writing_in(exc, out) \
+            and _holds_progress(_kept_in(out)):
         what = "once there is room" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "once it can be written"
         return (f"\nwhat was finished is kept in {shown(_kept_in(out))}: {what}, the same command with --resume "
                 "continues it")
     return ""
 
 
+def _writing_in(exc: OSError, out: Path) -> bool:
+    """Whether ``exc`` came of writing the run's own files (a full disk names no file): not of
+    reading an input, a world or a policy file, which --resume would not mend."""
+    if exc.filename is None:
+        return True
+    failed = Path(os.fsdecode(exc.filename)).absolute()
+    return any(failed == place or place in failed.parents for place in (out.absolute(), _kept_in(out).absolute()))
+
+
 def _holds_progress(path: Path) -> bool:
-    """Whether ``path`` holds what a run finished: a file, or a folder with more than its lock."""
+    """Whether ``path`` holds what a run finished: a file, or a folder with more than its lock
+    (False where it cannot be read: the error being reported may be that)."""
     from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME
 
-    if path.is_dir():
-        return any(entry.name != FOLDER_LOCK_NAME for entry in path.iterdir())
-    return path.exists()
+    try:
+        if path.is_dir():
+            return any(entry.name != FOLDER_LOCK_NAME for entry in path.iterdir())
+        return path.exists()
+    except OSError:
+        return False
 
 
 #: A disk full, a quota reached, a folder that cannot be written: a run stopped by one keeps what it finished.

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
 
 
 def bounded(kind: type, bound: Any) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` (int or float) within ``bound`` (a :class:`~dream_gym.training.trainer.Bound`),
+    """An argparse type: ``kind`` (int or float) within ``bound`` (a :class:`~dream_gym.training.config.Bound`),
     so that argparse names the option (the config would name its field)."""
     def parse(text: str) -> Any:
         value = whole_number(text) if kind is int else number(text)

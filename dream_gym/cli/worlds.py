@@ -374,30 +374,10 @@ def _import_many(args: argparse.Namespace, options: ImportOptions) -> int:
         elif outcome.report.nodes == 1:  # imported, and it gives a policy nothing to choose
             say(printable(f"warning: {outcome.name} holds only its initial program (no child was recorded): no "
                           "policy decision is replayed on it; leave it out of a history", LINE_CHARS))
-    for line in _other_systems(report, args.system):
+    for line in report.other_systems():
         say(printable(line, LINE_CHARS))
     say(f"the worlds side by side: dream-gym worlds stats {shown(args.out)}")
     return 0
-
-
-def _other_systems(report: ManyReport, asked: str) -> list[str]:
-    """One line per system that the runs refused as no run of ``asked`` look like: a folder of many
-    systems' runs imported with one ``--from`` had a long line per run, each saying the same."""
-    from dream_gym.datasets.importers.systems import SYSTEM_NAMES, a_run_of
-
-    groups: dict[str, list[str]] = {}
-    for outcome in report.outcomes:
-        if outcome.report is None and outcome.looks_like is not None:
-            groups.setdefault(outcome.looks_like, []).append(outcome.name)
-    lines = []
-    for found, names in groups.items():
-        shown_names = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        runs = f"1 run that looks like {a_run_of(found)}" if len(names) == 1 else \
-            f"{len(names)} runs that look like {SYSTEM_NAMES[found]} runs"
-        lines.append(f"refused {runs}, not "
-                     f"{SYSTEM_NAMES.get(asked, asked)}: {shown_names}; import {'them' if len(names) > 1 else 'it'} "
-                     f"with --from {found} (or --from auto)")
-    return lines
 
 
 def _imported_tables(report: ManyReport) -> list[Any]:

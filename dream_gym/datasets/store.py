@@ -29,6 +29,7 @@ dataset references (:func:`dream_gym.world.registry.use_dataset_store`).
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -128,7 +129,9 @@ def staging_folder(did: DatasetId, kind: str) -> tuple[Path, bool]:
     try:
         parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f".{kind}{did.name}-v{did.version}.", dir=parent)), made
-    except PermissionError:
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
         raise PermissionError(f"the dataset store {datasets_root()} cannot be written ({HOME_ENV} chooses where it is); "
                               "nothing was changed") from None
 

@@ -128,8 +128,10 @@ def import_ahead(named: Named) -> dict[str, str]:
         except ModuleNotFoundError as exc:
             failed[exc.name or name] = str(exc)  # the episode raises a ModuleNotFoundError too
         except PermissionError as exc:  # Landlock: code a policy may not read (isolated.READABLE_PARTS)
-            failed[name] = f"PermissionError: {exc.strerror}: {_in_package(exc.filename)} (a policy may read the code " \
-                           "of the layers it stands on, not of dream_gym's online loop, its agents and tasks)"
+            own = "dream_gym" in Path(str(exc.filename)).parts
+            failed[name] = f"PermissionError: {exc.strerror}: {_in_package(exc.filename)}" + (
+                " (a policy may read the code of the layers it stands on, not of dream_gym's online loop, its "
+                "agents and tasks)" if own else "")
         except BaseException as exc:  # noqa: BLE001 - the episode reports the error as its own
             failed[name] = f"{type(exc).__name__}: {exc}"
     for module, chain in named.attributes:

@@ -155,7 +155,8 @@ class TrainConfig:
         """The (W, beta1, beta2) a training episode draws from (uniformly): every W of
         ``draw_workers`` with every price pair of ``draw_prices``; one entry, ``(workers, 0.003,
         0.02)``, when neither is given. ValueError names a malformed list."""
-        workers = _comma_list(self.draw_workers, "draw_workers", _positive_int, "W >= 1") or [self.workers]
+        workers = _comma_list(self.draw_workers, "draw_workers", _worker_count, f"W from 1 to {MAX_WORKERS}") \
+            or [self.workers]
         prices = _comma_list(self.draw_prices, "draw_prices", _price_pair,
                              "beta1:beta2 (two numbers >= 0)") or [(DEFAULT_BETA1, DEFAULT_BETA2)]
         return [(w, beta1, beta2) for w in workers for beta1, beta2 in prices]
@@ -169,6 +170,13 @@ class TrainConfig:
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _worker_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_WORKERS:
         raise ValueError(text)
     return value
 
@@ -238,7 +246,7 @@ def _world_keys(spec: str) -> list[tuple[str, str | None]]:
 _MEANING: dict[str, Callable[[str], Any]] = {
     "betas": lambda text: _comma_list(text, "betas", _beta, "budget preferences in [0, 1]"),
     "prefixes": lambda text: _comma_list(text, "prefixes", _positive_int, "attempt counts"),
-    "draw_workers": lambda text: _comma_list(text, "draw_workers", _positive_int, "W >= 1"),
+    "draw_workers": lambda text: _comma_list(text, "draw_workers", _worker_count, "W"),
     "draw_prices": lambda text: _comma_list(text, "draw_prices", _price_pair, "beta1:beta2"),
     "worlds": _world_keys,
     "heldout": _world_keys,

@@ -30,7 +30,7 @@ below them the replay settings travel as one :class:`~dream_gym.replay.settings.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from gymnasium.vector import AutoresetMode
@@ -80,7 +80,7 @@ def training_worlds(worlds: WorldSpec, prefixes: Sequence[int] | str = ()) -> li
         counts = []
     if len(counts) != len(entries) or any(n < 1 for n in counts):
         raise ValueError(f"prefixes must be attempt counts >= 1 (a list, or a comma list), got {prefixes!r}")
-    if not isinstance(worlds, (str, os.PathLike, World, list, tuple)):
+    if not isinstance(worlds, (str, os.PathLike, World, Iterable)):
         raise TypeError(f"worlds must be a world spec (a split, folder, dataset id, comma list) or a list of them, "
                         f"got {type(worlds).__name__}")
     pool = resolve_worlds(worlds)

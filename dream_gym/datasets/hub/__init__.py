@@ -29,6 +29,7 @@ naming the remote, the endpoint and the cause; a missing repository or version r
 ``HF_TOKEN`` / ``hf auth login`` work as for ``huggingface_hub``.
 """
 
+# The limits are read where they live, in .repository: set them there (a test's monkeypatch), not here.
 from dream_gym.datasets.hub.download import download, latest_version
 from dream_gym.datasets.hub.listing import list_remote
 from dream_gym.datasets.hub.repository import (

@@ -36,7 +36,7 @@ from dream_gym.world.writer import check_empty_folder
 
 from .base import ImportOptions, ImportReport, RunImportError
 from .coerce import unique_name, world_name_from
-from .systems import SYSTEM_NAMES, detect_system, import_run, with_fields
+from .systems import SYSTEM_NAMES, a_run_of, detect_system, import_run, with_fields
 
 MAX_DEPTH = 8  # experiment folders nest task/config/date/seed/...: each run found, not read as one
 RUN_PARTS = re.compile(r"^(checkpoints|checkpoint_\d+|programs|db|openevolve_output|gen_\d+|blobs)$")
@@ -110,6 +110,7 @@ class ManyReport:
     out: str
     outcomes: list[RunOutcome] = field(default_factory=list)
     seconds: float = 0.0
+    system: str = "auto"  # the system asked for (--from)
 
     @property
     def imported(self) -> list[RunOutcome]:
@@ -133,9 +134,27 @@ class ManyReport:
                 lines.append(f"  imported  {o.name:<{width}}  {SYSTEM_NAMES.get(r.system, r.system)}: {r.nodes} nodes "
                              f"(invalid {r.invalid}, orphans {r.orphans}), baseline {r.baseline}, best {r.best} "
                              f"by {r.metric!r}")
-            else:
+            elif o.looks_like is None:  # the runs of other systems: a line a system, below
                 lines.append(f"  refused   {o.name:<{width}}  {o.reason}")
+        lines += [f"  {line}" for line in self.other_systems()]
         return "\n".join(printable(line, TEXT_CHARS) for line in lines)
+
+    def other_systems(self) -> list[str]:
+        """A line per system that runs refused as no run of the system asked for look like: a
+        folder of many systems' runs imported with one ``--from`` had a long line a run, each
+        saying the same."""
+        groups: dict[str, list[str]] = {}
+        for outcome in self.outcomes:
+            if outcome.report is None and outcome.looks_like is not None:
+                groups.setdefault(outcome.looks_like, []).append(outcome.name)
+        lines = []
+        for found, names in groups.items():
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            runs = f"1 run that looks like {a_run_of(found)}" if len(names) == 1 else \
+                f"{len(names)} runs that look like {SYSTEM_NAMES[found]} runs"
+            lines.append(f"refused {runs}, not {SYSTEM_NAMES.get(self.system, self.system)}: {shown}; import "
+                         f"{'them' if len(names) > 1 else 'it'} with --from {found} (or --from auto)")
+        return lines
 
 
 def _names(folder: Path, runs: list[Path]) -> list[str]:
@@ -174,7 +193,7 @@ def import_runs(system: str, src: str | os.PathLike[str], out: str | os.PathLike
         kept = _finished_worlds(src, out_path, by_name, options) if resume else {}
         if not resume:
             _check_empty_for(src, out_path, by_name, options)
-        report = ManyReport(str(src), str(out_path))
+        report = ManyReport(str(src), str(out_path), system=system)
         for name, run in by_name.items():
             if name in kept:
                 report.outcomes.append(RunOutcome(name, str(run), kept[name], kept=True))

@@ -127,9 +127,22 @@ def _not_the_package(folder: Path) -> Callable[[Path], bool]:
     return lambda entry: (entry.resolve() if entry.is_symlink() else real / entry.name) != _PACKAGE
 
 
+def around(tree: Path, hole: Path) -> list[str]:
+    """``tree`` as read roots that leave out ``hole``: itself when ``hole`` is not below it, else
+    its entries, and theirs on the way down to ``hole``. A Python installed system-wide keeps
+    dream_gym below ``/usr/lib`` or ``/usr/local/lib``, and everything below a read root is
+    readable: the whole package (its online agents, its shipped worlds) would be."""
+    real = tree.resolve()
+    if real == hole:
+        return []
+    if real not in hole.parents:
+        return [str(tree)]
+    return [root for entry in _children(real, lambda _entry: True) for root in around(Path(entry), hole)]
+
+
 @functools.lru_cache(maxsize=1)
 def _runtime() -> dict[str, tuple[str, ...]]:
-    trees: list[str] = list(SYSTEM_TREES)
+    trees: list[str] = [root for tree in SYSTEM_TREES for root in around(Path(tree), _PACKAGE)]
     listed: list[str] = []
     stdlib_dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
     site_dirs = set(site.getsitepackages()) | {p for p in sys.path if Path(p).name in _SITE_NAMES}
