@@ -571,48 +571,37 @@ def test_resume_of_an_import_into_no_folder_and_a_missing_config_are_refused_bef
     assert not out.exists()
 
 
-def test_a_run_that_cannot_write_its_folder_says_what_is_kept_and_how_to_go_on(tmp_path: Path) -> None:
+def test_a_folder_that_cannot_be_written_or_read_says_what_is_kept_once_and_no_more(tmp_path: Path) -> None:
     """A disk full or a folder made read-only ended a run with a bare ``[Errno 28] No space left on
-    device`` or the lock file's error, and no word of what was kept. Run without the capability
-    that lets root write anywhere."""
+    device`` or the lock file's error, and no word of what was kept. An --out that cannot even be
+    listed then ended in a traceback (the hint listed it again, inside the error handler), and an
+    input that cannot be read (a world) got "kept …: --resume continues it", which no resume would
+    mend. Run without the capability that lets root write and read anywhere."""
+    as_root = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"] if os.geteuid() == 0 else []
     out = tmp_path / "world"
     command = ("grow", "--task", "sum-difference", "-W", "2", "--out", str(out), "--quiet")
     assert dream_gym(*command, "--rounds", "1").returncode == 0
     kept = (out / "nodes.jsonl").read_bytes()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*as_root, sys.executable, "-m", "dream_gym", *args], capture_output=True, text=True,
+                              timeout=300)
+
     for path in [out, *out.iterdir()]:
         path.chmod(0o555 if path.is_dir() else 0o444)
-    as_root = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"] if os.geteuid() == 0 else []
     try:
-        failed = subprocess.run([*as_root, sys.executable, "-m", "dream_gym", *command, "--rounds", "4", "--resume"],
-                                capture_output=True, text=True, timeout=300)
-    finally:
-        for path in [out, *out.iterdir()]:
-            path.chmod(0o755 if path.is_dir() else 0o644)
-    assert failed.returncode == 2 and "Permission denied" in failed.stderr, failed.stderr
-    assert f"what was finished is kept in {out}: once it can be written, the same command with --resume continues " \
-           "it" in " ".join(failed.stderr.split()), failed.stderr
-    assert (out / "nodes.jsonl").read_bytes() == kept
-
-
-def test_an_unreadable_folder_or_input_gets_one_line_and_no_false_resume_hint(tmp_path: Path) -> None:
-    """An --out that cannot even be listed ended in a traceback (the hint listed it again, inside
-    the error handler); an input that cannot be read (a world) got "kept …: --resume continues
-    it", which no resume would mend."""
-    as_root = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"] if os.geteuid() == 0 else []
-    out = tmp_path / "world"
-    assert dream_gym("grow", "--task", "sum-difference", "-W", "2", "--rounds", "1", "--out", str(out),
-                     "--quiet").returncode == 0
-    out.chmod(0o000)
-    try:
-        resumed = subprocess.run([*as_root, sys.executable, "-m", "dream_gym", "grow", "--task", "sum-difference", "-W",
-                                  "2", "--rounds", "2", "--out", str(out), "--resume", "--quiet"],
-                                 capture_output=True, text=True, timeout=300)
-        evaluated = subprocess.run([*as_root, sys.executable, "-m", "dream_gym", "eval", "-p", "greedy", "-w", str(out),
-                                    "--betas", "0.5", "--out", str(tmp_path / "results.jsonl")],
-                                   capture_output=True, text=True, timeout=300)
+        read_only = run(*command, "--rounds", "4", "--resume")
+        out.chmod(0o000)
+        unreadable = run(*command, "--rounds", "4", "--resume")
+        evaluated = run("eval", "-p", "greedy", "-w", str(out), "--betas", "0.5", "--out", str(tmp_path / "r.jsonl"))
     finally:
         out.chmod(0o755)
-    for done in (resumed, evaluated):
+        for path in out.iterdir():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    for done in (read_only, unreadable, evaluated):
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.count("error:") == 1 and "Permission denied" in done.stderr, done.stderr
+    assert f"what was finished is kept in {out}: once it can be written, the same command with --resume continues " \
+           "it" in " ".join(read_only.stderr.split()), read_only.stderr
     assert "kept in" not in evaluated.stderr  # the world is an input of eval: nothing of the run is kept
+    assert (out / "nodes.jsonl").read_bytes() == kept

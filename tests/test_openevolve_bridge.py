@@ -673,46 +673,35 @@ def test_a_resumed_deploy_shows_its_policy_the_recorded_rounds_and_grows_the_sam
 
 
 @pytest.mark.slow
-def test_a_resume_says_when_the_last_node_was_cut_short(tmp_path: Path, short_tmp_path: Path) -> None:
-    """A node line cut short (the machine stopped mid-write): the resumed run cuts it, as any
-    world writer does, and now says so (and that the program is not in the world) instead of
-    going on without a word."""
-    command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", "sum-difference",
-               "--policy", "greedy", "-W", "2", "--budget", "4", "--seed", "0", "--out", str(tmp_path / "w")]
-    env = {**os.environ, "TMPDIR": str(short_tmp_path)}
-    assert subprocess.run(command, env=env, capture_output=True, timeout=300).returncode == 0
-    lines = nodes_lines(tmp_path / "w")
-    torn = lines[-1][: len(lines[-1]) // 2]
-    (tmp_path / "w" / "nodes.jsonl").write_text("".join(line + "\n" for line in lines[:-1]) + torn)
-    meta = json.loads((tmp_path / "w" / "world.json").read_text())
-    del meta["sha256"]  # not finished: the run stopped at that write
-    (tmp_path / "w" / "world.json").write_text(json.dumps(meta))
-    resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
-    said = " ".join(resumed.stdout.split())
-    assert f"resume: cut a torn last line of {len(torn.encode())} bytes (an interrupted write); that program is not " \
-           "in the world" in said
-
-
-@pytest.mark.slow
-def test_a_resume_says_when_its_last_round_holds_fewer_programs_than_were_chosen(
+def test_a_resume_says_what_a_stop_left_short_in_its_last_round_and_its_last_line(
         tmp_path: Path, short_tmp_path: Path) -> None:
     """A run stopped inside a round (OpenEvolve cancels the iterations in flight) resumed with
     "the policy chose its 4 recorded round(s) again" only, and the tree then differed from an
-    uninterrupted run's without a word; grow and ShinkaEvolve say so."""
+    uninterrupted run's without a word (grow and ShinkaEvolve say so); a node line cut short (the
+    machine stopped mid-write) was cut without a word too. Each resume now says what it found."""
     command = [sys.executable, "-m", "dream_gym", "deploy", "--system", "openevolve", "--task", "sum-difference",
                "--policy", "random", "--policy-arg", "p_stop=0", "-W", "2", "--budget", "6", "--seed", "0",
                "--out", str(tmp_path / "w")]
     env = {**os.environ, "TMPDIR": str(short_tmp_path)}
     assert subprocess.run(command, env=env, capture_output=True, timeout=300).returncode == 0
+
+    def stopped_at(kept: str) -> str:  # the world as a stop left it: not finished, ``kept`` its node lines
+        (tmp_path / "w" / "nodes.jsonl").write_text(kept)
+        meta = json.loads((tmp_path / "w" / "world.json").read_text())
+        meta.pop("sha256", None)
+        (tmp_path / "w" / "world.json").write_text(json.dumps(meta))
+        resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        return " ".join(resumed.stdout.split())
+
     lines = nodes_lines(tmp_path / "w")
     last_round = json.loads(lines[-1])["round"]
     assert [json.loads(line)["round"] for line in lines[-2:]] == [last_round, last_round]  # two chosen, both run
-    (tmp_path / "w" / "nodes.jsonl").write_text("".join(line + "\n" for line in lines[:-1]))  # the stop lost one
-    meta = json.loads((tmp_path / "w" / "world.json").read_text())
-    del meta["sha256"]
-    (tmp_path / "w" / "world.json").write_text(json.dumps(meta))
-    resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
+    said = stopped_at("".join(line + "\n" for line in lines[:-1]))  # the stop lost one
     assert f"round {last_round} holds 1 fewer program(s) than the policy chose (a stop in that round, or no free " \
-           "slot): they are not run again" in " ".join(resumed.stdout.split()), resumed.stdout
+           "slot): they are not run again" in said, said
+    lines = nodes_lines(tmp_path / "w")
+    torn = lines[-1][: len(lines[-1]) // 2]
+    said = stopped_at("".join(line + "\n" for line in lines[:-1]) + torn)
+    assert f"resume: cut a torn last line of {len(torn.encode())} bytes (an interrupted write); that program is not " \
+           "in the world" in said, said
