@@ -228,21 +228,21 @@ def _kept_hint(args: argparse.Namespace, exc: BaseException) -> str:
                 "--resume continues it; another policy starts in a new --out")
     if isinstance(exc, LLMError) and out.is_dir() and "--resume" not in str(exc):
         return f"\nwhat was finished is kept in {shown(out)}: the same command with --resume continues it"
-    if isinstance(exc, OSError) and exc.errno in _NO_ROOM_OR_RIGHT and _writing_in(exc, out) \
-            and _holds_progress(_kept_in(out)):
+    kept = _kept_in(out)
+    if isinstance(exc, OSError) and exc.errno in _NO_ROOM_OR_RIGHT and _writing_in(exc, (out, kept)) \
+            and _holds_progress(kept):
         what = "once there is room" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "once it can be written"
-        return (f"\nwhat was finished is kept in {shown(_kept_in(out))}: {what}, the same command with --resume "
-                "continues it")
+        return f"\nwhat was finished is kept in {shown(kept)}: {what}, the same command with --resume continues it"
     return ""
 
 
-def _writing_in(exc: OSError, out: Path) -> bool:
-    """Whether ``exc`` came of writing the run's own files (a full disk names no file): not of
-    reading an input, a world or a policy file, which --resume would not mend."""
+def _writing_in(exc: OSError, places: tuple[Path, ...]) -> bool:
+    """Whether ``exc`` came of writing the run's own files, in or at ``places`` (a full disk names
+    no file): not of reading an input, a world or a policy file, which --resume would not mend."""
     if exc.filename is None:
         return True
     failed = Path(os.fsdecode(exc.filename)).absolute()
-    return any(failed == place or place in failed.parents for place in (out.absolute(), _kept_in(out).absolute()))
+    return any(failed == place or place in failed.parents for place in map(Path.absolute, places))
 
 
 def _holds_progress(path: Path) -> bool:

@@ -71,14 +71,6 @@ def _load_staged(source: str, staging: Path, name: str) -> World:
         raise DatasetError(f"{source}: {where}{line}: {exc.problem}; download refused") from None
 
 
-def remove_if_empty(folder: Path) -> None:
-    """Remove ``folder`` when it holds nothing (a store folder a failed download made)."""
-    try:
-        folder.rmdir()
-    except OSError:  # not empty (another dataset of the namespace came meanwhile), or gone
-        pass
-
-
 def check_not_shipped(did: DatasetId) -> None:
     """Refuse to download a version dream_gym ships: it is installed already, and a copy in the
     store under its id would shadow it (some commands would read the copy, others the shipped
@@ -107,5 +99,4 @@ def check_id(where: str, meta: dict[str, Any], expected: str) -> None:
         raise DatasetError(f"{where}: holds dataset {printable(repr(meta.get('id')))}, not {expected!r}")
 
 
-__all__ = ["RemoteDataset", "RemoteError", "check_id", "check_not_shipped", "install_verified", "listed", "local_copy",
-           "remove_if_empty"]
+__all__ = ["RemoteDataset", "RemoteError", "check_id", "check_not_shipped", "install_verified", "listed", "local_copy"]

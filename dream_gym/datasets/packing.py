@@ -25,6 +25,7 @@ from dream_gym.datasets.store import (
     local_path,
     open_dataset_file,
     open_dataset_folder,
+    remove_if_empty,
     shipped_path,
     staging_folder,
     validate_dataset_meta,
@@ -181,10 +182,7 @@ def delete(dataset_id: str) -> Path:
     except PermissionError as exc:
         raise PermissionError(f"dataset {did}: {folder} cannot be deleted ({exc.strerror}: "
                               f"{printable(str(exc.filename))})") from None
-    try:
-        folder.parent.rmdir()  # the namespace folder, when now empty
-    except OSError:
-        pass
+    remove_if_empty(folder.parent)  # the namespace folder, when now empty
     return folder
 
 

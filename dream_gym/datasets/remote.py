@@ -49,7 +49,6 @@ from dream_gym.datasets.fetched import (
     install_verified,
     listed,
     local_copy,
-    remove_if_empty,
 )
 from dream_gym.datasets.ids import DatasetId, DatasetName, parse_dataset_id, parse_dataset_ref
 from dream_gym.datasets.store import (
@@ -63,6 +62,7 @@ from dream_gym.datasets.store import (
     open_dataset_folder,
     parse_dataset_json,
     read_dataset_meta,
+    remove_if_empty,
     safe_relative_path,
     staging_folder,
     verify_files,

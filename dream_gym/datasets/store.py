@@ -117,6 +117,15 @@ def local_path(dataset_id: str | DatasetId) -> Path:
     return datasets_root() / did.namespace / f"{did.name}-v{did.version}"
 
 
+def remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` when it holds nothing (a namespace folder a failed download made, or the
+    last dataset of it deleted)."""
+    try:
+        folder.rmdir()
+    except OSError:  # not empty (another dataset of the namespace came meanwhile), or gone
+        pass
+
+
 def staging_folder(did: DatasetId, kind: str) -> tuple[Path, bool]:
     """A new hidden folder beside where ``did`` goes in the store, to build it in before it is
     moved into place (``kind``: what builds it, in the folder's name), and whether the namespace

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dream_gym.evaluation.results import read_results, result_from_row
-from dream_gym.infrastructure.printable import printable
+from dream_gym.infrastructure.printable import a_few, printable
 from dream_gym.infrastructure.redact import redact
 from dream_gym.policy import EpisodeResult
 from dream_gym.replay.score import DEFAULT_LAMBDA, v2_objective
@@ -289,8 +289,7 @@ class Leaderboard:
         if not self.coverage_pairs:
             return None
         named = [f"{printable(a, 40)} vs {printable(b, 40)} ({100 * share:.0f}%)" for a, b, share in self.coverage_pairs]
-        shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
-        return (f"coverage: the V difference of {shown} rests mostly on episodes where the record refused a "
+        return (f"coverage: the V difference of {a_few(named)} rests mostly on episodes where the record refused a "
                 "request or cut the episode short (share of the difference in parentheses): replay cannot "
                 "tell how those policies compare online")
 

@@ -88,4 +88,9 @@ def error_line(error: object) -> str:
     return lines[0] if lines else ""
 
 
-__all__ = ["NAME_CHARS", "TEXT_CHARS", "cut_marker", "error_line", "is_printable", "printable"]
+def a_few(names: list[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``names`` and how many more there are: ``a, b, c and 4 more``."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+__all__ = ["NAME_CHARS", "TEXT_CHARS", "a_few", "cut_marker", "error_line", "is_printable", "printable"]

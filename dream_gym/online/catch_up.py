@@ -83,7 +83,7 @@ def catch_up(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, 
         written = end
         view = tree_view(list(records[:written]), meta, settings, rounds=round_no, known=view.nodes)
         unrecorded = max(0, len(batch) - len(slots))
-    return CatchUp(view, unrecorded=unrecorded if done_rounds else 0)
+    return CatchUp(view, unrecorded=unrecorded)
 
 
 def _started_again(policy: Policy, records: Sequence[dict[str, Any]], meta: dict[str, Any],

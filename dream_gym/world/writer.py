@@ -25,6 +25,7 @@ import numpy as np
 
 from dream_gym.infrastructure.durable import fsync_dir, write_atomic, write_json_atomic
 from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME, WriterLock, folder_lock
+from dream_gym.infrastructure.printable import a_few
 from dream_gym.infrastructure.redact import redact_value
 from dream_gym.world.files import (
     NODE_FILES,
@@ -189,9 +190,8 @@ def _others_in(folder: Path, aside: set[str], *, temporaries: bool = False) -> s
     atomic write's ``.*.tmp``), as a phrase; empty when there are none or no folder."""
     if not folder.is_dir():
         return ""
-    entries = sorted(entry.name for entry in folder.iterdir() if entry.name not in aside
-                     and not (temporaries and entry.name.startswith(".") and entry.name.endswith(".tmp")))
-    return ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    return a_few(sorted(entry.name for entry in folder.iterdir() if entry.name not in aside
+                        and not (temporaries and entry.name.startswith(".") and entry.name.endswith(".tmp"))))
 
 
 def check_resumed_settings(folder: str | os.PathLike[str], meta: Mapping[str, Any], given: Mapping[str, Any]) -> None:

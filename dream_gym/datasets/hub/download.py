@@ -11,7 +11,6 @@ from dream_gym.datasets.fetched import (
     check_id,
     install_verified,
     local_copy,
-    remove_if_empty,
 )
 from dream_gym.datasets.hub.repository import (
     check_meta_size,
@@ -30,6 +29,7 @@ from dream_gym.datasets.store import (
     DatasetError,
     find_dataset,
     local_path,
+    remove_if_empty,
     safe_relative_path,
     staging_folder,
 )

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_gym.infrastructure.locks import FOLDER_LOCK_NAME, folder_lock
-from dream_gym.infrastructure.printable import TEXT_CHARS, printable
+from dream_gym.infrastructure.printable import TEXT_CHARS, a_few, printable
 from dream_gym.world.files import WORLD_FILE, is_present
 from dream_gym.world.tree import read_meta
 from dream_gym.world.writer import check_empty_folder
@@ -149,10 +149,9 @@ class ManyReport:
                 groups.setdefault(outcome.looks_like, []).append(outcome.name)
         lines = []
         for found, names in groups.items():
-            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             runs = f"1 run that looks like {a_run_of(found)}" if len(names) == 1 else \
                 f"{len(names)} runs that look like {SYSTEM_NAMES[found]} runs"
-            lines.append(f"refused {runs}, not {SYSTEM_NAMES.get(self.system, self.system)}: {shown}; import "
+            lines.append(f"refused {runs}, not {SYSTEM_NAMES.get(self.system, self.system)}: {a_few(names)}; import "
                          f"{'them' if len(names) > 1 else 'it'} with --from {found} (or --from auto)")
         return lines
 
