@@ -3,6 +3,7 @@ valid; no legal selection stops), observation layout and copies, capacity, wrapp
 
 from __future__ import annotations
 
+import pickle
 import random
 import warnings
 from pathlib import Path
@@ -484,8 +485,27 @@ def test_render_ansi_draws_the_tree(folder: Path) -> None:
         "└─ *4: 1.5",
     ]
     assert ReplayEnv(folder).render() is None
-    with pytest.raises(ValueError):
-        ReplayEnv(folder, render_mode="human")
+    with pytest.raises(ValueError, match="render_mode must be None, 'human', 'ansi' or 'rgb_array', got 'rgb'"):
+        ReplayEnv(folder, render_mode="rgb")
+
+
+def test_render_human_prints_the_tree_after_reset_and_every_step(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Gymnasium's make wraps an env without "human" in its HumanRendering, which needs pygame
+    env = gym.make("DreamGym/Replay-v1", world=folder, render_mode="human")
+    assert type(env.unwrapped) is ReplayEnv and env.render_mode == "human"
+    env.reset()
+    assert capsys.readouterr().out.startswith("round 0  attempts 0  W=2")
+    env.step([0, 0])
+    _, reward, *_ = env.step([1, 0])
+    drawn = capsys.readouterr().out.split("\n\n")
+    assert [part.splitlines()[0] for part in drawn if part] == [
+        "round 1  attempts 2  W=2  baseline 1  frontier [0, 1]",
+        "round 2  attempts 4  W=2  baseline 1  frontier [3, 4]",
+    ]
+    assert env.render() is None and capsys.readouterr().out.startswith("round 2")
+    copied = pickle.loads(pickle.dumps(env.unwrapped))  # a copy draws too, and continues the episode
+    copied.step([])
+    assert capsys.readouterr().out.startswith("round 2  attempts 4")
 
 
 def test_render_handles_a_deep_chain() -> None:

@@ -63,7 +63,7 @@ _new_object = object.__new__
 _refs = sys.getrefcount
 _TRUNCATED_BY = {END_TRUNCATED: "max_rounds", END_FULL: "capacity", END_LIMIT: "max_attempts", END_RECORD: "record"}
 
-RENDER_MODES = ("ansi", "rgb_array")
+RENDER_MODES = ("human", "ansi", "rgb_array")
 
 
 class ReplayEnv(gym.Env):  # type: ignore[type-arg]
@@ -167,7 +167,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     SB3's vector envs need it); a copied or unpickled env continues the same episode.
 
     ## Rendering
-    ``render_mode="ansi"``: a text drawing of the revealed tree. ``"rgb_array"``: the revealed
+    ``render_mode="human"``: the text drawing printed to standard output after ``reset`` and
+    every step (``render()`` returns None). ``"ansi"``: the same text drawing of the revealed
+    tree, returned by ``render()``. ``"rgb_array"``: the revealed
     tree as an image (``uint8`` array, 480 x 640 x 3; nodes at their depth, coloured by score,
     the frontier ringed, the best revealed node starred), drawn with matplotlib's Agg canvas
     without touching pyplot or the caller's backend: the frames ``gymnasium.wrappers.RecordVideo``
@@ -179,7 +181,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     [0, 1]), ``beta1``, ``beta2`` (score coefficients), ``max_rounds`` (K2, default none),
     ``frontier`` ("leaves" | "any", default the world's), ``max_nodes`` (observation capacity,
     default :data:`DEFAULT_MAX_NODES`), ``strict`` (default False), ``share_obs`` (default
-    False), ``render_mode`` (None | "ansi" | "rgb_array"), ``max_attempts`` (the most attempts
+    False), ``render_mode`` (None | "human" | "ansi" | "rgb_array"), ``max_attempts`` (the most attempts
     one episode may make, default 10,000), ``requests`` (request mode, default False: the
     frontier, the mask and the root's slots are an online run's, every revealed node the rule
     lets it continue and the root W times; a selection the record cannot answer is refused,
@@ -194,6 +196,9 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
     :class:`dream_gym.envs.vector_env.ReplayVectorEnv`.
 
     ## Version History
+    * v1, with ``render_mode="human"`` (same spaces, values and episodes): the text drawing
+      printed after ``reset`` and every step; before, Gymnasium wrapped the env in its
+      ``HumanRendering``, which needs pygame and an image.
     * v1, with reset options checked (same spaces, values and episodes): ``reset(options=...)``
       with any option is an error naming it (the env takes none; W, beta and the rest are
       arguments of ``gym.make``); before, they were ignored, ``beta`` among them. A ``beta`` that
@@ -255,7 +260,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         requests: bool = False,
     ):
         if render_mode is not None and render_mode not in RENDER_MODES:
-            raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
+            raise ValueError(f"render_mode must be None, 'human', 'ansi' or 'rgb_array', got {render_mode!r}")
         check_flags(strict=strict, share_obs=share_obs)
         resolved = resolve_world(world)  # first: a reference that is none (None, a number) is named so
         # What pickling rebuilds the env from (a copy replays the episode's batches on it).
@@ -274,7 +279,7 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self.max_nodes = capacity_for(max_nodes, self.world.size, workers, f"world {self.world.id!r}")
         self._warned_full = False
         self.share_obs = bool(share_obs)
-        self.render_mode = render_mode
+        self._use_render_mode(render_mode)
         self.action_space = spaces.MultiDiscrete(np.full(workers, self.max_nodes + 1, dtype=np.int64))
         self.observation_space = observation_space(self.max_nodes, workers)
         # The episode lives in two flat arrays stepped by one compiled call (numba loads here, on
@@ -463,6 +468,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         self._smv[H_MODE] = MODE_STEP
         obs, _, _, _, info = self._result(index, [])
         info["new_ids"] = [ROOT]
+        if self.render_mode == "human":
+            self.render()
         return obs, info
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
@@ -671,10 +678,23 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         """
         return self._sets[self._pool.last].out[3].astype(bool).reshape(-1)
 
+    def _use_render_mode(self, render_mode: str | None) -> None:
+        self.render_mode = self._arguments["render_mode"] = render_mode
+        if render_mode == "human":  # drawn after every step; the other modes keep the inline step
+            self.step = self._step_drawn  # type: ignore[method-assign]
+
+    def _step_drawn(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        result = type(self).step(self, action)
+        self.render()
+        return result
+
     def render(self) -> Any:
         if self.render_mode is None:
             return None
         view = self._view if self._view is not None else self.session.view()
+        if self.render_mode == "human":
+            print(render_tree(view), end="\n\n", flush=True)
+            return None
         if self.render_mode == "ansi":
             return render_tree(view)
         from dream_gym.envs.tree_image import tree_image  # matplotlib loads on the first frame only
@@ -794,7 +814,7 @@ def _portable_reference(world: World | str | os.PathLike[str]) -> World | str:
 def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[str, Any]) -> ReplayEnv:
     """An env built from ``arguments`` and brought to the state of the episode it was copied in
     (the replay is deterministic: the same batches give the same observations and flags)."""
-    env = cls(**arguments)
+    env = cls(**{**arguments, "render_mode": None})  # the episode's frames were drawn once, by the original
     env._np_random, env._np_random_seed = state["np_random"], state["np_random_seed"]
     if state["started"]:
         env._warned_full = True  # the original warned already, or will
@@ -811,6 +831,7 @@ def _restore_env(cls: type[ReplayEnv], arguments: dict[str, Any], state: dict[st
         if state.get("cut_short"):
             env._done, env._ready, env._cut_short = True, False, True
     env._warned_full = state["warned_full"]
+    env._use_render_mode(arguments["render_mode"])
     env.action_space._np_random, env.observation_space._np_random = state.get("space_random", (None, None))
     return env
 
