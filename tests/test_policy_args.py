@@ -17,6 +17,7 @@ from dream_gym.cli import main as cli_main
 from dream_gym.policies import GreedyPolicy, make_policy
 from dream_gym.policy import run_episode
 from dream_gym.policy_files import load_policy
+from dream_gym.policy_files.specs import PolicySpec
 from dream_gym.replay.session import ReplaySession
 from dream_gym.world.registry import resolve_world
 from tests.test_cli_truth import dream_gym
@@ -190,3 +191,73 @@ def test_a_misspelt_policy_file_gets_the_file_beside_it(tmp_path: Path, capsys: 
     refused_once(capsys, [*command, str(tmp_path / "missing.py")],
                  f"policy file {tmp_path / 'missing.py'} does not exist")
     assert not (tmp_path / "run").exists()
+
+
+# -- parameters written in the spec: greedy(patience=10) -----------------------------------------
+def test_a_spec_carries_its_parameters_and_labels_the_policy_with_them() -> None:
+    policy = load_policy("greedy( patience = 10, min_branches=2 )")
+    assert (type(policy), policy.patience, policy.min_branches) == (GreedyPolicy, 10, 2)
+    assert policy.name == "greedy( patience = 10, min_branches=2 )"  # results name it as the user wrote it
+    assert load_policy("dream_gym.policies:UCBPolicy(c=0.5)").c == 0.5
+    assert load_policy("random(p_stop=0.25)").p_stop == 0.25  # a decimal number
+    assert load_policy("greedy()").patience is None  # no parameters: the defaults
+    widened = load_policy("coverage(deepen=0.3,1, widen=0,0.2)")  # a value may hold commas
+    assert (widened.deepen, widened.widen) == (make_policy("coverage", deepen="0.3,1").deepen,
+                                               make_policy("coverage", widen="0,0.2").widen)
+    # --policy-arg and the spec together: the same key with another value is refused
+    assert load_policy("greedy(patience=10)", params={"min_branches": 3}).min_branches == 3
+    with pytest.raises(ValueError, match=re.escape("policy 'greedy(patience=10)': patience is given twice "
+                                                   "(10 in the spec, 3 as a parameter)")):
+        load_policy("greedy(patience=10)", params={"patience": 3})
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("greedy(patience)", "policy 'greedy(patience)': parameters are KEY=VALUE pairs separated by commas, as in "
+                         "greedy(patience=10); 'patience' is not one"),
+    ("greedy(patience=1, patience=2)", "policy 'greedy(patience=1, patience=2)': patience is given twice"),
+    ("greedy(patiance=3)", "policy 'greedy' takes no parameter 'patiance'; its parameters: min_branches, patience"),
+    ("greedy(patience=x)", "policy 'greedy': patience must be int, got 'x'"),
+    ("dream_gym.policies:UCBPolicy(C=1)", "policy 'dream_gym.policies:UCBPolicy(C=1)': got an unexpected keyword "
+                                          "argument 'C'"),
+])
+def test_a_spec_whose_parameters_cannot_be_built_is_refused_before_any_episode(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str, message: str) -> None:
+    out = tmp_path / "results.jsonl"
+    refused_once(capsys, ["eval", "-p", "greedy", "-p", spec, "--worlds", WORLD, "--betas", "0.5",
+                          "--out", str(out)], message)
+    assert not out.exists()
+
+
+def test_eval_compares_one_policy_at_two_settings(tmp_path: Path) -> None:
+    """The spec with its parameters is the policy's label: two settings of greedy are two rows,
+    each with the episode the policy built with those parameters plays."""
+    out = tmp_path / "results.jsonl"
+    shown = dream_gym("eval", "-p", "greedy(patience=100)", "-p", "greedy", "--worlds", WORLD, "--betas", "0.5",
+                      "--out", str(out), "--no-progress")
+    assert shown.returncode == 0, shown.stderr
+    rows = {row["policy"]: row for row in map(json.loads, out.read_text().splitlines())}
+    patient = run_episode(GreedyPolicy(patience=100), ReplaySession(resolve_world(WORLD), beta=0.5))
+    default = run_episode(GreedyPolicy(), ReplaySession(resolve_world(WORLD), beta=0.5))
+    assert (rows["greedy(patience=100)"]["replay_score"], rows["greedy(patience=100)"]["attempts"]) == (
+        patient.replay_score, patient.attempts)
+    assert (rows["greedy"]["replay_score"], rows["greedy"]["attempts"]) == (default.replay_score, default.attempts)
+    assert patient.attempts != default.attempts
+
+
+def test_a_path_is_a_file_whatever_its_name_and_a_model_takes_no_parameters_in_its_spec(tmp_path: Path) -> None:
+    for path in (tmp_path / "runs(1)" / "mine.py", tmp_path / "policy(patience=3)"):
+        spec = PolicySpec.of(str(path))
+        assert (spec.kind, spec.name, spec.params) == ("file", str(path), ())
+    with pytest.raises(LookupError, match=re.escape("policy 'ppo-macro-v(deterministic=false)': a trained model's "
+                                                    "options are given apart from its spec")):
+        PolicySpec.of("ppo-macro-v(deterministic=false)")
+
+
+def test_dreaming_starts_from_a_built_in_with_its_parameters() -> None:
+    from dream_gym.dream.versions import incumbent_source
+
+    text, reference = incumbent_source("greedy(patience=10)")
+    namespace: dict[str, object] = {}
+    exec(compile(text, "incumbent.py", "exec"), namespace)  # the wrapper file of version 0
+    built = namespace["make_policy"]()  # type: ignore[operator]
+    assert (type(built), built.patience) == (GreedyPolicy, 10) and "class GreedyPolicy" in reference

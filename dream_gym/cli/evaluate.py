@@ -46,7 +46,8 @@ def register(subparsers: Any) -> None:
     )
     ev.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
                     help="a built-in name (recommended, greedy, ucb, puct, random, ...), a shipped model, module:Class, "
-                         "a policy .py file (run isolated) or a model .zip (loaded as data); repeat for several")
+                         "a policy .py file (run isolated) or a model .zip (loaded as data); repeat for several. "
+                         "A built-in or module:Class takes parameters: 'greedy(patience=10)'")
     ev.add_argument("--worlds", "-w", required=True, action=WorldList,
                     help="a world folder, a folder of worlds, a dataset id ns/name-vN, a shipped world, "
                          "or a split of the shipped dataset (train, heldout); a comma list, or repeat")

@@ -27,7 +27,8 @@ def register(subparsers: Any) -> None:
                    help=f"a built-in task ({BUILTIN_TASKS}), or (with a --system other than grow) "
                         "initial_program.py,evaluator.py")
     p.add_argument("--policy", "-p", action="append", required=True, dest="policies", metavar="SPEC",
-                   help="a policy to run online and replay (built-in, module:Class, policy .py file, model); repeat")
+                   help="a policy to run online and replay (built-in, module:Class, policy .py file, model; "
+                        "'greedy(patience=10)' gives parameters); repeat")
     p.add_argument("--recorder", action="append", default=[], dest="recorders", metavar="SPEC",
                    help="whose runs to replay on: a policy spec, 'native' (the system's own selection), or "
                         "pool:A+B (pool:all: every policy), a seed's runs pooled; repeat (default: every --policy)")

@@ -248,9 +248,13 @@ def check_policy(spec: str) -> str:
     from dream_gym.policies.trained import SHIPPED_MODELS
     from dream_gym.policy_files.specs import PolicySpec
 
-    kind = PolicySpec.of(spec).kind
+    parsed = PolicySpec.of(spec)  # parameters that are no KEY=VALUE pairs are named here
+    kind = parsed.kind
     if kind in ("module", "model") or spec == RECOMMENDED:
         return spec  # module:attr, model zips and recommended: the library names a missing module or file
+    if parsed.params and parsed.name in POLICIES:
+        parsed.check()  # a parameter the built-in does not take, or a value of the wrong kind
+        return spec
     if spec not in POLICIES and Path(spec).expanduser().is_dir():
         raise UnknownName(f"policy {spec} is a folder; a policy is a .py file, a model .zip, module:Class or a "
                           "built-in's name")
@@ -273,9 +277,9 @@ def check_policy(spec: str) -> str:
     known = [*POLICIES, *SHIPPED_MODELS, RECOMMENDED]
     if Path(spec + ".py").is_file():
         known.append(spec + ".py")
-    hint = did_you_mean(spec, known)
+    hint = did_you_mean(parsed.name, known)
     raise UnknownName(
-        f"unknown policy {spec!r}{hint} (built-ins: {', '.join(sorted(POLICIES))}; shipped models: "
+        f"unknown policy {parsed.name!r}{hint} (built-ins: {', '.join(sorted(POLICIES))}; shipped models: "
         f"{', '.join(SHIPPED_MODELS)}; {RECOMMENDED}; or module:Class, a .py policy file or a model .zip)"
     )
 

@@ -191,18 +191,14 @@ def add_policy_args(parser: argparse.ArgumentParser) -> None:
 
 def parse_key_values(pairs: list[str], option: str = "--policy-arg") -> dict[str, object]:
     """``["branches=8", "p_stop=0"]`` → ``{"branches": 8, "p_stop": 0}`` (numbers parsed)."""
+    from dream_gym.policy_files.specs import parameter_value  # here: the CLI's start imports no policy code
+
     params: dict[str, object] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"{option} {pair!r} must look like KEY=VALUE")
-        try:
-            params[key] = int(text)
-        except ValueError:
-            try:
-                params[key] = float(text)
-            except ValueError:
-                params[key] = text
+        params[key] = parameter_value(text)
     return params
 
 
@@ -294,7 +290,9 @@ def stop_hint(stopped_by: str, policy: str = "") -> str:
     if stopped_by != "policy":
         return ""
     from dream_gym.policies import POLICIES
+    from dream_gym.policy_files.specs import split_parameters
 
+    policy = split_parameters(policy)[0]
     if policy not in POLICIES:
         return "the policy ended the run before its budget, by its own stop rule (an empty batch)"
     hint = "a higher --beta makes the built-in policies more patient"

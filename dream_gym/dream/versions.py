@@ -124,8 +124,11 @@ def incumbent_source(spec: str) -> tuple[str, str]:
     it runs (empty for a file). A built-in name or ``module:attr`` becomes a small wrapper file
     so that every version is evaluated, deployed and shared the same way, as an isolated file."""
     from dream_gym.policies.recommended import resolve_incumbent
+    from dream_gym.policy_files.specs import split_parameters
 
     spec = resolve_incumbent(spec)  # recommended: the spec it stands for as an incumbent (a built-in or a file)
+    spec, params = split_parameters(spec)  # greedy(patience=10): the wrapper passes them on
+    arguments = "".join(f", {key}={value!r}" for key, value in params.items())
     if spec.endswith(".py"):
         path = Path(spec)
         if not path.is_file():
@@ -140,7 +143,7 @@ def incumbent_source(spec: str) -> tuple[str, str]:
                 f'version)."""\n\nimport importlib\n\n\ndef make_policy():\n'
                 f"    obj = importlib.import_module({module!r})\n"
                 f"    for part in {attr!r}.split('.'):\n        obj = getattr(obj, part)\n"
-                "    return obj() if isinstance(obj, type) else obj\n")
+                f"    return obj({arguments[2:]}) if isinstance(obj, type) else obj\n")
         return text, ""
     from dream_gym.policies import POLICIES
 
@@ -150,7 +153,7 @@ def incumbent_source(spec: str) -> tuple[str, str]:
     cls = POLICIES[spec]
     text = (f'"""Version 0: the built-in policy {spec!r} ({cls.__module__}.{cls.__name__}); a wrapper, so '
             f'it runs isolated like every version."""\n\nfrom dream_gym.policies import make_policy as '
-            f"_builtin\n\n\ndef make_policy():\n    return _builtin({spec!r})\n")
+            f"_builtin\n\n\ndef make_policy():\n    return _builtin({spec!r}{arguments})\n")
     owner = inspect.getmodule(cls)
     reference = inspect.getsource(owner) if owner is not None else ""
     return text, reference

@@ -19,6 +19,13 @@
   (``a.zip+b.zip+c.zip``) are a seed ensemble (:class:`dream_gym.rl.ensemble.EnsemblePolicy`);
 * ``recommended``: the spec :mod:`dream_gym.policies.recommended` names (one of the kinds above).
 
+A built-in name or ``module:Class`` may carry constructor parameters, ``greedy(patience=10)``
+or ``my_pkg.agents:Beam(width=4, rule=ucb)``: comma-separated ``KEY=VALUE`` pairs, each value a
+whole number, a decimal number or else text (which may hold commas: ``coverage(deepen=0.3,1)``),
+read as ``--policy-arg`` reads them. The spec with
+its parameters labels the results, so one evaluation can compare ``greedy(patience=3)`` with
+``greedy(patience=10)``.
+
 :class:`PolicySpec` reads a spec once (its kind, and what ``recommended`` stands for); every
 entry point goes through it. :func:`~dream_gym.policy_files.inprocess.resolve_in_process` builds the policy object of a spec
 in the current process; the parent uses it for trusted specs, the isolated child
@@ -28,7 +35,9 @@ in the current process; the parent uses it for trusted specs, the isolated child
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,16 +74,22 @@ class PolicySpec:
     Attributes:
         given: the string as the user gave it; it labels the results (``recommended`` stays
             ``recommended``).
-        target: the spec it stands for (``recommended`` replaced by the spec it names).
+        target: the spec it stands for (``recommended`` replaced by the spec it names), its
+            parameters included.
         kind: ``builtin`` (a name of :data:`dream_gym.policies.POLICIES`), ``module``
             (``module:attr``, trusted code imported in-process), ``file`` (a ``.py`` path,
             untrusted: run isolated by default) or ``model`` (an SB3 ``.zip``, zips joined by
             ``+``, or a shipped model's name).
+        name: ``target`` without its parameters: the built-in's name, ``module:attr``, the file
+            or the model.
+        params: the constructor parameters written in the spec, as (key, value) pairs.
     """
 
     given: str
     target: str
     kind: PolicyKind
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def of(cls, spec: str | os.PathLike[str] | PolicySpec) -> PolicySpec:
@@ -82,7 +97,8 @@ class PolicySpec:
             return spec
         given = os.fspath(spec)
         target = resolve_recommended(given)
-        return cls(given, target, _kind(target))
+        name, params = split_parameters(target)
+        return cls(given, target, _kind(name), name, tuple(params.items()))
 
     @property
     def in_watched_process(self) -> bool:
@@ -130,14 +146,31 @@ class PolicySpec:
             if not Path(self.target).is_file():
                 raise PolicyNotFoundError(f"policy file {self.target} does not exist")
         elif self.kind == "module":
-            module_attr(self.target)
-        elif self.target not in POLICIES:
-            resolve_in_process(self.target, {})  # raises the error that lists the built-in names
+            obj = module_attr(self.name)
+            if self.params:
+                self._check_parameters(obj)
+        elif self.name not in POLICIES:
+            resolve_in_process(self.name, {})  # raises the error that lists the built-in names
+        elif self.params:
+            resolve_in_process(self.name, dict(self.params))  # a built-in checks its values when built
+
+    def _check_parameters(self, obj: Any) -> None:
+        """A ``module:Class(...)`` spec whose class does not take its parameters fails here,
+        before any episode, without building the policy (its constructor is trusted code of
+        unknown cost)."""
+        if not isinstance(obj, type):
+            raise ValueError(f"policy {self.given!r}: {self.name} is not a class; parameters cannot be passed")
+        try:
+            inspect.signature(obj).bind(**dict(self.params))
+        except TypeError as exc:
+            raise ValueError(f"policy {self.given!r}: {exc}") from None
+        except ValueError:  # no signature to read (a class built in C): its constructor will say
+            pass
 
     def load(self, *, isolate: bool | None = None, params: Mapping[str, Any] | None = None,
              **limits: Any) -> Policy:
         """The policy: see :func:`load_policy`."""
-        params = dict(params or {})
+        params = self._with_parameters(params)
         if self.kind == "model":  # read as data (dream_gym.rl.model_zips), in-process
             if isolate or limits:
                 raise ValueError(f"{self.target}: SB3 models load in-process only (no isolate=True, no limits)")
@@ -152,15 +185,66 @@ class PolicySpec:
             if not isolate:
                 if limits:
                     raise ValueError(f"limits {sorted(limits)} only apply to isolated policies (isolate=True)")
-                policy = resolve_in_process(self.target, params)
+                policy = resolve_in_process(self.name, params)
             else:
                 if self.kind == "builtin":
-                    resolve_in_process(self.target, params)  # fail fast on unknown names, in the parent
-                policy = IsolatedPolicy(self.target, params=params, **limits)
-        if self.given != self.target:  # recommended: labelled with the name the user gave
+                    resolve_in_process(self.name, params)  # fail fast on unknown names, in the parent
+                policy = IsolatedPolicy(self.name, params=params, **limits)
+        if self.given != self.name:  # recommended, or parameters: labelled as the user gave it
             with contextlib.suppress(AttributeError):
                 policy.name = self.given  # type: ignore[attr-defined]
         return policy
+
+
+    def _with_parameters(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The spec's parameters and ``params`` (``--policy-arg``) together; a key given both
+        ways with two values is an error naming it."""
+        merged = dict(self.params)
+        for key, value in (params or {}).items():
+            if key in merged and merged[key] != value:
+                raise ValueError(f"policy {self.given!r}: {key} is given twice ({merged[key]!r} in the spec, "
+                                 f"{value!r} as a parameter)")
+            merged[key] = value
+        return merged
+
+
+def parameter_value(text: str) -> int | float | str:
+    """A parameter's value as written: a whole number, else a decimal number, else the text."""
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+_PARAMETERS = re.compile(r"(?P<name>[^()]+)\((?P<pairs>[^()]*)\)")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A comma that begins the next KEY=VALUE pair: a value may hold commas itself (deepen=0.3,1).
+_PAIR_START = re.compile(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*\s*=)")
+
+
+def split_parameters(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"greedy(patience=10, min_branches=2)"`` → ``("greedy", {"patience": 10, "min_branches": 2})``;
+    a spec without parameters and a policy file come back as they are (a file's policy is built
+    by the file); a model with parameters is refused (its options are ``--policy-arg``)."""
+    match = _PARAMETERS.fullmatch(spec)
+    if match is None or is_file_spec(match["name"]):
+        return spec, {}
+    if _kind(match["name"].strip()) == "model":
+        raise PolicyNotFoundError(f"policy {spec!r}: a trained model's options are given apart from its spec "
+                                  "(--policy-arg deterministic=false, or params=)")
+    params: dict[str, Any] = {}
+    for pair in filter(None, (part.strip() for part in _PAIR_START.split(match["pairs"]))):
+        key, sep, text = (part.strip() for part in pair.partition("="))
+        if not sep or not _KEY.fullmatch(key):
+            raise PolicyNotFoundError(f"policy {spec!r}: parameters are KEY=VALUE pairs separated by commas, "
+                                      f"as in greedy(patience=10); {pair!r} is not one")
+        if key in params:
+            raise PolicyNotFoundError(f"policy {spec!r}: {key} is given twice")
+        params[key] = parameter_value(text)
+    return match["name"].strip(), params
 
 
 def _kind(target: str) -> PolicyKind:
@@ -355,4 +439,4 @@ def _close(policy: Policy) -> None:
         close()
 
 
-__all__ = ["MODEL_MODULES", "PolicyKind", "PolicySource", "PolicySpec", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "policy_from_namespace", "probe_policy_files", "resolve_in_process", "where"]
+__all__ = ["MODEL_MODULES", "PolicyKind", "PolicySource", "PolicySpec", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "parameter_value", "policy_from_namespace", "probe_policy_files", "resolve_in_process", "split_parameters", "where"]
