@@ -53,6 +53,22 @@ def test_old_spellings_name_the_new_option(command: str, old: str, capsys: pytes
     assert f"{old} is not an option: use -j/--jobs" in err and "-W/--workers is W" in err
 
 
+@pytest.mark.parametrize(("argv", "field", "spellings"), [
+    (["eval", "-p", "greedy", "-w", "some-world", "--rank-by"], "rank_by", {"V": "V", "v": "V", "V2": "v2"}),
+    (["dream", "-p", "greedy", "-M", "2", "--history", "h", "--out", "x", "--select"], "select", {"v": "V", "v2": "v2"}),
+    (["train", "--out", "x", "--objective"], "objective", {"V": "v", "v": "v", "V2": "v2"}),
+])
+def test_the_score_is_named_in_either_case_in_every_command(argv: list[str], field: str, spellings: dict[str, str],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """V is V in eval and dream and v in train: each takes both, and refuses other names listing its own."""
+    parser = build_parser()
+    for given, meant in spellings.items():
+        assert getattr(parser.parse_args([*argv, given]), field) == meant
+    with pytest.raises(SystemExit):
+        parser.parse_args([*argv, "auc"])
+    assert "invalid choice: 'auc'" in capsys.readouterr().err
+
+
 def test_training_script_refuses_eval_workers(capsys: pytest.CaptureFixture[str]) -> None:
     from agents.train_ppo import parse_args
 

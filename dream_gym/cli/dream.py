@@ -11,6 +11,7 @@ from dream_gym.cli.options import (
     add_allow_errors,
     add_file_limits,
     add_jobs,
+    any_case,
     file_options,
     margin,
     non_negative_number,
@@ -30,7 +31,7 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revisions", "-M", type=positive_int, required=True,
                    help="M: versions per phase, the incumbent included (M-1 new revisions)")
     p.add_argument("--betas", default=grid, help=f"comma-separated beta grid (default {grid})")
-    p.add_argument("--select", choices=("V", "v2"), default="V",
+    p.add_argument("--select", choices=("V", "v2"), type=any_case("V", "v2"), default="V",
                    help="maximise the mean replay score V (the paper's V^m, default) or the Pareto objective v2")
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server (the LLM developer)")
     add_jobs(p, help="processes for the replay evaluations (default: the CPU count)")

@@ -15,6 +15,7 @@ from dream_gym.cli.options import (
     add_max_attempts,
     add_trust_model,
     add_workers,
+    any_case,
     check_file_to_write,
     file_options,
     non_negative_number,
@@ -78,7 +79,7 @@ def register(subparsers: Any) -> None:
                     help=f"V's bonus per attempt-per-round (default {DEFAULT_BETA2})")
     ev.add_argument("--lam", type=non_negative_number, default=DEFAULT_LAMBDA,
                     help=f"weight of the parallel penalty in v2 (default {DEFAULT_LAMBDA})")
-    ev.add_argument("--rank-by", choices=("v2", "V"), default="v2", help="the leaderboard's order (default v2)")
+    ev.add_argument("--rank-by", choices=("v2", "V"), type=any_case("v2", "V"), default="v2", help="the leaderboard's order (default v2)")
     ev.add_argument("--requests", action="store_true",
                     help="request mode: each policy chooses among what an online run could continue; what the "
                          "record cannot answer is refused (not charged) and counted, and a batch of refusals ends "

@@ -8,6 +8,7 @@ import argparse
 import inspect
 import math
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,16 @@ def add_policy_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="parameter of a built-in or module:Class policy (repeatable), e.g. "
                              "--policy-arg patience=10")
+
+
+def any_case(*names: str) -> Callable[[str], str]:
+    """An argparse type: the one of ``names`` that the text spells in any case (``v`` is ``V``
+    where a command names V so, and ``V`` is ``v`` in ``train``), else the text as given, which
+    argparse's ``choices`` then refuses naming the valid ones."""
+    def pick(text: str) -> str:
+        return next((name for name in names if name.lower() == text.lower()), text)
+
+    return pick
 
 
 def parse_key_values(pairs: list[str], option: str = "--policy-arg") -> dict[str, object]:

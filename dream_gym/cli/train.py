@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dream_gym.cli.options import add_trust_model, number, parse_seed, whole_number
+from dream_gym.cli.options import add_trust_model, any_case, number, parse_seed, whole_number
 from dream_gym.cli.shown import say
 
 
@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
     for name, default, doc in config_fields():
         flags = ["--" + name.replace("_", "-")] + (["-W"] if name == "workers" else [])  # -W/--workers = W
-        kind = parse_seed if name == "seed" else bounded(type(default), BOUNDS[name]) if name in BOUNDS else type(default)
+        kind = (parse_seed if name == "seed" else bounded(type(default), BOUNDS[name]) if name in BOUNDS
+                else any_case(*choices["objective"]) if name == "objective" else type(default))
         p.add_argument(*flags, type=kind, default=default, choices=choices.get(name),
                        help=f"{doc} (default: {default})" if default != "" else doc,  # an empty default: the doc says it
                        metavar=None if name in choices else name.upper())
