@@ -251,6 +251,8 @@ def test_a_path_is_a_file_whatever_its_name_and_a_model_takes_no_parameters_in_i
     with pytest.raises(LookupError, match=re.escape("policy 'ppo-macro-v(deterministic=false)': a trained model's "
                                                     "options are given apart from its spec")):
         PolicySpec.of("ppo-macro-v(deterministic=false)")
+    with pytest.raises(LookupError, match=re.escape("policy 'recommended(patience=3)': a trained model's options")):
+        PolicySpec.of("recommended(patience=3)")  # recommended names a model
 
 
 def test_dreaming_starts_from_a_built_in_with_its_parameters() -> None:

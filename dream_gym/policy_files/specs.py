@@ -96,8 +96,11 @@ class PolicySpec:
         if isinstance(spec, PolicySpec):
             return spec
         given = os.fspath(spec)
-        target = resolve_recommended(given)
-        name, params = split_parameters(target)
+        written, params = split_parameters(given)
+        name = resolve_recommended(written)
+        target = name if written == given else name + given[given.index("("):]
+        if written != given and _kind(name) == "model":  # recommended(...) where recommended is a model
+            _refuse_model_parameters(given)
         return cls(given, target, _kind(name), name, tuple(params.items()))
 
     @property
@@ -233,8 +236,7 @@ def split_parameters(spec: str) -> tuple[str, dict[str, Any]]:
     if match is None or is_file_spec(match["name"]):
         return spec, {}
     if _kind(match["name"].strip()) == "model":
-        raise PolicyNotFoundError(f"policy {spec!r}: a trained model's options are given apart from its spec "
-                                  "(--policy-arg deterministic=false, or params=)")
+        _refuse_model_parameters(spec)
     params: dict[str, Any] = {}
     for pair in filter(None, (part.strip() for part in _PAIR_START.split(match["pairs"]))):
         key, sep, text = (part.strip() for part in pair.partition("="))
@@ -245,6 +247,11 @@ def split_parameters(spec: str) -> tuple[str, dict[str, Any]]:
             raise PolicyNotFoundError(f"policy {spec!r}: {key} is given twice")
         params[key] = parameter_value(text)
     return match["name"].strip(), params
+
+
+def _refuse_model_parameters(spec: str) -> None:
+    raise PolicyNotFoundError(f"policy {spec!r}: a trained model's options are given apart from its spec "
+                              "(--policy-arg deterministic=false, or params=)")
 
 
 def _kind(target: str) -> PolicyKind:
