@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 import warnings
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from dream_gym.envs.ids import shipped_world_ids
 from dream_gym.envs.vector_env import ReplayVectorEnv
 from dream_gym.replay.mechanics import IllegalBatchError
 from dream_gym.replay.session import ReplaySession
+from dream_gym.world.registry import resolve_world
 
 EXTERNAL = Path(__file__).resolve().parents[2] / "shared" / "external-runs" / "openevolve"
 
@@ -89,6 +91,23 @@ def test_flags_that_are_not_booleans_and_an_empty_world_are_refused(folder: Path
 def test_unknown_world_reference_is_a_lookup_error(tmp_path: Path) -> None:
     with pytest.raises(LookupError, match="unknown world"):
         gym.make("DreamGym/Replay-v1", world="no-such-world-anywhere")
+
+
+def test_a_shipped_worlds_id_replays_that_world_only(folder: Path) -> None:
+    """``gym.make("DreamGym/<world>-v1", world=other)`` replayed the other world under the first
+    one's id, which its spec, the training logs and every monitor then named."""
+    env_id, reference = sorted(shipped_world_ids().items())[0]
+    name = reference.rsplit("/", 1)[-1]
+    said = f"{env_id} replays the world {name} ({reference}), not w: make DreamGym/Replay-v1 with world=..."
+    with pytest.raises(ValueError, match=re.escape(said)):
+        gym.make(env_id, world=folder)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        gym.make_vec(env_id, num_envs=2, world=folder, vectorization_mode="vector_entry_point")
+    # its own world, however it is named, and any world under DreamGym/Replay-v1
+    assert gym.make(env_id, world=name).unwrapped.world.id == name
+    assert gym.make(env_id, world=resolve_world(reference)).spec.id == env_id
+    assert gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point").spec.id == env_id
+    assert gym.make("DreamGym/Replay-v1", world=folder).unwrapped.world.id == "w"
 
 
 @pytest.mark.parametrize("env_id", sorted(shipped_world_ids()))

@@ -14,9 +14,11 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
 
 from dream_gym.envs.buffers import BufferPool, bases_of, read_only_arrays
 from dream_gym.envs.frontier import FrontierCounts, add_counts, drop_id, frontier_of, ones_for, set_count
+from dream_gym.envs.ids import check_world_of_id
 from dream_gym.envs.spaces import (
     DEFAULT_MAX_NODES,
     GLOBAL_COLUMNS,
@@ -190,12 +192,17 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
 
     ## Registered ids
     ``DreamGym/Replay-v1`` (pass ``world=``) and one ``DreamGym/<world>-v1`` per shipped world,
-    whose kwargs hold the full dataset reference (``{"world": "dream-gym/recorded-v1/<world>"}``).
+    whose kwargs hold the full dataset reference (``{"world": "dream-gym/recorded-v1/<world>"}``)
+    and which replays that world only (``world=`` naming another is an error: make
+    ``DreamGym/Replay-v1`` for it).
     The ``-vN`` of an id is this env's behaviour version (below); the dataset's own version is
     the ``-vN`` inside that reference. All have ``vector_entry_point``
     :class:`dream_gym.envs.vector_env.ReplayVectorEnv`.
 
     ## Version History
+    * v1, a shipped world's id replays that world only (same spaces, values and episodes):
+      ``gym.make("DreamGym/<world>-v1", world=other)`` is an error naming the id's world; before,
+      it replayed the other world under the first one's id.
     * v1, with ``render_mode="human"`` (same spaces, values and episodes): the text drawing
       printed after ``reset`` and every step; before, Gymnasium wrapped the env in its
       ``HumanRendering``, which needs pygame and an image.
@@ -677,6 +684,19 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         Duplicate non-root selections across slots cannot be masked per slot: they are dropped.
         """
         return self._sets[self._pool.last].out[3].astype(bool).reshape(-1)
+
+    _spec: EnvSpec | None = None
+
+    @property  # type: ignore[override]
+    def spec(self) -> EnvSpec | None:
+        """The spec ``gym.make`` made the env from (None when built directly)."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: EnvSpec | None) -> None:
+        if spec is not None:  # set by gym.make once the env is built: a shipped world's id replays that world
+            check_world_of_id(spec, [self.world.id])
+        self._spec = spec
 
     def _use_render_mode(self, render_mode: str | None) -> None:
         self.render_mode = self._arguments["render_mode"] = render_mode

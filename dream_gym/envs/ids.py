@@ -13,6 +13,7 @@ makes (Gymnasium's plugin convention, the one place a lower module names an uppe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -47,6 +48,21 @@ SHIPPED_MODELS_POOL: dict[str, Any] = {
     "prefixes": [50, 100, 200],
     "objective": "v2",
 }
+
+
+def check_world_of_id(spec: Any, world_ids: Sequence[str]) -> None:
+    """Refuse an env made under a shipped world's id (``DreamGym/<world>-v1``) that replays
+    another world (``gym.make(id, world=other)``): its spec, the training logs and every monitor
+    would name a world it does not replay. ``DreamGym/Replay-v1`` takes any world."""
+    registered = gym.registry.get(spec.id)
+    reference = registered.kwargs.get("world") if registered is not None else None
+    if not isinstance(reference, str) or spec.kwargs.get("world") is reference:
+        return
+    name = reference.rsplit("/", 1)[-1]
+    others = sorted(set(world_ids) - {name})
+    if others:
+        raise ValueError(f"{spec.id} replays the world {name} ({reference}), not {', '.join(others)}: make "
+                         f"DreamGym/Replay-v{ENV_VERSION} with world=... to replay another world")
 
 
 def register_envs() -> None:
