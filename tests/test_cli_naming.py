@@ -69,6 +69,18 @@ def test_the_score_is_named_in_either_case_in_every_command(argv: list[str], fie
     assert "invalid choice: 'auc'" in capsys.readouterr().err
 
 
+def test_held_out_worlds_are_spelt_as_worlds_pack_spells_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """train's --held-out, as worlds pack's; its old --heldout still works and is not listed."""
+    parser = build_parser("train")
+    assert parser.parse_args(["train", "--out", "x", "--held-out", "a,b"]).heldout == "a,b"
+    assert parser.parse_args(["train", "--out", "x", "--heldout", "c"]).heldout == "c"
+    assert parser.parse_args(["train", "--out", "x"]).heldout == "heldout"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "--help"])
+    shown = capsys.readouterr().out
+    assert "--held-out WORLDS" in shown and "--heldout" not in shown
+
+
 def test_training_script_refuses_eval_workers(capsys: pytest.CaptureFixture[str]) -> None:
     from agents.train_ppo import parse_args
 

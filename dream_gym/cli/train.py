@@ -33,12 +33,18 @@ def register(subparsers: argparse._SubParsersAction, with_options: bool = True) 
 
     choices = {"algo": ALGOS, "arch": ARCHS, "objective": ("v2", "v")}
     for name, default, doc in config_fields():
-        flags = ["--" + name.replace("_", "-")] + (["-W"] if name == "workers" else [])  # -W/--workers = W
+        flags = ["--" + SPELLINGS.get(name, name).replace("_", "-")] + (["-W"] if name == "workers" else [])
         kind = (parse_seed if name == "seed" else bounded(type(default), BOUNDS[name]) if name in BOUNDS
                 else any_case(*choices["objective"]) if name == "objective" else type(default))
-        p.add_argument(*flags, type=kind, default=default, choices=choices.get(name),
+        p.add_argument(*flags, dest=name, type=kind, default=default, choices=choices.get(name),
                        help=f"{doc} (default: {default})" if default != "" else doc,  # an empty default: the doc says it
-                       metavar=None if name in choices else name.upper())
+                       metavar=None if name in choices else "WORLDS" if name == "heldout" else name.upper())
+        if name in SPELLINGS:  # the field's own spelling still works, unlisted
+            p.add_argument("--" + name, dest=name, type=kind, default=default, help=argparse.SUPPRESS)
+
+
+#: Options spelt as the other commands spell them, not as their configuration field (``heldout``).
+SPELLINGS = {"heldout": "held_out"}
 
 
 def bounded(kind: type, bound: Any) -> Callable[[str], Any]:
@@ -64,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--resume: {config.out} holds no training run to continue (no config.json); "
                                 "without --resume the command starts one")
     pool = resolve_world_specs(config.worlds, "--worlds")
-    heldout = resolve_world_specs(config.heldout, "--heldout") if config.heldout else []
+    heldout = resolve_world_specs(config.heldout, "--held-out") if config.heldout else []
     summary = train(config, trust_model=args.trust_model)
     final = summary["final"]
     w, betas = config.workers, betas_note(config.beta_grid)

@@ -367,7 +367,7 @@ def _train(config: TrainConfig, out: Path, log: Callable[[str], None], trust_mod
     settings = seed_everything(config.seed, config.torch_threads)
     worlds = training_pool(config)
     heldout = resolve_worlds(config.heldout) if config.heldout else []
-    check_held_out(worlds, heldout, "training pool", "; give --heldout other worlds, or --heldout '' for none")
+    check_held_out(worlds, heldout, "training pool", "; give --held-out other worlds, or --held-out '' for none")
     env = make_env(config, worlds)
     durable_json(out / "config.json", asdict(config))  # the arguments held: the run is this folder's now
     run = _Run(config, worlds, heldout, log)
