@@ -81,6 +81,13 @@ def test_held_out_worlds_are_spelt_as_worlds_pack_spells_them(capsys: pytest.Cap
     assert "--held-out WORLDS" in shown and "--heldout" not in shown
 
 
+def test_eval_takes_quiet_as_grow_and_dream_do() -> None:
+    parser = build_parser("eval")
+    assert parser.parse_args([*W_COMMANDS["eval"], "--quiet"]).no_progress is True
+    assert parser.parse_args([*W_COMMANDS["eval"], "--no-progress"]).no_progress is True
+    assert parser.parse_args(W_COMMANDS["eval"]).no_progress is False
+
+
 def test_training_script_refuses_eval_workers(capsys: pytest.CaptureFixture[str]) -> None:
     from agents.train_ppo import parse_args
 

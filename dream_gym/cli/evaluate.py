@@ -87,6 +87,7 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--seed", type=parse_seed, default=0, help="seed given to every policy (default 0)")
     ev.add_argument("--no-progress", action="store_true",
                     help="no progress bar (there is none when stderr is not a terminal: a log gets no bar)")
+    ev.add_argument("--quiet", action="store_true", dest="no_progress", help=argparse.SUPPRESS)  # grow's and dream's word
     ev.add_argument("--summary", action="store_true", help="print only the table over all worlds")
     add_allow_errors(ev)
     add_trust_model(ev)
