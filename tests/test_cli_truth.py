@@ -448,6 +448,11 @@ def test_policy_names_cut_to_the_column_stay_apart() -> None:
     assert len(set(cut)) == 3 and all(len(name) <= 12 for name in cut) and cut[2] == "greedy"
     spec = "my_project.policies.explore:BeamSearch"
     assert shortened_names([spec], 16) == [shorten_middle(spec, 16)]
+    # settings of one spec: each pair is told apart where it differs, though no one cut fits both
+    settings = ["mypkg.pols:Deepest(branches=3, budget=12)", "mypkg.pols:Deepest(branches=2, budget=12)",
+                "ucb(c=0.5, patience=4)", "ucb(c=1.5, patience=4)", "greedy"]
+    assert shortened_names(settings, 15) == ["mypk…hes=3, bu…", "mypk…hes=2, bu…", "ucb(c=0.5, pa…)",
+                                             "ucb(c=1.5, pa…)", "greedy"]
 
 
 @pytest.mark.parametrize("argv", [

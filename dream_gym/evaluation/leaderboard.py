@@ -101,19 +101,43 @@ def shorten_name(name: str, width: int) -> str:
 
 
 def shortened_names(names: list[str], width: int) -> list[str]:
-    """Each name cut to ``width`` by :func:`shorten_name`; where two different names would then
-    read the same (``pol/fu…policy.py`` for ``pol/func_policy.py`` and ``pol/func_ctx_policy.py``
-    cut in the middle), the ellipsis moves to the first place where every name reads apart
-    (``pol/func_p…y``)."""
+    """Each name cut to ``width`` by :func:`shorten_name`; where different names would then read
+    the same, each such group is cut again where its names read apart: the ellipsis moved
+    (``pol/func_p…y`` for ``pol/func_policy.py`` beside ``pol/func_ctx_policy.py``), or, where
+    no single cut keeps every difference (two settings of a long spec,
+    ``pkg.pols:Deep(branches=3, budget=12)`` and ``…branches=2…``), the name's start and a window
+    on the first place where they differ (``pkg.…ches=3, b…``)."""
     cut = [shorten_name(name, width) for name in names]
-    if len(set(cut)) == len(set(names)) or width <= 2:
+    if len(set(cut)) == len(set(names)) or width <= 4:
         return cut
-    for head in range(width - 2, 0, -1):
+    shown = dict(zip(names, cut, strict=True))
+    groups: dict[str, set[str]] = {}
+    for name, form in shown.items():
+        groups.setdefault(form, set()).add(name)
+    for form, members in groups.items():
+        if len(members) > 1:
+            others = {shown[name] for name in shown if name not in members}
+            shown.update(_apart(sorted(members), width, others))
+    return [shown[name] for name in names]
+
+
+def _apart(members: list[str], width: int, others: set[str]) -> dict[str, str]:
+    """Forms of ``members`` (names that one cut shows alike) that read apart from each other and
+    from ``others``: one ellipsis where that is enough and keeps a few characters of the start,
+    else a window on their first difference."""
+    for head in range(width - 2, min(4, width - 2) - 1, -1):
         tail = width - 1 - head
-        moved = [name if len(name) <= width else name[:head] + ELLIPSIS + name[-tail:] for name in names]
-        if len(set(moved)) == len(set(names)):
+        moved = {name: name if len(name) <= width else name[:head] + ELLIPSIS + name[-tail:] for name in members}
+        if len(set(moved.values())) == len(members) and not others & set(moved.values()):
             return moved
-    return cut
+    first = next((i for i, chars in enumerate(zip(*members, strict=False)) if len(set(chars)) > 1),
+                 min(map(len, members)))
+    head = (width - 2) // 3
+    window = width - 2 - head
+    at = max(head, first - window // 2)
+    return {name: name if len(name) <= width else
+            name[:head] + ELLIPSIS + name[at:at + window] + (ELLIPSIS if at + window < len(name) else "")
+            for name in members}
 
 
 ELLIPSIS = "\u2026"
