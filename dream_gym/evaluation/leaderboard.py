@@ -114,7 +114,7 @@ def shortened_names(names: list[str], width: int) -> list[str]:
     groups: dict[str, set[str]] = {}
     for name, form in shown.items():
         groups.setdefault(form, set()).add(name)
-    for form, members in groups.items():
+    for members in groups.values():
         if len(members) > 1:
             others = {shown[name] for name in shown if name not in members}
             shown.update(_apart(sorted(members), width, others))
