@@ -175,6 +175,25 @@ def test_a_policy_file_that_does_not_load_is_named_before_the_run_folder_is_made
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.py"]
 
 
+def test_an_incumbent_module_the_sandbox_cannot_import_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    """Every version runs isolated: a module:Class incumbent on PYTHONPATH (not an installed
+    package) made a wrapper that failed every episode, scored 0, and the run went on to report
+    a gain over it. An installed one, with its parameters, passes the check."""
+    (tmp_path / "mypols.py").write_text("from dream_gym.policies import GreedyPolicy as Deep\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "dream"
+    spec = "mypols:Deep(patience=4)"
+    assert main([*[a if a != "greedy" else spec for a in DREAM], "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dream-gym dream: error: incumbent {spec}: every version runs isolated, and there mypols "
+                          "does not load (") and "No module named 'mypols'" in err and err.count("error:") == 1, err
+    assert "install the package that holds it (pip install -e .), or give the policy as a .py file" in err
+    assert not out.exists()
+    from dream_gym.cli.names import check_incumbent
+
+    assert check_incumbent("dream_gym.policies:GreedyPolicy(patience=4)") == "dream_gym.policies:GreedyPolicy(patience=4)"
+
+
 def test_a_held_out_world_in_the_history_is_refused_before_the_run_folder_is_made(tmp_path, capsys):
     """The run folder (its fingerprint) was written first, and then refused the corrected command."""
     out = tmp_path / "dream"

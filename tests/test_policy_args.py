@@ -263,3 +263,9 @@ def test_dreaming_starts_from_a_built_in_with_its_parameters() -> None:
     exec(compile(text, "incumbent.py", "exec"), namespace)  # the wrapper file of version 0
     built = namespace["make_policy"]()  # type: ignore[operator]
     assert (type(built), built.patience) == (GreedyPolicy, 10) and "class GreedyPolicy" in reference
+    assert text.startswith("\"\"\"Version 0: the built-in policy 'greedy(patience=10)' (")
+    # a value is the user's text: quotes and line breaks stay inside the wrapper's docstring
+    text, _ = incumbent_source('coverage(deepen=x"""\nimport os\nos.system)')
+    namespace = {}
+    exec(compile(text, "incumbent.py", "exec"), namespace)
+    assert "os" not in namespace and text.splitlines()[0].endswith('like every version."""')

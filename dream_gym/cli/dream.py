@@ -221,11 +221,11 @@ def held_out_lines(result: Any, gate: bool = False) -> list[Any]:
 
 def run(args: argparse.Namespace) -> int:
 
-    from dream_gym.cli.names import check_loads, resolve_world_specs
+    from dream_gym.cli.names import check_incumbent, resolve_world_specs
     from dream_gym.cli.options import parse_betas_option
     from dream_gym.dream.improve import DreamRun, run_dream
 
-    check_loads(args.policy, **file_options(args))  # named, not the run's copy of it
+    check_incumbent(args.policy, **file_options(args))  # named, not the run's copy of it
     history = resolve_world_specs(args.history, "--history")
     parse_betas_option(args.betas)
     progress = console(stderr=True)

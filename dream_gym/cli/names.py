@@ -297,6 +297,34 @@ def check_loads(spec: str, **limits: Any) -> str:
     return spec
 
 
+def check_incumbent(spec: str, **limits: Any) -> str:
+    """:func:`check_loads`, then, for an incumbent given as ``module:Class``, its version-0
+    wrapper loaded once in the sandbox, where every version runs: a module the sandbox cannot
+    read (one on PYTHONPATH, outside the installed packages) fails here, not as a version that
+    scores 0 in every episode while the run goes on."""
+    import tempfile
+
+    from dream_gym.dream.versions import incumbent_source
+    from dream_gym.policy_files import PolicyLoadError, probe_policy_files
+    from dream_gym.policy_files.specs import PolicySpec
+
+    check_loads(spec, **limits)
+    parsed = PolicySpec.of(spec)
+    if parsed.kind != "module":
+        return spec
+    with tempfile.TemporaryDirectory(prefix="dream-gym-incumbent-") as folder:
+        wrapper = Path(folder) / "incumbent.py"
+        wrapper.write_text(incumbent_source(spec)[0], encoding="utf-8")
+        try:
+            probe_policy_files([str(wrapper)], **limits)
+        except PolicyLoadError as exc:
+            raise PolicyLoadError(
+                f"incumbent {spec}: every version runs isolated, and there {parsed.name.partition(':')[0]} does "
+                f"not load ({str(exc).replace(str(wrapper), 'its wrapper')}); install the package that holds it "
+                "(pip install -e .), or give the policy as a .py file") from None
+    return spec
+
+
 # --------------------------------------------------------------------------- tasks
 def check_task(name: str) -> str:
     """``name`` if it is a registered task; UnknownName with the nearest names if not."""

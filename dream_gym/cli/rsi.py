@@ -116,14 +116,14 @@ def summary_tables(records: list[Any], width: int | None = None) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dream_gym.cli.names import check_loads, check_task, resolve_world_specs
+    from dream_gym.cli.names import check_incumbent, check_task, resolve_world_specs
     from dream_gym.cli.shown import console as shown_console
     from dream_gym.dream.rsi import RsiConfig, run_rsi
 
     _check_mode(args)
     if args.system is None or "," not in args.task:  # a system also takes initial_program.py,evaluator.py
         check_task(args.task)
-    check_loads(args.policy)
+    check_incumbent(args.policy)
     from dream_gym.dream.versions import incumbent_source
 
     incumbent_source(args.policy)  # a model, which no loop can revise as code, refused before the first rollout

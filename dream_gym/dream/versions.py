@@ -119,6 +119,12 @@ def check_ledger(out: Path, rows: Sequence[Any], ledger: str) -> None:
                                 "is gone); start again in a new --out")
 
 
+def _quoted(spec: str) -> str:
+    """``spec`` as it may stand inside the wrapper's docstring: its values are the user's text,
+    so quotes, backslashes and line breaks are escaped (a ``\"\"\"`` would end the docstring)."""
+    return "'" + spec.encode("unicode_escape").decode("ascii").replace('"', '\\"').replace("'", "\\'") + "'"
+
+
 def incumbent_source(spec: str) -> tuple[str, str]:
     """The policy file text of version 0 for an incumbent spec, and the source of the built-in
     it runs (empty for a file). A built-in name or ``module:attr`` becomes a small wrapper file
@@ -127,6 +133,7 @@ def incumbent_source(spec: str) -> tuple[str, str]:
     from dream_gym.policy_files.specs import split_parameters
 
     spec = resolve_incumbent(spec)  # recommended: the spec it stands for as an incumbent (a built-in or a file)
+    written = spec
     spec, params = split_parameters(spec)  # greedy(patience=10): the wrapper passes them on
     arguments = "".join(f", {key}={value!r}" for key, value in params.items())
     if spec.endswith(".py"):
@@ -139,7 +146,7 @@ def incumbent_source(spec: str) -> tuple[str, str]:
                          "in-process only); give a built-in name, module:Class or a policy .py file")
     if ":" in spec:
         module, _, attr = spec.partition(":")
-        text = (f'"""Version 0: the installed policy {spec} (a wrapper, so it runs isolated like every '
+        text = (f'"""Version 0: the installed policy {_quoted(written)} (a wrapper, so it runs isolated like every '
                 f'version)."""\n\nimport importlib\n\n\ndef make_policy():\n'
                 f"    obj = importlib.import_module({module!r})\n"
                 f"    for part in {attr!r}.split('.'):\n        obj = getattr(obj, part)\n"
@@ -151,7 +158,7 @@ def incumbent_source(spec: str) -> tuple[str, str]:
         raise LookupError(f"unknown built-in policy {spec!r}; known: {', '.join(sorted(POLICIES))}; "
                           "or give module:Class or a path to a .py file")
     cls = POLICIES[spec]
-    text = (f'"""Version 0: the built-in policy {spec!r} ({cls.__module__}.{cls.__name__}); a wrapper, so '
+    text = (f'"""Version 0: the built-in policy {_quoted(written)} ({cls.__module__}.{cls.__name__}); a wrapper, so '
             f'it runs isolated like every version."""\n\nfrom dream_gym.policies import make_policy as '
             f"_builtin\n\n\ndef make_policy():\n    return _builtin({spec!r}{arguments})\n")
     owner = inspect.getmodule(cls)
