@@ -185,13 +185,17 @@ def test_an_incumbent_module_the_sandbox_cannot_import_is_refused_before_the_run
     spec = "mypols:Deep(patience=4)"
     assert main([*[a if a != "greedy" else spec for a in DREAM], "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"dream-gym dream: error: incumbent {spec}: every version runs isolated, and there mypols "
-                          "does not load (") and "No module named 'mypols'" in err and err.count("error:") == 1, err
+    assert err.startswith(f"dream-gym dream: error: incumbent {spec}: every version runs isolated, and its version-0 "
+                          "wrapper does not load there (") and "No module named 'mypols'" in err, err
+    assert err.count("error:") == 1, err
     assert "install the package that holds it (pip install -e .), or give the policy as a .py file" in err
     assert not out.exists()
     from dream_gym.cli.names import check_incumbent
 
     assert check_incumbent("dream_gym.policies:GreedyPolicy(patience=4)") == "dream_gym.policies:GreedyPolicy(patience=4)"
+    assert check_incumbent("ucb(c=inf)") == "ucb(c=inf)"  # its wrapper wrote c=inf, a NameError in every episode
+    with pytest.raises(ValueError, match="unexpected keyword argument 'C'"):  # checked before the run, as eval does
+        check_incumbent("dream_gym.policies:UCBPolicy(C=1)")
 
 
 def test_a_held_out_world_in_the_history_is_refused_before_the_run_folder_is_made(tmp_path, capsys):

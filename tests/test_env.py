@@ -108,6 +108,12 @@ def test_a_shipped_worlds_id_replays_that_world_only(folder: Path) -> None:
     assert gym.make(env_id, world=resolve_world(reference)).spec.id == env_id
     assert gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point").spec.id == env_id
     assert gym.make("DreamGym/Replay-v1", world=folder).unwrapped.world.id == "w"
+    # an id of the user's own keeps Gymnasium's rule: kwargs given to make override its defaults
+    gym.register("Users/BoundWorld-v0", entry_point="dream_gym.envs.env:ReplayEnv", kwargs={"world": reference})
+    try:
+        assert gym.make("Users/BoundWorld-v0", world=folder).unwrapped.world.id == "w"
+    finally:
+        del gym.registry["Users/BoundWorld-v0"]
 
 
 @pytest.mark.parametrize("env_id", sorted(shipped_world_ids()))

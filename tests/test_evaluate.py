@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -257,9 +258,12 @@ def test_argument_errors(worlds_dir: Path) -> None:
     for seed in (-1, 2**32, 1.5, "1", True):
         with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295"):
             evaluate(["random"], str(worlds_dir), BETAS, seed=seed, progress=False)
-    with pytest.raises(TypeError, match="a policy to evaluate is a spec .* got GreedyPolicy; a class defined here "
-                                        "is '__main__:GreedyPolicy'"):
+    with pytest.raises(TypeError, match=re.escape("got GreedyPolicy; its class is 'greedy', and "
+                                                  "greedy(KEY=VALUE, ...) gives its parameters")):
         evaluate([GreedyPolicy()], str(worlds_dir), BETAS, progress=False)
+    with pytest.raises(ValueError, match=re.escape("'greedy(patience=3)' and 'greedy( patience = 3 )' are one policy "
+                                                   "with the same parameters")):
+        evaluate(["greedy(patience=3)", "greedy( patience = 3 )"], str(worlds_dir), BETAS, progress=False)
 
 
 NOTEBOOK_POLICY = """

@@ -244,15 +244,45 @@ def test_eval_compares_one_policy_at_two_settings(tmp_path: Path) -> None:
     assert patient.attempts != default.attempts
 
 
-def test_a_path_is_a_file_whatever_its_name_and_a_model_takes_no_parameters_in_its_spec(tmp_path: Path) -> None:
-    for path in (tmp_path / "runs(1)" / "mine.py", tmp_path / "policy(patience=3)"):
+def test_a_path_is_a_file_whatever_its_name_and_a_file_takes_no_parameters(tmp_path: Path) -> None:
+    odd = tmp_path / "policy(patience=3)"  # a file whose name ends in parentheses
+    odd.write_text(GOOD)
+    for path in (tmp_path / "runs(1)" / "mine.py", odd):
         spec = PolicySpec.of(str(path))
         assert (spec.kind, spec.name, spec.params) == ("file", str(path), ())
-    with pytest.raises(LookupError, match=re.escape("policy 'ppo-macro-v(deterministic=false)': a trained model's "
-                                                    "options are given apart from its spec")):
-        PolicySpec.of("ppo-macro-v(deterministic=false)")
-    with pytest.raises(LookupError, match=re.escape("policy 'recommended(patience=3)': a trained model's options")):
-        PolicySpec.of("recommended(patience=3)")  # recommended names a model
+    with pytest.raises(LookupError, match="parameters cannot be passed to a file's policy"):
+        PolicySpec.of(str(tmp_path / "other(patience=3)"))
+    with pytest.raises(LookupError, match=re.escape("policy 'mine.py(patience=3)': parameters cannot be passed to a "
+                                                    "file's policy")):
+        PolicySpec.of("mine.py(patience=3)")
+
+
+def test_a_model_takes_its_flag_in_the_spec_and_false_means_false() -> None:
+    """``deterministic=false`` from a command line was the text 'false', which is true: the model
+    acted on its most likely action when told to sample."""
+    spec = PolicySpec.of("ppo-options-v(deterministic=false)")
+    assert (spec.kind, spec.name, spec.params) == ("model", "ppo-options-v", (("deterministic", "false"),))
+    assert load_policy("ppo-options-v(deterministic=false)").deterministic is False
+    assert load_policy("ppo-options-v", params={"deterministic": "false"}).deterministic is False
+    assert load_policy("ppo-options-v", params={"deterministic": "True"}).deterministic is True
+    with pytest.raises(ValueError, match=re.escape("deterministic must be true or false, got 'maybe'")):
+        PolicySpec.of("ppo-options-v(deterministic=maybe)").check()
+    with pytest.raises(ValueError, match="is a trained model, which takes no parameter 'patience'"):
+        PolicySpec.of("recommended(patience=3)").check()  # recommended names a model
+
+
+@pytest.mark.parametrize(("spec", "params"), [
+    ("greedy(patience=3,)", {"patience": 3}),  # a trailing comma
+    ("greedy()", {}),
+    ("ucb(c=inf)", {"c": float("inf")}),
+])
+def test_specs_a_user_may_write(spec: str, params: dict) -> None:
+    assert dict(PolicySpec.of(spec).params) == params
+
+
+def test_a_key_python_cannot_name_is_refused() -> None:
+    with pytest.raises(LookupError, match="'if=3' is not one"):
+        PolicySpec.of("greedy(if=3)")
 
 
 def test_dreaming_starts_from_a_built_in_with_its_parameters() -> None:
@@ -269,3 +299,7 @@ def test_dreaming_starts_from_a_built_in_with_its_parameters() -> None:
     namespace = {}
     exec(compile(text, "incumbent.py", "exec"), namespace)
     assert "os" not in namespace and text.splitlines()[0].endswith('like every version."""')
+    text, _ = incumbent_source("ucb(c=inf)")  # a value with no literal of its own
+    namespace = {}
+    exec(compile(text, "incumbent.py", "exec"), namespace)
+    assert namespace["make_policy"]().c == float("inf")  # type: ignore[operator]

@@ -89,7 +89,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--history", required=True, action=WorldList,
                    help="worlds to select on (a folder, dataset id, split, ...; a comma list, or repeat)")
-    p.add_argument("--policy", "-p", required=True, help="the incumbent: built-in name, module:Class or policy .py file")
+    p.add_argument("--policy", "-p", required=True, help="the incumbent: built-in name, module:Class or policy .py file; "
+                                                            "'greedy(patience=10)' gives parameters")
     add_held_out_arguments(p)
     p.add_argument("--out", required=True, type=Path, help="the run folder")
     add_scoring_arguments(p)

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server for the LLM agent")
     p.add_argument("--policy", "-p", default=recorder_or("recommended"),
                    help="the recorder: built-in policy name (coverage: docs/concepts/recorders.md), shipped model, "
-                        f"module:Class, or a policy .py file (default: {recorder_or('recommended')})")
+                        f"module:Class, or a policy .py file (default: {recorder_or('recommended')}); "
+                        "'greedy(patience=10)' gives parameters")
     add_policy_args(p)
     add_workers(p, default=STANDARD_WORKERS,
                 help=f"W: attempts per round, each run by its own job process (default {STANDARD_WORKERS})")

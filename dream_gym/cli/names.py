@@ -250,10 +250,12 @@ def check_policy(spec: str) -> str:
 
     parsed = PolicySpec.of(spec)  # parameters that are no KEY=VALUE pairs are named here
     kind = parsed.kind
+    if kind in ("module", "model") and parsed.params:
+        parsed.check()  # a parameter the class or model does not take, or a flag neither true nor false
     if kind in ("module", "model") or spec == RECOMMENDED:
         return spec  # module:attr, model zips and recommended: the library names a missing module or file
-    if parsed.params and parsed.name in POLICIES:
-        parsed.check()  # a parameter the built-in does not take, or a value of the wrong kind
+    if parsed.name in POLICIES:
+        parsed.check()  # with parameters: one the built-in does not take, or a value of the wrong kind
         return spec
     if spec not in POLICIES and Path(spec).expanduser().is_dir():
         raise UnknownName(f"policy {spec} is a folder; a policy is a .py file, a model .zip, module:Class or a "
@@ -298,10 +300,10 @@ def check_loads(spec: str, **limits: Any) -> str:
 
 
 def check_incumbent(spec: str, **limits: Any) -> str:
-    """:func:`check_loads`, then, for an incumbent given as ``module:Class``, its version-0
-    wrapper loaded once in the sandbox, where every version runs: a module the sandbox cannot
-    read (one on PYTHONPATH, outside the installed packages) fails here, not as a version that
-    scores 0 in every episode while the run goes on."""
+    """:func:`check_loads`, then, for an incumbent given as a built-in or ``module:Class``, its
+    version-0 wrapper loaded once in the sandbox, where every version runs: a module the sandbox
+    cannot read (one on PYTHONPATH, outside the installed packages) fails here, not as a version
+    that scores 0 in every episode while the run goes on."""
     import tempfile
 
     from dream_gym.dream.versions import incumbent_source
@@ -310,7 +312,7 @@ def check_incumbent(spec: str, **limits: Any) -> str:
 
     check_loads(spec, **limits)
     parsed = PolicySpec.of(spec)
-    if parsed.kind != "module":
+    if parsed.kind not in ("module", "builtin"):
         return spec
     with tempfile.TemporaryDirectory(prefix="dream-gym-incumbent-") as folder:
         wrapper = Path(folder) / "incumbent.py"
@@ -318,10 +320,11 @@ def check_incumbent(spec: str, **limits: Any) -> str:
         try:
             probe_policy_files([str(wrapper)], **limits)
         except PolicyLoadError as exc:
-            raise PolicyLoadError(
-                f"incumbent {spec}: every version runs isolated, and there {parsed.name.partition(':')[0]} does "
-                f"not load ({str(exc).replace(str(wrapper), 'its wrapper')}); install the package that holds it "
-                "(pip install -e .), or give the policy as a .py file") from None
+            said = str(exc).replace(str(wrapper), "its wrapper")
+            hint = ("; install the package that holds it (pip install -e .), or give the policy as a .py file"
+                    if "ModuleNotFoundError" in said else "")
+            raise PolicyLoadError(f"incumbent {spec}: every version runs isolated, and its version-0 wrapper does "
+                                  f"not load there ({said}){hint}") from None
     return spec
 
 

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "--allow-errors.")
     p.add_argument("world", help="world folder, shipped world name, or namespace/name-vN/<world>")
     p.add_argument("--policy", "-p", default="recommended",
-                   help="built-in name, shipped model, module:Class, or a policy .py file (default: recommended)")
+                   help="built-in name, shipped model, module:Class, or a policy .py file (default: recommended); "
+                        "'greedy(patience=10)' gives parameters")
     add_policy_args(p)
     p.add_argument("--beta", type=unit_number, default=DEFAULT_BETA, help=f"budget preference in [0, 1] (default {DEFAULT_BETA})")
     add_workers(p, help="W: attempts per round (default: the world's recorded W)")

@@ -45,7 +45,8 @@ def register(subparsers: Any) -> None:
                    help=f"a built-in task ({BUILTIN_TASKS}); with --system also "
                         "initial_program.py,evaluator.py")
     p.add_argument("--agent", default=None, help="discovery agent: 'builtin' (default) or a litellm model string")
-    p.add_argument("--policy", "-p", required=True, help="START policy: built-in name, module:Class or policy .py file")
+    p.add_argument("--policy", "-p", required=True, help="START policy: built-in name, module:Class or policy .py file; "
+                                                            "'greedy(patience=10)' gives parameters")
     p.add_argument("--iterations", "-T", type=positive_int, required=True, help="t: outer iterations")
     add_workers(p, default=STANDARD_WORKERS,
                 help=f"W: attempts per round online, each run by its own job process (default {STANDARD_WORKERS})")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -119,6 +120,13 @@ def check_ledger(out: Path, rows: Sequence[Any], ledger: str) -> None:
                                 "is gone); start again in a new --out")
 
 
+def _literal(value: Any) -> str:
+    """A parameter's value as Python source: ``inf`` and ``nan`` have no literal of their own."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
 def _quoted(spec: str) -> str:
     """``spec`` as it may stand inside the wrapper's docstring: its values are the user's text,
     so quotes, backslashes and line breaks are escaped (a ``\"\"\"`` would end the docstring)."""
@@ -135,7 +143,7 @@ def incumbent_source(spec: str) -> tuple[str, str]:
     spec = resolve_incumbent(spec)  # recommended: the spec it stands for as an incumbent (a built-in or a file)
     written = spec
     spec, params = split_parameters(spec)  # greedy(patience=10): the wrapper passes them on
-    arguments = "".join(f", {key}={value!r}" for key, value in params.items())
+    arguments = "".join(f", {key}={_literal(value)}" for key, value in params.items())
     if spec.endswith(".py"):
         path = Path(spec)
         if not path.is_file():

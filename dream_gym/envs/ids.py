@@ -50,10 +50,16 @@ SHIPPED_MODELS_POOL: dict[str, Any] = {
 }
 
 
+#: The ids register_envs gives one shipped world each (the v1 ids and their older aliases).
+_WORLD_BOUND_IDS: set[str] = set()
+
+
 def check_world_of_id(spec: Any, world_ids: Sequence[str]) -> None:
     """Refuse an env made under a shipped world's id (``DreamGym/<world>-v1``) that replays
     another world (``gym.make(id, world=other)``): its spec, the training logs and every monitor
     would name a world it does not replay. ``DreamGym/Replay-v1`` takes any world."""
+    if spec.id not in _WORLD_BOUND_IDS:  # ids of the user's own are theirs to use as they like
+        return
     registered = gym.registry.get(spec.id)
     reference = registered.kwargs.get("world") if registered is not None else None
     if not isinstance(reference, str) or spec.kwargs.get("world") is reference:
@@ -72,6 +78,8 @@ def register_envs() -> None:
     entry_point, vector_entry_point = "dream_gym.envs.env:ReplayEnv", "dream_gym.envs.vector_env:ReplayVectorEnv"
 
     def register(env_id: str, **kwargs: Any) -> None:
+        if "world" in kwargs:
+            _WORLD_BOUND_IDS.add(env_id)
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point, vector_entry_point=vector_entry_point, kwargs=kwargs)
 

@@ -58,6 +58,35 @@ from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import World
 
 
+def _refuse_one_setting_twice(policies: Sequence[str | os.PathLike[str]]) -> None:
+    """Two specs with parameters that are one policy with the same parameters, written apart
+    (``greedy(patience=3)``, ``greedy( patience = 3 )``), would be two rows of one policy."""
+    seen: dict[tuple[str, tuple[tuple[str, Any], ...]], str] = {}
+    for given in policies:
+        spec = os.fspath(given)
+        if "(" not in spec:
+            continue
+        parsed = PolicySpec.of(spec)
+        key = (parsed.name, tuple(sorted(parsed.params)))
+        if key in seen:
+            raise ValueError(f"{seen[key]!r} and {spec!r} are one policy with the same parameters")
+        seen[key] = spec
+
+
+def _spec_hint(given: Any) -> str:
+    """The spec that names what was given instead of one: a class, or a policy object's class
+    (with ``(KEY=VALUE)`` for the parameters it was built with)."""
+    cls = given if isinstance(given, type) else type(given)
+    if not callable(getattr(cls, "act", None)):
+        return ""
+    from dream_gym.policies import POLICIES
+
+    builtin = next((name for name, factory in POLICIES.items() if factory is cls), None)
+    spec = builtin or f"{cls.__module__}:{cls.__qualname__}"
+    return f"; {'the class' if given is cls else 'its class'} is {spec!r}" + (
+        "" if given is cls else f", and {spec}(KEY=VALUE, ...) gives its parameters")
+
+
 def load_policy_spec(spec: str, file_options: Mapping[str, Any] | None = None) -> Policy:
     """A fresh policy for a spec (``dream_gym.policy_files.load_policy``); ``file_options``
     (IsolatedPolicy options such as ``decision_timeout_s`` or ``hash_seed``) apply to policy
@@ -172,13 +201,13 @@ def evaluate(
         raise ValueError("no policies to evaluate")
     for spec in policies:
         if not isinstance(spec, (str, os.PathLike)):
-            named = getattr(spec, "__name__", type(spec).__name__)
             raise TypeError(f"a policy to evaluate is a spec (a built-in name, module:Class, a .py file or a "
-                            f"model: each episode builds its own policy from it), got {type(spec).__name__}; "
-                            f"a class defined here is '__main__:{named}'")
+                            f"model: each episode builds its own policy from it), got {type(spec).__name__}"
+                            f"{_spec_hint(spec)}")
     check_seed(seed)
     if len(set(policies)) != len(policies):
         raise ValueError(f"policies repeat: {policies}")
+    _refuse_one_setting_twice(policies)
     for spec in policies:  # fail fast on an unknown name, module or file; built only in workers
         check_policy_spec(spec)
     if not trust_model:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import keyword
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -99,8 +100,6 @@ class PolicySpec:
         written, params = split_parameters(given)
         name = resolve_recommended(written)
         target = name if written == given else name + given[given.index("("):]
-        if written != given and _kind(name) == "model":  # recommended(...) where recommended is a model
-            _refuse_model_parameters(given)
         return cls(given, target, _kind(name), name, tuple(params.items()))
 
     @property
@@ -114,7 +113,7 @@ class PolicySpec:
         PolicyNotFoundError naming a missing one."""
         if self.kind != "model":
             raise ValueError(f"{self.given} is a {self.kind} spec, not a model")
-        target = self.target
+        target = self.name
         if target in SHIPPED_MODELS:
             from dream_gym.policies.trained import shipped_files
 
@@ -145,6 +144,7 @@ class PolicySpec:
         started, no constructor runs)."""
         if self.kind == "model":
             self.model_files()
+            model_parameters(self.name, dict(self.params), self.given)
         elif self.kind == "file":
             if not Path(self.target).is_file():
                 raise PolicyNotFoundError(f"policy file {self.target} does not exist")
@@ -176,8 +176,8 @@ class PolicySpec:
         params = self._with_parameters(params)
         if self.kind == "model":  # read as data (dream_gym.rl.model_zips), in-process
             if isolate or limits:
-                raise ValueError(f"{self.target}: SB3 models load in-process only (no isolate=True, no limits)")
-            policy = _model_policy(self.target, self.model_files(), params, given=self.given)
+                raise ValueError(f"{self.name}: SB3 models load in-process only (no isolate=True, no limits)")
+            policy = _model_policy(self.name, self.model_files(), params, given=self.given)
         else:
             if self.kind == "file" and not Path(self.target).is_file():
                 raise PolicyNotFoundError(f"policy file {self.target} does not exist")
@@ -230,28 +230,30 @@ _PAIR_START = re.compile(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*\s*=)")
 
 def split_parameters(spec: str) -> tuple[str, dict[str, Any]]:
     """``"greedy(patience=10, min_branches=2)"`` → ``("greedy", {"patience": 10, "min_branches": 2})``;
-    a spec without parameters and a policy file come back as they are (a file's policy is built
-    by the file); a model with parameters is refused (its options are ``--policy-arg``)."""
+    a spec without parameters and a policy file come back as they are; a file with parameters is
+    refused (its own ``make_policy()`` builds its policy), a model takes its options so
+    (``ppo-macro-v(deterministic=false)``)."""
     match = _PARAMETERS.fullmatch(spec)
-    if match is None or is_file_spec(match["name"]):
+    if match is None:
+        if "(" in spec and not is_file_spec(spec) and not Path(spec).exists():
+            raise PolicyNotFoundError(f"policy {spec!r}: parameters are written name(KEY=VALUE, ...), "
+                                      "as in greedy(patience=10)")
         return spec, {}
-    if _kind(match["name"].strip()) == "model":
-        _refuse_model_parameters(spec)
+    if is_file_spec(match["name"]) and _kind(match["name"].strip()) != "model":
+        if Path(spec).exists():  # a file whose name ends in parentheses
+            return spec, {}
+        raise PolicyNotFoundError(f"policy {spec!r}: parameters cannot be passed to a file's policy (its "
+                                  "make_policy() builds it)")
     params: dict[str, Any] = {}
-    for pair in filter(None, (part.strip() for part in _PAIR_START.split(match["pairs"]))):
+    for pair in filter(None, (part.strip() for part in _PAIR_START.split(match["pairs"].strip().rstrip(",")))):
         key, sep, text = (part.strip() for part in pair.partition("="))
-        if not sep or not _KEY.fullmatch(key):
+        if not sep or not _KEY.fullmatch(key) or keyword.iskeyword(key):
             raise PolicyNotFoundError(f"policy {spec!r}: parameters are KEY=VALUE pairs separated by commas, "
                                       f"as in greedy(patience=10); {pair!r} is not one")
         if key in params:
             raise PolicyNotFoundError(f"policy {spec!r}: {key} is given twice")
         params[key] = parameter_value(text)
     return match["name"].strip(), params
-
-
-def _refuse_model_parameters(spec: str) -> None:
-    raise PolicyNotFoundError(f"policy {spec!r}: a trained model's options are given apart from its spec "
-                              "(--policy-arg deterministic=false, or params=)")
 
 
 def _kind(target: str) -> PolicyKind:
@@ -324,11 +326,7 @@ def model_files(spec: str) -> list[Path]:
 def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any], given: str | None = None) -> Policy:
     """One model's policy (:func:`dream_gym.rl.model_policy`), or the ensemble of several
     (``given``: the spec as the user gave it, when another name stood for it)."""
-    unknown = sorted(set(params) - set(MODEL_PARAMS))
-    if unknown:  # before the rl stack is imported; a built-in's parameter given to a model (recommended)
-        named = spec if given in (None, spec) else f"{given} ({spec})"
-        raise ValueError(f"policy {named!r} is a trained model, which takes no parameter {unknown[0]!r}; its "
-                         f"parameter: {', '.join(MODEL_PARAMS)} (true or false)")
+    params = model_parameters(spec, params, given)
     try:
         return _built_model_policy(spec, paths, params)
     except ModuleNotFoundError as exc:  # the rl extra's packages are imported only now, lazily
@@ -337,8 +335,32 @@ def _model_policy(spec: str, paths: list[Path], params: Mapping[str, Any], given
         raise _needs_rl(spec, given, str(exc.name)) from None
 
 
+def model_parameters(spec: str, params: Mapping[str, Any], given: str | None = None) -> dict[str, Any]:
+    """A model's parameters checked, before the rl stack is imported: a built-in's parameter given
+    to a model (``recommended``) is refused naming the one a model takes; a flag written
+    ``false`` is False."""
+    named = spec if given in (None, spec) else f"{given} ({spec})"
+    unknown = sorted(set(params) - set(MODEL_PARAMS))
+    if unknown:
+        raise ValueError(f"policy {named!r} is a trained model, which takes no parameter {unknown[0]!r}; its "
+                         f"parameter: {', '.join(MODEL_PARAMS)} (true or false)")
+    return {key: _true_or_false(value, f"policy {named!r}: {key}") for key, value in params.items()}
+
+
 #: What a trained model's policy takes (``--policy-arg``): the most likely action, or a sampled one.
 MODEL_PARAMS = ("deterministic",)
+
+
+def _true_or_false(value: Any, what: str) -> bool:
+    """A flag as a command line writes it (``false``; ``bool("false")`` is True) or as Python does."""
+    import numpy as np  # here: this module loads where numpy need not
+
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    words = {"true": True, "false": False, "1": True, "0": False}
+    if isinstance(value, (str, int)) and str(value).strip().lower() in words:
+        return words[str(value).strip().lower()]
+    raise ValueError(f"{what} must be true or false, got {value!r}")
 
 #: The packages of the ``rl`` extra, which a trained model's policy imports.
 RL_PACKAGES = frozenset({"torch", "stable_baselines3", "sb3_contrib"})

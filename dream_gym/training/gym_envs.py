@@ -105,7 +105,7 @@ def pool_of(factory: str, spec: Mapping[str, object]) -> tuple[list[World], dict
     if render_mode is not None:  # a TypeError, as for any keyword a creator does not take: SB3's
         # make_vec_env asks for "rgb_array" and, on a TypeError, makes the env without it
         raise TypeError(f"{factory}: render_mode {render_mode!r}: the training envs render nothing (their "
-                         "metadata's render_modes is empty); DreamGym/Replay-v1 renders 'ansi' and 'rgb_array'")
+                         "metadata's render_modes is empty); DreamGym/Replay-v1 renders 'human', 'ansi' and 'rgb_array'")
     unknown = sorted(set(spec) - set(SPEC_DEFAULTS))
     if unknown:
         raise TypeError(f"{factory}() got an unexpected keyword argument {', '.join(map(repr, unknown))}")
