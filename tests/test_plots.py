@@ -61,8 +61,12 @@ def test_tree_layout_centres_parents_and_separates_leaves(results_file: Path) ->
 
 @pytest.mark.slow
 def test_plot_results_writes_non_empty_pngs(results_file: Path, tmp_path: Path) -> None:
-    paths = plot_results(results_file, tmp_path / "plots")
+    notes: list[str] = []
+    paths = plot_results(results_file, tmp_path / "plots", notes=notes)
     assert [p.name for p in paths] == ["anytime.png", "pareto.png", "tree_w0.png"]
+    assert notes == []  # every world drawn, the tree at the beta asked for
+    plot_results(results_file, tmp_path / "plots", beta=0.4, notes=notes)
+    assert notes == ["the tree shows beta 0.5, the closest to 0.4 in the results"]
     for path in paths:
         data = path.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000

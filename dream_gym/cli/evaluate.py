@@ -173,6 +173,9 @@ def run_eval(args: argparse.Namespace) -> int:
 def run_plot(args: argparse.Namespace) -> int:
     from dream_gym.evaluation.plots import plot_results
 
-    for path in plot_results(args.results, args.out, world=args.world, beta=args.beta):
+    notes: list[str] = []
+    for path in plot_results(args.results, args.out, world=args.world, beta=args.beta, notes=notes):
         print(path)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return 0

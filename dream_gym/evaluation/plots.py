@@ -315,11 +315,14 @@ def _safe(name: str) -> str:
 
 
 def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                 world: str | None = None, beta: float = DEFAULT_BETA) -> list[Path]:
+                 world: str | None = None, beta: float = DEFAULT_BETA,
+                 notes: list[str] | None = None) -> list[Path]:
     """anytime.png, pareto.png and tree_<world>.png from a results file; returns their paths.
 
     The tree shows ``world`` (default: the first world of the results) with, for each policy,
-    the nodes revealed by its episode whose beta is closest to ``beta``.
+    the nodes revealed by its episode whose beta is closest to ``beta``. ``notes`` gets what a
+    figure leaves out or chooses (the worlds past the Pareto figure's panels, a beta other than
+    the one asked for).
     """
     if not 0.0 <= beta <= 1.0:  # NaN too: the closest beta would be an arbitrary one
         raise ValueError(f"beta must be in [0, 1] (the tree shows the episode of the beta closest to it), got {beta}")
@@ -339,10 +342,19 @@ def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLik
     cache: dict[str, World] = {}
     paths = [plot_anytime(rows, out / "anytime.png", cache), plot_pareto(rows, out / "pareto.png")]
     revealed: dict[str, Sequence[int]] = {}
+    drawn: set[float] = set()
     for policy in _policies(on_world):
         episodes = [r for r in on_world if r["policy"] == policy]
         pick = min(episodes, key=lambda r: (abs(float(r["beta"]) - beta), float(r["beta"])))
+        drawn.add(float(pick["beta"]))
         revealed[f"{policy} (beta {float(pick['beta']):g})"] = replay_trace(world_of_row(pick, cache), pick).revealed
+    if notes is not None:
+        worlds = len(dict.fromkeys(str(r["world"]) for r in rows))
+        if worlds > MAX_PARETO_PANELS:
+            notes.append(f"pareto.png draws the first {MAX_PARETO_PANELS} of the {worlds} worlds")
+        if drawn != {beta}:
+            notes.append(f"the tree shows beta {', '.join(f'{b:g}' for b in sorted(drawn))}, the closest to "
+                         f"{beta:g} in the results")
     paths.append(plot_tree(world_of_row(on_world[0], cache), revealed, out / f"tree_{_safe(world_id)}.png"))
     return paths
 
