@@ -65,6 +65,8 @@ def test_replay_takes_policy_args_as_the_library_does() -> None:
     default = run_episode(GreedyPolicy(), ReplaySession(resolve_world(WORLD)))
     assert (by_cli["replay_score"], by_cli["attempts"]) == (patient.replay_score, patient.attempts)
     assert (patient.replay_score, patient.attempts) != (default.replay_score, default.attempts)  # the arg matters
+    said = dream_gym("replay", WORLD, "--policy", "greedy", "--policy-arg", "patience=100")
+    assert said.stdout.startswith(f"world {WORLD}  policy greedy (patience=100)  beta 0.5"), said.stdout
 
 
 def refused_once(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:

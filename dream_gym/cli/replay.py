@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict()))
     else:
         w = session.replay.workers
-        say(f"world {shown(result.world)}  policy {result.policy}  beta {result.beta:g}  "
+        given = f" ({', '.join(args.policy_arg)})" if args.policy_arg else ""  # --policy-arg's, as given
+        say(f"world {shown(result.world)}  policy {result.policy}{given}  beta {result.beta:g}  "
             f"W {w}{' (recorded)' if args.workers is None else ''}")
         best = "none" if result.best_score is None else f"{result.best_score:.6g}"  # whole in --json
         say(f"V = {result.replay_score:.4f}  best q = {result.best_q:.4f}  best score = {best}  "
