@@ -305,3 +305,18 @@ def test_dreaming_starts_from_a_built_in_with_its_parameters() -> None:
     namespace = {}
     exec(compile(text, "incumbent.py", "exec"), namespace)
     assert namespace["make_policy"]().c == float("inf")  # type: ignore[operator]
+
+
+def test_a_run_resumes_with_its_parameters_written_either_way(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """greedy(patience=2) and greedy with --policy-arg patience=2 are one run: either resumes it;
+    another value is refused naming both."""
+    out = tmp_path / "grown"
+    grow = ["grow", "--task", "sum-difference", "--agent", "builtin", "-W", "2", "--rounds", "1", "--seed", "0",
+            "--quiet", "--out", str(out)]
+    assert cli_main([*grow, "--policy", "greedy(patience=2)"]) == 0
+    grow[grow.index("1")] = "2"  # one more round
+    assert cli_main([*grow, "--policy", "greedy", "--policy-arg", "patience=2", "--resume"]) == 0
+    capsys.readouterr()
+    assert cli_main([*grow, "--policy", "greedy(patience=3)", "--resume"]) == 2
+    assert "policy_params {'patience': 2}, not {'patience': 3}" in capsys.readouterr().err

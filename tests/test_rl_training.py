@@ -75,7 +75,7 @@ def test_a_run_folder_with_another_configuration_is_refused(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("options", [["--workers", "-2"], ["--worlds", "no-such-world"], ["--gamma", "1.5"],
                                      ["--n-epochs", "0"], ["--betas", "0,x"], ["--betas", "1.5"], ["--betas", ","],
-                                     ["--heldout", POOL],  # held-out figures on the training pool
+                                     ["--held-out", POOL],  # held-out figures on the training pool
                                      ["--resume"]])  # nothing to continue
 def test_arguments_are_refused_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          options: list[str]) -> None:

@@ -349,9 +349,9 @@ def plot_results(results_path: str | os.PathLike[str], out_dir: str | os.PathLik
         drawn.add(float(pick["beta"]))
         revealed[f"{policy} (beta {float(pick['beta']):g})"] = replay_trace(world_of_row(pick, cache), pick).revealed
     if notes is not None:
-        worlds = len(dict.fromkeys(str(r["world"]) for r in rows))
-        if worlds > MAX_PARETO_PANELS:
-            notes.append(f"pareto.png draws the first {MAX_PARETO_PANELS} of the {worlds} worlds")
+        world_count = len(dict.fromkeys(str(r["world"]) for r in rows))
+        if world_count > MAX_PARETO_PANELS:
+            notes.append(f"pareto.png draws the first {MAX_PARETO_PANELS} of the {world_count} worlds")
         if drawn != {beta}:
             notes.append(f"the tree shows beta {', '.join(f'{b:g}' for b in sorted(drawn))}, the closest to "
                          f"{beta:g} in the results")

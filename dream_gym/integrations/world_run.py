@@ -211,6 +211,7 @@ def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     the section named as the system's output folder) or another task wrote, or with another W,
     policy, policy parameters, seed or beta than it records: the run would append its programs to a
     tree they do not belong to."""
+    from dream_gym.policy_files.specs import with_recorded_policy
     from dream_gym.world.files import WORLD_FILE, loads_strict
     from dream_gym.world.writer import check_resumed_settings
 
@@ -227,9 +228,9 @@ def check_same_run(folder: Path, settings: RunSettings, section: str) -> None:
     if not _same_task(task, recorded_task):
         raise ValueError(f"{folder} holds a run of --task {recorded_task}, not of --task {task}; --resume "
                          "continues a world with the task that made it (start another task in a new --out)")
-    check_resumed_settings(folder, recorded, {
-        "workers": settings.workers, "policy": settings.policy, "policy_params": dict(settings.policy_params),
-        "seed": settings.seed, "beta": settings.beta})
+    check_resumed_settings(folder, with_recorded_policy(recorded), {
+        **with_recorded_policy({"policy": settings.policy, "policy_params": dict(settings.policy_params)}),
+        "workers": settings.workers, "seed": settings.seed, "beta": settings.beta})
     _check_root_scored(folder, recorded)
 
 

@@ -64,6 +64,7 @@ from dream_gym.online.real_tree import (
 )
 from dream_gym.online.tasks import get_task
 from dream_gym.policy import Policy, RunContext, batch_from
+from dream_gym.policy_files.specs import with_recorded_policy
 from dream_gym.replay.settings import DEFAULT_BETA, STANDARD_WORKERS, ReplaySettings
 from dream_gym.world.files import NODES_GZ_FILE, RUN_SUMMARY_FILE
 from dream_gym.world.tree import MAX_WORKERS, NODES_FILE
@@ -206,10 +207,10 @@ def _open_world(config: GrowConfig, task: Any) -> WorldWriter:
             try:
                 if writer.meta["task"]["name"] != task.name:
                     raise ValueError(f"{folder} holds a world of task {writer.meta['task']['name']!r}, not {task.name!r}")
-                check_resumed_settings(folder, {"policy_params": {}, **writer.meta}, {
-                    "workers": config.workers, "frontier": config.frontier, "policy": config.policy,
-                    "policy_params": dict(config.policy_params), "agent": config.agent, "seed": config.seed,
-                    "beta": config.beta})
+                check_resumed_settings(folder, with_recorded_policy({"policy_params": {}, **writer.meta}), {
+                    **with_recorded_policy({"policy": config.policy, "policy_params": dict(config.policy_params)}),
+                    "workers": config.workers, "frontier": config.frontier, "agent": config.agent,
+                    "seed": config.seed, "beta": config.beta})
                 recorded_rounds = writer.meta.get("rounds")
                 grown = max((int(r.get("round") or 0) for r in writer.records), default=0)
                 if isinstance(recorded_rounds, int) and config.rounds != recorded_rounds and config.rounds >= grown:

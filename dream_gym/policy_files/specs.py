@@ -256,6 +256,31 @@ def split_parameters(spec: str) -> tuple[str, dict[str, Any]]:
     return match["name"].strip(), params
 
 
+def recorded_policy(policy: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A run's policy as a resume compares it: the spec without its parameters, and its
+    parameters with ``params`` (``--policy-arg``), so that ``greedy(patience=2)`` and ``greedy``
+    with ``patience=2`` are one run (a key given both ways with two values was refused at the start)."""
+    try:
+        written, inline = split_parameters(policy)
+    except PolicyNotFoundError:  # no spec a run could have started with: compared as written
+        return policy, dict(params)
+    return written, {**inline, **params}
+
+
+def with_recorded_policy(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` (world.json, or a run's settings by world.json's keys) with its ``policy`` and
+    ``policy_params`` as :func:`recorded_policy` gives them; ``policy_params`` stays absent where
+    the world records none and the spec holds none (a world written before they were recorded)."""
+    out = dict(meta)
+    if isinstance(policy := out.get("policy"), str):
+        params = out.get("policy_params")
+        written, merged = recorded_policy(policy, params if isinstance(params, Mapping) else {})
+        out["policy"] = written
+        if "policy_params" in out or merged:
+            out["policy_params"] = merged
+    return out
+
+
 def _kind(target: str) -> PolicyKind:
     if target.endswith(".zip") or target in SHIPPED_MODELS:
         return "model"
@@ -468,4 +493,4 @@ def _close(policy: Policy) -> None:
         close()
 
 
-__all__ = ["MODEL_MODULES", "PolicyKind", "PolicySource", "PolicySpec", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "parameter_value", "policy_from_namespace", "probe_policy_files", "resolve_in_process", "split_parameters", "where"]
+__all__ = ["MODEL_MODULES", "PolicyKind", "PolicySource", "PolicySpec", "check_policy_spec", "is_file_spec", "is_model_spec", "load_policy", "load_policy_file", "parameter_value", "policy_from_namespace", "probe_policy_files", "recorded_policy", "resolve_in_process", "split_parameters", "where", "with_recorded_policy"]
