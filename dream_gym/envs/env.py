@@ -14,11 +14,10 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.envs.registration import EnvSpec
 
 from dream_gym.envs.buffers import BufferPool, bases_of, read_only_arrays
 from dream_gym.envs.frontier import FrontierCounts, add_counts, drop_id, frontier_of, ones_for, set_count
-from dream_gym.envs.ids import check_world_of_id
+from dream_gym.envs.ids import SpecOfOneWorld
 from dream_gym.envs.spaces import (
     DEFAULT_MAX_NODES,
     GLOBAL_COLUMNS,
@@ -68,7 +67,7 @@ _TRUNCATED_BY = {END_TRUNCATED: "max_rounds", END_FULL: "capacity", END_LIMIT: "
 RENDER_MODES = ("human", "ansi", "rgb_array")
 
 
-class ReplayEnv(gym.Env):  # type: ignore[type-arg]
+class ReplayEnv(SpecOfOneWorld, gym.Env):  # type: ignore[type-arg]
     """Replay of a recorded discovery tree: choose where the next attempts start.
 
     ## Description
@@ -685,18 +684,8 @@ class ReplayEnv(gym.Env):  # type: ignore[type-arg]
         """
         return self._sets[self._pool.last].out[3].astype(bool).reshape(-1)
 
-    _spec: EnvSpec | None = None
-
-    @property  # type: ignore[override]
-    def spec(self) -> EnvSpec | None:
-        """The spec ``gym.make`` made the env from (None when built directly)."""
-        return self._spec
-
-    @spec.setter
-    def spec(self, spec: EnvSpec | None) -> None:
-        if spec is not None:  # set by gym.make once the env is built: a shipped world's id replays that world
-            check_world_of_id(spec, [self.world.id])
-        self._spec = spec
+    def _replayed_world_ids(self) -> list[str]:
+        return [self.world.id]
 
     def _use_render_mode(self, render_mode: str | None) -> None:
         self.render_mode = self._arguments["render_mode"] = render_mode

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from dream_gym.world.registry import shipped_datasets, shipped_env_ids, shipped_world_names
 
@@ -69,6 +70,27 @@ def check_world_of_id(spec: Any, world_ids: Sequence[str]) -> None:
     if others:
         raise ValueError(f"{spec.id} replays the world {name} ({reference}), not {', '.join(others)}: make "
                          f"DreamGym/Replay-v{ENV_VERSION} with world=... to replay another world")
+
+
+class SpecOfOneWorld:
+    """The ``spec`` Gymnasium sets on an env it made, checked when set: an env made under a
+    shipped world's id replays that world only (:func:`check_world_of_id`)."""
+
+    _spec: EnvSpec | None = None
+
+    def _replayed_world_ids(self) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        """The spec ``gym.make`` (or ``gym.make_vec``) made the env from; None when built directly."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: EnvSpec | None) -> None:
+        if spec is not None:  # set once the env is built, before anyone steps it
+            check_world_of_id(spec, self._replayed_world_ids())
+        self._spec = spec
 
 
 def register_envs() -> None:

@@ -20,12 +20,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from dream_gym.envs.buffers import BufferPool, bases_of, read_only_arrays
-from dream_gym.envs.ids import check_world_of_id
+from dream_gym.envs.ids import SpecOfOneWorld
 from dream_gym.envs.spaces import (
     BASELINE,
     GLOBAL_COLUMNS,
@@ -83,7 +82,7 @@ def selections(actions: Any, shape: tuple[int, int]) -> np.ndarray:
     return ids
 
 
-class ReplayVectorEnv(VectorEpisodes):
+class ReplayVectorEnv(SpecOfOneWorld, VectorEpisodes):
     """N node-level replay episodes (the :class:`dream_gym.envs.env.ReplayEnv` of each sub-env).
 
     Sub-env i plays ``world[i % len(world)]`` (one world reference or a sequence of them). The
@@ -106,18 +105,8 @@ class ReplayVectorEnv(VectorEpisodes):
     (tests/test_vector_env.py checks it on random actions over mixed-size worlds).
     """
 
-    _spec: EnvSpec | None = None
-
-    @property  # type: ignore[override]
-    def spec(self) -> EnvSpec | None:
-        """The spec ``gym.make_vec`` made the env from (None when built directly)."""
-        return self._spec
-
-    @spec.setter
-    def spec(self, spec: EnvSpec | None) -> None:
-        if spec is not None:  # a shipped world's id replays that world alone
-            check_world_of_id(spec, [world.id for world in self.pool.worlds])
-        self._spec = spec
+    def _replayed_world_ids(self) -> list[str]:
+        return [world.id for world in self.pool.worlds]
 
     def __init__(
         self,
