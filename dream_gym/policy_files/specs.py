@@ -20,11 +20,12 @@
 * ``recommended``: the spec :mod:`dream_gym.policies.recommended` names (one of the kinds above).
 
 A built-in name or ``module:Class`` may carry constructor parameters, ``greedy(patience=10)``
-or ``my_pkg.agents:Beam(width=4, rule=ucb)``: comma-separated ``KEY=VALUE`` pairs, each value a
-whole number, a decimal number or else text (which may hold commas: ``coverage(deepen=0.3,1)``),
-read as ``--policy-arg`` reads them. The spec with
-its parameters labels the results, so one evaluation can compare ``greedy(patience=3)`` with
-``greedy(patience=10)``.
+or ``my_pkg.agents:Beam(width=4, rule=ucb)``, and a model its flag,
+``ppo-options-v(deterministic=false)``: comma-separated ``KEY=VALUE`` pairs, each value a whole
+number, a decimal number or else text (which may hold commas: ``coverage(deepen=0.3,1)``), read
+as ``--policy-arg`` reads them. The spec with its parameters labels the results, so one
+evaluation can compare ``greedy(patience=3)`` with ``greedy(patience=10)``. A policy file takes
+none (its own ``make_policy()`` builds its policy).
 
 :class:`PolicySpec` reads a spec once (its kind, and what ``recommended`` stands for); every
 entry point goes through it. :func:`~dream_gym.policy_files.inprocess.resolve_in_process` builds the policy object of a spec
@@ -197,7 +198,6 @@ class PolicySpec:
             with contextlib.suppress(AttributeError):
                 policy.name = self.given  # type: ignore[attr-defined]
         return policy
-
 
     def _with_parameters(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """The spec's parameters and ``params`` (``--policy-arg``) together; a key given both
