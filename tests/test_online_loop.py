@@ -295,6 +295,17 @@ def test_cli_grow_writes_world_and_summary(tmp_path, capsys):
     assert (printed.out + printed.err).count("before its budget, by its own stop rule: a higher --beta") == 1
 
 
+def test_the_stop_hint_names_a_patience_the_run_was_given():
+    from dream_gym.cli.options import stop_hint
+
+    assert stop_hint("policy", "greedy").endswith("a higher --beta makes the built-in policies more patient "
+                                                  "(greedy: --policy-arg patience=N)")
+    for spec, args in (("greedy(patience=2)", ()), ("greedy", ["patience=2"])):
+        assert stop_hint("policy", spec, args) == ("the policy ended the run before its budget, by its own stop "
+                                                   "rule: 2 rounds without a new best (a larger patience runs "
+                                                   "longer)")
+
+
 def test_cli_grow_rejects_malformed_policy_arg(tmp_path, capsys):
     code = cli_main(["grow", "--task", "sum-difference", "--policy-arg", "branches", "--out", str(tmp_path / "w")])
     assert code == 2

@@ -91,7 +91,7 @@ def run_command(args: argparse.Namespace) -> int:
     console.print(f"{result.nodes} nodes ({result.invalid} invalid), best score {'none (no valid program)' if result.best_score is None else result.best_score}, "
                   f"stopped by {result.stopped_by}, {result.seconds:.1f}s ({result.system} {result.version}, "
                   f"policy {args.policy})", markup=False)
-    if hint := stop_hint(result.stopped_by, args.policy):
+    if hint := stop_hint(result.stopped_by, args.policy, args.policy_arg):
         console.print(hint, markup=False)
     if empty := result.extra.get("without_program"):  # an LLM answer that held no program
         console.print(f"{empty} proposal{'s' if empty > 1 else ''} made no program (the system's log says why): "

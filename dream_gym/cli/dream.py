@@ -27,7 +27,8 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     """The replay-scoring options shared by ``dream`` and ``rsi``."""
     grid = ",".join(f"{b:g}" for b in DEFAULT_BETA_GRID)
     p.add_argument("--developer", default="builtin",
-                   help="'builtin' (Optuna over the parametric policy family, no LLM) or a litellm model string")
+                   help="'builtin' (Optuna over the parametric policy family, no LLM; the default) or a litellm "
+                        "model string")
     p.add_argument("--revisions", "-M", type=positive_int, required=True,
                    help="M: versions per phase, the incumbent included (M-1 new revisions)")
     p.add_argument("--betas", default=grid, help=f"comma-separated beta grid (default {grid})")

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         f"attempt{'s' * (result.failures_this_run != 1)} this run, "
         f"best score {'none (no valid program)' if result.best_score is None else result.best_score}, stopped by {_stop_named(result.stopped_by)}, {result.seconds:.1f}s"
     )
-    if hint := stop_hint(result.stopped_by, args.policy):
+    if hint := stop_hint(result.stopped_by, args.policy, args.policy_arg):
         console.print(hint, markup=False)
     if result.repaired:
         console.print(f"resume: {result.repaired}")

@@ -80,7 +80,7 @@ def run_command(args: argparse.Namespace) -> int:
         f"best combined_score {result.best_score}, stopped by {result.stopped_by}, {result.seconds:.1f}s "
         f"(OpenEvolve {result.openevolve})"
     )
-    if hint := stop_hint(result.stopped_by, args.policy):
+    if hint := stop_hint(result.stopped_by, args.policy, args.policy_arg):
         console.print(hint, markup=False)
     if result.resumed:
         console.print(f"resume: {result.resumed}", markup=False)

@@ -8,7 +8,7 @@ import argparse
 import inspect
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -289,11 +289,11 @@ def parse_betas_option(text: str, option: str = "--betas") -> tuple[float, ...]:
 INTERRUPTED_STATUS = 130
 
 
-def stop_hint(stopped_by: str, policy: str = "") -> str:
+def stop_hint(stopped_by: str, policy: str = "", policy_args: Sequence[str] = ()) -> str:
     """The line a run's summary adds when the run ended before its budget: by the policy's own
     stop rule, how to run longer (greedy stops after a few rounds without a new best, as on a task
     whose first children all fail: its ``patience`` is named when ``policy`` is a built-in that
-    takes one); by a signal, how to continue."""
+    takes one, and its value where the spec or ``policy_args`` set it); by a signal, how to continue."""
     if stopped_by == "shutdown":
         # OpenEvolve cancels the iterations in flight, ShinkaEvolve and SkyDiscover finish them
         return ("interrupted (Ctrl-C or SIGTERM): the world holds every program finished before the stop; "
@@ -303,9 +303,13 @@ def stop_hint(stopped_by: str, policy: str = "") -> str:
     from dream_gym.policies import POLICIES
     from dream_gym.policy_files.specs import split_parameters
 
-    policy = split_parameters(policy)[0]
+    policy, params = split_parameters(policy)
+    params.update(parse_key_values(list(policy_args)))
     if policy not in POLICIES:
         return "the policy ended the run before its budget, by its own stop rule (an empty batch)"
+    if "patience" in params:  # set already: the rule ran as told
+        return (f"the policy ended the run before its budget, by its own stop rule: {params['patience']} rounds "
+                "without a new best (a larger patience runs longer)")
     hint = "a higher --beta makes the built-in policies more patient"
     if "patience" in inspect.signature(POLICIES[policy]).parameters:
         hint += f" ({policy}: --policy-arg patience=N)"
