@@ -58,9 +58,12 @@ from dream_gym.replay.settings import ReplaySettings
 from dream_gym.world.tree import World
 
 
-def _refuse_one_setting_twice(policies: Sequence[str | os.PathLike[str]]) -> None:
-    """Two specs with parameters that are one policy with the same parameters, written apart
-    (``greedy(patience=3)``, ``greedy( patience = 3 )``), would be two rows of one policy."""
+def _refuse_repeats(policies: Sequence[str | os.PathLike[str]]) -> None:
+    """A spec given twice, or two specs with parameters that are one policy with the same
+    parameters written apart (``greedy(patience=3)``, ``greedy( patience = 3 )``): two rows of
+    one policy."""
+    if len(set(policies)) != len(policies):
+        raise ValueError(f"policies repeat: {policies}")
     seen: dict[tuple[str, tuple[tuple[str, Any], ...]], str] = {}
     for given in policies:
         spec = os.fspath(given)
@@ -205,9 +208,7 @@ def evaluate(
                             f"model: each episode builds its own policy from it), got {type(spec).__name__}"
                             f"{_spec_hint(spec)}")
     check_seed(seed)
-    if len(set(policies)) != len(policies):
-        raise ValueError(f"policies repeat: {policies}")
-    _refuse_one_setting_twice(policies)
+    _refuse_repeats(policies)
     for spec in policies:  # fail fast on an unknown name, module or file; built only in workers
         check_policy_spec(spec)
     if not trust_model:

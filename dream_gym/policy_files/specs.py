@@ -436,6 +436,9 @@ class PolicySource:
     def __init__(self, spec: str | PolicySpec, file_options: Mapping[str, Any] | None = None):
         self.policy_spec = PolicySpec.of(spec)
         self.spec = self.policy_spec.target
+        # what each episode's policy is built from, read once: the target, so that a built-in that
+        # recommended stands for keeps its own name, and parameters label it as written
+        self._each_episode = PolicySpec.of(self.spec)
         self.file_options = dict(file_options or {})
         self._isolated: list[Policy] = []
         if self.policy_spec.kind == "file":
@@ -450,7 +453,7 @@ class PolicySource:
     def new(self) -> Policy:
         """The policy for the next episode."""
         if not self._isolated:
-            return PolicySpec.of(self.spec).load()
+            return self._each_episode.load()
         if self.untrusted:  # played alone again
             self._isolated[0].side_by_side = 1  # type: ignore[attr-defined]
         return self._isolated[0]
